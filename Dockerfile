@@ -1,0 +1,14 @@
+# codemode in a container. Binding 0.0.0.0 requires API keys, so mount a config file with
+# [[api_keys]] at /etc/codemode/config.toml (see README "Configuration").
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY bridge ./bridge
+COPY guest_runtime ./guest_runtime
+COPY service ./service
+COPY examples ./examples
+RUN pip install --no-cache-dir . && useradd --system --home /var/lib/codemode --create-home codemode
+USER codemode
+ENV CODEMODE_DATA_DIR=/var/lib/codemode
+EXPOSE 8000
+CMD ["codemode", "serve", "--host", "0.0.0.0", "--port", "8000", "--config", "/etc/codemode/config.toml"]

@@ -1,0 +1,110 @@
+"""Start a uvicorn server as a subprocess on a free loopback port and read its CPU use from /proc."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                out.append(int(entry.name))
+    return out
+
+
+class Server:
+    """A server subprocess; ``cpu()`` returns (main process, worker children) CPU seconds so far."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.port = free_port()
+        self.tmp = tempfile.mkdtemp(prefix=f"codemode-bench-{name}-")
+        full_env = {**os.environ, **(env or {})}
+        full_env["CODEMODE_DATA_DIR"] = self.tmp
+        # The repo root must be importable (bench.bare_app, service) whatever the caller's cwd.
+        root = str(Path(__file__).resolve().parent.parent)
+        full_env["PYTHONPATH"] = root + os.pathsep + full_env.get("PYTHONPATH", "")
+        self.log_path = Path(self.tmp) / "server.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, *argv, "--port", str(self.port)], env=full_env, cwd=root,
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} server exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                if httpx.get(self.base + "/readyz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} server not ready after {timeout_s}s")
+
+    def cpu(self) -> tuple[float, float]:
+        return _cpu_seconds(self.proc.pid), sum(_cpu_seconds(c) for c in _children(self.proc.pid))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown runs the lifespan
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> Server:
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def codemode_server(workers: int) -> Server:
+    return Server("codemode", ["-m", "service.cli", "serve", "--log-level", "warning"],
+                  env={"CODEMODE_WORKERS": str(workers)})
+
+
+def bare_server() -> Server:
+    return Server("bare", ["-m", "bench.bare_app", "--log-level", "warning"])

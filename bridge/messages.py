@@ -1,0 +1,96 @@
+"""The host <-> worker protocol: every frame kind, as TypedDicts (no logic).
+
+The conversation for one cell is strict ping-pong, which keeps both sides simple:
+
+    host  -> worker   run      (code, limits, guest config, leg budget)
+    worker -> host    idle     (new guest requests, cancelled timers, new output) ... guest is blocked
+    host  -> worker   settle   (replies, leg budget)                                  ... guest resumes
+    worker -> host    idle | done
+    host  -> worker   abort    (drop the cell; the worker answers with ``done``)
+
+A worker announces itself once with ``ready`` after start-up.  Reply payloads travel as JSON
+*text* so the worker hands them to the guest's ``JSON.parse`` without decoding them itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+#: Failure phases, as in the cell envelope.
+Phase = Literal["input", "guest", "bridge", "host"]
+
+
+class GuestConfig(TypedDict):
+    """What the prelude needs to build the guest's globals for one cell."""
+
+    tools: list[dict[str, Any]]  # handle metadata: callableName, toolName, description, source, ...
+    mcp: list[dict[str, Any]]  # MCP servers: identifier, serverName, tools[{identifier, name}]
+    features: dict[str, bool]  # results / store / api availability
+
+
+class RunMessage(TypedDict):
+    t: Literal["run"]
+    cell_id: str
+    code: str
+    budget_ms: int
+    memory_limit_bytes: int
+    max_output_bytes: int
+    value_capture_bytes: int
+    config: GuestConfig
+
+
+class Reply(TypedDict):
+    id: int
+    ok: bool
+    value: NotRequired[str]  # JSON text, when ok
+    error: NotRequired[dict[str, Any]]  # {message, code?, name?}, when not ok
+
+
+class SettleMessage(TypedDict):
+    t: Literal["settle"]
+    budget_ms: int
+    replies: list[Reply]
+
+
+class AbortMessage(TypedDict):
+    t: Literal["abort"]
+
+
+class GuestRequest(TypedDict):
+    id: int
+    method: str
+    args: str  # JSON text of the argument array
+
+
+class IdleMessage(TypedDict):
+    t: Literal["idle"]
+    requests: list[GuestRequest]
+    cancels: list[int]
+    output: list[Any]
+    outstanding: int
+
+
+class GuestFailure(TypedDict):
+    text: str
+    phase: Phase
+    code: str
+
+
+class DoneMessage(TypedDict):
+    t: Literal["done"]
+    ok: bool
+    value: NotRequired[Any]  # value source (see bridge.output)
+    error: NotRequired[GuestFailure]
+    output: list[Any]
+    cpu_ms: float
+    heap_bytes: int
+    recycle: bool  # the worker must not run another cell (limit hit, engine fault)
+
+
+class ReadyMessage(TypedDict):
+    t: Literal["ready"]
+    pid: int
+
+
+HostMessage = RunMessage | SettleMessage | AbortMessage
+WorkerMessage = ReadyMessage | IdleMessage | DoneMessage

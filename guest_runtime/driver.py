@@ -1,0 +1,256 @@
+"""The one module that talks to QuickJS (PyPI ``quickjs-ng``, imported as ``quickjs``).
+
+``GuestEngine`` is one fresh runtime + context with the prelude loaded.  It exposes only what
+the worker loop needs: configure, compile, start, pump jobs under a deadline, take queued
+requests/output, settle replies, and read the heap size.  Engine exceptions are translated
+into ``guest_runtime.errors`` here and nowhere else.
+
+Unhandled promise rejections need the engine's rejection tracker, which the binding does not
+expose.  We install it through ctypes on the runtime pointer of the binding's Context object;
+``quickjs-ng`` is pinned, and ``check_engine()`` proves the wiring at worker start, so a binding
+change fails loudly instead of silently losing unhandled rejections.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import time
+from importlib import resources
+from typing import Any
+
+import _quickjs
+import quickjs
+
+from .errors import EngineFault, GuestSyntaxError, GuestTimeout
+
+# ---- prelude ---------------------------------------------------------------------------------
+
+_TRAILING_COMMENT = re.compile(r"\s//\s.*$")
+
+
+def _load_prelude() -> str:
+    """Return the prelude squeezed onto one line.
+
+    Every prelude frame then reports line 1, while cell code (compiled by the AsyncFunction
+    constructor) starts at line 3: that is how stack traces are cut down to the user's frames.
+    The prelude is written so that joining lines is safe (explicit semicolons, no ``//`` inside
+    strings); every cell of every test runs it, so a mistake cannot go unnoticed.
+    """
+    lines = []
+    for raw in resources.files(__package__).joinpath("prelude.js").read_text("utf-8").splitlines():
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("//"):
+            continue
+        lines.append(_TRAILING_COMMENT.sub("", stripped))
+    return " ".join(lines)
+
+
+PRELUDE = _load_prelude()
+#: Lines the AsyncFunction constructor puts before the body: "(async function anonymous(\n) {\n".
+_BODY_LINE_OFFSET = 2
+_FRAME = re.compile(r"^\s*at (?:(?P<fn>[^\s(]+) )?\(?<input>:(?P<line>\d+):(?P<col>\d+)\)?\s*$")
+_SYNTAX_AT = re.compile(r"^\s*at <input>:(?P<line>\d+):(?P<col>\d+)")
+MAX_FRAMES = 10
+
+# ---- unhandled rejection tracking --------------------------------------------------------------
+
+
+class _JSValue(ctypes.Structure):
+    _fields_ = [("u", ctypes.c_uint64), ("tag", ctypes.c_int64)]
+
+
+_TRACKER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, _JSValue, _JSValue, ctypes.c_bool, ctypes.c_void_p)
+_lib = ctypes.CDLL(_quickjs.__file__)
+_lib.JS_SetHostPromiseRejectionTracker.argtypes = [ctypes.c_void_p, _TRACKER, ctypes.c_void_p]
+_lib.JS_SetHostPromiseRejectionTracker.restype = None
+_lib.JS_ToCStringLen2.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t), _JSValue, ctypes.c_bool]
+_lib.JS_ToCStringLen2.restype = ctypes.c_void_p
+_lib.JS_FreeCString.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+_lib.JS_FreeCString.restype = None
+#: The binding's Context object starts with PyObject_HEAD, then ``JSRuntime *runtime``.
+_RUNTIME_OFFSET = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
+
+_unhandled: dict[int, str] = {}  # promise pointer -> reason text, for the engine being driven
+
+
+def _on_rejection(ctx: int, promise: _JSValue, reason: _JSValue, handled: bool, _opaque: int) -> None:
+    if handled:
+        _unhandled.pop(promise.u, None)
+        return
+    size = ctypes.c_size_t()
+    text = "unhandled promise rejection"
+    ptr = _lib.JS_ToCStringLen2(ctx, ctypes.byref(size), reason, False)
+    if ptr:
+        text = ctypes.string_at(ptr, size.value).decode("utf-8", "replace")
+        _lib.JS_FreeCString(ctx, ptr)
+    _unhandled[promise.u] = text
+
+
+_tracker = _TRACKER(_on_rejection)  # module-level: the C side keeps a raw pointer to it
+
+
+def _runtime_pointer(ctx: quickjs.Context) -> int:
+    return ctypes.c_void_p.from_address(id(ctx) + _RUNTIME_OFFSET).value or 0
+
+
+# ---- the engine ------------------------------------------------------------------------------
+
+
+class GuestEngine:
+    """One fresh QuickJS runtime + context with the prelude loaded and limits set."""
+
+    def __init__(self, *, stack_bytes: int = 1024 * 1024) -> None:
+        self._ctx = quickjs.Context()
+        runtime = _runtime_pointer(self._ctx)
+        if not runtime:
+            raise EngineFault("could not locate the QuickJS runtime of the binding's Context")
+        _lib.JS_SetHostPromiseRejectionTracker(runtime, _tracker, None)
+        _unhandled.clear()
+        self._ctx.set_max_stack_size(stack_bytes)
+        try:
+            self._hook = self._ctx.eval(PRELUDE)
+        except quickjs.JSException as exc:  # a broken prelude is our bug, never the guest's
+            raise EngineFault(f"prelude failed to load: {exc}") from exc
+        self._fn: Any = None
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def configure(self, config_json: str, memory_limit_bytes: int) -> None:
+        """Build the guest's globals for one cell, then cap the heap."""
+        self._hook("configure", config_json)
+        self._ctx.set_memory_limit(memory_limit_bytes)
+
+    def compile(self, code: str, budget_s: float) -> None:
+        """Parse the cell as an async function body; raise GuestSyntaxError with cell positions."""
+        self._ctx.set_time_limit(max(budget_s, 0.001))
+        try:
+            self._fn = self._hook("compile", code)
+        except quickjs.JSException as exc:
+            raise _syntax_error(str(exc)) from None
+        except quickjs.StackOverflow as exc:
+            raise GuestSyntaxError(f"SyntaxError at cell.js:1:1: {_first_line(str(exc))}") from None
+
+    def start(self, deadline: float) -> None:
+        """Call the compiled cell; its outcome is published through ``take()``."""
+        self._limit(deadline)
+        self._call("start", self._fn)
+        self._fn = None
+
+    # -- the job loop ---------------------------------------------------------------------------
+
+    def pump(self, deadline: float) -> None:
+        """Run pending jobs until none is left, never past ``deadline`` (time.monotonic)."""
+        ctx = self._ctx
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise GuestTimeout("cell timeout exceeded")
+            # The engine's CPU limit is per job; resetting it to what is left of the wall
+            # budget stops a single long job, while this loop stops a flood of short ones.
+            ctx.set_time_limit(remaining)
+            try:
+                if not ctx.execute_pending_job():
+                    return
+            except quickjs.JSException as exc:
+                _raise_engine_exception(str(exc))
+            except quickjs.StackOverflow:
+                continue  # an overflow inside a job rejects that job's promise; keep going
+
+    def take(self) -> str:
+        """Return the JSON text of queued requests, cancels, output and the outcome."""
+        return self._call("take")
+
+    def settle(self, request_id: int, ok: bool, payload: str | None) -> None:
+        """Resolve or reject one pending guest request with a JSON payload."""
+        self._call("settle", request_id, ok, payload)
+
+    def cancel_timers(self) -> None:
+        self._call("cancelTimers")
+
+    def unhandled_bridge_rejection(self) -> str | None:
+        """JSON text ``{error, code}`` of a host failure nobody handled, else None."""
+        return self._call("unhandledBridge")
+
+    def unhandled_rejections(self) -> list[str]:
+        """Reason texts of rejected promises that never got a handler."""
+        return list(_unhandled.values())
+
+    def heap_bytes(self) -> int:
+        return int(self._ctx.memory().get("memory_used_size", 0))
+
+    def _limit(self, deadline: float) -> None:
+        self._ctx.set_time_limit(max(deadline - time.monotonic(), 0.001))
+
+    def _call(self, op: str, *args: Any) -> Any:
+        try:
+            return self._hook(op, *args)
+        except quickjs.JSException as exc:
+            _raise_engine_exception(str(exc))
+        except quickjs.StackOverflow as exc:
+            raise EngineFault(f"stack overflow in the host hook: {_first_line(str(exc))}") from None
+        except (TypeError, SystemError) as exc:  # the binding could not convert a value back
+            raise EngineFault(f"engine value conversion failed in {op}: {exc}") from None
+
+
+def _raise_engine_exception(text: str) -> None:
+    first = _first_line(text)
+    if first.startswith("InternalError: interrupted"):
+        raise GuestTimeout("cell timeout exceeded")
+    raise EngineFault(first or "engine error")
+
+
+def _first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0]
+
+
+def _syntax_error(text: str) -> GuestSyntaxError:
+    lines = text.strip().split("\n")
+    head = lines[0]
+    name, _, message = head.partition(": ")
+    line, col = 1, 1
+    for frame in lines[1:]:
+        m = _SYNTAX_AT.match(frame)
+        if m:
+            line = max(int(m.group("line")) - _BODY_LINE_OFFSET, 1)
+            col = int(m.group("col"))
+            break
+    return GuestSyntaxError(
+        f"{name or 'SyntaxError'} at cell.js:{line}:{col}: {message or head}. "
+        "No tools were dispatched; correct the JavaScript source and submit it again."
+    )
+
+
+def map_stack(text: str) -> str:
+    """Keep ``Name: message`` and the frames of the cell's own code, renumbered to cell lines."""
+    lines = text.split("\n")
+    head = [lines[0]]
+    frames: list[str] = []
+    for raw in lines[1:]:
+        m = _FRAME.match(raw)
+        if m is None:
+            if raw.strip() and not raw.strip().startswith("at "):
+                head.append(raw)  # multi-line messages stay whole
+            continue
+        line = int(m.group("line"))
+        if line <= _BODY_LINE_OFFSET:
+            continue  # prelude frames (all on line 1) and the wrapper
+        fn = m.group("fn")
+        where = f"cell.js:{line - _BODY_LINE_OFFSET}:{m.group('col')}"
+        frames.append(f"    at {fn} ({where})" if fn and fn != "anonymous" else f"    at {where}")
+        if len(frames) >= MAX_FRAMES:
+            break
+    return "\n".join(head + frames)
+
+
+def check_engine() -> None:
+    """Prove at worker start that the prelude loads and unhandled rejections are seen."""
+    engine = GuestEngine()
+    engine.configure('{"tools":[],"mcp":[],"maxRequestBytes":1024}', 8 * 1024 * 1024)
+    engine.compile('void Promise.reject(new Error("probe")); return 1', 1.0)
+    deadline = time.monotonic() + 1.0
+    engine.start(deadline)
+    engine.pump(deadline)
+    if not any("probe" in r for r in engine.unhandled_rejections()):
+        raise EngineFault("the QuickJS rejection tracker is not wired; is quickjs-ng the pinned version?")
+    _unhandled.clear()

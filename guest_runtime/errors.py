@@ -1,0 +1,33 @@
+"""Host-side faults of the guest runtime (guest *code* failures are data, not exceptions).
+
+GuestRuntimeError            base; stable ``code``
+ ├── GuestSyntaxError        the cell does not parse (code ``invalid_input``)
+ ├── GuestTimeout            the cell ran past its wall deadline (code ``timeout``)
+ └── EngineFault             the engine or the prelude misbehaved (code ``runtime_unavailable``)
+"""
+
+from __future__ import annotations
+
+
+class GuestRuntimeError(Exception):
+    """Raised for any failure of the guest runtime itself."""
+
+    code = "internal_error"
+
+
+class GuestSyntaxError(GuestRuntimeError):
+    """Raised when the cell source fails to parse; nothing has run."""
+
+    code = "invalid_input"
+
+
+class GuestTimeout(GuestRuntimeError):
+    """Raised when guest code is still running at the wall deadline."""
+
+    code = "timeout"
+
+
+class EngineFault(GuestRuntimeError):
+    """Raised when the engine cannot be driven (broken prelude, binding mismatch)."""
+
+    code = "runtime_unavailable"

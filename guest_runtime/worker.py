@@ -1,0 +1,235 @@
+"""The worker process: runs cells one at a time, each in a fresh QuickJS engine.
+
+Started by the service's pool as ``python -m guest_runtime.worker '<json options>'``.  It speaks
+the ``bridge.messages`` protocol over its stdin/stdout (the real stdout is moved aside so a
+stray print can never corrupt a frame).  After each cell it builds the next engine while idle,
+so the next cell starts without paying for the prelude.  It exits when told the cell broke a
+limit (the service then replaces it) or when its stdin closes.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+import orjson
+
+from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+from bridge.output import OutputCapture, capture_value
+
+from .driver import GuestEngine, check_engine, map_stack
+from .errors import EngineFault, GuestSyntaxError, GuestTimeout
+
+PENDING_WITHOUT_HOST_WORK = (
+    "cell is pending without host work: its promise can never settle because nothing it awaits "
+    "is a tool call, timer or yield_control. Resolve your own promises or await host work."
+)
+
+
+class Channel:
+    """Blocking frame I/O over two file descriptors."""
+
+    def __init__(self, fd_in: int, fd_out: int, cap: int) -> None:
+        self.fd_in = fd_in
+        self.fd_out = fd_out
+        self.cap = cap
+
+    def read(self) -> Any | None:
+        header = self._read_exact(HEADER_SIZE)
+        if header is None:
+            return None
+        body = self._read_exact(frame_length(header, self.cap))
+        if body is None:
+            return None
+        return decode_body(body)
+
+    def write(self, message: dict[str, Any]) -> None:
+        data = memoryview(encode_frame(message, self.cap))
+        while data:
+            n = os.write(self.fd_out, data)
+            data = data[n:]
+
+    def _read_exact(self, n: int) -> bytes | None:
+        chunks = []
+        while n:
+            chunk = os.read(self.fd_in, min(n, 1 << 20))
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+
+class CellRun:
+    """Drives one cell from ``run`` to ``done``."""
+
+    def __init__(self, engine: GuestEngine, channel: Channel, msg: dict[str, Any]) -> None:
+        self.engine = engine
+        self.channel = channel
+        self.msg = msg
+        self.capture = OutputCapture(msg["max_output_bytes"])
+        self.cpu_start = time.process_time()
+        self.deadline = time.monotonic() + msg["budget_ms"] / 1000
+
+    def run(self) -> bool:
+        """Run the cell to its end; return True when this worker must be recycled."""
+        engine = self.engine
+        msg = self.msg
+        try:
+            engine.configure(orjson.dumps(msg["config"]).decode(), msg["memory_limit_bytes"])
+            engine.compile(msg["code"], self.deadline - time.monotonic())
+        except GuestSyntaxError as exc:
+            return self.fail(str(exc), "input", "invalid_input", recycle=False)
+        except GuestTimeout:
+            return self.fail("cell timeout exceeded", "guest", "timeout", recycle=True)
+        try:
+            engine.start(self.deadline)
+            return self.loop()
+        except GuestTimeout:
+            return self.fail("cell timeout exceeded", "guest", "timeout", recycle=True)
+        except EngineFault as exc:
+            if "out of memory" in str(exc) or str(exc) == "null":
+                return self.fail("memory limit exceeded", "guest", "memory_limit_exceeded", recycle=True)
+            return self.fail(f"guest runtime fault: {exc}", "host", "runtime_unavailable", recycle=True)
+        except MemoryError:
+            return self.fail("memory limit exceeded", "guest", "memory_limit_exceeded", recycle=True)
+
+    def loop(self) -> bool:
+        engine = self.engine
+        while True:
+            engine.pump(self.deadline)
+            snap = orjson.loads(engine.take())
+            for entry in snap["output"]:
+                self.capture.add(entry)
+            done = snap["done"]
+            if done is not None and snap["required"] == 0:
+                engine.cancel_timers()
+                cancels = snap["cancels"] + orjson.loads(engine.take())["cancels"]
+                return self.finish(done, cancels)
+            if snap["outstanding"] == 0:
+                return self.fail(PENDING_WITHOUT_HOST_WORK, "guest", "internal_error", recycle=False)
+            self.channel.write({
+                "t": "idle",
+                "requests": snap["requests"],
+                "cancels": snap["cancels"],
+                "output": self.capture.drain(),
+                "outstanding": snap["outstanding"],
+                "cpu_ms": round((time.process_time() - self.cpu_start) * 1000, 3),
+                "heap_bytes": engine.heap_bytes(),
+            })
+            reply = self.channel.read()
+            if reply is None:
+                raise SystemExit(0)  # the service went away
+            if reply["t"] == "abort":
+                return self.fail("cell aborted", "host", "aborted", recycle=False)
+            self.deadline = time.monotonic() + reply["budget_ms"] / 1000
+            for r in reply["replies"]:
+                if r["ok"]:
+                    engine.settle(r["id"], True, r.get("value"))
+                else:
+                    engine.settle(r["id"], False, orjson.dumps(r.get("error") or {}).decode())
+
+    def finish(self, done: dict[str, Any], cancels: list[int]) -> bool:
+        engine = self.engine
+        if done["ok"]:
+            bridge_unhandled = engine.unhandled_bridge_rejection()
+            if bridge_unhandled is not None:
+                info = orjson.loads(bridge_unhandled)
+                return self.fail(
+                    "Unhandled promise rejection: " + map_stack(info["error"]),
+                    "bridge",
+                    _bridge_code(info["code"]),
+                    cancels=cancels,
+                )
+            unhandled = engine.unhandled_rejections()
+            if unhandled:
+                return self.fail(
+                    "Unhandled promise rejection: " + map_stack(unhandled[0]), "guest", "internal_error",
+                    cancels=cancels,
+                )
+            self.send_done(ok=True, value=capture_value(done["value"], self.msg["value_capture_bytes"]),
+                           cancels=cancels)
+            return False
+        if done.get("oom"):
+            return self.fail("memory limit exceeded: InternalError: out of memory", "guest",
+                             "memory_limit_exceeded", recycle=True, cancels=cancels)
+        if done["bridge"]:
+            return self.fail(map_stack(done["error"]), "bridge", _bridge_code(done["code"]), cancels=cancels)
+        return self.fail(map_stack(done["error"]), "guest", "internal_error", cancels=cancels)
+
+    def fail(self, text: str, phase: str, code: str, *, recycle: bool = False,
+             cancels: list[int] | None = None) -> bool:
+        self.send_done(ok=False, error={"text": text, "phase": phase, "code": code}, recycle=recycle,
+                       cancels=cancels or [])
+        return recycle
+
+    def send_done(self, *, ok: bool, value: Any = None, error: dict[str, Any] | None = None,
+                  recycle: bool = False, cancels: list[int]) -> None:
+        try:
+            heap = self.engine.heap_bytes()
+        except Exception:  # noqa: BLE001 - a dying engine must still let us report the cell
+            heap = 0
+        message: dict[str, Any] = {
+            "t": "done",
+            "ok": ok,
+            "output": self.capture.drain(),
+            "cancels": cancels,
+            "cpu_ms": round((time.process_time() - self.cpu_start) * 1000, 3),
+            "heap_bytes": heap,
+            "recycle": recycle,
+        }
+        if ok:
+            message["value"] = value
+        else:
+            message["error"] = error
+        self.channel.write(message)
+
+
+def _bridge_code(code: str) -> str:
+    # An uncaught input-contract rejection keeps its code; every other tool failure is internal.
+    return "invalid_input" if code in ("invalid_input", "input_contract") else "internal_error"
+
+
+def _apply_rlimits(options: dict[str, Any]) -> None:
+    address_space = int(options.get("rlimit_as_bytes", 0))
+    if address_space > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    cpu = int(options.get("rlimit_cpu_seconds", 0))
+    if cpu > 0:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # a guest has no business writing files
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    options: dict[str, Any] = orjson.loads(args[0]) if args else {}
+    # Frames go to a private copy of stdout; fd 1 itself now points at stderr.
+    fd_out = os.dup(1)
+    os.dup2(2, 1)
+    channel = Channel(0, fd_out, int(options.get("frame_cap", 264 * 1024 * 1024)))
+    _apply_rlimits(options)
+    check_engine()
+    channel.write({"t": "ready", "pid": os.getpid()})
+    stack_bytes = int(options.get("stack_bytes", 1024 * 1024))
+    engine = GuestEngine(stack_bytes=stack_bytes)
+    while True:
+        msg = channel.read()
+        if msg is None:
+            return 0
+        if msg.get("t") != "run":
+            continue  # a late settle/abort for a cell that already ended
+        recycle = CellRun(engine, channel, msg).run()
+        if recycle:
+            return 0
+        engine = GuestEngine(stack_bytes=stack_bytes)
+
+
+if __name__ == "__main__":
+    try:
+        raise SystemExit(main())
+    except (BrokenPipeError, KeyboardInterrupt):
+        raise SystemExit(0) from None  # the service closed our pipes: nothing left to report

@@ -1,0 +1,182 @@
+"""Route functions only: parse, authorise, call the services, shape the answer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import PlainTextResponse
+
+from .responses import JSONBytes as ORJSONResponse
+
+from .cells import CellSpec
+from .api_files.errors import ApiFileError
+from .errors import InvalidRequest, NotFound, ServiceError, StoreUnavailable
+from .results_store import ResultScope
+from .stores.errors import StoreError
+from .host import Services
+from .schemas import ERROR_RESPONSES, SESSION_PATTERN, CellEnvelope, ErrorBody, ExecRequest, WaitRequest
+from .settings import ApiKey
+
+router = APIRouter()
+
+
+def services(request: Request) -> Services:
+    return request.app.state.services  # type: ignore[no-any-return]
+
+
+def caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
+    return services(request).keys.resolve(authorization)
+
+
+ServicesDep = Annotated[Services, Depends(services)]
+CallerDep = Annotated[ApiKey, Depends(caller)]
+
+
+def _envelope(body: dict[str, Any]) -> ORJSONResponse:
+    return ORJSONResponse(body)
+
+
+@router.post("/v1/exec", response_model=CellEnvelope, responses=ERROR_RESPONSES, tags=["cells"],
+             summary="Run a cell")
+async def exec_cell(body: ExecRequest, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+    """Start a cell and run it until it completes, fails, or parks (``waiting``)."""
+    limits = svc.cells.limits(timeout_ms=body.timeout_ms, memory_limit_bytes=body.memory_limit_bytes,
+                              max_output_bytes=body.max_output_bytes)
+    spec = CellSpec(
+        code=body.code, tenant=key.tenant, limits=limits, title=body.title, session_id=body.session_id,
+        run_id=body.run_id, restart_safe=body.restart_safe, headless=body.headless,
+        client_tools=tuple(t.model_dump(exclude_none=True) for t in body.client_tools),
+        tool_policy=svc.tool_policy_for(key),
+    )
+    return _envelope(await svc.cells.exec(spec))
+
+
+@router.post("/v1/cells/{cell_id}/wait", response_model=CellEnvelope, responses=ERROR_RESPONSES,
+             tags=["cells"], summary="Resume a waiting cell")
+async def wait_cell(cell_id: str, svc: ServicesDep, key: CallerDep, body: WaitRequest | None = None) -> ORJSONResponse:
+    """Resume a parked cell (optionally with client tool results) until its next stop."""
+    body = body or WaitRequest()
+    results = [r.model_dump() for r in body.tool_results]
+    return _envelope(await svc.cells.wait(cell_id, key.tenant, timeout_ms=body.timeout_ms, tool_results=results,
+                                          session_id=body.session_id))
+
+
+@router.post("/v1/cells/{cell_id}/cancel", response_model=CellEnvelope, responses=ERROR_RESPONSES,
+             tags=["cells"], summary="Cancel a cell")
+async def cancel_cell(cell_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+    """Abort a cell; answers its final envelope (``failed``, code ``aborted``)."""
+    return _envelope(await svc.cells.cancel(cell_id, key.tenant))
+
+
+@router.get("/v1/cells/{cell_id}", responses=ERROR_RESPONSES, tags=["cells"], summary="Cell status")
+async def cell_status(cell_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+    """Status of a cell without resuming it (finished cells: a summary without value or output)."""
+    return _envelope(svc.cells.status(cell_id, key.tenant))
+
+
+@router.get("/v1/catalog", responses=ERROR_RESPONSES, tags=["tools"], summary="Tool catalog and quick index")
+async def catalog(svc: ServicesDep, key: CallerDep, session_id: str | None = None) -> ORJSONResponse:
+    """Handle metadata of every tool visible to this key, and the quick index for agent prompts."""
+    if session_id is not None:
+        check_session_id(session_id)
+    view = svc.view_for(key)
+    return ORJSONResponse({"tools": view.handles(), "quick_index": svc.guest.quick_index(view)})
+
+
+@router.get("/v1/api/files", responses=ERROR_RESPONSES, tags=["tools"], summary="List declaration files")
+async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None) -> ORJSONResponse:
+    """What ``API.list(prefix)`` returns in a guest of this key."""
+    table = await svc.guest.api_table_for(svc.view_for(key))
+    try:
+        return ORJSONResponse(table.list(prefix))
+    except ApiFileError as exc:
+        raise InvalidRequest(str(exc), need_param="prefix") from None
+
+
+@router.get("/v1/api/files/{path:path}", responses=ERROR_RESPONSES, tags=["tools"], summary="Read a declaration file")
+async def api_file(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+    """What ``API.read(path)`` returns in a guest of this key."""
+    table = await svc.guest.api_table_for(svc.view_for(key))
+    try:
+        return ORJSONResponse(table.read(path))
+    except ApiFileError as exc:
+        if str(exc).startswith("Unknown API file"):
+            raise NotFound(str(exc)) from None
+        raise InvalidRequest(str(exc), need_param="path") from None
+
+
+@router.delete("/v1/sessions/{session_id}/runs/{run_id}", responses=ERROR_RESPONSES, tags=["sessions"],
+               summary="End a run")
+async def end_run(session_id: str, run_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+    """End a run: its saved results expire now."""
+    check_session_id(session_id)
+    check_session_id(run_id)
+    dropped = svc.results.end_run(ResultScope(key.tenant, session_id, run_id))
+    return ORJSONResponse({"session_id": session_id, "run_id": run_id, "expired_results": dropped})
+
+
+@router.get("/v1/sessions/{session_id}/store", responses=ERROR_RESPONSES, tags=["sessions"],
+            summary="Session store keys")
+async def session_store(session_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+    """Keys of the session's committed store and their byte sizes."""
+    check_session_id(session_id)
+    store = _store(svc)
+    try:
+        sizes = await store.sizes(key.tenant, session_id)
+    except StoreError as exc:
+        raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
+    return ORJSONResponse({"session_id": session_id, "keys": [{"key": k, "bytes": v} for k, v in sorted(sizes.items())],
+                           "total_bytes": sum(sizes.values())})
+
+
+@router.delete("/v1/sessions/{session_id}", responses=ERROR_RESPONSES, tags=["sessions"], summary="Delete a session")
+async def delete_session(session_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+    """Delete the session's committed store (running cells keep their own buffered writes)."""
+    check_session_id(session_id)
+    store = _store(svc)
+    try:
+        existed = await store.delete_session(key.tenant, session_id)
+    except StoreError as exc:
+        raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
+    if not existed:
+        raise NotFound(f"session {session_id!r} has no stored data")
+    return ORJSONResponse({"session_id": session_id, "deleted": True})
+
+
+def _store(svc: Services) -> Any:
+    if svc.store is None:
+        raise NotFound("this server runs without a session store")
+    return svc.store
+
+
+@router.get("/healthz", tags=["ops"], summary="Liveness")
+async def healthz() -> dict[str, str]:
+    """The process answers."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", tags=["ops"], summary="Readiness", responses={503: {"model": ErrorBody}})
+async def readyz(svc: ServicesDep) -> ORJSONResponse:
+    """The worker pool has workers and the session store answers."""
+    checks = await svc.readiness()
+    ok = all(v == "ok" for v in checks.values())
+    return ORJSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
+
+
+@router.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=PlainTextResponse)
+async def metrics(svc: ServicesDep) -> PlainTextResponse:
+    """Prometheus text exposition."""
+    body, content_type = svc.metrics.render(svc)
+    return PlainTextResponse(body, media_type=content_type)
+
+
+def check_session_id(session_id: str) -> str:
+    import re
+
+    if not re.match(SESSION_PATTERN, session_id):
+        raise InvalidRequest("session_id must be 1-128 characters of [A-Za-z0-9._:-]", need_param="session_id")
+    return session_id
+
+
+__all__ = ["ServiceError", "router"]

@@ -1,0 +1,234 @@
+"""The cells of one service process: exec, wait, cancel, status, expiry, per-tenant caps.
+
+Cells live in memory in the process that runs them (their guest is a live worker process).
+Parked cells are capped (``max_parked_cells``) and expire after ``cell_ttl_seconds`` idle.
+Finished cells leave a small summary (no value, no output) so ``GET /v1/cells/{id}`` can still
+say how they ended; the last ``FINISHED_KEPT`` summaries are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.output import RetainResult
+
+from .cells import ABORT_MESSAGE, Cell, CellLimits, CellSpec, CellStatus
+from .dispatch import Dispatcher
+from .errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
+from .settings import Settings
+from .source_checks import check_source
+from .workers import WorkerPool
+
+log = logging.getLogger("codemode.cells")
+FINISHED_KEPT = 10_000
+NOT_FOUND = "cell is unavailable or expired"
+#: Builds per-cell handler state (tool session, store buffer, guest config) before the cell runs.
+Preparer = Callable[[Cell], Any]
+
+
+@dataclass
+class _TenantGate:
+    running: int = 0
+
+
+class CellService:
+    """Owns every cell of this process."""
+
+    def __init__(self, settings: Settings, pool: WorkerPool, dispatcher: Dispatcher,
+                 prepare: Preparer | None = None,
+                 retain: Callable[[Cell, str], RetainResult] | None = None) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.dispatcher = dispatcher
+        self.prepare = prepare
+        self.retain = retain
+        self._cells: dict[str, Cell] = {}
+        self._parked: set[str] = set()
+        self._finished: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._tenants: dict[str, _TenantGate] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+        self.counts: dict[str, int] = {"completed": 0, "failed": 0, "waiting": 0}
+        self.sweepers: list[Callable[[], Any]] = []  # other periodic expiry (saved results)
+
+    # ---- life cycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._sweeper = asyncio.ensure_future(self._sweep())
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for cell in list(self._cells.values()):
+            with contextlib.suppress(Exception):
+                await cell.cancel("the service is shutting down")
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            await self.expire_idle()
+            for sweep in self.sweepers:
+                sweep()
+
+    async def expire_idle(self) -> int:
+        now = time.monotonic()
+        ttl = self.settings.cell_ttl_seconds
+        expired = [self._cells[i] for i in list(self._parked)
+                   if i in self._cells and now - self._cells[i].last_active > ttl
+                   and not self._cells[i].wait_lock.locked()]
+        for cell in expired:
+            await cell.cancel("cell expired after " + str(ttl) + "s idle; start a new cell")
+        return len(expired)
+
+    # ---- limits ----------------------------------------------------------------------------------
+
+    def limits(self, *, timeout_ms: int | None, memory_limit_bytes: int | None,
+               max_output_bytes: int | None) -> CellLimits:
+        s = self.settings
+        timeout = s.timeout_ms if timeout_ms is None else timeout_ms
+        memory = s.memory_limit_bytes if memory_limit_bytes is None else memory_limit_bytes
+        output = s.max_output_bytes if max_output_bytes is None else max_output_bytes
+        _check_range("timeout_ms", timeout, 100, s.max_timeout_ms)
+        _check_range("memory_limit_bytes", memory, 1024 * 1024, s.max_memory_limit_bytes)
+        _check_range("max_output_bytes", output, 1024, 10 * 1024 * 1024)
+        return CellLimits(
+            timeout_ms=timeout,
+            memory_limit_bytes=memory,
+            max_output_bytes=output,
+            max_snapshot_bytes=s.max_snapshot_bytes,
+            kill_grace_ms=s.kill_grace_ms,
+            max_pending_requests=s.max_pending_requests,
+            max_request_bytes=s.max_request_bytes,
+        )
+
+    @contextlib.contextmanager
+    def _tenant_slot(self, tenant: str):  # type: ignore[no-untyped-def]
+        gate = self._tenants.setdefault(tenant, _TenantGate())
+        if gate.running >= self.settings.tenant_max_concurrency:
+            raise TooManyRequests(
+                f"tenant {tenant!r} already runs {gate.running} cells (cap "
+                f"{self.settings.tenant_max_concurrency}); retry after one finishes",
+                retry_after=1,
+            )
+        gate.running += 1
+        try:
+            yield
+        finally:
+            gate.running -= 1
+
+    # ---- operations ------------------------------------------------------------------------------
+
+    async def exec(self, spec: CellSpec) -> dict[str, Any]:
+        """Start a cell and run its first leg."""
+        problem = check_source(spec.code)
+        if problem is not None:
+            return _input_failure(problem)
+        if len(self._parked) >= self.settings.max_parked_cells:
+            raise TooManyRequests(
+                f"too many parked cells ({len(self._parked)}, cap {self.settings.max_parked_cells}): "
+                "finish or cancel waiting cells first", retry_after=1)
+        with self._tenant_slot(spec.tenant):
+            worker = await self.pool.acquire(spec.tenant)
+            cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retain)
+            self._cells[cell.id] = cell
+            async with cell.wait_lock:
+                if self.prepare is not None:
+                    try:
+                        result = self.prepare(cell)
+                        if asyncio.iscoroutine(result):
+                            await result
+                    except BaseException:
+                        self.pool.release(worker, recycle=True)
+                        self._cells.pop(cell.id, None)
+                        raise
+                return await cell.start(spec.limits.timeout_ms)
+
+    async def wait(self, cell_id: str, tenant: str, *, timeout_ms: int | None,
+                   tool_results: list[dict[str, Any]], session_id: str | None = None) -> dict[str, Any]:
+        cell = self._get(cell_id, tenant)
+        if session_id is not None and cell.spec.session_id != session_id:
+            raise Forbidden("this cell belongs to a different session; wait with its own session_id")
+        if cell.wait_lock.locked():
+            raise WaitInProgress("cell is already being resumed by another wait; retry when it returns")
+        timeout = cell.spec.limits.timeout_ms if timeout_ms is None else timeout_ms
+        _check_range("timeout_ms", timeout, 100, self.settings.max_timeout_ms)
+        with self._tenant_slot(tenant):
+            async with cell.wait_lock:
+                if cell.done:
+                    raise CellNotFound(NOT_FOUND + ": it already finished and its result was delivered")
+                problem = cell.check_tool_results(tool_results)
+                if problem is not None:
+                    raise InvalidRequest(problem, need_param="tool_results")
+                self._parked.discard(cell.id)
+                return await cell.resume(timeout, tool_results)
+
+    async def cancel(self, cell_id: str, tenant: str) -> dict[str, Any]:
+        cell = self._get(cell_id, tenant)
+        return await cell.cancel(ABORT_MESSAGE)
+
+    def status(self, cell_id: str, tenant: str) -> dict[str, Any]:
+        cell = self._cells.get(cell_id)
+        if cell is not None and cell.spec.tenant == tenant:
+            return cell.snapshot()
+        summary = self._finished.get(cell_id)
+        if summary is not None and summary["tenant"] == tenant:
+            return summary["snapshot"]
+        raise CellNotFound(NOT_FOUND)
+
+    def stats(self) -> dict[str, int]:
+        return {"live": len(self._cells), "parked": len(self._parked), **self.counts}
+
+    # ---- callbacks from cells ------------------------------------------------------------------
+
+    def _get(self, cell_id: str, tenant: str) -> Cell:
+        cell = self._cells.get(cell_id)
+        if cell is None or cell.spec.tenant != tenant:
+            if cell_id in self._finished and self._finished[cell_id]["tenant"] == tenant:
+                raise CellNotFound(NOT_FOUND + ": it already finished and its result was delivered")
+            raise CellNotFound(NOT_FOUND)
+        return cell
+
+    def _park(self, cell: Cell) -> bool:
+        if cell.id not in self._parked and len(self._parked) >= self.settings.max_parked_cells:
+            return False
+        self._parked.add(cell.id)
+        self.counts["waiting"] += 1
+        return True
+
+    def _end(self, cell: Cell) -> None:
+        self._parked.discard(cell.id)
+        self._cells.pop(cell.id, None)
+        self.counts["completed" if cell.status is CellStatus.COMPLETED else "failed"] += 1
+        snapshot = {k: v for k, v in (cell.final or {}).items() if k not in ("value", "output")}
+        self._finished[cell.id] = {"tenant": cell.spec.tenant, "snapshot": snapshot}
+        while len(self._finished) > FINISHED_KEPT:
+            self._finished.popitem(last=False)
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if not (low <= value <= high):
+        raise InvalidRequest(f"{name} must be between {low} and {high} (got {value})", need_param=name)
+
+
+def _input_failure(message: str) -> dict[str, Any]:
+    """The envelope of a cell refused before any worker was involved."""
+    import uuid
+
+    return {
+        "status": "failed",
+        "cell_id": "cell_" + str(uuid.uuid4()),
+        "output": [],
+        "error": message,
+        "code": "invalid_input",
+        "failure_phase": "input",
+        "bridge_dispatch_started": False,
+        "replay_safe": True,
+        "telemetry": {"wall_ms": 0.0, "guest_cpu_ms": 0.0, "call_count": 0, "search_count": 0,
+                      "describe_count": 0, "host_requests": 0, "legs": 0, "heap_bytes": 0},
+    }

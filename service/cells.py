@@ -1,0 +1,526 @@
+"""One cell's life: run legs on its worker, dispatch host work, park, resume, end.
+
+A *leg* is one exec or wait call.  In a leg the cell's guest runs on its worker until it
+completes, fails, or blocks on host work.  Blocked cells wait inline for replies until the
+leg's deadline; at the deadline (or at once, when a request needs the API caller) the cell is
+*parked* and the leg answers ``waiting``.  Host work keeps running while parked; its replies are
+charged to the inbox and delivered on the next wait.  Only this module orchestrates that, so
+HTTP and the CLI behave the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance
+from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
+
+from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller
+from .tools.untrusted import wrap_untrusted
+from .workers import Worker, WorkerGone, WorkerPool
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+TIMEOUT_MESSAGE = "cell timeout exceeded"
+ABORT_MESSAGE = "cell aborted: it was cancelled or expired; start a new cell"
+SNAPSHOT_MESSAGE = "cell snapshot limit exceeded: its heap is over max_snapshot_bytes, so it cannot be parked"
+CANCELLED_REPLY = {"message": "tool call canceled: the cell ended, was cancelled or expired", "code": "aborted"}
+
+
+class CellStatus(enum.Enum):
+    RUNNING = "running"  # a leg is in progress
+    WAITING = "waiting"  # parked between legs
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class CellLimits:
+    """Effective limits of one cell (request values within the server's caps)."""
+
+    timeout_ms: int
+    memory_limit_bytes: int
+    max_output_bytes: int
+    max_snapshot_bytes: int
+    kill_grace_ms: int
+    max_pending_requests: int
+    max_request_bytes: int
+
+    @property
+    def inbox_bytes(self) -> int:
+        return min(self.memory_limit_bytes, self.max_snapshot_bytes)
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """Everything an exec request fixes for the cell's whole life."""
+
+    code: str
+    tenant: str
+    limits: CellLimits
+    title: str | None = None
+    session_id: str | None = None
+    run_id: str | None = None
+    restart_safe: bool = False
+    headless: bool = False
+    client_tools: tuple[dict[str, Any], ...] = ()
+    tool_policy: Any = None  # the API key's tool narrowing (service.tools.policy.ToolPolicy)
+
+
+@dataclass
+class Pending:
+    """A guest request that has not been settled yet."""
+
+    request_id: int
+    method: str
+    args: list[Any]
+    task: asyncio.Task[None] | None = None
+    caller: NeedsCaller | None = None  # set when the API caller must answer it
+
+    def public(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": f"req_{self.request_id}", "method": self.method}
+        if self.caller is not None and self.caller.kind == "client_tool":
+            out["tool"] = self.caller.tool
+            out["input"] = self.caller.input
+        elif self.method == "tool" and self.args:
+            out["tool"] = self.args[0]
+        elif self.method == "mcp.call" and len(self.args) >= 2:
+            out["tool"] = f"MCP.{self.args[0]}.{self.args[1]}"
+        return out
+
+
+@dataclass
+class Telemetry:
+    guest_cpu_ms: float = 0.0
+    call_count: int = 0
+    search_count: int = 0
+    describe_count: int = 0
+    host_requests: int = 0
+    legs: int = 0
+    heap_bytes: int = 0
+
+
+class Cell:
+    """A running or parked cell and its worker."""
+
+    def __init__(self, spec: CellSpec, worker: Worker, pool: WorkerPool, dispatcher: Dispatcher,
+                 on_park: Callable[[Cell], bool], on_end: Callable[[Cell], None],
+                 retain: Callable[[Cell, str], RetainResult] | None = None) -> None:
+        self.id = "cell_" + str(uuid.uuid4())
+        self.spec = spec
+        self.worker: Worker | None = worker
+        self.pool = pool
+        self.dispatcher = dispatcher
+        self.status = CellStatus.RUNNING
+        self.output = OutputState(spec.limits.max_output_bytes)
+        self.inbox = InboxAllowance(spec.limits.inbox_bytes)
+        self.telemetry = Telemetry()
+        self.scope: dict[str, Any] = {}  # per-cell state of handlers (tool session, store writes, ...)
+        self.warnings: list[str] = []
+        self.bridge_dispatch_started = False
+        self.network_content = False
+        self.last_active = time.monotonic()
+        self.final: dict[str, Any] | None = None
+        self.wait_lock = asyncio.Lock()
+        self._pending: dict[int, Pending] = {}
+        self._ready: list[dict[str, Any]] = []  # settled replies, in settlement order
+        self._ready_bytes: dict[int, int] = {}
+        self._delivered_bytes = 0  # charged bytes handed to the worker, released on its next frame
+        self._wake = asyncio.Event()
+        self._worker_running = False
+        self._aborted: str | None = None
+        self._started = False
+        self._leg_started = time.monotonic()
+        self._on_park = on_park
+        self._on_end = on_end
+        self._retain = retain
+
+    # ---- public operations ---------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self.status in (CellStatus.COMPLETED, CellStatus.FAILED)
+
+    async def start(self, budget_ms: int) -> dict[str, Any]:
+        """The exec leg."""
+        assert self.worker is not None and not self._started
+        self._started = True
+        limits = self.spec.limits
+        try:
+            await self.worker.send({
+                "t": "run",
+                "cell_id": self.id,
+                "code": self.spec.code,
+                "budget_ms": budget_ms,
+                "memory_limit_bytes": limits.memory_limit_bytes,
+                "max_output_bytes": limits.max_output_bytes,
+                "value_capture_bytes": max(limits.max_output_bytes, self._value_capture_bytes()),
+                "config": self.scope.get("guest_config", {"tools": [], "mcp": [],
+                                                          "maxRequestBytes": limits.max_request_bytes}),
+            })
+        except WorkerGone as exc:
+            return await self._end_failed(exc.message, "host", "runtime_unavailable", recycle=True)
+        self._worker_running = True
+        return await self._leg(budget_ms)
+
+    async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]]) -> dict[str, Any]:
+        """A wait leg: settle caller answers and yields, then run until the next stop."""
+        self.status = CellStatus.RUNNING
+        self.last_active = time.monotonic()
+        for result in tool_results:
+            self._settle_caller(result)
+        for p in list(self._pending.values()):
+            if p.caller is not None and p.caller.kind == "yield":
+                self._settle(p.request_id, True, {"status": "yielded", "reason": p.caller.reason})
+        return await self._leg(budget_ms)
+
+    def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
+        """Return the problem with caller-supplied results (by index), or None when all apply."""
+        for i, result in enumerate(tool_results):
+            p = self._pending.get(_request_number(result.get("id")))
+            if p is None or p.caller is None or p.caller.kind != "client_tool":
+                return f"tool_results[{i}].id {result.get('id')!r} is not a pending client tool call of this cell"
+        return None
+
+    async def cancel(self, message: str = ABORT_MESSAGE) -> dict[str, Any]:
+        """Abort the cell now; a running leg ends with the same ``aborted`` envelope."""
+        if not self.done:
+            self._aborted = message
+            if self.worker is not None:
+                self.worker.kill()
+            self._wake.set()
+        # A running leg notices the abort and ends the cell; a parked cell is ended here.
+        async with self.wait_lock:
+            if not self.done:
+                await self._end_failed(message, "host", "aborted", recycle=True)
+        assert self.final is not None
+        return self.final
+
+    def snapshot(self) -> dict[str, Any]:
+        """Status without resuming."""
+        if self.final is not None:
+            return {k: v for k, v in self.final.items() if k not in ("value", "output")}
+        out: dict[str, Any] = {
+            "status": self.status.value if self.status is not CellStatus.WAITING else "waiting",
+            "cell_id": self.id,
+            "bridge_dispatch_started": self.bridge_dispatch_started,
+            "replay_safe": self.replay_safe,
+            "telemetry": self._telemetry(0.0),
+        }
+        if self.status is CellStatus.WAITING:
+            out["reason"] = self._reason()
+            out["pending_tool_calls"] = [p.public() for p in self._pending.values()]
+        return out
+
+    @property
+    def replay_safe(self) -> bool:
+        return self.spec.restart_safe or not self.bridge_dispatch_started
+
+    # ---- the leg loop ----------------------------------------------------------------------------
+
+    async def _leg(self, budget_ms: int) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        deadline = started + budget_ms / 1000
+        grace = self.spec.limits.kill_grace_ms / 1000
+        margin = min(0.25, max(0.001, budget_ms / 2000))
+        self.telemetry.legs += 1
+        self._leg_started = started
+        while True:
+            if self._worker_running:
+                assert self.worker is not None
+                try:
+                    msg = await asyncio.wait_for(self.worker.recv(), max(deadline + grace - loop.time(), 0.001))
+                except asyncio.TimeoutError:
+                    # A native operation that ignores the engine interrupt: the kill is the limit.
+                    self.worker.kill()
+                    return await self._end_failed(TIMEOUT_MESSAGE, "guest", "timeout", recycle=True)
+                except WorkerGone as exc:
+                    if self._aborted:
+                        return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
+                    return await self._end_failed(exc.message + "; the cell was lost, start it again",
+                                                  "host", "runtime_unavailable", recycle=True)
+                self._worker_running = False
+                self.inbox.release(self._delivered_bytes)
+                self._delivered_bytes = 0
+                if msg["t"] == "done":
+                    return await self._on_done(msg)
+                self._on_idle(msg)
+                continue
+            if self._aborted:
+                return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
+            remaining = deadline - loop.time()
+            if self._ready and remaining > margin:
+                await self._deliver(int(remaining * 1000))
+                continue
+            if any(p.caller is not None for p in self._pending.values()) or remaining <= margin:
+                return await self._park()
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), remaining)
+
+    def _on_idle(self, msg: dict[str, Any]) -> None:
+        self.output.extend(msg["output"])
+        self.telemetry.guest_cpu_ms = msg.get("cpu_ms", self.telemetry.guest_cpu_ms)
+        self.telemetry.heap_bytes = msg.get("heap_bytes", self.telemetry.heap_bytes)
+        for request_id in msg["cancels"]:
+            self._drop(request_id)
+        for req in msg["requests"]:
+            self._dispatch(req["id"], req["method"], req["args"])
+
+    async def _deliver(self, budget_ms: int) -> None:
+        assert self.worker is not None
+        replies, self._ready = self._ready, []
+        self._delivered_bytes += sum(self._ready_bytes.pop(r["id"], 0) for r in replies)
+        try:
+            await self.worker.send({"t": "settle", "budget_ms": max(budget_ms, 1), "replies": replies})
+        except WorkerGone:
+            pass  # the next recv reports how the worker died
+        self._worker_running = True
+
+    # ---- host work -----------------------------------------------------------------------------
+
+    def _dispatch(self, request_id: int, method: str, args: Any) -> None:
+        pending = Pending(request_id, method, args if isinstance(args, list) else [args])
+        self._pending[request_id] = pending
+        self.telemetry.host_requests += 1
+        route = self.dispatcher.route(method)
+        if route is None:
+            self._settle(request_id, False, {"message": f"unknown host method {method!r}", "code": "invalid_input"})
+            return
+        running = sum(1 for p in self._pending.values() if p.task is not None and not p.task.done())
+        if running >= self.spec.limits.max_pending_requests:
+            self._settle(request_id, False, {
+                "message": f"too many host requests in flight (limit {self.spec.limits.max_pending_requests}); "
+                           "await some before starting more", "code": "invalid_input"})
+            return
+        if route.side_effects:
+            self.bridge_dispatch_started = True
+        pending.task = asyncio.ensure_future(self._run_handler(route.handler, HostCall(self, request_id, method, pending.args)))
+
+    async def _run_handler(self, handler: Any, call: HostCall) -> None:
+        try:
+            value = await handler(call)
+        except NeedsCaller as need:
+            p = self._pending.get(call.request_id)
+            if p is not None:
+                p.caller = need
+                self._wake.set()
+            return
+        except GuestError as exc:
+            self._settle(call.request_id, False, exc.payload())
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a host bug must not take the cell or service down
+            self._settle(call.request_id, False, {
+                "message": f"host request {call.method} failed: {type(exc).__name__}: {exc}", "code": "tool_error"})
+            return
+        self._settle(call.request_id, True, value)
+
+    def _settle(self, request_id: int, ok: bool, value: Any) -> None:
+        """Queue one reply for the guest, charging it to the inbox (or refusing it)."""
+        pending = self._pending.pop(request_id, None)
+        if pending is None or self.done:
+            return  # cancelled timer, or a late completion after the cell ended: discarded
+        if ok:
+            try:
+                text = orjson.dumps(value).decode()
+            except TypeError as exc:
+                ok, value = False, {"message": f"host reply is not JSON: {exc}", "code": "tool_error"}
+        if not ok:
+            text = orjson.dumps(value).decode()
+        size = len(text)
+        if self.inbox.admit(size):
+            self._ready_bytes[request_id] = size
+        else:
+            ok = False
+            text = orjson.dumps({"message": INBOX_EXCEEDED_MESSAGE, "code": "program_data_budget"}).decode()
+        reply: dict[str, Any] = {"id": request_id, "ok": ok}
+        if ok:
+            reply["value"] = text
+        else:
+            reply["error"] = orjson.loads(text)
+        self._ready.append(reply)
+        self._wake.set()
+
+    def _settle_caller(self, result: dict[str, Any]) -> None:
+        request_id = _request_number(result.get("id"))
+        if result.get("ok"):
+            self._settle(request_id, True, result.get("value"))
+        else:
+            err = result.get("error")
+            message = err if isinstance(err, str) else (err or {}).get("message", "client tool failed") \
+                if isinstance(err, dict) else "client tool failed"
+            self._settle(request_id, False, {"message": str(message), "code": "tool_error"})
+
+    def _drop(self, request_id: int) -> None:
+        pending = self._pending.pop(request_id, None)
+        if pending is not None and pending.task is not None:
+            pending.task.cancel()
+
+    # ---- stops -----------------------------------------------------------------------------------
+
+    def _reason(self) -> str:
+        pend = list(self._pending.values())
+        if pend and all(p.caller is not None and p.caller.kind == "yield" for p in pend):
+            return "yield"
+        return "pending_tools"
+
+    async def _park(self) -> dict[str, Any]:
+        if self.telemetry.heap_bytes > self.spec.limits.max_snapshot_bytes:
+            if self.worker is not None:
+                self.worker.kill()
+            return await self._end_failed(SNAPSHOT_MESSAGE, "host", "snapshot_limit_exceeded", recycle=True)
+        if not self._on_park(self):
+            if self.worker is not None:
+                self.worker.kill()
+            return await self._end_failed(
+                "too many parked cells on this server: the cell could not be parked; retry later "
+                "or use a longer timeout_ms", "host", "runtime_unavailable", recycle=True)
+        self.status = CellStatus.WAITING
+        self.last_active = time.monotonic()
+        projection = self.output.project(None)
+        envelope = self._envelope("waiting")
+        envelope["output"] = projection.output
+        envelope["reason"] = self._reason()
+        envelope["pending_tool_calls"] = [p.public() for p in self._pending.values()]
+        self._mark_untrusted(envelope)
+        return envelope
+
+    def _mark_untrusted(self, envelope: dict[str, Any]) -> None:
+        """Once a cell has seen network-derived data, its model-facing text is wrapped as untrusted.
+
+        Text entries are what an agent shows its model; ``json`` entries and the value stay raw.
+        """
+        if not self.network_content:
+            return
+        envelope["untrusted_content"] = True
+        for i, entry in enumerate(envelope.get("output") or []):
+            if isinstance(entry, dict) and entry.get("type") == "text" and isinstance(entry.get("text"), str):
+                envelope["output"][i] = {"type": "text", "text": wrap_untrusted(entry["text"], "tool")}
+
+    async def _on_done(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.output.extend(msg["output"])
+        self.telemetry.guest_cpu_ms = msg.get("cpu_ms", self.telemetry.guest_cpu_ms)
+        self.telemetry.heap_bytes = msg.get("heap_bytes", self.telemetry.heap_bytes)
+        for request_id in msg.get("cancels", []):
+            self._drop(request_id)
+        if msg["ok"]:
+            return await self._end_completed(msg["value"], recycle=msg.get("recycle", False))
+        err = msg["error"]
+        return await self._end_failed(err["text"], err["phase"], err["code"], recycle=msg.get("recycle", False))
+
+    async def _end_completed(self, value_source: dict[str, Any], *, recycle: bool) -> dict[str, Any]:
+        warnings = await self._finish(completed=True, recycle=recycle)
+        retain = None
+        if self._retain is not None and not self.spec.headless and not self.spec.restart_safe:
+            retain = lambda text: self._retain(self, text)  # noqa: E731
+        try:
+            projection = self.output.project(FinalValue(value_source), retain)
+        except OutputLimitExceeded as exc:
+            self._release_reference(exc.release_reference_id)
+            return self._store_final(self._failure_envelope(str(exc), "host", "output_limit_exceeded", []))
+        self._release_reference(projection.release_reference_id)
+        envelope = self._envelope("completed")
+        envelope["value"] = projection.value
+        envelope["output"] = projection.output
+        if warnings or self.warnings:
+            envelope["warnings"] = self.warnings + warnings
+        return self._store_final(envelope)
+
+    async def _end_failed(self, message: str, phase: str, code: str, *, recycle: bool) -> dict[str, Any]:
+        warnings = await self._finish(completed=False, recycle=recycle)
+        try:
+            projection = self.output.project(FinalError(message))
+            output, error = projection.output, projection.error or message
+        except OutputLimitExceeded:
+            output, error, code = [], message[:200] + " [error truncated]", "output_limit_exceeded"
+        return self._store_final(self._failure_envelope(error, phase, code, output, warnings))
+
+    def _release_reference(self, ref_id: str | None) -> None:
+        release = self.scope.get("release_reference")
+        if ref_id is not None and release is not None:
+            release(ref_id)  # saved for retention but not shown: nobody can load it, so free it
+
+    def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any],
+                          warnings: list[str] | None = None) -> dict[str, Any]:
+        envelope = self._envelope("failed")
+        envelope["output"] = output
+        envelope["error"] = error
+        envelope["code"] = code
+        envelope["failure_phase"] = phase
+        if warnings or self.warnings:
+            envelope["warnings"] = self.warnings + (warnings or [])
+        return envelope
+
+    async def _finish(self, *, completed: bool, recycle: bool) -> list[str]:
+        """Release everything the cell holds and run the dispatcher's end-of-cell hooks."""
+        self.status = CellStatus.COMPLETED if completed else CellStatus.FAILED
+        for p in list(self._pending.values()):
+            if p.task is not None:
+                p.task.cancel()
+        self._pending.clear()
+        self._ready.clear()
+        self.inbox.release_all()
+        if self.worker is not None:
+            self.pool.release(self.worker, recycle=recycle or self.worker.dead)
+            self.worker = None
+        warnings: list[str] = []
+        for finalizer in self.dispatcher.finalizers:
+            try:
+                warnings.extend(await finalizer(self, completed))
+            except Exception as exc:  # noqa: BLE001 - an end hook failing must not lose the result
+                warnings.append(f"end-of-cell step failed: {type(exc).__name__}: {exc}")
+        return warnings
+
+    def _store_final(self, envelope: dict[str, Any]) -> dict[str, Any]:
+        self._mark_untrusted(envelope)
+        self.final = envelope
+        self._on_end(self)
+        return envelope
+
+    def _envelope(self, status: str) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        return {
+            "status": status,
+            "cell_id": self.id,
+            "output": [],
+            "bridge_dispatch_started": self.bridge_dispatch_started,
+            "replay_safe": self.replay_safe,
+            "telemetry": self._telemetry((loop.time() - self._leg_started) * 1000),
+        }
+
+    def _telemetry(self, wall_ms: float) -> dict[str, Any]:
+        t = self.telemetry
+        return {
+            "wall_ms": round(wall_ms, 3),
+            "guest_cpu_ms": t.guest_cpu_ms,
+            "call_count": t.call_count,
+            "search_count": t.search_count,
+            "describe_count": t.describe_count,
+            "host_requests": t.host_requests,
+            "legs": t.legs,
+            "heap_bytes": t.heap_bytes,
+        }
+
+    def _value_capture_bytes(self) -> int:
+        # Retention needs the whole value; otherwise a bounded prefix is all the host can show.
+        if self._retain is None or self.spec.headless or self.spec.restart_safe:
+            return self.spec.limits.max_output_bytes
+        return self.spec.limits.inbox_bytes
+
+
+def _request_number(public_id: Any) -> int:
+    if isinstance(public_id, str) and public_id.startswith("req_") and public_id[4:].isdigit():
+        return int(public_id[4:])
+    return -1

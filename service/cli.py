@@ -1,0 +1,106 @@
+"""``codemode`` command line: ``serve`` the HTTP API, or ``exec`` one cell and print its envelope."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+import orjson
+
+from .errors import ServiceError
+
+STARTUP_FAILURE = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="codemode", description="Sandboxed JavaScript cells over HTTP.")
+    sub = p.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the HTTP service")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1; others need API keys)")
+    serve.add_argument("--port", type=int, help="bind port (default 8000)")
+    serve.add_argument("--config", help="TOML config file (or CODEMODE_CONFIG)")
+    serve.add_argument("--workers", type=int, help="warm worker processes")
+    serve.add_argument("--store-url", help="sqlite:///PATH or redis://HOST:PORT/DB")
+    serve.add_argument("--log-level", help="uvicorn log level")
+    ex = sub.add_parser("exec", help="run one cell and print its envelope (exit 0 only when completed)")
+    ex.add_argument("file", help="JavaScript file, or - for stdin")
+    ex.add_argument("--config", help="TOML config file (or CODEMODE_CONFIG)")
+    ex.add_argument("--timeout-ms", type=int)
+    ex.add_argument("--memory-limit-bytes", type=int)
+    ex.add_argument("--max-output-bytes", type=int)
+    ex.add_argument("--session-id")
+    ex.add_argument("--run-id")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from .settings import load_settings
+
+    overrides: dict[str, Any] = {}
+    if args.command == "serve":
+        overrides = {"host": args.host, "port": args.port, "workers": args.workers,
+                     "store_url": args.store_url, "log_level": args.log_level}
+    try:
+        settings = load_settings(config_path=args.config, overrides=overrides)
+    except ServiceError as exc:
+        print(f"codemode: configuration error: {exc.message}", file=sys.stderr)
+        return STARTUP_FAILURE
+    if args.command == "serve":
+        return _serve(settings)
+    return asyncio.run(_exec(settings, args))
+
+
+def _serve(settings: Any) -> int:
+    import uvicorn
+
+    from .app import create_app
+
+    try:
+        app = create_app(settings)
+    except ServiceError as exc:
+        print(f"codemode: cannot start: {exc.message}", file=sys.stderr)
+        return STARTUP_FAILURE
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level)
+    return 0
+
+
+async def _exec(settings: Any, args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .auth import LOCAL_TENANT
+    from .cells import CellSpec
+    from .host import build_services
+
+    code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    # One cell needs one warm worker, not a pool.
+    svc = build_services(replace(settings, workers=1))
+    try:
+        await svc.start()
+    except ServiceError as exc:
+        print(f"codemode: cannot start: {exc.message}", file=sys.stderr)
+        return STARTUP_FAILURE
+    try:
+        limits = svc.cells.limits(timeout_ms=args.timeout_ms, memory_limit_bytes=args.memory_limit_bytes,
+                                  max_output_bytes=args.max_output_bytes)
+        spec = CellSpec(code=code, tenant=LOCAL_TENANT, limits=limits, session_id=args.session_id,
+                        run_id=args.run_id, headless=True)
+        envelope = await svc.cells.exec(spec)
+        # A cell parked on host work gets the rest of its time budget from wait legs.
+        while envelope["status"] == "waiting" and envelope.get("reason") != "yield" and not any(
+            "input" in call for call in envelope.get("pending_tool_calls", [])
+        ):
+            envelope = await svc.cells.wait(envelope["cell_id"], LOCAL_TENANT, timeout_ms=None, tool_results=[])
+    except ServiceError as exc:
+        print(orjson.dumps(exc.body(), option=orjson.OPT_INDENT_2).decode())
+        return 2
+    finally:
+        await svc.close()
+    print(orjson.dumps(envelope, option=orjson.OPT_INDENT_2).decode())
+    return 0 if envelope["status"] == "completed" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""The dispatch seam: guest request method -> host handler.
+
+Every guest request (``setTimeout`` -> ``sleep``, ``yield_control`` -> ``yield``, tool calls,
+catalog, results, store, MCP, API files) arrives as ``(method, args)`` and is routed here.
+A handler is an ``async`` function of a ``HostCall``; what it returns is the JSON reply, what
+it raises as ``GuestError`` becomes a rejected ``Error`` in the guest (with ``code``), and
+``NeedsCaller`` hands the request to the API caller (client tools, yields).  Anything else a
+handler raises is a host bug: the guest sees a sanitised ``tool_error`` and the cell goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cells import Cell
+
+
+class GuestError(Exception):
+    """Raised by a handler to reject the guest's promise with an Error carrying ``code``."""
+
+    def __init__(self, message: str, code: str = "tool_error", name: str = "Error",
+                 extra: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.name = name
+        self.extra = extra or {}
+
+    def payload(self) -> dict[str, Any]:
+        # extra: effectStatus, tool, details, data — copied onto the guest's Error object
+        return {**self.extra, "message": self.message, "code": self.code, "name": self.name}
+
+
+class NeedsCaller(Exception):
+    """Raised by a handler when the API caller must answer this request (it parks the cell)."""
+
+    def __init__(self, kind: str, *, tool: str | None = None, input: Any = None,
+                 reason: str | None = None) -> None:
+        super().__init__(kind)
+        self.kind = kind  # "yield" | "client_tool"
+        self.tool = tool
+        self.input = input
+        self.reason = reason
+
+
+@dataclass
+class HostCall:
+    """One guest request as a handler sees it."""
+
+    cell: Cell
+    request_id: int
+    method: str
+    args: list[Any]
+
+
+Handler = Callable[[HostCall], Awaitable[Any]]
+Finalizer = Callable[["Cell", bool], Awaitable[list[str]]]
+
+
+@dataclass(frozen=True)
+class Route:
+    handler: Handler
+    #: Timers do not start side effects: they leave ``bridge_dispatch_started`` false.
+    side_effects: bool = True
+
+
+@dataclass
+class Dispatcher:
+    """Method table plus the hooks that run when a cell ends."""
+
+    routes: dict[str, Route] = field(default_factory=dict)
+    finalizers: list[Finalizer] = field(default_factory=list)
+
+    def register(self, method: str, handler: Handler, *, side_effects: bool = True) -> None:
+        self.routes[method] = Route(handler, side_effects)
+
+    def route(self, method: str) -> Route | None:
+        return self.routes.get(method)
+
+    def on_finish(self, finalizer: Finalizer) -> None:
+        """Run ``finalizer(cell, completed)`` when a cell ends; it returns envelope warnings."""
+        self.finalizers.append(finalizer)
+
+
+async def _sleep(call: HostCall) -> None:
+    import asyncio
+
+    ms = call.args[0] if call.args and isinstance(call.args[0], int | float) else 0
+    await asyncio.sleep(max(float(ms), 0.0) / 1000)
+    return None
+
+
+async def _yield(call: HostCall) -> None:
+    reason = call.args[0] if call.args and isinstance(call.args[0], str) else None
+    raise NeedsCaller("yield", reason=reason)
+
+
+def base_dispatcher() -> Dispatcher:
+    """A dispatcher with the built-in methods: timers and ``yield_control``."""
+    d = Dispatcher()
+    d.register("sleep", _sleep, side_effects=False)
+    d.register("yield", _yield, side_effects=False)
+    return d

@@ -1,0 +1,146 @@
+"""The service's parts, wired together once per process.
+
+``build_services(settings)`` creates the worker pool, the tool catalog (plugins loaded, base
+policy applied), the session store, the results store, the MCP hub and the cell service, and
+routes guest requests to their handlers.  Nothing here runs until ``Services.start()``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .auth import KeyRing
+from .cell_service import CellService
+from .dispatch import Dispatcher, base_dispatcher
+from .errors import ConfigError, InvalidRequest
+from .guest_services import GuestServices
+from .metrics import Metrics
+from .results_store import ResultsStore
+from .settings import ApiKey, Settings
+from .stores import SessionStore, StoreLimits, open_store
+from .stores.errors import StoreError
+from .tools.catalog import CatalogLimits, CatalogView, ToolCatalog
+from .tools.errors import ToolError
+from .tools.loader import load_plugins
+from .tools.plugin import ToolSpec
+from .tools.policy import ToolPolicy
+from .workers import WorkerPool
+
+log = logging.getLogger("codemode")
+
+
+@dataclass
+class Services:
+    """Everything a request handler may need."""
+
+    settings: Settings
+    pool: WorkerPool
+    cells: CellService
+    dispatcher: Dispatcher
+    keys: KeyRing
+    guest: GuestServices
+    store: SessionStore | None
+    results: ResultsStore
+    mcp: Any = None
+    metrics: Metrics = field(default_factory=Metrics)
+    _policies: dict[str, ToolPolicy | None] = field(default_factory=dict)
+
+    async def start(self) -> None:
+        if self.store is not None:
+            try:
+                await self.store.ping()
+            except StoreError as exc:
+                raise ConfigError(f"session store {self.settings.resolved_store_url} does not answer: {exc}",
+                                  need_param="store_url") from None
+        if self.mcp is not None:
+            await self.mcp.start()
+        await self.pool.start()
+        self.cells.start()
+
+    async def close(self) -> None:
+        await self.cells.close()
+        await self.pool.close()
+        if self.mcp is not None:
+            await self.mcp.close()
+        if self.store is not None:
+            await self.store.close()
+
+    async def readiness(self) -> dict[str, str]:
+        checks = {"workers": "ok" if self.pool.ready else "no worker available"}
+        if self.store is not None:
+            try:
+                await self.store.ping()
+                checks["store"] = "ok"
+            except StoreError as exc:
+                checks["store"] = f"unavailable: {exc}"
+        return checks
+
+    def tool_policy_for(self, key: ApiKey) -> ToolPolicy | None:
+        """The key's tool narrowing (``[[api_keys]] tools = {deny = [...]}``), parsed once."""
+        if key.key not in self._policies:
+            try:
+                self._policies[key.key] = ToolPolicy.from_config(key.tools, where="api_keys.tools") if key.tools else None
+            except ToolError as exc:
+                raise InvalidRequest(f"this API key's tool policy is invalid: {exc}") from None
+        return self._policies[key.key]
+
+    def view_for(self, key: ApiKey) -> CatalogView:
+        return self.guest.view_for(self.tool_policy_for(key))
+
+
+def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
+                   dispatcher: Dispatcher | None = None, store: SessionStore | None | bool = True) -> Services:
+    """Create (not start) the service parts for ``settings``.
+
+    ``extra_tools`` adds tools defined in code (tests, embedding) to the plugins of the settings;
+    ``store=False`` runs without a session store.
+    """
+    pool = WorkerPool(
+        size=settings.workers,
+        cap=settings.worker_cap,
+        max_cells=settings.worker_max_cells,
+        frame_cap=settings.max_snapshot_bytes + settings.max_request_bytes + 16 * 1024 * 1024,
+        options={"rlimit_as_bytes": settings.rlimit_as_bytes, "stack_bytes": 1024 * 1024},
+        acquire_timeout_s=settings.acquire_timeout_ms / 1000,
+    )
+    try:
+        loaded = load_plugins(settings.tools.plugins, entry_points=settings.tools.entry_points)
+        t = settings.tools
+        policy = ToolPolicy.from_config({
+            **({"allow": list(t.allow)} if t.allow else {}),  # no allow list: every non-optional tool
+            "deny": list(t.deny),
+            **({"profile": t.profile} if t.profile else {}),
+        })
+        catalog = ToolCatalog.build(
+            list(loaded.tools) + list(extra_tools), loaded.hooks, policy,
+            limits=CatalogLimits(settings.search_default_limit, settings.max_search_limit))
+    except ToolError as exc:
+        raise ConfigError(f"tools: {exc}", need_param="tools") from None
+    session_store: SessionStore | None = None
+    if store is True:
+        try:
+            session_store = open_store(settings.resolved_store_url, StoreLimits())
+        except StoreError as exc:
+            raise ConfigError(str(exc), need_param="store_url") from None
+    elif store is not False and store is not None:
+        session_store = store  # type: ignore[assignment]
+    mcp = None
+    if settings.mcp_servers:
+        from .mcp.hub import McpHub
+
+        mcp = McpHub(settings.mcp_servers)
+    results = ResultsStore()
+    guest = GuestServices(settings, catalog, results, session_store, mcp)
+    dispatcher = dispatcher or base_dispatcher()
+    guest.install(dispatcher)
+    if mcp is not None:
+        from .mcp_bridge import install_mcp
+
+        install_mcp(dispatcher, guest, mcp)
+    cells = CellService(settings, pool, dispatcher, prepare=guest.prepare, retain=guest.retain)
+    cells.sweepers.append(results.expire)
+    return Services(settings=settings, pool=pool, cells=cells, dispatcher=dispatcher, keys=KeyRing(settings),
+                    guest=guest, store=session_store, results=results, mcp=mcp)

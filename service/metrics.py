@@ -1,0 +1,60 @@
+"""Prometheus exposition (the only importer of prometheus_client).
+
+Gauges are read from the live objects at scrape time, so the hot path pays nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+if TYPE_CHECKING:
+    from .host import Services
+
+
+class _Collector:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def collect(self) -> Iterator[Any]:
+        cells = self.services.cells.stats()
+        pool = self.services.pool.stats()
+        outcomes = CounterMetricFamily("codemode_cells", "Cells by final status", labels=["status"])
+        for status in ("completed", "failed"):
+            outcomes.add_metric([status], cells[status])
+        yield outcomes
+        parks = CounterMetricFamily("codemode_cell_parks", "Times a cell parked (waiting)")
+        parks.add_metric([], cells["waiting"])
+        yield parks
+        live = GaugeMetricFamily("codemode_cells_live", "Cells running or parked", labels=["state"])
+        live.add_metric(["parked"], cells["parked"])
+        live.add_metric(["running"], cells["live"] - cells["parked"])
+        yield live
+        workers = GaugeMetricFamily("codemode_workers", "Worker processes", labels=["state"])
+        for state in ("fresh", "idle", "busy", "spawning"):
+            workers.add_metric([state], pool[state])
+        yield workers
+        spawned = CounterMetricFamily("codemode_workers_spawned", "Worker processes started")
+        spawned.add_metric([], pool["spawned"])
+        yield spawned
+        recycled = CounterMetricFamily("codemode_workers_recycled", "Worker processes retired")
+        recycled.add_metric([], pool["recycled"])
+        yield recycled
+
+
+class Metrics:
+    """A private registry bound to one service instance."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._bound = False
+
+    def render(self, services: Services) -> tuple[bytes, str]:
+        if not self._bound:
+            self.registry.register(_Collector(services))  # type: ignore[arg-type]
+            self._bound = True
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

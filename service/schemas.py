@@ -1,0 +1,124 @@
+"""Wire models of the HTTP API (requests, envelopes, errors), with OpenAPI examples."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+
+
+class ClientToolDecl(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=128)
+    description: str | None = Field(default=None, max_length=4096)
+    input_schema: dict[str, Any] | None = None
+
+
+class ExecRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"code": 'text("hi"); return 1 + 1', "title": "smoke test"}]},
+    )
+    code: str = Field(max_length=1024 * 1024, description="JavaScript: the body of an async function.")
+    title: str | None = Field(default=None, max_length=120)
+    session_id: str | None = Field(default=None, pattern=SESSION_PATTERN)
+    run_id: str | None = Field(default=None, pattern=SESSION_PATTERN)
+    timeout_ms: int | None = None
+    memory_limit_bytes: int | None = None
+    max_output_bytes: int | None = None
+    client_tools: list[ClientToolDecl] = Field(default_factory=list, max_length=128)
+    restart_safe: bool = False
+    headless: bool = False
+
+    @field_validator("code")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("code must be a non-blank string of JavaScript")
+        return v
+
+
+class ToolResultIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    ok: bool
+    value: Any = None
+    error: Any = None
+
+
+class WaitRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"timeout_ms": 10000},
+                                        {"tool_results": [{"id": "req_1", "ok": True, "value": {"temp": 21}}]}]},
+    )
+    timeout_ms: int | None = None
+    tool_results: list[ToolResultIn] = Field(default_factory=list)
+    session_id: str | None = Field(default=None, pattern=SESSION_PATTERN)
+
+
+class OutputEntry(BaseModel):
+    type: Literal["text", "json"]
+    text: str | None = None
+    value: Any = None
+
+
+class PendingCall(BaseModel):
+    id: str
+    method: str
+    tool: str | None = None
+    input: Any = None
+
+
+class CellEnvelope(BaseModel):
+    """The answer for every cell outcome (HTTP 200)."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={"examples": [{
+            "status": "completed", "cell_id": "cell_7b0c6f2e-3f57-4a53-9a4e-1f1d0c8b9a10", "value": 2,
+            "output": [{"type": "text", "text": "hi"}], "bridge_dispatch_started": False, "replay_safe": True,
+            "telemetry": {"wall_ms": 1.2, "guest_cpu_ms": 0.4, "call_count": 0, "search_count": 0,
+                          "describe_count": 0},
+        }]},
+    )
+    status: Literal["completed", "waiting", "failed"]
+    cell_id: str
+    value: Any = None
+    output: list[dict[str, Any]] = Field(default_factory=list)
+    warnings: list[str] | None = None
+    reason: Literal["pending_tools", "yield"] | None = None
+    pending_tool_calls: list[PendingCall] | None = None
+    error: str | None = None
+    code: str | None = None
+    failure_phase: Literal["input", "guest", "bridge", "host"] | None = None
+    bridge_dispatch_started: bool
+    replay_safe: bool
+    telemetry: dict[str, Any]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    error_type: Literal["recoverable", "config", "transient"]
+    need_param: str | None = None
+    non_retriable: bool | None = None
+
+
+class ErrorBody(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "error": {"code": "cell_not_found", "message": "cell is unavailable or expired",
+                  "error_type": "recoverable"}}]})
+    error: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": text}
+    for code, text in {
+        401: "missing or unknown API key", 403: "not allowed for this key", 404: "unknown or expired",
+        409: "another wait runs", 413: "body too large", 422: "invalid field (need_param names it)",
+        429: "tenant or parked-cell cap (Retry-After)", 503: "no capacity or store down (Retry-After)",
+    }.items()
+}

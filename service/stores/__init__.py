@@ -1,0 +1,112 @@
+"""Session stores: a small durable JSON map per (tenant, session), SQLite or Redis."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from .base import SessionStore
+from .errors import (
+    StoreConfigError,
+    StoreError,
+    StoreKeyError,
+    StoreLimitError,
+    StoreTypeError,
+    StoreUnavailableError,
+)
+from .limits import StoreLimits, charged_total
+
+__all__ = [
+    "SessionStore",
+    "StoreConfigError",
+    "StoreError",
+    "StoreKeyError",
+    "StoreLimitError",
+    "StoreLimits",
+    "StoreTypeError",
+    "StoreUnavailableError",
+    "charged_total",
+    "open_store",
+    "sqlite_url",
+]
+
+_ACCEPTED = (
+    "accepted forms: sqlite:///relative/path.db (relative to the working directory), "
+    "sqlite:////absolute/path.db, or redis://HOST:PORT/DB"
+)
+
+
+def sqlite_url(path: str | os.PathLike[str]) -> str:
+    """Return the store URL naming the SQLite file ``path`` (absolute paths give four slashes)."""
+    return "sqlite:///" + os.fspath(path)
+
+
+def open_store(url: str, limits: StoreLimits) -> SessionStore:
+    """Return the store a URL names; connections open lazily, so ``await store.ping()`` at start.
+
+    ``sqlite:///`` is followed by a file path as in SQLAlchemy: ``sqlite:///data/s.db`` is relative
+    to the working directory, ``sqlite:////var/lib/codemode/s.db`` is absolute. Parent directories
+    are created. ``redis://[[user]:password@]HOST[:PORT][/DB]`` selects Redis (port 6379, db 0).
+    """
+    if url.startswith("sqlite:"):
+        return _open_sqlite(url, limits)
+    if url.startswith("redis:"):
+        return _open_redis(url, limits)
+    raise StoreConfigError(f"unsupported store URL {_redacted(url)!r}; {_ACCEPTED}")
+
+
+def _open_sqlite(url: str, limits: StoreLimits) -> SessionStore:
+    prefix = "sqlite:///"
+    raw = url[len(prefix):] if url.startswith(prefix) else ""
+    if not raw or raw == ":memory:" or "?" in raw or "\0" in raw:
+        raise StoreConfigError(f"invalid SQLite store URL {url!r}: it must name a file; {_ACCEPTED}")
+    path = Path(raw)
+    if not path.is_absolute():
+        path = Path.cwd() / path
+    if path.exists() and path.is_dir():
+        raise StoreConfigError(f"SQLite store path {path} is a directory; name a file inside it")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreConfigError(f"cannot create the directory for the SQLite store {path}: {exc}") from exc
+
+    from .sqlite import SqliteSessionStore
+
+    return SqliteSessionStore(path, limits)
+
+
+def _open_redis(url: str, limits: StoreLimits) -> SessionStore:
+    shown = _redacted(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 6379
+    except ValueError as exc:
+        raise StoreConfigError(f"invalid Redis store URL {shown!r}: {exc}; {_ACCEPTED}") from None
+    if parts.scheme != "redis" or not parts.hostname or parts.query or parts.fragment:
+        raise StoreConfigError(f"invalid Redis store URL {shown!r}; {_ACCEPTED}")
+    db_text = parts.path.strip("/") or "0"
+    if not db_text.isdigit():
+        raise StoreConfigError(f"invalid Redis database {db_text!r} in store URL {shown!r}; {_ACCEPTED}")
+
+    from .redis_store import RedisSessionStore
+
+    return RedisSessionStore(
+        parts.hostname,
+        port,
+        int(db_text),
+        limits,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+    )
+
+
+def _redacted(url: str) -> str:
+    """Return ``url`` with any credentials replaced, for error messages."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    netloc, slash, tail = rest.partition("/")
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    return f"{scheme}{sep}{netloc}{slash}{tail}"

@@ -1,0 +1,47 @@
+"""The session-store contract every backend implements."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Protocol, runtime_checkable
+
+__all__ = ["SessionStore"]
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Durable per-(tenant, session) map of key -> compact JSON text.
+
+    Sizes follow ``StoreLimits`` (see ``service.stores.limits``). Every method raises only
+    ``StoreError`` subclasses; ``StoreUnavailableError`` means the backend could not be reached.
+    """
+
+    async def get_all(self, tenant: str, session_id: str) -> dict[str, str]:
+        """Return the committed entries of one session (empty if it has none)."""
+        ...
+
+    async def commit(
+        self, tenant: str, session_id: str, sets: Mapping[str, str], deletes: Collection[str]
+    ) -> None:
+        """Apply ``deletes`` then ``sets`` atomically, re-checking limits against the current state.
+
+        Raises ``StoreKeyError``/``StoreTypeError`` for a bad key or value and ``StoreLimitError``
+        when a value or the resulting session total is too large; in every failure nothing changes.
+        """
+        ...
+
+    async def sizes(self, tenant: str, session_id: str) -> dict[str, int]:
+        """Return key -> UTF-8 bytes of its JSON value for one session."""
+        ...
+
+    async def delete_session(self, tenant: str, session_id: str) -> bool:
+        """Drop every entry of one session; return whether it had any."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise a ``StoreError`` unless the backend answers (opens it on first use)."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and threads; the object is unusable afterwards."""
+        ...

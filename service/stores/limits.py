@@ -1,0 +1,116 @@
+"""Session-store size limits and the one definition of what a write costs."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from .errors import StoreKeyError, StoreLimitError, StoreTypeError
+
+__all__ = [
+    "StoreLimits",
+    "charged_total",
+    "check_key",
+    "check_pending",
+    "check_total",
+    "check_value_size",
+    "entry_bytes",
+    "total_limit_error",
+    "value_bytes",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLimits:
+    """Size limits of one session's store.
+
+    Accounting (the same in every backend and in the per-cell buffer):
+    - a key's length is counted in UTF-16 code units, as JavaScript's ``key.length`` does;
+    - a value costs the UTF-8 bytes of its compact JSON text;
+    - a session's total is the sum over its entries of UTF-8 key bytes plus value bytes.
+    """
+
+    max_key_chars: int = 256
+    max_value_bytes: int = 256 * 1024
+    max_total_bytes: int = 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("max_key_chars", "max_value_bytes", "max_total_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"StoreLimits.{name} must be at least 1")
+
+
+def check_key(key: object, limits: StoreLimits) -> bytes:
+    """Return the key's UTF-8 bytes, or raise StoreKeyError if it is not a valid key."""
+    if not isinstance(key, str):
+        raise StoreKeyError(
+            f"store key must be a string of 1-{limits.max_key_chars} characters, got {type(key).__name__}"
+        )
+    try:
+        encoded = key.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates are legal in JS strings but cannot be stored as text.
+        raise StoreKeyError("store key must be well-formed Unicode (no lone surrogates)") from None
+    units = len(key) + sum(1 for ch in key if ord(ch) > 0xFFFF)
+    if not 1 <= units <= limits.max_key_chars:
+        raise StoreKeyError(
+            f"store key must be a string of 1-{limits.max_key_chars} characters, got {units}"
+        )
+    return encoded
+
+
+def value_bytes(json_text: object) -> int:
+    """Return the UTF-8 size of a value's JSON text, or raise StoreTypeError."""
+    if not isinstance(json_text, str):
+        raise StoreTypeError(f"store value must be JSON text, got {type(json_text).__name__}")
+    try:
+        return len(json_text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise StoreTypeError("store value must be well-formed Unicode JSON text") from None
+
+
+def entry_bytes(key: str, json_text: str) -> int:
+    """Return what one entry is charged against the session total."""
+    return len(key.encode("utf-8")) + value_bytes(json_text)
+
+
+def charged_total(sizes: Mapping[str, int]) -> int:
+    """Return the session total from a ``sizes()`` answer (key -> value bytes)."""
+    return sum(len(key.encode("utf-8")) + size for key, size in sizes.items())
+
+
+def check_value_size(size: int, limits: StoreLimits) -> None:
+    """Raise StoreLimitError if a value of ``size`` bytes is too large."""
+    if size > limits.max_value_bytes:
+        raise StoreLimitError(
+            f"store value is {size} bytes; the limit is {limits.max_value_bytes} bytes of JSON"
+        )
+
+
+def total_limit_error(total: int, limits: StoreLimits) -> StoreLimitError:
+    """Return the error for a session total of ``total`` bytes over the limit."""
+    return StoreLimitError(
+        f"session store would hold {total} bytes; the limit is {limits.max_total_bytes} bytes "
+        "(keys plus JSON values); delete keys with store(key, undefined) to make room"
+    )
+
+
+def check_total(total: int, limits: StoreLimits) -> None:
+    """Raise StoreLimitError if a session total of ``total`` bytes is too large."""
+    if total > limits.max_total_bytes:
+        raise total_limit_error(total, limits)
+
+
+def check_pending(
+    sets: Mapping[str, str], deletes: Collection[str], limits: StoreLimits
+) -> dict[str, tuple[int, int]]:
+    """Validate a commit's keys and values; return key -> (value bytes, charged bytes) for the sets."""
+    for key in deletes:
+        check_key(key, limits)
+    costs: dict[str, tuple[int, int]] = {}
+    for key, text in sets.items():
+        key_size = len(check_key(key, limits))
+        size = value_bytes(text)
+        check_value_size(size, limits)
+        costs[key] = (size, key_size + size)
+    return costs

@@ -1,0 +1,340 @@
+"""The tool catalog: enabled tools with compiled contracts, and per-cell views with callable names."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from service.tools.contracts import ToolContract, schema_problem
+from service.tools.errors import InvalidInputError, ToolConfigError, UnknownToolError
+from service.tools.hooks import Hook
+from service.tools.names import assign_callable_names
+from service.tools.plugin import ToolSpec
+from service.tools.policy import PolicySubject, ToolPolicy
+from service.tools.search import SearchDoc, rank
+
+__all__ = ["CatalogLimits", "CatalogView", "ClientTool", "ToolCatalog", "ToolEntry"]
+
+_MAX_CLIENT_TOOLS = 128
+_MAX_CLIENT_NAME = 128
+_MAX_CLIENT_DESCRIPTION = 4096
+
+
+@dataclass(frozen=True)
+class CatalogLimits:
+    """Search limits (reference §d): omitted limit -> default, larger -> max."""
+
+    search_default_limit: int = 8
+    max_search_limit: int = 50
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_search_limit <= 50:
+            raise ToolConfigError("max_search_limit must be between 1 and 50")
+        if self.search_default_limit < 1:
+            raise ToolConfigError("search_default_limit must be at least 1")
+        # A lowered maximum also lowers the default (reference checklist 93).
+        object.__setattr__(
+            self, "search_default_limit", min(self.search_default_limit, self.max_search_limit)
+        )
+
+    def clamp(self, limit: Any) -> int:
+        """The effective result count for a requested limit."""
+        if limit is None or isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit != limit:
+            return self.search_default_limit
+        return max(1, min(int(limit), self.max_search_limit))
+
+
+@dataclass(frozen=True)
+class ClientTool:
+    """A tool declared by the exec request and executed by the caller (SPEC §7.4)."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    """One tool as a cell sees it."""
+
+    callable_name: str
+    tool_name: str
+    tool_id: str
+    plugin_id: str | None
+    source: str  # "plugin" | "core" | "client"
+    label: str | None
+    description: str
+    input_schema: dict[str, Any] | None
+    output_schema: dict[str, Any] | None
+    network: bool
+    optional: bool
+    contract: ToolContract = field(repr=False, compare=False)
+    spec: ToolSpec | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def trusted(self) -> bool:
+        """Installed plugin/core code is trusted; client metadata is not."""
+        return self.source != "client"
+
+
+@dataclass(frozen=True)
+class _Native:
+    spec: ToolSpec
+    contract: ToolContract
+    subject: PolicySubject
+
+
+class ToolCatalog:
+    """Immutable set of enabled native tools (base policy applied) plus hooks."""
+
+    def __init__(
+        self,
+        natives: tuple[_Native, ...],
+        hooks: tuple[Hook, ...],
+        limits: CatalogLimits,
+        all_subjects: tuple[PolicySubject, ...],
+    ) -> None:
+        self._natives = natives
+        self.hooks = hooks
+        self.limits = limits
+        self._all_subjects = all_subjects
+        self._hint_cache: dict[str, tuple[str | None, str | None]] = {}
+
+    @classmethod
+    def build(
+        cls,
+        tools: Sequence[ToolSpec],
+        hooks: Sequence[Hook] = (),
+        policy: ToolPolicy | None = None,
+        *,
+        limits: CatalogLimits | None = None,
+    ) -> ToolCatalog:
+        """Compile every contract and apply the base policy; duplicate tool ids are a config error."""
+        policy = policy or ToolPolicy()
+        seen: dict[str, ToolSpec] = {}
+        natives: list[_Native] = []
+        subjects: list[PolicySubject] = []
+        for spec in tools:
+            if not isinstance(spec, ToolSpec):
+                raise ToolConfigError(f"catalog tools must be ToolSpec objects, got {type(spec).__name__}")
+            if spec.tool_id in seen:
+                raise ToolConfigError(
+                    f'tool id "{spec.tool_id}" is used by two tools '
+                    f'(plugins "{seen[spec.tool_id].plugin_id}" '
+                    f'and "{spec.plugin_id}"); give one of them a distinct id'
+                )
+            seen[spec.tool_id] = spec
+            subject = PolicySubject(spec.name, spec.tool_id, spec.plugin_id, spec.source, spec.optional)
+            subjects.append(subject)
+            if policy.enables(subject):
+                contract = ToolContract(spec.input_schema_json, spec.output_schema_json)
+                natives.append(_Native(spec, contract, subject))
+        for hook in hooks:
+            if not isinstance(hook, Hook):
+                raise ToolConfigError(f"catalog hooks must be Hook objects, got {type(hook).__name__}")
+        return cls(tuple(natives), tuple(hooks), limits or CatalogLimits(), tuple(subjects))
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """Native tools enabled by the base policy."""
+        return tuple(n.spec for n in self._natives)
+
+    def unmatched_entries(self, policy: ToolPolicy) -> list[str]:
+        """Policy entries that select no known tool or plugin (worth a start-up warning)."""
+        return [e for e in policy.entries() if not any(s.matches(e) for s in self._all_subjects)]
+
+    def view(
+        self,
+        *,
+        tenant_policy: ToolPolicy | None = None,
+        request_policy: ToolPolicy | None = None,
+        client_tools: Sequence[ClientTool] = (),
+    ) -> CatalogView:
+        """The tools one cell sees: narrowed by tenant/request policy, client tools added and named."""
+        clients = _client_entries(client_tools)
+        client_names = {c.tool_name for c in clients}
+        kept = [
+            n
+            for n in self._natives
+            if all(p is None or p.keeps(n.subject) for p in (tenant_policy, request_policy))
+            # One winner per exact name: a client tool shadows a native tool of the same name.
+            and n.spec.name not in client_names
+        ]
+        pairs = [(n.spec.tool_id, n.spec.name) for n in kept] + [(c.tool_id, c.tool_name) for c in clients]
+        names = assign_callable_names(pairs)
+        entries = [self._native_entry(n, names[n.spec.tool_id]) for n in kept]
+        entries += [_renamed(c, names[c.tool_id]) for c in clients]
+        return CatalogView(self, entries)
+
+    def _native_entry(self, native: _Native, callable_name: str) -> ToolEntry:
+        spec = native.spec
+        return ToolEntry(
+            callable_name=callable_name,
+            tool_name=spec.name,
+            tool_id=spec.tool_id,
+            plugin_id=spec.plugin_id,
+            source=spec.source,
+            label=spec.label,
+            description=spec.description,
+            input_schema=spec.input_schema_json,
+            output_schema=spec.output_schema_json,
+            network=spec.network,
+            optional=spec.optional,
+            contract=native.contract,
+            spec=spec,
+        )
+
+    def hints(self, entry: ToolEntry) -> tuple[str | None, str | None]:
+        """(input hint, output hint) for an entry; output only from a usable trusted schema."""
+        if not entry.trusted:
+            return "unknown", None
+        if entry.tool_id not in self._hint_cache:
+            self._hint_cache[entry.tool_id] = _render_hints(entry)
+        return self._hint_cache[entry.tool_id]
+
+
+class CatalogView:
+    """What one cell sees; denied tools are simply absent."""
+
+    def __init__(self, catalog: ToolCatalog, entries: list[ToolEntry]) -> None:
+        self.catalog = catalog
+        self._entries = {e.callable_name: e for e in sorted(entries, key=lambda e: e.callable_name)}
+        self._docs = [
+            SearchDoc(e.callable_name, e.tool_name, e.label or "", e.description)
+            for e in self._entries.values()
+        ]
+
+    def callable_names(self) -> list[str]:
+        """Callable names in this view, sorted."""
+        return list(self._entries)
+
+    def entry(self, callable_name: str) -> ToolEntry | None:
+        """The entry for a callable name, or None (also for denied tools)."""
+        return self._entries.get(callable_name) if isinstance(callable_name, str) else None
+
+    def entries(self) -> list[ToolEntry]:
+        """All entries, sorted by callable name."""
+        return list(self._entries.values())
+
+    def require(self, callable_name: Any) -> ToolEntry:
+        """The entry, or unknown_tool naming what was asked for."""
+        found = self.entry(callable_name)
+        if found is None:
+            shown = callable_name if isinstance(callable_name, str) else type(callable_name).__name__
+            raise UnknownToolError(f"tool {shown[:128]!r} is not available in this cell", tool=None)
+        return found
+
+    def handle(self, callable_name: str) -> dict[str, Any]:
+        """Guest metadata of one tool (no ids, no plugin ids, no nulls)."""
+        entry = self.require(callable_name)
+        meta: dict[str, Any] = {"callableName": entry.callable_name, "toolName": entry.tool_name}
+        if entry.label:
+            meta["label"] = entry.label
+        meta["description"] = entry.description
+        meta["source"] = entry.source
+        input_hint, output_hint = self.catalog.hints(entry)
+        if input_hint is not None:
+            meta["input"] = input_hint
+        if output_hint is not None:
+            meta["output"] = output_hint
+        return meta
+
+    def handles(self) -> list[dict[str, Any]]:
+        """Metadata of every tool in the view (what `catalog.all()` returns)."""
+        return [self.handle(name) for name in self._entries]
+
+    def search(self, query: Any, limit: Any = None) -> list[dict[str, Any]]:
+        """Handles matching `query`: exact callable, then case-insensitive name, else ranked; clamped."""
+        if not isinstance(query, str):
+            return []
+        keys = rank(self._docs, query)[: self.catalog.limits.clamp(limit)]
+        return [self.handle(key) for key in keys]
+
+    def describe(self, callable_name: str) -> dict[str, Any]:
+        """Full description: handle metadata plus `parameters` and (trusted) `outputSchema`."""
+        entry = self.require(callable_name)
+        meta = self.handle(callable_name)
+        out: dict[str, Any] = {"callableName": entry.callable_name, "name": entry.tool_name}
+        for key in ("label", "description", "source", "input", "output"):
+            if key in meta:
+                out[key] = meta[key]
+        # Copies: the caller may serialise or annotate these without touching the catalog.
+        out["parameters"] = copy.deepcopy(entry.input_schema) if entry.input_schema is not None else {}
+        if entry.trusted and entry.output_schema is not None:
+            out["outputSchema"] = copy.deepcopy(entry.output_schema)
+        return out
+
+    def new_call_session(self, *, max_calls: int) -> Any:
+        """A per-cell CallSession (counters, budget, loop guard) over this view."""
+        from service.tools.session import CallSession
+
+        return CallSession(self, max_calls=max_calls)
+
+
+def _client_entries(client_tools: Sequence[ClientTool]) -> list[ToolEntry]:
+    if len(client_tools) > _MAX_CLIENT_TOOLS:
+        raise InvalidInputError(f"client_tools: at most {_MAX_CLIENT_TOOLS} client tools per request")
+    out: list[ToolEntry] = []
+    seen: set[str] = set()
+    for index, tool in enumerate(client_tools):
+        at = f"client_tools[{index}]"
+        if isinstance(tool, Mapping):
+            unknown = sorted(set(tool) - {"name", "description", "input_schema"})
+            if unknown:
+                raise InvalidInputError(f"{at}.{unknown[0]}: unknown field")
+            tool = ClientTool(**tool)
+        name = tool.name
+        if not isinstance(name, str) or not name.strip() or len(name) > _MAX_CLIENT_NAME:
+            raise InvalidInputError(
+                f"{at}.name: must be a non-empty string of at most {_MAX_CLIENT_NAME} chars"
+            )
+        if name in seen:
+            raise InvalidInputError(f"{at}.name: {name!r} is declared twice")
+        seen.add(name)
+        if not isinstance(tool.description, str) or len(tool.description) > _MAX_CLIENT_DESCRIPTION:
+            raise InvalidInputError(
+                f"{at}.description: must be a string of at most {_MAX_CLIENT_DESCRIPTION} chars"
+            )
+        schema = tool.input_schema
+        if schema is not None:
+            problem = schema_problem(schema)
+            if problem is not None:
+                raise InvalidInputError(f"{at}.input_schema: {problem}")
+        contract = ToolContract(schema if schema is not None else {}, None)
+        out.append(
+            ToolEntry(
+                callable_name="",
+                tool_name=name,
+                tool_id=f"client:{name}",
+                plugin_id=None,
+                source="client",
+                label=None,
+                description=tool.description,
+                input_schema=schema,
+                output_schema=None,
+                network=False,
+                optional=False,
+                contract=contract,
+            )
+        )
+    return out
+
+
+def _renamed(entry: ToolEntry, callable_name: str) -> ToolEntry:
+    return replace(entry, callable_name=callable_name)
+
+
+def _render_hints(entry: ToolEntry) -> tuple[str | None, str | None]:
+    try:
+        from service.api_files.hints import input_hint, output_hint
+    except ImportError:
+        return None, None
+    try:
+        out_hint = None
+        if entry.output_schema is not None and entry.contract.problem is None:
+            out_hint = output_hint(entry.output_schema)
+        return input_hint(entry.input_schema), out_hint
+    except Exception:  # noqa: BLE001 - a hint is optional metadata; never let it break the catalog
+        return None, None

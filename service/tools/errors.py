@@ -1,0 +1,141 @@
+"""Errors of the tool system; every class has a stable ``code``.
+
+ToolError                        base
+ ├── ToolConfigError             tool_config: a plugin, tool definition or policy entry is wrong (start-up)
+ └── ToolCallError               one call was refused or failed; reaches the guest as a rejected Error
+      ├── InvalidInputError      invalid_input: the caller's arguments do not match the input schema
+      ├── InputContractError     input_contract: arguments prepared by a before-hook do not match it
+      ├── OutputContractError    output_contract: the final value does not match the output schema
+      ├── InvalidContractError   invalid_contract: the tool's own schemas are unusable; it never runs
+      ├── ToolExecutionError     tool_error: execute() or a hook raised; message sanitised
+      ├── ToolBlockedError       blocked: a before-hook refused the call
+      ├── UnknownToolError       unknown_tool: no such tool in this cell (also denied tools)
+      ├── LoopGuardError         loop_guard: same tool + same arguments a 4th time in one cell
+      └── CallBudgetError        call_budget_exceeded: the cell used its tool-call budget
+
+ClientToolCall is not an error: it is the signal that a client tool was called and the cell must park.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ToolError(Exception):
+    """Base of every tool-system error."""
+
+    code = "tool_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ToolConfigError(ToolError):
+    """A plugin, a tool definition or a policy entry cannot be used; says what to fix."""
+
+    code = "tool_config"
+
+
+class ToolCallError(ToolError):
+    """One tool call was refused or failed."""
+
+    code = "tool_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool: str | None = None,
+        details: tuple[str, ...] = (),
+        effect_started: bool = False,
+        untrusted: bool = False,
+    ) -> None:
+        super().__init__(message)
+        # `tool` is the callable name; catalog ids never leave the host.
+        self.tool = tool
+        self.details = details
+        # True once the tool's execute() was entered: side effects may exist.
+        self.effect_started = effect_started
+        # True when the message may carry network-derived text (wrap before showing a model).
+        self.untrusted = untrusted
+
+    def to_guest(self) -> dict[str, Any]:
+        """JSON shape the guest turns into a rejected Error."""
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.tool is not None:
+            body["tool"] = self.tool
+        if self.details:
+            body["details"] = list(self.details)
+        body["effectStatus"] = "unknown" if self.effect_started else "not_started"
+        return body
+
+
+class InvalidInputError(ToolCallError):
+    """The caller's arguments do not match the tool's input schema; the tool did not run."""
+
+    code = "invalid_input"
+
+
+class InputContractError(ToolCallError):
+    """Arguments rewritten by a before-hook do not match the tool's input schema."""
+
+    code = "input_contract"
+
+
+class OutputContractError(ToolCallError):
+    """The final tool value does not match the declared output schema; the value is withheld."""
+
+    code = "output_contract"
+
+
+class InvalidContractError(ToolCallError):
+    """The tool's input or output schema (or its discriminator annotation) is unusable."""
+
+    code = "invalid_contract"
+
+
+class ToolExecutionError(ToolCallError):
+    """The tool or one of its hooks raised; carries only the exception class and message."""
+
+    code = "tool_error"
+
+
+class ToolBlockedError(ToolCallError):
+    """A before-hook refused the call."""
+
+    code = "blocked"
+
+
+class UnknownToolError(ToolCallError):
+    """No tool of that callable name is available in this cell."""
+
+    code = "unknown_tool"
+
+
+class LoopGuardError(ToolCallError):
+    """The same tool was called with the same arguments more than three times in one cell."""
+
+    code = "loop_guard"
+
+
+class CallBudgetError(ToolCallError):
+    """The cell has used its whole tool-call budget."""
+
+    code = "call_budget_exceeded"
+
+
+class ClientToolCall(Exception):
+    """Signal: a client tool was called; the caller executes it, so the cell must park.
+
+    Raised by ``CallSession.call`` after the policy, input and loop-guard checks passed.
+    """
+
+    code = "client_tool_call"
+
+    def __init__(self, *, call_id: str, tool_name: str, callable_name: str, params: Any) -> None:
+        super().__init__(f"client tool {callable_name} must be executed by the caller")
+        self.call_id = call_id
+        self.tool_name = tool_name
+        self.callable_name = callable_name
+        self.params = params

@@ -1,0 +1,239 @@
+"""Per-cell tool calls: budget, loop guard, contracts, hooks and execution."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from service.tools.errors import (
+    CallBudgetError,
+    ClientToolCall,
+    InputContractError,
+    LoopGuardError,
+    ToolBlockedError,
+    ToolCallError,
+    ToolExecutionError,
+)
+from service.tools.hooks import Block, HookCall, maybe_await, merge_after_result
+from service.tools.plugin import ToolContext, ToolResult
+from service.tools.untrusted import wrap_untrusted
+
+if TYPE_CHECKING:
+    from service.tools.catalog import CatalogView, ToolEntry
+
+__all__ = ["LOOP_GUARD_LIMIT", "CallOutcome", "CallSession"]
+
+# Seed 001: the 4th identical call (count > 3) is refused.
+LOOP_GUARD_LIMIT = 3
+_MAX_ERROR_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """A finished native call: `details` go to the guest; `model_text()` is for a model."""
+
+    callable_name: str
+    details: Any
+    text: str | None
+    is_error: bool
+    network: bool
+
+    def model_text(self) -> str:
+        """Model-facing text; network-derived results are wrapped as untrusted content."""
+        text = self.text if self.text is not None else json.dumps(self.details, ensure_ascii=False)
+        return wrap_untrusted(text, self.callable_name) if self.network else text
+
+
+class CallSession:
+    """Tool calls of one cell. Not thread-safe; use from the cell's event loop."""
+
+    def __init__(self, view: CatalogView, *, max_calls: int) -> None:
+        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 0:
+            raise ValueError("max_calls must be a non-negative integer")
+        self.view = view
+        self.max_calls = max_calls
+        self.call_count = 0
+        self.search_count = 0
+        self.describe_count = 0
+        # True once a network-derived result reached the guest: the cell's model text is untrusted.
+        self.network_used = False
+        self._repeats: Counter[tuple[str, str]] = Counter()
+
+    def record_search(self) -> None:
+        """Count one `catalog.search` (telemetry)."""
+        self.search_count += 1
+
+    def record_describe(self) -> None:
+        """Count one `describe()` (telemetry)."""
+        self.describe_count += 1
+
+    def search(self, query: Any, limit: Any = None) -> list[dict[str, Any]]:
+        """`catalog.search` through the view, counted."""
+        self.record_search()
+        return self.view.search(query, limit)
+
+    def describe(self, callable_name: str) -> dict[str, Any]:
+        """`handle.describe()` through the view, counted."""
+        self.record_describe()
+        return self.view.describe(callable_name)
+
+    async def call(self, callable_name: str, params: Any, ctx: ToolContext) -> Any:
+        """Run one call and return the JSON details; raises ToolCallError or ClientToolCall."""
+        return (await self.call_detailed(callable_name, params, ctx)).details
+
+    async def call_detailed(self, callable_name: str, params: Any, ctx: ToolContext) -> CallOutcome:
+        """Like `call`, but returns text, error flag and network provenance too."""
+        entry = self.view.require(callable_name)
+        name = entry.callable_name
+        entry.contract.ensure_usable(name)
+        if self.call_count >= self.max_calls:
+            raise CallBudgetError(
+                f"{name} was not called: this cell already made {self.call_count} tool calls, its budget. "
+                "Batch the work into fewer calls or continue in a new cell.",
+                tool=name,
+            )
+        self.call_count += 1
+        caller_input = {} if params is None else params
+        entry.contract.check_input(caller_input, name)
+        self._guard_loop(entry, caller_input)
+        # Hooks and the tool get their own copy, so the caller's selector stays intact for output checks.
+        prepared, rewritten = await self._run_before_hooks(entry, copy.deepcopy(caller_input), ctx)
+        if rewritten:
+            entry.contract.check_input(prepared, name, error=InputContractError)
+        if entry.source == "client":
+            raise ClientToolCall(
+                call_id=ctx.call_id, tool_name=entry.tool_name, callable_name=name, params=prepared
+            )
+        result = await self._execute(entry, prepared, ctx)
+        result = await self._run_after_hooks(entry, prepared, ctx, result)
+        details = _json_value(result.details, name, entry.network)
+        entry.contract.check_output(details, name, caller_input=caller_input, prepared_input=prepared)
+        if entry.network:
+            self.network_used = True
+        return CallOutcome(name, details, result.text, result.is_error, entry.network)
+
+    def _guard_loop(self, entry: ToolEntry, params: Any) -> None:
+        try:
+            key = (
+                entry.tool_id,
+                json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+            )
+        except (TypeError, ValueError):
+            return
+        self._repeats[key] += 1
+        if self._repeats[key] > LOOP_GUARD_LIMIT:
+            raise LoopGuardError(
+                f"{entry.callable_name} was refused: it was already called {LOOP_GUARD_LIMIT} times "
+                "in this cell with exactly these arguments; repeating it will not give a different result. "
+                "Change the arguments, use the earlier result, or stop.",
+                tool=entry.callable_name,
+            )
+
+    def _hook_call(self, entry: ToolEntry, params: Any, ctx: ToolContext) -> HookCall:
+        return HookCall(
+            entry.tool_name, entry.callable_name, entry.tool_id, entry.plugin_id, entry.source, params, ctx
+        )
+
+    async def _run_before_hooks(self, entry: ToolEntry, params: Any, ctx: ToolContext) -> tuple[Any, bool]:
+        ran = False
+        for hook in self.view.catalog.hooks:
+            if hook.before is None:
+                continue
+            ran = True
+            try:
+                outcome = await maybe_await(hook.before(self._hook_call(entry, params, ctx)))
+            except ToolCallError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a hook bug must not crash the host
+                raise _sanitised(entry, exc, stage="a before-hook", started=False) from None
+            if isinstance(outcome, Block):
+                raise ToolBlockedError(
+                    f"{entry.callable_name} was blocked: {outcome.reason}", tool=entry.callable_name
+                )
+            if outcome is not None:
+                params = outcome
+        return params, ran
+
+    async def _execute(self, entry: ToolEntry, params: Any, ctx: ToolContext) -> ToolResult:
+        assert entry.spec is not None
+        try:
+            raw = await maybe_await(entry.spec.execute(ctx.call_id, params, ctx))
+        except ToolCallError as exc:
+            exc.effect_started = True
+            exc.tool = exc.tool or entry.callable_name
+            raise
+        except Exception as exc:  # noqa: BLE001 - tool bugs become tool_error, never a host crash
+            raise _sanitised(entry, exc, stage="the tool", started=True) from None
+        return raw if isinstance(raw, ToolResult) else ToolResult(details=raw)
+
+    async def _run_after_hooks(
+        self, entry: ToolEntry, params: Any, ctx: ToolContext, result: ToolResult
+    ) -> ToolResult:
+        for hook in self.view.catalog.hooks:
+            if hook.after is None:
+                continue
+            try:
+                override = await maybe_await(hook.after(self._hook_call(entry, params, ctx), result))
+                result = merge_after_result(result, override)
+            except ToolCallError as exc:
+                exc.effect_started = True
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise _sanitised(entry, exc, stage="an after-hook", started=True) from None
+        return result
+
+
+def _sanitised(entry: ToolEntry, exc: Exception, *, stage: str, started: bool) -> ToolExecutionError:
+    text = str(exc)
+    message = f"{entry.callable_name} failed in {stage}: {type(exc).__name__}" + (f": {text}" if text else "")
+    raw = message.encode("utf-8")
+    if len(raw) > _MAX_ERROR_BYTES:
+        message = raw[: _MAX_ERROR_BYTES - 3].decode("utf-8", errors="ignore") + "…"
+    if entry.network:
+        message = wrap_untrusted(message, entry.callable_name)
+    return ToolExecutionError(
+        message, tool=entry.callable_name, effect_started=started, untrusted=entry.network
+    )
+
+
+def _json_value(value: Any, tool: str, network: bool) -> Any:
+    """A plain JSON copy of a tool's details (pydantic models dumped); anything else is a tool_error."""
+    try:
+        return _to_json(value, 0)
+    except (TypeError, ValueError) as exc:
+        raise ToolExecutionError(
+            f"{tool} returned a value that is not JSON: {exc}",
+            tool=tool,
+            effect_started=True,
+            untrusted=network,
+        ) from None
+
+
+def _to_json(value: Any, depth: int) -> Any:
+    if depth > 256:
+        raise ValueError("nested more than 256 levels")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a JSON number")
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_to_json(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"object key {key!r} is not a string")
+            out[key] = _to_json(item, depth + 1)
+        return out
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return _to_json(dump(mode="json"), depth + 1)
+    raise TypeError(f"{type(value).__name__} is not JSON (convert it to dict/list/str/number/bool/None)")

@@ -1,0 +1,42 @@
+"""Shared fixtures: a real service (real worker processes, real SQLite file) behind TestClient."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.host import build_services
+from service.settings import Settings
+from tests.support.tools import TEST_TOOLS
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def make_client(tmp: Path, **overrides: Any) -> TestClient:
+    """A TestClient over a fully wired app; use it as a context manager (runs the lifespan)."""
+    settings = replace(Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500), **overrides).check()
+    services = build_services(settings, extra_tools=TEST_TOOLS)
+    return TestClient(create_app(settings, services))
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """One running service per test module (workers are warm and shared by its tests)."""
+    with make_client(tmp_path_factory.mktemp("svc")) as c:
+        yield c
+
+
+def run(client: TestClient, code: str, **fields: Any) -> dict[str, Any]:
+    """POST /v1/exec and return the envelope (asserting HTTP 200)."""
+    r = client.post("/v1/exec", json={"code": code, **fields})
+    assert r.status_code == 200, r.text
+    return r.json()

@@ -1,0 +1,111 @@
+"""SQLite-specific behaviour: crash durability, WAL, file errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from service.stores import StoreConfigError, StoreLimits, open_store, sqlite_url
+
+pytestmark = pytest.mark.anyio
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from service.stores import StoreLimits, open_store
+
+    async def main():
+        store = open_store(sys.argv[1], StoreLimits())
+        await store.commit("acme", "s1", {"cell": '{"done":true}', "n": "42"}, ())
+        print("committed", flush=True)
+        await asyncio.sleep(60)
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.slow
+async def test_commit_survives_kill_9(tmp_path: Path) -> None:
+    """Data committed by a process that is SIGKILLed right after the commit is found on reopen."""
+    url = sqlite_url(tmp_path / "durable.db")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, url],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        line = writer.stdout.readline()
+        os.kill(writer.pid, signal.SIGKILL)
+    finally:
+        writer.kill()
+        _, stderr = writer.communicate(timeout=10)
+    assert line == b"committed\n", stderr.decode(errors="replace")
+    assert writer.returncode == -signal.SIGKILL
+    store = open_store(url, StoreLimits())
+    try:
+        assert await store.get_all("acme", "s1") == {"cell": '{"done":true}', "n": "42"}
+    finally:
+        await store.close()
+
+
+async def test_uses_wal_journal(tmp_path: Path) -> None:
+    """An open store with a commit keeps a write-ahead log next to the database file."""
+    path = tmp_path / "wal.db"
+    store = open_store(sqlite_url(path), StoreLimits())
+    try:
+        await store.commit("t", "s", {"k": "1"}, ())
+        assert Path(f"{path}-wal").exists()
+    finally:
+        await store.close()
+
+
+async def test_creates_parent_directories(tmp_path: Path) -> None:
+    """Opening a store under missing directories creates them and the file."""
+    path = tmp_path / "a" / "b" / "store.db"
+    store = open_store(sqlite_url(path), StoreLimits())
+    try:
+        await store.ping()
+        assert path.is_file()
+    finally:
+        await store.close()
+
+
+async def test_relative_url_resolves_against_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sqlite:///data/s.db names data/s.db under the working directory at open time."""
+    monkeypatch.chdir(tmp_path)
+    store = open_store("sqlite:///data/s.db", StoreLimits())
+    monkeypatch.chdir(REPO_ROOT)
+    try:
+        await store.commit("t", "s", {"k": "1"}, ())
+        assert (tmp_path / "data" / "s.db").is_file()
+    finally:
+        await store.close()
+
+
+async def test_not_a_database_is_config_error(tmp_path: Path) -> None:
+    """A file that is not SQLite makes ping raise StoreConfigError naming the path."""
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not a database" * 100)
+    store = open_store(sqlite_url(path), StoreLimits())
+    try:
+        with pytest.raises(StoreConfigError, match="junk.db"):
+            await store.ping()
+    finally:
+        await store.close()
+
+
+def test_directory_path_is_config_error(tmp_path: Path) -> None:
+    """A URL naming a directory is refused when the store is opened."""
+    with pytest.raises(StoreConfigError, match="is a directory"):
+        open_store(sqlite_url(tmp_path), StoreLimits())
+

@@ -1,0 +1,249 @@
+"""Contract suite every SessionStore backend must pass (SQLite file and a real redis-server)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from service.store_writes import CellStoreWrites
+from service.stores import (
+    SessionStore,
+    StoreKeyError,
+    StoreLimitError,
+    StoreLimits,
+    StoreUnavailableError,
+    charged_total,
+    open_store,
+    sqlite_url,
+)
+
+pytestmark = pytest.mark.anyio
+
+LIMITS = StoreLimits()
+KIB = 1024
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """URL of a fresh SQLite file or of the shared test redis-server."""
+    if request.param == "sqlite":
+        return sqlite_url(tmp_path / "stores" / "session.db")
+    return request.getfixturevalue("redis_url")
+
+
+@pytest.fixture
+async def make_store(store_url: str) -> AsyncIterator[Callable[[], SessionStore]]:
+    """Open independent store objects on the same backend; all are closed afterwards."""
+    opened: list[SessionStore] = []
+
+    def make() -> SessionStore:
+        store = open_store(store_url, LIMITS)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        await store.close()
+
+
+@pytest.fixture
+async def store(make_store: Callable[[], SessionStore]) -> SessionStore:
+    """One open store object."""
+    store = make_store()
+    await store.ping()
+    return store
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A tenant no other test uses, so tests can share one redis-server."""
+    return f"tenant-{uuid.uuid4().hex}"
+
+
+def json_of_bytes(total: int) -> str:
+    """Return a JSON string literal whose compact text is exactly ``total`` bytes."""
+    return '"' + "a" * (total - 2) + '"'
+
+
+async def test_implements_protocol(store: SessionStore) -> None:
+    """Both backends satisfy the SessionStore protocol."""
+    assert isinstance(store, SessionStore)
+
+
+async def test_unknown_session_is_empty(store: SessionStore, tenant: str) -> None:
+    """A session never written has no entries, no sizes and nothing to delete."""
+    assert await store.get_all(tenant, "s1") == {}
+    assert await store.sizes(tenant, "s1") == {}
+    assert await store.delete_session(tenant, "s1") is False
+
+
+async def test_commit_then_get_all_and_sizes(store: SessionStore, tenant: str) -> None:
+    """Committed JSON texts come back verbatim; sizes are UTF-8 bytes of the values."""
+    await store.commit(tenant, "s1", {"a": '{"x":1}', "b": '"héllo"', "c": "[1,2,3]"}, ())
+    assert await store.get_all(tenant, "s1") == {"a": '{"x":1}', "b": '"héllo"', "c": "[1,2,3]"}
+    assert await store.sizes(tenant, "s1") == {"a": 7, "b": 8, "c": 7}
+
+
+async def test_commit_overwrites_and_deletes(store: SessionStore, tenant: str) -> None:
+    """A later commit overwrites values and removes deleted keys; deleting a missing key is harmless."""
+    await store.commit(tenant, "s1", {"a": "1", "b": "2", "c": "3"}, ())
+    await store.commit(tenant, "s1", {"a": "10"}, ["b", "never-there"])
+    assert await store.get_all(tenant, "s1") == {"a": "10", "c": "3"}
+
+
+async def test_deletes_apply_before_sets(store: SessionStore, tenant: str) -> None:
+    """A key both deleted and set in one commit ends up set."""
+    await store.commit(tenant, "s1", {"a": "1"}, ())
+    await store.commit(tenant, "s1", {"a": "2"}, ["a"])
+    assert await store.get_all(tenant, "s1") == {"a": "2"}
+
+
+async def test_empty_commit_is_a_no_op(store: SessionStore, tenant: str) -> None:
+    """Committing nothing leaves the session as it was."""
+    await store.commit(tenant, "s1", {"a": "1"}, ())
+    await store.commit(tenant, "s1", {}, ())
+    assert await store.get_all(tenant, "s1") == {"a": "1"}
+
+
+async def test_null_value_is_stored(store: SessionStore, tenant: str) -> None:
+    """JSON null is a stored value, distinct from a missing key."""
+    await store.commit(tenant, "s1", {"nothing": "null"}, ())
+    assert await store.get_all(tenant, "s1") == {"nothing": "null"}
+    assert await store.sizes(tenant, "s1") == {"nothing": 4}
+
+
+async def test_unicode_keys(store: SessionStore, tenant: str) -> None:
+    """Non-ASCII keys, astral characters at the 256-unit limit and __proto__ round-trip."""
+    keys = ["ключ", "😀" * 128, "__proto__", "a:b", " "]
+    await store.commit(tenant, "s1", {key: f'"{i}"' for i, key in enumerate(keys)}, ())
+    assert await store.get_all(tenant, "s1") == {key: f'"{i}"' for i, key in enumerate(keys)}
+
+
+async def test_delete_session(store: SessionStore, tenant: str) -> None:
+    """delete_session drops one session's entries and reports it had some; others remain."""
+    await store.commit(tenant, "s1", {"a": "1", "b": "2"}, ())
+    await store.commit(tenant, "s2", {"a": "3"}, ())
+    assert await store.delete_session(tenant, "s1") is True
+    assert await store.get_all(tenant, "s1") == {}
+    assert await store.get_all(tenant, "s2") == {"a": "3"}
+    assert await store.delete_session(tenant, "s1") is False
+
+
+async def test_session_isolation(store: SessionStore, tenant: str) -> None:
+    """Sessions of one tenant never see each other's keys."""
+    await store.commit(tenant, "s1", {"k": '"one"'}, ())
+    await store.commit(tenant, "s2", {"k": '"two"'}, ())
+    assert await store.get_all(tenant, "s1") == {"k": '"one"'}
+    assert await store.get_all(tenant, "s2") == {"k": '"two"'}
+
+
+async def test_tenant_isolation(store: SessionStore, tenant: str) -> None:
+    """Tenants with the same session id never see each other's keys, even with ':' in names."""
+    other = tenant + "-other"
+    await store.commit(tenant, "s1", {"k": '"mine"'}, ())
+    assert await store.get_all(other, "s1") == {}
+    await store.commit(other, "s1", {"k": '"theirs"'}, ())
+    assert await store.get_all(tenant, "s1") == {"k": '"mine"'}
+    await store.commit(f"{tenant}:x", "y", {"k": "1"}, ())
+    await store.commit(tenant, "x:y", {"k": "2"}, ())
+    assert await store.get_all(f"{tenant}:x", "y") == {"k": "1"}
+    assert await store.get_all(tenant, "x:y") == {"k": "2"}
+
+
+async def test_value_limit_is_inclusive(store: SessionStore, tenant: str) -> None:
+    """A value of exactly 256 KiB is accepted; one byte more is refused."""
+    await store.commit(tenant, "s1", {"big": json_of_bytes(256 * KIB)}, ())
+    with pytest.raises(StoreLimitError) as caught:
+        await store.commit(tenant, "s1", {"bigger": json_of_bytes(256 * KIB + 1)}, ())
+    assert caught.value.code == "store_range"
+    assert await store.sizes(tenant, "s1") == {"big": 256 * KIB}
+
+
+async def test_oversized_value_commit_changes_nothing(store: SessionStore, tenant: str) -> None:
+    """A commit with one oversized value applies none of its sets or deletes."""
+    await store.commit(tenant, "s1", {"keep": '"old"', "gone?": "1"}, ())
+    with pytest.raises(StoreLimitError):
+        await store.commit(
+            tenant, "s1", {"keep": '"new"', "huge": json_of_bytes(256 * KIB + 1)}, ["gone?"]
+        )
+    assert await store.get_all(tenant, "s1") == {"keep": '"old"', "gone?": "1"}
+
+
+async def test_total_limit_commit_changes_nothing(store: SessionStore, tenant: str) -> None:
+    """A commit that would push the session past 1 MiB (keys + values) is refused whole."""
+    first = {f"k{i}": json_of_bytes(250 * KIB) for i in range(4)}
+    await store.commit(tenant, "s1", first, ())
+    before = await store.get_all(tenant, "s1")
+    used = charged_total(await store.sizes(tenant, "s1"))
+    room = LIMITS.max_total_bytes - used
+    with pytest.raises(StoreLimitError) as caught:
+        await store.commit(
+            tenant, "s1", {"k0": json_of_bytes(250 * KIB + 1), "x": json_of_bytes(room)}, ()
+        )
+    assert "limit" in str(caught.value)
+    assert await store.get_all(tenant, "s1") == before
+    await store.commit(tenant, "s1", {"x": json_of_bytes(room - 1)}, ())
+    assert charged_total(await store.sizes(tenant, "s1")) == LIMITS.max_total_bytes
+
+
+async def test_delete_in_same_commit_frees_room(store: SessionStore, tenant: str) -> None:
+    """Deletes in a commit count before its sets, so a replacement that only fits after them succeeds."""
+    await store.commit(tenant, "s1", {f"k{i}": json_of_bytes(250 * KIB) for i in range(4)}, ())
+    await store.commit(tenant, "s1", {"new": json_of_bytes(250 * KIB)}, ["k0"])
+    assert sorted(await store.get_all(tenant, "s1")) == ["k1", "k2", "k3", "new"]
+
+
+async def test_invalid_key_commit_changes_nothing(store: SessionStore, tenant: str) -> None:
+    """A commit with a key over 256 units is refused with StoreKeyError and applies nothing."""
+    with pytest.raises(StoreKeyError):
+        await store.commit(tenant, "s1", {"ok": "1", "x" * 257: "2"}, ())
+    assert await store.get_all(tenant, "s1") == {}
+
+
+async def test_limits_rechecked_in_commit_order(store: SessionStore, tenant: str) -> None:
+    """Two cells that each fit their snapshot cannot together exceed the total: the second commit fails."""
+    await store.commit(tenant, "s1", {"base": json_of_bytes(200 * KIB)}, ())
+    snapshot = await store.get_all(tenant, "s1")
+    cell_a = CellStoreWrites(snapshot, LIMITS)
+    cell_b = CellStoreWrites(snapshot, LIMITS)
+    cell_a.set("a1", json_of_bytes(250 * KIB))
+    cell_a.set("a2", json_of_bytes(250 * KIB))
+    cell_b.set("b1", json_of_bytes(250 * KIB))
+    cell_b.set("b2", json_of_bytes(250 * KIB))
+    await store.commit(tenant, "s1", *cell_a.pending())
+    with pytest.raises(StoreLimitError):
+        await store.commit(tenant, "s1", *cell_b.pending())
+    assert sorted(await store.get_all(tenant, "s1")) == ["a1", "a2", "base"]
+
+
+async def test_commit_visible_to_new_store_object(
+    make_store: Callable[[], SessionStore], tenant: str
+) -> None:
+    """A commit through one store object is read by another opened on the same URL."""
+    writer, reader = make_store(), make_store()
+    await writer.commit(tenant, "s1", {"k": '{"v":[1,2]}'}, ())
+    assert await reader.get_all(tenant, "s1") == {"k": '{"v":[1,2]}'}
+
+
+async def test_persists_across_close_and_reopen(
+    make_store: Callable[[], SessionStore], tenant: str
+) -> None:
+    """Data committed before close() is there after reopening (new file handle / new connection)."""
+    first = make_store()
+    await first.commit(tenant, "s1", {"k": '"kept"', "gone": "1"}, ())
+    await first.commit(tenant, "s1", {}, ["gone"])
+    await first.close()
+    second = make_store()
+    assert await second.get_all(tenant, "s1") == {"k": '"kept"'}
+
+
+async def test_closed_store_is_unavailable(make_store: Callable[[], SessionStore], tenant: str) -> None:
+    """After close() calls raise StoreUnavailableError; closing twice is harmless."""
+    store = make_store()
+    await store.ping()
+    await store.close()
+    await store.close()
+    with pytest.raises(StoreUnavailableError):
+        await store.get_all(tenant, "s1")
