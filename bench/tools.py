@@ -27,9 +27,15 @@ def big_rows(n: int) -> list[dict[str, Any]]:
 
 
 def rows_for(target_bytes: int) -> int:
-    """How many rows make about ``target_bytes`` of compact JSON."""
-    sample = len(orjson.dumps(big_rows(1000)))
-    return max(1, target_bytes * 1000 // sample)
+    """How many rows make at most ``target_bytes`` of compact JSON (brackets and commas included)."""
+    total, n = 1, 0
+    for row in big_rows(target_bytes // 40):  # rows are > 40 bytes, so this list is long enough
+        size = len(orjson.dumps(row)) + 1
+        if total + size > target_bytes:
+            break
+        total += size
+        n += 1
+    return n
 
 
 class BenchTools:

@@ -56,6 +56,7 @@
   let output = ObjectCreate(null);
   let outputLength = 0;
   let done = null; // JSON text of the final outcome once the cell's main promise settled
+  let doneValue = null; // the cell's return value, until the worker asks for its JSON text
   let config = { maxRequestBytes: 8388608, features: ObjectCreate(null) };
 
   const bridgeErrors = new WeakSetCtor(); // Error objects created from host failures
@@ -90,7 +91,37 @@
   // never runs user toJSON: it renders leftovers as placeholders.  "strict" (tool arguments,
   // results.save, store) refuses anything that is not plain JSON, so the call rejects and
   // nothing already saved changes.
+  // Most values are plain JSON data: a scan that allocates nothing proves it, and the engine's
+  // own JSON.stringify then does the work (a 5 MB array would not fit the heap otherwise).
+  // Accessors, toJSON, Promises, Errors, handles, BigInt and cycles take the slow path.
+  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  function isPlain(v, stack) {
+    const t = typeof v;
+    if (t === "bigint") return false;
+    if (t === "function") return !weakMapHas.call(handles, v);
+    if (t !== "object" || v === null) return true;
+    for (let i = 0; i < stack.length; i++) if (stack[i] === v) return false;
+    if (isPromise(v) || isError(v) || typeof v.toJSON === "function") return false;
+    stack[stack.length] = v;
+    const keys = ObjectKeys(v);
+    for (let i = 0; i < keys.length; i++) {
+      const d = getOwnPropertyDescriptor(v, keys[i]);
+      if (d === undefined || d.get !== undefined || d.set !== undefined) return false;
+      if (!isPlain(d.value, stack)) return false;
+    }
+    stack.length = stack.length - 1;
+    return true;
+  }
+
   function serialise(value, strict) {
+    try {
+      if (isPlain(value, [])) {
+        const s = JSONStringify(value);
+        return s === undefined ? "null" : s;
+      }
+    } catch (e) {
+      // a proxy trap or an exotic object: the careful walker below decides
+    }
     const seen = [];
     function fail(message) {
       throw new TypeErrorCtor(message);
@@ -326,6 +357,14 @@
     return p;
   }
 
+  // Chain on a bridge promise inside the prelude: the derived promise now carries the outcome,
+  // so the bridge promise itself counts as handled.
+  function chain(p, onFulfilled, onRejected) {
+    const state = ReflectApply(weakMapGet, promiseStates, [p]);
+    if (state !== undefined) state.handled = true;
+    return ReflectApply(promiseThen, p, [onFulfilled, onRejected]);
+  }
+
   function forget(id) {
     const entry = pending[id];
     if (entry === undefined) return undefined;
@@ -363,11 +402,10 @@
     const req = request("sleep", [ms], true);
     if (req.id === undefined) return timerId; // argument serialisation cannot fail for a number
     timers[timerId] = req.id;
-    ReflectApply(weakMapGet, promiseStates, [req.promise]).handled = true;
-    ReflectApply(promiseThen, req.promise, [function () {
+    chain(req.promise, function () {
       delete timers[timerId];
       ReflectApply(callback, undefined, extra);
-    }, function () {}]);
+    }, function () {});
     return timerId;
   }
   function clearTimeout(timerId) {
@@ -429,11 +467,11 @@
         if (typeof query !== "string") return NativePromise.reject(new TypeErrorCtor("catalog.search(query) needs a string query"));
         let limit = null;
         if (options !== undefined && options !== null && options.limit !== undefined) limit = options.limit;
-        return ReflectApply(promiseThen, request("search", [query, limit]), [function (metas) {
+        return chain(request("search", [query, limit]), function (metas) {
           const out = [];
           for (let i = 0; i < metas.length; i++) out[i] = makeHandle(metas[i]);
           return ObjectFreeze(out);
-        }]);
+        });
       },
     });
     defineProperty(G, "catalog", { value: catalog, enumerable: false });
@@ -495,9 +533,9 @@
       if (typeof key !== "string" || key.length < 1 || key.length > 256) {
         return NativePromise.reject(new TypeErrorCtor("store key must be a string of 1-256 characters"));
       }
-      return ReflectApply(promiseThen, request("store.get", [key]), [function (r) {
+      return chain(request("store.get", [key]), function (r) {
         return r === null ? undefined : r.value;
-      }]);
+      });
     }, enumerable: false });
   }
 
@@ -617,7 +655,9 @@
   function finish(ok, v) {
     if (done !== null) return;
     if (ok) {
-      done = '{"ok":true,"value":' + JSONStringify(serialise(v, false)) + "}";
+      // Serialised later, by the "value" hook, once the worker has made room for the copy.
+      doneValue = v;
+      done = '{"ok":true}';
       return;
     }
     const bridge = v !== null && typeof v === "object" && ReflectApply(weakSetHas, bridgeErrors, [v]);
@@ -653,6 +693,11 @@
       if (!st.handled) return st.rejected;
     }
     return null;
+  }
+
+  // The binding cannot convert the engine's rope strings (long "+" chains); join flattens.
+  function flat(str) {
+    return ReflectApply(arrayJoin, [str, ""], [""]);
   }
 
   function take() {
@@ -701,6 +746,11 @@
       }
       case "take":
         return take();
+      case "value": {
+        const v = doneValue;
+        doneValue = null;
+        return flat(serialise(v, false));
+      }
       case "settle":
         return settle(a, b, c);
       case "cancelTimers": {

@@ -150,8 +150,10 @@ class CellRun:
                     "Unhandled promise rejection: " + map_stack(unhandled[0]), "guest", "internal_error",
                     cancels=cancels,
                 )
-            self.send_done(ok=True, value=capture_value(done["value"], self.msg["value_capture_bytes"]),
-                           cancels=cancels)
+            # The JSON text of a value may be as large as the capture allowance; the copies it
+            # takes are the host's cost, not the cell's heap budget.
+            text = engine.final_value(3 * self.msg["value_capture_bytes"] + 16 * 1024 * 1024)
+            self.send_done(ok=True, value=capture_value(text, self.msg["value_capture_bytes"]), cancels=cancels)
             return False
         if done.get("oom"):
             return self.fail("memory limit exceeded: InternalError: out of memory", "guest",

@@ -69,7 +69,8 @@ async def cancel_cell(cell_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONR
     return _envelope(await svc.cells.cancel(cell_id, key.tenant))
 
 
-@router.get("/v1/cells/{cell_id}", responses=ERROR_RESPONSES, tags=["cells"], summary="Cell status")
+@router.get("/v1/cells/{cell_id}", response_model=CellEnvelope, responses=ERROR_RESPONSES, tags=["cells"],
+            summary="Cell status")
 async def cell_status(cell_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Status of a cell without resuming it (finished cells: a summary without value or output)."""
     return _envelope(svc.cells.status(cell_id, key.tenant))

@@ -212,7 +212,11 @@ class GuestServices:
             self._sync_counters(call, state.session)
 
     async def _mcp_api(self, server: str | None, tool: str | None, options: Any) -> Any:
-        raise GuestError("MCP is not configured on this server", "invalid_input")
+        if self.mcp is None:
+            raise GuestError("MCP is not configured on this server", "invalid_input")
+        schema = bool(options.get("schema")) if isinstance(options, dict) else False
+        result = self.mcp.api_server(server, tool, schema)
+        return await result if hasattr(result, "__await__") else result
 
     # ---- API files -------------------------------------------------------------------------------
 

@@ -1,0 +1,76 @@
+"""``python -m bench``: run every figure in one go, print the table, write ``bench/results.json``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .inproc import run_inproc
+from .load import run_load, wrk_available
+from .report import render
+from .servers import Server, bare_server, codemode_server
+
+EXEC_BODY = {"code": "return 1"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--client", choices=("auto", "wrk", "python"), default="auto",
+                   help="HTTP load generator (auto: wrk when installed, else the Python client)")
+    p.add_argument("--seconds", type=float, default=4.0, help="duration of each HTTP load phase")
+    p.add_argument("--workers", type=int, default=4, help="CODEMODE_WORKERS of the served service")
+    p.add_argument("--round-trips", type=int, default=1000, help="host round trips per kind in figure 2")
+    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results.json"))
+    return p
+
+
+def _http_figures(server: Server, client: str, seconds: float) -> dict[str, Any]:
+    url = server.base + "/v1/exec"
+    run_load(client, url, EXEC_BODY, 16, 1.0)  # warm-up: imports, first cells, connection setup
+    c1 = run_load(client, url, EXEC_BODY, 1, seconds)
+    cpu0, t0 = server.cpu(), time.perf_counter()
+    c16 = run_load(client, url, EXEC_BODY, 16, seconds)
+    cpu1, t1 = server.cpu(), time.perf_counter()
+    span = t1 - t0
+    return {
+        "c1": c1.as_dict(), "c16": c16.as_dict(),
+        # Percent of one core during the c16 phase: the uvicorn process and its worker children.
+        "server_cpu_pct": 100 * (cpu1[0] - cpu0[0]) / span,
+        "workers_cpu_pct": 100 * (cpu1[1] - cpu0[1]) / span,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    client = args.client
+    if client == "auto":
+        client = "wrk" if wrk_available() else "python"
+    elif client == "wrk" and not wrk_available():
+        print("bench: wrk is not installed; use --client python", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    print(f"bench: load generator = {client}; {os.cpu_count()} CPUs; running (about a minute)...", flush=True)
+    results: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "client": client, "seconds_per_phase": args.seconds, "service_workers": args.workers,
+    }
+    with codemode_server(args.workers) as svc, bare_server() as bare:
+        results["codemode"] = _http_figures(svc, client, args.seconds)
+        results["bare"] = _http_figures(bare, client, args.seconds)
+    results["inproc"] = run_inproc(n_round_trips=args.round_trips)
+    results["total_seconds"] = time.perf_counter() - started
+    Path(args.out).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    print(render(results))
+    print(f"\nwrote {args.out} ({results['total_seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,67 @@
+"""Render the results dict as a plain-text table with the targets next to the figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TARGET_P50_MS = 1.5
+TARGET_CELLS_PER_S = 800
+TARGET_BARE_RATIO = 0.5
+TARGET_BIG_RATIO = 1.5
+
+
+def _verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def render(r: dict[str, Any]) -> str:
+    cm, bare, ip = r["codemode"], r["bare"], r["inproc"]
+    rows: list[tuple[str, str, str, str]] = []
+
+    def add(name: str, value: str, target: str = "", verdict: str = "") -> None:
+        rows.append((name, value, target, verdict))
+
+    for label, fig in (("codemode return 1", cm), ("bare FastAPI route", bare)):
+        c1, c16 = fig["c1"], fig["c16"]
+        is_cm = fig is cm
+        add(f"1. {label}: p50 / p99 @1", f"{c1['p50_ms']:.2f} / {c1['p99_ms']:.2f} ms",
+            f"p50 <= {TARGET_P50_MS} ms" if is_cm else "", _verdict(c1["p50_ms"] <= TARGET_P50_MS) if is_cm else "")
+        add(f"   {label}: p50 / p99 @16", f"{c16['p50_ms']:.2f} / {c16['p99_ms']:.2f} ms")
+        add(f"   {label}: req/s @1", f"{c1['rps']:.0f}")
+        add(f"   {label}: req/s @16", f"{c16['rps']:.0f}",
+            f">= {TARGET_CELLS_PER_S}" if is_cm else "", _verdict(c16["rps"] >= TARGET_CELLS_PER_S) if is_cm else "")
+        add(f"   {label}: CPU @16 server / workers / client",
+            f"{fig['server_cpu_pct']:.0f}% / {fig['workers_cpu_pct']:.0f}% / {c16['client_cpu_pct']:.0f}%")
+        bad = c1["bad"] + c16["bad"]
+        add(f"   {label}: requests (bad answers)", f"{c1['requests'] + c16['requests']} ({bad})", "0 bad",
+            _verdict(bad == 0))
+    ratio = cm["c16"]["rps"] / bare["c16"]["rps"]
+    add("   cells/s / bare req/s @16", f"{ratio:.2f}", f">= {TARGET_BARE_RATIO}", _verdict(ratio >= TARGET_BARE_RATIO))
+
+    rt = ip["round_trip_us"]
+    n = ip["round_trips"]
+    add(f"2. setTimeout(0) round trip, {n} sequential", f"{rt['timer_seq']:.0f} us/call")
+    add(f"   setTimeout(0) round trip, {n} in Promise.all", f"{rt['timer_batch']:.0f} us/call")
+    add(f"   tool call nop(), {n} sequential", f"{rt['tool_seq']:.0f} us/call")
+    add(f"   tool call nop(), {n} in Promise.all", f"{rt['tool_batch']:.0f} us/call")
+
+    big = ip["big_reply"]
+    mib = big["reply_bytes"] / (1024 * 1024)
+    add(f"3. {mib:.1f} MiB tool reply into the guest", f"{big['tool_reply_ms']:.0f} ms (guest clock)")
+    add(f"   guest JSON.parse of the same text", f"{big['guest_parse_ms']:.0f} ms")
+    add("   small tool reply (baseline)", f"{big['small_reply_ms']:.0f} ms")
+    add("   tool reply / guest JSON.parse", f"{big['ratio']:.2f}x", f"<= {TARGET_BIG_RATIO}x",
+        _verdict(big["ratio"] <= TARGET_BIG_RATIO))
+
+    pg = ip["paging"]
+    add(f"4. {pg['pages']} x {pg['page_bytes'] // 1024} KiB pages, {pg['inbox_bytes'] // (1024 * 1024)} MiB inbox",
+        f"{pg['guest_ms']:.0f} ms total, {pg['per_page_ms']:.2f} ms/page", "all pages arrive", "ok")
+
+    widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
+    line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
+    head = line(("figure", "measured", "target", ""))
+    out = [f"load generator: {r['client']} ({r['seconds_per_phase']:.0f} s per phase); "
+           f"service workers: {r['service_workers']}; CPUs: {r['machine']['cpus']}",
+           head, "-" * len(head)]
+    out += [line(row) for row in rows]
+    return "\n".join(out)

@@ -1,0 +1,49 @@
+"""Pure shaping of MCP call arguments and results for the guest."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import McpInvalidInput
+
+ONE_OBJECT = "MCP namespace tools accept one object argument."
+
+# Keys the SDK adds for its own negotiation (2026 caching, result kinds); not part of the MCP shapes.
+_SDK_RESULT_KEYS = frozenset({"resultType", "ttlMs", "cacheScope"})
+
+
+def prepare_arguments(input_schema: Any, value: Any, *, label: str = "MCP tool") -> dict[str, Any]:
+    """Check the single object argument, fill schema defaults, and name missing required keys."""
+    if not isinstance(value, dict):
+        raise McpInvalidInput(ONE_OBJECT)
+    schema = input_schema if isinstance(input_schema, Mapping) else {}
+    arguments = dict(value)
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        for key, prop in properties.items():
+            if key not in arguments and isinstance(prop, Mapping) and "default" in prop:
+                arguments[key] = copy.deepcopy(prop["default"])
+    required = schema.get("required")
+    missing = [key for key in required if isinstance(key, str) and key not in arguments] if isinstance(
+        required, list
+    ) else []
+    if missing:
+        raise McpInvalidInput(f"{label} is missing required argument(s): {', '.join(missing)}")
+    return arguments
+
+
+def shape_tool_result(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The guest's ``{content, structuredContent?, isError?}``: block fields kept, top-level ``_meta`` dropped."""
+    shaped: dict[str, Any] = {"content": list(result.get("content") or [])}
+    if result.get("structuredContent") is not None:
+        shaped["structuredContent"] = result["structuredContent"]
+    if result.get("isError") is True:
+        shaped["isError"] = True
+    return shaped
+
+
+def shape_native(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A resources/prompts result in its MCP JSON shape, without the SDK's negotiation keys."""
+    return {key: value for key, value in result.items() if key not in _SDK_RESULT_KEYS}

@@ -1,0 +1,68 @@
+"""Immutable configuration of one MCP server (``[mcp.servers.<name>]``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from .errors import McpConfigError
+
+Startup = Literal["eager", "lazy"]
+
+
+def _frozen(value: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(value))
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """One server: a stdio command or a Streamable HTTP URL, with its secrets and timeout."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
+    timeout_ms: int = 30000
+    startup: Startup = "lazy"
+
+    def __post_init__(self) -> None:
+        # Copies behind read-only views: a caller mutating its dict cannot change a running server.
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "env", _frozen(self.env))
+        object.__setattr__(self, "headers", _frozen(self.headers))
+
+    @property
+    def transport(self) -> str:
+        """``"stdio"`` or ``"http"``."""
+        return "stdio" if self.command is not None else "http"
+
+    def validate(self) -> McpServerConfig:
+        """Raise ``McpConfigError`` naming the server when the entry is unusable; return self."""
+        where = f"MCP server '{self.name}'"
+        if not isinstance(self.name, str) or not self.name:
+            raise McpConfigError("MCP server entry needs a non-empty name")
+        if (self.command is None) == (self.url is None):
+            raise McpConfigError(f"{where} needs exactly one of 'command' (stdio) or 'url' (HTTP)", server=self.name)
+        if self.command is not None and (not isinstance(self.command, str) or not self.command):
+            raise McpConfigError(f"{where}: 'command' must be a non-empty string", server=self.name)
+        if self.url is not None and (not isinstance(self.url, str) or not self.url.startswith(("http://", "https://"))):
+            raise McpConfigError(f"{where}: 'url' must be an http:// or https:// URL", server=self.name)
+        if not all(isinstance(a, str) for a in self.args):
+            raise McpConfigError(f"{where}: 'args' must be strings", server=self.name)
+        for label, table in (("env", self.env), ("headers", self.headers)):
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+                raise McpConfigError(f"{where}: '{label}' must map strings to strings", server=self.name)
+        if self.url is not None and (self.env or self.cwd is not None or self.args):
+            raise McpConfigError(f"{where}: 'args', 'env' and 'cwd' apply to stdio servers only", server=self.name)
+        if self.command is not None and self.headers:
+            raise McpConfigError(f"{where}: 'headers' apply to HTTP servers only", server=self.name)
+        if isinstance(self.timeout_ms, bool) or not isinstance(self.timeout_ms, int) or self.timeout_ms <= 0:
+            raise McpConfigError(f"{where}: 'timeout_ms' must be a positive integer", server=self.name)
+        if self.startup not in ("eager", "lazy"):
+            raise McpConfigError(f"{where}: 'startup' must be \"eager\" or \"lazy\"", server=self.name)
+        return self

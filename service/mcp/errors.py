@@ -1,0 +1,67 @@
+"""Errors of the MCP host side; every class has a stable ``code``.
+
+McpError                     base
+ ├── McpConfigError          mcp_config: a [mcp.servers.<name>] entry is unusable (start-up)
+ ├── McpUnavailable          mcp_unavailable: the server cannot be reached or died; names the server
+ ├── McpTimeout              mcp_timeout: no answer within the deadline; names the server (and tool)
+ ├── McpProtocolError        mcp_protocol: the server answered with an error or a malformed result
+ ├── McpUnknownTool          mcp_unknown_tool: no such server or tool identifier
+ └── McpInvalidInput         mcp_invalid_input: the guest's arguments cannot be sent
+"""
+
+from __future__ import annotations
+
+
+class McpError(Exception):
+    """Base of every MCP host error."""
+
+    code = "mcp_error"
+
+    def __init__(self, message: str, *, server: str | None = None, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.server = server
+        self.tool = tool
+
+
+class McpConfigError(McpError):
+    """A server entry in the config cannot be used; names the server."""
+
+    code = "mcp_config"
+
+
+class McpUnavailable(McpError):
+    """The server is not reachable, failed to start, or died."""
+
+    code = "mcp_unavailable"
+
+    def __init__(
+        self, message: str, *, server: str | None = None, tool: str | None = None, retryable: bool = False
+    ) -> None:
+        super().__init__(message, server=server, tool=tool)
+        # True only when the request provably never reached a live server, so resending is safe.
+        self.retryable = retryable
+
+
+class McpTimeout(McpError):
+    """The server did not answer within the call's deadline."""
+
+    code = "mcp_timeout"
+
+
+class McpProtocolError(McpError):
+    """The server answered with an error or a result the SDK rejected."""
+
+    code = "mcp_protocol"
+
+
+class McpUnknownTool(McpError):
+    """No server or tool with that identifier."""
+
+    code = "mcp_unknown_tool"
+
+
+class McpInvalidInput(McpError):
+    """The arguments do not fit the MCP call."""
+
+    code = "mcp_invalid_input"

@@ -1,0 +1,100 @@
+"""Real MCP servers for the hub tests: the SDK-built test server over stdio and Streamable HTTP."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from service.mcp.config import McpServerConfig
+from service.mcp.hub import McpHub
+
+SERVER_SCRIPT = str(Path(__file__).parent / "servers" / "test_server.py")
+HTTP_TOKEN = "test-token-not-a-secret"
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class HttpServer:
+    """The test server's Streamable HTTP variant as a child process on a loopback port."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/mcp"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, SERVER_SCRIPT, "http", str(self.port), HTTP_TOKEN])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"test MCP HTTP server exited with {self.proc.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("test MCP HTTP server did not listen within 15 s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[HttpServer]:
+    server = HttpServer(free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
+def stdio_config(name: str = "tests", **overrides: object) -> McpServerConfig:
+    """A stdio config that runs the test server with this interpreter."""
+    fields: dict[str, object] = {
+        "command": sys.executable,
+        "args": (SERVER_SCRIPT, "stdio"),
+        "env": {"CODEMODE_TEST_SECRET": "from-env"},
+    }
+    fields.update(overrides)
+    return McpServerConfig(name=name, **fields)  # type: ignore[arg-type]
+
+
+def http_config(server: HttpServer, name: str = "tests", **overrides: object) -> McpServerConfig:
+    """An HTTP config for ``server`` carrying the header the server requires."""
+    fields: dict[str, object] = {"url": server.url, "headers": {"X-Test-Token": HTTP_TOKEN}}
+    fields.update(overrides)
+    return McpServerConfig(name=name, **fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module", params=["stdio", "http"])
+async def hub(request: pytest.FixtureRequest, anyio_backend: str) -> AsyncIterator[McpHub]:
+    """One hub per transport per module, connected to a single server named ``tests``."""
+    if request.param == "stdio":
+        config = stdio_config()
+    else:
+        config = http_config(request.getfixturevalue("http_server"))
+    hub = McpHub([config])
+    await hub.start()
+    yield hub
+    await hub.close()

@@ -1,0 +1,174 @@
+"""Crashes, restarts, unreachable servers and deadlines, each with its own hub."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from service.mcp.config import McpServerConfig
+from service.mcp.errors import McpError
+from service.mcp.hub import McpHub
+from tests.mcp.conftest import HttpServer, free_port, http_config, stdio_config
+
+pytestmark = pytest.mark.anyio
+
+D = 10.0
+
+
+def stdio_children() -> list[int]:
+    """Pids of this process's children running the test server over stdio."""
+    pids: list[int] = []
+    for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"stdio" in cmdline and any(part.endswith(b"test_server.py") for part in cmdline):
+                pids.append(int(pid))
+    return pids
+
+
+async def test_crash_fails_in_flight_calls_and_next_call_restarts() -> None:
+    """A tool that kills its server fails every in-flight call with mcp_unavailable; the next call works."""
+    hub = McpHub([stdio_config(name="crashy")])
+    try:
+        assert (await hub.call_tool("crashy", "add", {"a": 1, "b": 2}, deadline_s=D))["structuredContent"] == {"sum": 3}
+        errors: list[McpError] = []
+
+        async def expect_failure(tool: str, args: dict) -> None:
+            try:
+                await hub.call_tool("crashy", tool, args, deadline_s=D)
+            except McpError as exc:
+                errors.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(expect_failure, "sleep_echo", {"seconds": 5})
+            await anyio.sleep(0.1)
+            tg.start_soon(expect_failure, "crash", {})
+        assert [e.code for e in errors] == ["mcp_unavailable", "mcp_unavailable"]
+        assert all("'crashy'" in e.message for e in errors)
+        assert (await hub.call_tool("crashy", "add", {"a": 2, "b": 2}, deadline_s=D))["structuredContent"] == {"sum": 4}
+    finally:
+        await hub.close()
+
+
+async def test_server_that_died_idle_is_restarted_on_next_use() -> None:
+    """A stdio server killed between calls is started again by the next call, which succeeds."""
+    before = set(stdio_children())
+    hub = McpHub([stdio_config()])
+    try:
+        await hub.call_tool("tests", "add", {"a": 1, "b": 1}, deadline_s=D)
+        (pid,) = set(stdio_children()) - before
+        os.kill(pid, signal.SIGKILL)
+        await anyio.sleep(0.3)
+        result = await hub.call_tool("tests", "add", {"a": 1, "b": 2}, deadline_s=D)
+        assert result["structuredContent"] == {"sum": 3}
+        assert pid not in stdio_children()
+    finally:
+        await hub.close()
+
+
+async def test_close_stops_stdio_servers() -> None:
+    """close() ends the stdio server process it started."""
+    before = set(stdio_children())
+    hub = McpHub([stdio_config(startup="eager")])
+    await hub.start()
+    started = set(stdio_children()) - before
+    assert len(started) == 1
+    await hub.close()
+    assert not (set(stdio_children()) & started)
+
+
+async def test_http_crash_then_reconnect_after_server_returns() -> None:
+    """An HTTP server dying mid-call fails the call with mcp_unavailable; once it is back, calls work again."""
+    server = HttpServer(free_port())
+    server.start()
+    hub = McpHub([http_config(server, name="remote")])
+    try:
+        await hub.call_tool("remote", "echo", {"text": "a"}, deadline_s=D)
+        with pytest.raises(McpError) as info:
+            await hub.call_tool("remote", "crash", {}, deadline_s=D)
+        assert info.value.code == "mcp_unavailable" and "'remote'" in info.value.message
+        server.restart()
+        result = await hub.call_tool("remote", "echo", {"text": "back"}, deadline_s=D)
+        assert result["content"][0]["text"] == "back"
+    finally:
+        await hub.close()
+        server.stop()
+
+
+async def test_unreachable_servers_never_stop_the_hub(tmp_path: Path) -> None:
+    """Eager servers that cannot start are logged, left out of servers(), and fail calls with mcp_unavailable."""
+    dead_http = McpServerConfig(name="gone", url=f"http://127.0.0.1:{free_port()}/mcp", startup="eager")
+    missing = McpServerConfig(name="missing", command=str(tmp_path / "no-such-binary"), startup="eager")
+    hub = McpHub([dead_http, missing, stdio_config(name="ok")])
+    try:
+        await hub.start()
+        assert [view.name for view in await hub.servers()] == ["ok"]
+        for ident, name in (("gone", "gone"), ("missing", "missing")):
+            started = time.monotonic()
+            with pytest.raises(McpError) as info:
+                await hub.call_tool(ident, "echo", {"text": "x"}, deadline_s=D)
+            assert info.value.code == "mcp_unavailable"
+            assert f"'{name}'" in info.value.message
+            assert time.monotonic() - started < 5
+    finally:
+        await hub.close()
+
+
+async def test_wrong_header_is_unavailable_and_right_header_connects(http_server: HttpServer) -> None:
+    """Configured headers reach the HTTP server: without the token it refuses, with it the call works."""
+    hub = McpHub([http_config(http_server, name="bad", headers={"X-Test-Token": "wrong"}), http_config(http_server)])
+    try:
+        with pytest.raises(McpError) as info:
+            await hub.call_tool("bad", "echo", {"text": "x"}, deadline_s=D)
+        assert info.value.code == "mcp_unavailable" and "'bad'" in info.value.message
+        assert "wrong" not in info.value.message
+        assert (await hub.call_tool("tests", "echo", {"text": "ok"}, deadline_s=D))["content"][0]["text"] == "ok"
+    finally:
+        await hub.close()
+
+
+async def test_env_reaches_the_stdio_server() -> None:
+    """The configured env is given to the stdio server process."""
+    hub = McpHub([stdio_config(env={"CODEMODE_TEST_SECRET": "s3cret"})])
+    try:
+        result = await hub.call_tool("tests", "env_value", {}, deadline_s=D)
+        assert result["content"][0]["text"] == "s3cret"
+    finally:
+        await hub.close()
+
+
+async def test_server_that_never_initializes_is_bounded_by_the_deadline() -> None:
+    """A stdio command that never speaks MCP fails the call with mcp_timeout at the deadline."""
+    silent = McpServerConfig(name="silent", command=sys.executable, args=("-c", "import time; time.sleep(60)"))
+    hub = McpHub([silent])
+    try:
+        started = time.monotonic()
+        with pytest.raises(McpError) as info:
+            await hub.call_tool("silent", "anything", {}, deadline_s=0.5)
+        assert info.value.code == "mcp_timeout" and "'silent'" in info.value.message
+        assert time.monotonic() - started < 2
+    finally:
+        await hub.close()
+
+
+async def test_server_timeout_ms_caps_the_caller_deadline() -> None:
+    """The server's timeout_ms bounds a call even when the caller allows longer."""
+    hub = McpHub([stdio_config(timeout_ms=1000)])
+    try:
+        await hub.servers()
+        started = time.monotonic()
+        with pytest.raises(McpError) as info:
+            await hub.call_tool("tests", "hang", {}, deadline_s=60)
+        assert info.value.code == "mcp_timeout"
+        assert 0.9 < time.monotonic() - started < 3
+    finally:
+        await hub.close()

@@ -1,0 +1,116 @@
+"""Guest globals against the real service: no host surface, encoders, timers, yield_control."""
+
+from __future__ import annotations
+
+from tests.conftest import run
+
+
+def _completed(env: dict) -> dict:
+    assert env["status"] == "completed", env
+    return env
+
+
+def test_no_process_require_or_module(client):
+    """`typeof process/require/module` are all "undefined"."""
+    env = _completed(run(client, "return [typeof process, typeof require, typeof module, typeof exports]"))
+    assert env["value"] == ["undefined"] * 4
+
+
+def test_no_hidden_host_hook_on_global_object(client):
+    """No own global name starts with `__` or `codemode`, and no engine host object is exposed."""
+    env = _completed(run(client, """
+        const names = Reflect.ownKeys(globalThis).map(String);
+        const hidden = names.filter(n => n.startsWith("__") || n.toLowerCase().startsWith("codemode"));
+        const host = ["std", "os", "print", "scriptArgs", "gc", "performance"].filter(n => n in globalThis);
+        return {hidden, host}
+    """))
+    assert env["value"] == {"hidden": [], "host": []}
+
+
+def test_guest_cannot_forge_a_tool_reply(client):
+    """Patching JSON.parse and Object.prototype.then does not change a real tool result."""
+    env = _completed(run(client, 'JSON.parse = () => ({echo: "forged"}); '
+                                 'Object.prototype.then = undefined; '
+                                 'const r = await echo({x: "real"}); return r.echo'))
+    assert env["value"] == "real"
+
+
+def test_text_encoder_and_decoder_round_trip(client):
+    """TextEncoder/TextDecoder exist and round-trip non-ASCII text as UTF-8."""
+    env = run(client, """
+        if (typeof TextEncoder !== "function" || typeof TextDecoder !== "function")
+            return {missing: [typeof TextEncoder, typeof TextDecoder]};
+        const bytes = new TextEncoder().encode("h\\u00e9 \\u20ac");
+        return {len: bytes.length, first: bytes[0], back: new TextDecoder().decode(bytes)};
+    """)
+    assert env["status"] == "completed", env
+    assert env["value"] == {"len": 7, "first": 104, "back": "h\u00e9 \u20ac"}
+
+
+def test_settimeout_orders_by_delay_and_passes_arguments(client):
+    """Timers fire in delay order, pass extra arguments, and clearTimeout stops one."""
+    env = _completed(run(client, """
+        const out = [];
+        setTimeout((a, b) => out.push("late:" + a + b), 40, "x", "y");
+        setTimeout(() => out.push("early"), 5);
+        const c = setTimeout(() => out.push("never"), 10);
+        clearTimeout(c);
+        await new Promise(r => setTimeout(r, 80));
+        return out;
+    """))
+    assert env["value"] == ["early", "late:xy"]
+    assert env["bridge_dispatch_started"] is False
+
+
+def test_settimeout_delay_normalisation_and_type_check(client):
+    """Negative/NaN delays fire as 0 and a non-function callback throws TypeError."""
+    env = _completed(run(client, """
+        const out = [];
+        setTimeout(() => out.push("neg"), -5);
+        setTimeout(() => out.push("nan"), NaN);
+        await new Promise(r => setTimeout(r, 10));
+        try { setTimeout("code string", 1) } catch (e) { out.push(e.name) }
+        return out;
+    """))
+    assert env["value"] == ["neg", "nan", "TypeError"]
+
+
+def test_yield_control_parks_with_reason_yield_then_resumes(client):
+    """yield_control parks as waiting/yield; wait resolves it to {status:"yielded", reason}."""
+    env = run(client, 'text("a"); const r = await yield_control("checkpoint"); text("b"); return r')
+    assert env["status"] == "waiting", env
+    assert env["reason"] == "yield"
+    assert [c["method"] for c in env["pending_tool_calls"]] == ["yield"]
+    assert env["output"] == [{"type": "text", "text": "a"}]
+    assert env["bridge_dispatch_started"] is False and env["replay_safe"] is True
+    r = client.post(f"/v1/cells/{env['cell_id']}/wait", json={})
+    assert r.status_code == 200, r.text
+    done = r.json()
+    assert done["status"] == "completed", done
+    assert done["value"] == {"status": "yielded", "reason": "checkpoint"}
+    assert done["output"] == [{"type": "text", "text": "b"}]  # only entries not delivered before
+
+
+def test_yield_control_without_reason_resolves_null_reason(client):
+    """yield_control() without an argument resumes with reason null."""
+    env = run(client, "return await yield_control()")
+    assert env["status"] == "waiting" and env["reason"] == "yield", env
+    done = client.post(f"/v1/cells/{env['cell_id']}/wait", json={}).json()
+    assert done["value"] == {"status": "yielded", "reason": None}
+
+
+def test_cleartimeout_of_timer_created_before_a_yield(client):
+    """A timer created before yield_control can be cleared after the wait resumes the cell."""
+    env = run(client, """
+        const t = setTimeout(() => text("fired"), 300);
+        await yield_control("pause");
+        clearTimeout(t);
+        await new Promise(r => setTimeout(r, 450));
+        return "cleared";
+    """)
+    assert env["status"] == "waiting", env
+    r = client.post(f"/v1/cells/{env['cell_id']}/wait", json={"timeout_ms": 3000})
+    done = r.json()
+    assert done["status"] == "completed", done
+    assert done["value"] == "cleared"
+    assert {"type": "text", "text": "fired"} not in done["output"]

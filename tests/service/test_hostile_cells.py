@@ -1,0 +1,113 @@
+"""Hostile cells (issue 2 §5): each gets the right answer while the same service keeps serving."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any
+
+from tests.conftest import run
+
+PENDING = "pending without host work"
+
+
+def _still_serves(client) -> None:
+    env = run(client, 'text("ok"); return 1 + 1')
+    assert env["status"] == "completed" and env["value"] == 2, env
+
+
+def _metric(client, name: str) -> float:
+    text = client.get("/metrics").text
+    m = re.search(rf"^{re.escape(name)} (\S+)$", text, re.MULTILINE)
+    assert m, f"{name} missing from /metrics"
+    return float(m.group(1))
+
+
+def test_infinite_loop_times_out(client):
+    """`while(true){}` fails with timeout near its timeout_ms and does not block the service."""
+    started = time.monotonic()
+    env = run(client, "while (true) {}", timeout_ms=300)
+    assert time.monotonic() - started < 2.0
+    assert env["status"] == "failed" and env["code"] == "timeout", env
+    assert "timeout" in env["error"]
+    _still_serves(client)
+
+
+def test_memory_bomb_hits_memory_limit(client):
+    """Growing an array without bound under an 8 MiB heap fails with memory_limit_exceeded."""
+    env = run(client, 'const a = []; while (true) a.push("x".repeat(1e5) + a.length);',
+              memory_limit_bytes=8 * 1024 * 1024, timeout_ms=3000)
+    assert env["status"] == "failed" and env["code"] == "memory_limit_exceeded", env
+    _still_serves(client)
+
+
+def test_unbounded_recursion_is_a_range_error(client):
+    """Unbounded recursion fails as a RangeError (internal_error) and the service keeps working."""
+    env = run(client, "function f(n) { return f(n + 1) + 1 }\nreturn f(0)", timeout_ms=2000)
+    assert env["status"] == "failed" and env["code"] == "internal_error", env
+    assert env["error"].startswith("RangeError")
+    assert env["failure_phase"] == "guest"
+    _still_serves(client)
+
+
+def test_native_operation_ignoring_interrupt_is_killed(client):
+    """Repeated `(10n ** 300000n).toString()` with timeout_ms 200 times out and its worker is replaced."""
+    recycled = _metric(client, "codemode_workers_recycled_total")
+    started = time.monotonic()
+    env = run(client, "for (;;) (10n ** 300000n).toString()", timeout_ms=200)
+    assert time.monotonic() - started < 5.0
+    assert env["status"] == "failed" and env["code"] == "timeout", env
+    assert _metric(client, "codemode_workers_recycled_total") >= recycled + 1
+    _still_serves(client)
+
+
+def test_endless_microtask_chain_times_out(client):
+    """`for(;;) await null` cannot escape the wall deadline: it fails with timeout."""
+    started = time.monotonic()
+    env = run(client, "for (;;) await null", timeout_ms=300)
+    assert time.monotonic() - started < 2.0
+    assert env["status"] == "failed" and env["code"] == "timeout", env
+    _still_serves(client)
+
+
+def test_never_settling_promise_fails_without_parking(client):
+    """`await new Promise(() => {})` fails as pending without host work."""
+    env = run(client, "await new Promise(() => {})", timeout_ms=1000)
+    assert env["status"] == "failed", env
+    assert PENDING in env["error"]
+    _still_serves(client)
+
+
+def test_unhandled_rejection_fails(client):
+    """`void Promise.reject(new Error("x"))` fails the cell."""
+    env = run(client, 'void Promise.reject(new Error("x"))')
+    assert env["status"] == "failed", env
+    assert "Error: x" in env["error"]
+    _still_serves(client)
+
+
+def test_twelve_concurrent_cells_do_not_see_each_others_globals(client):
+    """12 concurrent cells each set a global and never see another cell's value."""
+    results: dict[int, Any] = {}
+
+    def one(i: int) -> None:
+        results[i] = run(client, f"""
+            const before = typeof globalThis.mark;
+            globalThis.mark = {i};
+            await new Promise(r => setTimeout(r, 100));
+            return [before, globalThis.mark];
+        """)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(results) == list(range(12))
+    for i, env in results.items():
+        assert env["status"] == "completed", env
+        assert env["value"] == ["undefined", i]
+    assert _metric(client, 'codemode_cells_live{state="running"}') == 0
+    assert _metric(client, 'codemode_cells_live{state="parked"}') == 0
+    _still_serves(client)

@@ -1,0 +1,90 @@
+"""Tenants, API keys, idle TTL and the parked-cell cap, each on a service with its own settings."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.settings import ApiKey
+from tests.conftest import make_client
+
+K1 = {"Authorization": "Bearer k1"}
+K2 = {"Authorization": "Bearer k2"}
+SLOW = {"code": "await echo({x: 1, delay: 30}); return 1", "timeout_ms": 100}
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """A service with two API keys for two tenants."""
+    with make_client(tmp_path_factory.mktemp("keyed"), api_keys=(ApiKey("k1", "t1"), ApiKey("k2", "t2"))) as c:
+        yield c
+
+
+def test_missing_or_unknown_key_is_401(keyed):
+    """With keys configured, no key or an unknown key answers 401 with the error body."""
+    for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "Basic k1"}):
+        r = keyed.post("/v1/exec", json={"code": "return 1"}, headers=headers)
+        assert r.status_code == 401, r.text
+        err = r.json()["error"]
+        assert err["code"] and err["message"] and err["error_type"] == "config"
+    ok = keyed.post("/v1/exec", json={"code": "return 1"}, headers=K1)
+    assert ok.status_code == 200 and ok.json()["value"] == 1
+
+
+def test_other_tenants_cell_is_404_and_owner_still_completes(keyed):
+    """wait/cancel/status of another tenant's cell are 404; the owner's wait still completes."""
+    env = keyed.post("/v1/exec", json={"code": "await echo({x: 3, delay: 0.4}); return 3", "timeout_ms": 100},
+                     headers=K1).json()
+    assert env["status"] == "waiting", env
+    cid = env["cell_id"]
+    for r in (keyed.post(f"/v1/cells/{cid}/wait", json={}, headers=K2),
+              keyed.post(f"/v1/cells/{cid}/cancel", headers=K2),
+              keyed.get(f"/v1/cells/{cid}", headers=K2)):
+        assert r.status_code == 404, r.text
+        assert r.json()["error"]["message"] == "cell is unavailable or expired"
+    done = keyed.post(f"/v1/cells/{cid}/wait", json={"timeout_ms": 5000}, headers=K1).json()
+    assert done["status"] == "completed" and done["value"] == 3, done
+    assert keyed.get(f"/v1/cells/{cid}", headers=K2).status_code == 404
+
+
+def test_tenants_do_not_share_globals_or_workers(keyed):
+    """A global set by one tenant's cell is invisible to the next cell of another tenant."""
+    keyed.post("/v1/exec", json={"code": "globalThis.secret = 42; return 1"}, headers=K1)
+    r = keyed.post("/v1/exec", json={"code": "return typeof globalThis.secret"}, headers=K2)
+    assert r.json()["value"] == "undefined"
+
+
+def test_parked_cell_expires_after_idle_ttl(tmp_path):
+    """With cell_ttl_seconds=1 a parked cell expires: later wait is 404 and status says aborted."""
+    with make_client(tmp_path, cell_ttl_seconds=1) as c:
+        env = c.post("/v1/exec", json=SLOW).json()
+        assert env["status"] == "waiting", env
+        deadline = time.monotonic() + 6
+        status = c.get(f"/v1/cells/{env['cell_id']}").json()
+        while status["status"] == "waiting" and time.monotonic() < deadline:
+            time.sleep(0.2)
+            status = c.get(f"/v1/cells/{env['cell_id']}").json()
+        assert status["status"] == "failed" and status["code"] == "aborted", status
+        r = c.post(f"/v1/cells/{env['cell_id']}/wait", json={})
+        assert r.status_code == 404
+        assert r.json()["error"]["message"].startswith("cell is unavailable or expired")
+        assert c.post("/v1/exec", json={"code": "return 1"}).json()["value"] == 1
+
+
+def test_parked_cell_cap_answers_429_with_retry_after(tmp_path):
+    """With max_parked_cells=1 a second cell is refused with 429 + Retry-After; cancel frees the slot."""
+    with make_client(tmp_path, max_parked_cells=1) as c:
+        first = c.post("/v1/exec", json=SLOW).json()
+        assert first["status"] == "waiting", first
+        r = c.post("/v1/exec", json=SLOW)
+        assert r.status_code == 429, r.text
+        assert r.headers["Retry-After"].isdigit()
+        err = r.json()["error"]
+        assert err["error_type"] == "transient" and err["message"]
+        c.post(f"/v1/cells/{first['cell_id']}/cancel")
+        again = c.post("/v1/exec", json=SLOW).json()
+        assert again["status"] == "waiting", again
+        c.post(f"/v1/cells/{again['cell_id']}/cancel")

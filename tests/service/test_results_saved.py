@@ -1,0 +1,230 @@
+"""Saved results end to end (SPEC §6, reference items 41, 43-49): save/load/delete, scoping, retention."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+from tests.conftest import make_client, run
+
+MiB = 1024 * 1024
+UNAVAILABLE = "unavailable or expired"
+REFERENCE_GUIDANCE = "Full result saved for this run; use results.load(reference.id) in a later exec."
+RESULT_ID = re.compile(r"^result_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# A 5 MB array (about 5.9 MB of compact JSON): far over the 64 KiB output budget, under the 10 MiB inbox.
+BIG_ARRAY_JS = "Array.from({length: 400000}, (_, i) => ({i}))"
+BIG_ARRAY_BYTES = 5088891  # len(JSON.stringify(...)) of BIG_ARRAY_JS
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def scope() -> dict[str, str]:
+    """A fresh (session, run) so tests sharing the module's service never see each other's results."""
+    tag = uuid.uuid4().hex[:12]
+    return {"session_id": f"sess-{tag}", "run_id": f"run-{tag}"}
+
+
+def ok(env: dict[str, Any]) -> Any:
+    assert env["status"] == "completed", env.get("error", env)
+    return env["value"]
+
+
+def test_save_load_delete_and_small_descriptor(client):
+    """results.save returns a full-preview descriptor; load returns a fresh copy; delete answers true then false."""
+    ids = scope()
+    code = """
+    const value = {rows: [1, 2, 3], name: "é"};
+    const ref = await results.save(value);
+    value.rows.push(4);  // the saved copy is detached from the guest's object
+    const a = await results.load(ref.id);
+    a.rows.push(99);
+    const b = await results.load(ref.id);
+    const first = await results.delete(ref.id);
+    const second = await results.delete(ref.id);
+    let after = null;
+    try { await results.load(ref.id); } catch (e) { after = e.message; }
+    return {ref, a, b, first, second, after};
+    """
+    v = ok(run(client, code, **ids))
+    ref = v["ref"]
+    assert RESULT_ID.match(ref["id"]), ref["id"]
+    original = {"rows": [1, 2, 3], "name": "é"}
+    assert ref["bytes"] == len(compact(original).encode())
+    assert ref["count"] == 2
+    assert isinstance(ref["shape"], str) and ref["shape"].startswith("object")
+    assert ref["preview"] == original
+    assert ref["previewTruncated"] is False
+    assert v["a"] == {"rows": [1, 2, 3, 99], "name": "é"}
+    assert v["b"] == original
+    assert (v["first"], v["second"]) == (True, False)
+    assert UNAVAILABLE in v["after"]
+
+
+def test_large_descriptor_is_sampled_and_bounded(client):
+    """A large saved value gets a sampled preview and a descriptor of at most 768 bytes."""
+    code = """
+    const rows = Array.from({length: 180}, (_, i) => ({id: i, label: "row-" + i + "-".repeat(40), tags: ["a", "b"]}));
+    return await results.save({structuredContent: {rows}, status: "ok"});
+    """
+    ref = ok(run(client, code, **scope()))
+    assert len(compact(ref).encode()) <= 768
+    assert RESULT_ID.match(ref["id"])
+    assert ref["count"] == 2
+    assert ref["previewTruncated"] is True
+    assert ref["preview"]["sampled"] is True
+    assert "180" in ref["shape"]
+    assert ref["bytes"] > 256
+
+
+def test_capacity_of_64_is_catchable_and_old_references_load(client):
+    """The 65th save in a run rejects catchably; earlier references still load and a delete frees a slot."""
+    code = """
+    const ids = [];
+    for (let i = 0; i < 64; i++) ids.push((await results.save({i})).id);
+    let error = null;
+    try { await results.save({i: 64}); } catch (e) { error = {name: e.name, message: e.message}; }
+    const first = await results.load(ids[0]);
+    const last = await results.load(ids[63]);
+    await results.delete(ids[5]);
+    const again = (await results.save({i: 65})).id;
+    return {error, first, last, again: await results.load(again)};
+    """
+    v = ok(run(client, code, **scope()))
+    assert v["error"] is not None and "64" in v["error"]["message"], v["error"]
+    assert v["first"] == {"i": 0} and v["last"] == {"i": 63}
+    assert v["again"] == {"i": 65}
+
+
+def test_reference_loads_in_a_later_exec_of_the_same_run_only(client):
+    """A saved result loads in a later cell of the same (session, run); another run or session cannot see it."""
+    ids = scope()
+    ref = ok(run(client, "return await results.save({secret: 42});", **ids))
+    load = f"try {{ return await results.load({json.dumps(ref['id'])}); }} catch (e) {{ return 'ERR ' + e.message; }}"
+    assert ok(run(client, load, **ids)) == {"secret": 42}
+    other_run = ok(run(client, load, session_id=ids["session_id"], run_id="another-run"))
+    other_session = ok(run(client, load, session_id="another-session", run_id=ids["run_id"]))
+    no_session = ok(run(client, load, run_id=ids["run_id"]))
+    for answer in (other_run, other_session, no_session):
+        assert isinstance(answer, str) and answer.startswith("ERR ") and UNAVAILABLE in answer, answer
+
+
+def test_ending_a_run_expires_its_references(client):
+    """DELETE /v1/sessions/{sid}/runs/{rid} expires every reference of that run."""
+    ids = scope()
+    ref = ok(run(client, "await results.save([1]); return await results.save({n: 1});", **ids))
+    r = client.delete(f"/v1/sessions/{ids['session_id']}/runs/{ids['run_id']}")
+    assert r.status_code == 200, r.text
+    assert r.json()["expired_results"] == 2
+    load = f"try {{ await results.load({json.dumps(ref['id'])}); return 'loaded'; }} catch (e) {{ return e.message; }}"
+    assert UNAVAILABLE in ok(run(client, load, **ids))
+
+
+def test_oversized_final_array_is_retained_and_loads_next_cell(client):
+    """An interactive cell returning a 5 MB array gets a reference marker; the next cell of the run loads it all."""
+    ids = scope()
+    env = run(client, f"return {BIG_ARRAY_JS};", **ids)
+    marker = ok(env)
+    assert isinstance(marker, dict) and marker.get("truncated") is True, marker
+    assert marker["guidance"] == REFERENCE_GUIDANCE
+    assert "prefix" not in marker
+    ref = marker["reference"]
+    assert RESULT_ID.match(ref["id"])
+    assert ref["bytes"] == BIG_ARRAY_BYTES
+    assert ref["count"] == 400000
+    assert len(compact(marker).encode()) <= 65536
+    code = f"""
+    const all = await results.load({json.dumps(ref['id'])});
+    return {{length: all.length, first: all[0], last: all[all.length - 1],
+             sum: all.reduce((s, r) => s + r.i, 0)}};
+    """
+    loaded = ok(run(client, code, **ids))
+    assert loaded == {"length": 400000, "first": {"i": 0}, "last": {"i": 399999}, "sum": 399999 * 400000 // 2}
+    elsewhere = f"try {{ await results.load({json.dumps(ref['id'])}); return 'loaded'; }} catch (e) {{ return e.message; }}"
+    assert UNAVAILABLE in ok(run(client, elsewhere, session_id=ids["session_id"], run_id="other-run"))
+
+
+def test_headless_and_restart_safe_cells_get_a_plain_marker(client):
+    """Headless and restart-safe cells never retain: an oversized array becomes an ordinary truncation marker."""
+    original = compact([{"i": i} for i in range(20000)])
+    for flags in ({"headless": True}, {"restart_safe": True}):
+        marker = ok(run(client, "return Array.from({length: 20000}, (_, i) => ({i}));", **scope(), **flags))
+        assert marker["truncated"] is True and "reference" not in marker, (flags, marker)
+        assert original.startswith(marker["prefix"])
+        assert marker["omittedBytes"] == len(original) - len(marker["prefix"])
+
+
+def test_full_store_gives_not_retained_marker_and_keeps_old_references(client):
+    """With 64 saves used, an oversized final array gets a plain marker whose guidance starts 'Not retained:'."""
+    ids = scope()
+    first = ok(run(client, """
+    const ids = [];
+    for (let i = 0; i < 64; i++) ids.push((await results.save({i})).id);
+    return ids[0];
+    """, **ids))
+    marker = ok(run(client, "return Array.from({length: 20000}, (_, i) => ({i}));", **ids))
+    assert marker["truncated"] is True and "reference" not in marker
+    assert marker["guidance"].startswith("Not retained:"), marker["guidance"]
+    assert "capacity" in marker["guidance"]
+    original = compact([{"i": i} for i in range(20000)])
+    assert original.startswith(marker["prefix"])
+    assert marker["omittedBytes"] == len(original) - len(marker["prefix"])
+    assert ok(run(client, f"return await results.load({json.dumps(first)});", **ids)) == {"i": 0}
+
+
+def test_retention_over_the_data_allowance_is_not_retained(tmp_path):
+    """When the run's saved bytes would exceed the allowance the value is a 'Not retained:' marker, no error."""
+    with make_client(tmp_path, max_snapshot_bytes=2 * MiB, workers=1) as client:  # allowance 2 MiB
+        ids = scope()
+        ok(run(client, 'await results.save("s".repeat(1500000)); return 1;', **ids))
+        marker = ok(run(client, 'return Array.from({length: 100}, () => "x".repeat(10000));', **ids))
+    assert marker["truncated"] is True and "reference" not in marker
+    assert marker["guidance"].startswith("Not retained:"), marker["guidance"]
+
+
+def test_non_json_arguments_reject_and_change_nothing(client):
+    """BigInt, cycles and throwing getters make results.save, store and tool calls reject; nothing changes."""
+    ids = scope()
+    ref = ok(run(client, 'await store("k", {v: 1}); return (await results.save({keep: true})).id;', **ids))
+    code = f"""
+    const cyclic = {{}}; cyclic.self = cyclic;
+    const bad = {{bigint: 1n, cycle: cyclic, getter: {{get x() {{ throw new Error("getter exploded"); }}}}}};
+    const out = {{}};
+    for (const [name, v] of Object.entries(bad)) {{
+      for (const [where, call] of [["save", () => results.save(v)], ["store", () => store("k", v)],
+                                   ["tool", () => echo({{x: v}})]]) {{
+        try {{ await call(); out[name + ":" + where] = "accepted"; }}
+        catch (e) {{ out[name + ":" + where] = e.name; }}
+      }}
+    }}
+    out.kept = await results.load({json.dumps(ref)});
+    out.stored = await load("k");
+    // Refused saves took no slot: 63 more fit next to the one saved before.
+    let saved = 0;
+    try {{ for (let i = 0; i < 64; i++) {{ await results.save(i); saved++; }} }} catch (e) {{}}
+    out.saved = saved;
+    return out;
+    """
+    env = run(client, code, **ids)
+    v = ok(env)
+    for name in ("bigint", "cycle"):
+        for where in ("save", "store", "tool"):
+            assert v[f"{name}:{where}"] == "TypeError", (name, where, v)
+    for where in ("save", "store", "tool"):
+        assert v[f"getter:{where}"] != "accepted", (where, v)
+    assert v["kept"] == {"keep": True}
+    assert v["stored"] == {"v": 1}
+    assert v["saved"] == 63
+    assert env["telemetry"]["call_count"] == 0  # the tool never ran
+    store = client.get(f"/v1/sessions/{ids['session_id']}/store").json()
+    assert store["keys"] == [{"key": "k", "bytes": len('{"v":1}')}]
+
+
+def test_results_save_refused_in_restart_safe_cells(client):
+    """results.save in a restart-safe cell rejects catchably (a replay could not see the result)."""
+    v = ok(run(client, "try { await results.save(1); return 'saved'; } catch (e) { return e.message; }",
+               restart_safe=True, **scope()))
+    assert v != "saved" and "restart-safe" in v

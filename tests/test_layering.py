@@ -1,0 +1,87 @@
+"""Layering rules, read from the import statements (ast) of every module of ours."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("bridge", "guest_runtime", "service")
+STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+
+#: Each of these libraries may be imported by this one module of ours and no other.
+SOLE_IMPORTER = {
+    "quickjs": "guest_runtime/driver.py",
+    "_quickjs": "guest_runtime/driver.py",
+    "jsonschema": "service/tools/contracts.py",
+    "sqlite3": "service/stores/sqlite.py",
+    "redis": "service/stores/redis_store.py",
+    "mcp": "service/mcp/client.py",
+    "prometheus_client": "service/metrics.py",
+}
+
+
+def _modules() -> Iterator[Path]:
+    for pkg in PACKAGES:
+        yield from sorted((ROOT / pkg).rglob("*.py"))
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute top-level names a module imports (relative imports resolve to its own package)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    rel = path.relative_to(ROOT)
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                names.add(rel.parts[0])  # "from .x import" / "from .. import" stay inside the package
+            elif node.module:
+                names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+            "import_module", "__import__",
+        ) and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            names.add(node.args[0].value.split(".")[0])
+    return names
+
+
+IMPORTS = {str(p.relative_to(ROOT)): _imports(p) for p in _modules()}
+
+
+def test_modules_were_found():
+    """The scan sees the three packages (guards against a vacuous pass)."""
+    for pkg in PACKAGES:
+        assert any(m.startswith(pkg + "/") for m in IMPORTS), pkg
+    assert "guest_runtime/driver.py" in IMPORTS
+
+
+def test_bridge_imports_only_stdlib_orjson_and_itself():
+    """bridge/ imports nothing but the standard library, orjson and bridge."""
+    bad = {m: sorted(n for n in names if n not in STDLIB | {"orjson", "bridge"})
+           for m, names in IMPORTS.items() if m.startswith("bridge/")}
+    assert {m: n for m, n in bad.items() if n} == {}
+
+
+def test_guest_runtime_never_imports_service():
+    """guest_runtime/ does not import upward into service."""
+    offenders = [m for m, names in IMPORTS.items() if m.startswith("guest_runtime/") and "service" in names]
+    assert offenders == []
+
+
+def test_lower_layers_never_import_upward():
+    """bridge imports neither guest_runtime nor service."""
+    offenders = [m for m, names in IMPORTS.items()
+                 if m.startswith("bridge/") and names & {"guest_runtime", "service"}]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("library", sorted(SOLE_IMPORTER))
+def test_third_party_library_has_one_importer(library):
+    """Each wrapped third-party library is imported only by its one translating module."""
+    importers = sorted(m for m, names in IMPORTS.items() if library in names)
+    assert set(importers) <= {SOLE_IMPORTER[library]}, importers
