@@ -83,7 +83,8 @@ class CellService:
                    if i in self._cells and now - self._cells[i].last_active > ttl
                    and not self._cells[i].wait_lock.locked()]
         for cell in expired:
-            await cell.cancel("cell expired after " + str(ttl) + "s idle; start a new cell")
+            cell.scope["expired"] = True
+            await cell.cancel(f"cell expired after {ttl}s idle; start a new cell")
         return len(expired)
 
     # ---- limits ----------------------------------------------------------------------------------
@@ -161,7 +162,7 @@ class CellService:
         with self._tenant_slot(tenant):
             async with cell.wait_lock:
                 if cell.done:
-                    raise CellNotFound(NOT_FOUND + ": it already finished and its result was delivered")
+                    raise CellNotFound(self._gone_message(cell.id))
                 problem = cell.check_tool_results(tool_results)
                 if problem is not None:
                     raise InvalidRequest(problem, need_param="tool_results")
@@ -190,9 +191,16 @@ class CellService:
         cell = self._cells.get(cell_id)
         if cell is None or cell.spec.tenant != tenant:
             if cell_id in self._finished and self._finished[cell_id]["tenant"] == tenant:
-                raise CellNotFound(NOT_FOUND + ": it already finished and its result was delivered")
+                raise CellNotFound(self._gone_message(cell_id))
             raise CellNotFound(NOT_FOUND)
         return cell
+
+    def _gone_message(self, cell_id: str) -> str:
+        summary = self._finished.get(cell_id, {})
+        if summary.get("expired"):
+            return (f"{NOT_FOUND}: it expired after {self.settings.cell_ttl_seconds}s idle and its pending work "
+                    "was discarded; start a new cell")
+        return NOT_FOUND + ": it already finished and its result was delivered"
 
     def _park(self, cell: Cell) -> bool:
         if cell.id not in self._parked and len(self._parked) >= self.settings.max_parked_cells:
@@ -206,7 +214,8 @@ class CellService:
         self._cells.pop(cell.id, None)
         self.counts["completed" if cell.status is CellStatus.COMPLETED else "failed"] += 1
         snapshot = {k: v for k, v in (cell.final or {}).items() if k not in ("value", "output")}
-        self._finished[cell.id] = {"tenant": cell.spec.tenant, "snapshot": snapshot}
+        self._finished[cell.id] = {"tenant": cell.spec.tenant, "snapshot": snapshot,
+                                   "expired": bool(cell.scope.get("expired"))}
         while len(self._finished) > FINISHED_KEPT:
             self._finished.popitem(last=False)
 

@@ -141,8 +141,6 @@ class Settings:
             raise ConfigError("timeout_ms is above max_timeout_ms", need_param="timeout_ms")
         if self.memory_limit_bytes > self.max_memory_limit_bytes:
             raise ConfigError("memory_limit_bytes is above max_memory_limit_bytes", need_param="memory_limit_bytes")
-        if self.search_default_limit > self.max_search_limit:
-            raise ConfigError("search_default_limit is above max_search_limit", need_param="search_default_limit")
         if not self.api_keys and not _is_loopback(self.host):
             raise ConfigError(
                 f"refusing to bind {self.host!r} without API keys: add [[api_keys]] to the config file "

@@ -129,8 +129,10 @@ class WorkerPool:
 
     async def close(self) -> None:
         self._closed = True
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         workers = list(self._fresh) + [w for q in self._idle.values() for w in q]
         self._fresh.clear()
         self._idle.clear()
@@ -270,6 +272,11 @@ class WorkerPool:
         except (WorkerGone, asyncio.TimeoutError) as exc:
             worker.kill()
             raise WorkerGone(f"worker failed to start: {exc}") from None
+        except asyncio.CancelledError:
+            worker.kill()  # the pool is closing: never leave a half-started child behind
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 2.0)
+            raise
         if msg.get("t") != "ready":
             worker.kill()
             raise WorkerGone(f"worker sent {msg.get('t')!r} instead of ready")

@@ -26,9 +26,11 @@ def prepare_arguments(input_schema: Any, value: Any, *, label: str = "MCP tool")
             if key not in arguments and isinstance(prop, Mapping) and "default" in prop:
                 arguments[key] = copy.deepcopy(prop["default"])
     required = schema.get("required")
-    missing = [key for key in required if isinstance(key, str) and key not in arguments] if isinstance(
-        required, list
-    ) else []
+    missing = (
+        [key for key in required if isinstance(key, str) and key not in arguments]
+        if isinstance(required, list)
+        else []
+    )
     if missing:
         raise McpInvalidInput(f"{label} is missing required argument(s): {', '.join(missing)}")
     return arguments

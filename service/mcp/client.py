@@ -14,7 +14,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import anyio
 import httpx2
@@ -78,11 +78,11 @@ class _EofWatch:
     def last_context(self) -> Any:
         return getattr(self._inner, "last_context", None)
 
-    async def __aenter__(self) -> _EofWatch:
+    async def __aenter__(self) -> Self:
         await self._inner.__aenter__()
         return self
 
-    async def __aexit__(self, *exc: Any) -> Any:
+    async def __aexit__(self, *exc: object) -> Any:
         return await self._inner.__aexit__(*exc)
 
     def __aiter__(self) -> _EofWatch:
@@ -182,11 +182,8 @@ class McpConnection:
         if self._client is None:
             runner.cancel()  # still connecting: the SDK unwinds a cancelled connect itself
         self._stop.set()
-        try:
-            with anyio.move_on_after(_CLOSE_WAIT_S):
-                await self._done.wait()
-        except BaseException:  # noqa: BLE001 - close is best effort during shutdown
-            pass
+        with anyio.move_on_after(_CLOSE_WAIT_S):
+            await self._done.wait()
         if not runner.done():
             runner.cancel()
 
@@ -194,7 +191,9 @@ class McpConnection:
         try:
             async with AsyncExitStack() as stack:
                 transport = await self._transport(stack)
-                client = Client(_watched(transport, self.mark_dead), mode="legacy", cache=None, client_info=_CLIENT_INFO)
+                client = Client(
+                    _watched(transport, self.mark_dead), mode="legacy", cache=None, client_info=_CLIENT_INFO
+                )
                 await stack.enter_async_context(client)
                 self._client = client
                 self._ready.set()
@@ -202,7 +201,9 @@ class McpConnection:
         except BaseException as exc:  # noqa: BLE001 - the runner's outcome is reported to open()
             self._failure = exc
             if self._client is not None:
-                log.warning("MCP server '%s' connection ended: %s", self.config.name, type(_unwrap(exc)).__name__)
+                log.warning(
+                    "MCP server '%s' connection ended: %s", self.config.name, type(_unwrap(exc)).__name__
+                )
         finally:
             self._dead = True
             self._ready.set()
@@ -211,7 +212,9 @@ class McpConnection:
     async def _transport(self, stack: AsyncExitStack) -> Any:
         cfg = self.config
         if cfg.command is not None:
-            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env), cwd=cfg.cwd)
+            params = StdioServerParameters(
+                command=cfg.command, args=list(cfg.args), env=dict(cfg.env), cwd=cfg.cwd
+            )
             return stdio_client(params, errlog=sys.stderr)
         assert cfg.url is not None
         http = await stack.enter_async_context(create_mcp_http_client(headers=dict(cfg.headers)))
@@ -222,18 +225,22 @@ class McpConnection:
     async def call_tool(self, name: str, arguments: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Call one tool; the raw result shaped for the guest (``isError`` resolves)."""
         client = self._session()
-        result = await self._call(f"tool '{name}'", lambda: client.call_tool(name, arguments), timeout_s, tool=name)
+        result = await self._call(
+            f"tool '{name}'", lambda: client.call_tool(name, arguments), timeout_s, tool=name
+        )
         return shape_tool_result(result.model_dump(mode="json", by_alias=True, exclude_none=True))
 
     async def list_resources(self, cursor: str | None, timeout_s: float) -> dict[str, Any]:
         """One page of resources in the MCP shape."""
         client = self._session()
-        return self._native(await self._call("resources/list", lambda: client.list_resources(cursor=cursor), timeout_s))
+        return self._native(
+            await self._call("resources/list", lambda: client.list_resources(cursor=cursor), timeout_s)
+        )
 
     async def list_resource_templates(self, cursor: str | None, timeout_s: float) -> dict[str, Any]:
         """One page of resource templates in the MCP shape."""
         client = self._session()
-        fetch = lambda: client.list_resource_templates(cursor=cursor)  # noqa: E731
+        fetch = lambda: client.list_resource_templates(cursor=cursor)
         return self._native(await self._call("resources/templates/list", fetch, timeout_s))
 
     async def read_resource(self, uri: str, timeout_s: float) -> dict[str, Any]:
@@ -244,12 +251,16 @@ class McpConnection:
     async def list_prompts(self, cursor: str | None, timeout_s: float) -> dict[str, Any]:
         """One page of prompts in the MCP shape."""
         client = self._session()
-        return self._native(await self._call("prompts/list", lambda: client.list_prompts(cursor=cursor), timeout_s))
+        return self._native(
+            await self._call("prompts/list", lambda: client.list_prompts(cursor=cursor), timeout_s)
+        )
 
     async def get_prompt(self, name: str, arguments: dict[str, str], timeout_s: float) -> dict[str, Any]:
         """Render one prompt in the MCP shape."""
         client = self._session()
-        return self._native(await self._call(f"prompt '{name}'", lambda: client.get_prompt(name, arguments), timeout_s))
+        return self._native(
+            await self._call(f"prompt '{name}'", lambda: client.get_prompt(name, arguments), timeout_s)
+        )
 
     async def _list_all_tools(self) -> tuple[ToolInfo, ...]:
         client = self._session()
@@ -258,7 +269,8 @@ class McpConnection:
         for _ in range(_MAX_LIST_PAGES):
             page = await client.list_tools(cursor=cursor)
             tools += [
-                ToolInfo(t.name, t.description or "", dict(t.input_schema), t.output_schema) for t in page.tools
+                ToolInfo(t.name, t.description or "", dict(t.input_schema), t.output_schema)
+                for t in page.tools
             ]
             cursor = page.next_cursor
             if not cursor:
@@ -291,14 +303,18 @@ class McpConnection:
             raise
         except (ValidationError, RuntimeError) as exc:
             raise McpProtocolError(
-                f"MCP server '{server}' sent an invalid answer for {what}: {type(exc).__name__}", server=server, tool=tool
+                f"MCP server '{server}' sent an invalid answer for {what}: {type(exc).__name__}",
+                server=server,
+                tool=tool,
             ) from None
-        except BaseException as exc:  # noqa: BLE001 - transport failures arrive wrapped in groups
+        except BaseException as exc:  # transport failures arrive wrapped in exception groups
             leaf = _unwrap(exc)
             if isinstance(leaf, _TRANSPORT_ERRORS):
                 self.mark_dead()
                 raise McpUnavailable(
-                    f"MCP server '{server}' is unavailable ({type(leaf).__name__}) during {what}", server=server, tool=tool
+                    f"MCP server '{server}' is unavailable ({type(leaf).__name__}) during {what}",
+                    server=server,
+                    tool=tool,
                 ) from None
             raise
 
@@ -307,23 +323,34 @@ class McpConnection:
         if exc.code == _CONNECTION_CLOSED:
             self.mark_dead()
             return McpUnavailable(
-                f"MCP server '{server}' is unavailable: the connection closed during {what}", server=server, tool=tool
+                f"MCP server '{server}' is unavailable: the connection closed during {what}",
+                server=server,
+                tool=tool,
             )
         if exc.code == _INVALID_REQUEST and "session" in exc.message.lower():
             # An HTTP server that restarted forgot our session; it rejected the request unprocessed.
             self.mark_dead()
             return McpUnavailable(
-                f"MCP server '{server}' lost the session during {what}", server=server, tool=tool, retryable=True
+                f"MCP server '{server}' lost the session during {what}",
+                server=server,
+                tool=tool,
+                retryable=True,
             )
         if exc.code == _REQUEST_TIMEOUT:
             return self._timeout(what, tool=tool)
         if exc.code == _INVALID_PARAMS:
-            return McpInvalidInput(f"MCP server '{server}' rejected {what}: {exc.message}", server=server, tool=tool)
-        return McpProtocolError(f"MCP server '{server}' failed {what}: {exc.message}", server=server, tool=tool)
+            return McpInvalidInput(
+                f"MCP server '{server}' rejected {what}: {exc.message}", server=server, tool=tool
+            )
+        return McpProtocolError(
+            f"MCP server '{server}' failed {what}: {exc.message}", server=server, tool=tool
+        )
 
     def _timeout(self, what: str, *, tool: str | None = None) -> McpTimeout:
         server = self.config.name
-        return McpTimeout(f"MCP server '{server}' did not answer {what} before the deadline", server=server, tool=tool)
+        return McpTimeout(
+            f"MCP server '{server}' did not answer {what} before the deadline", server=server, tool=tool
+        )
 
     def _unavailable_from(self, failure: BaseException | None) -> McpUnavailable:
         server = self.config.name

@@ -110,7 +110,9 @@ class McpHub:
             if slot.failed_at is None or now - slot.failed_at >= LIST_RETRY_AFTER_S or self._alive(slot)
         ]
         budget = math.inf if deadline_s is None else deadline_s
-        await asyncio.gather(*(self._try_connect(slot, min(slot.config.timeout_ms / 1000, budget)) for slot in wanted))
+        await asyncio.gather(
+            *(self._try_connect(slot, min(slot.config.timeout_ms / 1000, budget)) for slot in wanted)
+        )
         return [slot.view for slot in self._slots.values() if slot.view is not None and self._alive(slot)]
 
     def api_root(self) -> dict[str, Any]:
@@ -130,7 +132,9 @@ class McpHub:
             "note": UNTRUSTED_NOTE,
         }
 
-    def api_server(self, server_identifier: str, tool: str | None = None, schema: bool = False) -> dict[str, Any]:
+    def api_server(
+        self, server_identifier: str, tool: str | None = None, schema: bool = False
+    ) -> dict[str, Any]:
         """``MCP.<server>.$api(tool?, {schema?})``: the server or single-tool header."""
         view = self._view(server_identifier)
         if tool is None:
@@ -138,10 +142,14 @@ class McpHub:
         else:
             found = view.tool(tool)
             if found is None:
-                raise McpUnknownTool(f"MCP server '{view.name}' has no tool '{tool}'", server=view.name, tool=tool)
+                raise McpUnknownTool(
+                    f"MCP server '{view.name}' has no tool '{tool}'", server=view.name, tool=tool
+                )
             tools = (found,)
         ns = f"MCP.{view.identifier}"
-        extras = [name for name, on in (("resources", view.has_resources), ("prompts", view.has_prompts)) if on]
+        extras = [
+            name for name, on in (("resources", view.has_resources), ("prompts", view.has_prompts)) if on
+        ]
         count = len(view.tools)
         header = (
             f"{ns}: MCP server '{view.name}' ({count} tool{'' if count == 1 else 's'}"
@@ -256,7 +264,9 @@ class McpHub:
             return conn
         name = slot.config.name
         if self._closed:
-            raise McpUnavailable(f"MCP server '{name}' is unavailable: the service is shutting down", server=name)
+            raise McpUnavailable(
+                f"MCP server '{name}' is unavailable: the service is shutting down", server=name
+            )
         try:
             await asyncio.wait_for(slot.lock.acquire(), timeout=max(timeout_s, 0.001))
         except TimeoutError:

@@ -92,7 +92,8 @@ def test_untyped_output_is_declared_unknown(shop):
 @pytest.mark.parametrize("path", INVALID_PATHS)
 def test_api_read_invalid_path_in_cell(shop, path):
     """`API.read` of a path with an empty, `.` or `..` segment rejects with "invalid API file path"."""
-    message = value_of(shop, f"try {{ await API.read({path!r}); return 'read'; }} catch (e) {{ return e.message; }}")
+    code = f"try {{ await API.read({path!r}); return 'read'; }} catch (e) {{ return e.message; }}"
+    message = value_of(shop, code)
     assert message == "invalid API file path"
 
 

@@ -1,4 +1,4 @@
-"""Every declaration file the running service serves compiles together with the real `tsc --noEmit --strict`."""
+"""Every declaration file the running service serves compiles with the real `tsc --noEmit --strict`."""
 
 from __future__ import annotations
 

@@ -114,3 +114,12 @@ def test_cleartimeout_of_timer_created_before_a_yield(client):
     assert done["status"] == "completed", done
     assert done["value"] == "cleared"
     assert {"type": "text", "text": "fired"} not in done["output"]
+
+
+def test_outstanding_timers_do_not_hold_a_finished_cell(client):
+    """A cell that returns with timers still pending completes at once and their callbacks never run."""
+    env = run(client, 'setTimeout(() => text("late"), 5000); setTimeout(() => text("later"), 9000); return 1',
+              timeout_ms=3000)
+    assert env["status"] == "completed" and env["value"] == 1, env
+    assert env["output"] == []
+    assert env["telemetry"]["wall_ms"] < 1000

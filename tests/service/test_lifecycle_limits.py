@@ -70,8 +70,10 @@ def test_parked_cell_expires_after_idle_ttl(tmp_path):
         assert status["status"] == "failed" and status["code"] == "aborted", status
         r = c.post(f"/v1/cells/{env['cell_id']}/wait", json={})
         assert r.status_code == 404
-        assert r.json()["error"]["message"].startswith("cell is unavailable or expired")
+        message = r.json()["error"]["message"]
+        assert message.startswith("cell is unavailable or expired")
         assert c.post("/v1/exec", json={"code": "return 1"}).json()["value"] == 1
+        assert "delivered" not in message  # nobody ever received this cell's result
 
 
 def test_parked_cell_cap_answers_429_with_retry_after(tmp_path):

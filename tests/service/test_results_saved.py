@@ -65,19 +65,41 @@ def test_save_load_delete_and_small_descriptor(client):
 
 
 def test_large_descriptor_is_sampled_and_bounded(client):
-    """A large saved value gets a sampled preview and a descriptor of at most 768 bytes."""
+    """A large heterogeneous value gets a sampled preview (paths, envelope scalars) in at most 768 bytes."""
     code = """
-    const rows = Array.from({length: 180}, (_, i) => ({id: i, label: "row-" + i + "-".repeat(40), tags: ["a", "b"]}));
+    const rows = Array.from({length: 180}, (_, i) =>
+      i % 3 === 0 ? {id: i, label: "row-" + i} : i % 3 === 1 ? [i] : "s" + i);
     return await results.save({structuredContent: {rows}, status: "ok"});
     """
     ref = ok(run(client, code, **scope()))
     assert len(compact(ref).encode()) <= 768
     assert RESULT_ID.match(ref["id"])
     assert ref["count"] == 2
-    assert ref["previewTruncated"] is True
-    assert ref["preview"]["sampled"] is True
-    assert "180" in ref["shape"]
     assert ref["bytes"] > 256
+    assert "sampled 3/180 heterogeneous" in ref["shape"], ref["shape"]
+    assert ref["previewTruncated"] is True
+    preview = ref["preview"]
+    assert preview["sampled"] is True
+    assert preview["scalars"] == {"$.status": "ok"}
+    assert [a["path"] for a in preview["arrays"]] == ["$.structuredContent.rows"]
+    assert preview["arrays"][0]["length"] == 180
+
+
+def test_deep_long_key_value_has_limited_traversal_and_loads_whole(client):
+    """A deep value with long keys gets a 'limited traversal' descriptor within 768 bytes; load returns it whole."""
+    code = """
+    let deep = {leaf: "end"};
+    for (let i = 0; i < 30; i++) deep = {["k".repeat(100) + i]: deep, other: i};
+    const ref = await results.save(deep);
+    const back = await results.load(ref.id);
+    return {ref, same: JSON.stringify(back) === JSON.stringify(deep)};
+    """
+    v = ok(run(client, code, **scope()))
+    ref = v["ref"]
+    assert len(compact(ref).encode()) <= 768
+    assert ref["shape"].startswith("limited traversal")
+    assert ref["traversalLimited"] is True
+    assert v["same"] is True
 
 
 def test_capacity_of_64_is_catchable_and_old_references_load(client):
@@ -126,7 +148,7 @@ def test_ending_a_run_expires_its_references(client):
 def test_oversized_final_array_is_retained_and_loads_next_cell(client):
     """An interactive cell returning a 5 MB array gets a reference marker; the next cell of the run loads it all."""
     ids = scope()
-    env = run(client, f"return {BIG_ARRAY_JS};", **ids)
+    env = run(client, f"return {BIG_ARRAY_JS};", timeout_ms=30000, **ids)
     marker = ok(env)
     assert isinstance(marker, dict) and marker.get("truncated") is True, marker
     assert marker["guidance"] == REFERENCE_GUIDANCE
@@ -141,7 +163,7 @@ def test_oversized_final_array_is_retained_and_loads_next_cell(client):
     return {{length: all.length, first: all[0], last: all[all.length - 1],
              sum: all.reduce((s, r) => s + r.i, 0)}};
     """
-    loaded = ok(run(client, code, **ids))
+    loaded = ok(run(client, code, timeout_ms=30000, **ids))
     assert loaded == {"length": 400000, "first": {"i": 0}, "last": {"i": 399999}, "sum": 399999 * 400000 // 2}
     elsewhere = f"try {{ await results.load({json.dumps(ref['id'])}); return 'loaded'; }} catch (e) {{ return e.message; }}"
     assert UNAVAILABLE in ok(run(client, elsewhere, session_id=ids["session_id"], run_id="other-run"))

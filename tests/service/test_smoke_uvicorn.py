@@ -69,21 +69,3 @@ def test_quick_start_curl_body_over_a_real_socket(served):
     assert env["value"] == 2
     assert env["output"] == [{"type": "text", "text": "hi"}]
 
-
-def test_concurrent_waits_over_a_real_socket(served):
-    """Over real HTTP, a second concurrent wait on one cell is 409 while the first completes."""
-    import asyncio
-
-    async def scenario() -> tuple[int, dict]:
-        async with httpx.AsyncClient(base_url=served, timeout=10) as http:
-            parked = (await http.post("/v1/exec", json={
-                "code": "await new Promise(r => setTimeout(r, 800)); return 9", "timeout_ms": 100})).json()
-            assert parked["status"] == "waiting", parked
-            first = asyncio.create_task(http.post(f"/v1/cells/{parked['cell_id']}/wait", json={"timeout_ms": 5000}))
-            await asyncio.sleep(0.2)
-            second = await http.post(f"/v1/cells/{parked['cell_id']}/wait", json={"timeout_ms": 5000})
-            return second.status_code, (await first).json()
-
-    status, first = asyncio.run(scenario())
-    assert status == 409
-    assert first["status"] == "completed" and first["value"] == 9

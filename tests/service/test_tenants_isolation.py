@@ -115,7 +115,7 @@ def test_automatic_reference_is_not_loadable_by_another_tenant(tenants):
 def test_per_tenant_concurrency_cap_answers_429(tmp_path):
     """With tenant_max_concurrency=1 a second concurrent exec of the same tenant gets 429 + Retry-After."""
     with make_client(tmp_path, api_keys=KEYS, tenant_max_concurrency=1) as client:
-        slow = "await echo({x: 1, delay: 1.0}); return 'slow done';"
+        slow = "await echo({x: 1, delay: 1.5}); return 'slow done';"
         first: dict[str, Any] = {}
 
         def run_slow() -> None:
@@ -125,9 +125,14 @@ def test_per_tenant_concurrency_cap_answers_429(tmp_path):
         thread = threading.Thread(target=run_slow)
         thread.start()
         try:
-            time.sleep(0.3)  # the first exec is now running its 1 s tool call
-            r = client.post("/v1/exec", json={"code": "return 2"}, headers=ALPHA)
-            assert r.status_code == 429, r.text
+            # Until the slow exec has started, a quick exec may still pass; while it runs, none may.
+            r = None
+            while thread.is_alive():
+                time.sleep(0.1)
+                r = client.post("/v1/exec", json={"code": "return 2"}, headers=ALPHA)
+                if r.status_code != 200:
+                    break
+            assert r is not None and r.status_code == 429, r.text if r is not None else "slow exec never overlapped"
             assert r.headers.get("Retry-After", "").isdigit(), r.headers
             assert r.json()["error"]["code"]
             # ...while another tenant is not affected.

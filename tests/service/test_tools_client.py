@@ -16,9 +16,11 @@ WEATHER = {
 }
 
 
-def exec_cell(client: TestClient, code: str, tools: list[dict[str, Any]] | None = None, **fields: Any) -> dict:
+def exec_cell(client: TestClient, code: str, tools: list[dict[str, Any]] | None = None,
+              **fields: Any) -> dict:
     """POST /v1/exec with client tools; returns the envelope."""
-    r = client.post("/v1/exec", json={"code": code, "client_tools": [WEATHER] if tools is None else tools, **fields})
+    declared = [WEATHER] if tools is None else tools
+    r = client.post("/v1/exec", json={"code": code, "client_tools": declared, **fields})
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -102,7 +104,8 @@ def test_parallel_client_calls_are_answered_in_one_wait(client):
     calls = env["pending_tool_calls"]
     assert sorted(c["input"]["city"] for c in calls) == ["Oslo", "Rome"]
     temps = {"Oslo": 2, "Rome": 25}
-    results = [{"id": c["id"], "ok": True, "value": {"temp": temps[c["input"]["city"]]}} for c in reversed(calls)]
+    results = [{"id": c["id"], "ok": True, "value": {"temp": temps[c["input"]["city"]]}}
+               for c in reversed(calls)]
     done = wait(client, env["cell_id"], results)
     assert done["value"] == [2, 25]
 

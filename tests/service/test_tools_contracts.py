@@ -46,17 +46,20 @@ def _branchy_result(params: dict[str, Any]) -> dict[str, Any]:
 
 
 CONTRACT_TOOLS = [
-    ToolSpec(name="strict_sum", description="Adds two integers.", execute=_counted("strict_sum", lambda p: p["x"] + p["y"]),
+    ToolSpec(name="strict_sum", description="Adds two integers.",
+             execute=_counted("strict_sum", lambda p: p["x"] + p["y"]),
              input_schema=_closed({"x": {"type": "integer"}, "y": {"type": "integer"}})),
     ToolSpec(name="bad_output", description="Returns a value that breaks its output schema.",
-             execute=_counted("bad_output", {"n": SECRET}), output_schema=_closed({"n": {"type": "integer"}})),
+             execute=_counted("bad_output", {"n": SECRET}),
+             output_schema=_closed({"n": {"type": "integer"}})),
     ToolSpec(name="very_bad_output", description="Breaks its output schema in many places.",
              execute=_counted("very_bad_output", {f"k{i}": SECRET for i in range(8)}),
              output_schema=_closed({f"k{i}": {"type": "integer"} for i in range(8)})),
     ToolSpec(name="branchy", description="Discriminated output; can lie about its branch.",
              execute=_counted("branchy", _branchy_result), input_schema=_MODE_INPUT,
              output_schema={"anyOf": [_BRANCH_A, _BRANCH_B],
-                            DISCRIMINATOR_KEY: {"version": 1, "inputProperty": "mode", "mapping": {"a": 0, "b": 1}}}),
+                            DISCRIMINATOR_KEY: {"version": 1, "inputProperty": "mode",
+                                                "mapping": {"a": 0, "b": 1}}}),
     ToolSpec(name="bad_annotation", description="Malformed discriminator annotation.",
              execute=_counted("bad_annotation", {"a": 1}), input_schema=_MODE_INPUT,
              output_schema={"anyOf": [_BRANCH_A, _BRANCH_B],
@@ -67,7 +70,8 @@ CONTRACT_TOOLS = [
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """Shipping plugin + test tools + the contract tools above."""
-    settings = replace(Settings(workers=2, data_dir=str(tmp_path_factory.mktemp("contracts")), kill_grace_ms=500),
+    data_dir = str(tmp_path_factory.mktemp("contracts"))
+    settings = replace(Settings(workers=2, data_dir=data_dir, kill_grace_ms=500),
                        tools=ToolSettings(plugins=(SHIPPING,))).check()
     services = build_services(settings, extra_tools=[*TEST_TOOLS, *CONTRACT_TOOLS])
     with TestClient(create_app(settings, services)) as c:
@@ -155,7 +159,8 @@ def test_output_contract_failure_never_reaches_the_envelope_value(svc):
 def test_discriminated_output_accepts_the_selected_branch(svc):
     """Each selector value's own branch passes: shipments list and status, branchy a and b."""
     env = run(svc, """
-        return [await shipments({action: "list"}), await shipments({action: "status", shipment_id: "SHP-1003"}),
+        return [await shipments({action: "list"}),
+                await shipments({action: "status", shipment_id: "SHP-1003"}),
                 await branchy({mode: "a", lie: false}), await branchy({mode: "b", lie: false})];
     """)
     assert env["status"] == "completed", env

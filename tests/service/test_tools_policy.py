@@ -25,7 +25,8 @@ KEYS = (
 @pytest.fixture(scope="module")
 def policed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """track_package denied, cancel_shipment (opt-in) allowed by name, three API keys."""
-    tools = ToolSettings(plugins=(SHIPPING,), allow=("group:plugins", "cancel_shipment"), deny=("track_package",))
+    tools = ToolSettings(plugins=(SHIPPING,), allow=("group:plugins", "cancel_shipment"),
+                         deny=("track_package",))
     with make_client(tmp_path_factory.mktemp("policy"), tools=tools, api_keys=KEYS) as c:
         yield c
 
@@ -115,7 +116,8 @@ def test_api_key_narrowing_removes_a_tool_for_that_key_only(policed):
     assert "quote_shipping" in visible(policed, FULL)
     narrow = visible(policed, NARROW)
     assert "quote_shipping" not in narrow and "shipments" in narrow
-    env = cell(policed, "return [typeof quote_shipping, (await catalog.search('quote_shipping')).length]", NARROW)
+    code = "return [typeof quote_shipping, (await catalog.search('quote_shipping')).length]"
+    env = cell(policed, code, NARROW)
     assert env["value"] == ["undefined", 0]
     tools = [t["callableName"] for t in policed.get("/v1/catalog", headers=NARROW).json()["tools"]]
     assert "quote_shipping" not in tools

@@ -1,4 +1,4 @@
-"""Tools in a cell, end to end: bare globals, catalog.search/all, handles, describe, telemetry, untrusted text."""
+"""Tools in a cell end to end: bare globals, catalog, handles, describe, telemetry, untrusted text."""
 
 from __future__ import annotations
 
@@ -97,7 +97,8 @@ def test_search_limit_is_clamped(shop):
     value = value_of(shop, f"""
         const q = {BROAD!r};
         return [(await catalog.search(q)).length, (await catalog.search(q, {{limit: 100}})).length,
-                (await catalog.search(q, {{limit: 2}})).length, (await catalog.search(q, {{limit: 1}})).length];
+                (await catalog.search(q, {{limit: 2}})).length,
+                (await catalog.search(q, {{limit: 1}})).length];
     """)
     assert value == [3, 5, 2, 1]
 
