@@ -39,12 +39,23 @@ def _http_figures(server: Server, client: str, seconds: float) -> dict[str, Any]
     c16 = run_load(client, url, EXEC_BODY, 16, seconds)
     cpu1, t1 = server.cpu(), time.perf_counter()
     span = t1 - t0
+    n = max(1, c16.requests)
     return {
         "c1": c1.as_dict(), "c16": c16.as_dict(),
-        # Percent of one core during the c16 phase: the uvicorn process and its worker children.
+        # During the c16 phase: the uvicorn process and its live worker children (workers recycled
+        # mid-phase take their CPU with them, so the workers' figure is a lower bound).
         "server_cpu_pct": 100 * (cpu1[0] - cpu0[0]) / span,
         "workers_cpu_pct": 100 * (cpu1[1] - cpu0[1]) / span,
+        "server_cpu_ms_per_req": 1000 * (cpu1[0] - cpu0[0]) / n,
+        "workers_cpu_ms_per_req": 1000 * (cpu1[1] - cpu0[1]) / n,
     }
+
+
+def _loadavg() -> float:
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,11 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "client": client, "seconds_per_phase": args.seconds, "service_workers": args.workers,
+        "loadavg_before": _loadavg(),
     }
     with codemode_server(args.workers) as svc, bare_server() as bare:
         results["codemode"] = _http_figures(svc, client, args.seconds)
         results["bare"] = _http_figures(bare, client, args.seconds)
     results["inproc"] = run_inproc(n_round_trips=args.round_trips)
+    results["loadavg_after"] = _loadavg()
     results["total_seconds"] = time.perf_counter() - started
     Path(args.out).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     print(render(results))

@@ -47,7 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--client", choices=("wrk", "python"), default="wrk" if wrk_available() else "python")
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--dump", help="also write the raw pstats file here")
     p.add_argument("--sort", default="tottime")
+    p.add_argument("--wall", action="store_true",
+                   help="profile wall time (default: CPU time of the event-loop thread, which leaves out "
+                        "time lost to preemption by workers and other processes on a small machine)")
     args = p.parse_args(argv)
 
     import uvicorn
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = replace(Settings(), data_dir=tmp, workers=args.workers, port=port, log_level="warning").check()
         server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
                                               log_level="warning"))
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile() if args.wall else cProfile.Profile(time.thread_time)
 
         def load_then_stop() -> None:
             try:
@@ -85,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
 
         threading.Thread(target=load_then_stop, daemon=True).start()
         asyncio.run(serve())
+    if getattr(args, "dump", None):
+        profiler.dump_stats(args.dump)
     buf = io.StringIO()
     pstats.Stats(profiler, stream=buf).sort_stats(args.sort).print_stats(args.top)
     print(buf.getvalue())

@@ -31,7 +31,9 @@ def render(r: dict[str, Any]) -> str:
         add(f"   {label}: req/s @16", f"{c16['rps']:.0f}",
             f">= {TARGET_CELLS_PER_S}" if is_cm else "", _verdict(c16["rps"] >= TARGET_CELLS_PER_S) if is_cm else "")
         add(f"   {label}: CPU @16 server / workers / client",
-            f"{fig['server_cpu_pct']:.0f}% / {fig['workers_cpu_pct']:.0f}% / {c16['client_cpu_pct']:.0f}%")
+            f"{fig['server_cpu_pct']:.0f}% / {fig['workers_cpu_pct']:.0f}% / {c16['client_cpu_pct']:.0f}% of a core")
+        add(f"   {label}: CPU per request server / workers",
+            f"{fig['server_cpu_ms_per_req']:.2f} / {fig['workers_cpu_ms_per_req']:.2f} ms")
         bad = c1["bad"] + c16["bad"]
         add(f"   {label}: requests (bad answers)", f"{c1['requests'] + c16['requests']} ({bad})", "0 bad",
             _verdict(bad == 0))
@@ -61,7 +63,8 @@ def render(r: dict[str, Any]) -> str:
     line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
     head = line(("figure", "measured", "target", ""))
     out = [f"load generator: {r['client']} ({r['seconds_per_phase']:.0f} s per phase); "
-           f"service workers: {r['service_workers']}; CPUs: {r['machine']['cpus']}",
+           f"service workers: {r['service_workers']}; CPUs: {r['machine']['cpus']}; "
+           f"load average before/after: {r['loadavg_before']:.1f}/{r['loadavg_after']:.1f} (other processes skew figures)",
            head, "-" * len(head)]
     out += [line(row) for row in rows]
     return "\n".join(out)

@@ -41,7 +41,7 @@ def install_mcp(dispatcher: Dispatcher, guest: Any, hub: Any) -> None:
     async def api(call: HostCall) -> Any:
         server, tool, options = (list(call.args) + [None, None, None])[:3]
         if server is None:
-            return hub.api_root()
+            return await guarded(call, _maybe_await(hub.api_root()))
         schema = bool(options.get("schema")) if isinstance(options, dict) else False
         return await guarded(call, _maybe_await(hub.api_server(server, tool, schema)))
 

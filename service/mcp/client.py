@@ -24,7 +24,6 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
 
 from .arguments import shape_native, shape_tool_result
 from .config import McpServerConfig
@@ -291,32 +290,36 @@ class McpConnection:
     async def _call(
         self, what: str, request: Callable[[], Awaitable[_T]], timeout_s: float, *, tool: str | None = None
     ) -> _T:
-        server = self.config.name
         try:
             with anyio.fail_after(max(timeout_s, 0.001)):
                 return await request()
-        except TimeoutError:
-            raise self._timeout(what, tool=tool) from None
-        except MCPError as exc:
-            raise self._from_rpc_error(exc, what, tool) from None
         except McpError:
             raise
-        except (ValidationError, RuntimeError) as exc:
-            raise McpProtocolError(
-                f"MCP server '{server}' sent an invalid answer for {what}: {type(exc).__name__}",
+        except Exception as exc:  # noqa: BLE001 - every SDK and transport failure becomes an McpError
+            raise self._translate(_unwrap(exc), what, tool) from None
+
+    def _translate(self, exc: BaseException, what: str, tool: str | None) -> McpError:
+        server = self.config.name
+        if isinstance(exc, TimeoutError):
+            return self._timeout(what, tool=tool)
+        if isinstance(exc, MCPError):
+            return self._from_rpc_error(exc, what, tool)
+        if isinstance(exc, McpError):
+            return exc
+        if isinstance(exc, _TRANSPORT_ERRORS):
+            self.mark_dead()
+            return McpUnavailable(
+                f"MCP server '{server}' is unavailable ({type(exc).__name__}) during {what}",
                 server=server,
                 tool=tool,
-            ) from None
-        except BaseException as exc:  # transport failures arrive wrapped in exception groups
-            leaf = _unwrap(exc)
-            if isinstance(leaf, _TRANSPORT_ERRORS):
-                self.mark_dead()
-                raise McpUnavailable(
-                    f"MCP server '{server}' is unavailable ({type(leaf).__name__}) during {what}",
-                    server=server,
-                    tool=tool,
-                ) from None
-            raise
+            )
+        # Invalid results (pydantic), output-schema mismatches (RuntimeError) and anything else the SDK
+        # raises; only the type is shown, the text may quote remote data at length.
+        return McpProtocolError(
+            f"MCP server '{server}' sent an unusable answer for {what} ({type(exc).__name__})",
+            server=server,
+            tool=tool,
+        )
 
     def _from_rpc_error(self, exc: MCPError, what: str, tool: str | None) -> McpError:
         server = self.config.name

@@ -20,7 +20,7 @@ async def test_servers_lists_every_tool_across_pages(hub: McpHub) -> None:
     (view,) = await hub.servers()
     assert view.identifier == "tests" and view.name == "tests"
     assert [t.name for t in view.tools][:3] == ["echo", "add", "create-issue"]
-    assert len(view.tools) == 11
+    assert len(view.tools) == 12
     assert view.has_resources and view.has_prompts
 
 
@@ -83,6 +83,13 @@ async def test_is_error_resolves(hub: McpHub) -> None:
     """isError: true comes back as a result, not an exception."""
     result = await hub.call_tool("tests", "fail", {}, deadline_s=D)
     assert result == {"content": [{"type": "text", "text": "it broke"}], "isError": True}
+
+
+async def test_output_schema_mismatch_is_a_protocol_error(hub: McpHub) -> None:
+    """Structured content that breaks the tool's own output schema fails with mcp_protocol."""
+    with pytest.raises(McpError) as info:
+        await hub.call_tool("tests", "bad_output", {}, deadline_s=D)
+    assert info.value.code == "mcp_protocol" and "'tests'" in info.value.message
 
 
 async def test_unknown_tool_and_server(hub: McpHub) -> None:
@@ -160,7 +167,7 @@ async def test_api_root_shape(hub: McpHub) -> None:
     await hub.servers()
     root = hub.api_root()
     assert root["kind"] == "mcp_api" and root["scope"] == "root" and root["header"]
-    assert root["servers"] == [{"identifier": "tests", "serverName": "tests", "toolCount": 11}]
+    assert root["servers"] == [{"identifier": "tests", "serverName": "tests", "toolCount": 12}]
 
 
 async def test_api_server_shape_without_and_with_schemas(hub: McpHub) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,12 +38,25 @@ COUNTED = ToolSpec(
                                  "delay": {"type": "number"}}})
 
 
+async def _wide_text(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+    """A reply of multi-byte text: ``chars`` characters, twice as many UTF-8 bytes."""
+    return "é" * int(params["chars"])
+
+
+WIDE = ToolSpec(name="wide_text", description="Returns chars characters of two-byte UTF-8 text.",
+                execute=_wide_text, input_schema={"type": "object", "required": ["chars"],
+                                                  "properties": {"chars": {"type": "integer"}}})
+
+
+def _client(tmp: Any, **overrides: Any) -> TestClient:
+    settings = replace(Settings(workers=1, data_dir=str(tmp), kill_grace_ms=500), **overrides).check()
+    return TestClient(create_app(settings, build_services(settings, extra_tools=[*TEST_TOOLS, COUNTED, WIDE])))
+
+
 @pytest.fixture(scope="module")
 def inbox_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """Default limits (memory 64 MiB, snapshot 10 MiB: a 10 MiB inbox) plus the counted tool."""
-    settings = Settings(workers=2, data_dir=str(tmp_path_factory.mktemp("inbox")), kill_grace_ms=500).check()
-    services = build_services(settings, extra_tools=[*TEST_TOOLS, COUNTED])
-    with TestClient(create_app(settings, services)) as c:
+    with _client(tmp_path_factory.mktemp("inbox"), workers=2) as c:
         yield c
 
 
@@ -121,3 +135,12 @@ def test_36_sequential_512kib_pages_reuse_a_16mib_inbox(tmp_path):
     assert env["status"] == "completed", env.get("error", env)
     assert env["value"] == 36 * 524288
     assert env["telemetry"]["call_count"] == 36
+
+
+def test_inbox_counts_utf8_bytes_not_characters(tmp_path):
+    """A reply of 600k two-byte characters (1.2 MB of UTF-8) does not fit a 1 MiB inbox."""
+    code = "try { return (await wide_text({chars: 600000})).length; } catch (e) { return e.message; }"
+    with _client(tmp_path, max_snapshot_bytes=1 * MiB) as client:  # inbox = 1 MiB, heap stays 64 MiB
+        env = run(client, code)
+    assert env["status"] == "completed", env.get("error", env)
+    assert isinstance(env["value"], str) and BUDGET_ERROR in env["value"], env["value"]

@@ -47,7 +47,7 @@ BIG_ROWS = [{"i": i, "s": 'é"\\\n€', "t": "𝄞"} for i in range(400)]
 
 
 def test_oversized_value_becomes_exact_marker_within_budget(client):
-    """An oversized headless value completes with a marker: prefix of the compact JSON, exact omittedBytes, fits."""
+    """An oversized headless value becomes a marker: prefix of its compact JSON, exact omittedBytes, fits."""
     env = run(client, f"return {BIG_ROWS_JS};", headless=True, max_output_bytes=2048)
     assert env["status"] == "completed", env
     marker = env["value"]
@@ -198,3 +198,11 @@ def test_oversized_error_after_large_output_stays_failed(client):
     assert len(env["output"]) == 1
     assert_marker_of(env["output"][0], compact([{"type": "text", "text": "o" * 4000}]))
     assert len(env["error"].encode("utf-8")) + list_cost(env["output"]) <= budget
+
+
+def test_nested_tool_data_is_not_truncated_by_the_output_budget(client):
+    """A tool reply far over max_output_bytes reaches the guest whole; only the cell's own result is bounded."""
+    code = "const r = await blob({size: 100000}); return {length: r.data.length, tail: r.data.slice(-3)};"
+    env = run(client, code, max_output_bytes=1024)
+    assert env["status"] == "completed", env.get("error", env)
+    assert env["value"] == {"length": 100000, "tail": "xxx"}

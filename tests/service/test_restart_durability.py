@@ -101,8 +101,8 @@ def test_committed_store_survives_restart(service: Service, backend: str, how: s
     """A value stored by a completed cell loads after the service is killed (-9) or stopped and restarted."""
     sid = "durable-" + uuid.uuid4().hex[:12]
     service.start()
-    env = service.exec('await store("k", {n: 42, s: "é"}); await store("gone", 1); await store("gone", undefined);'
-                       ' return "stored";', session_id=sid)
+    code = 'await store("k", {n: 42, s: "é"}); await store("gone", 1); await store("gone", undefined); return "stored";'
+    env = service.exec(code, session_id=sid)
     assert env["status"] == "completed" and env["value"] == "stored", env
     if how == "kill-9":
         service.kill_hard()  # right after the response: nothing may still be buffered in the service

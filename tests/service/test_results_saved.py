@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from typing import Any
 
@@ -22,6 +23,13 @@ def compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def try_load(ref_id: str, *, ok_value: str | None = None) -> str:
+    """Cell code loading a reference: the loaded value (or ``ok_value``), else the error message."""
+    got = ok_value and json.dumps(ok_value) or "v"
+    return (f"try {{ const v = await results.load({json.dumps(ref_id)}); return {got}; }} "
+            "catch (e) { return 'ERR ' + e.message; }")
+
+
 def scope() -> dict[str, str]:
     """A fresh (session, run) so tests sharing the module's service never see each other's results."""
     tag = uuid.uuid4().hex[:12]
@@ -34,7 +42,7 @@ def ok(env: dict[str, Any]) -> Any:
 
 
 def test_save_load_delete_and_small_descriptor(client):
-    """results.save returns a full-preview descriptor; load returns a fresh copy; delete answers true then false."""
+    """results.save gives a full-preview descriptor; load gives a fresh copy; delete answers true, then false."""
     ids = scope()
     code = """
     const value = {rows: [1, 2, 3], name: "é"};
@@ -86,7 +94,7 @@ def test_large_descriptor_is_sampled_and_bounded(client):
 
 
 def test_deep_long_key_value_has_limited_traversal_and_loads_whole(client):
-    """A deep value with long keys gets a 'limited traversal' descriptor within 768 bytes; load returns it whole."""
+    """A deep value with long keys gets a 'limited traversal' descriptor (<= 768 bytes); load gives it whole."""
     code = """
     let deep = {leaf: "end"};
     for (let i = 0; i < 30; i++) deep = {["k".repeat(100) + i]: deep, other: i};
@@ -125,7 +133,7 @@ def test_reference_loads_in_a_later_exec_of_the_same_run_only(client):
     """A saved result loads in a later cell of the same (session, run); another run or session cannot see it."""
     ids = scope()
     ref = ok(run(client, "return await results.save({secret: 42});", **ids))
-    load = f"try {{ return await results.load({json.dumps(ref['id'])}); }} catch (e) {{ return 'ERR ' + e.message; }}"
+    load = try_load(ref["id"])
     assert ok(run(client, load, **ids)) == {"secret": 42}
     other_run = ok(run(client, load, session_id=ids["session_id"], run_id="another-run"))
     other_session = ok(run(client, load, session_id="another-session", run_id=ids["run_id"]))
@@ -141,12 +149,12 @@ def test_ending_a_run_expires_its_references(client):
     r = client.delete(f"/v1/sessions/{ids['session_id']}/runs/{ids['run_id']}")
     assert r.status_code == 200, r.text
     assert r.json()["expired_results"] == 2
-    load = f"try {{ await results.load({json.dumps(ref['id'])}); return 'loaded'; }} catch (e) {{ return e.message; }}"
+    load = try_load(ref["id"], ok_value="loaded")
     assert UNAVAILABLE in ok(run(client, load, **ids))
 
 
 def test_oversized_final_array_is_retained_and_loads_next_cell(client):
-    """An interactive cell returning a 5 MB array gets a reference marker; the next cell of the run loads it all."""
+    """An interactive cell returning a 5 MB array gets a reference; the next cell of the run loads it all."""
     ids = scope()
     env = run(client, f"return {BIG_ARRAY_JS};", timeout_ms=30000, **ids)
     marker = ok(env)
@@ -165,7 +173,7 @@ def test_oversized_final_array_is_retained_and_loads_next_cell(client):
     """
     loaded = ok(run(client, code, timeout_ms=30000, **ids))
     assert loaded == {"length": 400000, "first": {"i": 0}, "last": {"i": 399999}, "sum": 399999 * 400000 // 2}
-    elsewhere = f"try {{ await results.load({json.dumps(ref['id'])}); return 'loaded'; }} catch (e) {{ return e.message; }}"
+    elsewhere = try_load(ref["id"], ok_value="loaded")
     assert UNAVAILABLE in ok(run(client, elsewhere, session_id=ids["session_id"], run_id="other-run"))
 
 
@@ -198,11 +206,15 @@ def test_full_store_gives_not_retained_marker_and_keeps_old_references(client):
 
 
 def test_retention_over_the_data_allowance_is_not_retained(tmp_path):
-    """When the run's saved bytes would exceed the allowance the value is a 'Not retained:' marker, no error."""
+    """Over the run's byte allowance: the final value is a 'Not retained:' marker and results.save rejects."""
     with make_client(tmp_path, max_snapshot_bytes=2 * MiB, workers=1) as client:  # allowance 2 MiB
         ids = scope()
         ok(run(client, 'await results.save("s".repeat(1500000)); return 1;', **ids))
         marker = ok(run(client, 'return Array.from({length: 100}, () => "x".repeat(10000));', **ids))
+        explicit = ok(run(client, """
+        try { await results.save("y".repeat(1000000)); return "saved"; } catch (e) { return e.name; }
+        """, **ids))
+    assert explicit == "RangeError"  # an explicit save over the allowance rejects catchably
     assert marker["truncated"] is True and "reference" not in marker
     assert marker["guidance"].startswith("Not retained:"), marker["guidance"]
 
@@ -250,3 +262,15 @@ def test_results_save_refused_in_restart_safe_cells(client):
     v = ok(run(client, "try { await results.save(1); return 'saved'; } catch (e) { return e.message; }",
                restart_safe=True, **scope()))
     assert v != "saved" and "restart-safe" in v
+
+
+def test_references_expire_after_results_ttl(tmp_path):
+    """A saved result is unavailable once results_ttl_seconds have passed."""
+    with make_client(tmp_path, results_ttl_seconds=1, workers=1) as client:
+        ids = scope()
+        ref = ok(run(client, "return await results.save({n: 1});", **ids))
+        load = try_load(ref["id"])
+        assert ok(run(client, load, **ids)) == {"n": 1}
+        time.sleep(1.3)
+        answer = ok(run(client, load, **ids))
+    assert isinstance(answer, str) and UNAVAILABLE in answer, answer

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from service.stores import sqlite_url
 from tests.conftest import make_client, run
 from tests.stores.conftest import redis_url  # noqa: F401 - session fixture: a real redis-server
+from tests.stores.conftest import start_redis_server, stop_redis_server
 
 CELL_TTL_SECONDS = 1  # parked cells of this module expire fast, for the expiry test
 
@@ -52,7 +53,7 @@ LOAD_K = 'const v = await load("k"); return v === undefined ? "missing" : v;'
 
 
 def test_store_and_load_across_cells(store_client):
-    """Values survive into later cells as detached copies; null is stored; missing is undefined; undefined deletes."""
+    """Values reach later cells as detached copies; null is kept; missing is undefined; undefined deletes."""
     sid = session()
     ok(run(store_client, """
     const obj = JSON.parse('{"a": [1, 2], "__proto__": {"kept": true}}');  // an own "__proto__" key
@@ -86,7 +87,8 @@ def test_ten_invalid_keys_are_type_errors(store_client):
     const names = [];
     for (const key of bad) {
       for (const call of [() => store(key, 1), () => load(key)]) {
-        try { await call(); names.push("accepted"); } catch (e) { names.push(e instanceof TypeError ? "TypeError" : e.name); }
+        try { await call(); names.push("accepted"); }
+        catch (e) { names.push(e instanceof TypeError ? "TypeError" : e.name); }
       }
     }
     await store("k".repeat(256), "long");
@@ -231,3 +233,22 @@ def test_store_unavailable_rejects_catchably(store_client, fields):
     """, **request))
     assert all(m != "allowed" for m in v), v
     assert committed(store_client, sid) == {}
+
+
+def test_commit_failure_completes_with_warning_and_persists_nothing(tmp_path):
+    """If the backend fails at commit the cell still completes, with a persistence warning; nothing is saved."""
+    redis_dir = tmp_path / "redis"
+    port, proc = start_redis_server(redis_dir)
+    try:
+        with make_client(tmp_path, store_url=f"redis://127.0.0.1:{port}/0", workers=1) as client:
+            sid = session()
+            env = run(client, 'await store("k", 1); await yield_control(); return "done";', session_id=sid)
+            assert env["status"] == "waiting", env
+            stop_redis_server(proc, hard=True)
+            env = wait(client, env["cell_id"], timeout_ms=15000)
+            assert env["status"] == "completed" and env["value"] == "done", env
+            assert any("persistence could not be confirmed" in w for w in env.get("warnings", [])), env
+            port, proc = start_redis_server(redis_dir, port=port)
+            assert ok(run(client, LOAD_K, session_id=sid)) == "missing"
+    finally:
+        stop_redis_server(proc)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from service.settings import ApiKey
 from tests.conftest import make_client
+from tests.stores.conftest import free_port
 
 KEYS = (ApiKey("key-alpha", "alpha"), ApiKey("key-beta", "beta"))
 ALPHA = {"Authorization": "Bearer key-alpha"}
@@ -91,7 +96,8 @@ def test_saved_results_are_scoped_to_the_tenant(tenants):
     """A reference saved by one tenant is unavailable to another with the same session and run ids."""
     ids = {"session_id": "s-" + tag(), "run_id": "r-" + tag()}
     ref = value(exec_as(tenants, ALPHA, "return await results.save({secret: 1});", **ids))
-    load = f"try {{ return await results.load({json.dumps(ref['id'])}); }} catch (e) {{ return 'ERR ' + e.message; }}"
+    load = (f"try {{ return await results.load({json.dumps(ref['id'])}); }} "
+            f"catch (e) {{ return 'ERR ' + e.message; }}")
     answer = value(exec_as(tenants, BETA, load, **ids))
     assert isinstance(answer, str) and UNAVAILABLE in answer, answer
     # Ending "the same" run as the other tenant expires nothing of alpha's.
@@ -132,7 +138,8 @@ def test_per_tenant_concurrency_cap_answers_429(tmp_path):
                 r = client.post("/v1/exec", json={"code": "return 2"}, headers=ALPHA)
                 if r.status_code != 200:
                     break
-            assert r is not None and r.status_code == 429, r.text if r is not None else "slow exec never overlapped"
+            assert r is not None, "the slow exec finished before any overlap"
+            assert r.status_code == 429, r.text
             assert r.headers.get("Retry-After", "").isdigit(), r.headers
             assert r.json()["error"]["code"]
             # ...while another tenant is not affected.
@@ -144,3 +151,16 @@ def test_per_tenant_concurrency_cap_answers_429(tmp_path):
         # Once the slow cell finished the tenant may run again.
         again = client.post("/v1/exec", json={"code": "return 4"}, headers=ALPHA)
         assert again.status_code == 200 and again.json()["value"] == 4
+
+
+def test_no_keys_refuses_a_non_loopback_bind(tmp_path):
+    """Without API keys, `codemode serve --host <non-loopback>` refuses to start and says how to fix it."""
+    # A TEST-NET address: even a broken check could not actually listen on a public interface.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CODEMODE_")}
+    env["CODEMODE_DATA_DIR"] = str(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "service.cli", "serve", "--host", "192.0.2.1", "--port", str(free_port())],
+        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=30,
+        stdin=subprocess.DEVNULL)
+    assert proc.returncode != 0
+    assert "192.0.2.1" in proc.stderr and "API keys" in proc.stderr, proc.stderr

@@ -49,6 +49,12 @@ TOOLS: list[types.Tool] = [
         },
     ),
     types.Tool(name="fail", description="Always reports a tool error.", input_schema={"type": _OBJ}),
+    types.Tool(
+        name="bad_output",
+        description="Breaks its own output schema.",
+        input_schema={"type": _OBJ},
+        output_schema={"type": _OBJ, "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+    ),
     types.Tool(name="hang", description="Never answers.", input_schema={"type": _OBJ}),
     types.Tool(name="crash", description="Kills its own server mid-call.", input_schema={"type": _OBJ}),
     types.Tool(
@@ -109,6 +115,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return types.CallToolResult(content=[_text("created")], structured_content={"seen": args})
     if name == "fail":
         return types.CallToolResult(content=[_text("it broke")], is_error=True)
+    if name == "bad_output":
+        return types.CallToolResult(content=[_text("oops")], structured_content={"n": "not a number"})
     if name == "hang":
         await anyio.Event().wait()
     if name == "crash":
