@@ -332,14 +332,12 @@ class Cell:
         pending = self._pending.pop(request_id, None)
         if pending is None or self.done:
             return  # cancelled timer, or a late completion after the cell ended: discarded
-        if ok:
-            try:
-                text = orjson.dumps(value).decode()
-            except TypeError as exc:
-                ok, value = False, {"message": f"host reply is not JSON: {exc}", "code": "tool_error"}
-        if not ok:
-            text = orjson.dumps(value).decode()
-        size = len(text)
+        try:
+            raw = orjson.dumps(value)
+        except TypeError as exc:
+            ok, raw = False, orjson.dumps({"message": f"host reply is not JSON: {exc}", "code": "tool_error"})
+        size = len(raw)  # the inbox counts UTF-8 bytes
+        text = raw.decode()
         if self.inbox.admit(size):
             self._ready_bytes[request_id] = size
         else:
