@@ -141,12 +141,10 @@ async def _figures(tmp: str, *, n_round_trips: int, repeats: int, pages: int) ->
         }
         big["ratio"] = big["tool_reply_ms"] / max(big["guest_parse_ms"], 1)
 
-        t0 = time.perf_counter()
         v, wall = await runner.run(_pages_code(pages))
         assert v["total"] == pages * PAGE_BYTES, v
         paging = {"pages": pages, "page_bytes": PAGE_BYTES, "inbox_bytes": INBOX_BYTES,
                   "guest_ms": v["ms"], "cell_wall_ms": wall, "per_page_ms": v["ms"] / pages}
-        del t0
     finally:
         await svc.close()
     return {"round_trip_us": round_trip, "round_trips": n_round_trips, "big_reply": big, "paging": paging}

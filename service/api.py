@@ -21,12 +21,13 @@ from .settings import ApiKey
 router = APIRouter()
 
 
-def services(request: Request) -> Services:
+async def services(request: Request) -> Services:
+    # async: a plain def dependency would hop through the thread pool on every request
     return request.app.state.services  # type: ignore[no-any-return]
 
 
-def caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
-    return services(request).keys.resolve(authorization)
+async def caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
+    return request.app.state.services.keys.resolve(authorization)  # type: ignore[no-any-return]
 
 
 ServicesDep = Annotated[Services, Depends(services)]

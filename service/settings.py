@@ -56,7 +56,7 @@ SCALARS: dict[str, Scalar] = {
     # [workers]
     "workers": Scalar("workers", int, 4, 1, 256, "warm worker processes for running cells"),
     "max_workers": Scalar("workers", int, 0, 0, 4096, "hard cap on worker processes (0: workers + max_parked_cells)"),
-    "worker_max_cells": Scalar("workers", int, 500, 1, 1_000_000, "cells a worker runs before it is recycled"),
+    "worker_max_cells": Scalar("workers", int, 2000, 1, 1_000_000, "cells a worker runs before it is recycled"),
     "kill_grace_ms": Scalar("workers", int, 1000, 50, 60000, "SIGKILL a worker this long past its deadline"),
     "acquire_timeout_ms": Scalar("workers", int, 5000, 10, 120000, "wait for a free worker before 503"),
     "tenant_max_concurrency": Scalar("workers", int, 32, 1, 100000, "running exec/wait calls per tenant"),
@@ -106,7 +106,7 @@ class Settings:
     max_exec_body_bytes: int = 2 * MiB
     workers: int = 4
     max_workers: int = 0
-    worker_max_cells: int = 500
+    worker_max_cells: int = 2000
     kill_grace_ms: int = 1000
     acquire_timeout_ms: int = 5000
     tenant_max_concurrency: int = 32

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import orjson
+
 import copy
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -201,9 +202,13 @@ def _sanitised(entry: ToolEntry, exc: Exception, *, stage: str, started: bool) -
 
 
 def _json_value(value: Any, tool: str, network: bool) -> Any:
-    """A plain JSON copy of a tool's details (pydantic models dumped); anything else is a tool_error."""
+    """A plain JSON copy of a tool's details (pydantic models dumped); anything else is a tool_error.
+
+    The copy goes through orjson: a pure-Python walk cost ~0.7 s on a 10 MiB reply.  Non-finite
+    floats become null, as JSON.stringify does in the guest.
+    """
     try:
-        return _to_json(value, 0)
+        return orjson.loads(orjson.dumps(value, default=_dump_model))
     except (TypeError, ValueError) as exc:
         raise ToolExecutionError(
             f"{tool} returned a value that is not JSON: {exc}",
@@ -213,27 +218,10 @@ def _json_value(value: Any, tool: str, network: bool) -> Any:
         ) from None
 
 
-def _to_json(value: Any, depth: int) -> Any:
-    if depth > 256:
-        raise ValueError("nested more than 256 levels")
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{value!r} is not a JSON number")
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_to_json(item, depth + 1) for item in value]
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"object key {key!r} is not a string")
-            out[key] = _to_json(item, depth + 1)
-        return out
+def _dump_model(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
     if callable(dump):
-        return _to_json(dump(mode="json"), depth + 1)
+        return dump(mode="json")
+    if isinstance(value, tuple):
+        return list(value)
     raise TypeError(f"{type(value).__name__} is not JSON (convert it to dict/list/str/number/bool/None)")

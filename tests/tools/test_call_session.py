@@ -161,10 +161,17 @@ async def test_hook_exception_is_sanitised(make_tool, ctx) -> None:
 
 @pytest.mark.anyio
 async def test_non_json_result_is_tool_error(make_tool, ctx) -> None:
-    """A result that is not JSON (a set, NaN) is a tool_error naming the problem."""
-    for bad in ({1, 2}, float("nan"), {1: "int key"}):
+    """A result that is not JSON (a set, a non-string key) is a tool_error naming the problem."""
+    for bad in ({1, 2}, {1: "int key"}, object()):
         with pytest.raises(ToolExecutionError, match="returned a value that is not JSON"):
             await _session([make_tool("odd", result=bad)]).call("odd", {}, ctx)
+
+
+@pytest.mark.anyio
+async def test_non_finite_numbers_become_null(make_tool, ctx) -> None:
+    """NaN and infinities in a result become null, as JSON.stringify does in the guest."""
+    details = await _session([make_tool("odd", result={"a": float("nan"), "b": [float("inf")]})]).call("odd", {}, ctx)
+    assert details == {"a": None, "b": [None]}
 
 
 @pytest.mark.anyio
