@@ -31,6 +31,13 @@ def encode_frame(message: Any, cap: int = DEFAULT_FRAME_CAP) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
+def encode_raw(data: bytes, cap: int = DEFAULT_FRAME_CAP) -> bytes:
+    """Frame raw bytes (a reply payload that is already JSON text) without re-encoding them."""
+    if len(data) > cap:
+        raise FrameTooLarge(len(data), cap)
+    return HEADER.pack(len(data)) + data
+
+
 def frame_length(header: bytes, cap: int = DEFAULT_FRAME_CAP) -> int:
     """Return the body length announced by a 4-byte header, refusing lengths over ``cap``."""
     if len(header) != HEADER_SIZE:

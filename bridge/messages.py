@@ -8,8 +8,8 @@ The conversation for one cell is strict ping-pong, which keeps both sides simple
     worker -> host    idle | done
     host  -> worker   abort    (drop the cell; the worker answers with ``done``)
 
-A worker announces itself once with ``ready`` after start-up.  Reply payloads travel as JSON
-*text* so the worker hands them to the guest's ``JSON.parse`` without decoding them itself.
+A worker announces itself once with ``ready`` after start-up.  Reply payloads travel as raw
+frames of JSON text, so the worker hands them to the guest's ``JSON.parse`` without decoding them.
 """
 
 from __future__ import annotations
@@ -42,8 +42,12 @@ class RunMessage(TypedDict):
 class Reply(TypedDict):
     id: int
     ok: bool
-    value: NotRequired[str]  # JSON text, when ok
     error: NotRequired[dict[str, Any]]  # {message, code?, name?}, when not ok
+
+
+# A settle frame is followed by one raw frame per ``ok`` reply, in order: the reply's JSON text
+# as UTF-8 bytes.  Payloads of many megabytes then cross the pipe without being escaped into
+# (and unescaped out of) a JSON string.
 
 
 class SettleMessage(TypedDict):

@@ -46,6 +46,14 @@ class Channel:
             return None
         return decode_body(body)
 
+    def read_raw(self) -> str:
+        """One raw frame (a reply payload) as text."""
+        header = self._read_exact(HEADER_SIZE)
+        body = None if header is None else self._read_exact(frame_length(header, self.cap))
+        if body is None:
+            raise SystemExit(0)  # the service went away mid-message
+        return body.decode("utf-8")
+
     def write(self, message: dict[str, Any]) -> None:
         data = memoryview(encode_frame(message, self.cap))
         while data:
@@ -128,7 +136,7 @@ class CellRun:
             self.deadline = time.monotonic() + reply["budget_ms"] / 1000
             for r in reply["replies"]:
                 if r["ok"]:
-                    engine.settle(r["id"], True, r.get("value"))
+                    engine.settle(r["id"], True, self.channel.read_raw())
                 else:
                     engine.settle(r["id"], False, orjson.dumps(r.get("error") or {}).decode())
 

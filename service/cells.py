@@ -23,7 +23,7 @@ import orjson
 from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
 
-from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller
+from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
 from .tools.untrusted import wrap_untrusted
 from .workers import Worker, WorkerGone, WorkerPool
 
@@ -132,7 +132,7 @@ class Cell:
         self.final: dict[str, Any] | None = None
         self.wait_lock = asyncio.Lock()
         self._pending: dict[int, Pending] = {}
-        self._ready: list[dict[str, Any]] = []  # settled replies, in settlement order
+        self._ready: list[tuple[dict[str, Any], bytes | None]] = []  # settled replies (+ payload), in order
         self._ready_bytes: dict[int, int] = {}
         self._delivered_bytes = 0  # charged bytes handed to the worker, released on its next frame
         self._wake = asyncio.Event()
@@ -279,10 +279,12 @@ class Cell:
 
     async def _deliver(self, budget_ms: int) -> None:
         assert self.worker is not None
-        replies, self._ready = self._ready, []
+        ready, self._ready = self._ready, []
+        replies = [reply for reply, _ in ready]
+        payloads = [raw for _, raw in ready if raw is not None]
         self._delivered_bytes += sum(self._ready_bytes.pop(r["id"], 0) for r in replies)
         try:
-            await self.worker.send({"t": "settle", "budget_ms": max(budget_ms, 1), "replies": replies})
+            await self.worker.send({"t": "settle", "budget_ms": max(budget_ms, 1), "replies": replies}, payloads)
         except WorkerGone:
             pass  # the next recv reports how the worker died
         self._worker_running = True
@@ -333,22 +335,21 @@ class Cell:
         if pending is None or self.done:
             return  # cancelled timer, or a late completion after the cell ended: discarded
         try:
-            raw = orjson.dumps(value)
+            raw = value.data if isinstance(value, RawJson) else orjson.dumps(value)
         except TypeError as exc:
             ok, raw = False, orjson.dumps({"message": f"host reply is not JSON: {exc}", "code": "tool_error"})
         size = len(raw)  # the inbox counts UTF-8 bytes
-        text = raw.decode()
         if self.inbox.admit(size):
             self._ready_bytes[request_id] = size
         else:
             ok = False
-            text = orjson.dumps({"message": INBOX_EXCEEDED_MESSAGE, "code": "program_data_budget"}).decode()
+            raw = orjson.dumps({"message": INBOX_EXCEEDED_MESSAGE, "code": "program_data_budget"})
         reply: dict[str, Any] = {"id": request_id, "ok": ok}
         if ok:
-            reply["value"] = text
+            self._ready.append((reply, raw))
         else:
-            reply["error"] = orjson.loads(text)
-        self._ready.append(reply)
+            reply["error"] = orjson.loads(raw)
+            self._ready.append((reply, None))
         self._wake.set()
 
     def _settle_caller(self, result: dict[str, Any]) -> None:

@@ -34,6 +34,15 @@ class GuestError(Exception):
         return {**self.extra, "message": self.message, "code": self.code, "name": self.name}
 
 
+class RawJson:
+    """A handler result that is already compact JSON (UTF-8 bytes): sent to the guest as is."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
 class NeedsCaller(Exception):
     """Raised by a handler when the API caller must answer this request (it parks the cell)."""
 

@@ -21,7 +21,7 @@ from .api_files.quick_index import IndexEntry, quick_index
 from .api_files.model import McpServerDecl, McpToolDecl, ToolDecl
 from .api_files.table import ApiFileTable
 from .cells import Cell
-from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller
+from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
 from .results_store import ResultScope, ResultsError, ResultsStore
 from .settings import Settings
 from .store_writes import CellStoreWrites
@@ -164,7 +164,7 @@ class GuestServices:
             self._sync_counters(call, state.session)
         if outcome.network:
             call.cell.network_content = True
-        return outcome.details
+        return RawJson(outcome.encoded)
 
     async def _search(self, call: HostCall) -> Any:
         state = self._state(call)
@@ -202,6 +202,7 @@ class GuestServices:
         if isinstance(name, str) and name.startswith("MCP.") and self.mcp is not None:
             state.session.record_describe()
             self._sync_counters(call, state.session)
+            call.cell.network_content = True  # remote MCP metadata is network-derived
             _, server, tool = (name.split(".", 2) + ["", ""])[:3]
             return await self._mcp_api(server, tool or None, {"schema": True})
         try:

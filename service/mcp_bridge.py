@@ -32,6 +32,8 @@ def install_mcp(dispatcher: Dispatcher, guest: Any, hub: Any) -> None:
         server, tool = call.args[0], call.args[1]
         argc = call.args[3] if len(call.args) > 3 else 1
         value = call.args[2] if len(call.args) > 2 else None
+        if argc == 0:
+            value, argc = {}, 1  # `MCP.s.t()` is the empty input (declared as `input?`)
         if argc != 1 or not isinstance(value, dict):
             raise GuestError(ONE_OBJECT, "invalid_input", name="TypeError")
         call.cell.scope["mcp_calls"] = call.cell.scope.get("mcp_calls", 0) + 1

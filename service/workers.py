@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from bridge.errors import BridgeError
-from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
 
 from .errors import Overloaded
 
@@ -55,11 +55,13 @@ class Worker:
     def pid(self) -> int:
         return self.proc.pid
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: dict[str, Any], attachments: list[bytes] | None = None) -> None:
         if self.dead or self.proc.stdin is None:
             raise WorkerGone("worker process is gone")
         try:
             self.proc.stdin.write(encode_frame(message, self.frame_cap))
+            for data in attachments or ():
+                self.proc.stdin.write(encode_raw(data, self.frame_cap))
             await self.proc.stdin.drain()
         except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
             self.dead = True

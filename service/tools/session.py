@@ -30,18 +30,29 @@ __all__ = ["LOOP_GUARD_LIMIT", "CallOutcome", "CallSession"]
 
 # Seed 001: the 4th identical call (count > 3) is refused.
 LOOP_GUARD_LIMIT = 3
+_UNPARSED = object()
 _MAX_ERROR_BYTES = 4096
 
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """A finished native call: `details` go to the guest; `model_text()` is for a model."""
+    """A finished native call: `details` go to the guest; `model_text()` is for a model.
+
+    `encoded` is the compact JSON of `details`, made once; the cell hands it to the guest as is.
+    """
 
     callable_name: str
-    details: Any
+    encoded: bytes
     text: str | None
     is_error: bool
     network: bool
+    parsed: Any = _UNPARSED
+
+    @property
+    def details(self) -> Any:
+        if self.parsed is _UNPARSED:
+            object.__setattr__(self, "parsed", orjson.loads(self.encoded))
+        return self.parsed
 
     def model_text(self) -> str:
         """Model-facing text; network-derived results are wrapped as untrusted content."""
@@ -111,11 +122,15 @@ class CallSession:
             )
         result = await self._execute(entry, prepared, ctx)
         result = await self._run_after_hooks(entry, prepared, ctx, result)
-        details = _json_value(result.details, name, entry.network)
-        entry.contract.check_output(details, name, caller_input=caller_input, prepared_input=prepared)
+        encoded = _json_bytes(result.details, name, entry.network)
+        parsed: Any = _UNPARSED
+        if entry.contract.output_schema is not None:
+            # Validation needs the value; big untyped replies skip this decode entirely.
+            parsed = orjson.loads(encoded)
+            entry.contract.check_output(parsed, name, caller_input=caller_input, prepared_input=prepared)
         if entry.network:
             self.network_used = True
-        return CallOutcome(name, details, result.text, result.is_error, entry.network)
+        return CallOutcome(name, encoded, result.text, result.is_error, entry.network, parsed)
 
     def _guard_loop(self, entry: ToolEntry, params: Any) -> None:
         try:
@@ -201,14 +216,14 @@ def _sanitised(entry: ToolEntry, exc: Exception, *, stage: str, started: bool) -
     )
 
 
-def _json_value(value: Any, tool: str, network: bool) -> Any:
-    """A plain JSON copy of a tool's details (pydantic models dumped); anything else is a tool_error.
+def _json_bytes(value: Any, tool: str, network: bool) -> bytes:
+    """Compact JSON of a tool's details (pydantic models dumped); anything else is a tool_error.
 
-    The copy goes through orjson: a pure-Python walk cost ~0.7 s on a 10 MiB reply.  Non-finite
-    floats become null, as JSON.stringify does in the guest.
+    Encoding once detaches the result from the tool's own objects; a pure-Python copy cost
+    ~0.7 s on a 10 MiB reply.  Non-finite floats become null, as JSON.stringify does in the guest.
     """
     try:
-        return orjson.loads(orjson.dumps(value, default=_dump_model))
+        return orjson.dumps(value, default=_dump_model)
     except (TypeError, ValueError) as exc:
         raise ToolExecutionError(
             f"{tool} returned a value that is not JSON: {exc}",

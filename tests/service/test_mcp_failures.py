@@ -1,0 +1,159 @@
+"""MCP servers failing under cells: a crashing stdio server, a server that never answers, an HTTP server that stops."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.mcp.config import McpServerConfig
+from tests.conftest import make_client, run
+from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer, free_port
+
+# Small enough to keep the hang tests short, large enough for the Python server to start (~0.6 s) under load.
+SLOW_TIMEOUT_MS = 2500
+
+
+@pytest.fixture(scope="module")
+def web_server() -> Iterator[HttpServer]:
+    """The test server's Streamable HTTP variant on a free loopback port (tests may stop and restart it)."""
+    server = HttpServer(free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def fail_client(tmp_path_factory: pytest.TempPathFactory, web_server: HttpServer) -> Iterator[TestClient]:
+    """A service with `docs` (stdio), `slow` (stdio, short timeout) and `web` (HTTP)."""
+    stdio = {"command": sys.executable, "args": (SERVER_SCRIPT, "stdio")}
+    servers = (
+        McpServerConfig(name="docs", timeout_ms=10000, **stdio),  # type: ignore[arg-type]
+        McpServerConfig(name="slow", timeout_ms=SLOW_TIMEOUT_MS, **stdio),  # type: ignore[arg-type]
+        McpServerConfig(name="web", url=web_server.url, headers={"X-Test-Token": HTTP_TOKEN}, timeout_ms=10000),
+    )
+    with make_client(tmp_path_factory.mktemp("mcpfail"), mcp_servers=servers) as c:
+        yield c
+
+
+def ok(client: TestClient, code: str, **fields: Any) -> dict[str, Any]:
+    """Run a cell that must complete; return its envelope."""
+    env = run(client, code, **fields)
+    assert env["status"] == "completed", env
+    return env
+
+
+def wait(client: TestClient, cell_id: str, timeout_ms: int = 15000) -> dict[str, Any]:
+    """POST /v1/cells/{id}/wait and return the envelope."""
+    r = client.post(f"/v1/cells/{cell_id}/wait", json={"timeout_ms": timeout_ms})
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def test_crash_rejects_catchably_and_the_same_cell_recovers(fail_client):
+    """`crash` rejects naming the server; the next call in the same cell restarts the server and works."""
+    env = ok(fail_client, """
+        let err;
+        try { await MCP.docs.crash({}); } catch (e) { err = {name: e.name, message: e.message, code: e.code}; }
+        const after = await MCP.docs.echo({text: "after crash"});
+        return {err, after: after.content[0].text};
+    """)
+    err = env["value"]["err"]
+    assert err["code"] == "mcp_unavailable" and "'docs'" in err["message"], err
+    assert env["value"]["after"] == "after crash"
+
+
+def test_later_cell_reaches_the_restarted_server(fail_client):
+    """After a crash, a later cell calls the (restarted) server normally."""
+    ok(fail_client, "try { await MCP.docs.crash({}); } catch (e) { return e.code; }")
+    env = ok(fail_client, 'return (await MCP.docs.add({a: 20, b: 22})).structuredContent.sum')
+    assert env["value"] == 42
+
+
+def test_crash_rejects_every_in_flight_call_on_that_server(fail_client):
+    """A crash mid-call rejects the server's other in-flight calls too, each naming the server."""
+    env = ok(fail_client, """
+        const settled = await Promise.allSettled([MCP.docs.sleep_echo({seconds: 3}), MCP.docs.crash({})]);
+        return settled.map(s => [s.status, s.reason && s.reason.code, s.reason && s.reason.message]);
+    """)
+    for status, code, message in env["value"]:
+        assert status == "rejected" and code == "mcp_unavailable" and "'docs'" in message, env["value"]
+    assert env["telemetry"]["wall_ms"] < 2500
+
+
+def test_hang_rejects_with_a_timeout_naming_the_server(fail_client):
+    """`hang` rejects after the server's `timeout_ms` with `mcp_timeout` naming server and tool; the server still works."""
+    env = ok(fail_client, """
+        let err;
+        try { await MCP.slow.hang({}); } catch (e) { err = {name: e.name, message: e.message, code: e.code}; }
+        return {err, next: (await MCP.slow.echo({text: "still here"})).content[0].text};
+    """)
+    err = env["value"]["err"]
+    assert err["code"] == "mcp_timeout" and "'slow'" in err["message"] and "hang" in err["message"], err
+    assert env["value"]["next"] == "still here"
+    assert SLOW_TIMEOUT_MS <= env["telemetry"]["wall_ms"] < SLOW_TIMEOUT_MS + 3000, env["telemetry"]
+
+
+def test_hang_cannot_hold_a_cell_past_its_deadline(fail_client):
+    """A cell with `timeout_ms: 300` blocked on `hang` parks on time; a later wait gets the timeout rejection."""
+    started = time.monotonic()
+    env = run(fail_client, """
+        try { await MCP.slow.hang({}); return "answered"; }
+        catch (e) { return {code: e.code, message: e.message}; }
+    """, timeout_ms=300)
+    assert time.monotonic() - started < 2.0
+    assert env["status"] == "waiting", env
+    assert env["telemetry"]["wall_ms"] < 1000
+    assert env["pending_tool_calls"] == [{"id": env["pending_tool_calls"][0]["id"], "method": "mcp.call",
+                                          "tool": "MCP.slow.hang"}]
+    done = wait(fail_client, env["cell_id"])
+    assert done["status"] == "completed", done
+    assert done["value"]["code"] == "mcp_timeout" and "'slow'" in done["value"]["message"]
+
+
+def test_cancel_while_an_mcp_call_is_in_flight(fail_client):
+    """Cancelling a cell parked on an MCP call fails it with `aborted`; the service keeps serving."""
+    env = run(fail_client, "await MCP.docs.hang({}); return 1;", timeout_ms=200)
+    assert env["status"] == "waiting", env
+    r = fail_client.post(f"/v1/cells/{env['cell_id']}/cancel")
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "failed" and r.json()["code"] == "aborted"
+    assert ok(fail_client, 'return (await MCP.docs.echo({text: "ok"})).content[0].text')["value"] == "ok"
+
+
+def test_http_server_stopping_mid_call_rejects_and_service_keeps_serving(fail_client, web_server):
+    """An HTTP server stopped mid-call rejects with catchable `mcp_unavailable`; other cells and servers still work."""
+    env = run(fail_client, """
+        try { await MCP.web.sleep_echo({seconds: 5}); return "answered"; }
+        catch (e) { return {name: e.name, code: e.code, message: e.message}; }
+    """, timeout_ms=300)
+    assert env["status"] == "waiting", env
+    try:
+        web_server.stop()
+        done = wait(fail_client, env["cell_id"])
+        assert done["status"] == "completed", done
+        assert done["value"]["code"] == "mcp_unavailable" and "'web'" in done["value"]["message"], done
+        assert ok(fail_client, "return 6 * 7")["value"] == 42
+        down = ok(fail_client, """
+            if (typeof MCP.web !== "object") return "hidden";
+            try { await MCP.web.add({a: 1, b: 1}); return "answered"; } catch (e) { return e.code; }
+        """)["value"]
+        assert down in ("hidden", "mcp_unavailable"), down
+        assert ok(fail_client, "return (await MCP.docs.add({a: 1, b: 2})).structuredContent.sum")["value"] == 3
+    finally:
+        web_server.start()
+    deadline = time.monotonic() + 15
+    back = None
+    while time.monotonic() < deadline:
+        back = ok(fail_client, """
+            if (typeof MCP.web !== "object") return null;
+            try { return (await MCP.web.add({a: 2, b: 2})).structuredContent.sum; } catch (e) { return e.code; }
+        """)["value"]
+        if back == 4:
+            break
+        time.sleep(0.25)
+    assert back == 4, f"the HTTP server was not reachable again after restarting: {back}"
