@@ -434,7 +434,7 @@
     let fn;
     if (meta.source === "mcp") {
       const parts = meta.mcp; // [server identifier, tool identifier]
-      fn = function (input) { return request("mcp.call", [parts[0], parts[1], arguments.length === 0 ? undefined : input, arguments.length]); };
+      fn = function (input) { return request("mcp.call", [parts[0], parts[1], input, mcpArgc(input, arguments.length)]); };
     } else {
       fn = function (input) { return request("tool", [callable, input === undefined ? {} : input]); };
     }
@@ -477,6 +477,11 @@
     defineProperty(G, "catalog", { value: catalog, enumerable: false });
   }
 
+  // `MCP.s.t()` and `MCP.s.t(undefined)` both mean the empty input.
+  function mcpArgc(input, count) {
+    return input === undefined && count <= 1 ? 0 : count;
+  }
+
   function installMcp(servers) {
     const root = ObjectCreate(null);
     defineProperty(root, "$api", { value: function $api() { return request("mcp.api", [null, null, null]); }, enumerable: false });
@@ -490,7 +495,7 @@
       for (let j = 0; j < s.tools.length; j++) {
         const tid = s.tools[j];
         ns[tid] = function (input) {
-          return request("mcp.call", [sid, tid, input, arguments.length]);
+          return request("mcp.call", [sid, tid, input, mcpArgc(input, arguments.length)]);
         };
       }
       ns.resources = ObjectFreeze({

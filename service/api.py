@@ -34,6 +34,10 @@ ServicesDep = Annotated[Services, Depends(services)]
 CallerDep = Annotated[ApiKey, Depends(caller)]
 
 
+def _example(example: Any) -> dict[str, Any]:
+    return {"content": {"application/json": {"example": example}}}
+
+
 def _envelope(body: dict[str, Any]) -> ORJSONResponse:
     return ORJSONResponse(body)
 
@@ -77,7 +81,7 @@ async def cell_status(cell_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONR
     return _envelope(svc.cells.status(cell_id, key.tenant))
 
 
-@router.get("/v1/catalog", responses=ERROR_RESPONSES, tags=["tools"], summary="Tool catalog and quick index")
+@router.get("/v1/catalog", responses={**ERROR_RESPONSES, 200: _example({"tools": [{"callableName": "quote_shipping", "toolName": "quote_shipping", "description": "Price a parcel", "source": "plugin", "input": "{ destination: string; origin: string; weight_kg: number }"}], "quick_index": "- quote_shipping { ... } -> ?"})}, tags=["tools"], summary="Tool catalog and quick index")
 async def catalog(svc: ServicesDep, key: CallerDep, session_id: str | None = None) -> ORJSONResponse:
     """Handle metadata of every tool visible to this key, and the quick index for agent prompts."""
     if session_id is not None:
@@ -86,7 +90,7 @@ async def catalog(svc: ServicesDep, key: CallerDep, session_id: str | None = Non
     return ORJSONResponse({"tools": view.handles(), "quick_index": svc.guest.quick_index(view)})
 
 
-@router.get("/v1/api/files", responses=ERROR_RESPONSES, tags=["tools"], summary="List declaration files")
+@router.get("/v1/api/files", responses={**ERROR_RESPONSES, 200: _example({"files": [{"path": "results.d.ts", "description": "Saved results", "bytes": 2474}, {"path": "tools/echo.d.ts", "description": "echo: Echo x back"}]})}, tags=["tools"], summary="List declaration files")
 async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None) -> ORJSONResponse:
     """What ``API.list(prefix)`` returns in a guest of this key."""
     table = await svc.guest.api_table_for(svc.view_for(key))
@@ -96,7 +100,7 @@ async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None)
         raise InvalidRequest(str(exc), need_param="prefix") from None
 
 
-@router.get("/v1/api/files/{path:path}", responses=ERROR_RESPONSES, tags=["tools"], summary="Read a declaration file")
+@router.get("/v1/api/files/{path:path}", responses={**ERROR_RESPONSES, 200: _example({"path": "tools/echo.d.ts", "description": "echo: Echo x back", "content": "declare function echo(input?: { x?: unknown }): Promise<unknown>;", "bytes": 66})}, tags=["tools"], summary="Read a declaration file")
 async def api_file(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """What ``API.read(path)`` returns in a guest of this key."""
     table = await svc.guest.api_table_for(svc.view_for(key))
@@ -108,7 +112,7 @@ async def api_file(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONRespons
         raise InvalidRequest(str(exc), need_param="path") from None
 
 
-@router.delete("/v1/sessions/{session_id}/runs/{run_id}", responses=ERROR_RESPONSES, tags=["sessions"],
+@router.delete("/v1/sessions/{session_id}/runs/{run_id}", responses={**ERROR_RESPONSES, 200: _example({"session_id": "s1", "run_id": "turn-7", "expired_results": 2})}, tags=["sessions"],
                summary="End a run")
 async def end_run(session_id: str, run_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """End a run: its saved results expire now."""
@@ -118,7 +122,7 @@ async def end_run(session_id: str, run_id: str, svc: ServicesDep, key: CallerDep
     return ORJSONResponse({"session_id": session_id, "run_id": run_id, "expired_results": dropped})
 
 
-@router.get("/v1/sessions/{session_id}/store", responses=ERROR_RESPONSES, tags=["sessions"],
+@router.get("/v1/sessions/{session_id}/store", responses={**ERROR_RESPONSES, 200: _example({"session_id": "s1", "keys": [{"key": "cursor", "bytes": 12}], "total_bytes": 12})}, tags=["sessions"],
             summary="Session store keys")
 async def session_store(session_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Keys of the session's committed store and their byte sizes."""
@@ -132,7 +136,7 @@ async def session_store(session_id: str, svc: ServicesDep, key: CallerDep) -> OR
                            "total_bytes": sum(sizes.values())})
 
 
-@router.delete("/v1/sessions/{session_id}", responses=ERROR_RESPONSES, tags=["sessions"], summary="Delete a session")
+@router.delete("/v1/sessions/{session_id}", responses={**ERROR_RESPONSES, 200: _example({"session_id": "s1", "deleted": True})}, tags=["sessions"], summary="Delete a session")
 async def delete_session(session_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Delete the session's committed store (running cells keep their own buffered writes)."""
     check_session_id(session_id)
@@ -152,13 +156,14 @@ def _store(svc: Services) -> Any:
     return svc.store
 
 
-@router.get("/healthz", tags=["ops"], summary="Liveness")
+@router.get("/healthz", tags=["ops"], summary="Liveness", responses={200: _example({"status": "ok"})})
 async def healthz() -> dict[str, str]:
     """The process answers."""
     return {"status": "ok"}
 
 
-@router.get("/readyz", tags=["ops"], summary="Readiness", responses={503: {"model": ErrorBody}})
+@router.get("/readyz", tags=["ops"], summary="Readiness",
+            responses={200: _example({"status": "ok", "checks": {"workers": "ok", "store": "ok"}}), 503: {"model": ErrorBody}})
 async def readyz(svc: ServicesDep) -> ORJSONResponse:
     """The worker pool has workers and the session store answers."""
     checks = await svc.readiness()

@@ -139,7 +139,7 @@ class Cell:
         self._worker_running = False
         self._aborted: str | None = None
         self._started = False
-        self._leg_started = time.monotonic()
+        self._leg_started = time.perf_counter()
         self._on_park = on_park
         self._on_end = on_end
         self._retain = retain
@@ -234,7 +234,7 @@ class Cell:
         grace = self.spec.limits.kill_grace_ms / 1000
         margin = min(0.25, max(0.001, budget_ms / 2000))
         self.telemetry.legs += 1
-        self._leg_started = started
+        self._leg_started = time.perf_counter()  # uvloop's loop.time() only has millisecond resolution
         while True:
             if self._worker_running:
                 assert self.worker is not None
@@ -489,14 +489,13 @@ class Cell:
         return envelope
 
     def _envelope(self, status: str) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
         return {
             "status": status,
             "cell_id": self.id,
             "output": [],
             "bridge_dispatch_started": self.bridge_dispatch_started,
             "replay_safe": self.replay_safe,
-            "telemetry": self._telemetry((loop.time() - self._leg_started) * 1000),
+            "telemetry": self._telemetry((time.perf_counter() - self._leg_started) * 1000),
         }
 
     def _telemetry(self, wall_ms: float) -> dict[str, Any]:

@@ -215,9 +215,14 @@ class GuestServices:
     async def _mcp_api(self, server: str | None, tool: str | None, options: Any) -> Any:
         if self.mcp is None:
             raise GuestError("MCP is not configured on this server", "invalid_input")
+        from .mcp.errors import McpError
+
         schema = bool(options.get("schema")) if isinstance(options, dict) else False
-        result = self.mcp.api_server(server, tool, schema)
-        return await result if hasattr(result, "__await__") else result
+        try:
+            result = self.mcp.api_server(server, tool, schema)
+            return await result if hasattr(result, "__await__") else result
+        except McpError as exc:
+            raise GuestError(str(exc), exc.code) from None
 
     # ---- API files -------------------------------------------------------------------------------
 

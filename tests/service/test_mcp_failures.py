@@ -54,6 +54,7 @@ def wait(client: TestClient, cell_id: str, timeout_ms: int = 15000) -> dict[str,
     return r.json()  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_crash_rejects_catchably_and_the_same_cell_recovers(fail_client):
     """`crash` rejects naming the server; the next call in the same cell restarts the server and works."""
     env = ok(fail_client, """
@@ -67,6 +68,7 @@ def test_crash_rejects_catchably_and_the_same_cell_recovers(fail_client):
     assert env["value"]["after"] == "after crash"
 
 
+@pytest.mark.slow
 def test_later_cell_reaches_the_restarted_server(fail_client):
     """After a crash, a later cell calls the (restarted) server normally."""
     ok(fail_client, "try { await MCP.docs.crash({}); } catch (e) { return e.code; }")
@@ -74,6 +76,7 @@ def test_later_cell_reaches_the_restarted_server(fail_client):
     assert env["value"] == 42
 
 
+@pytest.mark.slow
 def test_crash_rejects_every_in_flight_call_on_that_server(fail_client):
     """A crash mid-call rejects the server's other in-flight calls too, each naming the server."""
     env = ok(fail_client, """
@@ -85,6 +88,7 @@ def test_crash_rejects_every_in_flight_call_on_that_server(fail_client):
     assert env["telemetry"]["wall_ms"] < 2500
 
 
+@pytest.mark.slow
 def test_hang_rejects_with_a_timeout_naming_the_server(fail_client):
     """`hang` rejects after the server's `timeout_ms` with `mcp_timeout` naming server and tool; the server still works."""
     env = ok(fail_client, """
@@ -98,6 +102,7 @@ def test_hang_rejects_with_a_timeout_naming_the_server(fail_client):
     assert SLOW_TIMEOUT_MS <= env["telemetry"]["wall_ms"] < SLOW_TIMEOUT_MS + 3000, env["telemetry"]
 
 
+@pytest.mark.slow
 def test_hang_cannot_hold_a_cell_past_its_deadline(fail_client):
     """A cell with `timeout_ms: 300` blocked on `hang` parks on time; a later wait gets the timeout rejection."""
     started = time.monotonic()
@@ -125,6 +130,7 @@ def test_cancel_while_an_mcp_call_is_in_flight(fail_client):
     assert ok(fail_client, 'return (await MCP.docs.echo({text: "ok"})).content[0].text')["value"] == "ok"
 
 
+@pytest.mark.slow
 def test_http_server_stopping_mid_call_rejects_and_service_keeps_serving(fail_client, web_server):
     """An HTTP server stopped mid-call rejects with catchable `mcp_unavailable`; other cells and servers still work."""
     env = run(fail_client, """
