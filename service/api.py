@@ -127,11 +127,7 @@ async def end_run(session_id: str, run_id: str, svc: ServicesDep, key: CallerDep
 async def session_store(session_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Keys of the session's committed store and their byte sizes."""
     check_session_id(session_id)
-    store = _store(svc)
-    try:
-        sizes = await store.sizes(key.tenant, session_id)
-    except StoreError as exc:
-        raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
+    sizes = await _store_call(svc, "sizes", key.tenant, session_id)
     return ORJSONResponse({"session_id": session_id, "keys": [{"key": k, "bytes": v} for k, v in sorted(sizes.items())],
                            "total_bytes": sum(sizes.values())})
 
@@ -140,20 +136,20 @@ async def session_store(session_id: str, svc: ServicesDep, key: CallerDep) -> OR
 async def delete_session(session_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Delete the session's committed store (running cells keep their own buffered writes)."""
     check_session_id(session_id)
-    store = _store(svc)
-    try:
-        existed = await store.delete_session(key.tenant, session_id)
-    except StoreError as exc:
-        raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
+    existed = await _store_call(svc, "delete_session", key.tenant, session_id)
     if not existed:
         raise NotFound(f"session {session_id!r} has no stored data")
     return ORJSONResponse({"session_id": session_id, "deleted": True})
 
 
-def _store(svc: Services) -> Any:
+async def _store_call(svc: Services, method: str, *args: Any) -> Any:
+    """Call the session store, answering 404 without one and 503 while it is down."""
     if svc.store is None:
         raise NotFound("this server runs without a session store")
-    return svc.store
+    try:
+        return await getattr(svc.store, method)(*args)
+    except StoreError as exc:
+        raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
 
 
 @router.get("/healthz", tags=["ops"], summary="Liveness", responses={200: _example({"status": "ok"})})

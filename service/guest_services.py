@@ -22,6 +22,7 @@ from .api_files.model import McpServerDecl, McpToolDecl, ToolDecl
 from .api_files.table import ApiFileTable
 from .cells import Cell
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
+from .mcp.errors import McpError
 from .results_store import ResultScope, ResultsError, ResultsStore
 from .settings import Settings
 from .store_writes import CellStoreWrites
@@ -215,8 +216,6 @@ class GuestServices:
     async def _mcp_api(self, server: str | None, tool: str | None, options: Any) -> Any:
         if self.mcp is None:
             raise GuestError("MCP is not configured on this server", "invalid_input")
-        from .mcp.errors import McpError
-
         schema = bool(options.get("schema")) if isinstance(options, dict) else False
         try:
             result = self.mcp.api_server(server, tool, schema)

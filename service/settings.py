@@ -82,35 +82,41 @@ class ToolSettings:
     entry_points: bool = True
 
 
+def _default(name: str) -> Any:
+    return SCALARS[name].default
+
+
 @dataclass(frozen=True)
 class Settings:
-    host: str = "127.0.0.1"
-    port: int = 8000
-    data_dir: str = ""
-    store_url: str = ""
-    log_level: str = "info"
-    timeout_ms: int = 10000
-    max_timeout_ms: int = 60000
-    memory_limit_bytes: int = 64 * MiB
-    max_memory_limit_bytes: int = 1024 * MiB
-    max_output_bytes: int = 65536
-    max_snapshot_bytes: int = 10 * MiB
-    max_parked_cells: int = 64
-    cell_ttl_seconds: int = 900
-    results_ttl_seconds: int = 3600
-    max_calls_per_cell: int = 200
-    max_pending_requests: int = 128
-    search_default_limit: int = 8
-    max_search_limit: int = 50
-    max_request_bytes: int = 8 * MiB
-    max_exec_body_bytes: int = 2 * MiB
-    workers: int = 4
-    max_workers: int = 0
-    worker_max_cells: int = 2000
-    kill_grace_ms: int = 1000
-    acquire_timeout_ms: int = 5000
-    tenant_max_concurrency: int = 32
-    worker_rlimit_as_bytes: int = 0
+    """Every setting; scalar defaults come from ``SCALARS`` (one place for names, defaults, ranges)."""
+
+    host: str = _default("host")
+    port: int = _default("port")
+    data_dir: str = _default("data_dir")
+    store_url: str = _default("store_url")
+    log_level: str = _default("log_level")
+    timeout_ms: int = _default("timeout_ms")
+    max_timeout_ms: int = _default("max_timeout_ms")
+    memory_limit_bytes: int = _default("memory_limit_bytes")
+    max_memory_limit_bytes: int = _default("max_memory_limit_bytes")
+    max_output_bytes: int = _default("max_output_bytes")
+    max_snapshot_bytes: int = _default("max_snapshot_bytes")
+    max_parked_cells: int = _default("max_parked_cells")
+    cell_ttl_seconds: int = _default("cell_ttl_seconds")
+    results_ttl_seconds: int = _default("results_ttl_seconds")
+    max_calls_per_cell: int = _default("max_calls_per_cell")
+    max_pending_requests: int = _default("max_pending_requests")
+    search_default_limit: int = _default("search_default_limit")
+    max_search_limit: int = _default("max_search_limit")
+    max_request_bytes: int = _default("max_request_bytes")
+    max_exec_body_bytes: int = _default("max_exec_body_bytes")
+    workers: int = _default("workers")
+    max_workers: int = _default("max_workers")
+    worker_max_cells: int = _default("worker_max_cells")
+    kill_grace_ms: int = _default("kill_grace_ms")
+    acquire_timeout_ms: int = _default("acquire_timeout_ms")
+    tenant_max_concurrency: int = _default("tenant_max_concurrency")
+    worker_rlimit_as_bytes: int = _default("worker_rlimit_as_bytes")
     api_keys: tuple[ApiKey, ...] = ()
     tools: ToolSettings = ToolSettings()
     mcp_servers: tuple[Any, ...] = ()  # service.mcp.config.McpServerConfig

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from service.settings import ToolSettings
-from tests.api_files.conftest import TSC, TSCONFIG
+from tests.support.tsc import run_tsc as tsc
 from tests.conftest import make_client, run
 
 SHIPPING = "examples.plugins.shipping"
@@ -83,19 +80,6 @@ def served(shop: TestClient) -> dict:
     env = run(shop, COLLECT, client_tools=CLIENT_TOOLS)
     assert env["status"] == "completed", env
     return env["value"]
-
-
-def tsc(root: Path, files: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Write `files` plus a strict tsconfig under `root` and run the real tsc on them."""
-    if not TSC.exists():
-        pytest.fail(f"TypeScript compiler not found at {TSC}; run `npm ci --prefix tests/node` first.")
-    for relative, text in files.items():
-        target = root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    (root / "tsconfig.json").write_text(json.dumps(TSCONFIG), encoding="utf-8")
-    return subprocess.run([str(TSC), "-p", str(root), "--pretty", "false", "--noEmit", "--strict"],
-                          capture_output=True, text=True, timeout=120, cwd=root)
 
 
 def test_collected_files_cover_every_visible_tool(served):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.mcp.config import McpServerConfig
-from tests.api_files.conftest import TSC, TSCONFIG
+from tests.support.tsc import run_tsc as tsc
 from tests.conftest import make_client, run
 from tests.mcp.conftest import SERVER_SCRIPT
 
@@ -122,19 +121,6 @@ def served_mcp_files(every_client: TestClient) -> dict[str, str]:
     """)
     assert sorted(files) == ["mcp/docs.d.ts", "mcp/everything.d.ts", "mcp/index.d.ts"]
     return files  # type: ignore[no-any-return]
-
-
-def tsc(root: Path, files: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Write `files` and a strict tsconfig under `root`; run the real `tsc --noEmit --strict`."""
-    if not TSC.exists():
-        pytest.fail(f"TypeScript compiler not found at {TSC}; run `npm ci --prefix tests/node` first.")
-    for relative, text in files.items():
-        target = root / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    (root / "tsconfig.json").write_text(json.dumps(TSCONFIG), encoding="utf-8")
-    return subprocess.run([str(TSC), "-p", str(root), "--pretty", "false", "--noEmit", "--strict"],
-                          capture_output=True, text=True, timeout=120, cwd=root)
 
 
 def test_served_mcp_declarations_compile_with_tsc_strict(served_mcp_files, tmp_path):

@@ -1,0 +1,36 @@
+"""The real TypeScript compiler for declaration tests (installed by scripts/test into tests/node)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+TSC = Path(__file__).resolve().parents[1] / "node" / "node_modules" / ".bin" / "tsc"
+TSCONFIG = {
+    "compilerOptions": {
+        "strict": True,
+        "noEmit": True,
+        "target": "es2022",
+        "lib": ["es2022"],
+        "types": [],
+        "skipLibCheck": False,
+    },
+    "include": ["**/*.ts"],
+}
+
+
+def run_tsc(root: Path, files: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """Write ``files`` and a strict tsconfig under ``root`` and run ``tsc --noEmit --strict`` on them."""
+    if not TSC.exists():
+        pytest.fail(f"TypeScript compiler not found at {TSC}; run `npm ci --prefix tests/node` first.")
+    for relative, text in files.items():
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    (root / "tsconfig.json").write_text(json.dumps(TSCONFIG), encoding="utf-8")
+    return subprocess.run([str(TSC), "-p", str(root), "--pretty", "false", "--noEmit", "--strict"],
+                          capture_output=True, text=True, timeout=120, cwd=root)
