@@ -10,8 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-import orjson
-
+from . import jsoncodec
 from .errors import FrameDecodeError, FrameTooLarge
 
 HEADER = struct.Struct(">I")
@@ -23,8 +22,8 @@ DEFAULT_FRAME_CAP = 264 * 1024 * 1024
 def encode_frame(message: Any, cap: int = DEFAULT_FRAME_CAP) -> bytes:
     """Encode one message as a frame; raise FrameTooLarge over ``cap``."""
     try:
-        body = orjson.dumps(message)
-    except TypeError as exc:  # orjson refuses non-JSON values; that is a bug on our side
+        body = jsoncodec.dumps(message)
+    except jsoncodec.JSONEncodeError as exc:  # a non-JSON message is a bug on our side
         raise FrameDecodeError(f"message is not JSON-serialisable: {exc}") from exc
     if len(body) > cap:
         raise FrameTooLarge(len(body), cap)
@@ -51,6 +50,6 @@ def frame_length(header: bytes, cap: int = DEFAULT_FRAME_CAP) -> int:
 def decode_body(body: bytes) -> Any:
     """Decode a frame body."""
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        return jsoncodec.loads(body)
+    except jsoncodec.JSONDecodeError as exc:
         raise FrameDecodeError(f"frame body is not JSON: {exc}") from exc

@@ -5,7 +5,7 @@ Byte accounting.  All sizes are UTF-8 bytes; JSON sizes are of compact JSON text
 * An output entry costs the size of its compact JSON as the worker produced it
   (``{"type":"text","text":"hi"}`` = 27 bytes).  A leg's ``output`` list costs
   ``2 + sum(entries) + (n - 1)`` (brackets and commas); an empty list costs 0.
-* The final value costs its compact JSON size; a marker costs its compact JSON (orjson) size.
+* The final value costs its compact JSON size; a marker costs its compact JSON size.
 * An error costs the UTF-8 size of its message.
 * Budget ``max_output_bytes`` (M) is one pool per cell.  Output delivered in full is *committed*:
   the sum of those lists' costs over all legs.  Everything else in an envelope (an output marker,

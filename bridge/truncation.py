@@ -1,7 +1,7 @@
 """UTF-8- and JSON-escape-safe prefixes, truncation markers and bounded error text.
 
 All sizes are UTF-8 byte counts.  Marker sizes are the length of the marker's compact JSON as
-``orjson.dumps`` writes it (no spaces, non-ASCII unescaped, control characters escaped).
+the JSON codec writes it (no spaces, non-ASCII unescaped, control characters escaped).
 
 A *safe prefix* of compact JSON text never ends:
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import orjson
+from . import jsoncodec
 
 #: Guidance of an ordinary truncation marker.
 TRUNCATION_GUIDANCE = "Output truncated; rerun with narrower args."
@@ -33,13 +33,13 @@ def utf8_size(text: str) -> int:
 
 
 def json_size(value: Any) -> int:
-    """Return the length of ``value``'s compact JSON (orjson) in bytes."""
-    return len(orjson.dumps(value))
+    """Return the length of ``value``'s compact JSON in bytes."""
+    return len(jsoncodec.dumps(value))
 
 
 def compact_json(value: Any) -> str:
     """Return the compact JSON text of ``value``."""
-    return orjson.dumps(value).decode("utf-8")
+    return jsoncodec.dumps_text(value)
 
 
 def utf8_prefix(text: str, max_bytes: int) -> str:
@@ -138,7 +138,7 @@ def truncation_marker(
         if cut <= anchor:
             lo = mid
             continue
-        escaped = anchor_escaped + len(orjson.dumps(raw[anchor:cut].decode("utf-8"))) - 2
+        escaped = anchor_escaped + len(jsoncodec.dumps(raw[anchor:cut].decode("utf-8"))) - 2
         if fits(cut, escaped):
             anchor, anchor_escaped, lo = cut, escaped, mid
         else:
@@ -161,9 +161,9 @@ def truncate_error(message: str, max_bytes: int) -> str:
 def parse_json(text: str) -> Any:
     """Parse JSON text as a guest would see it; numbers beyond 64-bit become floats, as in JS."""
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        # orjson refuses integers beyond 64 bits; JSON.stringify can emit them (e.g. 1e20 as digits).
+        return jsoncodec.loads(text)
+    except jsoncodec.JSONDecodeError:
+        # the codec refuses integers beyond 64 bits; JSON.stringify can emit them (e.g. 1e20 as digits).
         return json.loads(text, parse_int=_js_int)
 
 

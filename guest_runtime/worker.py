@@ -15,8 +15,7 @@ import sys
 import time
 from typing import Any
 
-import orjson
-
+from bridge import jsoncodec
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
 from bridge.output import OutputCapture, capture_value
 
@@ -87,7 +86,7 @@ class CellRun:
         engine = self.engine
         msg = self.msg
         try:
-            engine.configure(orjson.dumps(msg["config"]).decode(), msg["memory_limit_bytes"])
+            engine.configure(jsoncodec.dumps_text(msg["config"]), msg["memory_limit_bytes"])
             engine.compile(msg["code"], self.deadline - time.monotonic())
         except GuestSyntaxError as exc:
             return self.fail(str(exc), "input", "invalid_input", recycle=False)
@@ -109,13 +108,13 @@ class CellRun:
         engine = self.engine
         while True:
             engine.pump(self.deadline)
-            snap = orjson.loads(engine.take())
+            snap = jsoncodec.loads(engine.take())
             for entry in snap["output"]:
                 self.capture.add(entry)
             done = snap["done"]
             if done is not None and snap["required"] == 0:
                 engine.cancel_timers()
-                cancels = snap["cancels"] + orjson.loads(engine.take())["cancels"]
+                cancels = snap["cancels"] + jsoncodec.loads(engine.take())["cancels"]
                 return self.finish(done, cancels)
             if snap["outstanding"] == 0:
                 return self.fail(PENDING_WITHOUT_HOST_WORK, "guest", "internal_error", recycle=False)
@@ -138,14 +137,14 @@ class CellRun:
                 if r["ok"]:
                     engine.settle(r["id"], True, self.channel.read_raw())
                 else:
-                    engine.settle(r["id"], False, orjson.dumps(r.get("error") or {}).decode())
+                    engine.settle(r["id"], False, jsoncodec.dumps_text(r.get("error") or {}))
 
     def finish(self, done: dict[str, Any], cancels: list[int]) -> bool:
         engine = self.engine
         if done["ok"]:
             bridge_unhandled = engine.unhandled_bridge_rejection()
             if bridge_unhandled is not None:
-                info = orjson.loads(bridge_unhandled)
+                info = jsoncodec.loads(bridge_unhandled)
                 return self.fail(
                     "Unhandled promise rejection: " + map_stack(info["error"]),
                     "bridge",
@@ -216,7 +215,7 @@ def _apply_rlimits(options: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    options: dict[str, Any] = orjson.loads(args[0]) if args else {}
+    options: dict[str, Any] = jsoncodec.loads(args[0]) if args else {}
     # Frames go to a private copy of stdout; fd 1 itself now points at stderr.
     fd_out = os.dup(1)
     os.dup2(2, 1)

@@ -18,8 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
+from bridge import jsoncodec
 from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
 
@@ -335,20 +334,20 @@ class Cell:
         if pending is None or self.done:
             return  # cancelled timer, or a late completion after the cell ended: discarded
         try:
-            raw = value.data if isinstance(value, RawJson) else orjson.dumps(value)
+            raw = value.data if isinstance(value, RawJson) else jsoncodec.dumps(value)
         except TypeError as exc:
-            ok, raw = False, orjson.dumps({"message": f"host reply is not JSON: {exc}", "code": "tool_error"})
+            ok, raw = False, jsoncodec.dumps({"message": f"host reply is not JSON: {exc}", "code": "tool_error"})
         size = len(raw)  # the inbox counts UTF-8 bytes
         if self.inbox.admit(size):
             self._ready_bytes[request_id] = size
         else:
             ok = False
-            raw = orjson.dumps({"message": INBOX_EXCEEDED_MESSAGE, "code": "program_data_budget"})
+            raw = jsoncodec.dumps({"message": INBOX_EXCEEDED_MESSAGE, "code": "program_data_budget"})
         reply: dict[str, Any] = {"id": request_id, "ok": ok}
         if ok:
             self._ready.append((reply, raw))
         else:
-            reply["error"] = orjson.loads(raw)
+            reply["error"] = jsoncodec.loads(raw)
             self._ready.append((reply, None))
         self._wake.set()
 

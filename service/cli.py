@@ -7,7 +7,7 @@ import asyncio
 import sys
 from typing import Any
 
-import orjson
+from bridge import jsoncodec
 
 from .errors import ServiceError
 
@@ -94,11 +94,11 @@ async def _exec(settings: Any, args: argparse.Namespace) -> int:
         ):
             envelope = await svc.cells.wait(envelope["cell_id"], LOCAL_TENANT, timeout_ms=None, tool_results=[])
     except ServiceError as exc:
-        print(orjson.dumps(exc.body(), option=orjson.OPT_INDENT_2).decode())
+        print(jsoncodec.dumps_pretty(exc.body()))
         return 2
     finally:
         await svc.close()
-    print(orjson.dumps(envelope, option=orjson.OPT_INDENT_2).decode())
+    print(jsoncodec.dumps_pretty(envelope))
     return 0 if envelope["status"] == "completed" else 1
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from bridge import jsoncodec
 from bridge.output import NotRetained, RetainResult
 from bridge.refs import describe_reference
 
 from .api_files.errors import ApiFileError
-from .api_files.quick_index import IndexEntry, quick_index
 from .api_files.model import McpServerDecl, McpToolDecl, ToolDecl
+from .api_files.quick_index import IndexEntry, quick_index
 from .api_files.table import ApiFileTable
 from .cells import Cell
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
@@ -256,7 +255,7 @@ class GuestServices:
 
     async def _results_save(self, call: HostCall) -> Any:
         self._results_allowed(call)
-        text = orjson.dumps(call.args[0] if call.args else None).decode()
+        text = jsoncodec.dumps_text(call.args[0] if call.args else None)
         try:
             ref = self.results.save(self._scope(call.cell), text, call.cell.spec.limits.inbox_bytes,
                                     self.settings.results_ttl_seconds)
@@ -270,7 +269,7 @@ class GuestServices:
             text = self.results.load(self._scope(call.cell), call.args[0] if call.args else None)
         except ResultsError as exc:
             raise GuestError(str(exc), exc.code) from None
-        return orjson.loads(text)
+        return jsoncodec.loads(text)
 
     async def _results_delete(self, call: HostCall) -> Any:
         self._results_allowed(call)
@@ -300,12 +299,12 @@ class GuestServices:
     async def _store_get(self, call: HostCall) -> Any:
         writes = await self._writes(call)
         text = writes.get(call.args[0] if call.args else None)
-        return None if text is None else {"value": orjson.loads(text)}
+        return None if text is None else {"value": jsoncodec.loads(text)}
 
     async def _store_set(self, call: HostCall) -> Any:
         writes = await self._writes(call)
         key = call.args[0] if call.args else None
-        text = orjson.dumps(call.args[1] if len(call.args) > 1 else None).decode()
+        text = jsoncodec.dumps_text(call.args[1] if len(call.args) > 1 else None)
         self._store_write(writes, key, text)
         return None
 

@@ -18,8 +18,7 @@ import sys
 from collections import deque
 from typing import Any
 
-import orjson
-
+from bridge import jsoncodec
 from bridge.errors import BridgeError
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
 
@@ -264,7 +263,7 @@ class WorkerPool:
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME")}
         env["TZ"] = "UTC"  # guests see UTC dates regardless of the host's zone
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "guest_runtime.worker", orjson.dumps(self.options).decode(),
+            sys.executable, "-m", "guest_runtime.worker", jsoncodec.dumps_text(self.options),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None, env=env,
             limit=1 << 20,
         )

@@ -22,6 +22,7 @@ SOLE_IMPORTER = {
     "redis": "service/stores/redis_store.py",
     "mcp": "service/mcp/client.py",
     "prometheus_client": "service/metrics.py",
+    "orjson": "bridge/jsoncodec.py",
 }
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import orjson
-
 import copy
 import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bridge import jsoncodec
 from service.tools.errors import (
     CallBudgetError,
     ClientToolCall,
@@ -51,7 +50,7 @@ class CallOutcome:
     @property
     def details(self) -> Any:
         if self.parsed is _UNPARSED:
-            object.__setattr__(self, "parsed", orjson.loads(self.encoded))
+            object.__setattr__(self, "parsed", jsoncodec.loads(self.encoded))
         return self.parsed
 
     def model_text(self) -> str:
@@ -126,7 +125,7 @@ class CallSession:
         parsed: Any = _UNPARSED
         if entry.contract.output_schema is not None:
             # Validation needs the value; big untyped replies skip this decode entirely.
-            parsed = orjson.loads(encoded)
+            parsed = jsoncodec.loads(encoded)
             entry.contract.check_output(parsed, name, caller_input=caller_input, prepared_input=prepared)
         if entry.network:
             self.network_used = True
@@ -223,7 +222,7 @@ def _json_bytes(value: Any, tool: str, network: bool) -> bytes:
     ~0.7 s on a 10 MiB reply.  Non-finite floats become null, as JSON.stringify does in the guest.
     """
     try:
-        return orjson.dumps(value, default=_dump_model)
+        return jsoncodec.dumps(value, default=_dump_model)
     except (TypeError, ValueError) as exc:
         raise ToolExecutionError(
             f"{tool} returned a value that is not JSON: {exc}",
