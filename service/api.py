@@ -12,6 +12,7 @@ from .responses import JSONBytes as ORJSONResponse
 from .cells import CellSpec
 from .api_files.errors import ApiFileError
 from .errors import InvalidRequest, NotFound, ServiceError, StoreUnavailable
+from .guest_services import NETWORK_MARK_KEY
 from .results_store import ResultScope
 from .stores.errors import StoreError
 from .host import Services
@@ -128,6 +129,7 @@ async def session_store(session_id: str, svc: ServicesDep, key: CallerDep) -> OR
     """Keys of the session's committed store and their byte sizes."""
     check_session_id(session_id)
     sizes = await _store_call(svc, "sizes", key.tenant, session_id)
+    sizes.pop(NETWORK_MARK_KEY, None)  # internal provenance mark, not a guest key
     return ORJSONResponse({"session_id": session_id, "keys": [{"key": k, "bytes": v} for k, v in sorted(sizes.items())],
                            "total_bytes": sum(sizes.values())})
 

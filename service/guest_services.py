@@ -33,6 +33,9 @@ from .tools.plugin import ToolContext
 from .tools.policy import ToolPolicy
 
 DEFAULT_RUN = "default"
+#: Internal store key: set when a cell that saw network-derived data committed writes, so later
+#: cells that load from the session are marked untrusted too.  Guest keys cannot start with NUL.
+NETWORK_MARK_KEY = "\u0000codemode:network"
 
 
 @dataclass
@@ -44,6 +47,7 @@ class CellTools:
     mcp_servers: list[Any]
     api: ApiFileTable | None = None
     writes: CellStoreWrites | None = None
+    session_network: bool = False  # the committed session data includes network-derived writes
 
 
 class GuestServices:
@@ -117,7 +121,7 @@ class GuestServices:
         scope = self._scope(cell)
         try:
             ref = self.results.save(scope, json_text, cell.spec.limits.inbox_bytes,
-                                    self.settings.results_ttl_seconds)
+                                    self.settings.results_ttl_seconds, network=cell.network_content)
         except ResultsError as exc:
             reason = "result-store capacity" if exc.code == "results_capacity" else "result data allowance"
             return NotRetained(f"{reason}: {exc}")
@@ -258,7 +262,7 @@ class GuestServices:
         text = jsoncodec.dumps_text(call.args[0] if call.args else None)
         try:
             ref = self.results.save(self._scope(call.cell), text, call.cell.spec.limits.inbox_bytes,
-                                    self.settings.results_ttl_seconds)
+                                    self.settings.results_ttl_seconds, network=call.cell.network_content)
         except ResultsError as exc:
             raise GuestError(str(exc), exc.code, name="RangeError") from None
         return describe_reference(ref, text)
@@ -266,10 +270,12 @@ class GuestServices:
     async def _results_load(self, call: HostCall) -> Any:
         self._results_allowed(call)
         try:
-            text = self.results.load(self._scope(call.cell), call.args[0] if call.args else None)
+            text, network = self.results.load_entry(self._scope(call.cell), call.args[0] if call.args else None)
         except ResultsError as exc:
             raise GuestError(str(exc), exc.code) from None
-        return jsoncodec.loads(text)
+        if network:
+            call.cell.network_content = True  # provenance travels with the saved data
+        return RawJson(text.encode("utf-8"))
 
     async def _results_delete(self, call: HostCall) -> Any:
         self._results_allowed(call)
@@ -293,12 +299,17 @@ class GuestServices:
             except StoreError as exc:
                 raise GuestError(f"session store unavailable: {exc}", "store_unavailable") from None
             if state.writes is None:
+                state.session_network = NETWORK_MARK_KEY in snapshot
                 state.writes = CellStoreWrites(snapshot, self.store_limits)
         return state.writes
 
     async def _store_get(self, call: HostCall) -> Any:
         writes = await self._writes(call)
-        text = writes.get(call.args[0] if call.args else None)
+        key = call.args[0] if call.args else None
+        self._check_key(key)
+        text = writes.get(key)
+        if text is not None and self._state(call).session_network:
+            call.cell.network_content = True  # provenance survives persistence
         return None if text is None else {"value": jsoncodec.loads(text)}
 
     async def _store_set(self, call: HostCall) -> Any:
@@ -314,7 +325,13 @@ class GuestServices:
         return None
 
     @staticmethod
-    def _store_write(writes: CellStoreWrites, key: Any, text: str | None) -> None:
+    def _check_key(key: Any) -> None:
+        if isinstance(key, str) and key.startswith("\u0000"):
+            raise GuestError("store keys may not start with a NUL character (reserved)", "store_type",
+                             name="TypeError")
+
+    def _store_write(self, writes: CellStoreWrites, key: Any, text: str | None) -> None:
+        self._check_key(key)
         try:
             writes.set(key, text)
         except StoreTypeError as exc:
@@ -327,8 +344,11 @@ class GuestServices:
         if not completed or state is None or state.writes is None or not state.writes.has_pending():
             return []
         assert self.store is not None and cell.spec.session_id is not None
+        sets, deletes = state.writes.pending()
+        if cell.network_content and not state.session_network:
+            sets = {**sets, NETWORK_MARK_KEY: "true"}
         try:
-            await self.store.commit(cell.spec.tenant, cell.spec.session_id, *state.writes.pending())
+            await self.store.commit(cell.spec.tenant, cell.spec.session_id, sets, deletes)
         except StoreError as exc:
             return [f"session store persistence could not be confirmed ({exc}); the cell's store writes "
                     "may not have been saved"]

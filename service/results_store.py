@@ -60,6 +60,7 @@ class _Entry:
     json_text: str
     size: int
     expires_at: float
+    network: bool = False  # saved from network-derived data: loading it taints the loading cell
 
 
 class ResultsStore:
@@ -76,7 +77,8 @@ class ResultsStore:
         self._clock = clock
         self._runs: dict[ResultScope, dict[str, _Entry]] = {}
 
-    def save(self, scope: ResultScope, json_text: str, byte_allowance: int, ttl_seconds: float) -> str:
+    def save(self, scope: ResultScope, json_text: str, byte_allowance: int, ttl_seconds: float,
+             *, network: bool = False) -> str:
         """Keep ``json_text`` for the run and return its id ``result_<uuid4>``."""
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
@@ -96,16 +98,20 @@ class ResultsStore:
                 f"({used} of {byte_allowance} bytes used); save a narrower value or delete references"
             )
         result_id = f"result_{uuid.uuid4()}"
-        self._runs.setdefault(scope, {})[result_id] = _Entry(json_text, size, self._clock() + ttl_seconds)
+        self._runs.setdefault(scope, {})[result_id] = _Entry(json_text, size, self._clock() + ttl_seconds, network)
         return result_id
 
     def load(self, scope: ResultScope, result_id: object) -> str:
         """Return the saved JSON text, or raise ResultUnavailableError."""
+        return self.load_entry(scope, result_id)[0]
+
+    def load_entry(self, scope: ResultScope, result_id: object) -> tuple[str, bool]:
+        """Return ``(json_text, network)``: the saved text and whether it came from network data."""
         entries = self._live(ResultScope(*scope))
         entry = entries.get(result_id) if entries and isinstance(result_id, str) else None
         if entry is None:
             raise ResultUnavailableError()
-        return entry.json_text
+        return entry.json_text, entry.network
 
     def delete(self, scope: ResultScope, result_id: object) -> bool:
         """Forget one saved result; return whether this scope had it."""

@@ -274,3 +274,18 @@ def test_references_expire_after_results_ttl(tmp_path):
         time.sleep(1.3)
         answer = ok(run(client, load, **ids))
     assert isinstance(answer, str) and UNAVAILABLE in answer, answer
+
+
+def test_network_provenance_travels_with_saved_results(client):
+    """A result saved by a cell that saw network data taints the cell that loads it; others stay clean."""
+    ids = scope()
+    tainted = run(client, "await news(); return (await results.save({headline: 'x'})).id;", **ids)
+    assert tainted["untrusted_content"] is True
+    clean = run(client, "return (await results.save({local: 1})).id;", **ids)
+    assert "untrusted_content" not in clean
+    loaded = run(client, f"text('seen'); return await results.load({json.dumps(tainted['value'])});", **ids)
+    assert loaded["value"] == {"headline": "x"}
+    assert loaded["untrusted_content"] is True
+    assert loaded["output"][0]["text"] != "seen" and "seen" in loaded["output"][0]["text"]
+    plain = run(client, f"text('seen'); return await results.load({json.dumps(clean['value'])});", **ids)
+    assert "untrusted_content" not in plain and plain["output"] == [{"type": "text", "text": "seen"}]

@@ -252,3 +252,22 @@ def test_commit_failure_completes_with_warning_and_persists_nothing(tmp_path):
             assert ok(run(client, LOAD_K, session_id=sid)) == "missing"
     finally:
         stop_redis_server(proc)
+
+
+def test_network_provenance_survives_persistence(store_client):
+    """Writes committed by a cell that saw network data mark later cells that load them as untrusted."""
+    tainted, clean = session(), session()
+    env = run(store_client, "const n = await news(); await store('h', n.headline); return 1;", session_id=tainted)
+    assert ok(env) == 1 and env["untrusted_content"] is True
+    ok(run(store_client, "await store('h', 'local'); return 1;", session_id=clean))
+    later = run(store_client, "text('got'); return await load('h');", session_id=tainted)
+    assert ok(later) == "remote says hi"
+    assert later["untrusted_content"] is True and "got" in later["output"][0]["text"]
+    plain = run(store_client, "text('got'); return await load('h');", session_id=clean)
+    assert ok(plain) == "local" and "untrusted_content" not in plain
+    assert plain["output"] == [{"type": "text", "text": "got"}]
+    # The provenance mark is internal: not a key the session lists, and guests cannot forge it.
+    assert set(committed(store_client, tainted)) == {"h"}
+    forged = run(store_client, "try { await store('\\u0000codemode:network', 1); return 'stored'; } "
+                               "catch (e) { return e.name; }", session_id=clean)
+    assert ok(forged) == "TypeError"
