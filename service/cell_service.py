@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ log = logging.getLogger("codemode.cells")
 FINISHED_KEPT = 10_000
 NOT_FOUND = "cell is unavailable or expired"
 #: Builds per-cell handler state (tool session, store buffer, guest config) before the cell runs.
-Preparer = Callable[[Cell], Any]
+Preparer = Callable[[Cell], Awaitable[None]]
 
 
 @dataclass
@@ -141,14 +141,12 @@ class CellService:
             async with cell.wait_lock:
                 if self.prepare is not None:
                     try:
-                        result = self.prepare(cell)
-                        if asyncio.iscoroutine(result):
-                            await result
+                        await self.prepare(cell)
                     except BaseException:
                         self.pool.release(worker, recycle=True)
                         self._cells.pop(cell.id, None)
                         raise
-                return await cell.start(spec.limits.timeout_ms)
+                return await self._guarded(cell, cell.start(spec.limits.timeout_ms))
 
     async def wait(self, cell_id: str, tenant: str, *, timeout_ms: int | None,
                    tool_results: list[dict[str, Any]], session_id: str | None = None) -> dict[str, Any]:
@@ -167,7 +165,17 @@ class CellService:
                 if problem is not None:
                     raise InvalidRequest(problem, need_param="tool_results")
                 self._parked.discard(cell.id)
-                return await cell.resume(timeout, tool_results)
+                return await self._guarded(cell, cell.resume(timeout, tool_results))
+
+    @staticmethod
+    async def _guarded(cell: Cell, leg: Any) -> dict[str, Any]:
+        """Run a leg; if the service itself fails mid-leg, the cell ends instead of leaking its worker."""
+        try:
+            return await leg  # type: ignore[no-any-return]
+        except BaseException:
+            if not cell.done:
+                await cell.abandon()
+            raise
 
     async def cancel(self, cell_id: str, tenant: str) -> dict[str, Any]:
         cell = self._get(cell_id, tenant)

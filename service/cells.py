@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 TIMEOUT_MESSAGE = "cell timeout exceeded"
 ABORT_MESSAGE = "cell aborted: it was cancelled or expired; start a new cell"
 SNAPSHOT_MESSAGE = "cell snapshot limit exceeded: its heap is over max_snapshot_bytes, so it cannot be parked"
-CANCELLED_REPLY = {"message": "tool call canceled: the cell ended, was cancelled or expired", "code": "aborted"}
 
 
 class CellStatus(enum.Enum):
@@ -124,7 +123,6 @@ class Cell:
         self.inbox = InboxAllowance(spec.limits.inbox_bytes)
         self.telemetry = Telemetry()
         self.scope: dict[str, Any] = {}  # per-cell state of handlers (tool session, store writes, ...)
-        self.warnings: list[str] = []
         self.bridge_dispatch_started = False
         self.network_content = False
         self.last_active = time.monotonic()
@@ -203,6 +201,13 @@ class Cell:
                 await self._end_failed(message, "host", "aborted", recycle=True)
         assert self.final is not None
         return self.final
+
+    async def abandon(self) -> None:
+        """End the cell after a service fault in its leg (the caller already holds ``wait_lock``)."""
+        if self.worker is not None:
+            self.worker.kill()
+        await self._end_failed("the service failed while running this cell; start it again",
+                               "host", "runtime_unavailable", recycle=True)
 
     def snapshot(self) -> dict[str, Any]:
         """Status without resuming."""
@@ -405,7 +410,7 @@ class Cell:
         envelope["untrusted_content"] = True
         for i, entry in enumerate(envelope.get("output") or []):
             if isinstance(entry, dict) and entry.get("type") == "text" and isinstance(entry.get("text"), str):
-                envelope["output"][i] = {"type": "text", "text": wrap_untrusted(entry["text"], "tool")}
+                envelope["output"][i] = {"type": "text", "text": wrap_untrusted(entry["text"], "network")}
 
     async def _on_done(self, msg: dict[str, Any]) -> dict[str, Any]:
         self.output.extend(msg["output"])
@@ -432,8 +437,8 @@ class Cell:
         envelope = self._envelope("completed")
         envelope["value"] = projection.value
         envelope["output"] = projection.output
-        if warnings or self.warnings:
-            envelope["warnings"] = self.warnings + warnings
+        if warnings:
+            envelope["warnings"] = warnings
         return self._store_final(envelope)
 
     async def _end_failed(self, message: str, phase: str, code: str, *, recycle: bool) -> dict[str, Any]:
@@ -457,8 +462,8 @@ class Cell:
         envelope["error"] = error
         envelope["code"] = code
         envelope["failure_phase"] = phase
-        if warnings or self.warnings:
-            envelope["warnings"] = self.warnings + (warnings or [])
+        if warnings:
+            envelope["warnings"] = warnings
         return envelope
 
     async def _finish(self, *, completed: bool, recycle: bool) -> list[str]:
