@@ -6,7 +6,8 @@ The conversation for one cell is strict ping-pong, which keeps both sides simple
     worker -> host    idle     (new guest requests, cancelled timers, new output) ... guest is blocked
     host  -> worker   settle   (replies, leg budget)                                  ... guest resumes
     worker -> host    idle | done
-    host  -> worker   abort    (drop the cell; the worker answers with ``done``)
+
+Cancelling a cell kills its worker: a guest stuck in native code could not obey anything else.
 
 A worker announces itself once with ``ready`` after start-up.  Reply payloads travel as raw
 frames of JSON text, so the worker hands them to the guest's ``JSON.parse`` without decoding them.
@@ -24,8 +25,8 @@ class GuestConfig(TypedDict):
     """What the prelude needs to build the guest's globals for one cell."""
 
     tools: list[dict[str, Any]]  # handle metadata: callableName, toolName, description, source, ...
-    mcp: list[dict[str, Any]]  # MCP servers: identifier, serverName, tools[{identifier, name}]
-    features: dict[str, bool]  # results / store / api availability
+    mcp: list[dict[str, Any]]  # MCP servers: {identifier, serverName, tools: [tool identifiers]}
+    maxRequestBytes: int  # JSON arguments of one guest request; larger calls reject in the guest
 
 
 class RunMessage(TypedDict):
@@ -56,10 +57,6 @@ class SettleMessage(TypedDict):
     replies: list[Reply]
 
 
-class AbortMessage(TypedDict):
-    t: Literal["abort"]
-
-
 class GuestRequest(TypedDict):
     id: int
     method: str
@@ -70,8 +67,10 @@ class IdleMessage(TypedDict):
     t: Literal["idle"]
     requests: list[GuestRequest]
     cancels: list[int]
-    output: list[Any]
+    output: list[Any]  # output source items (bridge.output.OutputCapture)
     outstanding: int
+    cpu_ms: float
+    heap_bytes: int
 
 
 class GuestFailure(TypedDict):
@@ -86,6 +85,7 @@ class DoneMessage(TypedDict):
     value: NotRequired[Any]  # value source (see bridge.output)
     error: NotRequired[GuestFailure]
     output: list[Any]
+    cancels: list[int]  # timers dropped because nobody awaited them
     cpu_ms: float
     heap_bytes: int
     recycle: bool  # the worker must not run another cell (limit hit, engine fault)
@@ -96,5 +96,5 @@ class ReadyMessage(TypedDict):
     pid: int
 
 
-HostMessage = RunMessage | SettleMessage | AbortMessage
+HostMessage = RunMessage | SettleMessage
 WorkerMessage = ReadyMessage | IdleMessage | DoneMessage
