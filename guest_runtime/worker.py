@@ -219,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     channel = Channel(0, fd_out, int(options.get("frame_cap", 264 * 1024 * 1024)))
     _apply_rlimits(options)
+    # Guests see UTC dates whatever zone the host runs in.
+    os.environ["TZ"] = "UTC"
+    time.tzset()
     check_engine()
     channel.write({"t": "ready", "pid": os.getpid()})
     stack_bytes = int(options.get("stack_bytes", 1024 * 1024))

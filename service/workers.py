@@ -260,8 +260,8 @@ class WorkerPool:
 
     async def spawn(self) -> Worker:
         """Start one worker process and wait for its ``ready`` frame."""
-        env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME")}
-        env["TZ"] = "UTC"  # guests see UTC dates regardless of the host's zone
+        # Workers get a minimal environment: nothing of the service's secrets reaches a guest process.
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME", "TZ")}
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "guest_runtime.worker", jsoncodec.dumps_text(self.options),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None, env=env,

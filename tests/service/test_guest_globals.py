@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import run
+from tests.conftest import make_client, run
 
 
 def _completed(env: dict) -> dict:
@@ -123,3 +123,12 @@ def test_outstanding_timers_do_not_hold_a_finished_cell(client):
     assert env["status"] == "completed" and env["value"] == 1, env
     assert env["output"] == []
     assert env["telemetry"]["wall_ms"] < 1000
+
+
+def test_guest_dates_are_utc(tmp_path, monkeypatch):
+    """Guests see UTC even when the host runs in another zone: offset 0, local hours equal UTC hours."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # workers inherit the host's zone unless they override it
+    with make_client(tmp_path, workers=1) as c:
+        env = run(c, "const d = new Date(Date.UTC(2026, 0, 1, 5)); return [d.getTimezoneOffset(), d.getHours()];")
+    assert env["status"] == "completed", env
+    assert env["value"] == [0, 5]
