@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.settings import ApiKey
-from tests.conftest import make_client
+from tests.conftest import make_client, run
 
 K1 = {"Authorization": "Bearer k1"}
 K2 = {"Authorization": "Bearer k2"}
@@ -90,3 +90,24 @@ def test_parked_cell_cap_answers_429_with_retry_after(tmp_path):
         again = c.post("/v1/exec", json=SLOW).json()
         assert again["status"] == "waiting", again
         c.post(f"/v1/cells/{again['cell_id']}/cancel")
+
+
+def test_no_free_worker_answers_503_with_retry_after(tmp_path):
+    """When every worker is busy past acquire_timeout_ms, exec answers 503 + Retry-After instead of hanging."""
+    import threading
+
+    with make_client(tmp_path, workers=1, max_workers=1, acquire_timeout_ms=200) as c:
+        first: dict = {}
+        busy = threading.Thread(target=lambda: first.update(run(c, "await echo({delay: 1.5}); return 1",
+                                                               timeout_ms=5000)))
+        busy.start()
+        time.sleep(0.3)  # the only worker is now running the first cell
+        started = time.monotonic()
+        r = c.post("/v1/exec", json={"code": "return 2"})
+        waited = time.monotonic() - started
+        busy.join()
+    assert r.status_code == 503, r.text
+    assert r.headers["Retry-After"] == "1"
+    assert r.json()["error"]["code"] == "overloaded" and r.json()["error"]["error_type"] == "transient"
+    assert waited < 1.2  # refused after acquire_timeout_ms, not after the busy cell finished
+    assert first["status"] == "completed" and first["value"] == 1
