@@ -57,7 +57,7 @@
   let outputLength = 0;
   let done = null; // JSON text of the final outcome once the cell's main promise settled
   let doneValue = null; // the cell's return value, until the worker asks for its JSON text
-  let config = { maxRequestBytes: 8388608, features: ObjectCreate(null) };
+  let config = { maxRequestBytes: 8388608, maxQueuedRequests: 1024 };
 
   const bridgeErrors = new WeakSetCtor(); // Error objects created from host failures
   const handles = new WeakMapCtor(); // handle function -> metadata
@@ -343,6 +343,13 @@
       return NativePromise.reject(new RangeErrorCtor(
         "request arguments are " + argsJson.length + " characters, over the " + config.maxRequestBytes +
         "-character bridge frame cap; pass less data per call"));
+    }
+    if (queueLength >= config.maxQueuedRequests) {
+      // One synchronous burst may not flood the host: the rest of the burst is refused here.
+      const refused = new RangeErrorCtor("too many host requests queued at once (limit " + config.maxQueuedRequests +
+        "); await some before starting more");
+      if (timer === true) throw refused;
+      return NativePromise.reject(refused);
     }
     const id = nextId++;
     let resolveFn, rejectFn;
@@ -727,7 +734,7 @@
     switch (op) {
       case "configure": {
         const cfg = JSONParse(a);
-        config = cfg;
+        config = { maxRequestBytes: cfg.maxRequestBytes, maxQueuedRequests: cfg.maxQueuedRequests || 1024 };
         installGlobals();
         installTools(cfg.tools || []);
         installMcp(cfg.mcp || []);

@@ -33,6 +33,8 @@ from .tools.plugin import ToolContext
 from .tools.policy import ToolPolicy
 
 DEFAULT_RUN = "default"
+#: Host requests one synchronous burst of guest code may queue; more are refused in the guest.
+MAX_QUEUED_REQUESTS = 1024
 #: Internal store key: set when a cell that saw network-derived data committed writes, so later
 #: cells that load from the session are marked untrusted too.  Guest keys cannot start with NUL.
 NETWORK_MARK_KEY = "\u0000codemode:network"
@@ -96,6 +98,7 @@ class GuestServices:
             "mcp": [{"identifier": s.identifier, "serverName": s.name,
                      "tools": [t.identifier for t in s.tools]} for s in servers],
             "maxRequestBytes": cell.spec.limits.max_request_bytes,
+            "maxQueuedRequests": MAX_QUEUED_REQUESTS,
         }
         cell.scope["release_reference"] = lambda ref_id: self.results.delete(self._scope(cell), ref_id)
 
