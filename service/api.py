@@ -31,6 +31,11 @@ async def caller(request: Request, authorization: Annotated[str | None, Header()
     return request.app.state.services.keys.resolve(authorization)  # type: ignore[no-any-return]
 
 
+def _services_and_key(request: Request) -> tuple[Services, ApiKey]:
+    svc: Services = request.app.state.services
+    return svc, svc.keys.resolve(request.headers.get("authorization"))
+
+
 ServicesDep = Annotated[Services, Depends(services)]
 CallerDep = Annotated[ApiKey, Depends(caller)]
 
@@ -45,8 +50,10 @@ def _envelope(body: dict[str, Any]) -> ORJSONResponse:
 
 @router.post("/v1/exec", response_model=CellEnvelope, responses=ERROR_RESPONSES, tags=["cells"],
              summary="Run a cell")
-async def exec_cell(body: ExecRequest, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
     """Start a cell and run it until it completes, fails, or parks (``waiting``)."""
+    # The hot path resolves services and the key inline: each FastAPI dependency costs a solve.
+    svc, key = _services_and_key(request)
     limits = svc.cells.limits(timeout_ms=body.timeout_ms, memory_limit_bytes=body.memory_limit_bytes,
                               max_output_bytes=body.max_output_bytes)
     spec = CellSpec(
@@ -60,8 +67,9 @@ async def exec_cell(body: ExecRequest, svc: ServicesDep, key: CallerDep) -> ORJS
 
 @router.post("/v1/cells/{cell_id}/wait", response_model=CellEnvelope, responses=ERROR_RESPONSES,
              tags=["cells"], summary="Resume a waiting cell")
-async def wait_cell(cell_id: str, svc: ServicesDep, key: CallerDep, body: WaitRequest | None = None) -> ORJSONResponse:
+async def wait_cell(cell_id: str, request: Request, body: WaitRequest | None = None) -> ORJSONResponse:
     """Resume a parked cell (optionally with client tool results) until its next stop."""
+    svc, key = _services_and_key(request)
     body = body or WaitRequest()
     results = [r.model_dump() for r in body.tool_results]
     return _envelope(await svc.cells.wait(cell_id, key.tenant, timeout_ms=body.timeout_ms, tool_results=results,
