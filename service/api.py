@@ -21,6 +21,37 @@ from .settings import ApiKey
 
 router = APIRouter()
 
+# OpenAPI examples of the answers that have no response model.
+CATALOG_EXAMPLE = {
+    "tools": [
+        {
+            "callableName": "quote_shipping",
+            "toolName": "quote_shipping",
+            "description": "Price a parcel",
+            "source": "plugin",
+            "input": "{ destination: string; origin: string; weight_kg: number }",
+        }
+    ],
+    "quick_index": "- quote_shipping { ... } -> ?",
+}
+API_LIST_EXAMPLE = {
+    "files": [
+        {"path": "results.d.ts", "description": "Saved results", "bytes": 2474},
+        {"path": "tools/echo.d.ts", "description": "echo: Echo x back"},
+    ]
+}
+API_READ_EXAMPLE = {
+    "path": "tools/echo.d.ts",
+    "description": "echo: Echo x back",
+    "content": "declare function echo(input?: { x?: unknown }): Promise<unknown>;",
+    "bytes": 66,
+}
+END_RUN_EXAMPLE = {"session_id": "s1", "run_id": "turn-7", "expired_results": 2}
+STORE_KEYS_EXAMPLE = {"session_id": "s1", "keys": [{"key": "cursor", "bytes": 12}], "total_bytes": 12}
+SESSION_DELETED_EXAMPLE = {"session_id": "s1", "deleted": True}
+HEALTH_EXAMPLE = {"status": "ok"}
+READY_EXAMPLE = {"status": "ok", "checks": {"workers": "ok", "store": "ok"}}
+
 
 async def services(request: Request) -> Services:
     # async: a plain def dependency would hop through the thread pool on every request
@@ -48,49 +79,82 @@ def _envelope(body: dict[str, Any]) -> ORJSONResponse:
     return ORJSONResponse(body)
 
 
-@router.post("/v1/exec", response_model=CellEnvelope, responses=ERROR_RESPONSES, tags=["cells"],
-             summary="Run a cell")
+@router.post(
+    "/v1/exec", response_model=CellEnvelope, responses=ERROR_RESPONSES, tags=["cells"], summary="Run a cell"
+)
 async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
     """Start a cell and run it until it completes, fails, or parks (``waiting``)."""
     # The hot path resolves services and the key inline: each FastAPI dependency costs a solve.
     svc, key = _services_and_key(request)
-    limits = svc.cells.limits(timeout_ms=body.timeout_ms, memory_limit_bytes=body.memory_limit_bytes,
-                              max_output_bytes=body.max_output_bytes)
+    limits = svc.cells.limits(
+        timeout_ms=body.timeout_ms,
+        memory_limit_bytes=body.memory_limit_bytes,
+        max_output_bytes=body.max_output_bytes,
+    )
     spec = CellSpec(
-        code=body.code, tenant=key.tenant, limits=limits, title=body.title, session_id=body.session_id,
-        run_id=body.run_id, restart_safe=body.restart_safe, headless=body.headless,
+        code=body.code,
+        tenant=key.tenant,
+        limits=limits,
+        title=body.title,
+        session_id=body.session_id,
+        run_id=body.run_id,
+        restart_safe=body.restart_safe,
+        headless=body.headless,
         client_tools=tuple(t.model_dump(exclude_none=True) for t in body.client_tools),
         tool_policy=svc.tool_policy_for(key),
     )
     return _envelope(await svc.cells.exec(spec))
 
 
-@router.post("/v1/cells/{cell_id}/wait", response_model=CellEnvelope, responses=ERROR_RESPONSES,
-             tags=["cells"], summary="Resume a waiting cell")
+@router.post(
+    "/v1/cells/{cell_id}/wait",
+    response_model=CellEnvelope,
+    responses=ERROR_RESPONSES,
+    tags=["cells"],
+    summary="Resume a waiting cell",
+)
 async def wait_cell(cell_id: str, request: Request, body: WaitRequest | None = None) -> ORJSONResponse:
     """Resume a parked cell (optionally with client tool results) until its next stop."""
     svc, key = _services_and_key(request)
     body = body or WaitRequest()
     results = [r.model_dump() for r in body.tool_results]
-    return _envelope(await svc.cells.wait(cell_id, key.tenant, timeout_ms=body.timeout_ms, tool_results=results,
-                                          session_id=body.session_id))
+    return _envelope(
+        await svc.cells.wait(
+            cell_id, key.tenant, timeout_ms=body.timeout_ms, tool_results=results, session_id=body.session_id
+        )
+    )
 
 
-@router.post("/v1/cells/{cell_id}/cancel", response_model=CellEnvelope, responses=ERROR_RESPONSES,
-             tags=["cells"], summary="Cancel a cell")
+@router.post(
+    "/v1/cells/{cell_id}/cancel",
+    response_model=CellEnvelope,
+    responses=ERROR_RESPONSES,
+    tags=["cells"],
+    summary="Cancel a cell",
+)
 async def cancel_cell(cell_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Abort a cell; answers its final envelope (``failed``, code ``aborted``)."""
     return _envelope(await svc.cells.cancel(cell_id, key.tenant))
 
 
-@router.get("/v1/cells/{cell_id}", response_model=CellEnvelope, responses=ERROR_RESPONSES, tags=["cells"],
-            summary="Cell status")
+@router.get(
+    "/v1/cells/{cell_id}",
+    response_model=CellEnvelope,
+    responses=ERROR_RESPONSES,
+    tags=["cells"],
+    summary="Cell status",
+)
 async def cell_status(cell_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Status of a cell without resuming it (finished cells: a summary without value or output)."""
     return _envelope(svc.cells.status(cell_id, key.tenant))
 
 
-@router.get("/v1/catalog", responses={**ERROR_RESPONSES, 200: _example({"tools": [{"callableName": "quote_shipping", "toolName": "quote_shipping", "description": "Price a parcel", "source": "plugin", "input": "{ destination: string; origin: string; weight_kg: number }"}], "quick_index": "- quote_shipping { ... } -> ?"})}, tags=["tools"], summary="Tool catalog and quick index")
+@router.get(
+    "/v1/catalog",
+    responses={**ERROR_RESPONSES, 200: _example(CATALOG_EXAMPLE)},
+    tags=["tools"],
+    summary="Tool catalog and quick index",
+)
 async def catalog(svc: ServicesDep, key: CallerDep, session_id: str | None = None) -> ORJSONResponse:
     """Handle metadata of every tool visible to this key, and the quick index for agent prompts."""
     if session_id is not None:
@@ -99,7 +163,12 @@ async def catalog(svc: ServicesDep, key: CallerDep, session_id: str | None = Non
     return ORJSONResponse({"tools": view.handles(), "quick_index": svc.guest.quick_index(view)})
 
 
-@router.get("/v1/api/files", responses={**ERROR_RESPONSES, 200: _example({"files": [{"path": "results.d.ts", "description": "Saved results", "bytes": 2474}, {"path": "tools/echo.d.ts", "description": "echo: Echo x back"}]})}, tags=["tools"], summary="List declaration files")
+@router.get(
+    "/v1/api/files",
+    responses={**ERROR_RESPONSES, 200: _example(API_LIST_EXAMPLE)},
+    tags=["tools"],
+    summary="List declaration files",
+)
 async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None) -> ORJSONResponse:
     """What ``API.list(prefix)`` returns in a guest of this key."""
     table = await svc.guest.api_table_for(svc.view_for(key))
@@ -109,7 +178,12 @@ async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None)
         raise InvalidRequest(str(exc), need_param="prefix") from None
 
 
-@router.get("/v1/api/files/{path:path}", responses={**ERROR_RESPONSES, 200: _example({"path": "tools/echo.d.ts", "description": "echo: Echo x back", "content": "declare function echo(input?: { x?: unknown }): Promise<unknown>;", "bytes": 66})}, tags=["tools"], summary="Read a declaration file")
+@router.get(
+    "/v1/api/files/{path:path}",
+    responses={**ERROR_RESPONSES, 200: _example(API_READ_EXAMPLE)},
+    tags=["tools"],
+    summary="Read a declaration file",
+)
 async def api_file(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """What ``API.read(path)`` returns in a guest of this key."""
     table = await svc.guest.api_table_for(svc.view_for(key))
@@ -121,8 +195,12 @@ async def api_file(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONRespons
         raise InvalidRequest(str(exc), need_param="path") from None
 
 
-@router.delete("/v1/sessions/{session_id}/runs/{run_id}", responses={**ERROR_RESPONSES, 200: _example({"session_id": "s1", "run_id": "turn-7", "expired_results": 2})}, tags=["sessions"],
-               summary="End a run")
+@router.delete(
+    "/v1/sessions/{session_id}/runs/{run_id}",
+    responses={**ERROR_RESPONSES, 200: _example(END_RUN_EXAMPLE)},
+    tags=["sessions"],
+    summary="End a run",
+)
 async def end_run(session_id: str, run_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """End a run: its saved results expire now."""
     check_session_id(session_id)
@@ -131,18 +209,32 @@ async def end_run(session_id: str, run_id: str, svc: ServicesDep, key: CallerDep
     return ORJSONResponse({"session_id": session_id, "run_id": run_id, "expired_results": dropped})
 
 
-@router.get("/v1/sessions/{session_id}/store", responses={**ERROR_RESPONSES, 200: _example({"session_id": "s1", "keys": [{"key": "cursor", "bytes": 12}], "total_bytes": 12})}, tags=["sessions"],
-            summary="Session store keys")
+@router.get(
+    "/v1/sessions/{session_id}/store",
+    responses={**ERROR_RESPONSES, 200: _example(STORE_KEYS_EXAMPLE)},
+    tags=["sessions"],
+    summary="Session store keys",
+)
 async def session_store(session_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Keys of the session's committed store and their byte sizes."""
     check_session_id(session_id)
     sizes = await _store_call(svc, "sizes", key.tenant, session_id)
     sizes.pop(NETWORK_MARK_KEY, None)  # internal provenance mark, not a guest key
-    return ORJSONResponse({"session_id": session_id, "keys": [{"key": k, "bytes": v} for k, v in sorted(sizes.items())],
-                           "total_bytes": sum(sizes.values())})
+    return ORJSONResponse(
+        {
+            "session_id": session_id,
+            "keys": [{"key": k, "bytes": v} for k, v in sorted(sizes.items())],
+            "total_bytes": sum(sizes.values()),
+        }
+    )
 
 
-@router.delete("/v1/sessions/{session_id}", responses={**ERROR_RESPONSES, 200: _example({"session_id": "s1", "deleted": True})}, tags=["sessions"], summary="Delete a session")
+@router.delete(
+    "/v1/sessions/{session_id}",
+    responses={**ERROR_RESPONSES, 200: _example(SESSION_DELETED_EXAMPLE)},
+    tags=["sessions"],
+    summary="Delete a session",
+)
 async def delete_session(session_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Delete the session's committed store (running cells keep their own buffered writes)."""
     check_session_id(session_id)
@@ -162,19 +254,25 @@ async def _store_call(svc: Services, method: str, *args: Any) -> Any:
         raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
 
 
-@router.get("/healthz", tags=["ops"], summary="Liveness", responses={200: _example({"status": "ok"})})
+@router.get("/healthz", tags=["ops"], summary="Liveness", responses={200: _example(HEALTH_EXAMPLE)})
 async def healthz() -> dict[str, str]:
     """The process answers."""
     return {"status": "ok"}
 
 
-@router.get("/readyz", tags=["ops"], summary="Readiness",
-            responses={200: _example({"status": "ok", "checks": {"workers": "ok", "store": "ok"}}), 503: {"model": ErrorBody}})
+@router.get(
+    "/readyz",
+    tags=["ops"],
+    summary="Readiness",
+    responses={200: _example(READY_EXAMPLE), 503: {"model": ErrorBody}},
+)
 async def readyz(svc: ServicesDep) -> ORJSONResponse:
     """The worker pool has workers and the session store answers."""
     checks = await svc.readiness()
     ok = all(v == "ok" for v in checks.values())
-    return ORJSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
+    return ORJSONResponse(
+        {"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503
+    )
 
 
 @router.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=PlainTextResponse)
@@ -188,7 +286,9 @@ def check_session_id(session_id: str) -> str:
     import re
 
     if not re.match(SESSION_PATTERN, session_id):
-        raise InvalidRequest("session_id must be 1-128 characters of [A-Za-z0-9._:-]", need_param="session_id")
+        raise InvalidRequest(
+            "session_id must be 1-128 characters of [A-Za-z0-9._:-]", need_param="session_id"
+        )
     return session_id
 
 
