@@ -18,21 +18,12 @@ from fastapi.testclient import TestClient
 from service.mcp.config import McpServerConfig
 from service.tools.untrusted import BEGIN_MARKER, END_MARKER
 from tests.conftest import make_client, run
-from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer, free_port
+from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
 SECRET = "stdio-secret-value-not-for-guests"
 MCP_FILES = ["mcp/index.d.ts", "mcp/docs.d.ts", "mcp/web.d.ts"]
 BOTH = pytest.mark.parametrize("server", ["docs", "web"])
-
-
-@pytest.fixture(scope="module")
-def web_server() -> Iterator[HttpServer]:
-    """The test server's Streamable HTTP variant on a free loopback port."""
-    server = HttpServer(free_port())
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -12,19 +12,10 @@ from fastapi.testclient import TestClient
 
 from service.mcp.config import McpServerConfig
 from tests.conftest import make_client, run
-from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer, free_port
+from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer
 
 # Small enough to keep the hang tests short, large enough for the Python server to start (~0.6 s) under load.
 SLOW_TIMEOUT_MS = 2500
-
-
-@pytest.fixture(scope="module")
-def web_server() -> Iterator[HttpServer]:
-    """The test server's Streamable HTTP variant on a free loopback port (tests may stop and restart it)."""
-    server = HttpServer(free_port())
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")
