@@ -23,12 +23,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _cpu_seconds(pid: int) -> float:
+def _stat(pid: int) -> list[str]:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+        return []
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK if fields else 0.0  # utime + stime
+
+
+def _reaped_children_cpu(pid: int) -> float:
+    """CPU of children that already exited and were waited for (recycled workers): cutime + cstime."""
+    fields = _stat(pid)
+    return (int(fields[13]) + int(fields[14])) / CLK_TCK if fields else 0.0
 
 
 def _children(pid: int) -> list[int]:
@@ -76,7 +86,8 @@ class Server:
         raise RuntimeError(f"{self.name} server not ready after {timeout_s}s")
 
     def cpu(self) -> tuple[float, float]:
-        return _cpu_seconds(self.proc.pid), sum(_cpu_seconds(c) for c in _children(self.proc.pid))
+        live = sum(_cpu_seconds(c) for c in _children(self.proc.pid))
+        return _cpu_seconds(self.proc.pid), live + _reaped_children_cpu(self.proc.pid)
 
     def close(self) -> None:
         if self.proc.poll() is None:

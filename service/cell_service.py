@@ -164,7 +164,7 @@ class CellService:
                 problem = cell.check_tool_results(tool_results)
                 if problem is not None:
                     raise InvalidRequest(problem, need_param="tool_results")
-                self._parked.discard(cell.id)
+                self._unpark(cell)
                 return await self._guarded(cell, cell.resume(timeout, tool_results))
 
     @staticmethod
@@ -214,11 +214,17 @@ class CellService:
         if cell.id not in self._parked and len(self._parked) >= self.settings.max_parked_cells:
             return False
         self._parked.add(cell.id)
+        self.pool.set_parked(len(self._parked))
         self.counts["waiting"] += 1
         return True
 
+    def _unpark(self, cell: Cell) -> None:
+        if cell.id in self._parked:
+            self._parked.discard(cell.id)
+            self.pool.set_parked(len(self._parked))
+
     def _end(self, cell: Cell) -> None:
-        self._parked.discard(cell.id)
+        self._unpark(cell)
         self._cells.pop(cell.id, None)
         self.counts["completed" if cell.status is CellStatus.COMPLETED else "failed"] += 1
         snapshot = {k: v for k, v in (cell.final or {}).items() if k not in ("value", "output")}

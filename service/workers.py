@@ -1,10 +1,11 @@
 """Supervision of the worker processes that run guests.
 
 A ``Worker`` is one ``python -m guest_runtime.worker`` child speaking frames over its pipes.
-The ``WorkerPool`` keeps ``settings.workers`` of them warm, hands one to each running cell,
-takes it back after a clean cell (reused only for the same tenant), and replaces it at once
-after a limit hit, a crash, an abort or ``worker_max_cells`` cells.  Parked cells keep their
-worker, so the pool grows by one for every parked cell, up to ``worker_cap``.
+The ``WorkerPool`` keeps ``settings.workers`` of them for running cells, hands one to each
+running cell, takes it back after a clean cell (reused only for the same tenant), and replaces it
+at once after a limit hit, a crash, an abort or ``worker_max_cells`` cells.  Parked cells keep
+their worker, so the pool holds ``workers + parked`` processes (never more than ``cap``); when
+every worker is busy, ``acquire`` waits for one to come back instead of starting more.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ class WorkerPool:
         self._fresh: deque[Worker] = deque()
         self._idle: dict[str, deque[Worker]] = {}
         self._busy = 0  # workers handed out (running or parked)
+        self._parked = 0  # of those, held by parked cells
         self._spawning = 0
         self._changed = asyncio.Condition()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -166,7 +168,6 @@ class WorkerPool:
                     worker.tenant = tenant
                     self._top_up()
                     return worker
-                self._top_up()
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise Overloaded(
@@ -176,6 +177,11 @@ class WorkerPool:
                     )
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), remaining)
+
+    def set_parked(self, parked: int) -> None:
+        """Tell the pool how many cells hold a worker while parked (they do not count as running)."""
+        self._parked = parked
+        self._top_up()
 
     def _take(self, tenant: str) -> Worker | None:
         idle = self._idle.get(tenant)
@@ -187,19 +193,22 @@ class WorkerPool:
             w = self._fresh.popleft()
             if not w.dead:
                 return w
-        # Another tenant's idle worker cannot be reused: retire one so a fresh one can start.
-        if self._total() >= self.cap:
+        # Nothing this tenant may use.  Another tenant's idle worker can never serve it: retire
+        # one, and a fresh worker takes its place.
+        if not self._spawning:
             for other, queue in self._idle.items():
                 if other != tenant and queue:
                     self._retire(queue.popleft())
                     break
+        self._top_up()
         return None
 
     def release(self, worker: Worker, *, recycle: bool) -> None:
         """Take a worker back after its cell ended."""
         self._busy -= 1
         worker.cells_run += 1
-        if recycle or worker.dead or worker.cells_run >= self.max_cells or self._closed:
+        surplus = self._total() >= min(self.size + self._parked, self.cap) + 1  # a parked cell resumed
+        if recycle or worker.dead or worker.cells_run >= self.max_cells or self._closed or surplus:
             self._retire(worker)
         else:
             self._idle.setdefault(worker.tenant or "", deque()).append(worker)
@@ -219,13 +228,12 @@ class WorkerPool:
         return len(self._fresh) + sum(len(q) for q in self._idle.values()) + self._busy + self._spawning
 
     def _top_up(self) -> None:
-        """Keep ``size`` workers available for running cells, on top of the parked ones."""
+        """Start workers until the pool holds ``size`` for running cells plus one per parked cell."""
         if self._closed:
             return
-        available = len(self._fresh) + sum(len(q) for q in self._idle.values()) + self._spawning
-        while available < self.size and self._total() < self.cap:
+        target = min(self.size + self._parked, self.cap)
+        while self._total() < target:
             self._spawning += 1
-            available += 1
             self._background(self._spawn_into_fresh(counted=True))
 
     def _background(self, coro: Any) -> None:
