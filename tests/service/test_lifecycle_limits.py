@@ -125,3 +125,16 @@ def test_tenants_take_turns_on_a_one_worker_pool(tmp_path):
             assert time.monotonic() - started < 2.0
         # Idle workers never outnumber what one warm slot per waiting tenant needs.
         assert pool.stats()["idle"] <= 2
+
+
+def test_a_parked_cell_does_not_starve_running_cells(tmp_path):
+    """A parked cell keeps its worker, so the pool starts another one for running cells."""
+    with make_client(tmp_path, workers=1, acquire_timeout_ms=3000) as c:
+        parked = run(c, "await yield_control('later'); return 'resumed'")
+        assert parked["status"] == "waiting"
+        started = time.monotonic()
+        other = run(c, "return 2")
+        assert other["status"] == "completed" and other["value"] == 2
+        assert time.monotonic() - started < 2.0
+        r = c.post(f"/v1/cells/{parked['cell_id']}/wait", json={})
+        assert r.json()["value"] == "resumed"
