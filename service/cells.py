@@ -18,11 +18,10 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bridge import jsoncodec
-from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
 
-from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
+from .dispatch import Dispatcher, HostCall
+from .host_requests import HostRequests
 from .tools.untrusted import wrap_untrusted
 from .workers import Worker, WorkerGone, WorkerPool
 
@@ -75,28 +74,6 @@ class CellSpec:
 
 
 @dataclass
-class Pending:
-    """A guest request that has not been settled yet."""
-
-    request_id: int
-    method: str
-    args: list[Any]
-    task: asyncio.Task[None] | None = None
-    caller: NeedsCaller | None = None  # set when the API caller must answer it
-
-    def public(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": f"req_{self.request_id}", "method": self.method}
-        if self.caller is not None and self.caller.kind == "client_tool":
-            out["tool"] = self.caller.tool
-            out["input"] = self.caller.input
-        elif self.method == "tool" and self.args:
-            out["tool"] = self.args[0]
-        elif self.method == "mcp.call" and len(self.args) >= 2:
-            out["tool"] = f"MCP.{self.args[0]}.{self.args[1]}"
-        return out
-
-
-@dataclass
 class Telemetry:
     guest_cpu_ms: float = 0.0
     call_count: int = 0
@@ -120,19 +97,15 @@ class Cell:
         self.dispatcher = dispatcher
         self.status = CellStatus.RUNNING
         self.output = OutputState(spec.limits.max_output_bytes)
-        self.inbox = InboxAllowance(spec.limits.inbox_bytes)
+        self.requests = HostRequests(dispatcher, spec.limits.inbox_bytes, spec.limits.max_pending_requests,
+                                     lambda request_id, method, args: HostCall(self, request_id, method, args))
         self.telemetry = Telemetry()
         self.scope: dict[str, Any] = {}  # per-cell state of handlers (tool session, store writes, ...)
-        self.bridge_dispatch_started = False
         self.network_content = False
         self.last_active = time.monotonic()
         self.final: dict[str, Any] | None = None
         self.wait_lock = asyncio.Lock()
-        self._pending: dict[int, Pending] = {}
-        self._ready: list[tuple[dict[str, Any], bytes | None]] = []  # settled replies (+ payload), in order
-        self._ready_bytes: dict[int, int] = {}
-        self._delivered_bytes = 0  # charged bytes handed to the worker, released on its next frame
-        self._wake = asyncio.Event()
+        self._delivered_bytes = 0  # inbox bytes handed to the worker, released on its next frame
         self._worker_running = False
         self._aborted: str | None = None
         self._started = False
@@ -174,19 +147,17 @@ class Cell:
         self.status = CellStatus.RUNNING
         self.last_active = time.monotonic()
         for result in tool_results:
-            self._settle_caller(result)
-        for p in list(self._pending.values()):
-            if p.caller is not None and p.caller.kind == "yield":
-                self._settle(p.request_id, True, {"status": "yielded", "reason": p.caller.reason})
+            self.requests.settle_caller(result)
+        self.requests.settle_yields()
         return await self._leg(budget_ms)
 
     def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
         """Return the problem with caller-supplied results (by index), or None when all apply."""
-        for i, result in enumerate(tool_results):
-            p = self._pending.get(_request_number(result.get("id")))
-            if p is None or p.caller is None or p.caller.kind != "client_tool":
-                return f"tool_results[{i}].id {result.get('id')!r} is not a pending client tool call of this cell"
-        return None
+        return self.requests.check_tool_results(tool_results)
+
+    @property
+    def bridge_dispatch_started(self) -> bool:
+        return self.requests.side_effects_started
 
     async def cancel(self, message: str = ABORT_MESSAGE) -> dict[str, Any]:
         """Abort the cell now; a running leg ends with the same ``aborted`` envelope."""
@@ -194,7 +165,7 @@ class Cell:
             self._aborted = message
             if self.worker is not None:
                 self.worker.kill()
-            self._wake.set()
+            self.requests.wake.set()
         # A running leg notices the abort and ends the cell; a parked cell is ended here.
         async with self.wait_lock:
             if not self.done:
@@ -221,8 +192,8 @@ class Cell:
             "telemetry": self._telemetry(0.0),
         }
         if self.status is CellStatus.WAITING:
-            out["reason"] = self._reason()
-            out["pending_tool_calls"] = [p.public() for p in self._pending.values()]
+            out["reason"] = self.requests.reason()
+            out["pending_tool_calls"] = self.requests.public()
         return out
 
     @property
@@ -254,7 +225,7 @@ class Cell:
                     return await self._end_failed(exc.message + "; the cell was lost, start it again",
                                                   "host", "runtime_unavailable", recycle=True)
                 self._worker_running = False
-                self.inbox.release(self._delivered_bytes)
+                self.requests.inbox.release(self._delivered_bytes)
                 self._delivered_bytes = 0
                 if msg["t"] == "done":
                     return await self._on_done(msg)
@@ -263,121 +234,39 @@ class Cell:
             if self._aborted:
                 return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
             remaining = deadline - loop.time()
-            if self._ready and remaining > margin:
+            if self.requests.has_ready and remaining > margin:
                 await self._deliver(int(remaining * 1000))
                 continue
-            if any(p.caller is not None for p in self._pending.values()) or remaining <= margin:
+            if self.requests.needs_caller or remaining <= margin:
                 return await self._park()
-            self._wake.clear()
+            wake = self.requests.wake
+            wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), remaining)
+                await asyncio.wait_for(wake.wait(), remaining)
 
     def _on_idle(self, msg: dict[str, Any]) -> None:
         self.output.extend(msg["output"])
         self.telemetry.guest_cpu_ms = msg.get("cpu_ms", self.telemetry.guest_cpu_ms)
         self.telemetry.heap_bytes = msg.get("heap_bytes", self.telemetry.heap_bytes)
         for request_id in msg["cancels"]:
-            self._drop(request_id)
+            self.requests.drop(request_id)
         for req in msg["requests"]:
-            self._dispatch(req["id"], req["method"], req["args"])
+            self.requests.dispatch(req["id"], req["method"], req["args"])
+        self.telemetry.host_requests = self.requests.count
 
     async def _deliver(self, budget_ms: int) -> None:
         assert self.worker is not None
-        ready, self._ready = self._ready, []
+        ready, charged = self.requests.take_ready()
         replies = [reply for reply, _ in ready]
         payloads = [raw for _, raw in ready if raw is not None]
-        self._delivered_bytes += sum(self._ready_bytes.pop(r["id"], 0) for r in replies)
+        self._delivered_bytes += charged
         try:
             await self.worker.send({"t": "settle", "budget_ms": max(budget_ms, 1), "replies": replies}, payloads)
         except WorkerGone:
             pass  # the next recv reports how the worker died
         self._worker_running = True
 
-    # ---- host work -----------------------------------------------------------------------------
-
-    def _dispatch(self, request_id: int, method: str, args: Any) -> None:
-        pending = Pending(request_id, method, args if isinstance(args, list) else [args])
-        self._pending[request_id] = pending
-        self.telemetry.host_requests += 1
-        route = self.dispatcher.route(method)
-        if route is None:
-            self._settle(request_id, False, {"message": f"unknown host method {method!r}", "code": "invalid_input"})
-            return
-        running = sum(1 for p in self._pending.values() if p.task is not None and not p.task.done())
-        if running >= self.spec.limits.max_pending_requests:
-            self._settle(request_id, False, {
-                "message": f"too many host requests in flight (limit {self.spec.limits.max_pending_requests}); "
-                           "await some before starting more", "code": "invalid_input"})
-            return
-        if route.side_effects:
-            self.bridge_dispatch_started = True
-        pending.task = asyncio.ensure_future(self._run_handler(route.handler, HostCall(self, request_id, method, pending.args)))
-
-    async def _run_handler(self, handler: Any, call: HostCall) -> None:
-        try:
-            value = await handler(call)
-        except NeedsCaller as need:
-            p = self._pending.get(call.request_id)
-            if p is not None:
-                p.caller = need
-                self._wake.set()
-            return
-        except GuestError as exc:
-            self._settle(call.request_id, False, exc.payload())
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a host bug must not take the cell or service down
-            self._settle(call.request_id, False, {
-                "message": f"host request {call.method} failed: {type(exc).__name__}: {exc}", "code": "tool_error"})
-            return
-        self._settle(call.request_id, True, value)
-
-    def _settle(self, request_id: int, ok: bool, value: Any) -> None:
-        """Queue one reply for the guest, charging it to the inbox (or refusing it)."""
-        pending = self._pending.pop(request_id, None)
-        if pending is None or self.done:
-            return  # cancelled timer, or a late completion after the cell ended: discarded
-        try:
-            raw = value.data if isinstance(value, RawJson) else jsoncodec.dumps(value)
-        except TypeError as exc:
-            ok, raw = False, jsoncodec.dumps({"message": f"host reply is not JSON: {exc}", "code": "tool_error"})
-        size = len(raw)  # the inbox counts UTF-8 bytes
-        if self.inbox.admit(size):
-            self._ready_bytes[request_id] = size
-        else:
-            ok = False
-            raw = jsoncodec.dumps({"message": INBOX_EXCEEDED_MESSAGE, "code": "program_data_budget"})
-        reply: dict[str, Any] = {"id": request_id, "ok": ok}
-        if ok:
-            self._ready.append((reply, raw))
-        else:
-            reply["error"] = jsoncodec.loads(raw)
-            self._ready.append((reply, None))
-        self._wake.set()
-
-    def _settle_caller(self, result: dict[str, Any]) -> None:
-        request_id = _request_number(result.get("id"))
-        if result.get("ok"):
-            self._settle(request_id, True, result.get("value"))
-        else:
-            err = result.get("error")
-            message = err if isinstance(err, str) else (err or {}).get("message", "client tool failed") \
-                if isinstance(err, dict) else "client tool failed"
-            self._settle(request_id, False, {"message": str(message), "code": "tool_error"})
-
-    def _drop(self, request_id: int) -> None:
-        pending = self._pending.pop(request_id, None)
-        if pending is not None and pending.task is not None:
-            pending.task.cancel()
-
     # ---- stops -----------------------------------------------------------------------------------
-
-    def _reason(self) -> str:
-        pend = list(self._pending.values())
-        if pend and all(p.caller is not None and p.caller.kind == "yield" for p in pend):
-            return "yield"
-        return "pending_tools"
 
     async def _park(self) -> dict[str, Any]:
         if self.telemetry.heap_bytes > self.spec.limits.max_snapshot_bytes:
@@ -395,8 +284,8 @@ class Cell:
         projection = self.output.project(None)
         envelope = self._envelope("waiting")
         envelope["output"] = projection.output
-        envelope["reason"] = self._reason()
-        envelope["pending_tool_calls"] = [p.public() for p in self._pending.values()]
+        envelope["reason"] = self.requests.reason()
+        envelope["pending_tool_calls"] = self.requests.public()
         self._mark_untrusted(envelope)
         return envelope
 
@@ -417,7 +306,7 @@ class Cell:
         self.telemetry.guest_cpu_ms = msg.get("cpu_ms", self.telemetry.guest_cpu_ms)
         self.telemetry.heap_bytes = msg.get("heap_bytes", self.telemetry.heap_bytes)
         for request_id in msg.get("cancels", []):
-            self._drop(request_id)
+            self.requests.drop(request_id)
         if msg["ok"]:
             return await self._end_completed(msg["value"], recycle=msg.get("recycle", False))
         err = msg["error"]
@@ -469,12 +358,7 @@ class Cell:
     async def _finish(self, *, completed: bool, recycle: bool) -> list[str]:
         """Release everything the cell holds and run the dispatcher's end-of-cell hooks."""
         self.status = CellStatus.COMPLETED if completed else CellStatus.FAILED
-        for p in list(self._pending.values()):
-            if p.task is not None:
-                p.task.cancel()
-        self._pending.clear()
-        self._ready.clear()
-        self.inbox.release_all()
+        self.requests.close()
         if self.worker is not None:
             self.pool.release(self.worker, recycle=recycle or self.worker.dead)
             self.worker = None
@@ -520,9 +404,3 @@ class Cell:
         if self._retain is None or self.spec.headless or self.spec.restart_safe:
             return self.spec.limits.max_output_bytes
         return self.spec.limits.inbox_bytes
-
-
-def _request_number(public_id: Any) -> int:
-    if isinstance(public_id, str) and public_id.startswith("req_") and public_id[4:].isdigit():
-        return int(public_id[4:])
-    return -1

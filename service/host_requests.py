@@ -1,0 +1,205 @@
+"""One cell's outstanding host work: dispatch, settle, the inbox, and requests for the caller.
+
+A guest request becomes a ``Pending`` entry and, unless the API caller must answer it (client
+tools, ``yield_control``), a handler task.  When a handler finishes, its reply is encoded once,
+charged to the cell's inbox allowance (or replaced by the fixed "program-data budget exceeded"
+error) and queued in settlement order until the cell's worker can take it.  Bytes handed to the
+worker are released when the worker reports back, i.e. once the guest consumed them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bridge import jsoncodec
+from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance
+
+from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
+
+#: One reply for the worker: the settle entry, and its JSON payload when it succeeded.
+Reply = tuple[dict[str, Any], bytes | None]
+
+
+@dataclass
+class Pending:
+    """A guest request that has not been settled yet."""
+
+    request_id: int
+    method: str
+    args: list[Any]
+    task: asyncio.Task[None] | None = None
+    caller: NeedsCaller | None = None  # set when the API caller must answer it
+
+    def public(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": f"req_{self.request_id}", "method": self.method}
+        if self.caller is not None and self.caller.kind == "client_tool":
+            out["tool"] = self.caller.tool
+            out["input"] = self.caller.input
+        elif self.method == "tool" and self.args:
+            out["tool"] = self.args[0]
+        elif self.method == "mcp.call" and len(self.args) >= 2:
+            out["tool"] = f"MCP.{self.args[0]}.{self.args[1]}"
+        return out
+
+
+class HostRequests:
+    """The pending requests and settled replies of one cell."""
+
+    def __init__(self, dispatcher: Dispatcher, inbox_bytes: int, max_in_flight: int,
+                 make_call: Callable[[int, str, list[Any]], HostCall]) -> None:
+        self.dispatcher = dispatcher
+        self.inbox = InboxAllowance(inbox_bytes)
+        self.max_in_flight = max_in_flight
+        self.make_call = make_call
+        self.wake = asyncio.Event()  # set whenever a reply is ready or the caller is needed
+        self.side_effects_started = False
+        self.count = 0
+        self._pending: dict[int, Pending] = {}
+        self._ready: list[Reply] = []
+        self._charged: dict[int, int] = {}  # request id -> inbox bytes of its queued reply
+        self._in_flight = 0
+        self._closed = False
+
+    # ---- questions the leg loop asks -------------------------------------------------------------
+
+    @property
+    def has_ready(self) -> bool:
+        return bool(self._ready)
+
+    @property
+    def needs_caller(self) -> bool:
+        return any(p.caller is not None for p in self._pending.values())
+
+    def reason(self) -> str:
+        pend = list(self._pending.values())
+        if pend and all(p.caller is not None and p.caller.kind == "yield" for p in pend):
+            return "yield"
+        return "pending_tools"
+
+    def public(self) -> list[dict[str, Any]]:
+        return [p.public() for p in self._pending.values()]
+
+    def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
+        """Return the problem with caller-supplied results (by index), or None when all apply."""
+        for i, result in enumerate(tool_results):
+            p = self._pending.get(request_number(result.get("id")))
+            if p is None or p.caller is None or p.caller.kind != "client_tool":
+                return f"tool_results[{i}].id {result.get('id')!r} is not a pending client tool call of this cell"
+        return None
+
+    # ---- requests in ---------------------------------------------------------------------------
+
+    def dispatch(self, request_id: int, method: str, args: Any) -> None:
+        pending = Pending(request_id, method, args if isinstance(args, list) else [args])
+        self._pending[request_id] = pending
+        self.count += 1
+        route = self.dispatcher.route(method)
+        if route is None:
+            self.settle(request_id, False, {"message": f"unknown host method {method!r}", "code": "invalid_input"})
+            return
+        if self._in_flight >= self.max_in_flight:
+            self.settle(request_id, False, {
+                "message": f"too many host requests in flight (limit {self.max_in_flight}); "
+                           "await some before starting more", "code": "invalid_input"})
+            return
+        if route.side_effects:
+            self.side_effects_started = True
+        self._in_flight += 1
+        pending.task = asyncio.ensure_future(self._run(route.handler, self.make_call(request_id, method, pending.args)))
+
+    async def _run(self, handler: Any, call: HostCall) -> None:
+        try:
+            value = await handler(call)
+        except NeedsCaller as need:
+            p = self._pending.get(call.request_id)
+            if p is not None:
+                p.caller = need
+                self.wake.set()
+            return
+        except GuestError as exc:
+            self.settle(call.request_id, False, exc.payload())
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a host bug must not take the cell or service down
+            self.settle(call.request_id, False, {
+                "message": f"host request {call.method} failed: {type(exc).__name__}: {exc}", "code": "tool_error"})
+            return
+        finally:
+            self._in_flight -= 1
+        self.settle(call.request_id, True, value)
+
+    def settle_caller(self, result: dict[str, Any]) -> None:
+        """Settle a client tool call with the API caller's ``{id, ok, value?, error?}``."""
+        request_id = request_number(result.get("id"))
+        if result.get("ok"):
+            self.settle(request_id, True, result.get("value"))
+            return
+        err = result.get("error")
+        if isinstance(err, dict):
+            message = err.get("message", "client tool failed")
+        else:
+            message = err if isinstance(err, str) else "client tool failed"
+        self.settle(request_id, False, {"message": str(message), "code": "tool_error"})
+
+    def settle_yields(self) -> None:
+        for p in list(self._pending.values()):
+            if p.caller is not None and p.caller.kind == "yield":
+                self.settle(p.request_id, True, {"status": "yielded", "reason": p.caller.reason})
+
+    def settle(self, request_id: int, ok: bool, value: Any) -> None:
+        """Queue one reply for the guest, charging it to the inbox (or refusing it)."""
+        pending = self._pending.pop(request_id, None)
+        if pending is None or self._closed:
+            return  # cancelled timer, or a late completion after the cell ended: discarded
+        try:
+            raw = value.data if isinstance(value, RawJson) else jsoncodec.dumps(value)
+        except TypeError as exc:
+            ok, raw = False, jsoncodec.dumps({"message": f"host reply is not JSON: {exc}", "code": "tool_error"})
+        size = len(raw)  # the inbox counts UTF-8 bytes
+        if self.inbox.admit(size):
+            self._charged[request_id] = size
+        else:
+            ok = False
+            raw = jsoncodec.dumps({"message": INBOX_EXCEEDED_MESSAGE, "code": "program_data_budget"})
+        reply: dict[str, Any] = {"id": request_id, "ok": ok}
+        if ok:
+            self._ready.append((reply, raw))
+        else:
+            reply["error"] = jsoncodec.loads(raw)
+            self._ready.append((reply, None))
+        self.wake.set()
+
+    def drop(self, request_id: int) -> None:
+        """The guest no longer waits for this request (a cleared timer): cancel its task."""
+        pending = self._pending.pop(request_id, None)
+        if pending is not None and pending.task is not None:
+            pending.task.cancel()
+
+    # ---- replies out ---------------------------------------------------------------------------
+
+    def take_ready(self) -> tuple[list[Reply], int]:
+        """All queued replies in settlement order, and the inbox bytes they hold."""
+        ready, self._ready = self._ready, []
+        return ready, sum(self._charged.pop(reply["id"], 0) for reply, _ in ready)
+
+    def close(self) -> None:
+        """The cell ended: cancel every task and release the whole inbox."""
+        self._closed = True
+        for p in self._pending.values():
+            if p.task is not None:
+                p.task.cancel()
+        self._pending.clear()
+        self._ready.clear()
+        self._charged.clear()
+        self.inbox.release_all()
+
+
+def request_number(public_id: Any) -> int:
+    """``req_<n>`` -> n (or -1)."""
+    if isinstance(public_id, str) and public_id.startswith("req_") and public_id[4:].isdigit():
+        return int(public_id[4:])
+    return -1
