@@ -225,6 +225,11 @@ class CellService:
 
     def _end(self, cell: Cell) -> None:
         self._unpark(cell)
+        if log.isEnabledFor(logging.INFO):
+            final = cell.final or {}
+            log.info("cell %s tenant=%s title=%r status=%s code=%s legs=%d calls=%d", cell.id, cell.spec.tenant,
+                     cell.spec.title, final.get("status"), final.get("code", "-"), cell.telemetry.legs,
+                     cell.telemetry.call_count)
         self._cells.pop(cell.id, None)
         self.counts["completed" if cell.status is CellStatus.COMPLETED else "failed"] += 1
         snapshot = {k: v for k, v in (cell.final or {}).items() if k not in ("value", "output")}

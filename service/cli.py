@@ -63,6 +63,11 @@ def _serve(settings: Any) -> int:
     except ServiceError as exc:
         print(f"codemode: cannot start: {exc.message}", file=sys.stderr)
         return STARTUP_FAILURE
+    import logging
+
+    # Cell outcomes (with the request's title) are logged by "codemode" at the same level as uvicorn.
+    logging.basicConfig(format="%(levelname)s:     %(name)s: %(message)s")
+    logging.getLogger("codemode").setLevel(settings.log_level.upper())
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level)
     return 0
 

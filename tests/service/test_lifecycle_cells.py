@@ -199,3 +199,14 @@ def test_wait_on_unknown_cell_is_404(client):
               client.get("/v1/cells/cell_nope")):
         assert r.status_code == 404
         assert r.json()["error"]["message"] == "cell is unavailable or expired"
+
+
+def test_finished_cells_are_logged_with_their_title(client, caplog):
+    """Each finished cell logs one line with its id, tenant, title and outcome (the title is for logs)."""
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="codemode.cells"):
+        env = run(client, "return 1", title="nightly report")
+    lines = [r.getMessage() for r in caplog.records if r.name == "codemode.cells"]
+    assert any(env["cell_id"] in line and "title='nightly report'" in line and "status=completed" in line
+               for line in lines), lines
