@@ -22,6 +22,9 @@ from bridge.output import OutputCapture, capture_value
 from .driver import GuestEngine, check_engine, map_stack
 from .errors import EngineFault, GuestSyntaxError, GuestTimeout
 
+#: Share of the worker's RLIMIT_CPU after which it asks to be replaced.
+CPU_RECYCLE_FRACTION = 0.8
+
 PENDING_WITHOUT_HOST_WORK = (
     "cell is pending without host work: its promise can never settle because nothing it awaits "
     "is a tool call, timer or yield_control. Resolve your own promises or await host work."
@@ -179,6 +182,8 @@ class CellRun:
             heap = self.engine.heap_bytes()
         except Exception:  # noqa: BLE001 - a dying engine must still let us report the cell
             heap = 0
+        # Retire the worker well before its RLIMIT_CPU could kill it in the middle of a later cell.
+        worn_out = time.process_time() > CPU_RECYCLE_FRACTION * self.msg.get("cpu_limit_s", float("inf"))
         message: dict[str, Any] = {
             "t": "done",
             "ok": ok,
@@ -186,7 +191,7 @@ class CellRun:
             "cancels": cancels,
             "cpu_ms": round((time.process_time() - self.cpu_start) * 1000, 3),
             "heap_bytes": heap,
-            "recycle": recycle,
+            "recycle": recycle or worn_out,
         }
         if ok:
             message["value"] = value
@@ -219,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     channel = Channel(0, fd_out, int(options.get("frame_cap", 264 * 1024 * 1024)))
     _apply_rlimits(options)
+    cpu_limit = float(options.get("rlimit_cpu_seconds", 0)) or float("inf")
     # Guests see UTC dates whatever zone the host runs in.
     os.environ["TZ"] = "UTC"
     time.tzset()
@@ -232,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if msg.get("t") != "run":
             continue  # a late settle for a cell that already ended
+        msg["cpu_limit_s"] = cpu_limit
         recycle = CellRun(engine, channel, msg).run()
         if recycle:
             return 0

@@ -103,7 +103,8 @@ def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
         cap=settings.worker_cap,
         max_cells=settings.worker_max_cells,
         frame_cap=settings.max_snapshot_bytes + settings.max_request_bytes + 16 * 1024 * 1024,
-        options={"rlimit_as_bytes": settings.rlimit_as_bytes, "stack_bytes": 1024 * 1024},
+        options={"rlimit_as_bytes": settings.rlimit_as_bytes, "rlimit_cpu_seconds": settings.worker_cpu_seconds,
+                 "stack_bytes": 1024 * 1024},
         acquire_timeout_s=settings.acquire_timeout_ms / 1000,
     )
     try:

@@ -61,6 +61,8 @@ SCALARS: dict[str, Scalar] = {
     "acquire_timeout_ms": Scalar("workers", int, 5000, 10, 120000, "wait for a free worker before 503"),
     "tenant_max_concurrency": Scalar("workers", int, 32, 1, 100000, "running exec/wait calls per tenant"),
     "worker_rlimit_as_bytes": Scalar("workers", int, 0, 0, 1 << 44, "RLIMIT_AS of workers (0: max memory + 1 GiB)"),
+    "worker_cpu_seconds": Scalar("workers", int, 3600, 1, 1 << 30,
+                                 "RLIMIT_CPU of a worker; it is replaced after using 80% of it"),
 }
 
 ENV_PREFIX = "CODEMODE_"
@@ -117,6 +119,7 @@ class Settings:
     acquire_timeout_ms: int = _default("acquire_timeout_ms")
     tenant_max_concurrency: int = _default("tenant_max_concurrency")
     worker_rlimit_as_bytes: int = _default("worker_rlimit_as_bytes")
+    worker_cpu_seconds: int = _default("worker_cpu_seconds")
     api_keys: tuple[ApiKey, ...] = ()
     tools: ToolSettings = ToolSettings()
     mcp_servers: tuple[Any, ...] = ()  # service.mcp.config.McpServerConfig

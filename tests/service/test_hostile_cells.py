@@ -126,3 +126,22 @@ def test_request_flood_is_refused_in_the_guest_and_service_keeps_serving(client)
     assert made == 1024
     assert refused.startswith("RangeError: too many host requests queued at once (limit 1024)")
     _still_serves(client)
+
+
+def test_worker_near_its_cpu_limit_is_replaced_between_cells(tmp_path):
+    """A worker past 80% of its RLIMIT_CPU finishes its cell, asks to be retired, and a fresh one takes over."""
+    from tests.conftest import make_client
+
+    spin = "const end = Date.now() + 400; let n = 0; while (Date.now() < end) n++; return n > 0"
+    with make_client(tmp_path, workers=1, worker_cpu_seconds=3) as c:
+        pool = c.app.state.services.pool
+        recycled = pool.recycled
+        # Each cell burns at most 0.4 s of CPU, so the worker crosses 2.4 s (80%) between cells,
+        # never the 3 s hard limit inside one.
+        for _ in range(15):
+            env = run(c, spin, timeout_ms=5000)
+            assert env["status"] == "completed", env
+            if pool.recycled > recycled:
+                break
+        assert pool.recycled == recycled + 1
+        assert run(c, "return 'fresh'")["value"] == "fresh"
