@@ -26,6 +26,7 @@ class GuestConfig(TypedDict):
 
     tools: list[dict[str, Any]]  # handle metadata: callableName, toolName, description, source, ...
     mcp: list[dict[str, Any]]  # MCP servers: {identifier, serverName, tools: [tool identifiers]}
+    mcpUnavailable: list[dict[str, Any]]  # configured servers that are down: {identifier, serverName}
     maxRequestBytes: int  # JSON arguments of one guest request; larger calls reject in the guest
     maxQueuedRequests: int  # requests one synchronous burst may queue; more reject in the guest
 

@@ -489,8 +489,26 @@
     return input === undefined && count <= 1 ? 0 : count;
   }
 
-  function installMcp(servers) {
+  // A configured server that is down still has a namespace: every call on it rejects with an
+  // error naming the server, instead of a TypeError about an undefined property.
+  function unavailableServer(name) {
+    function refuse() {
+      return NativePromise.reject(makeError({
+        name: "Error", code: "mcp_unavailable",
+        message: "MCP server '" + name + "' is unavailable: it could not be reached when this cell started; retry in a later cell",
+      }));
+    }
+    refuse.list = refuse;
+    refuse.read = refuse;
+    refuse.get = refuse;
+    return new Proxy(ObjectCreate(null), {
+      get: function (target, key) { return typeof key === "string" ? refuse : undefined; },
+    });
+  }
+
+  function installMcp(servers, down) {
     const root = ObjectCreate(null);
+    for (let i = 0; i < down.length; i++) root[down[i].identifier] = unavailableServer(down[i].serverName);
     defineProperty(root, "$api", { value: function $api() { return request("mcp.api", [null, null, null]); }, enumerable: false });
     for (let i = 0; i < servers.length; i++) {
       const s = servers[i];
@@ -737,7 +755,7 @@
         config = { maxRequestBytes: cfg.maxRequestBytes, maxQueuedRequests: cfg.maxQueuedRequests || 1024 };
         installGlobals();
         installTools(cfg.tools || []);
-        installMcp(cfg.mcp || []);
+        installMcp(cfg.mcp || [], cfg.mcpUnavailable || []);
         installData();
         return true;
       }

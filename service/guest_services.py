@@ -89,7 +89,10 @@ class GuestServices:
 
     async def prepare(self, cell: Cell) -> None:
         view = self.view_for(cell.spec.tool_policy, cell.spec.client_tools)
-        servers = await self.mcp.servers() if self.mcp is not None else []
+        # A server that is slow to connect may take at most the cell's own time budget.
+        deadline_s = cell.spec.limits.timeout_ms / 1000
+        servers = await self.mcp.servers(deadline_s=deadline_s) if self.mcp is not None else []
+        down = self.mcp.unavailable() if self.mcp is not None else []
         state = CellTools(view=view, session=view.new_call_session(max_calls=self.settings.max_calls_per_cell),
                           mcp_servers=servers)
         cell.scope["guest"] = state
@@ -97,6 +100,7 @@ class GuestServices:
             "tools": view.handles(),
             "mcp": [{"identifier": s.identifier, "serverName": s.name,
                      "tools": [t.identifier for t in s.tools]} for s in servers],
+            "mcpUnavailable": [{"identifier": ident, "serverName": name} for ident, name in down],
             "maxRequestBytes": cell.spec.limits.max_request_bytes,
             "maxQueuedRequests": MAX_QUEUED_REQUESTS,
         }
@@ -112,7 +116,10 @@ class GuestServices:
         return ApiFileTable(tools, mcp)
 
     async def api_table_for(self, view: CatalogView) -> ApiFileTable:
-        servers = await self.mcp.servers() if self.mcp is not None else []
+        # A server that is slow to connect may take at most the cell's own time budget.
+        deadline_s = cell.spec.limits.timeout_ms / 1000
+        servers = await self.mcp.servers(deadline_s=deadline_s) if self.mcp is not None else []
+        down = self.mcp.unavailable() if self.mcp is not None else []
         return self.api_table(view, servers)
 
     def quick_index(self, view: CatalogView) -> str:

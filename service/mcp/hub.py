@@ -115,6 +115,11 @@ class McpHub:
         )
         return [slot.view for slot in self._slots.values() if slot.view is not None and self._alive(slot)]
 
+    def unavailable(self) -> list[tuple[str, str]]:
+        """``(identifier, name)`` of configured servers that are not connected right now."""
+        return [(slot.identifier, slot.config.name) for slot in self._slots.values()
+                if slot.view is None or not self._alive(slot)]
+
     def api_root(self) -> dict[str, Any]:
         """``MCP.$api()``: the root header and the known servers."""
         views = self._views()

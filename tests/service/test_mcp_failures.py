@@ -154,3 +154,21 @@ def test_http_server_stopping_mid_call_rejects_and_service_keeps_serving(fail_cl
             break
         time.sleep(0.25)
     assert back == 4, f"the HTTP server was not reachable again after restarting: {back}"
+
+
+def test_a_server_down_at_cell_start_rejects_calls_naming_it(tmp_path):
+    """A configured server that cannot be reached still has a namespace whose calls reject catchably, naming it."""
+    dead = McpServerConfig(name="ghost", url="http://127.0.0.1:9/mcp", timeout_ms=1000)
+    with make_client(tmp_path, mcp_servers=(dead,)) as c:
+        env = run(c, """
+        const out = [];
+        for (const f of [() => MCP.ghost.search({q: 1}), () => MCP.ghost.resources.list(), () => MCP.ghost.$api()]) {
+          try { await f(); out.push("resolved"); } catch (e) { out.push([e.code, e.message]); }
+        }
+        return out;
+        """, timeout_ms=3000)
+        assert env["status"] == "completed", env
+        for code, message in env["value"]:
+            assert code == "mcp_unavailable"
+            assert "MCP server 'ghost' is unavailable" in message
+        assert run(c, "return 1")["value"] == 1  # the service keeps serving
