@@ -116,10 +116,9 @@ class GuestServices:
         return ApiFileTable(tools, mcp)
 
     async def api_table_for(self, view: CatalogView) -> ApiFileTable:
-        # A server that is slow to connect may take at most the cell's own time budget.
-        deadline_s = cell.spec.limits.timeout_ms / 1000
+        """The declaration files an HTTP caller sees (connecting lazy servers within the default timeout)."""
+        deadline_s = self.settings.timeout_ms / 1000
         servers = await self.mcp.servers(deadline_s=deadline_s) if self.mcp is not None else []
-        down = self.mcp.unavailable() if self.mcp is not None else []
         return self.api_table(view, servers)
 
     def quick_index(self, view: CatalogView) -> str:
