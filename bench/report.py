@@ -50,7 +50,7 @@ def render(r: dict[str, Any]) -> str:
     big = ip["big_reply"]
     mib = big["reply_bytes"] / (1024 * 1024)
     add(f"3. {mib:.1f} MiB tool reply into the guest", f"{big['tool_reply_ms']:.0f} ms (guest clock)")
-    add(f"   guest JSON.parse of the same text", f"{big['guest_parse_ms']:.0f} ms")
+    add("   guest JSON.parse of the same text", f"{big['guest_parse_ms']:.0f} ms")
     add("   small tool reply (baseline)", f"{big['small_reply_ms']:.0f} ms")
     add("   tool reply / guest JSON.parse", f"{big['ratio']:.2f}x", f"<= {TARGET_BIG_RATIO}x",
         _verdict(big["ratio"] <= TARGET_BIG_RATIO))
