@@ -40,3 +40,23 @@ def run(client: TestClient, code: str, **fields: Any) -> dict[str, Any]:
     r = client.post("/v1/exec", json={"code": code, **fields})
     assert r.status_code == 200, r.text
     return r.json()
+
+
+def run_ok(client: TestClient, code: str, **fields: Any) -> dict[str, Any]:
+    """``run`` for a cell that must complete; returns the envelope."""
+    env = run(client, code, **fields)
+    assert env["status"] == "completed", env.get("error", env)
+    return env
+
+
+def value_of(env: dict[str, Any]) -> Any:
+    """The value of an envelope that must be ``completed``."""
+    assert env["status"] == "completed", env.get("error", env)
+    return env["value"]
+
+
+def wait(client: TestClient, cell_id: str, **body: Any) -> dict[str, Any]:
+    """POST /v1/cells/{cell_id}/wait and return the envelope (asserting HTTP 200)."""
+    r = client.post(f"/v1/cells/{cell_id}/wait", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from service.mcp.config import McpServerConfig
 from service.tools.untrusted import BEGIN_MARKER, END_MARKER
-from tests.conftest import make_client, run
+from tests.conftest import make_client, run_ok as ok
 from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
@@ -37,13 +37,6 @@ def mcp_client(tmp_path_factory: pytest.TempPathFactory, web_server: HttpServer)
     )
     with make_client(tmp_path_factory.mktemp("mcp"), mcp_servers=servers) as c:
         yield c
-
-
-def ok(client: TestClient, code: str, **fields: Any) -> dict[str, Any]:
-    """Run a cell that must complete; return its envelope."""
-    env = run(client, code, **fields)
-    assert env["status"] == "completed", env
-    return env
 
 
 def value(client: TestClient, code: str, **fields: Any) -> Any:

@@ -12,6 +12,8 @@ from fastapi.testclient import TestClient
 
 from service.mcp.config import McpServerConfig
 from tests.conftest import make_client, run
+from tests.conftest import run_ok as ok
+from tests.conftest import wait as post_wait
 from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer
 
 # Small enough to keep the hang tests short, large enough for the Python server to start (~0.6 s) under load.
@@ -31,18 +33,9 @@ def fail_client(tmp_path_factory: pytest.TempPathFactory, web_server: HttpServer
         yield c
 
 
-def ok(client: TestClient, code: str, **fields: Any) -> dict[str, Any]:
-    """Run a cell that must complete; return its envelope."""
-    env = run(client, code, **fields)
-    assert env["status"] == "completed", env
-    return env
-
-
 def wait(client: TestClient, cell_id: str, timeout_ms: int = 15000) -> dict[str, Any]:
-    """POST /v1/cells/{id}/wait and return the envelope."""
-    r = client.post(f"/v1/cells/{cell_id}/wait", json={"timeout_ms": timeout_ms})
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
+    """POST /v1/cells/{id}/wait with a long default timeout and return the envelope."""
+    return post_wait(client, cell_id, timeout_ms=timeout_ms)
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.conftest import run
+from tests.conftest import run, wait
 
 GUIDANCE = "Output truncated; rerun with narrower args."
 
@@ -23,12 +23,6 @@ def size(value: Any) -> int:
 def list_cost(output: list[Any]) -> int:
     """What a delivered output list costs against the budget (an empty list costs nothing)."""
     return size(output) if output else 0
-
-
-def wait(client, cell_id: str, **body: Any) -> dict[str, Any]:
-    r = client.post(f"/v1/cells/{cell_id}/wait", json=body)
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def assert_marker_of(marker: Any, original: str) -> None:

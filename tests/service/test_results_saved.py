@@ -8,7 +8,7 @@ import time
 import uuid
 from typing import Any
 
-from tests.conftest import make_client, run
+from tests.conftest import make_client, run, value_of as ok
 
 MiB = 1024 * 1024
 UNAVAILABLE = "unavailable or expired"
@@ -34,11 +34,6 @@ def scope() -> dict[str, str]:
     """A fresh (session, run) so tests sharing the module's service never see each other's results."""
     tag = uuid.uuid4().hex[:12]
     return {"session_id": f"sess-{tag}", "run_id": f"run-{tag}"}
-
-
-def ok(env: dict[str, Any]) -> Any:
-    assert env["status"] == "completed", env.get("error", env)
-    return env["value"]
 
 
 def test_save_load_delete_and_small_descriptor(client):

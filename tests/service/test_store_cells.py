@@ -5,13 +5,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from service.stores import sqlite_url
-from tests.conftest import make_client, run
+from tests.conftest import make_client, run, value_of as ok, wait
 from tests.stores.conftest import redis_url  # noqa: F401 - session fixture: a real redis-server
 from tests.stores.conftest import start_redis_server, stop_redis_server
 
@@ -29,17 +28,6 @@ def store_client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
 def session() -> str:
     return "s-" + uuid.uuid4().hex[:16]
-
-
-def ok(env: dict[str, Any]) -> Any:
-    assert env["status"] == "completed", env.get("error", env)
-    return env["value"]
-
-
-def wait(client: TestClient, cell_id: str, **body: Any) -> dict[str, Any]:
-    r = client.post(f"/v1/cells/{cell_id}/wait", json=body)
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def committed(client: TestClient, sid: str) -> dict[str, int]:

@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.settings import ApiKey
-from tests.conftest import make_client
+from tests.conftest import make_client, value_of as value
 from tests.stores.conftest import free_port
 
 KEYS = (ApiKey("key-alpha", "alpha"), ApiKey("key-beta", "beta"))
@@ -37,11 +37,6 @@ def exec_as(client: TestClient, headers: dict[str, str], code: str, **fields: An
     r = client.post("/v1/exec", json={"code": code, **fields}, headers=headers)
     assert r.status_code == 200, r.text
     return r.json()
-
-
-def value(env: dict[str, Any]) -> Any:
-    assert env["status"] == "completed", env.get("error", env)
-    return env["value"]
 
 
 def tag() -> str:
