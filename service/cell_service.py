@@ -19,7 +19,7 @@ from typing import Any
 
 from bridge.output import RetainResult
 
-from .cells import ABORT_MESSAGE, Cell, CellLimits, CellSpec, CellStatus
+from .cells import ABORT_MESSAGE, Cell, CellLimits, CellSpec, CellStatus, Telemetry
 from .dispatch import Dispatcher
 from .errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
 from .settings import Settings
@@ -257,6 +257,5 @@ def _input_failure(message: str) -> dict[str, Any]:
         "failure_phase": "input",
         "bridge_dispatch_started": False,
         "replay_safe": True,
-        "telemetry": {"wall_ms": 0.0, "guest_cpu_ms": 0.0, "call_count": 0, "search_count": 0,
-                      "describe_count": 0, "host_requests": 0, "legs": 0, "heap_bytes": 0},
+        "telemetry": Telemetry().public(0.0),
     }

@@ -83,6 +83,19 @@ class Telemetry:
     legs: int = 0
     heap_bytes: int = 0
 
+    def public(self, wall_ms: float) -> dict[str, Any]:
+        """The envelope's ``telemetry`` object; ``wall_ms`` is the current exec/wait call's."""
+        return {
+            "wall_ms": round(wall_ms, 3),
+            "guest_cpu_ms": self.guest_cpu_ms,
+            "call_count": self.call_count,
+            "search_count": self.search_count,
+            "describe_count": self.describe_count,
+            "host_requests": self.host_requests,
+            "legs": self.legs,
+            "heap_bytes": self.heap_bytes,
+        }
+
 
 class Cell:
     """A running or parked cell and its worker."""
@@ -133,7 +146,9 @@ class Cell:
                 "budget_ms": budget_ms,
                 "memory_limit_bytes": limits.memory_limit_bytes,
                 "max_output_bytes": limits.max_output_bytes,
-                "value_capture_bytes": max(limits.max_output_bytes, self._value_capture_bytes()),
+                # Retention needs the whole value; otherwise a bounded prefix is all the host can show.
+                "value_capture_bytes": max(limits.max_output_bytes, limits.inbox_bytes)
+                if self._retains else limits.max_output_bytes,
                 "config": self.scope.get("guest_config", {"tools": [], "mcp": [],
                                                           "maxRequestBytes": limits.max_request_bytes}),
             })
@@ -315,7 +330,7 @@ class Cell:
     async def _end_completed(self, value_source: dict[str, Any], *, recycle: bool) -> dict[str, Any]:
         warnings = await self._finish(completed=True, recycle=recycle)
         retain = None
-        if self._retain is not None and not self.spec.headless and not self.spec.restart_safe:
+        if self._retains:
             retain = lambda text: self._retain(self, text)  # noqa: E731
         try:
             projection = self.output.project(FinalValue(value_source), retain)
@@ -387,20 +402,9 @@ class Cell:
         }
 
     def _telemetry(self, wall_ms: float) -> dict[str, Any]:
-        t = self.telemetry
-        return {
-            "wall_ms": round(wall_ms, 3),
-            "guest_cpu_ms": t.guest_cpu_ms,
-            "call_count": t.call_count,
-            "search_count": t.search_count,
-            "describe_count": t.describe_count,
-            "host_requests": t.host_requests,
-            "legs": t.legs,
-            "heap_bytes": t.heap_bytes,
-        }
+        return self.telemetry.public(wall_ms)
 
-    def _value_capture_bytes(self) -> int:
-        # Retention needs the whole value; otherwise a bounded prefix is all the host can show.
-        if self._retain is None or self.spec.headless or self.spec.restart_safe:
-            return self.spec.limits.max_output_bytes
-        return self.spec.limits.inbox_bytes
+    @property
+    def _retains(self) -> bool:
+        """Whether an oversized final object/array is saved as a reference (interactive cells)."""
+        return self._retain is not None and not self.spec.headless and not self.spec.restart_safe

@@ -127,16 +127,19 @@ class GuestServices:
 
     def retain(self, cell: Cell, json_text: str) -> RetainResult:
         """Keep an oversized final value as a saved result, or say why not."""
-        scope = self._scope(cell)
         try:
-            ref = self.results.save(scope, json_text, cell.spec.limits.inbox_bytes,
-                                    self.settings.results_ttl_seconds, network=cell.network_content)
+            ref = self._save(cell, json_text)
         except ResultsError as exc:
             reason = "result-store capacity" if exc.code == "results_capacity" else "result data allowance"
             return NotRetained(f"{reason}: {exc}")
         return describe_reference(ref, json_text)
 
     # ---- helpers ---------------------------------------------------------------------------------
+
+    def _save(self, cell: Cell, json_text: str) -> str:
+        """Keep JSON for the cell's run (inbox-sized allowance, TTL, network provenance)."""
+        return self.results.save(self._scope(cell), json_text, cell.spec.limits.inbox_bytes,
+                                 self.settings.results_ttl_seconds, network=cell.network_content)
 
     @staticmethod
     def _state(call: HostCall) -> CellTools:
@@ -270,8 +273,7 @@ class GuestServices:
         self._results_allowed(call)
         text = jsoncodec.dumps_text(call.args[0] if call.args else None)
         try:
-            ref = self.results.save(self._scope(call.cell), text, call.cell.spec.limits.inbox_bytes,
-                                    self.settings.results_ttl_seconds, network=call.cell.network_content)
+            ref = self._save(call.cell, text)
         except ResultsError as exc:
             raise GuestError(str(exc), exc.code, name="RangeError") from None
         return describe_reference(ref, text)
