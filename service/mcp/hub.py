@@ -160,9 +160,9 @@ class McpHub:
                     closed += 1
         return closed
 
-    def tenant_connections(self, server_identifier: str) -> int:
-        """How many per-tenant connection slots a server holds (for tests and metrics)."""
-        return len(self._server(server_identifier).tenants)
+    def tenant_connections(self, server_identifier: str) -> list[str]:
+        """The tenants holding a connection slot of a ``per_tenant`` server, least recently used first."""
+        return list(self._server(server_identifier).tenants)
 
     # ---- discovery -------------------------------------------------------------------------------
 
