@@ -171,7 +171,7 @@ async def catalog(svc: ServicesDep, key: CallerDep, session_id: str | None = Non
 )
 async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None) -> ORJSONResponse:
     """What ``API.list(prefix)`` returns in a guest of this key."""
-    table = await svc.guest.api_table_for(svc.view_for(key))
+    table = await svc.api_table_for(key)
     try:
         return ORJSONResponse(table.list(prefix))
     except ApiFileError as exc:
@@ -186,7 +186,7 @@ async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None)
 )
 async def api_file(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """What ``API.read(path)`` returns in a guest of this key."""
-    table = await svc.guest.api_table_for(svc.view_for(key))
+    table = await svc.api_table_for(key)
     try:
         return ORJSONResponse(table.read(path))
     except ApiFileError as exc:

@@ -30,7 +30,7 @@ from .stores.errors import StoreError, StoreLimitError, StoreTypeError
 from .tools.catalog import CatalogView, ToolCatalog
 from .tools.errors import ClientToolCall, ToolCallError, ToolError
 from .tools.plugin import ToolContext
-from .tools.policy import ToolPolicy
+from .tools.policy import McpVisibility, ToolPolicy
 
 DEFAULT_RUN = "default"
 #: Host requests one synchronous burst of guest code may queue; more are refused in the guest.
@@ -47,6 +47,7 @@ class CellTools:
     view: CatalogView
     session: Any  # service.tools.session.CallSession
     mcp_servers: list[Any]
+    mcp: Any = None  # service.mcp.scope.McpScope: the tenant's connections under its tool policy
     api: ApiFileTable | None = None
     writes: CellStoreWrites | None = None
     session_network: bool = False  # the committed session data includes network-derived writes
@@ -56,9 +57,10 @@ class GuestServices:
     """Owns the catalog, the results store and the session store on behalf of cells."""
 
     def __init__(self, settings: Settings, catalog: ToolCatalog, results: ResultsStore,
-                 store: SessionStore | None, mcp: Any = None) -> None:
+                 store: SessionStore | None, mcp: Any = None, tool_policy: ToolPolicy | None = None) -> None:
         self.settings = settings
         self.catalog = catalog
+        self.tool_policy = tool_policy  # the base `[tools]` policy; MCP entries apply to the hub's servers
         self.results = results
         self.store = store
         self.mcp = mcp
@@ -87,14 +89,23 @@ class GuestServices:
 
             raise InvalidRequest(str(exc), need_param="client_tools") from None
 
+    def mcp_scope(self, tenant: str, policy: ToolPolicy | None) -> Any:
+        """The MCP hub as this tenant under the base and its key's policy sees it (None without MCP)."""
+        if self.mcp is None:
+            return None
+        from .mcp.scope import McpScope
+
+        return McpScope(self.mcp, tenant, McpVisibility.of(self.tool_policy, policy))
+
     async def prepare(self, cell: Cell) -> None:
         view = self.view_for(cell.spec.tool_policy, cell.spec.client_tools)
+        mcp = self.mcp_scope(cell.spec.tenant, cell.spec.tool_policy)
         # A server that is slow to connect may take at most the cell's own time budget.
         deadline_s = cell.spec.limits.timeout_ms / 1000
-        servers = await self.mcp.servers(deadline_s=deadline_s) if self.mcp is not None else []
-        down = self.mcp.unavailable() if self.mcp is not None else []
+        servers = await mcp.servers(deadline_s=deadline_s) if mcp is not None else []
+        down = mcp.unavailable() if mcp is not None else []
         state = CellTools(view=view, session=view.new_call_session(max_calls=self.settings.max_calls_per_cell),
-                          mcp_servers=servers)
+                          mcp_servers=servers, mcp=mcp)
         cell.scope["guest"] = state
         cell.scope["guest_config"] = {
             "tools": view.handles(),
@@ -115,10 +126,10 @@ class GuestServices:
                              s.has_resources, s.has_prompts) for s in servers]
         return ApiFileTable(tools, mcp)
 
-    async def api_table_for(self, view: CatalogView) -> ApiFileTable:
+    async def api_table_for(self, view: CatalogView, tenant: str, policy: ToolPolicy | None) -> ApiFileTable:
         """The declaration files an HTTP caller sees (connecting lazy servers within the default timeout)."""
-        deadline_s = self.settings.timeout_ms / 1000
-        servers = await self.mcp.servers(deadline_s=deadline_s) if self.mcp is not None else []
+        mcp = self.mcp_scope(tenant, policy)
+        servers = await mcp.servers(deadline_s=self.settings.timeout_ms / 1000) if mcp is not None else []
         return self.api_table(view, servers)
 
     def quick_index(self, view: CatalogView) -> str:
@@ -215,28 +226,21 @@ class GuestServices:
     async def _describe(self, call: HostCall) -> Any:
         state = self._state(call)
         name = call.args[0] if call.args else None
-        if isinstance(name, str) and name.startswith("MCP.") and self.mcp is not None:
+        if isinstance(name, str) and name.startswith("MCP.") and state.mcp is not None:
             state.session.record_describe()
             self._sync_counters(call, state.session)
             call.cell.network_content = True  # remote MCP metadata is network-derived
             _, server, tool = (name.split(".", 2) + ["", ""])[:3]
-            return await self._mcp_api(server, tool or None, {"schema": True})
+            try:
+                return state.mcp.api_server(server, tool or None, schema=True)
+            except McpError as exc:
+                raise GuestError(str(exc), exc.code) from None
         try:
             return state.session.describe(name)
         except ToolCallError as exc:
             raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
         finally:
             self._sync_counters(call, state.session)
-
-    async def _mcp_api(self, server: str | None, tool: str | None, options: Any) -> Any:
-        if self.mcp is None:
-            raise GuestError("MCP is not configured on this server", "invalid_input")
-        schema = bool(options.get("schema")) if isinstance(options, dict) else False
-        try:
-            result = self.mcp.api_server(server, tool, schema)
-            return await result if hasattr(result, "__await__") else result
-        except McpError as exc:
-            raise GuestError(str(exc), exc.code) from None
 
     # ---- API files -------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .api_files.table import ApiFileTable
 from .auth import KeyRing
 from .cell_service import CellService
 from .dispatch import Dispatcher, base_dispatcher
@@ -26,7 +27,7 @@ from .tools.catalog import CatalogLimits, CatalogView, ToolCatalog
 from .tools.errors import ToolError
 from .tools.loader import load_plugins
 from .tools.plugin import ToolSpec
-from .tools.policy import ToolPolicy
+from .tools.policy import ToolPolicy, mcp_entry_server
 from .workers import WorkerPool
 
 log = logging.getLogger("codemode")
@@ -90,6 +91,11 @@ class Services:
     def view_for(self, key: ApiKey) -> CatalogView:
         return self.guest.view_for(self.tool_policy_for(key))
 
+    async def api_table_for(self, key: ApiKey) -> ApiFileTable:
+        """The declaration files this key's cells see (native tools and MCP under its policy)."""
+        policy = self.tool_policy_for(key)
+        return await self.guest.api_table_for(self.guest.view_for(policy), key.tenant, policy)
+
 
 def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
                    dispatcher: Dispatcher | None = None, store: SessionStore | None | bool = True) -> Services:
@@ -133,15 +139,37 @@ def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
         from .mcp.hub import McpHub
 
         mcp = McpHub(settings.mcp_servers)
+    _check_mcp_entries(settings, mcp.identifiers() if mcp is not None else [], policy)
     results = ResultsStore()
-    guest = GuestServices(settings, catalog, results, session_store, mcp)
+    guest = GuestServices(settings, catalog, results, session_store, mcp, tool_policy=policy)
     dispatcher = dispatcher or base_dispatcher()
     guest.install(dispatcher)
     if mcp is not None:
         from .mcp_bridge import install_mcp
 
-        install_mcp(dispatcher, guest, mcp)
+        install_mcp(dispatcher)
     cells = CellService(settings, pool, dispatcher, prepare=guest.prepare, retain=guest.retain)
     cells.sweepers.append(results.expire)
+    if mcp is not None:
+        cells.sweepers.append(mcp.close_idle)
     return Services(settings=settings, pool=pool, cells=cells, dispatcher=dispatcher, keys=KeyRing(settings),
                     guest=guest, store=session_store, results=results, mcp=mcp)
+
+
+def _check_mcp_entries(settings: Settings, servers: list[tuple[str, str]], base: ToolPolicy) -> None:
+    """Refuse `mcp:<server>` policy entries naming no configured server (a typo would hide it silently)."""
+    known = {"*", *(ident for ident, _ in servers), *(name for _, name in servers)}
+    policies = [("tools", base)]
+    for index, key in enumerate(settings.api_keys):
+        try:
+            policies.append((f"api_keys[{index}].tools", ToolPolicy.from_config(key.tools)))
+        except ToolError:
+            continue  # reported when the key is used, as before
+    for where, policy in policies:
+        for entry in policy.mcp_entries():
+            if mcp_entry_server(entry) not in known:
+                raise ConfigError(
+                    f"{where}: {entry!r} names no configured MCP server; configured: "
+                    f"{', '.join(sorted(name for _, name in servers)) or '(none)'}",
+                    need_param="tools",
+                )

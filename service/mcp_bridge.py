@@ -1,4 +1,4 @@
-"""Guest requests for ``MCP.*`` routed to the MCP hub.
+"""Guest requests for ``MCP.*`` routed to the cell's MCP scope (its tenant's view of the hub).
 
 Every MCP result is network-derived: it marks the cell so its model-facing text is wrapped as
 untrusted.  Hub errors (server down, timeout, bad input) reject the guest's promise with a
@@ -15,8 +15,11 @@ from .mcp.errors import McpError
 ONE_OBJECT = "MCP namespace tools accept one object argument."
 
 
-def install_mcp(dispatcher: Dispatcher, guest: Any, hub: Any) -> None:
+def install_mcp(dispatcher: Dispatcher) -> None:
     """Register the ``mcp.*`` methods on ``dispatcher``."""
+
+    def scope(call: HostCall) -> Any:
+        return call.cell.scope["guest"].mcp  # service.mcp.scope.McpScope, made by GuestServices.prepare
 
     def deadline(call: HostCall) -> float:
         return max(call.cell.spec.limits.timeout_ms / 1000, 1.0) * 6  # parked calls may outlive a leg
@@ -38,33 +41,33 @@ def install_mcp(dispatcher: Dispatcher, guest: Any, hub: Any) -> None:
             raise GuestError(ONE_OBJECT, "invalid_input", name="TypeError")
         call.cell.scope["mcp_calls"] = call.cell.scope.get("mcp_calls", 0) + 1
         call.cell.telemetry.call_count += 1
-        return await guarded(call, hub.call_tool(server, tool, value, deadline_s=deadline(call)))
+        return await guarded(call, scope(call).call_tool(server, tool, value, deadline_s=deadline(call)))
 
     async def api(call: HostCall) -> Any:
         server, tool, options = (list(call.args) + [None, None, None])[:3]
         if server is None:
-            return await guarded(call, _maybe_await(hub.api_root()))
+            return await guarded(call, _now(scope(call).api_root))
         schema = bool(options.get("schema")) if isinstance(options, dict) else False
-        return await guarded(call, _maybe_await(hub.api_server(server, tool, schema)))
+        return await guarded(call, _now(scope(call).api_server, server, tool, schema))
 
     async def resources_list(call: HostCall) -> Any:
-        return await guarded(call, hub.list_resources(call.args[0], deadline_s=deadline(call)))
+        return await guarded(call, scope(call).list_resources(call.args[0], deadline_s=deadline(call)))
 
     async def resources_read(call: HostCall) -> Any:
         uri = call.args[1] if len(call.args) > 1 else None
         if not isinstance(uri, str):
             raise GuestError("resources.read(uri) needs a string uri", "invalid_input", name="TypeError")
-        return await guarded(call, hub.read_resource(call.args[0], uri, deadline_s=deadline(call)))
+        return await guarded(call, scope(call).read_resource(call.args[0], uri, deadline_s=deadline(call)))
 
     async def prompts_list(call: HostCall) -> Any:
-        return await guarded(call, hub.list_prompts(call.args[0], deadline_s=deadline(call)))
+        return await guarded(call, scope(call).list_prompts(call.args[0], deadline_s=deadline(call)))
 
     async def prompts_get(call: HostCall) -> Any:
         name = call.args[1] if len(call.args) > 1 else None
         args = call.args[2] if len(call.args) > 2 else {}
         if not isinstance(name, str):
             raise GuestError("prompts.get(name, args?) needs a string name", "invalid_input", name="TypeError")
-        return await guarded(call, hub.get_prompt(call.args[0], name, args or {}, deadline_s=deadline(call)))
+        return await guarded(call, scope(call).get_prompt(call.args[0], name, args or {}, deadline_s=deadline(call)))
 
     dispatcher.register("mcp.call", call_tool)
     dispatcher.register("mcp.api", api, side_effects=False)
@@ -74,7 +77,6 @@ def install_mcp(dispatcher: Dispatcher, guest: Any, hub: Any) -> None:
     dispatcher.register("mcp.prompts.get", prompts_get, side_effects=False)
 
 
-async def _maybe_await(value: Any) -> Any:
-    if hasattr(value, "__await__"):
-        return await value
-    return value
+async def _now(fn: Any, *args: Any) -> Any:
+    """Run a synchronous scope method inside ``guarded`` so its ``McpError`` becomes a guest error."""
+    return fn(*args)

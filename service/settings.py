@@ -260,7 +260,8 @@ def _mcp_servers(table: Any) -> tuple[Any, ...]:
         where = f"mcp.servers.{name}"
         if not isinstance(entry, dict):
             raise ConfigError(f"config {where} must be a table", need_param=where)
-        allowed = {"command", "args", "env", "cwd", "url", "headers", "timeout_ms", "startup"}
+        allowed = {"command", "args", "env", "cwd", "url", "headers", "timeout_ms", "startup", "per_tenant",
+                   "max_tenant_connections", "tenant_idle_seconds"}
         extra = set(entry) - allowed
         if extra:
             raise ConfigError(f"unknown config key {where}.{sorted(extra)[0]}", need_param=where)
@@ -275,6 +276,8 @@ def _mcp_servers(table: Any) -> tuple[Any, ...]:
                 headers=dict(entry.get("headers", {})),
                 timeout_ms=int(entry.get("timeout_ms", 30000)),
                 startup=entry.get("startup", "lazy"),
+                **{k: entry[k] for k in ("per_tenant", "max_tenant_connections", "tenant_idle_seconds")
+                   if k in entry},
             )
             cfg.validate()
         except ConfigError:

@@ -1,4 +1,9 @@
-"""Immutable configuration of one MCP server (``[mcp.servers.<name>]``)."""
+"""Immutable configuration of one MCP server (``[mcp.servers.<name>]``).
+
+``per_tenant = true`` gives every tenant its own connection (a stdio process or an HTTP session), at
+most ``max_tenant_connections`` of them at once; one idle for ``tenant_idle_seconds`` is closed.
+Otherwise every tenant shares one connection.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +34,9 @@ class McpServerConfig:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
     timeout_ms: int = 30000
     startup: Startup = "lazy"
+    per_tenant: bool = False
+    max_tenant_connections: int = 8
+    tenant_idle_seconds: int = 300
 
     def __post_init__(self) -> None:
         # Copies behind read-only views: a caller mutating its dict cannot change a running server.
@@ -71,4 +79,18 @@ class McpServerConfig:
             raise McpConfigError(f"{where}: 'timeout_ms' must be a positive integer", server=self.name)
         if self.startup not in ("eager", "lazy"):
             raise McpConfigError(f'{where}: \'startup\' must be "eager" or "lazy"', server=self.name)
+        if "/" in self.name:
+            # Policy entries read `mcp:<server>/<tool>`; a slash in the name would be ambiguous.
+            raise McpConfigError(f"{where}: a server name cannot contain '/'", server=self.name)
+        if not isinstance(self.per_tenant, bool):
+            raise McpConfigError(f"{where}: 'per_tenant' must be true or false", server=self.name)
+        for label in ("max_tenant_connections", "tenant_idle_seconds"):
+            value = getattr(self, label)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise McpConfigError(f"{where}: '{label}' must be a positive integer", server=self.name)
+        if self.per_tenant and self.startup == "eager":
+            raise McpConfigError(
+                f"{where}: 'per_tenant' servers start per tenant on first use; drop startup = \"eager\"",
+                server=self.name,
+            )
         return self

@@ -3,6 +3,12 @@
 A server that fails to start never stops the service: the failure is logged and the next use tries
 again.  A connection whose server died is replaced on next use.  Every request runs under a deadline
 (the smaller of the server's ``timeout_ms`` and the caller's ``deadline_s``), covering the connect too.
+
+A server is reached through one shared connection (one process or HTTP session for every tenant: a
+crash fails every tenant's in-flight calls on it), or, with ``per_tenant``, through one connection per
+tenant.  Per-tenant connections are capped per server: a new tenant beyond the cap replaces the least
+recently used idle connection, or is refused while all are busy; ``close_idle()`` closes those idle
+longer than ``tenant_idle_seconds``.  The hub applies no policy: callers see it through ``McpScope``.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -29,6 +36,8 @@ _T = TypeVar("_T")
 # After a failed connect, listing servers skips that server for this long so a dead server does not
 # slow down every cell; an explicit call on it still retries at once.
 LIST_RETRY_AFTER_S = 5.0
+#: The tenant of callers that name none (tests, single-tenant use).
+DEFAULT_TENANT = "default"
 UNTRUSTED_NOTE = "MCP metadata and results come from a remote server and are untrusted."
 
 
@@ -63,12 +72,42 @@ class McpServerView:
 
 @dataclass
 class _Slot:
+    """One connection to one server: the shared one, or one tenant's."""
+
     config: McpServerConfig
     identifier: str
     conn: McpConnection | None = None
     view: McpServerView | None = None
     failed_at: float | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    active: int = 0  # requests and connects using the slot right now
+    last_used: float = field(default_factory=time.monotonic)
+
+    @property
+    def alive(self) -> bool:
+        return self.conn is not None and self.conn.alive
+
+    @property
+    def busy(self) -> bool:
+        return self.active > 0 or self.lock.locked()
+
+
+class _Server:
+    """One configured server: its shared slot, or its tenants' slots (least recently used first)."""
+
+    def __init__(self, config: McpServerConfig, identifier: str) -> None:
+        self.config = config
+        self.identifier = identifier
+        self.shared = None if config.per_tenant else _Slot(config, identifier)
+        self.tenants: OrderedDict[str, _Slot] = OrderedDict()
+
+    def existing(self, tenant: str) -> _Slot | None:
+        return self.shared if self.shared is not None else self.tenants.get(tenant)
+
+    def slots(self) -> Iterator[_Slot]:
+        if self.shared is not None:
+            yield self.shared
+        yield from self.tenants.values()
 
 
 class McpHub:
@@ -80,125 +119,143 @@ class McpHub:
         if duplicates:
             raise McpConfigError(f"MCP server '{duplicates[0]}' is configured twice", server=duplicates[0])
         identifiers = assign_identifiers(names, fallback="server")
-        self._slots = {ident: _Slot(config, ident) for ident, config in zip(identifiers, configs)}
+        self._servers = {ident: _Server(config, ident) for ident, config in zip(identifiers, configs)}
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
+
+    def server_name(self, server_identifier: str) -> str | None:
+        """The configured name behind a guest identifier, or None."""
+        server = self._servers.get(server_identifier)
+        return None if server is None else server.config.name
+
+    def identifiers(self) -> list[tuple[str, str]]:
+        """``(identifier, name)`` of every configured server, in config order."""
+        return [(ident, server.config.name) for ident, server in self._servers.items()]
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Connect the eager servers now; failures are logged, never raised."""
-        eager = [slot for slot in self._slots.values() if slot.config.startup == "eager"]
+        eager = [s.shared for s in self._servers.values() if s.shared is not None and s.config.startup == "eager"]
         await asyncio.gather(*(self._try_connect(slot, slot.config.timeout_ms / 1000) for slot in eager))
 
     async def close(self) -> None:
         """Close every connection and stop every stdio server."""
         self._closed = True
-        conns = [slot.conn for slot in self._slots.values() if slot.conn is not None]
-        for slot in self._slots.values():
+        slots = [slot for server in self._servers.values() for slot in server.slots()]
+        conns = [slot.conn for slot in slots if slot.conn is not None]
+        for slot in slots:
             slot.conn, slot.view = None, None
         await asyncio.gather(*(conn.close() for conn in conns), *self._closing, return_exceptions=True)
 
+    def close_idle(self) -> int:
+        """Close per-tenant connections idle for their server's ``tenant_idle_seconds``; how many."""
+        now = time.monotonic()
+        closed = 0
+        for server in self._servers.values():
+            idle_s = server.config.tenant_idle_seconds
+            for tenant, slot in list(server.tenants.items()):
+                if not slot.busy and now - slot.last_used >= idle_s:
+                    self._drop(server, tenant)
+                    closed += 1
+        return closed
+
+    def tenant_connections(self, server_identifier: str) -> list[str]:
+        """The tenants holding a connection slot of a ``per_tenant`` server, least recently used first."""
+        return list(self._server(server_identifier).tenants)
+
     # ---- discovery -------------------------------------------------------------------------------
 
-    async def servers(self, *, deadline_s: float | None = None) -> list[McpServerView]:
-        """Views of the reachable servers, connecting lazy ones now (config order)."""
+    async def servers(
+        self,
+        *,
+        deadline_s: float | None = None,
+        tenant: str = DEFAULT_TENANT,
+        only: Sequence[str] | None = None,
+    ) -> list[McpServerView]:
+        """Views of the servers reachable for ``tenant`` (all, or those in ``only``), connecting now."""
         now = time.monotonic()
+        slots: list[_Slot] = []
+        for server in self._servers.values():
+            if only is not None and server.identifier not in only:
+                continue
+            try:
+                slots.append(self._slot_for(server, tenant))
+            except McpUnavailable as exc:
+                log.warning("%s", exc.message)
         wanted = [
             slot
-            for slot in self._slots.values()
-            if slot.failed_at is None or now - slot.failed_at >= LIST_RETRY_AFTER_S or self._alive(slot)
+            for slot in slots
+            if slot.failed_at is None or now - slot.failed_at >= LIST_RETRY_AFTER_S or slot.alive
         ]
         budget = math.inf if deadline_s is None else deadline_s
-        await asyncio.gather(
-            *(self._try_connect(slot, min(slot.config.timeout_ms / 1000, budget)) for slot in wanted)
-        )
-        return [slot.view for slot in self._slots.values() if slot.view is not None and self._alive(slot)]
+        for slot in slots:
+            slot.active += 1  # held from now: the connect tasks start later, an eviction must not win
+        try:
+            await asyncio.gather(
+                *(self._try_connect(slot, min(slot.config.timeout_ms / 1000, budget)) for slot in wanted)
+            )
+        finally:
+            for slot in slots:
+                self._release(slot)
+        return [slot.view for slot in slots if slot.view is not None and slot.alive]
 
-    def unavailable(self) -> list[tuple[str, str]]:
-        """``(identifier, name)`` of configured servers that are not connected right now."""
-        return [(slot.identifier, slot.config.name) for slot in self._slots.values()
-                if slot.view is None or not self._alive(slot)]
+    def unavailable(self, tenant: str = DEFAULT_TENANT) -> list[tuple[str, str]]:
+        """``(identifier, name)`` of configured servers not connected for ``tenant`` right now."""
+        down = []
+        for server in self._servers.values():
+            slot = server.existing(tenant)
+            if slot is None or slot.view is None or not slot.alive:
+                down.append((server.identifier, server.config.name))
+        return down
 
-    def api_root(self) -> dict[str, Any]:
+    def views(self, tenant: str = DEFAULT_TENANT) -> list[McpServerView]:
+        """The last known view of every server ``tenant`` has connected to (config order)."""
+        found = (server.existing(tenant) for server in self._servers.values())
+        return [slot.view for slot in found if slot is not None and slot.view is not None]
+
+    def api_root(self, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
         """``MCP.$api()``: the root header and the known servers."""
-        views = self._views()
-        return {
-            "kind": "mcp_api",
-            "scope": "root",
-            "header": (
-                "MCP servers visible to this cell. Call MCP.<server>.$api() for a server's tools, "
-                'or read its declarations with API.read("mcp/<server>.d.ts").'
-            ),
-            "servers": [
-                {"identifier": view.identifier, "serverName": view.name, "toolCount": len(view.tools)}
-                for view in views
-            ],
-            "note": UNTRUSTED_NOTE,
-        }
+        return root_header(self.views(tenant))
 
     def api_server(
-        self, server_identifier: str, tool: str | None = None, schema: bool = False
+        self, server_identifier: str, tool: str | None = None, schema: bool = False,
+        tenant: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """``MCP.<server>.$api(tool?, {schema?})``: the server or single-tool header."""
-        view = self._view(server_identifier)
-        if tool is None:
-            tools = view.tools
-        else:
-            found = view.tool(tool)
-            if found is None:
-                raise McpUnknownTool(
-                    f"MCP server '{view.name}' has no tool '{tool}'", server=view.name, tool=tool
-                )
-            tools = (found,)
-        ns = f"MCP.{view.identifier}"
-        extras = [
-            name for name, on in (("resources", view.has_resources), ("prompts", view.has_prompts)) if on
-        ]
-        count = len(view.tools)
-        header = (
-            f"{ns}: MCP server '{view.name}' ({count} tool{'' if count == 1 else 's'}"
-            + "".join(f", {extra}" for extra in extras)
-            + f"). Call {ns}.<tool>(input) with one object argument; it resolves to "
-            "{content, structuredContent?, isError?} (isError: true resolves, it does not throw). "
-            f'Declarations: API.read("mcp/{view.identifier}.d.ts").'
-        )
-        result: dict[str, Any] = {
-            "kind": "mcp_api",
-            "scope": "server" if tool is None else "tool",
-            "server": {"identifier": view.identifier, "serverName": view.name},
-            "header": header,
-            "tools": [
-                {
-                    "identifier": t.identifier,
-                    "toolName": t.name,
-                    "callableName": f"{ns}.{t.identifier}",
-                    "description": t.description,
-                }
-                for t in tools
-            ],
-        }
-        if schema:
-            result["schemas"] = {
-                t.identifier: {"inputSchema": t.input_schema}
-                | ({"outputSchema": t.output_schema} if t.output_schema is not None else {})
-                for t in tools
-            }
-        result["note"] = UNTRUSTED_NOTE
-        return result
+        return server_header(self.view(server_identifier, tenant), tool, schema)
+
+    def view(self, server_identifier: str, tenant: str = DEFAULT_TENANT) -> McpServerView:
+        """The server's current view for ``tenant``; unknown or unconnected servers raise."""
+        server = self._server(server_identifier)
+        slot = server.existing(tenant)
+        if slot is None or slot.view is None:
+            name = server.config.name
+            raise McpUnavailable(f"MCP server '{name}' is not connected", server=name)
+        return slot.view
 
     # ---- requests --------------------------------------------------------------------------------
 
     async def call_tool(
-        self, server_identifier: str, tool_identifier: str, arguments: Any, *, deadline_s: float
+        self,
+        server_identifier: str,
+        tool_identifier: str,
+        arguments: Any,
+        *,
+        deadline_s: float,
+        tenant: str = DEFAULT_TENANT,
+        visible: Callable[[McpToolView], bool] | None = None,
     ) -> dict[str, Any]:
-        """Call ``MCP.<server>.<tool>(arguments)``; the raw result, ``isError`` included."""
-        slot = self._slot(server_identifier)
+        """Call ``MCP.<server>.<tool>(arguments)``; the raw result, ``isError`` included.
+
+        A tool ``visible`` rejects is refused as unknown before anything is sent.
+        """
+        slot = self._slot(server_identifier, tenant)
 
         async def call(conn: McpConnection, remaining: float) -> dict[str, Any]:
             view = slot.view
             found = view.tool(tool_identifier) if view is not None else None
-            if found is None:
+            if found is None or (visible is not None and not visible(found)):
                 raise McpUnknownTool(
                     f"MCP server '{slot.config.name}' has no tool '{tool_identifier}'",
                     server=slot.config.name,
@@ -211,36 +268,42 @@ class McpHub:
         return await self._request(slot, deadline_s, call)
 
     async def list_resources(
-        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float
+        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float,
+        tenant: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """``MCP.<server>.resources.list()``: one page in the MCP shape."""
-        slot = self._slot(server_identifier)
+        slot = self._slot(server_identifier, tenant)
         return await self._request(slot, deadline_s, lambda conn, t: conn.list_resources(cursor, t))
 
     async def list_resource_templates(
-        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float
+        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float,
+        tenant: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """One page of resource templates in the MCP shape."""
-        slot = self._slot(server_identifier)
+        slot = self._slot(server_identifier, tenant)
         return await self._request(slot, deadline_s, lambda conn, t: conn.list_resource_templates(cursor, t))
 
-    async def read_resource(self, server_identifier: str, uri: str, *, deadline_s: float) -> dict[str, Any]:
+    async def read_resource(
+        self, server_identifier: str, uri: str, *, deadline_s: float, tenant: str = DEFAULT_TENANT
+    ) -> dict[str, Any]:
         """``MCP.<server>.resources.read(uri)`` in the MCP shape."""
-        slot = self._slot(server_identifier)
+        slot = self._slot(server_identifier, tenant)
         return await self._request(slot, deadline_s, lambda conn, t: conn.read_resource(uri, t))
 
     async def list_prompts(
-        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float
+        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float,
+        tenant: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """``MCP.<server>.prompts.list()``: one page in the MCP shape."""
-        slot = self._slot(server_identifier)
+        slot = self._slot(server_identifier, tenant)
         return await self._request(slot, deadline_s, lambda conn, t: conn.list_prompts(cursor, t))
 
     async def get_prompt(
-        self, server_identifier: str, name: str, arguments: Any = None, *, deadline_s: float
+        self, server_identifier: str, name: str, arguments: Any = None, *, deadline_s: float,
+        tenant: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """``MCP.<server>.prompts.get(name, args)`` in the MCP shape; argument values become strings."""
-        slot = self._slot(server_identifier)
+        slot = self._slot(server_identifier, tenant)
         if arguments is not None and not isinstance(arguments, dict):
             raise McpInvalidInput("MCP prompt arguments must be an object", server=slot.config.name)
         args = {str(k): v if isinstance(v, str) else _json_text(v) for k, v in (arguments or {}).items()}
@@ -253,15 +316,19 @@ class McpHub:
     ) -> _T:
         budget = max(min(slot.config.timeout_ms / 1000, deadline_s), 0.0)
         end = time.monotonic() + budget
-        for attempt in range(2):
-            conn = await self._connect(slot, end - time.monotonic())
-            try:
-                return await op(conn, end - time.monotonic())
-            except McpUnavailable as exc:
-                # Resend only what provably never reached a live server (a forgotten HTTP session).
-                if not exc.retryable or attempt or end - time.monotonic() <= 0:
-                    raise
-        raise AssertionError("unreachable")
+        slot.active += 1
+        try:
+            for attempt in range(2):
+                conn = await self._connect(slot, end - time.monotonic())
+                try:
+                    return await op(conn, end - time.monotonic())
+                except McpUnavailable as exc:
+                    # Resend only what provably never reached a live server (a forgotten HTTP session).
+                    if not exc.retryable or attempt or end - time.monotonic() <= 0:
+                        raise
+            raise AssertionError("unreachable")
+        finally:
+            self._release(slot)
 
     async def _connect(self, slot: _Slot, timeout_s: float) -> McpConnection:
         conn = slot.conn
@@ -290,6 +357,11 @@ class McpHub:
             except McpError:
                 slot.failed_at = time.monotonic()
                 raise
+            if self._closed:  # closed while this connection opened: nobody else will close it
+                self._close_later(fresh)
+                raise McpUnavailable(
+                    f"MCP server '{name}' is unavailable: the service is shutting down", server=name
+                )
             slot.conn, slot.failed_at = fresh, None
             slot.view = _view_of(slot.identifier, slot.config.name, fresh)
             return fresh
@@ -302,30 +374,113 @@ class McpHub:
         except McpError as exc:
             log.warning("%s (will retry on use)", exc.message)
 
+    @staticmethod
+    def _release(slot: _Slot) -> None:
+        slot.active -= 1
+        slot.last_used = time.monotonic()
+
     def _close_later(self, conn: McpConnection) -> None:
         task = asyncio.create_task(conn.close())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
-    @staticmethod
-    def _alive(slot: _Slot) -> bool:
-        return slot.conn is not None and slot.conn.alive
-
-    def _views(self) -> list[McpServerView]:
-        return [slot.view for slot in self._slots.values() if slot.view is not None]
-
-    def _slot(self, server_identifier: str) -> _Slot:
-        slot = self._slots.get(server_identifier)
-        if slot is None:
+    def _server(self, server_identifier: str) -> _Server:
+        server = self._servers.get(server_identifier)
+        if server is None:
             raise McpUnknownTool(f"Unknown MCP server: {server_identifier}")
+        return server
+
+    def _slot(self, server_identifier: str, tenant: str) -> _Slot:
+        return self._slot_for(self._server(server_identifier), tenant)
+
+    def _slot_for(self, server: _Server, tenant: str) -> _Slot:
+        """The tenant's slot (the shared one unless ``per_tenant``), made room for and created if new."""
+        if server.shared is not None:
+            return server.shared
+        slot = server.tenants.get(tenant)
+        if slot is not None:
+            server.tenants.move_to_end(tenant)
+            return slot
+        cap = server.config.max_tenant_connections
+        if len(server.tenants) >= cap:
+            idle = next((t for t, s in server.tenants.items() if not s.busy), None)
+            if idle is None:
+                name = server.config.name
+                raise McpUnavailable(
+                    f"MCP server '{name}' is unavailable: all {cap} per-tenant connections "
+                    "(max_tenant_connections) are busy; retry shortly",
+                    server=name,
+                )
+            self._drop(server, idle)
+        slot = server.tenants[tenant] = _Slot(server.config, server.identifier)
         return slot
 
-    def _view(self, server_identifier: str) -> McpServerView:
-        view = self._slot(server_identifier).view
-        if view is None:
-            name = self._slots[server_identifier].config.name
-            raise McpUnavailable(f"MCP server '{name}' is not connected", server=name)
-        return view
+    def _drop(self, server: _Server, tenant: str) -> None:
+        slot = server.tenants.pop(tenant)
+        if slot.conn is not None:
+            self._close_later(slot.conn)
+            slot.conn, slot.view = None, None
+
+
+def root_header(views: Sequence[McpServerView]) -> dict[str, Any]:
+    """``MCP.$api()``: the root header listing ``views``."""
+    return {
+        "kind": "mcp_api",
+        "scope": "root",
+        "header": (
+            "MCP servers visible to this cell. Call MCP.<server>.$api() for a server's tools, "
+            'or read its declarations with API.read("mcp/<server>.d.ts").'
+        ),
+        "servers": [
+            {"identifier": view.identifier, "serverName": view.name, "toolCount": len(view.tools)}
+            for view in views
+        ],
+        "note": UNTRUSTED_NOTE,
+    }
+
+
+def server_header(view: McpServerView, tool: str | None = None, schema: bool = False) -> dict[str, Any]:
+    """``MCP.<server>.$api(tool?, {schema?})``: the server or single-tool header of ``view``."""
+    if tool is None:
+        tools = view.tools
+    else:
+        found = view.tool(tool)
+        if found is None:
+            raise McpUnknownTool(f"MCP server '{view.name}' has no tool '{tool}'", server=view.name, tool=tool)
+        tools = (found,)
+    ns = f"MCP.{view.identifier}"
+    extras = [name for name, on in (("resources", view.has_resources), ("prompts", view.has_prompts)) if on]
+    count = len(view.tools)
+    header = (
+        f"{ns}: MCP server '{view.name}' ({count} tool{'' if count == 1 else 's'}"
+        + "".join(f", {extra}" for extra in extras)
+        + f"). Call {ns}.<tool>(input) with one object argument; it resolves to "
+        "{content, structuredContent?, isError?} (isError: true resolves, it does not throw). "
+        f'Declarations: API.read("mcp/{view.identifier}.d.ts").'
+    )
+    result: dict[str, Any] = {
+        "kind": "mcp_api",
+        "scope": "server" if tool is None else "tool",
+        "server": {"identifier": view.identifier, "serverName": view.name},
+        "header": header,
+        "tools": [
+            {
+                "identifier": t.identifier,
+                "toolName": t.name,
+                "callableName": f"{ns}.{t.identifier}",
+                "description": t.description,
+            }
+            for t in tools
+        ],
+    }
+    if schema:
+        result["schemas"] = {
+            t.identifier: {"inputSchema": t.input_schema}
+            | ({"outputSchema": t.output_schema} if t.output_schema is not None else {})
+            for t in tools
+        }
+    result["note"] = UNTRUSTED_NOTE
+    return result
 
 
 def _view_of(identifier: str, name: str, conn: McpConnection) -> McpServerView:

@@ -12,17 +12,25 @@ it matches their allow list (if they have one or a profile) and none of their de
 
 Profiles: `none` (no native tools; client tools only), `minimal` (`group:core`),
 `full` (`group:core` + `group:plugins`, the default).
+
+MCP entries: `mcp:<server>` (a whole server), `mcp:<server>/<tool>` (one tool) and `mcp:*` (every
+server); server and tool may be spelled as configured/listed or as their guest identifiers.  An allow
+list restricts a kind of tool (native or MCP) only when it names at least one entry of that kind, so
+`allow = ["mcp:docs"]` leaves native tools alone and `allow = ["echo"]` leaves MCP alone; an empty
+allow list allows nothing.  A server named only tool by tool is visible with just those tools and
+without its resources and prompts.  Profiles govern native tools only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any
 
 from service.tools.errors import ToolConfigError
 
-__all__ = ["GROUPS", "PROFILES", "PolicySubject", "ToolPolicy"]
+__all__ = ["GROUPS", "MCP_ALL", "PROFILES", "McpAccess", "McpVisibility", "PolicySubject", "ToolPolicy"]
 
 GROUP_CORE = "group:core"
 GROUP_PLUGINS = "group:plugins"
@@ -34,6 +42,25 @@ PROFILES: Mapping[str, tuple[str, ...]] = {
 }
 _KEYS = ("allow", "deny", "profile")
 _MAX_ENTRY_CHARS = 256
+MCP_PREFIX = "mcp:"
+MCP_ALL = "mcp:*"
+
+
+class McpAccess(IntEnum):
+    """How much of one MCP server a policy shows (ordered: combining policies takes the minimum)."""
+
+    NONE = 0  # hidden: no namespace, no declarations, calls refused as unknown
+    TOOLS = 1  # only the tools an allow list names one by one; no resources or prompts
+    ALL = 2  # every tool that is not denied, plus resources and prompts
+
+
+def is_mcp_entry(entry: str) -> bool:
+    return entry.startswith(MCP_PREFIX)
+
+
+def mcp_entry_server(entry: str) -> str:
+    """The server part of an `mcp:` entry (`*` for `mcp:*`)."""
+    return entry[len(MCP_PREFIX):].split("/", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -96,13 +123,43 @@ class ToolPolicy:
         return self.allow is not None or self.profile is not None or bool(self.deny)
 
     def entries(self) -> tuple[str, ...]:
-        """All non-group entries (for reporting entries that match no tool)."""
-        return tuple(e for e in (*(self.allow or ()), *self.deny) if e not in GROUPS)
+        """All native non-group entries (for reporting entries that match no tool)."""
+        return tuple(e for e in (*(self.allow or ()), *self.deny) if e not in GROUPS and not is_mcp_entry(e))
+
+    def mcp_entries(self) -> tuple[str, ...]:
+        """All `mcp:` entries (for checking that they name configured servers)."""
+        return tuple(e for e in (*(self.allow or ()), *self.deny) if is_mcp_entry(e))
 
     def _start_entries(self) -> tuple[str, ...] | None:
-        if self.allow is None and self.profile is None:
+        native = tuple(e for e in self.allow or () if not is_mcp_entry(e))
+        # An allow list that names only MCP entries does not restrict native tools (and vice versa).
+        if self.profile is None and (self.allow is None or (self.allow and not native)):
             return None
-        return (*PROFILES.get(self.profile or "none", ()), *(self.allow or ()))
+        return (*PROFILES.get(self.profile or "none", ()), *native)
+
+    def mcp_server(self, names: Iterable[str]) -> McpAccess:
+        """How much of the MCP server known by `names` (config name, guest identifier) this policy shows."""
+        wanted = {MCP_ALL, *(MCP_PREFIX + n for n in names)}
+        if any(e in wanted for e in self.deny):
+            return McpAccess.NONE
+        allow = [e for e in self.allow or () if is_mcp_entry(e)]
+        if self.allow is not None and not self.allow:
+            return McpAccess.NONE  # `allow = []` allows nothing
+        if not allow or any(e in wanted for e in allow):
+            return McpAccess.ALL
+        prefixes = tuple(w + "/" for w in wanted if w != MCP_ALL)
+        return McpAccess.TOOLS if any(e.startswith(prefixes) for e in allow) else McpAccess.NONE
+
+    def mcp_tool(self, server_names: Iterable[str], tool_names: Iterable[str]) -> bool:
+        """Does this policy show the tool known by `tool_names` on the server known by `server_names`?"""
+        servers = tuple(server_names)
+        access = self.mcp_server(servers)
+        if access is McpAccess.NONE:
+            return False
+        named = {f"{MCP_PREFIX}{s}/{t}" for s in servers for t in tool_names}
+        if any(e in named for e in self.deny):
+            return False
+        return access is McpAccess.ALL or any(e in named for e in self.allow or ())
 
     def enables(self, tool: PolicySubject) -> bool:
         """As the base policy: is this tool enabled?"""
@@ -122,6 +179,23 @@ class ToolPolicy:
         return start is None or any(tool.matches(e) for e in start)
 
 
+@dataclass(frozen=True)
+class McpVisibility:
+    """The MCP servers and tools one caller may see: every policy in the chain must show them."""
+
+    policies: tuple[ToolPolicy, ...] = ()
+
+    @classmethod
+    def of(cls, *policies: ToolPolicy | None) -> McpVisibility:
+        return cls(tuple(p for p in policies if p is not None))
+
+    def server(self, name: str, identifier: str) -> McpAccess:
+        return min((p.mcp_server((name, identifier)) for p in self.policies), default=McpAccess.ALL)
+
+    def tool(self, server: tuple[str, str], tool: tuple[str, str]) -> bool:
+        return all(p.mcp_tool(server, tool) for p in self.policies)
+
+
 def _entries(raw: Any, where: str) -> tuple[str, ...]:
     if isinstance(raw, str) or not isinstance(raw, (list, tuple)):
         raise ToolConfigError(f"{where} must be a list of strings, got {type(raw).__name__}")
@@ -136,5 +210,15 @@ def _entries(raw: Any, where: str) -> tuple[str, ...]:
             )
         if entry.startswith("group:") and entry not in GROUPS:
             raise ToolConfigError(f"{at}: unknown group {entry!r}; known groups: {', '.join(GROUPS)}")
+        if is_mcp_entry(entry):
+            _check_mcp_entry(entry, at)
         out.append(entry)
     return tuple(out)
+
+
+def _check_mcp_entry(entry: str, at: str) -> None:
+    server, slash, tool = entry[len(MCP_PREFIX):].partition("/")
+    if not server or (slash and not tool) or (server == "*" and slash):
+        raise ToolConfigError(
+            f"{at}: {entry!r} is not an MCP entry; use mcp:<server>, mcp:<server>/<tool> or mcp:*"
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -67,6 +68,20 @@ def http_server() -> Iterator[HttpServer]:
     server.start()
     yield server
     server.stop()
+
+
+def stdio_children() -> list[int]:
+    """Pids of this process's children running the test server over stdio."""
+    pids: list[int] = []
+    for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"stdio" in cmdline and any(part.endswith(b"test_server.py") for part in cmdline):
+                pids.append(int(pid))
+    return pids
 
 
 def stdio_config(name: str = "tests", **overrides: object) -> McpServerConfig:

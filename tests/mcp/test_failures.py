@@ -14,25 +14,11 @@ import pytest
 from service.mcp.config import McpServerConfig
 from service.mcp.errors import McpError
 from service.mcp.hub import McpHub
-from tests.mcp.conftest import HttpServer, free_port, http_config, stdio_config
+from tests.mcp.conftest import HttpServer, free_port, http_config, stdio_children, stdio_config
 
 pytestmark = pytest.mark.anyio
 
 D = 10.0
-
-
-def stdio_children() -> list[int]:
-    """Pids of this process's children running the test server over stdio."""
-    pids: list[int] = []
-    for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
-        for pid in children.read_text().split():
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"stdio" in cmdline and any(part.endswith(b"test_server.py") for part in cmdline):
-                pids.append(int(pid))
-    return pids
 
 
 async def test_crash_fails_in_flight_calls_and_next_call_restarts() -> None:

@@ -1,0 +1,148 @@
+"""Per-tenant connections (`per_tenant = true`) against the real stdio test server: isolation, cap, idle close."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+import pytest
+
+from service.mcp.errors import McpError, McpUnavailable
+from service.mcp.hub import McpHub
+from tests.mcp.conftest import stdio_children, stdio_config
+
+pytestmark = pytest.mark.anyio
+
+D = 10.0
+
+
+async def poll(predicate, timeout_s: float = 10.0) -> None:
+    """Wait until ``predicate()`` holds (polling, with a deadline)."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached before the deadline"
+        await anyio.sleep(0.02)
+
+
+async def echo(hub: McpHub, tenant: str, text: str = "hi") -> str:
+    result = await hub.call_tool("lab", "echo", {"text": text}, deadline_s=D, tenant=tenant)
+    return str(result["content"][0]["text"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("per_tenant", [True, False], ids=["per_tenant", "shared"])
+async def test_crash_by_one_tenant_and_another_tenants_in_flight_call(per_tenant: bool) -> None:
+    """With per_tenant, tenant a crashing its server leaves b's in-flight call answered; shared, b's call fails too."""
+    hub = McpHub([stdio_config(name="lab", per_tenant=per_tenant)])
+    before = set(stdio_children())
+    try:
+        async with anyio.create_task_group() as tg:  # start both tenants' connections at once
+            tg.start_soon(echo, hub, "a")
+            tg.start_soon(echo, hub, "b")
+        assert len(set(stdio_children()) - before) == (2 if per_tenant else 1)
+        outcome: dict[str, object] = {}
+
+        async def in_flight() -> None:
+            try:
+                result = await hub.call_tool("lab", "sleep_echo", {"seconds": 1, "value": "b"}, deadline_s=D,
+                                             tenant="b")
+                outcome["b"] = result["structuredContent"]["value"]
+            except McpError as exc:
+                outcome["b"] = exc.code
+            outcome["b_done"] = time.monotonic()
+
+        async def crash() -> None:
+            with pytest.raises(McpUnavailable, match="'lab'"):
+                await hub.call_tool("lab", "crash", {}, deadline_s=D, tenant="a")
+            outcome["a_failed"] = time.monotonic()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(in_flight)  # runs first: its request is queued before the crash
+            tg.start_soon(crash)
+        if per_tenant:
+            assert outcome["b"] == "b" and outcome["a_failed"] < outcome["b_done"], outcome
+        else:
+            assert outcome["b"] == "mcp_unavailable", outcome
+        assert await echo(hub, "a", "restarted") == "restarted"
+    finally:
+        await hub.close()
+
+
+async def test_each_tenant_gets_its_own_process_up_to_the_cap() -> None:
+    """Beyond max_tenant_connections a new tenant replaces the least recently used idle connection."""
+    hub = McpHub([stdio_config(name="lab", per_tenant=True, max_tenant_connections=2)])
+    before = set(stdio_children())
+    try:
+        await echo(hub, "a")
+        await echo(hub, "b")
+        await echo(hub, "a")  # b is now the least recently used
+        assert hub.tenant_connections("lab") == ["b", "a"]
+        first_two = set(stdio_children()) - before
+        assert len(first_two) == 2
+        await echo(hub, "c")
+        assert hub.tenant_connections("lab") == ["a", "c"]
+        await poll(lambda: len(set(stdio_children()) - before) == 2)  # b's process was stopped
+        assert await echo(hub, "b") == "hi"  # b comes back by replacing a
+        assert hub.tenant_connections("lab") == ["c", "b"]
+    finally:
+        await hub.close()
+
+
+async def test_new_tenant_is_refused_while_every_connection_is_busy() -> None:
+    """With every per-tenant connection in use, another tenant's call is refused naming the cap."""
+    hub = McpHub([stdio_config(name="lab", per_tenant=True, max_tenant_connections=2)])
+    try:
+        await echo(hub, "a")
+        await echo(hub, "b")
+        refusal: list[McpError] = []
+
+        async def busy(tenant: str) -> None:
+            await hub.call_tool("lab", "sleep_echo", {"seconds": 0.5}, deadline_s=D, tenant=tenant)
+
+        async def newcomer() -> None:
+            try:
+                await echo(hub, "c")
+            except McpError as exc:
+                refusal.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(busy, "a")
+            tg.start_soon(busy, "b")
+            tg.start_soon(newcomer)  # both calls above hold their connections by now
+        (exc,) = refusal
+        assert exc.code == "mcp_unavailable"
+        assert "'lab'" in exc.message and "2 per-tenant connections" in exc.message
+        assert "max_tenant_connections" in exc.message
+        assert await echo(hub, "c") == "hi"  # once idle, c replaces one of them
+    finally:
+        await hub.close()
+
+
+@pytest.mark.slow
+async def test_idle_tenant_connections_are_closed() -> None:
+    """close_idle() stops a per-tenant process idle for tenant_idle_seconds; the next call starts a new one."""
+    hub = McpHub([stdio_config(name="lab", per_tenant=True, tenant_idle_seconds=1)])
+    before = set(stdio_children())
+    try:
+        await echo(hub, "a")
+        (pid,) = set(stdio_children()) - before
+        assert hub.close_idle() == 0  # just used
+        closed: list[int] = []
+        await poll(lambda: closed.append(hub.close_idle()) or sum(closed) == 1)
+        assert hub.tenant_connections("lab") == []
+        await poll(lambda: pid not in stdio_children())
+        assert await echo(hub, "a", "again") == "again"
+    finally:
+        await hub.close()
+
+
+async def test_shared_servers_are_never_closed_for_idleness() -> None:
+    """A shared server keeps its one connection whatever tenants use it; close_idle() leaves it."""
+    hub = McpHub([stdio_config(name="lab", tenant_idle_seconds=1)])
+    try:
+        await echo(hub, "a")
+        view = hub.view("lab", "b")  # every tenant sees the one shared connection
+        assert hub.close_idle() == 0 and hub.tenant_connections("lab") == []
+        assert await echo(hub, "b") == "hi" and hub.view("lab", "a") is view
+    finally:
+        await hub.close()
