@@ -1,8 +1,12 @@
-"""The per-cell inbox allowance: bytes of settled replies the guest has not consumed yet.
+"""The per-cell inbox allowance: program data the host holds for a cell at one time.
 
-It caps *concurrently pending* reply bytes, not a running total: a reply is charged when it
-settles and released once the guest has consumed it, so sequential pages reuse the room.
-A reply that does not fit is replaced by ``INBOX_EXCEEDED_MESSAGE`` and charges nothing.
+That is the bytes of settled replies the guest has not consumed yet, and the JSON arguments of
+its pending requests (a client tool call's input waits on the host until the API caller answers).
+It caps *concurrently held* bytes, not a running total: a reply is charged when it settles and
+released once the guest has consumed it; arguments are charged when the request arrives and
+released when it settles or is dropped; so sequential pages reuse the room.  A reply that does not
+fit is replaced by ``INBOX_EXCEEDED_MESSAGE`` and charges nothing; a request whose arguments do
+not fit is refused with ``arguments_exceeded_message``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,15 @@ INBOX_EXCEEDED_MESSAGE = (
     "program-data budget exceeded: the reply did not fit the cell's inbox allowance. "
     "Paginate or narrow the tool request, or consume pending replies before requesting more data."
 )
+
+
+def arguments_exceeded_message(size: int, capacity: int, used: int) -> str:
+    """The refusal of a request whose JSON arguments do not fit the inbox allowance."""
+    return (
+        f"program-data budget exceeded: this call's arguments are {size} bytes of JSON, and the cell's "
+        f"inbox allowance of {capacity} bytes already holds {used} bytes of pending arguments and "
+        "unconsumed replies. Pass less data per call, or await pending calls before starting more."
+    )
 
 
 class InboxAllowance:
@@ -50,6 +63,13 @@ class InboxAllowance:
                 return False
             self._used += n
             return True
+
+    def charge(self, n: int) -> None:
+        """Charge ``n`` bytes even past capacity (data too small to refuse; see the caller)."""
+        if n < 0:
+            raise ValueError("reply size must not be negative")
+        with self._lock:
+            self._used += n
 
     def release(self, n: int) -> None:
         """Give back ``n`` bytes of a consumed reply."""

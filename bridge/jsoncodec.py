@@ -33,6 +33,12 @@ def dumps(value: Any, *, default: Callable[[Any], Any] | None = None) -> bytes:
         raise JSONEncodeError(str(exc)) from None
 
 
+def fragment(data: bytes) -> Any:
+    """Compact JSON bytes that ``dumps`` embeds as they are, for data kept encoded because its
+    parsed form would be many times larger."""
+    return orjson.Fragment(data)
+
+
 def dumps_text(value: Any) -> str:
     """Compact JSON of ``value`` as text."""
     return dumps(value).decode("utf-8")

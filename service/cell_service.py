@@ -2,8 +2,8 @@
 
 Cells live in memory in the process that runs them (their guest is a live worker process).
 Parked cells are capped (``max_parked_cells``) and expire after ``cell_ttl_seconds`` idle.
-Finished cells leave a small summary (no value, no output) so ``GET /v1/cells/{id}`` can still
-say how they ended; the last ``FINISHED_KEPT`` summaries are kept.
+Finished cells leave a small, bounded summary (no value, no output, the error's first 2 KiB) so
+``GET /v1/cells/{id}`` can still say how they ended; the last ``FINISHED_KEPT`` summaries are kept.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from bridge.output import RetainResult
 
 from .cells import ABORT_MESSAGE, Cell, CellLimits, CellSpec, CellStatus, Telemetry
 from .dispatch import Dispatcher
+from .envelopes import finished_summary
 from .errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
 from .settings import Settings
 from .source_checks import check_source
@@ -191,7 +192,8 @@ class CellService:
         raise CellNotFound(NOT_FOUND)
 
     def stats(self) -> dict[str, int]:
-        return {"live": len(self._cells), "parked": len(self._parked), **self.counts}
+        held = sum(cell.requests.inbox.used for cell in self._cells.values())
+        return {"live": len(self._cells), "parked": len(self._parked), "held_bytes": held, **self.counts}
 
     # ---- callbacks from cells ------------------------------------------------------------------
 
@@ -232,8 +234,7 @@ class CellService:
                      cell.telemetry.call_count)
         self._cells.pop(cell.id, None)
         self.counts["completed" if cell.status is CellStatus.COMPLETED else "failed"] += 1
-        snapshot = {k: v for k, v in (cell.final or {}).items() if k not in ("value", "output")}
-        self._finished[cell.id] = {"tenant": cell.spec.tenant, "snapshot": snapshot,
+        self._finished[cell.id] = {"tenant": cell.spec.tenant, "snapshot": finished_summary(cell.final or {}),
                                    "expired": bool(cell.scope.get("expired"))}
         while len(self._finished) > FINISHED_KEPT:
             self._finished.popitem(last=False)

@@ -18,9 +18,11 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bridge import jsoncodec
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
 
 from .dispatch import Dispatcher, HostCall
+from .envelopes import SealedEnvelope, finished_summary
 from .host_requests import HostRequests
 from .tools.untrusted import wrap_untrusted
 from .workers import Worker, WorkerGone, WorkerPool
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 TIMEOUT_MESSAGE = "cell timeout exceeded"
 ABORT_MESSAGE = "cell aborted: it was cancelled or expired; start a new cell"
 SNAPSHOT_MESSAGE = "cell snapshot limit exceeded: its heap is over max_snapshot_bytes, so it cannot be parked"
+UNSENDABLE_MESSAGE = ("the cell's result could not be encoded as JSON ({detail}), so its store writes were not "
+                      "committed; return and emit plain JSON data (valid Unicode text, moderate nesting)")
 
 
 class CellStatus(enum.Enum):
@@ -198,7 +202,7 @@ class Cell:
     def snapshot(self) -> dict[str, Any]:
         """Status without resuming."""
         if self.final is not None:
-            return {k: v for k, v in self.final.items() if k not in ("value", "output")}
+            return finished_summary(self.final)
         out: dict[str, Any] = {
             "status": self.status.value if self.status is not CellStatus.WAITING else "waiting",
             "cell_id": self.id,
@@ -328,7 +332,13 @@ class Cell:
         return await self._end_failed(err["text"], err["phase"], err["code"], recycle=msg.get("recycle", False))
 
     async def _end_completed(self, value_source: dict[str, Any], *, recycle: bool) -> dict[str, Any]:
-        warnings = await self._finish(completed=True, recycle=recycle)
+        return await self._end(lambda: self._completed_envelope(value_source), recycle=recycle)
+
+    async def _end_failed(self, message: str, phase: str, code: str, *, recycle: bool) -> dict[str, Any]:
+        return await self._end(lambda: (self._failed_envelope(message, phase, code), None), recycle=recycle)
+
+    def _completed_envelope(self, value_source: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """The envelope of a completed cell, and the id of a result saved for it (or None)."""
         retain = None
         if self._retains:
             retain = lambda text: self._retain(self, text)  # noqa: E731
@@ -336,47 +346,76 @@ class Cell:
             projection = self.output.project(FinalValue(value_source), retain)
         except OutputLimitExceeded as exc:
             self._release_reference(exc.release_reference_id)
-            return self._store_final(self._failure_envelope(str(exc), "host", "output_limit_exceeded", []))
+            return self._failure_envelope(str(exc), "host", "output_limit_exceeded", []), None
         self._release_reference(projection.release_reference_id)
         envelope = self._envelope("completed")
         envelope["value"] = projection.value
         envelope["output"] = projection.output
-        if warnings:
-            envelope["warnings"] = warnings
-        return self._store_final(envelope)
+        return envelope, projection.reference_id
 
-    async def _end_failed(self, message: str, phase: str, code: str, *, recycle: bool) -> dict[str, Any]:
-        warnings = await self._finish(completed=False, recycle=recycle)
+    def _failed_envelope(self, message: str, phase: str, code: str) -> dict[str, Any]:
         try:
             projection = self.output.project(FinalError(message))
             output, error = projection.output, projection.error or message
         except OutputLimitExceeded:
             output, error, code = [], message[:200] + " [error truncated]", "output_limit_exceeded"
-        return self._store_final(self._failure_envelope(error, phase, code, output, warnings))
+        return self._failure_envelope(error, phase, code, output)
 
     def _release_reference(self, ref_id: str | None) -> None:
         release = self.scope.get("release_reference")
         if ref_id is not None and release is not None:
             release(ref_id)  # saved for retention but not shown: nobody can load it, so free it
 
-    def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any],
-                          warnings: list[str] | None = None) -> dict[str, Any]:
+    def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
         envelope = self._envelope("failed")
         envelope["output"] = output
         envelope["error"] = error
         envelope["code"] = code
         envelope["failure_phase"] = phase
-        if warnings:
-            envelope["warnings"] = warnings
         return envelope
 
-    async def _finish(self, *, completed: bool, recycle: bool) -> list[str]:
-        """Release everything the cell holds and run the dispatcher's end-of-cell hooks."""
-        self.status = CellStatus.COMPLETED if completed else CellStatus.FAILED
+    async def _end(self, build: Callable[[], tuple[dict[str, Any], str | None]], *,
+                   recycle: bool) -> dict[str, Any]:
+        """End the cell: free what it holds, build and encode its final envelope, then commit.
+
+        The end-of-cell hooks (store writes) run only after the envelope is encoded, so a result
+        that cannot be sent fails the cell and commits nothing.  The envelope decides whether the
+        cell completed: an ``output_limit_exceeded`` failure commits nothing either.
+        """
+        self.status = CellStatus.FAILED  # done from here on (a cancel waits for this leg's envelope)
         self.requests.close()
         if self.worker is not None:
             self.pool.release(self.worker, recycle=recycle or self.worker.dead)
             self.worker = None
+        envelope, encoded = self._encode_final(build)
+        completed = envelope["status"] == "completed"
+        if completed:
+            self.status = CellStatus.COMPLETED
+        warnings = await self._run_finalizers(completed)
+        if warnings:
+            envelope["warnings"] = warnings
+            try:
+                encoded = jsoncodec.dumps(envelope)
+            except jsoncodec.JSONEncodeError:
+                del envelope["warnings"]  # the result matters more than a note about it
+        self.final = SealedEnvelope(envelope, encoded)
+        self._on_end(self)
+        return self.final
+
+    def _encode_final(self, build: Callable[[], tuple[dict[str, Any], str | None]]) -> tuple[dict[str, Any], bytes]:
+        reference_id = None
+        try:
+            envelope, reference_id = build()
+            self._mark_untrusted(envelope)
+            return envelope, jsoncodec.dumps(envelope)
+        except Exception as exc:  # noqa: BLE001 - any failure to build the result fails the cell, not the service
+            self._release_reference(reference_id)  # its reference will never be shown
+            detail = f"{type(exc).__name__}: {exc}"[:300].encode("utf-8", "replace").decode("utf-8")
+            envelope = self._failure_envelope(UNSENDABLE_MESSAGE.format(detail=detail), "bridge", "internal_error", [])
+            self._mark_untrusted(envelope)
+            return envelope, jsoncodec.dumps(envelope)
+
+    async def _run_finalizers(self, completed: bool) -> list[str]:
         warnings: list[str] = []
         for finalizer in self.dispatcher.finalizers:
             try:
@@ -384,12 +423,6 @@ class Cell:
             except Exception as exc:  # noqa: BLE001 - an end hook failing must not lose the result
                 warnings.append(f"end-of-cell step failed: {type(exc).__name__}: {exc}")
         return warnings
-
-    def _store_final(self, envelope: dict[str, Any]) -> dict[str, Any]:
-        self._mark_untrusted(envelope)
-        self.final = envelope
-        self._on_end(self)
-        return envelope
 
     def _envelope(self, status: str) -> dict[str, Any]:
         return {

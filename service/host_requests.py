@@ -5,6 +5,11 @@ tools, ``yield_control``), a handler task.  When a handler finishes, its reply i
 charged to the cell's inbox allowance (or replaced by the fixed "program-data budget exceeded"
 error) and queued in settlement order until the cell's worker can take it.  Bytes handed to the
 worker are released when the worker reports back, i.e. once the guest consumed them.
+
+A request's JSON arguments are held on the host until it settles (a client tool call's input waits
+for the API caller, maybe for as long as the cell stays parked), so they are charged to the same
+allowance from arrival to settlement, cancel or the cell's end; arguments that do not fit are refused
+in the guest, catchably, and the cell goes on.
 """
 
 from __future__ import annotations
@@ -15,12 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge import jsoncodec
-from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance
+from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance, arguments_exceeded_message
 
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
 
 #: One reply for the worker: the settle entry, and its JSON payload when it succeeded.
 Reply = tuple[dict[str, Any], bytes | None]
+#: Arguments this small (a timer's delay, a store key) are charged but never refused: like the
+#: request's own bookkeeping they are bounded by the request count caps, and refusing a timer would
+#: lose its callback.
+UNREFUSED_ARGS_BYTES = 64
 
 
 @dataclass
@@ -32,6 +41,7 @@ class Pending:
     args: list[Any]
     task: asyncio.Task[None] | None = None
     caller: NeedsCaller | None = None  # set when the API caller must answer it
+    args_bytes: int = 0  # inbox bytes charged for ``args`` while the request is pending
 
     def public(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": f"req_{self.request_id}", "method": self.method}
@@ -105,19 +115,35 @@ class HostRequests:
                 "message": f"too many host requests in flight (limit {self.max_in_flight}); "
                            "await some before starting more", "code": "invalid_input"})
             return
+        refusal = self._charge_args(pending)
+        if refusal is not None:
+            self.settle(request_id, False, refusal)
+            return
         if route.side_effects:
             self.side_effects_started = True
         self._in_flight += 1
         pending.task = asyncio.ensure_future(self._run(route.handler, self.make_call(request_id, method, pending.args)))
 
+    def _charge_args(self, pending: Pending) -> dict[str, Any] | None:
+        """Charge the request's argument bytes to the inbox; return the guest error if they do not fit."""
+        try:
+            size = len(jsoncodec.dumps(pending.args))
+        except TypeError as exc:
+            return {"message": f"request arguments are not JSON: {exc}", "code": "invalid_input",
+                    "name": "TypeError"}
+        if size <= UNREFUSED_ARGS_BYTES:
+            self.inbox.charge(size)
+        elif not self.inbox.admit(size):
+            return {"message": arguments_exceeded_message(size, self.inbox.capacity, self.inbox.used),
+                    "code": "program_data_budget", "name": "RangeError"}
+        pending.args_bytes = size
+        return None
+
     async def _run(self, handler: Any, call: HostCall) -> None:
         try:
             value = await handler(call)
         except NeedsCaller as need:
-            p = self._pending.get(call.request_id)
-            if p is not None:
-                p.caller = need
-                self.wake.set()
+            self._await_caller(call.request_id, need)
             return
         except GuestError as exc:
             self.settle(call.request_id, False, exc.payload())
@@ -131,6 +157,27 @@ class HostRequests:
         finally:
             self._in_flight -= 1
         self.settle(call.request_id, True, value)
+
+    def _await_caller(self, request_id: int, need: NeedsCaller) -> None:
+        """Hand the request to the API caller, keeping only what it is shown.
+
+        The input stays encoded until then: its parsed form, and the handler frames the exception
+        still references, would hold many times the bytes charged for it.
+        """
+        p = self._pending.get(request_id)
+        if p is None:
+            return
+        held = None
+        if need.kind == "client_tool":
+            try:
+                held = jsoncodec.fragment(jsoncodec.dumps(need.input))
+            except TypeError as exc:
+                self.settle(request_id, False, {"message": f"client tool input is not JSON: {exc}",
+                                                "code": "invalid_input", "name": "TypeError"})
+                return
+        p.caller = NeedsCaller(need.kind, tool=need.tool, input=held, reason=need.reason)
+        p.args = []
+        self.wake.set()
 
     def settle_caller(self, result: dict[str, Any]) -> None:
         """Settle a client tool call with the API caller's ``{id, ok, value?, error?}``."""
@@ -155,6 +202,7 @@ class HostRequests:
         pending = self._pending.pop(request_id, None)
         if pending is None or self._closed:
             return  # cancelled timer, or a late completion after the cell ended: discarded
+        self.inbox.release(pending.args_bytes)  # the reply, charged below, takes over from the arguments
         try:
             raw = value.data if isinstance(value, RawJson) else jsoncodec.dumps(value)
         except TypeError as exc:
@@ -176,7 +224,10 @@ class HostRequests:
     def drop(self, request_id: int) -> None:
         """The guest no longer waits for this request (a cleared timer): cancel its task."""
         pending = self._pending.pop(request_id, None)
-        if pending is not None and pending.task is not None:
+        if pending is None:
+            return
+        self.inbox.release(pending.args_bytes)
+        if pending.task is not None:
             pending.task.cancel()
 
     # ---- replies out ---------------------------------------------------------------------------

@@ -34,6 +34,10 @@ class _Collector:
         live.add_metric(["parked"], cells["parked"])
         live.add_metric(["running"], cells["live"] - cells["parked"])
         yield live
+        held = GaugeMetricFamily("codemode_cell_held_bytes",
+                                 "Program data held for live cells: pending request arguments and unconsumed replies")
+        held.add_metric([], cells["held_bytes"])
+        yield held
         workers = GaugeMetricFamily("codemode_workers", "Worker processes", labels=["state"])
         for state in ("fresh", "idle", "busy", "spawning"):
             workers.add_metric([state], pool[state])

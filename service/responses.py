@@ -8,6 +8,8 @@ from starlette.responses import Response
 
 from bridge import jsoncodec
 
+from .envelopes import SealedEnvelope
+
 
 class JSONBytes(Response):
     """``application/json`` body from any JSON-serialisable value."""
@@ -15,4 +17,6 @@ class JSONBytes(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
+        if isinstance(content, SealedEnvelope):
+            return content.encoded  # encoded once, before the cell's side effects committed
         return jsoncodec.dumps(content)

@@ -20,7 +20,8 @@ class CellStoreWrites:
     """A cell's view of its session store: the committed snapshot plus the cell's own writes.
 
     Writes are checked against committed + buffered state when made, so the guest sees
-    TypeError/RangeError at the call site. Nothing reaches the backend until the cell
+    TypeError/RangeError at the call site.  Deletes are buffered only for keys of the committed
+    snapshot, so what the buffer holds is bounded by the session limits. Nothing reaches the backend until the cell
     completes and the caller commits ``pending()``; a failed cell simply drops this object.
     """
 
@@ -58,7 +59,12 @@ class CellStoreWrites:
         if new_cost > old_cost:
             # Shrinking writes are always allowed, even if a sibling cell left the session over the limit.
             check_total(total, self._limits)
-        self._buffer[key] = json_text
+        if json_text is None and key not in self._committed:
+            # Deleting what only this cell wrote, or nothing: forget the key instead of buffering a
+            # delete, so the buffer stays within the session limits however many keys a cell deletes.
+            self._buffer.pop(key, None)
+        else:
+            self._buffer[key] = json_text
         self._total = total
 
     def pending(self) -> tuple[dict[str, str], tuple[str, ...]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance
+from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance, arguments_exceeded_message
 
 KIB, MIB = 1024, 1024 * 1024
 
@@ -70,3 +70,22 @@ def test_exceeded_message_tells_what_to_do() -> None:
     """The fixed refusal names the budget and says to paginate or narrow."""
     assert "program-data budget exceeded" in INBOX_EXCEEDED_MESSAGE
     assert "paginate or narrow" in INBOX_EXCEEDED_MESSAGE.lower()
+
+
+def test_forced_charge_counts_past_capacity_and_releases_exactly() -> None:
+    """Data too small to refuse is still counted, so the counter always says what is held."""
+    inbox = InboxAllowance(10)
+    assert inbox.admit(10)
+    inbox.charge(4)
+    assert inbox.used == 14 and inbox.remaining == -4
+    assert not inbox.admit(1)
+    inbox.release(14)
+    assert inbox.used == 0
+
+
+def test_arguments_message_names_sizes_and_what_to_do() -> None:
+    """The refusal of oversized arguments gives the sizes and the way out."""
+    message = arguments_exceeded_message(7_000_000, 10_485_760, 7_000_019)
+    assert message.startswith("program-data budget exceeded")
+    assert "7000000 bytes" in message and "10485760 bytes" in message and "7000019 bytes" in message
+    assert "less data per call" in message

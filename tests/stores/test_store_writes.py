@@ -70,7 +70,8 @@ def test_get_sees_snapshot_then_buffer() -> None:
 
 
 def test_pending_lists_sets_and_deletes() -> None:
-    """pending() returns final sets and deletes; a set then delete becomes just a delete."""
+    """pending() returns final sets and deletes; a set then delete of a key the session did not hold
+    leaves nothing to commit."""
     writes = CellStoreWrites({"a": "1"}, LIMITS)
     assert not writes.has_pending()
     writes.set("a", None)
@@ -78,8 +79,18 @@ def test_pending_lists_sets_and_deletes() -> None:
     writes.set("tmp", "3")
     writes.set("tmp", None)
     writes.set("b", "4")
-    assert writes.pending() == ({"b": "4"}, ("a", "tmp"))
+    assert writes.pending() == ({"b": "4"}, ("a",))
     assert writes.has_pending()
+
+
+def test_deleting_absent_keys_buffers_nothing() -> None:
+    """However many keys the session never held a cell deletes, the buffer does not grow."""
+    writes = CellStoreWrites({"kept": "1"}, LIMITS)
+    for i in range(10_000):
+        writes.set("k" * 250 + str(i), None)
+    assert not writes.has_pending() and writes.pending() == ({}, ())
+    writes.set("kept", None)
+    assert writes.pending() == ({}, ("kept",)) and writes.get("kept") is None
 
 
 def test_snapshot_is_not_mutated() -> None:
@@ -125,7 +136,7 @@ def test_delete_frees_room() -> None:
     writes.set("extra", json_of_bytes(100 * KIB))
     writes.set("extra", None)
     writes.set("extra2", json_of_bytes(250 * KIB))
-    assert writes.pending() == ({"extra2": json_of_bytes(250 * KIB)}, ("k0", "extra"))
+    assert writes.pending() == ({"extra2": json_of_bytes(250 * KIB)}, ("k0",))
 
 
 def test_total_counts_key_and_value_bytes() -> None:
