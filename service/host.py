@@ -7,6 +7,8 @@ routes guest requests to their handlers.  Nothing here runs until ``Services.sta
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,11 +18,11 @@ from .auth import KeyRing
 from .cell_service import CellService
 from .dispatch import Dispatcher, base_dispatcher
 from .errors import ConfigError, InvalidRequest
-from .guest_services import GuestServices
+from .guest_services import GuestServices, store_limits
 from .metrics import Metrics
 from .results_store import ResultsStore
 from .settings import ApiKey, Settings
-from .stores import SessionStore, StoreLimits, open_store
+from .stores import SessionStore, open_store
 from .stores.errors import StoreError
 from .tools.catalog import CatalogLimits, CatalogView, ToolCatalog
 from .tools.errors import ToolError
@@ -47,6 +49,7 @@ class Services:
     mcp: Any = None
     metrics: Metrics = field(default_factory=Metrics)
     _policies: dict[str, ToolPolicy | None] = field(default_factory=dict)
+    _store_sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         if self.store is not None:
@@ -59,8 +62,27 @@ class Services:
             await self.mcp.start()
         await self.pool.start()
         self.cells.start()
+        if self.store is not None:
+            self._store_sweeper = asyncio.ensure_future(self._sweep_store())
+
+    async def _sweep_store(self) -> None:
+        """Remove expired sessions' data now and then (reads already treat them as gone)."""
+        assert self.store is not None
+        period = min(60.0, self.settings.session_ttl_seconds / 10)
+        while True:
+            try:
+                removed = await self.store.expire()
+                if removed:
+                    log.info("removed %d expired sessions from the session store", removed)
+            except StoreError as exc:
+                log.warning("could not remove expired sessions: %s", exc)
+            await asyncio.sleep(period)
 
     async def close(self) -> None:
+        if self._store_sweeper is not None:
+            self._store_sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._store_sweeper
         await self.cells.close()
         await self.pool.close()
         if self.mcp is not None:
@@ -123,7 +145,7 @@ def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
     session_store: SessionStore | None = None
     if store is True:
         try:
-            session_store = open_store(settings.resolved_store_url, StoreLimits())
+            session_store = open_store(settings.resolved_store_url, store_limits(settings))
         except StoreError as exc:
             raise ConfigError(str(exc), need_param="store_url") from None
     elif store is not False and store is not None:
@@ -133,7 +155,7 @@ def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
         from .mcp.hub import McpHub
 
         mcp = McpHub(settings.mcp_servers)
-    results = ResultsStore()
+    results = ResultsStore(tenant_max_bytes=settings.tenant_results_bytes, max_bytes=settings.results_max_bytes)
     guest = GuestServices(settings, catalog, results, session_store, mcp)
     dispatcher = dispatcher or base_dispatcher()
     guest.install(dispatcher)
