@@ -158,8 +158,8 @@ class CellService:
             return _input_failure(problem)
         if len(self._parked) >= self.settings.max_parked_cells:
             raise TooManyRequests(
-                f"too many parked cells ({len(self._parked)}, cap {self.settings.max_parked_cells}): "
-                "finish or cancel waiting cells first", retry_after=1)
+                f"too many parked cells ({len(self._parked)}, cap max_parked_cells="
+                f"{self.settings.max_parked_cells}): finish or cancel waiting cells first", retry_after=1)
         parked = self._gate(spec.tenant).parked
         if parked >= self.settings.tenant_max_parked_cells:
             raise TooManyRequests(
