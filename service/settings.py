@@ -65,7 +65,7 @@ SCALARS: dict[str, Scalar] = {
     "tenant_max_waits": Scalar("tenants", int, 16, 1, 100000, "concurrent wait calls per tenant"),
     "tenant_results_bytes": Scalar("tenants", int, 64 * MiB, 1024, 1 << 40, "saved-result bytes per tenant"),
     "results_max_bytes": Scalar("tenants", int, 512 * MiB, 1024, 1 << 40, "saved-result bytes of all tenants"),
-    "tenant_store_bytes": Scalar("tenants", int, 64 * MiB, 1024, 1 << 40, "session-store bytes per tenant"),
+    "tenant_store_bytes": Scalar("tenants", int, 32 * MiB, 1024, 1 << 40, "session-store bytes per tenant"),
     "tenant_max_sessions": Scalar("tenants", int, 1000, 1, 10_000_000, "sessions with stored data per tenant"),
     "session_ttl_seconds": Scalar("tenants", int, 7 * 86400, 60, 10 * 365 * 86400,
                                   "a session's stored data is removed this long after its last write"),

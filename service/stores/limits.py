@@ -39,7 +39,7 @@ class StoreLimits:
     max_key_chars: int = 256
     max_value_bytes: int = 256 * 1024
     max_total_bytes: int = 1024 * 1024
-    max_tenant_bytes: int = 64 * 1024 * 1024
+    max_tenant_bytes: int = 32 * 1024 * 1024
     max_tenant_sessions: int = 1000
     session_ttl_seconds: float = 7 * 86400
 
