@@ -225,6 +225,11 @@ class CellService:
     def stats(self) -> dict[str, int]:
         return {"live": len(self._cells), "parked": len(self._parked), **self.counts}
 
+    def tenant_load(self, tenant: str) -> dict[str, int]:
+        """What ``tenant`` holds now against its quotas: running calls, parked cells, waits."""
+        gate = self._tenants.get(tenant) or _TenantGate()
+        return {"running": gate.running, "parked": gate.parked, "waits": gate.waits}
+
     # ---- callbacks from cells ------------------------------------------------------------------
 
     def _get(self, cell_id: str, tenant: str) -> Cell:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,11 +115,12 @@ class Services:
 
 
 def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
-                   dispatcher: Dispatcher | None = None, store: SessionStore | None | bool = True) -> Services:
+                   dispatcher: Dispatcher | None = None, store: SessionStore | None | bool = True,
+                   results_clock: Callable[[], float] = time.monotonic) -> Services:
     """Create (not start) the service parts for ``settings``.
 
     ``extra_tools`` adds tools defined in code (tests, embedding) to the plugins of the settings;
-    ``store=False`` runs without a session store.
+    ``store=False`` runs without a session store; ``results_clock`` dates saved results (tests move it).
     """
     pool = WorkerPool(
         size=settings.workers,
@@ -155,7 +157,8 @@ def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
         from .mcp.hub import McpHub
 
         mcp = McpHub(settings.mcp_servers)
-    results = ResultsStore(tenant_max_bytes=settings.tenant_results_bytes, max_bytes=settings.results_max_bytes)
+    results = ResultsStore(clock=results_clock, tenant_max_bytes=settings.tenant_results_bytes,
+                           max_bytes=settings.results_max_bytes)
     guest = GuestServices(settings, catalog, results, session_store, mcp)
     dispatcher = dispatcher or base_dispatcher()
     guest.install(dispatcher)

@@ -206,6 +206,10 @@ class WorkerPool:
     def running_slots(self, tenant: str) -> int:
         return self._slots.get(tenant, 0)
 
+    def queued(self, tenant: str) -> int:
+        """Callers of ``tenant`` waiting for a running slot."""
+        return len(self._queues.get(tenant, ()))
+
     async def _admit(self, tenant: str, timeout: float) -> None:
         if not self._queues and sum(self._slots.values()) < self.size:
             self._grant_to(tenant)

@@ -65,7 +65,7 @@ def test_a_flood_of_busy_loops_delays_another_tenant_by_about_one_cell(tmp_path)
         with ThreadPoolExecutor(6) as flood:
             floods = [flood.submit(post, client, ALPHA, "/v1/exec",
                                    {"code": "while (true) {}", "timeout_ms": a_timeout_ms}) for _ in range(6)]
-            poll(lambda: pool.running_slots("alpha") == 2 and len(pool._queues.get("alpha", ())) >= 3,
+            poll(lambda: pool.running_slots("alpha") == 2 and pool.queued("alpha") >= 3,
                  "A holds every worker and has cells queued")
             started = time.monotonic()
             answer = exec_ok(client, BETA, "return 40 + 2")
@@ -113,7 +113,7 @@ def test_concurrent_waits_are_capped_per_tenant(tmp_path):
         thread = threading.Thread(target=wait_first)
         thread.start()
         try:
-            poll(lambda: cells._tenants.get("alpha") is not None and cells._tenants["alpha"].waits == 1,
+            poll(lambda: cells.tenant_load("alpha")["waits"] == 1,
                  "A's first wait is in progress")
             assert_quota_refusal(post(client, ALPHA, f"/v1/cells/{a2['cell_id']}/wait", {}), "tenant_max_waits")
             r = post(client, BETA, f"/v1/cells/{b1['cell_id']}/wait", {})
@@ -131,7 +131,7 @@ def test_running_cells_quota_names_its_setting(tmp_path):
         with ThreadPoolExecutor(1) as one:
             slow = one.submit(post, client, ALPHA, "/v1/exec", {"code": "await echo({x: 1, delay: 1.5}); return 1"})
             cells = client.app.state.services.cells
-            poll(lambda: cells._tenants.get("alpha") is not None and cells._tenants["alpha"].running == 1,
+            poll(lambda: cells.tenant_load("alpha")["running"] == 1,
                  "A's slow cell runs")
             assert_quota_refusal(post(client, ALPHA, "/v1/exec", {"code": "return 2"}), "tenant_max_concurrency")
             assert value_of(exec_ok(client, BETA, "return 3")) == 3
@@ -170,10 +170,12 @@ def test_saved_result_bytes_are_bounded_per_tenant_and_globally(tmp_path):
 
 def test_saved_results_expire_on_the_injected_clock(tmp_path):
     """Saved results leave the tenant's quota when their TTL passes (ResultsStore clock, no sleeping)."""
-    with make_client(tmp_path, api_keys=KEYS, tenant_results_bytes=int(1.5 * MiB), results_ttl_seconds=60) as client:
-        results = client.app.state.services.results
-        now = [1000.0]
-        results._clock = lambda: now[0]
+    settings = replace(Settings(workers=1, data_dir=str(tmp_path)), api_keys=KEYS,
+                       tenant_results_bytes=int(1.5 * MiB), results_ttl_seconds=60).check()
+    now = [1000.0]
+    services = build_services(settings, extra_tools=TEST_TOOLS, results_clock=lambda: now[0])
+    with TestClient(create_app(settings, services)) as client:
+        results = services.results
         assert value_of(exec_ok(client, ALPHA, SAVE_MIB % 2, session_id="s", run_id="r"))[1].startswith("RangeError")
         now[0] += 61
         results.expire()
