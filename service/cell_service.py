@@ -3,7 +3,10 @@
 Cells live in memory in the process that runs them (their guest is a live worker process).
 Parked cells are capped (``max_parked_cells``) and expire after ``cell_ttl_seconds`` idle.
 Finished cells leave a small, bounded summary (no value, no output, the error's first 2 KiB) so
-``GET /v1/cells/{id}`` can still say how they ended; the last ``FINISHED_KEPT`` summaries are kept.
+``GET /v1/cells/{id}`` can still say how they ended; the last ``tenant_finished_kept`` summaries of
+each tenant are kept.
+Per-tenant quotas (``tenant_max_parked_cells``, ``tenant_max_waits``) keep one tenant from taking
+every parked slot or wait; each refusal is a 429 naming the setting that raises it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,12 +25,12 @@ from .cells import ABORT_MESSAGE, Cell, CellLimits, CellSpec, CellStatus, Teleme
 from .dispatch import Dispatcher
 from .envelopes import finished_summary
 from .errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
+from .finished_cells import FinishedCells
 from .settings import Settings
 from .source_checks import check_source
 from .workers import WorkerPool
 
 log = logging.getLogger("codemode.cells")
-FINISHED_KEPT = 10_000
 NOT_FOUND = "cell is unavailable or expired"
 #: Builds per-cell handler state (tool session, store buffer, guest config) before the cell runs.
 Preparer = Callable[[Cell], Awaitable[None]]
@@ -37,6 +39,8 @@ Preparer = Callable[[Cell], Awaitable[None]]
 @dataclass
 class _TenantGate:
     running: int = 0
+    parked: int = 0
+    waits: int = 0
 
 
 class CellService:
@@ -52,7 +56,7 @@ class CellService:
         self.retain = retain
         self._cells: dict[str, Cell] = {}
         self._parked: set[str] = set()
-        self._finished: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._finished = FinishedCells(settings.tenant_finished_kept, settings.max_tenants_tracked)
         self._tenants: dict[str, _TenantGate] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self.counts: dict[str, int] = {"completed": 0, "failed": 0, "waiting": 0}
@@ -109,13 +113,35 @@ class CellService:
             max_request_bytes=s.max_request_bytes,
         )
 
+    def _gate(self, tenant: str) -> _TenantGate:
+        return self._tenants.setdefault(tenant, _TenantGate())
+
+    def _forget_idle_gate(self, tenant: str) -> None:
+        gate = self._tenants.get(tenant)
+        if gate is not None and not (gate.running or gate.parked or gate.waits):
+            del self._tenants[tenant]  # bounded by active tenants, not by every tenant ever seen
+
+    @contextlib.contextmanager
+    def _wait_slot(self, tenant: str):  # type: ignore[no-untyped-def]
+        gate = self._gate(tenant)
+        if gate.waits >= self.settings.tenant_max_waits:
+            raise TooManyRequests(
+                f"concurrent-waits quota reached: tenant {tenant!r} has {gate.waits} waits in progress (cap "
+                f"tenant_max_waits={self.settings.tenant_max_waits}); retry after one returns", retry_after=1)
+        gate.waits += 1
+        try:
+            yield
+        finally:
+            gate.waits -= 1
+            self._forget_idle_gate(tenant)
+
     @contextlib.contextmanager
     def _tenant_slot(self, tenant: str):  # type: ignore[no-untyped-def]
-        gate = self._tenants.setdefault(tenant, _TenantGate())
+        gate = self._gate(tenant)
         if gate.running >= self.settings.tenant_max_concurrency:
             raise TooManyRequests(
-                f"tenant {tenant!r} already runs {gate.running} cells (cap "
-                f"{self.settings.tenant_max_concurrency}); retry after one finishes",
+                f"running-cells quota reached: tenant {tenant!r} already runs {gate.running} cells (cap "
+                f"tenant_max_concurrency={self.settings.tenant_max_concurrency}); retry after one finishes",
                 retry_after=1,
             )
         gate.running += 1
@@ -123,6 +149,7 @@ class CellService:
             yield
         finally:
             gate.running -= 1
+            self._forget_idle_gate(tenant)
 
     # ---- operations ------------------------------------------------------------------------------
 
@@ -133,8 +160,14 @@ class CellService:
             return _input_failure(problem)
         if len(self._parked) >= self.settings.max_parked_cells:
             raise TooManyRequests(
-                f"too many parked cells ({len(self._parked)}, cap {self.settings.max_parked_cells}): "
-                "finish or cancel waiting cells first", retry_after=1)
+                f"too many parked cells ({len(self._parked)}, cap max_parked_cells="
+                f"{self.settings.max_parked_cells}): finish or cancel waiting cells first", retry_after=1)
+        parked = self._gate(spec.tenant).parked
+        if parked >= self.settings.tenant_max_parked_cells:
+            raise TooManyRequests(
+                f"parked-cells quota reached: tenant {spec.tenant!r} has {parked} parked cells (cap "
+                f"tenant_max_parked_cells={self.settings.tenant_max_parked_cells}); wait on, cancel or let "
+                "them finish first", retry_after=1)
         with self._tenant_slot(spec.tenant):
             worker = await self.pool.acquire(spec.tenant)
             cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retain)
@@ -158,10 +191,10 @@ class CellService:
             raise WaitInProgress("cell is already being resumed by another wait; retry when it returns")
         timeout = cell.spec.limits.timeout_ms if timeout_ms is None else timeout_ms
         _check_range("timeout_ms", timeout, 100, self.settings.max_timeout_ms)
-        with self._tenant_slot(tenant):
+        with self._tenant_slot(tenant), self._wait_slot(tenant):
             async with cell.wait_lock:
                 if cell.done:
-                    raise CellNotFound(self._gone_message(cell.id))
+                    raise CellNotFound(self._gone_message(cell.id, tenant))
                 problem = cell.check_tool_results(tool_results)
                 if problem is not None:
                     raise InvalidRequest(problem, need_param="tool_results")
@@ -186,8 +219,8 @@ class CellService:
         cell = self._cells.get(cell_id)
         if cell is not None and cell.spec.tenant == tenant:
             return cell.snapshot()
-        summary = self._finished.get(cell_id)
-        if summary is not None and summary["tenant"] == tenant:
+        summary = self._finished.get(tenant, cell_id)
+        if summary is not None:
             return summary["snapshot"]
         raise CellNotFound(NOT_FOUND)
 
@@ -195,34 +228,47 @@ class CellService:
         held = sum(cell.requests.inbox.used for cell in self._cells.values())
         return {"live": len(self._cells), "parked": len(self._parked), "held_bytes": held, **self.counts}
 
+    def tenant_load(self, tenant: str) -> dict[str, int]:
+        """What ``tenant`` holds now against its quotas: running calls, parked cells, waits."""
+        gate = self._tenants.get(tenant) or _TenantGate()
+        return {"running": gate.running, "parked": gate.parked, "waits": gate.waits}
+
     # ---- callbacks from cells ------------------------------------------------------------------
 
     def _get(self, cell_id: str, tenant: str) -> Cell:
         cell = self._cells.get(cell_id)
         if cell is None or cell.spec.tenant != tenant:
-            if cell_id in self._finished and self._finished[cell_id]["tenant"] == tenant:
-                raise CellNotFound(self._gone_message(cell_id))
+            if self._finished.get(tenant, cell_id) is not None:
+                raise CellNotFound(self._gone_message(cell_id, tenant))
             raise CellNotFound(NOT_FOUND)
         return cell
 
-    def _gone_message(self, cell_id: str) -> str:
-        summary = self._finished.get(cell_id, {})
+    def _gone_message(self, cell_id: str, tenant: str) -> str:
+        summary = self._finished.get(tenant, cell_id) or {}
         if summary.get("expired"):
             return (f"{NOT_FOUND}: it expired after {self.settings.cell_ttl_seconds}s idle and its pending work "
                     "was discarded; start a new cell")
         return NOT_FOUND + ": it already finished and its result was delivered"
 
     def _park(self, cell: Cell) -> bool:
-        if cell.id not in self._parked and len(self._parked) >= self.settings.max_parked_cells:
+        gate = self._gate(cell.spec.tenant)
+        if cell.id not in self._parked and (len(self._parked) >= self.settings.max_parked_cells
+                                            or gate.parked >= self.settings.tenant_max_parked_cells):
             return False
+        if cell.id not in self._parked:
+            gate.parked += 1
         self._parked.add(cell.id)
         self.pool.set_parked(len(self._parked))
+        if cell.worker is not None:
+            self.pool.vacate(cell.worker)
         self.counts["waiting"] += 1
         return True
 
     def _unpark(self, cell: Cell) -> None:
         if cell.id in self._parked:
             self._parked.discard(cell.id)
+            self._gate(cell.spec.tenant).parked -= 1
+            self._forget_idle_gate(cell.spec.tenant)
             self.pool.set_parked(len(self._parked))
 
     def _end(self, cell: Cell) -> None:
@@ -234,10 +280,8 @@ class CellService:
                      cell.telemetry.call_count)
         self._cells.pop(cell.id, None)
         self.counts["completed" if cell.status is CellStatus.COMPLETED else "failed"] += 1
-        self._finished[cell.id] = {"tenant": cell.spec.tenant, "snapshot": finished_summary(cell.final or {}),
-                                   "expired": bool(cell.scope.get("expired"))}
-        while len(self._finished) > FINISHED_KEPT:
-            self._finished.popitem(last=False)
+        self._finished.add(cell.spec.tenant, cell.id, {"snapshot": finished_summary(cell.final or {}),
+                                                       "expired": bool(cell.scope.get("expired"))})
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:

@@ -64,7 +64,7 @@ class GuestServices:
         self.results = results
         self.store = store
         self.mcp = mcp
-        self.store_limits = StoreLimits()
+        self.store_limits = store_limits(settings)
 
     # ---- wiring ----------------------------------------------------------------------------------
 
@@ -141,7 +141,8 @@ class GuestServices:
         try:
             ref = self._save(cell, json_text)
         except ResultsError as exc:
-            reason = "result-store capacity" if exc.code == "results_capacity" else "result data allowance"
+            reason = {"results_capacity": "result-store capacity",
+                      "results_quota": "saved-results quota"}.get(exc.code, "result data allowance")
             return NotRetained(f"{reason}: {exc}")
         return describe_reference(ref, json_text)
 
@@ -311,11 +312,12 @@ class GuestServices:
         if state.writes is None:
             try:
                 snapshot = await self.store.get_all(spec.tenant, spec.session_id)
+                usage = await self.store.usage(spec.tenant)
             except StoreError as exc:
                 raise GuestError(f"session store unavailable: {exc}", "store_unavailable") from None
             if state.writes is None:
                 state.session_network = NETWORK_MARK_KEY in snapshot
-                state.writes = CellStoreWrites(snapshot, self.store_limits)
+                state.writes = CellStoreWrites(snapshot, self.store_limits, usage)
         return state.writes
 
     async def _store_get(self, call: HostCall) -> Any:
@@ -352,7 +354,7 @@ class GuestServices:
         except StoreTypeError as exc:
             raise GuestError(str(exc), "store_type", name="TypeError") from None
         except StoreLimitError as exc:
-            raise GuestError(str(exc), "store_range", name="RangeError") from None
+            raise GuestError(str(exc), exc.code, name="RangeError") from None
 
     async def _finish(self, cell: Cell, completed: bool) -> list[str]:
         state: CellTools | None = cell.scope.get("guest")
@@ -364,7 +366,15 @@ class GuestServices:
             sets = {**sets, NETWORK_MARK_KEY: "true"}
         try:
             await self.store.commit(cell.spec.tenant, cell.spec.session_id, sets, deletes)
+        except StoreLimitError as exc:
+            return [f"the cell's store writes were not saved: {exc}"]
         except StoreError as exc:
             return [f"session store persistence could not be confirmed ({exc}); the cell's store writes "
                     "may not have been saved"]
         return []
+
+
+def store_limits(settings: Settings) -> StoreLimits:
+    """The session-store limits: fixed per-session sizes (SPEC §6) and the tenant quotas of the settings."""
+    return StoreLimits(max_tenant_bytes=settings.tenant_store_bytes, max_tenant_sessions=settings.tenant_max_sessions,
+                       session_ttl_seconds=settings.session_ttl_seconds)

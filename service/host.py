@@ -7,8 +7,11 @@ routes guest requests to their handlers.  Nothing here runs until ``Services.sta
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,11 +20,11 @@ from .auth import KeyRing
 from .cell_service import CellService
 from .dispatch import Dispatcher, base_dispatcher
 from .errors import ConfigError, InvalidRequest
-from .guest_services import GuestServices
+from .guest_services import GuestServices, store_limits
 from .metrics import Metrics
 from .results_store import ResultsStore
 from .settings import ApiKey, Settings
-from .stores import SessionStore, StoreLimits, open_store
+from .stores import SessionStore, open_store
 from .stores.errors import StoreError
 from .tools.catalog import CatalogLimits, CatalogView, ToolCatalog
 from .tools.errors import ToolError
@@ -48,6 +51,7 @@ class Services:
     mcp: Any = None
     metrics: Metrics = field(default_factory=Metrics)
     _policies: dict[str, ToolPolicy | None] = field(default_factory=dict)
+    _store_sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         if self.store is not None:
@@ -60,8 +64,27 @@ class Services:
             await self.mcp.start()
         await self.pool.start()
         self.cells.start()
+        if self.store is not None:
+            self._store_sweeper = asyncio.ensure_future(self._sweep_store())
+
+    async def _sweep_store(self) -> None:
+        """Remove expired sessions' data now and then (reads already treat them as gone)."""
+        assert self.store is not None
+        period = min(60.0, self.settings.session_ttl_seconds / 10)
+        while True:
+            try:
+                removed = await self.store.expire()
+                if removed:
+                    log.info("removed %d expired sessions from the session store", removed)
+            except StoreError as exc:
+                log.warning("could not remove expired sessions: %s", exc)
+            await asyncio.sleep(period)
 
     async def close(self) -> None:
+        if self._store_sweeper is not None:
+            self._store_sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._store_sweeper
         await self.cells.close()
         await self.pool.close()
         if self.mcp is not None:
@@ -98,11 +121,12 @@ class Services:
 
 
 def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
-                   dispatcher: Dispatcher | None = None, store: SessionStore | None | bool = True) -> Services:
+                   dispatcher: Dispatcher | None = None, store: SessionStore | None | bool = True,
+                   results_clock: Callable[[], float] = time.monotonic) -> Services:
     """Create (not start) the service parts for ``settings``.
 
     ``extra_tools`` adds tools defined in code (tests, embedding) to the plugins of the settings;
-    ``store=False`` runs without a session store.
+    ``store=False`` runs without a session store; ``results_clock`` dates saved results (tests move it).
     """
     pool = WorkerPool(
         size=settings.workers,
@@ -129,7 +153,7 @@ def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
     session_store: SessionStore | None = None
     if store is True:
         try:
-            session_store = open_store(settings.resolved_store_url, StoreLimits())
+            session_store = open_store(settings.resolved_store_url, store_limits(settings))
         except StoreError as exc:
             raise ConfigError(str(exc), need_param="store_url") from None
     elif store is not False and store is not None:
@@ -140,7 +164,8 @@ def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
 
         mcp = McpHub(settings.mcp_servers)
     _check_mcp_entries(settings, mcp.identifiers() if mcp is not None else [], policy)
-    results = ResultsStore()
+    results = ResultsStore(clock=results_clock, tenant_max_bytes=settings.tenant_results_bytes,
+                           max_bytes=settings.results_max_bytes)
     guest = GuestServices(settings, catalog, results, session_store, mcp, tool_policy=policy)
     dispatcher = dispatcher or base_dispatcher()
     guest.install(dispatcher)

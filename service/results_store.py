@@ -1,4 +1,10 @@
-"""In-memory, run-scoped store behind ``results.save/load/delete`` and automatic references."""
+"""In-memory, run-scoped store behind ``results.save/load/delete`` and automatic references.
+
+Besides the per-run limits (entries, byte allowance), every tenant has a byte quota and all
+tenants together a global one, so fresh ``run_id``s cannot grow the service's memory without
+bound.  Quotas charge each entry its UTF-8 size plus ``ENTRY_OVERHEAD`` (the bookkeeping a tiny
+entry still costs), and count entries until the periodic ``expire()`` drops them.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +20,12 @@ __all__ = [
     "ResultsAllowanceError",
     "ResultsCapacityError",
     "ResultsError",
+    "ResultsQuotaError",
     "ResultsStore",
 ]
 
+#: Bytes each saved entry is charged on top of its JSON text (id, scope, dict slots).
+ENTRY_OVERHEAD = 256
 _UNAVAILABLE = "saved result is unavailable or expired; fetch fresh data if needed"
 
 
@@ -36,6 +45,12 @@ class ResultsAllowanceError(ResultsError):
     """Saving would exceed the run's byte allowance."""
 
     code = "results_allowance"
+
+
+class ResultsQuotaError(ResultsError):
+    """Saving would exceed the tenant's or the service's saved-result bytes."""
+
+    code = "results_quota"
 
 
 class ResultUnavailableError(ResultsError):
@@ -70,12 +85,17 @@ class ResultsStore:
     abandoned runs do not hold memory until they are ended.
     """
 
-    def __init__(self, max_entries: int = 64, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, max_entries: int = 64, clock: Callable[[], float] = time.monotonic, *,
+                 tenant_max_bytes: int | None = None, max_bytes: int | None = None) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self._max_entries = max_entries
         self._clock = clock
+        self._tenant_max_bytes = tenant_max_bytes
+        self._max_bytes = max_bytes
         self._runs: dict[ResultScope, dict[str, _Entry]] = {}
+        self._tenant_bytes: dict[str, int] = {}  # charged bytes (size + overhead) per tenant
+        self._total_bytes = 0
 
     def save(self, scope: ResultScope, json_text: str, byte_allowance: int, ttl_seconds: float,
              *, network: bool = False) -> str:
@@ -97,9 +117,44 @@ class ResultsStore:
                 f"saving {size} bytes would exceed this run's saved-results allowance "
                 f"({used} of {byte_allowance} bytes used); save a narrower value or delete references"
             )
+        self._check_quotas(scope.tenant, size + ENTRY_OVERHEAD)
         result_id = f"result_{uuid.uuid4()}"
         self._runs.setdefault(scope, {})[result_id] = _Entry(json_text, size, self._clock() + ttl_seconds, network)
+        self._charge(scope.tenant, size + ENTRY_OVERHEAD)
         return result_id
+
+    def tenant_bytes(self, tenant: str) -> int:
+        """Charged bytes the tenant's saved results hold (until the next ``expire()``)."""
+        return self._tenant_bytes.get(tenant, 0)
+
+    @property
+    def total_bytes(self) -> int:
+        return self._total_bytes
+
+    def _check_quotas(self, tenant: str, charge: int) -> None:
+        used = self._tenant_bytes.get(tenant, 0)
+        if self._tenant_max_bytes is not None and used + charge > self._tenant_max_bytes:
+            raise ResultsQuotaError(
+                f"saved-results quota reached: this tenant's saved results hold {used} of "
+                f"{self._tenant_max_bytes} bytes (tenant_results_bytes); end finished runs "
+                "(DELETE /v1/sessions/{session_id}/runs/{run_id}) or delete references to make room")
+        if self._max_bytes is not None and self._total_bytes + charge > self._max_bytes:
+            raise ResultsQuotaError(
+                f"saved-results capacity of this server reached ({self._total_bytes} of {self._max_bytes} "
+                "bytes, results_max_bytes); save a narrower value or retry after older results expire")
+
+    def _charge(self, tenant: str, delta: int) -> None:
+        held = self._tenant_bytes.get(tenant, 0) + delta
+        if held > 0:
+            self._tenant_bytes[tenant] = held
+        else:
+            self._tenant_bytes.pop(tenant, None)
+        self._total_bytes += delta
+
+    def _drop(self, scope: ResultScope, entries: dict[str, _Entry], result_id: str) -> _Entry:
+        entry = entries.pop(result_id)
+        self._charge(scope.tenant, -(entry.size + ENTRY_OVERHEAD))
+        return entry
 
     def load(self, scope: ResultScope, result_id: object) -> str:
         """Return the saved JSON text, or raise ResultUnavailableError."""
@@ -117,8 +172,9 @@ class ResultsStore:
         """Forget one saved result; return whether this scope had it."""
         scope = ResultScope(*scope)
         entries = self._live(scope)
-        if not entries or not isinstance(result_id, str) or entries.pop(result_id, None) is None:
+        if not entries or not isinstance(result_id, str) or result_id not in entries:
             return False
+        self._drop(scope, entries, result_id)
         if not entries:
             del self._runs[scope]
         return True
@@ -126,9 +182,12 @@ class ResultsStore:
     def end_run(self, scope: ResultScope) -> int:
         """Drop every saved result of the run; return how many were still live."""
         scope = ResultScope(*scope)
-        entries = self._live(scope)
+        entries = self._live(scope) or {}
         self._runs.pop(scope, None)
-        return len(entries) if entries else 0
+        live = len(entries)
+        for result_id in list(entries):
+            self._drop(scope, entries, result_id)
+        return live
 
     def expire(self) -> int:
         """Drop every entry past its TTL; return how many were dropped."""
@@ -153,7 +212,7 @@ class ResultsStore:
             return None
         now = self._clock()
         for result_id in [rid for rid, entry in entries.items() if entry.expires_at <= now]:
-            del entries[result_id]
+            self._drop(scope, entries, result_id)
         if not entries:
             del self._runs[scope]
             return None

@@ -60,6 +60,18 @@ SCALARS: dict[str, Scalar] = {
     "kill_grace_ms": Scalar("workers", int, 1000, 50, 60000, "SIGKILL a worker this long past its deadline"),
     "acquire_timeout_ms": Scalar("workers", int, 5000, 10, 120000, "wait for a free worker before 503"),
     "tenant_max_concurrency": Scalar("workers", int, 32, 1, 100000, "running exec/wait calls per tenant"),
+    # [tenants]: per-tenant quotas, so one tenant cannot take what another needs
+    "tenant_max_parked_cells": Scalar("tenants", int, 16, 1, 4096, "parked cells per tenant (within max_parked_cells)"),
+    "tenant_max_waits": Scalar("tenants", int, 16, 1, 100000, "concurrent wait calls per tenant"),
+    "tenant_results_bytes": Scalar("tenants", int, 64 * MiB, 1024, 1 << 40, "saved-result bytes per tenant"),
+    "results_max_bytes": Scalar("tenants", int, 512 * MiB, 1024, 1 << 40, "saved-result bytes of all tenants"),
+    "tenant_store_bytes": Scalar("tenants", int, 32 * MiB, 1024, 1 << 40, "session-store bytes per tenant"),
+    "tenant_max_sessions": Scalar("tenants", int, 1000, 1, 10_000_000, "sessions with stored data per tenant"),
+    "session_ttl_seconds": Scalar("tenants", int, 7 * 86400, 60, 10 * 365 * 86400,
+                                  "a session's stored data is removed this long after its last write"),
+    "tenant_finished_kept": Scalar("tenants", int, 1000, 1, 1_000_000, "finished-cell summaries kept per tenant"),
+    "max_tenants_tracked": Scalar("tenants", int, 10000, 1, 1_000_000,
+                                  "tenants whose finished-cell summaries are kept (least recent dropped)"),
     "worker_rlimit_as_bytes": Scalar("workers", int, 0, 0, 1 << 44, "RLIMIT_AS of workers (0: max memory + 1 GiB)"),
     "worker_cpu_seconds": Scalar("workers", int, 3600, 1, 1 << 30,
                                  "RLIMIT_CPU of a worker; it is replaced after using 80% of it"),
@@ -118,6 +130,15 @@ class Settings:
     kill_grace_ms: int = _default("kill_grace_ms")
     acquire_timeout_ms: int = _default("acquire_timeout_ms")
     tenant_max_concurrency: int = _default("tenant_max_concurrency")
+    tenant_max_parked_cells: int = _default("tenant_max_parked_cells")
+    tenant_max_waits: int = _default("tenant_max_waits")
+    tenant_results_bytes: int = _default("tenant_results_bytes")
+    results_max_bytes: int = _default("results_max_bytes")
+    tenant_store_bytes: int = _default("tenant_store_bytes")
+    tenant_max_sessions: int = _default("tenant_max_sessions")
+    session_ttl_seconds: int = _default("session_ttl_seconds")
+    tenant_finished_kept: int = _default("tenant_finished_kept")
+    max_tenants_tracked: int = _default("max_tenants_tracked")
     worker_rlimit_as_bytes: int = _default("worker_rlimit_as_bytes")
     worker_cpu_seconds: int = _default("worker_cpu_seconds")
     api_keys: tuple[ApiKey, ...] = ()

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from .stores.limits import (
     StoreLimits,
     check_key,
+    check_tenant,
     check_total,
     check_value_size,
     entry_bytes,
@@ -25,11 +26,16 @@ class CellStoreWrites:
     completes and the caller commits ``pending()``; a failed cell simply drops this object.
     """
 
-    def __init__(self, snapshot: Mapping[str, str], limits: StoreLimits) -> None:
+    def __init__(self, snapshot: Mapping[str, str], limits: StoreLimits,
+                 tenant_usage: tuple[int, int] | None = None) -> None:
+        """``tenant_usage`` is the tenant's ``(bytes, sessions)`` when the snapshot was read; with it,
+        writes over the tenant's quotas are refused at the call site too (the commit re-checks)."""
         self._committed = dict(snapshot)
         self._limits = limits
         self._buffer: dict[str, str | None] = {}
         self._total = sum(entry_bytes(key, text) for key, text in self._committed.items())
+        self._committed_total = self._total
+        self._tenant_usage = tenant_usage
 
     @property
     def total_bytes(self) -> int:
@@ -59,6 +65,8 @@ class CellStoreWrites:
         if new_cost > old_cost:
             # Shrinking writes are always allowed, even if a sibling cell left the session over the limit.
             check_total(total, self._limits)
+            if self._tenant_usage is not None:
+                check_tenant(self._committed_total, total, *self._tenant_usage, self._limits)
         if json_text is None and key not in self._committed:
             # Deleting what only this cell wrote, or nothing: forget the key instead of buffering a
             # delete, so the buffer stays within the session limits however many keys a cell deletes.

@@ -6,6 +6,12 @@ running cell, takes it back after a clean cell (reused only for the same tenant)
 at once after a limit hit, a crash, an abort or ``worker_max_cells`` cells.  Parked cells keep
 their worker, so the pool holds ``workers + parked`` processes (never more than ``cap``); when
 every worker is busy, ``acquire`` waits for one to come back instead of starting more.
+
+Admission is fair across tenants: a running cell holds one of ``workers`` *slots* (a parked cell
+gives its slot back), callers that find no free slot wait in a queue per tenant, and a freed slot
+goes to the waiting tenant that holds the fewest slots (ties: the one served longest ago).  So a
+tenant flooding the pool holds at most its share while others wait, and another tenant's cell
+waits at most for one running cell to end.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ class Worker:
         self.proc = proc
         self.frame_cap = frame_cap
         self.tenant: str | None = None
+        self.slot = False  # holds one of the pool's running slots (not while its cell is parked)
         self.cells_run = 0
         self.dead = False
 
@@ -120,6 +127,10 @@ class WorkerPool:
         self._parked = 0  # of those, held by parked cells
         self._spawning = 0
         self._changed = asyncio.Condition()
+        self._slots: dict[str, int] = {}  # tenant -> running slots held
+        self._queues: dict[str, deque[asyncio.Future[None]]] = {}  # tenant -> callers waiting for a slot
+        self._served: dict[str, int] = {}  # tenant -> when it last got a slot (grant counter)
+        self._grants = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
         self.spawned = 0
@@ -157,9 +168,20 @@ class WorkerPool:
     # -- hand-out ---------------------------------------------------------------------------------
 
     async def acquire(self, tenant: str) -> Worker:
-        """A worker for ``tenant``: an idle one it used before, else a fresh one."""
+        """A running slot (fair across tenants), then a worker: an idle one it used before, else a fresh one."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_s
+        await self._admit(tenant, deadline - loop.time())
+        try:
+            worker = await self._worker_for(tenant, deadline)
+        except BaseException:
+            self._give_back(tenant)
+            raise
+        worker.slot = True
+        return worker
+
+    async def _worker_for(self, tenant: str, deadline: float) -> Worker:
+        loop = asyncio.get_running_loop()
         async with self._changed:
             while True:
                 worker = self._take(tenant)
@@ -170,13 +192,90 @@ class WorkerPool:
                     return worker
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    raise Overloaded(
-                        f"no worker became free within {self.acquire_timeout_s:.1f}s; retry shortly "
-                        "or lower the number of concurrent cells",
-                        retry_after=1,
-                    )
+                    raise self._no_worker()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), remaining)
+
+    def _no_worker(self) -> Overloaded:
+        return Overloaded(
+            f"no worker became free within {self.acquire_timeout_s:.1f}s (acquire_timeout_ms); retry shortly "
+            "or lower the number of concurrent cells", retry_after=1)
+
+    # -- fair admission ---------------------------------------------------------------------------
+
+    def running_slots(self, tenant: str) -> int:
+        return self._slots.get(tenant, 0)
+
+    def queued(self, tenant: str) -> int:
+        """Callers of ``tenant`` waiting for a running slot."""
+        return len(self._queues.get(tenant, ()))
+
+    async def _admit(self, tenant: str, timeout: float) -> None:
+        if not self._queues and sum(self._slots.values()) < self.size:
+            self._grant_to(tenant)
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(tenant, deque()).append(waiter)
+        self._grant()
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), max(timeout, 0.001))
+        except asyncio.TimeoutError:
+            if not self._abandon(tenant, waiter):
+                raise self._no_worker() from None
+        except BaseException:
+            if self._abandon(tenant, waiter):
+                self._give_back(tenant)
+            raise
+
+    def _abandon(self, tenant: str, waiter: asyncio.Future[None]) -> bool:
+        """Stop waiting; return whether the slot was granted meanwhile (the caller then holds it)."""
+        if waiter.done() and not waiter.cancelled():
+            return True
+        waiter.cancel()
+        self._drop_waiter(tenant, waiter)
+        return False
+
+    def _grant_to(self, tenant: str) -> None:
+        self._slots[tenant] = self._slots.get(tenant, 0) + 1
+        self._grants += 1
+        self._served[tenant] = self._grants
+
+    def _grant(self) -> None:
+        """Hand free slots to waiting tenants, fewest slots held first, then least recently served."""
+        while self._queues and sum(self._slots.values()) < self.size:
+            tenant = min(self._queues, key=lambda t: (self._slots.get(t, 0), self._served.get(t, 0)))
+            waiter = self._queues[tenant].popleft()
+            if not self._queues[tenant]:
+                del self._queues[tenant]
+            if waiter.done():
+                continue  # gave up already
+            self._grant_to(tenant)
+            waiter.set_result(None)
+
+    def _drop_waiter(self, tenant: str, waiter: asyncio.Future[None]) -> None:
+        queue = self._queues.get(tenant)
+        if queue is None:
+            return
+        with contextlib.suppress(ValueError):
+            queue.remove(waiter)
+        if not queue:
+            del self._queues[tenant]
+
+    def _give_back(self, tenant: str) -> None:
+        held = self._slots.get(tenant, 0) - 1
+        if held > 0:
+            self._slots[tenant] = held
+        else:
+            self._slots.pop(tenant, None)
+            if tenant not in self._queues:
+                self._served.pop(tenant, None)  # keep the table bounded by active tenants
+        self._grant()
+
+    def vacate(self, worker: Worker) -> None:
+        """The worker's cell parked: its running slot goes to the next caller."""
+        if worker.slot:
+            worker.slot = False
+            self._give_back(worker.tenant or "")
 
     def set_parked(self, parked: int) -> None:
         """Tell the pool how many cells hold a worker while parked (they do not count as running)."""
@@ -205,6 +304,7 @@ class WorkerPool:
 
     def release(self, worker: Worker, *, recycle: bool) -> None:
         """Take a worker back after its cell ended."""
+        self.vacate(worker)
         self._busy -= 1
         worker.cells_run += 1
         surplus = self._total() >= min(self.size + self._parked, self.cap) + 1  # a parked cell resumed

@@ -1,8 +1,14 @@
-"""Session stores: a small durable JSON map per (tenant, session), SQLite or Redis."""
+"""Session stores: a small durable JSON map per (tenant, session), SQLite or Redis.
+
+Each tenant's stored bytes and number of sessions are bounded, and a session's data is removed
+``session_ttl_seconds`` after its last write (reads treat it as gone at once; ``expire()`` frees it).
+"""
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -12,6 +18,7 @@ from .errors import (
     StoreError,
     StoreKeyError,
     StoreLimitError,
+    StoreQuotaError,
     StoreTypeError,
     StoreUnavailableError,
 )
@@ -24,6 +31,7 @@ __all__ = [
     "StoreKeyError",
     "StoreLimitError",
     "StoreLimits",
+    "StoreQuotaError",
     "StoreTypeError",
     "StoreUnavailableError",
     "charged_total",
@@ -42,21 +50,22 @@ def sqlite_url(path: str | os.PathLike[str]) -> str:
     return "sqlite:///" + os.fspath(path)
 
 
-def open_store(url: str, limits: StoreLimits) -> SessionStore:
+def open_store(url: str, limits: StoreLimits, clock: Callable[[], float] = time.time) -> SessionStore:
     """Return the store a URL names; connections open lazily, so ``await store.ping()`` at start.
 
     ``sqlite:///`` is followed by a file path as in SQLAlchemy: ``sqlite:///data/s.db`` is relative
     to the working directory, ``sqlite:////var/lib/codemode/s.db`` is absolute. Parent directories
     are created. ``redis://[[user]:password@]HOST[:PORT][/DB]`` selects Redis (port 6379, db 0).
+    ``clock`` (wall-clock seconds) dates session expiry; tests pass their own.
     """
     if url.startswith("sqlite:"):
-        return _open_sqlite(url, limits)
+        return _open_sqlite(url, limits, clock)
     if url.startswith("redis:"):
-        return _open_redis(url, limits)
+        return _open_redis(url, limits, clock)
     raise StoreConfigError(f"unsupported store URL {_redacted(url)!r}; {_ACCEPTED}")
 
 
-def _open_sqlite(url: str, limits: StoreLimits) -> SessionStore:
+def _open_sqlite(url: str, limits: StoreLimits, clock: Callable[[], float]) -> SessionStore:
     prefix = "sqlite:///"
     raw = url[len(prefix):] if url.startswith(prefix) else ""
     if not raw or raw == ":memory:" or "?" in raw or "\0" in raw:
@@ -73,10 +82,10 @@ def _open_sqlite(url: str, limits: StoreLimits) -> SessionStore:
 
     from .sqlite import SqliteSessionStore
 
-    return SqliteSessionStore(path, limits)
+    return SqliteSessionStore(path, limits, clock)
 
 
-def _open_redis(url: str, limits: StoreLimits) -> SessionStore:
+def _open_redis(url: str, limits: StoreLimits, clock: Callable[[], float]) -> SessionStore:
     shown = _redacted(url)
     try:
         parts = urlsplit(url)
@@ -98,6 +107,7 @@ def _open_redis(url: str, limits: StoreLimits) -> SessionStore:
         limits,
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,
+        clock=clock,
     )
 
 

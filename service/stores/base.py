@@ -12,6 +12,8 @@ __all__ = ["SessionStore"]
 class SessionStore(Protocol):
     """Durable per-(tenant, session) map of key -> compact JSON text.
 
+    A session past its TTL reads as empty everywhere, whether or not ``expire()`` removed it yet.
+
     Sizes follow ``StoreLimits`` (see ``service.stores.limits``). Every method raises only
     ``StoreError`` subclasses; ``StoreUnavailableError`` means the backend could not be reached.
     """
@@ -25,8 +27,10 @@ class SessionStore(Protocol):
     ) -> None:
         """Apply ``deletes`` then ``sets`` atomically, re-checking limits against the current state.
 
-        Raises ``StoreKeyError``/``StoreTypeError`` for a bad key or value and ``StoreLimitError``
-        when a value or the resulting session total is too large; in every failure nothing changes.
+        Raises ``StoreKeyError``/``StoreTypeError`` for a bad key or value, ``StoreLimitError``
+        when a value or the resulting session total is too large and ``StoreQuotaError`` when the
+        tenant's bytes or sessions would exceed its quota; in every failure nothing changes.
+        A commit restarts the session's TTL; an expired session is empty before the commit applies.
         """
         ...
 
@@ -36,6 +40,14 @@ class SessionStore(Protocol):
 
     async def delete_session(self, tenant: str, session_id: str) -> bool:
         """Drop every entry of one session; return whether it had any."""
+        ...
+
+    async def usage(self, tenant: str) -> tuple[int, int]:
+        """Return ``(bytes, sessions)`` the tenant's live (unexpired) sessions hold."""
+        ...
+
+    async def expire(self) -> int:
+        """Remove the data of sessions past their TTL; return how many sessions were removed."""
         ...
 
     async def ping(self) -> None:

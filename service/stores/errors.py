@@ -7,6 +7,7 @@ __all__ = [
     "StoreError",
     "StoreKeyError",
     "StoreLimitError",
+    "StoreQuotaError",
     "StoreTypeError",
     "StoreUnavailableError",
 ]
@@ -34,6 +35,12 @@ class StoreLimitError(StoreError):
     """A write would exceed a size limit; nothing was changed (guest RangeError)."""
 
     code = "store_range"
+
+
+class StoreQuotaError(StoreLimitError):
+    """A write would exceed the tenant's session-store bytes or number of sessions (guest RangeError)."""
+
+    code = "store_quota"
 
 
 class StoreTypeError(StoreError):

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from .errors import StoreKeyError, StoreLimitError, StoreTypeError
+from .errors import StoreKeyError, StoreLimitError, StoreQuotaError, StoreTypeError
 
 __all__ = [
     "StoreLimits",
     "charged_total",
     "check_key",
     "check_pending",
+    "check_tenant",
+    "tenant_bytes_error",
+    "tenant_sessions_error",
     "check_total",
     "check_value_size",
     "entry_bytes",
@@ -27,15 +30,22 @@ class StoreLimits:
     Accounting (the same in every backend and in the per-cell buffer):
     - a key's length is counted in UTF-16 code units, as JavaScript's ``key.length`` does;
     - a value costs the UTF-8 bytes of its compact JSON text;
-    - a session's total is the sum over its entries of UTF-8 key bytes plus value bytes.
+    - a session's total is the sum over its entries of UTF-8 key bytes plus value bytes;
+    - a tenant's total is the sum of its live sessions' totals, and a session counts towards
+      ``max_tenant_sessions`` while it holds any entry;
+    - a session expires ``session_ttl_seconds`` after its last commit.
     """
 
     max_key_chars: int = 256
     max_value_bytes: int = 256 * 1024
     max_total_bytes: int = 1024 * 1024
+    max_tenant_bytes: int = 32 * 1024 * 1024
+    max_tenant_sessions: int = 1000
+    session_ttl_seconds: float = 7 * 86400
 
     def __post_init__(self) -> None:
-        for name in ("max_key_chars", "max_value_bytes", "max_total_bytes"):
+        for name in ("max_key_chars", "max_value_bytes", "max_total_bytes", "max_tenant_bytes",
+                     "max_tenant_sessions", "session_ttl_seconds"):
             if getattr(self, name) < 1:
                 raise ValueError(f"StoreLimits.{name} must be at least 1")
 
@@ -114,3 +124,36 @@ def check_pending(
         check_value_size(size, limits)
         costs[key] = (size, key_size + size)
     return costs
+
+
+def check_tenant(old_session: int, new_session: int, tenant_bytes: int, tenant_sessions: int,
+                 limits: StoreLimits) -> None:
+    """Raise StoreQuotaError if replacing a session total of ``old_session`` bytes by ``new_session``
+    would take the tenant over its quotas (``tenant_bytes``/``tenant_sessions`` include the old state).
+
+    Shrinking is always allowed, even for a tenant already over a quota.
+    """
+    if new_session <= old_session:
+        return
+    after = tenant_bytes - old_session + new_session
+    if after > limits.max_tenant_bytes:
+        raise tenant_bytes_error(after, limits)
+    if old_session == 0 and tenant_sessions + 1 > limits.max_tenant_sessions:
+        raise tenant_sessions_error(tenant_sessions, limits)
+
+
+def tenant_bytes_error(after: int, limits: StoreLimits) -> StoreQuotaError:
+    """Return the error for a tenant whose sessions would hold ``after`` bytes."""
+    return StoreQuotaError(
+        f"session-store quota reached: this tenant's sessions would hold {after} bytes; the quota is "
+        f"{limits.max_tenant_bytes} bytes (tenant_store_bytes); delete keys or sessions to make room"
+    )
+
+
+def tenant_sessions_error(sessions: int, limits: StoreLimits) -> StoreQuotaError:
+    """Return the error for a tenant that already has ``sessions`` sessions with data."""
+    return StoreQuotaError(
+        f"session-store quota reached: this tenant already has {sessions} sessions with stored "
+        f"data (tenant_max_sessions={limits.max_tenant_sessions}); delete sessions "
+        "(DELETE /v1/sessions/{session_id}) or reuse one"
+    )

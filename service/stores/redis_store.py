@@ -1,8 +1,16 @@
-"""Redis session store: one hash per (tenant, session), commits applied by a Lua script."""
+"""Redis session store: one hash per (tenant, session), commits applied by a Lua script.
+
+Per tenant, a sorted set (session id -> expiry time) and a hash (session id -> bytes) make the
+tenant's quotas checkable inside the commit script; one global sorted set of expiry times lets
+``expire()`` find expired sessions of every tenant.  Expiry times come from the store's clock (so
+tests can move it), and each session hash also gets a Redis TTL so its data goes away even if no
+service sweeps.  Keys written before this index existed read as live until their next commit.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Collection, Mapping
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
@@ -11,13 +19,22 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from .errors import StoreConfigError, StoreError, StoreUnavailableError
-from .limits import StoreLimits, check_pending, total_limit_error
+from .limits import (
+    StoreLimits,
+    check_pending,
+    tenant_bytes_error,
+    tenant_sessions_error,
+    total_limit_error,
+)
 
 __all__ = ["RedisSessionStore"]
 
 _T = TypeVar("_T")
 
 _KEY_PREFIX = "codemode:store:"
+_TENANT_PREFIX = "codemode:tenant:"
+_EXPIRY_KEY = "codemode:expiry"
+_EXPIRE_BATCH = 500
 _TIMEOUT_SECONDS = 5.0
 # A couple of quick reconnect attempts ride over a server restart; longer outages surface
 # as StoreUnavailableError instead of stalling the cell that commits.
@@ -33,11 +50,22 @@ _OUTAGES = (
 
 # Scripts run atomically in Redis: the total is measured and the writes applied with no other
 # client in between. Every check happens before the first write, so a refusal changes nothing.
-# KEYS[1] = session hash; ARGV = max_total, n_deletes, deleted fields..., field, value, ...
+# KEYS: session hash, tenant expiry zset, tenant bytes hash, global expiry zset.
+# ARGV: max_total, max_tenant_bytes, max_sessions, now, expires_at, ttl_ms, tenant's session-hash
+# prefix, tenant's global-member prefix, session id, n_deletes, deleted fields..., field, value, ...
 _COMMIT_LUA = """
 local max_total = tonumber(ARGV[1])
-local n_del = tonumber(ARGV[2])
-local first_set = 3 + n_del
+local now = ARGV[4]
+for _, sid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do
+  redis.call('DEL', ARGV[7] .. sid)
+  redis.call('HDEL', KEYS[3], sid)
+  redis.call('ZREM', KEYS[4], ARGV[8] .. sid)
+  redis.call('ZREM', KEYS[2], sid)
+end
+local sid = ARGV[9]
+local n_del = tonumber(ARGV[10])
+local first_del = 11
+local first_set = first_del + n_del
 local charged = {}
 local total = 0
 for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
@@ -45,7 +73,8 @@ for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
   charged[field] = size
   total = total + size
 end
-for i = 3, first_set - 1 do
+local old_total = total
+for i = first_del, first_set - 1 do
   local field = ARGV[i]
   if charged[field] then
     total = total - charged[field]
@@ -61,19 +90,113 @@ end
 if total > max_total then
   return {0, total}
 end
-for i = 3, first_set - 1 do
+if total > old_total then
+  local tenant_total = 0
+  for _, size in ipairs(redis.call('HVALS', KEYS[3])) do tenant_total = tenant_total + tonumber(size) end
+  local after = tenant_total - tonumber(redis.call('HGET', KEYS[3], sid) or '0') + total
+  if after > tonumber(ARGV[2]) then
+    return {2, after}
+  end
+  local sessions = redis.call('ZCARD', KEYS[2])
+  if old_total == 0 and sessions + 1 > tonumber(ARGV[3]) then
+    return {3, sessions}
+  end
+end
+for i = first_del, first_set - 1 do
   redis.call('HDEL', KEYS[1], ARGV[i])
 end
 for i = first_set, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('ZADD', KEYS[2], ARGV[5], sid)
+  redis.call('HSET', KEYS[3], sid, total)
+  redis.call('ZADD', KEYS[4], ARGV[5], ARGV[8] .. sid)
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+else
+  redis.call('ZREM', KEYS[2], sid)
+  redis.call('HDEL', KEYS[3], sid)
+  redis.call('ZREM', KEYS[4], ARGV[8] .. sid)
+end
 return {1, total}
+"""
+
+# KEYS: session hash, tenant expiry zset. ARGV: session id, now.
+_READ_LUA = """
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if score and tonumber(score) <= tonumber(ARGV[2]) then
+  return {}
+end
+return redis.call('HGETALL', KEYS[1])
+"""
+
+# KEYS: as for commit. ARGV: session id, now, global member.
+_DELETE_LUA = """
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+local live = (not score) or tonumber(score) > tonumber(ARGV[2])
+local removed = redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[3])
+if live and removed > 0 then
+  return 1
+end
+return 0
+"""
+
+# KEYS: tenant expiry zset, tenant bytes hash. ARGV: now.
+_USAGE_LUA = """
+local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf')
+local total = 0
+for _, sid in ipairs(live) do
+  total = total + tonumber(redis.call('HGET', KEYS[2], sid) or '0')
+end
+return {total, #live}
+"""
+
+# KEYS: global expiry zset. ARGV: now, batch size, session-hash prefix, tenant-key prefix.
+# A member is "<UTF-8 bytes of tenant>:<tenant>:<session id>"; key names count the tenant's
+# characters (as Python's len does), so count the bytes that start a UTF-8 character.
+_EXPIRE_LUA = """
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, m in ipairs(members) do
+  local colon = string.find(m, ':', 1, true)
+  local n = tonumber(string.sub(m, 1, colon - 1))
+  local tenant = string.sub(m, colon + 1, colon + n)
+  local sid = string.sub(m, colon + n + 2)
+  local chars = 0
+  for i = 1, n do
+    local b = string.byte(tenant, i)
+    if b < 128 or b >= 192 then chars = chars + 1 end
+  end
+  local base = chars .. ':' .. tenant
+  redis.call('DEL', ARGV[3] .. base .. ':' .. sid)
+  redis.call('ZREM', ARGV[4] .. base .. ':expiry', sid)
+  redis.call('HDEL', ARGV[4] .. base .. ':bytes', sid)
+  redis.call('ZREM', KEYS[1], m)
+end
+return #members
 """
 
 
 def session_key(tenant: str, session_id: str) -> str:
     """Return the hash name of one session; the length prefix keeps tenants containing ':' apart."""
     return f"{_KEY_PREFIX}{len(tenant)}:{tenant}:{session_id}"
+
+
+def _tenant_keys(tenant: str) -> tuple[str, str]:
+    """The tenant's expiry sorted set and bytes hash."""
+    base = f"{_TENANT_PREFIX}{len(tenant)}:{tenant}"
+    return base + ":expiry", base + ":bytes"
+
+
+def _member_prefix(tenant: str) -> str:
+    """Start of the tenant's members in the global expiry set (byte length, for the Lua parser)."""
+    return f"{len(tenant.encode('utf-8'))}:{tenant}:"
+
+
+def _score(t: float) -> str:
+    return f"{t:.6f}"
 
 
 class RedisSessionStore:
@@ -88,7 +211,9 @@ class RedisSessionStore:
         *,
         username: str | None = None,
         password: str | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self._clock = clock
         self._where = f"redis://{host}:{port}/{db}"
         self._limits = limits
         self._client = aioredis.Redis(
@@ -103,11 +228,18 @@ class RedisSessionStore:
             retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), _RETRIES),
         )
         self._commit_script = self._client.register_script(_COMMIT_LUA)
+        self._read_script = self._client.register_script(_READ_LUA)
+        self._delete_script = self._client.register_script(_DELETE_LUA)
+        self._usage_script = self._client.register_script(_USAGE_LUA)
+        self._expire_script = self._client.register_script(_EXPIRE_LUA)
         self._closed = False
 
     async def get_all(self, tenant: str, session_id: str) -> dict[str, str]:
-        """Return the committed entries of one session."""
-        return await self._call(self._client.hgetall(session_key(tenant, session_id)))
+        """Return the committed entries of one session (none once it expired)."""
+        flat = await self._call(self._read_script(
+            keys=[session_key(tenant, session_id), _tenant_keys(tenant)[0]],
+            args=[session_id, _score(self._clock())]))
+        return dict(zip(flat[::2], flat[1::2]))
 
     async def commit(
         self, tenant: str, session_id: str, sets: Mapping[str, str], deletes: Collection[str]
@@ -118,14 +250,26 @@ class RedisSessionStore:
         sets = dict(sets)
         deletes = tuple(deletes)
         check_pending(sets, deletes, self._limits)
-        args: list[Any] = [self._limits.max_total_bytes, len(deletes), *deletes]
+        limits = self._limits
+        now = self._clock()
+        args: list[Any] = [
+            limits.max_total_bytes, limits.max_tenant_bytes, limits.max_tenant_sessions, _score(now),
+            _score(now + limits.session_ttl_seconds), max(1, int(limits.session_ttl_seconds * 1000)),
+            session_key(tenant, ""), _member_prefix(tenant), session_id, len(deletes), *deletes,
+        ]
         for key, text in sets.items():
             args += (key, text)
-        applied, total = await self._call(
-            self._commit_script(keys=[session_key(tenant, session_id)], args=args)
-        )
-        if not int(applied):
-            raise total_limit_error(int(total), self._limits)
+        outcome, amount = await self._call(self._commit_script(keys=self._keys(tenant, session_id), args=args))
+        if int(outcome) == 0:
+            raise total_limit_error(int(amount), limits)
+        if int(outcome) == 2:
+            raise tenant_bytes_error(int(amount), limits)
+        if int(outcome) == 3:
+            raise tenant_sessions_error(int(amount), limits)
+
+    @staticmethod
+    def _keys(tenant: str, session_id: str) -> list[str]:
+        return [session_key(tenant, session_id), *_tenant_keys(tenant), _EXPIRY_KEY]
 
     async def sizes(self, tenant: str, session_id: str) -> dict[str, int]:
         """Return key -> UTF-8 bytes of its JSON value."""
@@ -134,8 +278,26 @@ class RedisSessionStore:
 
     async def delete_session(self, tenant: str, session_id: str) -> bool:
         """Drop every entry of one session; return whether it had any."""
-        removed = await self._call(self._client.delete(session_key(tenant, session_id)))
+        removed = await self._call(self._delete_script(
+            keys=self._keys(tenant, session_id),
+            args=[session_id, _score(self._clock()), _member_prefix(tenant) + session_id]))
         return int(removed) > 0
+
+    async def usage(self, tenant: str) -> tuple[int, int]:
+        """Return ``(bytes, sessions)`` of the tenant's live sessions."""
+        total, count = await self._call(self._usage_script(keys=list(_tenant_keys(tenant)),
+                                                           args=[_score(self._clock())]))
+        return int(total), int(count)
+
+    async def expire(self) -> int:
+        """Remove every session past its TTL, in batches (each batch is one atomic script)."""
+        removed = 0
+        while True:
+            batch = int(await self._call(self._expire_script(
+                keys=[_EXPIRY_KEY], args=[_score(self._clock()), _EXPIRE_BATCH, _KEY_PREFIX, _TENANT_PREFIX])))
+            removed += batch
+            if batch < _EXPIRE_BATCH:
+                return removed
 
     async def ping(self) -> None:
         """Raise StoreUnavailableError unless the server answers PING."""

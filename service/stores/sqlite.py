@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
 from .errors import StoreConfigError, StoreError, StoreUnavailableError
-from .limits import StoreLimits, check_pending, check_total
+from .limits import StoreLimits, check_pending, check_tenant, check_total
 
 __all__ = ["SqliteSessionStore"]
 
 _T = TypeVar("_T")
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS session_entries (
     tenant        TEXT    NOT NULL,
@@ -26,8 +27,24 @@ CREATE TABLE IF NOT EXISTS session_entries (
     value_bytes   INTEGER NOT NULL,
     charged_bytes INTEGER NOT NULL,
     PRIMARY KEY (tenant, session_id, key)
-) WITHOUT ROWID
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sessions (
+    tenant        TEXT    NOT NULL,
+    session_id    TEXT    NOT NULL,
+    total_bytes   INTEGER NOT NULL,
+    expires_at    REAL    NOT NULL,
+    PRIMARY KEY (tenant, session_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sessions_by_expiry ON sessions (expires_at);
 """
+# Version 1 files have entries but no session rows: give each session a full TTL from now.
+_MIGRATE_1_TO_2 = """
+INSERT OR IGNORE INTO sessions (tenant, session_id, total_bytes, expires_at)
+SELECT tenant, session_id, SUM(charged_bytes), ? FROM session_entries GROUP BY tenant, session_id
+"""
+_LIVE = "EXISTS (SELECT 1 FROM sessions s WHERE s.tenant = ? AND s.session_id = ? AND s.expires_at > ?)"
+# Expired sessions are removed in batches so one sweep never holds the write lock for long.
+_EXPIRE_BATCH = 500
 # How long a commit waits for another process holding the write lock.
 _BUSY_TIMEOUT_SECONDS = 5.0
 
@@ -39,9 +56,10 @@ class SqliteSessionStore:
     "commit order" limits are re-checked in) and the event loop never waits on disk.
     """
 
-    def __init__(self, path: Path, limits: StoreLimits) -> None:
+    def __init__(self, path: Path, limits: StoreLimits, clock: Callable[[], float] = time.time) -> None:
         self._path = path
         self._limits = limits
+        self._clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="codemode-sqlite-store")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -56,8 +74,8 @@ class SqliteSessionStore:
 
         def run(conn: sqlite3.Connection) -> dict[str, str]:
             rows = conn.execute(
-                "SELECT key, value FROM session_entries WHERE tenant = ? AND session_id = ?",
-                (tenant, session_id),
+                f"SELECT key, value FROM session_entries WHERE tenant = ? AND session_id = ? AND {_LIVE}",
+                (tenant, session_id, tenant, session_id, self._clock()),
             )
             return dict(rows.fetchall())
 
@@ -77,6 +95,8 @@ class SqliteSessionStore:
             # IMMEDIATE takes the write lock before reading, so the total cannot change under us.
             conn.execute("BEGIN IMMEDIATE")
             try:
+                now = self._clock()
+                _drop_expired(conn, "tenant = ? AND expires_at <= ?", (tenant, now))
                 current = dict(
                     conn.execute(
                         "SELECT key, charged_bytes FROM session_entries WHERE tenant = ? AND session_id = ?",
@@ -87,7 +107,15 @@ class SqliteSessionStore:
                     current.pop(key, None)
                 for key, (_, charged) in costs.items():
                     current[key] = charged
-                check_total(sum(current.values()), self._limits)
+                new_total = sum(current.values())
+                check_total(new_total, self._limits)
+                row = conn.execute(
+                    "SELECT total_bytes FROM sessions WHERE tenant = ? AND session_id = ?", (tenant, session_id)
+                ).fetchone()
+                tenant_bytes, tenant_sessions = conn.execute(
+                    "SELECT COALESCE(SUM(total_bytes), 0), COUNT(*) FROM sessions WHERE tenant = ?", (tenant,)
+                ).fetchone()
+                check_tenant(row[0] if row else 0, new_total, tenant_bytes, tenant_sessions, self._limits)
                 conn.executemany(
                     "DELETE FROM session_entries WHERE tenant = ? AND session_id = ? AND key = ?",
                     [(tenant, session_id, key) for key in deletes],
@@ -104,6 +132,15 @@ class SqliteSessionStore:
                         for key, (size, charged) in costs.items()
                     ],
                 )
+                if current:
+                    conn.execute(
+                        "INSERT INTO sessions (tenant, session_id, total_bytes, expires_at) VALUES (?, ?, ?, ?)"
+                        " ON CONFLICT (tenant, session_id) DO UPDATE SET"
+                        " total_bytes = excluded.total_bytes, expires_at = excluded.expires_at",
+                        (tenant, session_id, new_total, now + self._limits.session_ttl_seconds),
+                    )
+                else:
+                    conn.execute("DELETE FROM sessions WHERE tenant = ? AND session_id = ?", (tenant, session_id))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -117,8 +154,8 @@ class SqliteSessionStore:
 
         def run(conn: sqlite3.Connection) -> dict[str, int]:
             rows = conn.execute(
-                "SELECT key, value_bytes FROM session_entries WHERE tenant = ? AND session_id = ?",
-                (tenant, session_id),
+                f"SELECT key, value_bytes FROM session_entries WHERE tenant = ? AND session_id = ? AND {_LIVE}",
+                (tenant, session_id, tenant, session_id, self._clock()),
             )
             return dict(rows.fetchall())
 
@@ -128,12 +165,58 @@ class SqliteSessionStore:
         """Drop every entry of one session; return whether it had any."""
 
         def run(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute(
-                "DELETE FROM session_entries WHERE tenant = ? AND session_id = ?", (tenant, session_id)
-            )
-            return cursor.rowcount > 0
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                live = conn.execute(
+                    "SELECT 1 FROM sessions WHERE tenant = ? AND session_id = ? AND expires_at > ?",
+                    (tenant, session_id, self._clock()),
+                ).fetchone()
+                conn.execute("DELETE FROM session_entries WHERE tenant = ? AND session_id = ?", (tenant, session_id))
+                conn.execute("DELETE FROM sessions WHERE tenant = ? AND session_id = ?", (tenant, session_id))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return live is not None
 
         return await self._run(run)
+
+    async def usage(self, tenant: str) -> tuple[int, int]:
+        """Return ``(bytes, sessions)`` of the tenant's live sessions."""
+
+        def run(conn: sqlite3.Connection) -> tuple[int, int]:
+            row = conn.execute(
+                "SELECT COALESCE(SUM(total_bytes), 0), COUNT(*) FROM sessions WHERE tenant = ? AND expires_at > ?",
+                (tenant, self._clock()),
+            ).fetchone()
+            return int(row[0]), int(row[1])
+
+        return await self._run(run)
+
+    async def expire(self) -> int:
+        """Delete the entries and rows of every session past its TTL."""
+        removed = 0
+        while True:
+            batch = await self._run(self._expire_batch)
+            removed += batch
+            if batch < _EXPIRE_BATCH:
+                return removed
+
+    def _expire_batch(self, conn: sqlite3.Connection) -> int:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            count = _drop_expired(
+                conn,
+                "expires_at <= ? LIMIT ?",
+                (self._clock(), _EXPIRE_BATCH),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return count
 
     async def ping(self) -> None:
         """Open the file if needed and run a trivial query."""
@@ -190,7 +273,9 @@ class SqliteSessionStore:
                     f"SQLite session store at {self._path} has schema version {version}, "
                     f"newer than this service understands ({_SCHEMA_VERSION})"
                 )
-            conn.execute(_SCHEMA)
+            conn.executescript(_SCHEMA)
+            if version == 1:
+                conn.execute(_MIGRATE_1_TO_2, (self._clock() + self._limits.session_ttl_seconds,))
             if version < _SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
         except StoreError:
@@ -205,3 +290,11 @@ class SqliteSessionStore:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _drop_expired(conn: sqlite3.Connection, where: str, params: tuple[object, ...]) -> int:
+    """Delete the sessions matching ``where`` (on ``sessions``) with their entries; return how many."""
+    doomed = conn.execute(f"SELECT tenant, session_id FROM sessions WHERE {where}", params).fetchall()
+    conn.executemany("DELETE FROM session_entries WHERE tenant = ? AND session_id = ?", doomed)
+    conn.executemany("DELETE FROM sessions WHERE tenant = ? AND session_id = ?", doomed)
+    return len(doomed)

@@ -7,9 +7,11 @@ import re
 import pytest
 
 from service.results_store import (
+    ENTRY_OVERHEAD,
     ResultScope,
     ResultsAllowanceError,
     ResultsCapacityError,
+    ResultsQuotaError,
     ResultsStore,
     ResultUnavailableError,
 )
@@ -145,3 +147,46 @@ def test_plain_tuples_work_as_scopes() -> None:
     store = ResultsStore()
     result_id = store.save(("acme", "s1", "run-1"), "1", ALLOWANCE, TTL)
     assert store.load(RUN, result_id) == "1"
+
+
+def test_tenant_quota_spans_runs_and_spares_other_tenants() -> None:
+    """Fresh run_ids do not escape the tenant's byte quota; another tenant can still save."""
+    one = 1000 + ENTRY_OVERHEAD
+    store = ResultsStore(tenant_max_bytes=3 * one, max_bytes=100 * one)
+    text = '"' + "x" * 998 + '"'
+    for run in range(3):
+        store.save(ResultScope("hog", "s", f"run-{run}"), text, ALLOWANCE, TTL)
+    with pytest.raises(ResultsQuotaError, match="tenant_results_bytes") as caught:
+        store.save(ResultScope("hog", "s", "run-fresh"), text, ALLOWANCE, TTL)
+    assert caught.value.code == "results_quota"
+    assert store.tenant_bytes("hog") == 3 * one
+    assert store.save(ResultScope("other", "s", "run-0"), text, ALLOWANCE, TTL)
+
+
+def test_global_cap_bounds_all_tenants_together() -> None:
+    """results_max_bytes refuses a save that fits its tenant's quota but not the server's total."""
+    one = 1000 + ENTRY_OVERHEAD
+    store = ResultsStore(tenant_max_bytes=10 * one, max_bytes=2 * one)
+    text = '"' + "x" * 998 + '"'
+    store.save(ResultScope("a", "s", "r"), text, ALLOWANCE, TTL)
+    store.save(ResultScope("b", "s", "r"), text, ALLOWANCE, TTL)
+    with pytest.raises(ResultsQuotaError, match="results_max_bytes"):
+        store.save(ResultScope("c", "s", "r"), text, ALLOWANCE, TTL)
+
+
+def test_quota_is_released_by_delete_end_run_and_expiry() -> None:
+    """Every way an entry goes away gives its bytes back to the tenant and the global total."""
+    clock = FakeClock()
+    store = ResultsStore(clock=clock, tenant_max_bytes=10**6, max_bytes=10**6)
+    a = store.save(RUN, "[1]", ALLOWANCE, TTL)
+    store.save(RUN, "[2]", ALLOWANCE, TTL)
+    other_run = ResultScope("acme", "s1", "run-2")
+    store.save(other_run, "[3]", ALLOWANCE, TTL)
+    assert store.tenant_bytes("acme") == store.total_bytes == 3 * (3 + ENTRY_OVERHEAD)
+    store.delete(RUN, a)
+    assert store.tenant_bytes("acme") == 2 * (3 + ENTRY_OVERHEAD)
+    assert store.end_run(RUN) == 1
+    assert store.tenant_bytes("acme") == 3 + ENTRY_OVERHEAD
+    clock.now += TTL
+    assert store.expire() == 1
+    assert store.tenant_bytes("acme") == store.total_bytes == 0

@@ -109,3 +109,31 @@ def test_directory_path_is_config_error(tmp_path: Path) -> None:
     with pytest.raises(StoreConfigError, match="is a directory"):
         open_store(sqlite_url(tmp_path), StoreLimits())
 
+
+
+async def test_version_1_file_is_migrated_with_a_fresh_ttl(tmp_path: Path) -> None:
+    """A store file from before session TTLs keeps its data, counts it in the tenant's usage and dates it now."""
+    import sqlite3
+
+    path = tmp_path / "v1.db"
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TABLE session_entries (tenant TEXT NOT NULL, session_id TEXT NOT NULL, key TEXT NOT NULL,"
+        " value TEXT NOT NULL, value_bytes INTEGER NOT NULL, charged_bytes INTEGER NOT NULL,"
+        " PRIMARY KEY (tenant, session_id, key)) WITHOUT ROWID"
+    )
+    conn.execute("INSERT INTO session_entries VALUES ('acme', 's1', 'k', '42', 2, 3)")
+    conn.execute("PRAGMA user_version=1")
+    conn.commit()
+    conn.close()
+    now = [1000.0]
+    store = open_store(sqlite_url(path), StoreLimits(session_ttl_seconds=100), lambda: now[0])
+    try:
+        assert await store.get_all("acme", "s1") == {"k": "42"}
+        assert await store.usage("acme") == (3, 1)
+        now[0] += 101
+        assert await store.expire() == 1
+        now[0] -= 101
+        assert await store.get_all("acme", "s1") == {}
+    finally:
+        await store.close()

@@ -13,6 +13,7 @@ from service.stores import (
     StoreKeyError,
     StoreLimitError,
     StoreLimits,
+    StoreQuotaError,
     StoreUnavailableError,
     charged_total,
     open_store,
@@ -247,3 +248,105 @@ async def test_closed_store_is_unavailable(make_store: Callable[[], SessionStore
     await store.close()
     with pytest.raises(StoreUnavailableError):
         await store.get_all(tenant, "s1")
+
+
+class FakeClock:
+    """Wall-clock seconds the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+QUOTA = StoreLimits(max_tenant_bytes=3 * 1000, max_tenant_sessions=3, session_ttl_seconds=3600)
+
+
+@pytest.fixture
+async def quota_store(store_url: str) -> AsyncIterator[tuple[SessionStore, FakeClock]]:
+    """A store with small tenant quotas and a one-hour session TTL on a clock the test controls."""
+    clock = FakeClock()
+    store = open_store(store_url, QUOTA, clock)
+    await store.ping()
+    yield store, clock
+    await store.close()
+
+
+async def test_tenant_byte_quota_spans_sessions(quota_store, tenant: str) -> None:
+    """A tenant cannot exceed tenant_store_bytes by spreading writes over sessions; others are unaffected."""
+    store, _ = quota_store
+    for sid in ("s1", "s2"):
+        await store.commit(tenant, sid, {"k": json_of_bytes(1000 - 1)}, ())
+    with pytest.raises(StoreQuotaError, match="tenant_store_bytes") as caught:
+        await store.commit(tenant, "s1", {"k2": json_of_bytes(1200 - 2)}, ())
+    assert caught.value.code == "store_quota"
+    assert await store.get_all(tenant, "s1") == {"k": json_of_bytes(999)}
+    assert await store.usage(tenant) == (2000, 2)
+    await store.commit(tenant, "s1", {"k2": json_of_bytes(1000 - 2)}, ())  # exactly at the quota
+    assert await store.usage(tenant) == (3000, 2)
+    await store.commit(tenant + "-other", "s1", {"k": json_of_bytes(1000 - 1)}, ())
+    # Shrinking is always allowed, and frees quota.
+    await store.commit(tenant, "s1", {}, ("k2",))
+    assert await store.usage(tenant) == (2000, 2)
+
+
+async def test_tenant_session_quota(quota_store, tenant: str) -> None:
+    """The (max_tenant_sessions + 1)th session with data is refused; deleting one makes room."""
+    store, _ = quota_store
+    for sid in ("s1", "s2", "s3"):
+        await store.commit(tenant, sid, {"k": "1"}, ())
+    with pytest.raises(StoreQuotaError, match="tenant_max_sessions"):
+        await store.commit(tenant, "s4", {"k": "1"}, ())
+    assert await store.get_all(tenant, "s4") == {}
+    await store.commit(tenant, "s3", {"k": "2"}, ())  # an existing session may still be written
+    assert await store.delete_session(tenant, "s2") is True
+    await store.commit(tenant, "s4", {"k": "1"}, ())
+    assert await store.usage(tenant) == (6, 3)
+
+
+async def test_session_expires_ttl_after_its_last_write(quota_store, tenant: str) -> None:
+    """A session reads as empty once session_ttl_seconds passed since its last commit; a write renews it."""
+    store, clock = quota_store
+    await store.commit(tenant, "old", {"k": '"v"'}, ())
+    await store.commit(tenant, "renewed", {"k": '"v"'}, ())
+    clock.now += 3000
+    await store.commit(tenant, "renewed", {"k2": '"w"'}, ())
+    clock.now += 600
+    assert await store.get_all(tenant, "old") == {}
+    assert await store.sizes(tenant, "old") == {}
+    assert await store.delete_session(tenant, "old") is False
+    assert await store.get_all(tenant, "renewed") == {"k": '"v"', "k2": '"w"'}
+    assert await store.usage(tenant) == (9, 1)
+
+
+async def test_expire_removes_expired_data_and_frees_quota(quota_store, tenant: str) -> None:
+    """expire() deletes expired sessions of every tenant; their quota is free again."""
+    store, clock = quota_store
+    other = tenant + "-é"  # non-ASCII tenant names are parsed correctly by the sweep
+    for who in (tenant, other):
+        for sid in ("s1", "s2", "s3"):
+            await store.commit(who, sid, {"k": json_of_bytes(900)}, ())
+    clock.now += 1800
+    await store.commit(tenant, "s3", {"k": json_of_bytes(900)}, ())  # renewed: survives
+    clock.now += 1800
+    removed = await store.expire()
+    assert removed >= 5
+    assert await store.usage(tenant) == (901, 1)
+    assert await store.usage(other) == (0, 0)
+    clock.now -= 3600  # even with the clock turned back, the removed data is gone
+    assert await store.get_all(other, "s1") == {}
+    assert await store.get_all(tenant, "s1") == {}
+    assert await store.get_all(tenant, "s3") == {"k": json_of_bytes(900)}
+    clock.now += 3600
+    for sid in ("s4", "s5"):
+        await store.commit(tenant, sid, {"k": json_of_bytes(900)}, ())
+
+
+async def test_write_to_expired_session_starts_empty(quota_store, tenant: str) -> None:
+    """A commit to an expired session does not resurrect its old keys."""
+    store, clock = quota_store
+    await store.commit(tenant, "s1", {"a": "1"}, ())
+    clock.now += 3601
+    await store.commit(tenant, "s1", {"b": "2"}, ())
+    assert await store.get_all(tenant, "s1") == {"b": "2"}

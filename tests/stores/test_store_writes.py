@@ -173,3 +173,22 @@ def test_custom_limits_apply() -> None:
         writes.set("x", "12345678901")
     with pytest.raises(StoreLimitError):
         writes.set("y", "1234567")
+
+
+def test_tenant_quotas_are_checked_at_the_call_site() -> None:
+    """With the tenant's usage known, a write over tenant_store_bytes or tenant_max_sessions is refused
+    (StoreQuotaError, a StoreLimitError) and the buffer is unchanged; shrinking is always allowed."""
+    from service.stores import StoreQuotaError
+
+    limits = StoreLimits(max_tenant_bytes=2000, max_tenant_sessions=2)
+    snapshot = {"k": json_of_bytes(499)}  # this session: 500 bytes of the tenant's 1500
+    writes = CellStoreWrites(snapshot, limits, tenant_usage=(1500, 2))
+    writes.set("k2", json_of_bytes(500 - 2))
+    with pytest.raises(StoreQuotaError, match="tenant_store_bytes"):
+        writes.set("k3", "1")
+    assert writes.get("k3") is None and writes.total_bytes == 1000
+    writes.set("k", None)
+    fresh = CellStoreWrites({}, limits, tenant_usage=(10, 2))
+    with pytest.raises(StoreLimitError, match="tenant_max_sessions"):
+        fresh.set("a", "1")
+    assert not fresh.has_pending()

@@ -1,0 +1,38 @@
+"""Summaries of finished cells, kept per tenant so one tenant's volume cannot evict another's.
+
+Each tenant has its own ring of the last ``per_tenant`` summaries; at most ``max_tenants`` tenants
+are tracked, and the tenant that finished a cell least recently is forgotten first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+
+class FinishedCells:
+    """Bounded per-tenant rings of ``{cell_id: summary}``."""
+
+    def __init__(self, per_tenant: int, max_tenants: int) -> None:
+        self.per_tenant = per_tenant
+        self.max_tenants = max_tenants
+        self._rings: OrderedDict[str, OrderedDict[str, dict[str, Any]]] = OrderedDict()
+
+    def add(self, tenant: str, cell_id: str, summary: dict[str, Any]) -> None:
+        ring = self._rings.get(tenant)
+        if ring is None:
+            ring = self._rings[tenant] = OrderedDict()
+            while len(self._rings) > self.max_tenants:
+                self._rings.popitem(last=False)
+        else:
+            self._rings.move_to_end(tenant)
+        ring[cell_id] = summary
+        while len(ring) > self.per_tenant:
+            ring.popitem(last=False)
+
+    def get(self, tenant: str, cell_id: str) -> dict[str, Any] | None:
+        ring = self._rings.get(tenant)
+        return None if ring is None else ring.get(cell_id)
+
+    def __len__(self) -> int:
+        return sum(len(ring) for ring in self._rings.values())
