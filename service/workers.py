@@ -292,13 +292,14 @@ class WorkerPool:
             w = self._fresh.popleft()
             if not w.dead:
                 return w
-        # Nothing this tenant may use.  Another tenant's idle worker can never serve it: retire
-        # one, and a fresh worker takes its place.
+        # Nothing this tenant may use.  Another tenant's idle worker can never serve it: retire as
+        # many as it takes for the pool to start a fresh worker (the pool may be over its target
+        # while a resumed cell's extra worker is still idle).
         if not self._spawning:
+            target = self._target()
             for other, queue in self._idle.items():
-                if other != tenant and queue:
+                while other != tenant and queue and self._total() >= target:
                     self._retire(queue.popleft())
-                    break
         self._top_up()
         return None
 
@@ -307,7 +308,8 @@ class WorkerPool:
         self.vacate(worker)
         self._busy -= 1
         worker.cells_run += 1
-        surplus = self._total() >= min(self.size + self._parked, self.cap) + 1  # a parked cell resumed
+        # Kept, it would take the pool past its target: the worker of a parked cell that resumed.
+        surplus = self._total() >= self._target()
         if recycle or worker.dead or worker.cells_run >= self.max_cells or self._closed or surplus:
             self._retire(worker)
         else:
@@ -324,6 +326,10 @@ class WorkerPool:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(worker.proc.wait(), 5.0)
 
+    def _target(self) -> int:
+        """Processes the pool keeps: ``size`` for running cells plus one per parked cell, within ``cap``."""
+        return min(self.size + self._parked, self.cap)
+
     def _total(self) -> int:
         return len(self._fresh) + sum(len(q) for q in self._idle.values()) + self._busy + self._spawning
 
@@ -331,7 +337,7 @@ class WorkerPool:
         """Start workers until the pool holds ``size`` for running cells plus one per parked cell."""
         if self._closed:
             return
-        target = min(self.size + self._parked, self.cap)
+        target = self._target()
         while self._total() < target:
             self._spawning += 1
             self._background(self._spawn_into_fresh(counted=True))
