@@ -18,6 +18,7 @@ from bridge import jsoncodec
 from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance
 
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
+from .request_caps import request_refusal
 
 #: One reply for the worker: the settle entry, and its JSON payload when it succeeded.
 Reply = tuple[dict[str, Any], bytes | None]
@@ -49,10 +50,12 @@ class HostRequests:
     """The pending requests and settled replies of one cell."""
 
     def __init__(self, dispatcher: Dispatcher, inbox_bytes: int, max_in_flight: int,
-                 make_call: Callable[[int, str, list[Any]], HostCall]) -> None:
+                 make_call: Callable[[int, str, list[Any]], HostCall], *,
+                 max_request_bytes: int = 256 * 1024 * 1024) -> None:
         self.dispatcher = dispatcher
         self.inbox = InboxAllowance(inbox_bytes)
         self.max_in_flight = max_in_flight
+        self.max_request_bytes = max_request_bytes
         self.make_call = make_call
         self.wake = asyncio.Event()  # set whenever a reply is ready or the caller is needed
         self.side_effects_started = False
@@ -60,7 +63,7 @@ class HostRequests:
         self._pending: dict[int, Pending] = {}
         self._ready: list[Reply] = []
         self._charged: dict[int, int] = {}  # request id -> inbox bytes of its queued reply
-        self._in_flight = 0
+        self._in_flight: set[int] = set()  # ids whose handler task runs (a dropped one counts no more)
         self._closed = False
 
     # ---- questions the leg loop asks -------------------------------------------------------------
@@ -92,7 +95,8 @@ class HostRequests:
 
     # ---- requests in ---------------------------------------------------------------------------
 
-    def dispatch(self, request_id: int, method: str, args: Any) -> None:
+    def dispatch(self, request_id: int, method: str, args: Any, *, measure: bool = True) -> None:
+        """Start the handler of one guest request; ``measure=False`` when its frame is known small."""
         pending = Pending(request_id, method, args if isinstance(args, list) else [args])
         self._pending[request_id] = pending
         self.count += 1
@@ -100,14 +104,18 @@ class HostRequests:
         if route is None:
             self.settle(request_id, False, {"message": f"unknown host method {method!r}", "code": "invalid_input"})
             return
-        if self._in_flight >= self.max_in_flight:
+        if len(self._in_flight) >= self.max_in_flight:
             self.settle(request_id, False, {
                 "message": f"too many host requests in flight (limit {self.max_in_flight}); "
-                           "await some before starting more", "code": "invalid_input"})
+                           "await some before starting more", "code": "invalid_input", "name": "RangeError"})
+            return
+        refusal = request_refusal(pending.args, self.max_request_bytes) if measure else None
+        if refusal is not None:
+            self.settle(request_id, False, refusal.payload())
             return
         if route.side_effects:
             self.side_effects_started = True
-        self._in_flight += 1
+        self._in_flight.add(request_id)
         pending.task = asyncio.ensure_future(self._run(route.handler, self.make_call(request_id, method, pending.args)))
 
     async def _run(self, handler: Any, call: HostCall) -> None:
@@ -129,7 +137,7 @@ class HostRequests:
                 "message": f"host request {call.method} failed: {type(exc).__name__}: {exc}", "code": "tool_error"})
             return
         finally:
-            self._in_flight -= 1
+            self._in_flight.discard(call.request_id)
         self.settle(call.request_id, True, value)
 
     def settle_caller(self, result: dict[str, Any]) -> None:
@@ -176,6 +184,7 @@ class HostRequests:
     def drop(self, request_id: int) -> None:
         """The guest no longer waits for this request (a cleared timer): cancel its task."""
         pending = self._pending.pop(request_id, None)
+        self._in_flight.discard(request_id)  # at once: the guest may start a new one in the same frame
         if pending is not None and pending.task is not None:
             pending.task.cancel()
 
