@@ -129,6 +129,10 @@ class CellRun:
                 cancels = snap["cancels"] + jsoncodec.loads(engine.take())["cancels"]
                 return self.finish(done, cancels)
             if snap["outstanding"] == 0:
+                # A rejection nobody handled (e.g. a timer the host refused) explains the stall better.
+                unhandled = engine.unhandled_rejections()
+                if unhandled:
+                    return self.fail("Unhandled promise rejection: " + map_stack(unhandled[0]), "guest", "internal_error")
                 return self.fail(PENDING_WITHOUT_HOST_WORK, "guest", "internal_error", recycle=False)
             try:
                 self.write_idle(snap)
