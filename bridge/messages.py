@@ -29,6 +29,8 @@ class GuestConfig(TypedDict):
     mcpUnavailable: list[dict[str, Any]]  # configured servers that are down: {identifier, serverName}
     maxRequestBytes: int  # JSON arguments of one guest request; larger calls reject in the guest
     maxQueuedRequests: int  # requests one synchronous burst may queue; more reject in the guest
+    maxPendingRequests: NotRequired[int]  # requests (tool calls, timers, yields) pending at once; RangeError over it
+    maxQueuedBytes: NotRequired[int]  # argument characters one synchronous burst may carry; RangeError over it
 
 
 class RunMessage(TypedDict):
@@ -67,6 +69,7 @@ class GuestRequest(TypedDict):
 
 class IdleMessage(TypedDict):
     t: Literal["idle"]
+    # The host adds ``frame_bytes`` (the body size) on receipt; it never travels on the pipe.
     requests: list[GuestRequest]
     cancels: list[int]
     output: list[Any]  # output source items (bridge.output.OutputCapture)

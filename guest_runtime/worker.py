@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from bridge import jsoncodec
-from bridge.errors import FrameTooLarge
+from bridge.errors import BridgeError, FrameTooLarge
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value
 
@@ -138,6 +138,8 @@ class CellRun:
                 self.write_idle(snap)
             except FrameTooLarge as exc:
                 return self.fail(BURST_TOO_LARGE.format(exc=exc), "guest", "internal_error")
+            except BridgeError as exc:  # only a guest that got around the prelude's caps gets here
+                return self.fail(f"guest requests could not be sent to the host: {exc}", "guest", "internal_error")
             reply = self.channel.read()
             if reply is None:
                 raise SystemExit(0)  # the service went away
