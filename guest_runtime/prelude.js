@@ -39,6 +39,7 @@
   const stringSlice = String.prototype.slice;
   const stringReplace = String.prototype.replace;
   const stringCharCodeAt = String.prototype.charCodeAt;
+  const stringToWellFormed = String.prototype.toWellFormed;
   const arrayJoin = Array.prototype.join;
   const AsyncFunction = (async function () {}).constructor;
   const setPrototypeOf = Object.setPrototypeOf;
@@ -333,7 +334,9 @@
   function inspect(v, depth, seen) {
     if (v === null) return "null";
     const t = typeof v;
-    if (t === "string") return depth === 0 ? clip(v, 512) : JSONStringify(clip(v, 512));
+    // Quoted strings are JSON inside the console text: make them well-formed first, or a lone
+    // surrogate would survive as a "\udXXX" escape that the host cannot see.
+    if (t === "string") return depth === 0 ? clip(v, 512) : JSONStringify(ReflectApply(stringToWellFormed, clip(v, 512), []));
     if (t === "number" || t === "boolean" || t === "undefined") return StringCtor(v);
     if (t === "bigint") return StringCtor(v) + "n";
     if (t === "symbol") { try { return StringCtor(v); } catch (e) { return "Symbol()"; } }

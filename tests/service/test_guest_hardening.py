@@ -49,7 +49,7 @@ def test_lone_surrogates_become_replacement_characters_everywhere(client):
     """text, json, values, keys, error messages, tool args, saved results and store values: U+FFFD, HTTP 200."""
     sid = "s-" + uuid.uuid4().hex[:16]
     env = _raw(client, r"""
-        text('a\ud800b'); json({['\udc00k']: ['\udfff']}); console.log('c\ud800');
+        text('a\ud800b'); json({['\udc00k']: ['\udfff']}); console.log('c\ud800', {k: '\udc00'});
         const echoed = await echo({x: 'e\ud800'});
         const ref = await results.save({['\ud800']: 's\udfff'});
         const loaded = await results.load(ref.id);
@@ -57,7 +57,7 @@ def test_lone_surrogates_become_replacement_characters_everywhere(client):
         return {['\udfff']: '\ud800', echoed: echoed.echo, loaded, stored: await load('k'), pair: '\ud83d\ude00'};
     """, session_id=sid)
     assert env["output"] == [{"type": "text", "text": "a\ufffdb"}, {"type": "json", "value": {"\ufffdk": ["\ufffd"]}},
-                             {"type": "text", "text": "c\ufffd"}]
+                             {"type": "text", "text": 'c\ufffd {k: "\ufffd"}'}]
     assert value_of(env) == {"\ufffd": "\ufffd", "echoed": "e\ufffd", "loaded": {"\ufffd": "s\ufffd"},
                              "stored": "v\ufffd", "pair": "😀"}
     failed = _raw(client, r"throw new Error('bad \ud800 message')")
