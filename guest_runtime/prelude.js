@@ -186,7 +186,7 @@
   function isPlain(v, stack) {
     const t = typeof v;
     if (t === "bigint") return false;
-    if (t === "function") return !weakMapHas.call(handles, v);
+    if (t === "function") return !ReflectApply(weakMapHas, handles, [v]);
     if (t !== "object" || v === null) return true;
     if (stack.length >= MAX_NESTING) return false;
     for (let i = 0; i < stack.length; i++) if (stack[i] === v) return false;
@@ -231,7 +231,7 @@
         return inArray ? "null" : undefined;
       }
       if (t === "function") {
-        if (weakMapHas.call(handles, v)) return walk(weakMapGet.call(handles, v), inArray);
+        if (ReflectApply(weakMapHas, handles, [v])) return walk(ReflectApply(weakMapGet, handles, [v]), inArray);
         if (strict) return inArray ? "null" : undefined;
         return inArray ? "null" : undefined;
       }
@@ -340,7 +340,7 @@
     if (t === "number" || t === "boolean" || t === "undefined") return StringCtor(v);
     if (t === "bigint") return StringCtor(v) + "n";
     if (t === "symbol") { try { return StringCtor(v); } catch (e) { return "Symbol()"; } }
-    if (t === "function") return weakMapHas.call(handles, v) ? "[Function: " + weakMapGet.call(handles, v).callableName + "]" : "[Function]";
+    if (t === "function") return ReflectApply(weakMapHas, handles, [v]) ? "[Function: " + ReflectApply(weakMapGet, handles, [v]).callableName + "]" : "[Function]";
     try {
       for (let i = 0; i < seen.length; i++) if (seen[i] === v) return "[Circular]";
       if (isPromise(v)) return UNAWAITED;

@@ -165,3 +165,16 @@ def test_no_stack_frame_api_reaches_a_prelude_function():
     value = jsoncodec.loads(engine.final_value(MiB, time.monotonic() + 2.0))
     check_report(value["b"])
     assert "probe" in value["b"]["names"]  # the cell's own frames are still there
+
+
+def test_patched_function_call_never_sees_prelude_internals():
+    """Replacing Function.prototype.call does not hand the prelude's private tables to the cell."""
+    value = _value("""
+        const seen = [];
+        const original = Function.prototype.call;
+        Function.prototype.call = function (...args) { seen.push(args.length); return original.apply(this, [args[0], ...args.slice(1)]); };
+        text(function f() {}); json([() => 1]); console.log(() => 1);
+        Function.prototype.call = original;
+        return seen.length;
+    """)
+    assert value == 0
