@@ -7,6 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+# Cell ids are opaque; in paths they are held to the same characters as session ids.
+ID_PATTERN = SESSION_PATTERN
 
 
 class ClientToolDecl(BaseModel):
@@ -84,7 +86,8 @@ class CellEnvelope(BaseModel):
                           "describe_count": 0},
         }]},
     )
-    status: Literal["completed", "waiting", "failed"]
+    # "running" only from GET /v1/cells/{id} while a leg is in progress.
+    status: Literal["completed", "waiting", "failed", "running"]
     cell_id: str
     value: Any = None
     output: list[dict[str, Any]] = Field(default_factory=list)

@@ -1,0 +1,78 @@
+"""Serving the app with uvicorn (the only importer of uvicorn), with connection hygiene.
+
+uvicorn has no timeout for reading a request: a peer that sends half a header holds its socket
+forever, and a thousand such peers exhaust the file descriptors.  The protocol below gives every
+request a deadline for its headers and then for its body, and closes connections over the cap at
+once.  Idle keep-alive connections are closed by uvicorn's own keep-alive timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from .settings import Settings
+
+log = logging.getLogger("codemode")
+
+
+def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
+    """An HTTP protocol class with the read deadlines and the connection cap of ``settings``."""
+    header_s = settings.header_read_timeout_seconds
+    body_s = settings.body_read_timeout_seconds
+    max_connections = settings.max_connections
+
+    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+        _read_deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                log.warning("closing a connection: %d are open (max_connections)", len(self.connections) - 1)
+                transport.abort()
+                return
+            # The first request's headers are due this long after the connection opens.
+            self._arm(header_s)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._read_deadline is None:
+                self._arm(header_s)
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            self._arm(body_s)
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._disarm()
+
+        def _arm(self, seconds: float) -> None:
+            self._disarm()
+            self._read_deadline = self.loop.call_later(seconds, self._read_timed_out)
+
+        def _disarm(self) -> None:
+            if self._read_deadline is not None:
+                self._read_deadline.cancel()
+                self._read_deadline = None
+
+        def _read_timed_out(self) -> None:
+            self._read_deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    return GuardedHttpToolsProtocol
+
+
+def serve(app: Any, settings: Settings) -> None:
+    """Run ``app`` on the configured host and port until interrupted."""
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
+                http=guarded_protocol(settings), timeout_keep_alive=settings.keep_alive_timeout_seconds)
