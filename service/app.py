@@ -15,6 +15,7 @@ from .errors import install_error_handlers
 from .host import Services, build_services
 from .metrics import LoopLagMonitor
 from .request_gate import RequestGate
+from .request_json import BodyDecoder
 from .settings import Settings, load_settings
 
 DESCRIPTION = """Runs agent-written JavaScript **cells** in fresh QuickJS guests inside supervised worker
@@ -29,6 +30,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     svc = services or build_services(settings)
 
     lag = LoopLagMonitor(svc.metrics)
+    decoder = BodyDecoder()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -40,13 +42,14 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             finally:
                 await svc.close()
         finally:
+            decoder.close()
             await lag.stop()
 
     app = FastAPI(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.services = svc
     install_error_handlers(app)
     app.include_router(router)
-    app.add_middleware(RequestGate, keys=svc.keys, caps=BodyCaps(settings),
+    app.add_middleware(RequestGate, keys=svc.keys, caps=BodyCaps(settings), decoder=decoder,
                        metrics_require_key=settings.metrics_require_key)
     return app
 

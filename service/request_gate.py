@@ -17,7 +17,7 @@ from fastapi.routing import APIRoute
 from .auth import KeyRing
 from .body_limits import BodyCaps, declared_length, read_body, too_large_message
 from .errors import BodyTooLarge, ServiceError, error_response
-from .request_json import decode_body
+from .request_json import BodyDecoder
 from .settings import ApiKey
 
 Scope = dict[str, Any]
@@ -30,10 +30,12 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 class RequestGate:
     """ASGI middleware: peer check, authentication, body cap and JSON decoding, in that order."""
 
-    def __init__(self, app: Any, *, keys: KeyRing, caps: BodyCaps, metrics_require_key: bool) -> None:
+    def __init__(self, app: Any, *, keys: KeyRing, caps: BodyCaps, decoder: BodyDecoder,
+                 metrics_require_key: bool) -> None:
         self.app = app
         self.keys = keys
         self.caps = caps
+        self.decoder = decoder
         self.metrics_require_key = metrics_require_key
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
@@ -65,7 +67,7 @@ class RequestGate:
         if disconnect is not None:
             raise PeerGone
         if body and _is_json(_header(scope, b"content-type")):
-            scope[JSON_SCOPE] = decode_body(body)
+            scope[JSON_SCOPE] = await self.decoder.decode(body, tool_values_raw=path.endswith("/wait"))
         return _replay(body, receive)
 
 
