@@ -190,26 +190,51 @@ def test_idle_keep_alive_connection_is_closed(base):
         _closed_within(s, 1 + 5)
 
 
-def test_connections_over_the_cap_are_closed_at_once(base):
-    """With max_connections open, further connections are closed long before any read timeout."""
-    held = [_connect(base) for _ in range(MAX_CONNECTIONS)]
-    try:
-        extra = [_connect(base) for _ in range(2)]
-        for s in extra:
-            assert _closed_within(s, READ_TIMEOUT_S) < READ_TIMEOUT_S / 2
-            s.close()
-    finally:
-        for s in held:
-            s.close()
+def _serves_again(base: str) -> None:
     deadline = time.monotonic() + 10
-    while True:  # the server notices the closed sockets, then serves again
+    while True:  # the server notices closed sockets, then serves again
         try:
             if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                break
+                return
         except httpx.TransportError:
             pass
         assert time.monotonic() < deadline, "server did not serve again after connections closed"
         time.sleep(0.05)
+
+
+def test_at_the_cap_a_new_connection_evicts_the_oldest_idle_one(base):
+    """max_connections silent sockets cannot lock others out: a new request is served at once and
+    the oldest silent socket is closed, long before the header timeout."""
+    _serves_again(base)
+    held = [_connect(base) for _ in range(MAX_CONNECTIONS)]
+    try:
+        start = time.monotonic()
+        assert httpx.get(base + "/healthz", timeout=READ_TIMEOUT_S).status_code == 200
+        assert time.monotonic() - start < READ_TIMEOUT_S / 2
+        assert _closed_within(held[0], READ_TIMEOUT_S) < READ_TIMEOUT_S / 2
+    finally:
+        for s in held:
+            s.close()
+    _serves_again(base)
+
+
+def test_at_the_cap_with_every_connection_in_a_request_new_ones_are_refused(base):
+    """When all max_connections are inside requests (bodies still arriving), a new connection is
+    closed at once; the server serves again once they end."""
+    _serves_again(base)
+    held = [_connect(base) for _ in range(MAX_CONNECTIONS)]
+    try:
+        for s in held:
+            # "100 Continue" comes back once the server parsed the headers and waits for the body.
+            s.sendall(b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-alpha\r\n"
+                      b"Content-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
+            assert s.recv(100).startswith(b"HTTP/1.1 100")
+        with _connect(base) as extra:
+            assert _closed_within(extra, READ_TIMEOUT_S) < READ_TIMEOUT_S / 2
+    finally:
+        for s in held:
+            s.close()
+    _serves_again(base)
 
 
 def test_metrics_require_a_key_and_name_no_tenant(base):
