@@ -183,7 +183,9 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:
             err = InvalidRequest("method not allowed on this endpoint; see /docs")
             err.status = 405
-            return error_response(err)
+            response = error_response(err)
+            response.headers.update(exc.headers or {})  # Allow: the methods that are
+            return response
         # Whatever else the framework refuses is about the request, which a retry does not change.
         err2 = InvalidRequest(f"{exc.detail}; see /docs for the request format")
         err2.status = exc.status_code if 400 <= exc.status_code < 500 else 400

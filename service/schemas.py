@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 # Cell ids are opaque; in paths they are held to the same characters as session ids.
@@ -31,8 +31,8 @@ class ExecRequest(BaseModel):
     memory_limit_bytes: int | None = None
     max_output_bytes: int | None = None
     client_tools: list[ClientToolDecl] = Field(default_factory=list, max_length=128)
-    restart_safe: bool = False
-    headless: bool = False
+    restart_safe: StrictBool = False
+    headless: StrictBool = False
 
     @field_validator("code")
     @classmethod
@@ -45,7 +45,7 @@ class ExecRequest(BaseModel):
 class ToolResultIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str
-    ok: bool
+    ok: StrictBool
     value: Any = None
     error: Any = None
 

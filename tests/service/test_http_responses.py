@@ -102,3 +102,16 @@ def test_loop_lag_is_exported_while_the_app_runs(app_client):
             break
         assert time.monotonic() < deadline, "no loop lag observation within 10 s"
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize("field, value", [("headless", 0), ("restart_safe", "yes")])
+def test_boolean_fields_take_only_booleans(app_client, field, value):
+    """The schema says boolean: 0 or "yes" is 422 naming the field, not silently coerced."""
+    r = app_client.post("/v1/exec", json={"code": "return 1", field: value})
+    assert r.status_code == 422 and r.json()["error"]["need_param"] == field
+
+
+def test_405_names_the_allowed_methods(app_client):
+    r = app_client.put("/v1/exec", json={})
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+    assert r.json()["error"]["error_type"] == "recoverable"
