@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from bridge import jsoncodec
 
 from .dispatch import RawJson
-from .errors import InvalidRequest
+from .errors import InvalidRequest, Overloaded
 
 MiB = 1024 * 1024
 MAX_BODY_DEPTH = 128
@@ -57,7 +58,12 @@ class BodyDecoder:
         if self._pool is None:
             # spawn: a fork of this process would copy its threads' locks and the worker pool's pipes.
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        outcome = await asyncio.get_running_loop().run_in_executor(self._pool, _decode, body, tool_values_raw)
+        try:
+            outcome = await asyncio.get_running_loop().run_in_executor(self._pool, _decode, body, tool_values_raw)
+        except BrokenProcessPool:
+            self.close()  # the next large body starts a fresh helper
+            raise Overloaded("the body decoder process stopped while decoding this request; retry it",
+                             retry_after=1) from None
         return _finish(outcome)
 
     def close(self) -> None:

@@ -72,3 +72,28 @@ def test_large_bodies_decode_in_the_helper_process_the_same_way():
             decoder.close()
 
     asyncio.run(scenario())
+
+
+def test_a_dead_decoder_process_is_replaced():
+    """If the helper process dies, that request is a transient 503 and the next one decodes again."""
+    import os
+    import signal
+
+    from service.errors import Overloaded
+
+    body = b'{"a":"' + b"x" * INLINE_BYTES + b'"}'
+
+    async def scenario() -> None:
+        decoder = BodyDecoder()
+        try:
+            assert (await decoder.decode(body))["a"] == "x" * INLINE_BYTES
+            for pid in list(decoder._pool._processes):  # type: ignore[union-attr]
+                os.kill(pid, signal.SIGKILL)
+            with pytest.raises(Overloaded) as info:
+                await decoder.decode(body)
+            assert info.value.error_type == "transient"
+            assert (await decoder.decode(body))["a"] == "x" * INLINE_BYTES
+        finally:
+            decoder.close()
+
+    asyncio.run(scenario())
