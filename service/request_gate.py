@@ -125,6 +125,7 @@ class GatedRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def gated(request: Request) -> Response:
-            return await handler(_GatedRequest(request.scope, request.receive))
+            # Same scope and channels; only json() differs.
+            return await handler(_GatedRequest(request.scope, request.receive, request._send))
 
         return gated
