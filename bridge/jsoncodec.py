@@ -56,8 +56,11 @@ def well_formed(json_text: str) -> str:
 
 
 def well_formed_str(text: str) -> str:
-    """``text`` with every lone surrogate code point replaced by U+FFFD."""
-    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
+    """``text`` with every lone surrogate code point replaced by U+FFFD (a high+low pair is joined)."""
+    if text.isascii() or not _LONE_SURROGATE.search(text):
+        return text
+    # Through UTF-16, a high+low pair becomes its character and a lone half becomes U+FFFD.
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def _repair(value: Any) -> Any:
