@@ -40,7 +40,9 @@ _ONE = ("additionalProperties", "unevaluatedProperties", "propertyNames", "items
 #: Keywords whose value is an array of subschemas.
 _MANY = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 #: Keywords whose value maps names to subschemas.
-_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+_MAP = ("properties", "patternProperties", "dependentSchemas", "dependencies")
+#: Maps of subschemas that are only reached through references (validation never visits them itself).
+_DEFS = ("$defs", "definitions")
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _ANCHORS = ("$anchor", "$dynamicAnchor")
 
@@ -68,14 +70,14 @@ def _check_depth(value: Any, cap: int) -> None:
         stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
 
 
-def _subschemas(node: dict[str, Any]) -> Iterator[Any]:
+def _subschemas(node: dict[str, Any], keys: tuple[str, ...] = _MAP + _DEFS) -> Iterator[Any]:
     for key in _ONE:
         if isinstance(node.get(key), dict):
             yield node[key]
     for key in _MANY:
         if isinstance(node.get(key), list):
             yield from (s for s in node[key] if isinstance(s, dict))
-    for key in _MAP:
+    for key in keys:
         if isinstance(node.get(key), dict):
             yield from (s for s in node[key].values() if isinstance(s, dict))
 
@@ -118,30 +120,29 @@ class _Expansion:
         active: set[int] = set()
         stack: list[list[Any]] = []
 
-        def enter(node: dict[str, Any]) -> None:
+        def enter(node: dict[str, Any], counted: bool) -> None:
             self._check_node(node)
             active.add(id(node))
-            stack.append([node, self._children(node), 1])
+            stack.append([node, self._children(node), 1, counted])
 
-        enter(self.root)
+        enter(self.root, True)
         while stack:
             frame = stack[-1]
-            child = next(frame[1], None)
+            child, counted = next(frame[1], (None, False))
             if child is None:
                 stack.pop()
                 active.discard(id(frame[0]))
                 done[id(frame[0])] = frame[2]
-                if stack:
+                if stack and frame[3]:
                     stack[-1][2] += frame[2]
                     self._check_total(stack[-1][2])
-                continue
-            if id(child) in done:
-                frame[2] += done[id(child)]
+            elif id(child) in done:
+                frame[2] += done[id(child)] if counted else 0
                 self._check_total(frame[2])
             elif id(child) in active:
-                frame[2] += 1
+                frame[2] += 1 if counted else 0
             else:
-                enter(child)
+                enter(child, counted)
 
     def _check_total(self, total: int) -> None:
         if total > self.cap:
@@ -150,13 +151,17 @@ class _Expansion:
                 "refer to each definition fewer times"
             )
 
-    def _children(self, node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        yield from _subschemas(node)
+    def _children(self, node: dict[str, Any]) -> Iterator[tuple[dict[str, Any], bool]]:
+        """(subschema, whether validating `node` visits it): definitions are checked, not counted."""
+        yield from ((child, True) for child in _subschemas(node, _MAP))
         for key in _REFS:
             if key in node:
                 target = self._resolve(key, node[key])
                 if isinstance(target, dict):
-                    yield target
+                    yield target, True
+        for key in _DEFS:
+            if isinstance(node.get(key), dict):
+                yield from ((child, False) for child in node[key].values() if isinstance(child, dict))
 
     def _check_node(self, node: dict[str, Any]) -> None:
         for key in self.id_keys if node is not self.root else ():
