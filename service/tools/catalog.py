@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bridge import jsoncodec
 from service.tools.contracts import ToolContract
 from service.tools.errors import ClientToolDeclError, ToolConfigError, UnknownToolError
 from service.tools.hooks import Hook
@@ -321,16 +323,17 @@ def compile_client_tools(
         where = f"{at}.input_schema"
         if schema is not None:
             try:
-                total_bytes += check_caller_schema(schema, limits)
+                encoded = check_caller_schema(schema, limits)
             except SchemaRefused as exc:
                 raise ClientToolDeclError(f"{where}: {exc}", field=where) from None
+            total_bytes += len(encoded)
             if total_bytes > limits.max_total_bytes:
                 raise ClientToolDeclError(
                     f"{where}: the input schemas of client_tools[0..{index}] add up to {total_bytes} bytes "
                     f"of JSON (cap {limits.max_total_bytes} per request)",
                     field=where,
                 )
-        contract = ToolContract(schema if schema is not None else {}, None)
+        contract = _caller_contract(encoded if schema is not None else b"{}")
         if contract.problem is not None:
             raise ClientToolDeclError(f"{where}: {contract.problem.removeprefix('input ')}", field=where)
         out.append(
@@ -350,6 +353,15 @@ def compile_client_tools(
             )
         )
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _caller_contract(schema_json: bytes) -> ToolContract:
+    """One compiled contract per distinct schema: agents declare the same client tools on every exec.
+
+    The contract decodes its own copy, so cells of different callers never share a mutable schema.
+    """
+    return ToolContract(jsoncodec.loads(schema_json), None)
 
 
 def _renamed(entry: ToolEntry, callable_name: str) -> ToolEntry:

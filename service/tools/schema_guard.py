@@ -47,17 +47,17 @@ _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _ANCHORS = ("$anchor", "$dynamicAnchor")
 
 
-def check_caller_schema(schema: Any, limits: SchemaLimits) -> int:
-    """Raise SchemaRefused unless `schema` is safe to compile; return its size in bytes."""
+def check_caller_schema(schema: Any, limits: SchemaLimits) -> bytes:
+    """Raise SchemaRefused unless `schema` is safe to compile; return its compact JSON."""
     if not isinstance(schema, (dict, bool)):
         raise SchemaRefused("not a JSON Schema (an object or a boolean)")
     _check_depth(schema, limits.max_depth)
-    size = len(jsoncodec.dumps(schema))
-    if size > limits.max_schema_bytes:
-        raise SchemaRefused(f"{size} bytes of JSON, over the cap of {limits.max_schema_bytes} per schema")
+    encoded = jsoncodec.dumps(schema)
+    if len(encoded) > limits.max_schema_bytes:
+        raise SchemaRefused(f"{len(encoded)} bytes of JSON, over the cap of {limits.max_schema_bytes} per schema")
     if isinstance(schema, dict):
         _Expansion(schema, limits.max_expanded).run()
-    return size
+    return encoded
 
 
 def _check_depth(value: Any, cap: int) -> None:

@@ -126,7 +126,8 @@ def test_recursive_defs_schema_works_end_to_end(client):
 
 
 def test_client_schemas_compile_once_per_exec(client, monkeypatch):
-    """Two calls and a resume use the contract compiled when the exec arrived: one compile, not three."""
+    """Two calls and a resume use the contract compiled when the exec arrived; a repeat exec reuses it."""
+    catalog_module._caller_contract.cache_clear()
     compiled: list[Any] = []
     real = catalog_module.ToolContract
 
@@ -141,5 +142,8 @@ def test_client_schemas_compile_once_per_exec(client, monkeypatch):
     results = [{"id": c["id"], "ok": True, "value": c["input"]["label"]} for c in env["pending_tool_calls"]]
     done = wait(client, env["cell_id"], tool_results=results)
     assert done["value"] == ["x", "y"], done
+    again = run(client, "return await t({label: 'z'})", client_tools=[{"name": "t", "input_schema": TREE}])
+    assert again["pending_tool_calls"][0]["input"] == {"label": "z"}
+    client.post(f"/v1/cells/{again['cell_id']}/cancel")
     assert compiled == [TREE]
 
