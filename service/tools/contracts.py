@@ -29,7 +29,6 @@ from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
 from service.tools import patterns
-
 from service.tools.discriminator import (
     InvalidDiscriminatorError,
     OutputVariants,

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from service.tools.catalog import ClientTool, compile_client_tools
-from service.tools.errors import ClientToolDeclError
+from service.tools.errors import ClientToolDeclError, InvalidInputError
 from service.tools.schema_guard import SchemaLimits, SchemaRefused, check_caller_schema
 
 LIMITS = SchemaLimits()
@@ -138,3 +138,25 @@ def test_total_bytes_and_field_are_named() -> None:
     with pytest.raises(ClientToolDeclError) as info:
         compile_client_tools([ClientTool("ok"), ClientTool("bad", input_schema={"$ref": "http://x/"})])
     assert info.value.field == "client_tools[1].input_schema"
+
+
+def test_internal_refs_validate_through_the_compiled_contract() -> None:
+    """Anchors, pointers under a root $id and draft-04 definitions resolve when a value is checked."""
+    schema = {
+        "$id": "https://example.com/order.json",
+        "$defs": {"money": {"$anchor": "money", "type": "number", "minimum": 0},
+                  "line": {"type": "object", "properties": {"price": {"$ref": "#money"}}}},
+        "type": "object",
+        "properties": {"lines": {"type": "array", "items": {"$ref": "#/$defs/line"}},
+                       "total": {"$ref": "#/$defs/money"}},
+    }
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#",
+              "definitions": {"a": {"type": "string", "pattern": "^x"}},
+              "properties": {"a": {"$ref": "#/definitions/a"}}}
+    order, old = compile_client_tools([ClientTool("order", input_schema=schema), ClientTool("old", input_schema=draft4)])
+    order.contract.check_input({"lines": [{"price": 1}], "total": 2}, "order")
+    with pytest.raises(InvalidInputError, match=r"\$.lines\[0\].price: must be >= 0"):
+        order.contract.check_input({"lines": [{"price": -1}]}, "order")
+    old.contract.check_input({"a": "xy"}, "old")
+    with pytest.raises(InvalidInputError, match="must match pattern"):
+        old.contract.check_input({"a": "y"}, "old")
