@@ -25,7 +25,7 @@ class SchemaLimits:
     """Caps on the schemas one exec request declares for its client tools."""
 
     max_schema_bytes: int = 64 * 1024  # compact JSON of one input_schema
-    max_total_bytes: int = 256 * 1024  # all input_schemas of one request together
+    max_total_bytes: int = 128 * 1024  # all input_schemas of one request together
     max_depth: int = 64  # JSON nesting of one input_schema (objects and arrays)
     max_expanded: int = 20_000  # subschemas visited when references are followed
 
@@ -41,6 +41,8 @@ _ONE = ("additionalProperties", "unevaluatedProperties", "propertyNames", "items
 _MANY = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 #: Keywords whose value maps names to subschemas.
 _MAP = ("properties", "patternProperties", "dependentSchemas", "dependencies")
+#: Keywords applied to the same value (the rest apply to its members, one level deeper).
+_IN_PLACE = frozenset({"not", "if", "then", "else", "allOf", "anyOf", "oneOf", "dependentSchemas", "dependencies"})
 #: Maps of subschemas that are only reached through references (validation never visits them itself).
 _DEFS = ("$defs", "definitions")
 _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
@@ -71,15 +73,19 @@ def _check_depth(value: Any, cap: int) -> None:
 
 
 def _subschemas(node: dict[str, Any], keys: tuple[str, ...] = _MAP + _DEFS) -> Iterator[Any]:
+    yield from (child for child, _ in _keyed_subschemas(node, keys))
+
+
+def _keyed_subschemas(node: dict[str, Any], keys: tuple[str, ...]) -> Iterator[tuple[Any, str]]:
     for key in _ONE:
         if isinstance(node.get(key), dict):
-            yield node[key]
+            yield node[key], key
     for key in _MANY:
         if isinstance(node.get(key), list):
-            yield from (s for s in node[key] if isinstance(s, dict))
+            yield from ((s, key) for s in node[key] if isinstance(s, dict))
     for key in keys:
         if isinstance(node.get(key), dict):
-            yield from (s for s in node[key].values() if isinstance(s, dict))
+            yield from ((s, key) for s in node[key].values() if isinstance(s, dict))
 
 
 def _anchors(root: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -114,8 +120,14 @@ class _Expansion:
         # Draft 3/4 spell $id as `id`; elsewhere `id` is an ordinary (ignored) keyword.
         legacy = isinstance(dialect, str) and ("draft-03" in dialect or "draft-04" in dialect)
         self.id_keys = ("$id", "id") if legacy else ("$id",)
+        self.in_place: dict[int, list[dict[str, Any]]] = {}  # id -> subschemas applied to the same value
+        self.members: dict[int, list[dict[str, Any]]] = {}  # id -> subschemas applied to its members
 
     def run(self) -> None:
+        self._count()
+        self._refuse_endless_loops()
+
+    def _count(self) -> None:
         done: dict[int, int] = {}
         active: set[int] = set()
         stack: list[list[Any]] = []
@@ -151,13 +163,52 @@ class _Expansion:
                 "refer to each definition fewer times"
             )
 
+    def _refuse_endless_loops(self) -> None:
+        """A cycle of references and in-place keywords (allOf, not, ...) never reaches a leaf."""
+        state: dict[int, bool] = {}  # False while on the path, True when finished
+        for start in self._visited():
+            if id(start) in state:
+                continue
+            state[id(start)] = False
+            path = [(start, iter(self.in_place.get(id(start), ())))]
+            while path:
+                node, pending = path[-1]
+                child = next(pending, None)
+                if child is None:
+                    state[id(node)] = True
+                    path.pop()
+                elif id(child) not in state:
+                    state[id(child)] = False
+                    path.append((child, iter(self.in_place.get(id(child), ()))))
+                elif state[id(child)] is False:
+                    raise SchemaRefused(
+                        "refers back to itself without descending into the value (a $ref loop through "
+                        "$ref/allOf/anyOf/oneOf/not/if alone never ends); validate a member of the value instead"
+                    )
+
+    def _visited(self) -> list[dict[str, Any]]:
+        """Subschemas validation can reach from the root (not those only under unused $defs)."""
+        seen = {id(self.root)}
+        order = [self.root]
+        for node in order:
+            for child in (*self.in_place.get(id(node), ()), *self.members.get(id(node), ())):
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    order.append(child)
+        return order
+
     def _children(self, node: dict[str, Any]) -> Iterator[tuple[dict[str, Any], bool]]:
         """(subschema, whether validating `node` visits it): definitions are checked, not counted."""
-        yield from ((child, True) for child in _subschemas(node, _MAP))
+        same_value = self.in_place.setdefault(id(node), [])
+        members = self.members.setdefault(id(node), [])
+        for child, key in _keyed_subschemas(node, _MAP):
+            (same_value if key in _IN_PLACE else members).append(child)
+            yield child, True
         for key in _REFS:
             if key in node:
                 target = self._resolve(key, node[key])
                 if isinstance(target, dict):
+                    same_value.append(target)
                     yield target, True
         for key in _DEFS:
             if isinstance(node.get(key), dict):

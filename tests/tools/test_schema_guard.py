@@ -160,3 +160,26 @@ def test_internal_refs_validate_through_the_compiled_contract() -> None:
     old.contract.check_input({"a": "xy"}, "old")
     with pytest.raises(InvalidInputError, match="must match pattern"):
         old.contract.check_input({"a": "y"}, "old")
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+        {"allOf": [{"$ref": "#"}]},
+        {"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/b"}]}, "b": {"not": {"$ref": "#/$defs/a"}}},
+         "properties": {"x": {"$ref": "#/$defs/a"}}},
+    ],
+)
+def test_reference_loops_that_never_descend_are_refused(schema: dict) -> None:
+    """A cycle through $ref and in-place keywords alone would recurse forever on any value."""
+    assert "refers back to itself without descending into the value" in refusal(schema)
+
+
+def test_loops_that_descend_or_sit_in_unused_definitions_are_fine() -> None:
+    """Recursion through a member keyword is legitimate; a loop only among unused $defs is never run."""
+    json_value = {"anyOf": [{"type": ["string", "number", "boolean", "null"]},
+                            {"type": "array", "items": {"$ref": "#"}},
+                            {"type": "object", "additionalProperties": {"$ref": "#"}}]}
+    assert check_caller_schema(json_value, LIMITS)
+    assert check_caller_schema({"$defs": {"self": {"$ref": "#/$defs/self"}, "x": {"$ref": "#"}}}, LIMITS)
