@@ -289,14 +289,45 @@ def compile_client_tools(
 ) -> tuple[ToolEntry, ...]:
     """Check and compile an exec request's client tools; ClientToolDeclError names the bad field.
 
-    Costs up to ~1 s of CPU for the largest schemas allowed: call it off the event loop.
+    Every declaration is checked (cheap, linear) before any schema is compiled; compiling the
+    largest schemas allowed costs about a second of CPU, so call this off the event loop.
     """
     if len(client_tools) > MAX_CLIENT_TOOLS:
         raise ClientToolDeclError(
             f"client_tools: {len(client_tools)} client tools declared (cap {MAX_CLIENT_TOOLS} per request)",
             field="client_tools",
         )
+    checked = _checked_declarations(client_tools, limits)
     out: list[ToolEntry] = []
+    for index, (tool, encoded) in enumerate(checked):
+        contract = _caller_contract(encoded)
+        if contract.problem is not None:
+            where = f"client_tools[{index}].input_schema"
+            raise ClientToolDeclError(f"{where}: {contract.problem.removeprefix('input ')}", field=where)
+        out.append(
+            ToolEntry(
+                callable_name="",
+                tool_name=tool.name,
+                tool_id=f"client:{tool.name}",
+                plugin_id=None,
+                source="client",
+                label=None,
+                description=tool.description,
+                input_schema=tool.input_schema,
+                output_schema=None,
+                network=False,
+                optional=False,
+                contract=contract,
+            )
+        )
+    return tuple(out)
+
+
+def _checked_declarations(
+    client_tools: Sequence[ClientTool | Mapping[str, Any]], limits: SchemaLimits
+) -> list[tuple[ClientTool, bytes]]:
+    """Each declaration with its schema's compact JSON, or ClientToolDeclError naming the field."""
+    out: list[tuple[ClientTool, bytes]] = []
     seen: set[str] = set()
     total_bytes = 0
     for index, tool in enumerate(client_tools):
@@ -319,11 +350,11 @@ def compile_client_tools(
                 f"{at}.description: must be a string of at most {_MAX_CLIENT_DESCRIPTION} chars",
                 field=f"{at}.description",
             )
-        schema = tool.input_schema
-        where = f"{at}.input_schema"
-        if schema is not None:
+        encoded = b"{}"
+        if tool.input_schema is not None:
+            where = f"{at}.input_schema"
             try:
-                encoded = check_caller_schema(schema, limits)
+                encoded = check_caller_schema(tool.input_schema, limits)
             except SchemaRefused as exc:
                 raise ClientToolDeclError(f"{where}: {exc}", field=where) from None
             total_bytes += len(encoded)
@@ -333,26 +364,8 @@ def compile_client_tools(
                     f"of JSON (cap {limits.max_total_bytes} per request)",
                     field=where,
                 )
-        contract = _caller_contract(encoded if schema is not None else b"{}")
-        if contract.problem is not None:
-            raise ClientToolDeclError(f"{where}: {contract.problem.removeprefix('input ')}", field=where)
-        out.append(
-            ToolEntry(
-                callable_name="",
-                tool_name=name,
-                tool_id=f"client:{name}",
-                plugin_id=None,
-                source="client",
-                label=None,
-                description=tool.description,
-                input_schema=schema,
-                output_schema=None,
-                network=False,
-                optional=False,
-                contract=contract,
-            )
-        )
-    return tuple(out)
+        out.append((tool, encoded))
+    return out
 
 
 @functools.lru_cache(maxsize=64)

@@ -147,3 +147,20 @@ def test_client_schemas_compile_once_per_exec(client, monkeypatch):
     client.post(f"/v1/cells/{again['cell_id']}/cancel")
     assert compiled == [TREE]
 
+
+
+def test_request_wide_caps_name_the_cap(client, monkeypatch):
+    """More than 128 client tools, or more than 128 KiB of schemas together, is a 422 naming the cap."""
+    catalog_module._caller_contract.cache_clear()
+    compiled: list[Any] = []
+    monkeypatch.setattr(catalog_module, "ToolContract", lambda *args: compiled.append(args))
+    r = client.post("/v1/exec", json={"code": "return 1", "client_tools": [{"name": f"t{i}"} for i in range(129)]})
+    assert r.status_code == 422 and "at most 128" in r.json()["error"]["message"], r.text
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2000)}}  # ~50 KiB
+    r = client.post("/v1/exec", json={"code": "return 1",
+                                      "client_tools": [{"name": f"t{i}", "input_schema": schema} for i in range(3)]})
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["need_param"] == "client_tools[2].input_schema"
+    assert "(cap 131072 per request)" in error["message"]
+    assert compiled == []  # refused before any schema is compiled
