@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -142,12 +143,11 @@ class CallSession:
 
     def _guard_loop(self, entry: ToolEntry, params: Any) -> None:
         try:
-            key = (
-                entry.tool_id,
-                json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
-            )
-        except (TypeError, ValueError):
+            canonical = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
             return
+        # A digest, not the text: a cell may make hundreds of calls with megabytes of arguments each.
+        key = (entry.tool_id, hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest())
         self._repeats[key] += 1
         if self._repeats[key] > LOOP_GUARD_LIMIT:
             raise LoopGuardError(

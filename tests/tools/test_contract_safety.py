@@ -163,3 +163,12 @@ async def test_large_values_are_validated_off_the_event_loop(ctx) -> None:
     await task
     # Inline, the loop could not tick at all while ~40,000 keywords were checked.
     assert during > 10, during
+
+
+@pytest.mark.anyio
+async def test_loop_guard_keeps_a_digest_not_the_arguments(make_tool, ctx) -> None:
+    """Calls with a megabyte of arguments leave only fixed-size loop-guard keys behind."""
+    session = ToolCatalog.build([make_tool("echo", result="ok")]).view().new_call_session(max_calls=5)
+    for i in range(3):
+        assert await session.call("echo", {"blob": str(i) * 1_000_000}, ctx) == "ok"
+    assert max(len(repr(key)) for key in session._repeats) < 200
