@@ -172,3 +172,13 @@ async def test_loop_guard_keeps_a_digest_not_the_arguments(make_tool, ctx) -> No
     for i in range(3):
         assert await session.call("echo", {"blob": str(i) * 1_000_000}, ctx) == "ok"
     assert max(len(repr(key)) for key in session._repeats) < 200
+
+
+def test_operator_patterns_are_checked_by_re2_too() -> None:
+    """A plugin pattern RE2 cannot run makes the contract unusable with a clear problem; deep groups are fine."""
+    assert ToolContract({"type": "string", "pattern": "(?=a)"}, None).problem == (
+        "input schema is invalid at pattern: '(?=a)' is not a 'regex'"
+    )
+    deep = ToolContract({"type": "string", "pattern": "(" * 999 + "a" + ")" * 999}, None)
+    assert deep.problem is None  # Python's parser would hit the recursion limit here
+    deep.check_input("a", "t")
