@@ -106,7 +106,7 @@ async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
         run_id=body.run_id,
         restart_safe=body.restart_safe,
         headless=body.headless,
-        client_tools=tuple(t.model_dump(exclude_none=True) for t in body.client_tools),
+        client_tools=await svc.guest.client_tools([t.model_dump(exclude_none=True) for t in body.client_tools]),
         tool_policy=svc.tool_policy_for(key),
     )
     return _envelope(await svc.cells.exec(spec))

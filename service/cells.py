@@ -73,7 +73,7 @@ class CellSpec:
     run_id: str | None = None
     restart_safe: bool = False
     headless: bool = False
-    client_tools: tuple[dict[str, Any], ...] = ()
+    client_tools: tuple[Any, ...] = ()  # compiled once per exec (service.tools.catalog.ToolEntry)
     tool_policy: Any = None  # the API key's tool narrowing (service.tools.policy.ToolPolicy)
 
 
