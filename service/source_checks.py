@@ -16,6 +16,7 @@ anchor on one line each without nested quantifiers.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 
 SHELL_HINT = (
@@ -39,6 +40,8 @@ _SHELL_COMMANDS = (
 _SHELL_LINE = re.compile(rf"\s*(?:\$\s+)?(?:sudo\s+)?(?:{_SHELL_COMMANDS})(?:\s[^;(){{}}=]*)?")
 # Leading blanks stop at the line end: `\s*` here would rescan every following blank line.
 _SHELL_ANYWHERE = re.compile(r"^[^\S\n]*(?:\$[^\S\n]+)?(?:bash|sh|zsh)\s+-c\s", re.MULTILINE)
+# A line with something other than blanks that is not a `#` comment.
+_CONTENT_LINE = re.compile(r"^[^\S\n]*+[^\s#][^\n]*", re.MULTILINE)
 _JS_HINTS = re.compile(r"[;(){}=]|\b(?:return|await|const|let|var|function)\b")
 
 _UNICODE_ESCAPE = re.compile(r"\\u\{([0-9a-fA-F]+)\}|\\u([0-9a-fA-F]{4})")
@@ -56,22 +59,22 @@ _STRING = {
     '"': re.compile(r'"(?:[^"\\\n]++|\\.)*+"?', re.DOTALL),
 }
 _TEMPLATE_TEXT = re.compile(r"(?:[^`\\$]++|\\.|\$(?!\{))*+", re.DOTALL)
-_REGEX_LITERAL = re.compile(r"/(?:[^\\/\[\n]++|\\.|\[(?:[^\\\]\n]++|\\.)*+\]?)*+/", re.DOTALL)
+# A regex literal up to (not including) its closing "/"; it stops early at an unescaped newline.
+_REGEX_BODY = re.compile(r"/(?:[^\\/\[\n]++|\\.|\[(?:[^\\\]\n]++|\\.)*+\]?)*+", re.DOTALL)
 
 
 def looks_like_shell(code: str) -> bool:
     """True when the source reads as shell commands rather than JavaScript."""
-    lines = [ln for ln in code.strip().splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    # Only the first six lines with content matter: more than five is a script, not a command.
+    lines = [m.group().rstrip() for m in itertools.islice(_CONTENT_LINE.finditer(code), 6)]
     if not lines:
         return False
-    if _SHELL_ANYWHERE.search(code) and not _JS_HINTS.search(code.split("\n", 1)[0].split("-c", 1)[0]):
+    if ("-c" in code and _SHELL_ANYWHERE.search(code)
+            and not _JS_HINTS.search(code.split("\n", 1)[0].split("-c", 1)[0])):
         return True
     if len(lines) > 5:
         return False
-    return all(
-        _SHELL_LINE.fullmatch(ln.rstrip()) and not _JS_HINTS.search(ln)
-        for ln in lines
-    )
+    return all(_SHELL_LINE.fullmatch(ln) and not _JS_HINTS.search(ln) for ln in lines)
 
 
 def _blank(code: str, start: int, end: int) -> str:
@@ -86,15 +89,16 @@ def blank_literals(code: str) -> str:
     """Return ``code`` with each string, template, comment and regex literal replaced by a separator.
 
     Code inside template substitutions (``${...}``, nested to any depth) stays.  A `/` where an
-    expression may start opens a regex literal; if it does not close on its line the `/` is kept
-    and no regex literal is tried again before the line ends (such a line is not valid JavaScript,
-    and retrying at every later `/` would rescan the line each time).
+    expression may start opens a regex literal; if it does not close before an unescaped newline
+    the `/` is kept and no regex literal is tried again before the point where that scan stopped
+    (such code is not valid JavaScript, and retrying at every later `/` would rescan the same
+    text each time).
     """
     out: list[str] = []
     substitutions: list[int] = []  # open `${` depths, innermost last: brace depth inside each
     in_template = False
     prev = ""  # last significant code character ("x" for a word or literal)
-    no_regex_before = -1
+    no_regex_before = 0  # a failed regex literal scanned up to here: no new one starts before it
     i = 0
     n = len(code)
     while i < n:
@@ -156,15 +160,14 @@ def blank_literals(code: str) -> str:
             i = n if end < 0 else end + 2
             out.append(_blank(code, j, i))
         else:
-            if prev in _REGEX_AFTER and j > no_regex_before:
-                literal = _REGEX_LITERAL.match(code, j)
-                if literal is not None:
-                    i = literal.end()
+            if prev in _REGEX_AFTER and j >= no_regex_before:
+                end = _REGEX_BODY.match(code, j).end()  # type: ignore[union-attr]  # the "/" at least
+                if code.startswith("/", end):
+                    i = end + 1
                     out.append(" ")
                     prev = "x"
                     continue
-                end = code.find("\n", j)
-                no_regex_before = n if end < 0 else end
+                no_regex_before = end
             out.append(c)
             prev = c
     return "".join(out)
