@@ -138,11 +138,12 @@ def _fill(fragment: str, size: int, prefix: str = "require;") -> str:
 
 
 def _seconds(code: str, repeat: int = 3) -> float:
+    """Best CPU time of this process for one check: other processes on a busy machine do not count."""
     best = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.process_time()
         check_source(code)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 
@@ -179,6 +180,6 @@ def test_checks_run_in_linear_time(fragment, prefix):
 @pytest.mark.parametrize("fragment", HOSTILE_FRAGMENTS)
 def test_each_hostile_fragment_scales_linearly(fragment):
     """Every listed fragment, repeated behind a module word, costs linear time."""
-    small = _seconds(_fill(fragment, 16 * 1024), repeat=2)
-    large = _seconds(_fill(fragment, 128 * 1024), repeat=2)
+    small = _seconds(_fill(fragment, 16 * 1024))
+    large = _seconds(_fill(fragment, 128 * 1024))
     assert large <= 24 * small + 0.02, (small, large)
