@@ -40,6 +40,7 @@ class TenantStats:
     hostile_runs: int = 0
     hostile_violations: Counter[str] = field(default_factory=Counter)  # case id -> count
     statuses: Counter[int] = field(default_factory=Counter)
+    unanswered: int = 0  # requests that timed out or lost their connection
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=4, help="CODEMODE_WORKERS of the served service")
     p.add_argument("--benign-loops", type=int, default=2, help="concurrent benign loops per tenant")
     p.add_argument("--no-hostile", action="store_true", help="benign traffic only (a baseline)")
+    p.add_argument("--skip", default="", help="comma-separated case id prefixes to leave out of the hostile mix")
     return p
 
 
@@ -61,6 +63,7 @@ async def _benign_loop(http: httpx.AsyncClient, tenant: str, deadline: float, st
             r = await http.post("/v1/exec", json={"code": code}, headers=headers, timeout=30.0)
         except httpx.HTTPError as exc:
             stats.benign_bad[f"{name}: {type(exc).__name__}"] += 1
+            stats.unanswered += 1
             continue
         stats.latencies.append(time.monotonic() - t0)
         stats.statuses[r.status_code] += 1
@@ -70,22 +73,28 @@ async def _benign_loop(http: httpx.AsyncClient, tenant: str, deadline: float, st
             stats.benign_bad[f"{name}: {r.json().get('status')} {str(r.json().get('error', ''))[:60]}"] += 1
 
 
+def _mix(skip: tuple[str, ...]) -> list[Any]:
+    return [c for c in soak_cases() if not (skip and c.id.startswith(skip))]
+
+
 async def _hostile_loop(http: httpx.AsyncClient, tenant: str, deadline: float, stats: TenantStats,
-                        start: int, server: LiveServer) -> None:
-    cases = soak_cases()
+                        start: int, server: LiveServer, cases: list[Any]) -> None:
     for case in itertools.islice(itertools.cycle(cases), start, None):
         if time.monotonic() >= deadline:
             return
         caller = Caller(http, TENANT_KEYS, tenant=tenant, server_rss=lambda: server.rss_bytes()[0])
         try:
             await case.run(caller)
-        except (AssertionError, httpx.HTTPError):
+        except AssertionError:
             stats.hostile_violations[case.id] += 1
+        except httpx.HTTPError as exc:
+            stats.hostile_violations[f"{case.id} ({type(exc).__name__})"] += 1
+            stats.unanswered += 1
         stats.hostile_runs += 1
         stats.statuses.update(a.status for a in caller.answers)
 
 
-async def _traffic(server: LiveServer, seconds: float, benign_loops: int, hostile: bool) -> dict[str, TenantStats]:
+async def _traffic(server: LiveServer, seconds: float, benign_loops: int, cases: list[Any]) -> dict[str, TenantStats]:
     stats = {tenant: TenantStats() for tenant in TENANT_KEYS}
     deadline = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=64)
@@ -93,9 +102,9 @@ async def _traffic(server: LiveServer, seconds: float, benign_loops: int, hostil
         loops = []
         for i, tenant in enumerate(TENANT_KEYS):
             loops += [_benign_loop(http, tenant, deadline, stats[tenant], j) for j in range(benign_loops)]
-            if hostile:
+            if cases:
                 # Each tenant starts at a different case so the mix is spread over the run.
-                loops.append(_hostile_loop(http, tenant, deadline, stats[tenant], i * 5, server))
+                loops.append(_hostile_loop(http, tenant, deadline, stats[tenant], i * 5, server, cases))
         await asyncio.gather(*loops)
     return stats
 
@@ -111,7 +120,9 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:8.1f}"
 
 
-def run_soak(seconds: float = 30.0, workers: int = 4, benign_loops: int = 2, hostile: bool = True) -> dict[str, Any]:
+def run_soak(seconds: float = 30.0, workers: int = 4, benign_loops: int = 2, hostile: bool = True,
+             skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    cases = _mix(skip) if hostile else []
     tmp = Path(tempfile.mkdtemp(prefix="codemode-soak-"))
     server = LiveServer(tmp, workers=workers)
     server.start()
@@ -120,7 +131,7 @@ def run_soak(seconds: float = 30.0, workers: int = 4, benign_loops: int = 2, hos
         rss_start = server.rss_bytes()
         probe = HealthProbe(server, interval_s=0.05).start()
         started = time.monotonic()
-        stats = asyncio.run(_traffic(server, seconds, benign_loops, hostile))
+        stats = asyncio.run(_traffic(server, seconds, benign_loops, cases))
         elapsed = time.monotonic() - started
         probe.stop()
         # Let recycled workers be replaced before the final reading.
@@ -131,7 +142,7 @@ def run_soak(seconds: float = 30.0, workers: int = 4, benign_loops: int = 2, hos
         server.stop()
     health = [lat for _, lat in probe.samples]
     return {"seconds": elapsed, "stats": stats, "rss_start": rss_start, "rss_end": rss_end, "alive": alive,
-            "healthz": health, "healthz_failures": probe.failures, "cases": [c.id for c in soak_cases()],
+            "healthz": health, "healthz_failures": probe.failures, "cases": [c.id for c in cases],
             "hostile": hostile, "workers": workers}
 
 
@@ -148,8 +159,11 @@ def render(result: dict[str, Any]) -> str:
                      f"{_ms(max(lat, default=float('nan')))}  {sum(s.benign_bad.values()):10}  {s.hostile_runs:12}  "
                      f"{sum(s.hostile_violations.values()):18}")
     five = sum(n for status, n in total.items() if status >= 500)
+    unanswered = sum(s.unanswered for s in stats.values())
     lines += ["", f"HTTP statuses: {dict(sorted(total.items()))}",
-              f"5xx answers: {five}" + ("" if five == 0 else "   <-- must be 0")]
+              f"5xx answers: {five}" + ("" if five == 0 else "   <-- must be 0"),
+              f"requests without an answer (timeout/connection lost): {unanswered}"
+              + ("" if unanswered == 0 else "   <-- must be 0")]
     health = result["healthz"]
     lines.append(f"/healthz: {len(health)} probes, p50 {percentile(health, 0.5) * 1000:.1f} ms, "
                  f"p99 {percentile(health, 0.99) * 1000:.1f} ms, max {max(health, default=0) * 1000:.0f} ms, "
@@ -174,7 +188,9 @@ def render(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     print(f"soak: starting the service and running traffic for {args.seconds:.0f} s...", flush=True)
-    result = run_soak(args.seconds, args.workers, args.benign_loops, not args.no_hostile)
+    skip = tuple(p.strip() for p in args.skip.split(",") if p.strip())
+    result = run_soak(args.seconds, args.workers, args.benign_loops, not args.no_hostile, skip)
     print(render(result))
     five = sum(n for s in result["stats"].values() for status, n in s.statuses.items() if status >= 500)
-    return 0 if five == 0 and result["alive"] else 1
+    unanswered = sum(s.unanswered for s in result["stats"].values())
+    return 0 if five == 0 and unanswered == 0 and result["alive"] else 1
