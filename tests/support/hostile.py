@@ -634,20 +634,27 @@ async def _error_summary(c: Caller) -> None:
     assert len(status.raw) <= BOUNDED_ANSWER_BYTES, f"finished-cell summary is {len(status.raw):,} bytes"
 
 
-@case("error_8mb_x16_memory", guest_only=True)
+@case("error_8mb_x12_held_memory", guest_only=True)
 async def _error_huge_memory(c: Caller) -> None:
-    """16 finished cells with 8 MB errors (10 MiB budget) do not keep them: service RSS grows < 64 MiB."""
+    """12 finished cells with 8 MB errors (10 MiB budget): every kept summary is bounded, RSS grows < 96 MiB."""
     before = c.server_rss() if c.server_rss else 0
-    for _ in range(8):  # two at a time: a transient peak the allocator may keep stays small
+    cell_ids = []
+    for _ in range(3):  # a few at a time: a transient peak the allocator may keep stays small
         answers = await asyncio.gather(*(
             c.exec('throw new Error("f".repeat(8e6) + Math.random())', max_output_bytes=10 * MiB, timeout=30.0)
-            for _ in range(2)))
+            for _ in range(4)))
         for ans in answers:
             expect_status(ans, 200)
-            failed(ans.body)
+            cell_ids.append(failed(ans.body)["cell_id"])
+    held = 0
+    for cell_id in cell_ids:
+        status = await c.request("GET", f"/v1/cells/{cell_id}")
+        expect_status(status, 200, 404)
+        held += len(status.raw)
+    assert held <= len(cell_ids) * BOUNDED_ANSWER_BYTES, f"12 finished-cell summaries hold {held:,} bytes"
     if c.server_rss:
         grown = c.server_rss() - before
-        assert grown < 64 * MiB, f"service RSS grew {grown / MiB:.0f} MiB holding finished cells' errors"
+        assert grown < 96 * MiB, f"service RSS grew {grown / MiB:.0f} MiB holding finished cells' errors"
 
 
 @case("error_huge_own_fields", guest_only=True)
@@ -758,14 +765,14 @@ async def _hook_configure(c: Caller) -> None:
     """Whatever the stack-frame APIs give, calling it with "configure" cannot lift the 8 MiB request cap."""
     env = await c.cell(HUNT_JS + r"""
         probe(); text({get a() { probe(); return 1 }});
-        let bypass = "no function found";
+        const bypass = [];
         for (const f of foundFns) { try { f("configure", '{"maxRequestBytes":1e12,"maxQueuedRequests":1e9}');
-                                          bypass = "configure accepted by " + f.name } catch (e) {} }
+                                          bypass.push(f.name) } catch (e) {} }
         let saved;
         try { await results.save("x".repeat(9000002)); saved = "saved" } catch (e) { saved = "refused" }
         return {bypass, saved}""", session_id=new_id("hook"), run_id="r1", timeout_ms=3000)
     sound(env)
-    assert completed(env) == {"bypass": "no function found", "saved": "refused"}, brief(env)
+    assert completed(env) == {"bypass": [], "saved": "refused"}, brief(env)
 
 
 @case("hook_internal_names_undefined", guest_only=True)
