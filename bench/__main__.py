@@ -1,4 +1,7 @@
-"""``python -m bench``: run every figure in one go, print the table, write ``bench/results.json``."""
+"""``python -m bench``: run every figure in one go, print the table, write ``bench/results.json``.
+
+``python -m bench soak [--seconds N]``: the mixed benign/hostile soak of ``bench/soak.py`` instead.
+"""
 
 from __future__ import annotations
 
@@ -59,6 +62,11 @@ def _loadavg() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["soak"]:
+        from .soak import main as soak_main
+
+        return soak_main(argv[1:])
     args = _parser().parse_args(argv)
     client = args.client
     if client == "auto":
