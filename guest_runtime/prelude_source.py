@@ -61,7 +61,7 @@ def load(source_folder: Traversable | None = None, names: Sequence[str] = FILES)
     """Join ``names`` from ``source_folder`` (default: the shipped prelude) into one closure."""
     where = folder() if source_folder is None else source_folder
     pieces = [_HEAD]
-    starts = []
+    starts: list[tuple[int, str]] = []
     line = 1 + _HEAD.count("\n")
     for name in names:
         body = where.joinpath(name).read_text(encoding="utf-8")
