@@ -106,7 +106,6 @@ _lib.JS_FreeValue.argtypes = [ctypes.c_void_p, _JSValue]
 _lib.JS_FreeValue.restype = None
 _lib.js_free.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
 _lib.js_free.restype = None
-
 _lib.JS_GetException.argtypes = [ctypes.c_void_p]
 _lib.JS_GetException.restype = _JSValue
 _lib.JS_GetPropertyStr.argtypes = [ctypes.c_void_p, _JSValue, ctypes.c_char_p]
