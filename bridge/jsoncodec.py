@@ -20,7 +20,7 @@ import orjson
 
 #: Arrays/objects a value crossing the bridge may nest.  orjson refuses 254 levels when encoding,
 #: and frames and envelopes wrap a guest value in a few levels of their own.  The guest prelude
-#: enforces the same number (``MAX_NESTING`` in prelude.js).
+#: enforces the same number (``MAX_NESTING`` in guest_runtime/prelude/core.js).
 MAX_NESTING = 200
 
 # An escaped backslash is consumed whole, so "\\\\ud800" (a literal backslash, then "ud800")

@@ -17,7 +17,6 @@ import ctypes
 import os
 import re
 import time
-from importlib import resources
 from typing import Any
 
 import _quickjs
@@ -25,31 +24,12 @@ import quickjs
 
 from bridge.jsoncodec import well_formed, well_formed_str
 
+from . import prelude_source
 from .errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from .prelude_source import PreludeSource
 
-# ---- prelude ---------------------------------------------------------------------------------
+# ---- stack traces ----------------------------------------------------------------------------
 
-_TRAILING_COMMENT = re.compile(r"\s//\s.*$")
-
-
-def _load_prelude() -> str:
-    """Return the prelude squeezed onto one line.
-
-    Every prelude frame then reports line 1, while cell code (compiled by the AsyncFunction
-    constructor) starts at line 3: that is how stack traces are cut down to the user's frames.
-    The prelude is written so that joining lines is safe (explicit semicolons, no ``//`` inside
-    strings); every cell of every test runs it, so a mistake cannot go unnoticed.
-    """
-    lines = []
-    for raw in resources.files(__package__).joinpath("prelude.js").read_text("utf-8").splitlines():
-        stripped = raw.strip()
-        if not stripped or stripped.startswith("//"):
-            continue
-        lines.append(_TRAILING_COMMENT.sub("", stripped))
-    return " ".join(lines)
-
-
-PRELUDE = _load_prelude()
 #: Lines the AsyncFunction constructor puts before the body: "(async function anonymous(\n) {\n".
 _BODY_LINE_OFFSET = 2
 _FRAME = re.compile(r"^\s*at (?:(?P<fn>[^\s(]+) )?\(?<input>:(?P<line>\d+):(?P<col>\d+)\)?\s*$")
@@ -81,15 +61,19 @@ def _on_rejection(ctx: int, promise: _JSValue, reason: _JSValue, handled: bool, 
     if handled:
         _unhandled.pop(promise.u, None)
         return
+    _unhandled[promise.u] = _js_text(ctx, reason) or "unhandled promise rejection"
+
+
+def _js_text(ctx: int, value: _JSValue) -> str | None:
+    """``String(value)`` as well-formed text, or None if the engine could not convert it."""
     size = ctypes.c_size_t()
-    text = "unhandled promise rejection"
-    ptr = _lib.JS_ToCStringLen2(ctx, ctypes.byref(size), reason, False)
-    if ptr:
-        # The engine writes a lone surrogate as its 3-byte (WTF-8) form: one U+FFFD, not three.
-        raw = ctypes.string_at(ptr, size.value).decode("utf-8", "surrogatepass")
-        text = well_formed_str(raw)
-        _lib.JS_FreeCString(ctx, ptr)
-    _unhandled[promise.u] = text
+    ptr = _lib.JS_ToCStringLen2(ctx, ctypes.byref(size), value, False)
+    if not ptr:
+        return None
+    # The engine writes a lone surrogate as its 3-byte (WTF-8) form: one U+FFFD, not three.
+    raw = ctypes.string_at(ptr, size.value).decode("utf-8", "surrogatepass")
+    _lib.JS_FreeCString(ctx, ptr)
+    return well_formed_str(raw)
 
 
 _tracker = _TRACKER(_on_rejection)  # module-level: the C side keeps a raw pointer to it
@@ -122,29 +106,51 @@ _lib.JS_FreeValue.argtypes = [ctypes.c_void_p, _JSValue]
 _lib.JS_FreeValue.restype = None
 _lib.js_free.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
 _lib.js_free.restype = None
+_lib.JS_GetException.argtypes = [ctypes.c_void_p]
+_lib.JS_GetException.restype = _JSValue
+_lib.JS_GetPropertyStr.argtypes = [ctypes.c_void_p, _JSValue, ctypes.c_char_p]
+_lib.JS_GetPropertyStr.restype = _JSValue
 
 #: A per-process name the bytecode parks the hook under, deleted before any cell code runs.
 _HOOK_SLOT = "__codemode_hook_" + os.urandom(8).hex()
+_PRELUDE_AT = re.compile(r"<prelude>:(?P<line>\d+):(?P<col>\d+)")
 
 
-def _compile_prelude() -> bytes | None:
+def compile_prelude(source: PreludeSource) -> bytes:
+    """Stripped bytecode of ``source``; a syntax error raises EngineFault naming the file and line.
+
+    Stripping drops file names and lines, so every prelude frame has an empty file name: that is
+    how the prelude's stack-trace guard tells its own frames from the cell's.
+    """
     ctx = quickjs.Context()
     cptr = _context_pointer(ctx)
-    source = f"globalThis.{_HOOK_SLOT} = {PRELUDE};".encode()
-    fn = _lib.JS_Eval(cptr, source, len(source), b"<input>", _EVAL_COMPILE_ONLY)
+    text = f"globalThis.{_HOOK_SLOT} = {source.text};".encode()
+    fn = _lib.JS_Eval(cptr, text, len(text), b"<prelude>", _EVAL_COMPILE_ONLY)
     if fn.tag == _JS_TAG_EXCEPTION:
-        return None
+        raise EngineFault(f"the guest prelude does not compile: {_compile_error(cptr, source)}")
     size = ctypes.c_size_t()
     ptr = _lib.JS_WriteObject(cptr, ctypes.byref(size), fn, _WRITE_BYTECODE_STRIPPED)
     _lib.JS_FreeValue(cptr, fn)
     if not ptr:
-        return None
+        raise EngineFault("the guest prelude's bytecode could not be written")
     data = ctypes.string_at(ptr, size.value)
     _lib.js_free(cptr, ptr)
     return data
 
 
-_PRELUDE_BYTECODE = _compile_prelude()
+def _compile_error(cptr: int, source: PreludeSource) -> str:
+    exc = _lib.JS_GetException(cptr)
+    stack = _lib.JS_GetPropertyStr(cptr, exc, b"stack")
+    message = _js_text(cptr, exc) or "error"
+    where = _PRELUDE_AT.search(_js_text(cptr, stack) or "")
+    _lib.JS_FreeValue(cptr, stack)
+    _lib.JS_FreeValue(cptr, exc)
+    if where is None:
+        return message
+    return f"{message} at {source.locate(int(where.group('line')))}:{where.group('col')}"
+
+
+_PRELUDE_BYTECODE = compile_prelude(prelude_source.load())
 
 
 # ---- the engine ------------------------------------------------------------------------------
@@ -153,7 +159,7 @@ _PRELUDE_BYTECODE = _compile_prelude()
 class GuestEngine:
     """One fresh QuickJS runtime + context with the prelude loaded and limits set."""
 
-    def __init__(self, *, stack_bytes: int = 1024 * 1024) -> None:
+    def __init__(self, *, stack_bytes: int = 1024 * 1024, prelude: bytes = _PRELUDE_BYTECODE) -> None:
         self._ctx = quickjs.Context()
         runtime = _runtime_pointer(self._ctx)
         if not runtime:
@@ -161,25 +167,20 @@ class GuestEngine:
         _lib.JS_SetHostPromiseRejectionTracker(runtime, _tracker, None)
         _unhandled.clear()
         self._ctx.set_max_stack_size(stack_bytes)
-        self._hook = self._load_prelude()
+        self._hook = self._load_prelude(prelude)
         self._fn: Any = None
 
-    def _load_prelude(self) -> Any:
-        if _PRELUDE_BYTECODE is not None:
-            cptr = _context_pointer(self._ctx)
-            fn = _lib.JS_ReadObject(cptr, _PRELUDE_BYTECODE, len(_PRELUDE_BYTECODE), _READ_BYTECODE)
-            if fn.tag != _JS_TAG_EXCEPTION:
-                result = _lib.JS_EvalFunction(cptr, fn)  # takes ownership of fn
-                if result.tag != _JS_TAG_EXCEPTION:
-                    _lib.JS_FreeValue(cptr, result)
-                    hook = self._ctx.get(_HOOK_SLOT)
-                    self._ctx.eval(f"delete globalThis.{_HOOK_SLOT}")
-                    return hook
-            raise EngineFault("precompiled prelude failed to load")
-        try:
-            return self._ctx.eval(PRELUDE)
-        except quickjs.JSException as exc:  # a broken prelude is our bug, never the guest's
-            raise EngineFault(f"prelude failed to load: {exc}") from exc
+    def _load_prelude(self, bytecode: bytes) -> Any:
+        cptr = _context_pointer(self._ctx)
+        fn = _lib.JS_ReadObject(cptr, bytecode, len(bytecode), _READ_BYTECODE)
+        if fn.tag != _JS_TAG_EXCEPTION:
+            result = _lib.JS_EvalFunction(cptr, fn)  # takes ownership of fn
+            if result.tag != _JS_TAG_EXCEPTION:
+                _lib.JS_FreeValue(cptr, result)
+                hook = self._ctx.get(_HOOK_SLOT)
+                self._ctx.eval(f"delete globalThis.{_HOOK_SLOT}")
+                return hook
+        raise EngineFault("precompiled prelude failed to load")
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -327,7 +328,7 @@ def map_stack(text: str) -> str:
             continue
         line = int(m.group("line"))
         if line <= _BODY_LINE_OFFSET:
-            continue  # prelude frames (all on line 1) and the wrapper
+            continue  # the wrapper (prelude frames have no file name, so they never match)
         fn = m.group("fn")
         where = f"cell.js:{line - _BODY_LINE_OFFSET}:{m.group('col')}"
         frames.append(f"    at {fn} ({where})" if fn and fn != "anonymous" else f"    at {where}")

@@ -1,0 +1,147 @@
+// The guest's global surface, the cell's outcome, and the host hook (this body's value).
+
+function installGlobals() {
+  const fixed = { text: text, json: json, setTimeout: setTimeout, clearTimeout: clearTimeout, yield_control: yield_control,
+    TextEncoder: TextEncoder, TextDecoder: TextDecoder };
+  const names = ObjectKeys(fixed);
+  for (let i = 0; i < names.length; i++) {
+    defineProperty(G, names[i], { value: fixed[names[i]], writable: true, enumerable: false, configurable: true });
+  }
+  const consoleObj = ObjectCreate(null);
+  consoleObj.log = consoleMethod("");
+  consoleObj.info = consoleMethod("");
+  consoleObj.debug = consoleMethod("[debug] ");
+  consoleObj.warn = consoleMethod("[warn] ");
+  consoleObj.error = consoleMethod("[error] ");
+  defineProperty(G, "console", { value: ObjectFreeze(consoleObj), writable: true, enumerable: false, configurable: true });
+  // Host-only or timing surfaces the engine ships but a sandboxed cell should not have.
+  const removed = ["performance", "print", "gc", "scriptArgs", "os", "std"];
+  for (let i = 0; i < removed.length; i++) delete G[removed[i]];
+}
+
+// ---- the cell's outcome ------------------------------------------------------------
+function finish(ok, v) {
+  if (done !== null) return;
+  if (ok) {
+    // Serialised later, by the "value" hook, once the worker has made room for the copy.
+    doneValue = v;
+    done = '{"ok":true}';
+    return;
+  }
+  const bridge = v !== null && typeof v === "object" && ReflectApply(weakSetHas, bridgeErrors, [v]);
+  done = '{"ok":false,"bridge":' + (bridge ? "true" : "false") + ',"error":' + JSONStringify(describeThrown(v)) +
+    ',"code":' + JSONStringify(bridge && typeof v.code === "string" ? v.code : "") +
+    ',"oom":' + (v === null || isOom(v) ? "true" : "false") + "}";
+}
+function isOom(v) {
+  try { return isError(v) && v.name === "InternalError" && v.message === "out of memory"; } catch (e) { return false; }
+}
+function describeThrown(v) {
+  // "Name: message" first, then the stack frames (mapped to cell lines by the driver).
+  try {
+    if (isError(v)) {
+      let head;
+      try { head = StringCtor(v.name) + ": " + StringCtor(v.message); } catch (e) { head = "Error"; }
+      let stack = "";
+      try { stack = typeof v.stack === "string" ? v.stack : ""; } catch (e) {}
+      return stack ? head + "\n" + stack : head;
+    }
+    if (v === null) return "InternalError: out of memory";
+    if (typeof v === "string") return "Uncaught: " + v;
+    return "Uncaught: " + serialise(v, false);
+  } catch (e) {
+    return "Uncaught: [Unserializable]";
+  }
+}
+
+function unhandledBridgeError() {
+  const ids = ObjectKeys(bridgePromises);
+  for (let i = 0; i < ids.length; i++) {
+    const st = bridgePromises[ids[i]];
+    if (!st.handled) return st.rejected;
+  }
+  return null;
+}
+
+// The binding cannot convert the engine's rope strings (long "+" chains); join flattens.
+function flat(str) {
+  return ReflectApply(arrayJoin, [str, ""], [""]);
+}
+
+function take() {
+  // Built with join: a long "+" chain makes a rope string, which the binding cannot convert.
+  const parts = newList();
+  parts[0] = '{"requests":[';
+  for (let i = 0; i < queueLength; i++) parts[parts.length] = (i ? "," : "") + queue[i];
+  parts[parts.length] = '],"cancels":[';
+  for (let i = 0; i < cancelLength; i++) parts[parts.length] = (i ? "," : "") + cancels[i];
+  parts[parts.length] = '],"output":[';
+  for (let i = 0; i < outputLength; i++) parts[parts.length] = (i ? "," : "") + JSONStringify(output[i]);
+  parts[parts.length] = '],"outstanding":' + pendingCount + ',"required":' + requiredCount + ',"done":';
+  parts[parts.length] = done === null ? "null" : done;
+  parts[parts.length] = "}";
+  queue = ObjectCreate(null); queueLength = 0; queuedBytes = 0;
+  cancels = ObjectCreate(null); cancelLength = 0;
+  output = ObjectCreate(null); outputLength = 0;
+  return ReflectApply(arrayJoin, parts, [""]);
+}
+
+// ---- the hook: the only way in for the host ----------------------------------------
+let configured = false;
+return function codemodeHostHook(op, a, b, c) {
+  switch (op) {
+    case "configure": {
+      if (configured) throw new TypeErrorCtor("the guest is configured once");
+      configured = true;
+      const cfg = JSONParse(a);
+      config = {
+        maxRequestBytes: cfg.maxRequestBytes,
+        maxQueuedRequests: cfg.maxQueuedRequests || 1024,
+        maxPendingRequests: cfg.maxPendingRequests || 128,
+        maxQueuedBytes: cfg.maxQueuedBytes || cfg.maxRequestBytes,
+      };
+      installGlobals();
+      installTools(cfg.tools || []);
+      installMcp(cfg.mcp || [], cfg.mcpUnavailable || []);
+      installData();
+      return true;
+    }
+    case "compile":
+      // The Function constructor parses the cell as a function body: no way to break out
+      // of the wrapper, and nothing runs until "start".
+      return AsyncFunction(a);
+    case "start": {
+      let p;
+      try {
+        p = ReflectApply(a, undefined, []);
+      } catch (e) {
+        finish(false, e);
+        return true;
+      }
+      ReflectApply(promiseThen, p, [function (v) { finish(true, v); }, function (e) { finish(false, e); }]);
+      return true;
+    }
+    case "take":
+      return take();
+    case "value": {
+      const v = doneValue;
+      doneValue = null;
+      return flat(serialise(v, false));
+    }
+    case "settle":
+      return settle(a, b, c);
+    case "cancelTimers": {
+      // The cell finished: timers nobody waits for are dropped, their callbacks never run.
+      const ids = ObjectKeys(timers);
+      for (let i = 0; i < ids.length; i++) clearTimeout(+ids[i]);
+      return true;
+    }
+    case "unhandledBridge": {
+      const e = unhandledBridgeError();
+      if (e === null) return null;
+      return JSONStringify({ error: describeThrown(e), code: typeof e.code === "string" ? e.code : "" });
+    }
+    default:
+      throw new TypeErrorCtor("unknown host hook operation");
+  }
+};

@@ -1,0 +1,110 @@
+// Bridge requests: queue a request for the host, settle it when the reply comes back.
+
+// Bridge promises use a private subclass so the prelude can tell whether anybody ever
+// attached a handler: `void tool()` that rejects must fail the cell.
+// `await p` and Promise.all call `then` on a subclass instance, which marks it handled.
+const promiseStates = new WeakMapCtor();
+class BridgePromise extends NativePromise {
+  then(onFulfilled, onRejected) {
+    const state = ReflectApply(weakMapGet, promiseStates, [this]);
+    if (state !== undefined) state.handled = true;
+    return ReflectApply(promiseThen, this, [onFulfilled, onRejected]);
+  }
+}
+
+function makeError(err) {
+  let e;
+  const name = err && err.name;
+  const message = err && typeof err.message === "string" ? err.message : "host request failed";
+  if (name === "TypeError") e = new TypeErrorCtor(message);
+  else if (name === "RangeError") e = new RangeErrorCtor(message);
+  else e = new ErrorCtor(message);
+  if (err && typeof err.code === "string") defineValue(e, "code", err.code);
+  const extra = ["effectStatus", "tool", "details", "data"];
+  for (let i = 0; i < extra.length; i++) {
+    if (err && err[extra[i]] !== undefined) defineValue(e, extra[i], err[extra[i]]);
+  }
+  ReflectApply(weakSetAdd, bridgeErrors, [e]);
+  return e;
+}
+
+// Caps refuse a request before it exists, as a RangeError: setTimeout throws it, every other
+// request returns it rejected.  The host enforces the same caps again (service/request_caps.py).
+function refuse(message, timer) {
+  const refused = new RangeErrorCtor(message);
+  if (timer === true) throw refused;
+  return NativePromise.reject(refused);
+}
+
+function request(method, args, timer) {
+  if (pendingCount >= config.maxPendingRequests) {
+    return refuse("too many host requests pending (limit " + config.maxPendingRequests +
+      ": tool calls, timers and yield_control all count); await some before starting more", timer);
+  }
+  if (queueLength >= config.maxQueuedRequests) {
+    // One synchronous burst may not flood the host: the rest of the burst is refused here.
+    return refuse("too many host requests queued at once (limit " + config.maxQueuedRequests +
+      "); await some before starting more", timer);
+  }
+  let argsJson;
+  try {
+    argsJson = serialise(args, true);
+  } catch (e) {
+    return NativePromise.reject(e);
+  }
+  if (argsJson.length > config.maxRequestBytes) {
+    return NativePromise.reject(new RangeErrorCtor(
+      "request arguments are " + argsJson.length + " characters, over the " + config.maxRequestBytes +
+      "-character bridge frame cap; pass less data per call"));
+  }
+  if (queueLength > 0 && queuedBytes + argsJson.length > config.maxQueuedBytes) {
+    // Requests of one synchronous burst travel in one frame and are copied once more on the
+    // way out: their arguments together stay within one cap (a single request may use all of it).
+    return refuse("host requests started in one synchronous burst would carry " + (queuedBytes + argsJson.length) +
+      " characters of arguments, over the " + config.maxQueuedBytes + "-character cap; await some before starting more",
+      timer);
+  }
+  queuedBytes += argsJson.length;
+  const id = nextId++;
+  let resolveFn, rejectFn;
+  const p = new BridgePromise(function (res, rej) { resolveFn = res; rejectFn = rej; });
+  const state = { handled: false, rejected: null };
+  ReflectApply(weakMapSet, promiseStates, [p, state]);
+  pending[id] = { resolve: resolveFn, reject: rejectFn, timer: timer === true, state: state };
+  pendingCount++;
+  if (timer !== true) requiredCount++;
+  queue[queueLength++] = '{"id":' + id + ',"method":' + JSONStringify(method) + ',"args":' + argsJson + "}";
+  if (timer === true) return { id: id, promise: p };
+  return p;
+}
+
+// Chain on a bridge promise inside the prelude: the derived promise now carries the outcome,
+// so the bridge promise itself counts as handled.
+function chain(p, onFulfilled, onRejected) {
+  const state = ReflectApply(weakMapGet, promiseStates, [p]);
+  if (state !== undefined) state.handled = true;
+  return ReflectApply(promiseThen, p, [onFulfilled, onRejected]);
+}
+
+function forget(id) {
+  const entry = pending[id];
+  if (entry === undefined) return undefined;
+  delete pending[id];
+  pendingCount--;
+  if (!entry.timer) requiredCount--;
+  return entry;
+}
+
+function settle(id, ok, payload) {
+  const entry = forget(id);
+  if (entry === undefined) return false; // cancelled timer or unknown id: drop silently
+  if (ok) {
+    entry.resolve(payload === undefined ? undefined : JSONParse(payload));
+  } else {
+    const e = makeError(JSONParse(payload));
+    entry.state.rejected = e;
+    bridgePromises[id] = entry.state;
+    entry.reject(e);
+  }
+  return true;
+}

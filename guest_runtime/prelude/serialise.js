@@ -1,0 +1,132 @@
+// JSON serialisation of guest values, for output, return values and request arguments.
+
+// One walker for two modes.  "emit" (return values, text/json, console) never throws and
+// never runs user toJSON: it renders leftovers as placeholders.  "strict" (tool arguments,
+// results.save, store) refuses anything that is not plain JSON, so the call rejects and
+// nothing already saved changes.
+// Most values are plain JSON data: a scan that allocates nothing proves it, and the engine's
+// own JSON.stringify then does the work (a 5 MB array would not fit the heap otherwise).
+// Accessors, toJSON, Promises, Errors, handles, BigInt and cycles take the slow path.
+function isPlain(v, stack) {
+  const t = typeof v;
+  if (t === "bigint") return false;
+  if (t === "function") return !ReflectApply(weakMapHas, handles, [v]);
+  if (t !== "object" || v === null) return true;
+  if (stack.length >= MAX_NESTING) return false;
+  for (let i = 0; i < stack.length; i++) if (stack[i] === v) return false;
+  if (isPromise(v) || isError(v) || typeof v.toJSON === "function") return false;
+  stack[stack.length] = v;
+  const keys = ObjectKeys(v);
+  for (let i = 0; i < keys.length; i++) {
+    const d = getOwnPropertyDescriptor(v, keys[i]);
+    if (d === undefined || d.get !== undefined || d.set !== undefined) return false;
+    if (!isPlain(d.value, stack)) return false;
+  }
+  stack.length = stack.length - 1;
+  return true;
+}
+
+function serialise(value, strict) {
+  try {
+    if (isPlain(value, newList())) {
+      const s = JSONStringify(value);
+      return s === undefined ? "null" : s;
+    }
+  } catch (e) {
+    // a proxy trap or an exotic object: the careful walker below decides
+  }
+  const seen = newList();
+  function fail(message) {
+    throw new TypeErrorCtor(message);
+  }
+  function walk(v, inArray) {
+    if (v === null) return "null";
+    const t = typeof v;
+    if (t === "string") return JSONStringify(v);
+    if (t === "number") return NumberIsFinite(v) ? JSONStringify(v) : "null";
+    if (t === "boolean") return v ? "true" : "false";
+    if (t === "undefined") return inArray ? "null" : undefined;
+    if (t === "bigint") {
+      if (strict) fail("BigInt values are not JSON; convert them with String(value) first");
+      return JSONStringify(StringCtor(v));
+    }
+    if (t === "symbol") {
+      if (strict) fail("Symbol values are not JSON");
+      return inArray ? "null" : undefined;
+    }
+    if (t === "function") {
+      if (ReflectApply(weakMapHas, handles, [v])) return walk(ReflectApply(weakMapGet, handles, [v]), inArray);
+      if (strict) return inArray ? "null" : undefined;
+      return inArray ? "null" : undefined;
+    }
+    // objects
+    for (let i = 0; i < seen.length; i++) {
+      if (seen[i] === v) {
+        if (strict) fail("cyclic structures are not JSON");
+        return JSONStringify("[Circular]");
+      }
+    }
+    if (isPromise(v)) {
+      if (strict) fail("an unawaited Promise is not JSON; await it first");
+      return JSONStringify(UNAWAITED);
+    }
+    if (seen.length >= MAX_NESTING) {
+      if (strict) fail("value is nested more than " + MAX_NESTING + " levels deep; the bridge accepts at most " +
+        MAX_NESTING + " levels of arrays/objects: flatten it or pass less at once");
+      return JSONStringify(TOO_DEEP);
+    }
+    seen[seen.length] = v;
+    try {
+      if (isError(v)) return errorObject(v);
+      if (ArrayIsArray(v)) {
+        const parts = newList();
+        const n = v.length;
+        for (let i = 0; i < n; i++) parts[i] = walk(v[i], true);
+        return "[" + ReflectApply(arrayJoin, parts, [","]) + "]";
+      }
+      const keys = ObjectKeys(v);
+      const parts = newList();
+      for (let i = 0; i < keys.length; i++) {
+        const k = keys[i];
+        const s = walk(v[k], false);
+        if (s !== undefined) parts[parts.length] = JSONStringify(k) + ":" + s;
+      }
+      return "{" + ReflectApply(arrayJoin, parts, [","]) + "}";
+    } finally {
+      seen.length = seen.length - 1;
+    }
+  }
+  function errorObject(e) {
+    // name + message first, then JSON-compatible enumerable own fields; toJSON is not called.
+    const parts = newList();
+    let name = "Error";
+    let message = "";
+    try { name = StringCtor(e.name); } catch (x) { if (strict) throw x; }
+    try { message = StringCtor(e.message); } catch (x) { if (strict) throw x; }
+    parts[0] = '"name":' + JSONStringify(name);
+    parts[1] = '"message":' + JSONStringify(message);
+    const keys = ObjectKeys(e);
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i];
+      if (k === "name" || k === "message" || k === "stack") continue;
+      let s;
+      try { s = walk(e[k], false); } catch (x) { if (strict) throw x; s = undefined; }
+      if (s !== undefined) parts[parts.length] = JSONStringify(k) + ":" + s;
+    }
+    return "{" + ReflectApply(arrayJoin, parts, [","]) + "}";
+  }
+  if (strict) {
+    const s = walk(value, false);
+    return s === undefined ? "null" : s;
+  }
+  try {
+    const s = walk(value, false);
+    return s === undefined ? "null" : s;
+  } catch (e) {
+    // A throwing getter, a hostile proxy or a stack overflow: keep the cell alive.
+    if (isError(value)) {
+      try { return JSONStringify({ name: StringCtor(value.name), message: StringCtor(value.message) }); } catch (x) {}
+    }
+    try { return JSONStringify("[Unserializable]"); } catch (x) { return '"[Unserializable]"'; }
+  }
+}

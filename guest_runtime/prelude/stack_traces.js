@@ -1,0 +1,67 @@
+// Stack traces without functions: what Error.prepareStackTrace hands the cell.
+
+// The engine hands Error.prepareStackTrace raw call sites whose getFunction() returns the
+// function of every frame, the host hook included.  The engine's own slot only ever holds
+// prepareWithSafeSites below: the cell's function gets frozen call sites that carry names and
+// positions but no function, and no frame of the prelude at all.  The
+// accessor is not configurable, so a cell cannot put the engine's setter back.
+const prepareAccessor = getOwnPropertyDescriptor(ErrorCtor, "prepareStackTrace");
+const enginePrepareSet = prepareAccessor.set;
+let probeSites = null;
+ReflectApply(enginePrepareSet, ErrorCtor, [function (e, sites) { probeSites = sites; return ""; }]);
+new ErrorCtor("call site probe");
+ReflectApply(enginePrepareSet, ErrorCtor, [undefined]);
+const engineSite = getPrototypeOf(probeSites[0]);
+probeSites = null;
+const siteFields = ObjectCreate(null);
+siteFields.getFileName = engineSite.getFileName;
+siteFields.getFunctionName = engineSite.getFunctionName;
+siteFields.getLineNumber = engineSite.getLineNumber;
+siteFields.getColumnNumber = engineSite.getColumnNumber;
+siteFields.isNative = engineSite.isNative;
+siteFields.isConstructor = engineSite.isConstructor;
+const siteFieldNames = ObjectKeys(siteFields);
+const siteData = new WeakMapCtor(); // safe call site -> its fields
+function siteField(site, name) {
+  const data = ReflectApply(weakMapGet, siteData, [site]);
+  return data === undefined ? undefined : data[name];
+}
+const safeSiteProto = ObjectCreate(null);
+for (let i = 0; i < siteFieldNames.length; i++) {
+  const name = siteFieldNames[i];
+  safeSiteProto[name] = function () { return siteField(this, name); };
+}
+safeSiteProto.getFunction = function getFunction() { return undefined; };
+safeSiteProto.getThis = function getThis() { return undefined; };
+safeSiteProto.getTypeName = function getTypeName() { return null; };
+safeSiteProto.toString = function toString() {
+  const name = siteField(this, "getFunctionName");
+  const where = siteField(this, "isNative") ? "native" :
+    siteField(this, "getFileName") + ":" + siteField(this, "getLineNumber") + ":" + siteField(this, "getColumnNumber");
+  return name ? name + " (" + where + ")" : where;
+};
+ObjectFreeze(safeSiteProto);
+let cellPrepare; // what the cell assigned to Error.prepareStackTrace
+function prepareWithSafeSites(error, sites) {
+  const out = newList();
+  for (let i = 0; i < sites.length; i++) {
+    const site = sites[i];
+    // Prelude frames have an empty file name: its bytecode is stored without debug info.
+    if (ReflectApply(siteFields.getFileName, site, []) === "") continue;
+    const data = ObjectCreate(null);
+    for (let j = 0; j < siteFieldNames.length; j++) data[siteFieldNames[j]] = ReflectApply(siteFields[siteFieldNames[j]], site, []);
+    const safe = ObjectFreeze(ObjectCreate(safeSiteProto));
+    ReflectApply(weakMapSet, siteData, [safe, data]);
+    out[out.length] = safe;
+  }
+  return ReflectApply(cellPrepare, ErrorCtor, [error, ObjectFreeze(toArray(out))]);
+}
+defineProperty(ErrorCtor, "prepareStackTrace", {
+  get: function () { return cellPrepare; },
+  set: function (v) {
+    cellPrepare = v;
+    ReflectApply(enginePrepareSet, ErrorCtor, [typeof v === "function" ? prepareWithSafeSites : undefined]);
+  },
+  enumerable: false,
+  configurable: false,
+});
