@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from bridge.truncation import compact_json, json_size, parse_json, utf8_prefix, utf8_size
@@ -281,7 +282,7 @@ _FULL_LADDER = ((2, 6, 48), (2, 4, 32), (1, 4, 24), (1, 2, 16), (0, 0, 8))
 _SAMPLE_LADDER = ((1, 4, 32), (1, 2, 16), (0, 0, 8))
 
 
-def _preview_candidates(preview: Any):
+def _preview_candidates(preview: Any) -> Iterator[Any]:
     """Yield ever smaller replacements for a preview, ending with None (no preview)."""
     if isinstance(preview, dict) and preview.get("sampled") is True:
         arrays = list(preview.get("arrays") or [])
