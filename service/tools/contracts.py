@@ -60,7 +60,8 @@ class ValidationDeferred(Exception):
 
 
 def _refuse_retrieval(uri: str) -> Any:
-    raise NoSuchResource(ref=uri)
+    # referencing builds its classes with its own attrs wrapper, which hides __init__ from mypy.
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
 #: jsonschema adds the bundled meta-schemas to this; nothing else is ever looked up.
@@ -172,7 +173,8 @@ class ToolContract:
     ) -> None:
         """Raise output_contract unless `value` fits the branches of the caller's and the prepared input."""
         self.ensure_usable(tool)
-        if self.output_schema is None:
+        schema = self.output_schema
+        if schema is None:
             return
         seen: set[Any] = set()
         for tool_input in (caller_input, prepared_input):
@@ -181,7 +183,7 @@ class ToolContract:
                 continue
             seen.add(key)
             details = _errors(
-                self._output_validator(key, tool_input), value, reveal_keys=False, tool=tool, max_steps=max_steps
+                self._output_validator(schema, key, tool_input), value, reveal_keys=False, tool=tool, max_steps=max_steps
             )
             if details:
                 raise OutputContractError(
@@ -197,9 +199,9 @@ class ToolContract:
             return None
         return self.variants.branch_for(tool_input)
 
-    def _output_validator(self, key: Any, tool_input: Any) -> Any:
+    def _output_validator(self, schema: dict[str, Any], key: Any, tool_input: Any) -> Any:
         if key not in self._output:
-            narrowed = select_output_schema(self.output_schema, self.variants, tool_input)
+            narrowed = select_output_schema(schema, self.variants, tool_input)
             self._output[key] = _validator(narrowed)
         return self._output[key]
 
@@ -234,7 +236,9 @@ def _compile(schema: Any, what: str) -> Any:
         raise _SchemaProblem(f"{what} is not a JSON Schema object")
     cls = validator_for(schema, default=Draft202012Validator)
     try:
-        cls.check_schema(schema, format_checker=_schema_checker(cls))
+        # The stubs' Validator protocol takes only a dict and no format_checker; every validator
+        # class jsonschema creates accepts both a boolean schema and that keyword.
+        cls.check_schema(schema, format_checker=_schema_checker(cls))  # type: ignore[call-arg, arg-type]
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         raise _SchemaProblem(f"{what} is invalid at {where}: {_clip(exc.message, 160)}") from None
