@@ -28,6 +28,7 @@ from jsonschema.validators import extend, validator_for
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
+from bridge.json_types import json_type
 from service.tools import patterns
 from service.tools.discriminator import (
     InvalidDiscriminatorError,
@@ -295,7 +296,8 @@ def _describe(err: ValidationError, reveal_keys: bool) -> list[str]:
             f"{path}: fails required"
         ]
     if kw == "type":
-        return [f"{path}: expected {_show_types(rule)}, got {_json_type(err.instance)}"]
+        got = json_type(err.instance, integers=True) or type(err.instance).__name__
+        return [f"{path}: expected {_show_types(rule)}, got {got}"]
     if kw in ("additionalProperties", "unevaluatedProperties") and isinstance(err.instance, dict):
         if reveal_keys and isinstance(err.schema, dict):
             known = err.schema.get("properties") or {}
@@ -334,24 +336,6 @@ _RULES: dict[str, str] = {
     "format": "must have format",
     "uniqueItems": "must have unique items:",
 }
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _show_types(rule: Any) -> str:
