@@ -41,7 +41,7 @@ def frame_length(header: bytes, cap: int = DEFAULT_FRAME_CAP) -> int:
     """Return the body length announced by a 4-byte header, refusing lengths over ``cap``."""
     if len(header) != HEADER_SIZE:
         raise FrameDecodeError("stream ended inside a frame header")
-    (size,) = HEADER.unpack(header)
+    size: int = HEADER.unpack(header)[0]
     if size > cap:
         raise FrameTooLarge(size, cap)
     return size

@@ -408,9 +408,9 @@ def _truncated_value(
             else:
                 overhead = json_size(_reference_marker({}))
                 descriptor = shrink_descriptor(result, budget - overhead + 2)
-                marker = _reference_marker(descriptor)
-                if json_size(marker) <= budget:
-                    return marker, descriptor["id"], None
+                reference = _reference_marker(descriptor)
+                if json_size(reference) <= budget:
+                    return reference, descriptor["id"], None
                 release_id = result["id"]
                 reason = NOT_RETAINED_BUDGET
         guidance = f"Not retained: {reason.rstrip('.')}. {TRUNCATION_GUIDANCE}"

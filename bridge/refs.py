@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from typing import Any
 
+from bridge.json_types import json_type
 from bridge.truncation import compact_json, json_size, parse_json, utf8_prefix, utf8_size
 
 DESCRIPTOR_MAX_BYTES = 768
@@ -119,20 +121,6 @@ class _Walk:
         return True
 
 
-def _kind(value: Any) -> str:
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "boolean"
-    if value is None:
-        return "null"
-    return "number"
-
-
 def _sample_indices(length: int) -> list[int]:
     return sorted({0, length // 2, length - 1}) if length else []
 
@@ -161,7 +149,7 @@ def _head_keys(obj: dict[str, Any], walk: _Walk | None) -> list[str]:
 
 
 def _shape(value: Any, depth: int, walk: _Walk) -> str:
-    kind = _kind(value)
+    kind = json_type(value) or "unknown"  # values here are decoded JSON: never "unknown"
     if kind not in ("object", "array"):
         return kind
     if depth >= MAX_DEPTH or not walk.visit():
@@ -194,7 +182,7 @@ def _shape(value: Any, depth: int, walk: _Walk) -> str:
 def _signature(value: Any) -> Any:
     if isinstance(value, dict):
         return ("object", tuple(itertools.islice(value, MAX_KEYS_PER_NODE)))
-    return _kind(value)
+    return json_type(value)
 
 
 def _path(parent: str, key: str | int) -> str:
@@ -281,7 +269,7 @@ _FULL_LADDER = ((2, 6, 48), (2, 4, 32), (1, 4, 24), (1, 2, 16), (0, 0, 8))
 _SAMPLE_LADDER = ((1, 4, 32), (1, 2, 16), (0, 0, 8))
 
 
-def _preview_candidates(preview: Any):
+def _preview_candidates(preview: Any) -> Iterator[Any]:
     """Yield ever smaller replacements for a preview, ending with None (no preview)."""
     if isinstance(preview, dict) and preview.get("sampled") is True:
         arrays = list(preview.get("arrays") or [])

@@ -233,7 +233,7 @@ class GuestEngine:
         """
         self._ctx.set_memory_limit(self._memory_limit + headroom_bytes)
         self._limit(deadline)
-        return self._call("value")
+        return self._call_text("value")
 
     def take(self) -> str:
         """Return the JSON text of queued requests, cancels, output and the outcome.
@@ -243,7 +243,7 @@ class GuestEngine:
         """
         self._ctx.set_memory_limit(2 * self._memory_limit)
         try:
-            return self._call("take")
+            return self._call_text("take")
         finally:
             self._ctx.set_memory_limit(self._memory_limit)
 
@@ -256,7 +256,8 @@ class GuestEngine:
 
     def unhandled_bridge_rejection(self) -> str | None:
         """JSON text ``{error, code}`` of a host failure nobody handled, else None."""
-        return self._call("unhandledBridge")
+        result = self._call("unhandledBridge")
+        return None if result is None else self._text("unhandledBridge", result)
 
     def unhandled_rejections(self) -> list[str]:
         """Reason texts of rejected promises that never got a handler."""
@@ -281,6 +282,16 @@ class GuestEngine:
             raise EngineFault(f"engine value conversion failed in {op}: {exc}") from None
         # Every JSON text leaving the guest passes here: lone surrogates become U+FFFD once, at the source.
         return well_formed(result) if isinstance(result, str) else result
+
+    def _call_text(self, op: str) -> str:
+        return self._text(op, self._call(op))
+
+    @staticmethod
+    def _text(op: str, result: object) -> str:
+        """The hook's operations that answer with JSON text; anything else is a broken prelude."""
+        if not isinstance(result, str):
+            raise EngineFault(f"the prelude's {op} operation returned {type(result).__name__}, not JSON text")
+        return result
 
 
 def _raise_engine_exception(text: str, *, guest: bool = False) -> None:

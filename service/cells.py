@@ -344,9 +344,8 @@ class Cell:
 
     def _completed_envelope(self, value_source: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         """The envelope of a completed cell, and the id of a result saved for it (or None)."""
-        retain = None
-        if self._retains:
-            retain = lambda text: self._retain(self, text)  # noqa: E731
+        save = self._retain if self._retains else None
+        retain = None if save is None else lambda text: save(self, text)
         try:
             projection = self.output.project(FinalValue(value_source), retain)
         except OutputLimitExceeded as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bridge.json_types import json_type
 from service.api_files.schema_ts import property_key, ts_string
 
 __all__ = ["INPUT_HINT_LIMITS", "OUTPUT_HINT_LIMITS", "HintLimits", "input_hint", "output_hint"]
@@ -205,12 +206,5 @@ def _literal_text(value: object) -> str | None:
 
 
 def _kind_text(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (int, float)):
-        return "number"
-    return "unknown"
+    kind = json_type(value)
+    return kind if kind in ("null", "boolean", "string", "number") else "unknown"

@@ -8,6 +8,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bridge.json_types import json_type
+
 __all__ = [
     "DEFAULT_TS_LIMITS",
     "TsLimits",
@@ -304,20 +306,20 @@ def _literal(value: object) -> _Ts | None:
     return None
 
 
+#: The TypeScript type of a value of each JSON type, when only its type is known.
+_TS_OF_JSON_TYPE = {
+    "null": "null",
+    "boolean": "boolean",
+    "string": "string",
+    "number": "number",
+    "array": "unknown[]",
+    "object": "Record<string, unknown>",
+}
+
+
 def _kind_of(value: object) -> _Ts:
-    if value is None:
-        return _Ts("null", _ATOM)
-    if isinstance(value, bool):
-        return _Ts("boolean", _ATOM)
-    if isinstance(value, str):
-        return _Ts("string", _ATOM)
-    if isinstance(value, (int, float)):
-        return _Ts("number", _ATOM)
-    if isinstance(value, list):
-        return _Ts("unknown[]", _ATOM)
-    if isinstance(value, Mapping):
-        return _Ts("Record<string, unknown>", _ATOM)
-    return _UNKNOWN
+    kind = json_type(value)
+    return _UNKNOWN if kind is None else _Ts(_TS_OF_JSON_TYPE[kind], _ATOM)
 
 
 def _wrap(ts: _Ts, minimum: int) -> str:

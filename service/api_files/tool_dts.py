@@ -184,7 +184,7 @@ def _bounded_without_refs(schema: object) -> bool:
             return False
         if isinstance(node, Mapping) and _REF_KEYS.intersection(node):
             return False
-        children = node.values() if isinstance(node, Mapping) else node
+        children = node.values() if isinstance(node, Mapping) else node if isinstance(node, list) else ()
         stack.extend((child, depth + 1) for child in children if isinstance(child, (Mapping, list)))
     return True
 

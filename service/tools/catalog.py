@@ -161,10 +161,9 @@ class ToolCatalog:
         `client_tools` may be declarations or the entries `compile_client_tools` made from them
         (an exec request compiles its schemas once, off the event loop, before a worker is taken).
         """
-        if all(isinstance(t, ToolEntry) for t in client_tools):
-            clients = list(client_tools)
-        else:
-            clients = list(compile_client_tools(client_tools, self.limits.schemas))
+        compiled = [t for t in client_tools if isinstance(t, ToolEntry)]
+        declared = [t for t in client_tools if not isinstance(t, ToolEntry)]
+        clients = compiled + list(compile_client_tools(declared, self.limits.schemas)) if declared else compiled
         client_names = {c.tool_name for c in clients}
         kept = [
             n

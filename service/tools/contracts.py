@@ -28,6 +28,7 @@ from jsonschema.validators import extend, validator_for
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
+from bridge.json_types import json_type
 from service.tools import patterns
 from service.tools.discriminator import (
     InvalidDiscriminatorError,
@@ -60,7 +61,8 @@ class ValidationDeferred(Exception):
 
 
 def _refuse_retrieval(uri: str) -> Any:
-    raise NoSuchResource(ref=uri)
+    # referencing builds its classes with its own attrs wrapper, which hides __init__ from mypy.
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
 
 #: jsonschema adds the bundled meta-schemas to this; nothing else is ever looked up.
@@ -172,7 +174,8 @@ class ToolContract:
     ) -> None:
         """Raise output_contract unless `value` fits the branches of the caller's and the prepared input."""
         self.ensure_usable(tool)
-        if self.output_schema is None:
+        schema = self.output_schema
+        if schema is None:
             return
         seen: set[Any] = set()
         for tool_input in (caller_input, prepared_input):
@@ -181,7 +184,7 @@ class ToolContract:
                 continue
             seen.add(key)
             details = _errors(
-                self._output_validator(key, tool_input), value, reveal_keys=False, tool=tool, max_steps=max_steps
+                self._output_validator(schema, key, tool_input), value, reveal_keys=False, tool=tool, max_steps=max_steps
             )
             if details:
                 raise OutputContractError(
@@ -197,9 +200,9 @@ class ToolContract:
             return None
         return self.variants.branch_for(tool_input)
 
-    def _output_validator(self, key: Any, tool_input: Any) -> Any:
+    def _output_validator(self, schema: dict[str, Any], key: Any, tool_input: Any) -> Any:
         if key not in self._output:
-            narrowed = select_output_schema(self.output_schema, self.variants, tool_input)
+            narrowed = select_output_schema(schema, self.variants, tool_input)
             self._output[key] = _validator(narrowed)
         return self._output[key]
 
@@ -234,7 +237,9 @@ def _compile(schema: Any, what: str) -> Any:
         raise _SchemaProblem(f"{what} is not a JSON Schema object")
     cls = validator_for(schema, default=Draft202012Validator)
     try:
-        cls.check_schema(schema, format_checker=_schema_checker(cls))
+        # The stubs' Validator protocol takes only a dict and no format_checker; every validator
+        # class jsonschema creates accepts both a boolean schema and that keyword.
+        cls.check_schema(schema, format_checker=_schema_checker(cls))  # type: ignore[call-arg, arg-type]
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         raise _SchemaProblem(f"{what} is invalid at {where}: {_clip(exc.message, 160)}") from None
@@ -291,7 +296,8 @@ def _describe(err: ValidationError, reveal_keys: bool) -> list[str]:
             f"{path}: fails required"
         ]
     if kw == "type":
-        return [f"{path}: expected {_show_types(rule)}, got {_json_type(err.instance)}"]
+        got = json_type(err.instance, integers=True) or type(err.instance).__name__
+        return [f"{path}: expected {_show_types(rule)}, got {got}"]
     if kw in ("additionalProperties", "unevaluatedProperties") and isinstance(err.instance, dict):
         if reveal_keys and isinstance(err.schema, dict):
             known = err.schema.get("properties") or {}
@@ -330,24 +336,6 @@ _RULES: dict[str, str] = {
     "format": "must have format",
     "uniqueItems": "must have unique items:",
 }
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 def _show_types(rule: Any) -> str:

@@ -69,8 +69,9 @@ def schema_dict(schema: Any, *, what: str) -> dict[str, Any] | None:
     """A JSON Schema dict from a dict or a pydantic model class (deep-copied, JSON-checked)."""
     if schema is None:
         return None
-    if isinstance(schema, type) and callable(getattr(schema, "model_json_schema", None)):
-        schema = schema.model_json_schema()
+    model_json_schema = getattr(schema, "model_json_schema", None) if isinstance(schema, type) else None
+    if callable(model_json_schema):
+        schema = model_json_schema()
     if isinstance(schema, bool):
         schema = {} if schema else {"not": {}}
     if not isinstance(schema, Mapping):
