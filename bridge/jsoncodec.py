@@ -3,14 +3,32 @@
 Compact means what ``JSON.stringify`` writes in the guest: no spaces, non-ASCII as UTF-8,
 control characters escaped.  Encoding errors are ``JSONEncodeError`` (a ``TypeError``),
 decoding errors ``JSONDecodeError`` (a ``ValueError``), whatever the library underneath.
+
+Lone UTF-16 surrogates.  JavaScript strings may hold them; UTF-8 cannot.  ``JSON.stringify``
+writes them as ``\\udXXX`` escapes, which ``well_formed`` turns into ``\\ufffd`` (same length,
+so byte accounting done on the original text stays exact).  ``loads`` and ``dumps`` repair them
+too, but only after the fast path failed, so well-formed data pays nothing.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import orjson
+
+#: Arrays/objects a value crossing the bridge may nest.  orjson refuses 254 levels when encoding,
+#: and frames and envelopes wrap a guest value in a few levels of their own.  The guest prelude
+#: enforces the same number (``MAX_NESTING`` in prelude.js).
+MAX_NESTING = 200
+
+# An escaped backslash is consumed whole, so "\\\\ud800" (a literal backslash, then "ud800")
+# is never mistaken for an escape.  A high surrogate escape followed by a low one is a pair.
+_ESCAPES = re.compile(
+    r"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2})?|\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JSONEncodeError(TypeError):
@@ -25,11 +43,46 @@ class JSONDecodeError(ValueError):
     code = "json.decode"
 
 
+def _escape(match: re.Match[str]) -> str:
+    s = match.group()
+    return s if len(s) != 6 else "\\ufffd"
+
+
+def well_formed(json_text: str) -> str:
+    """``json_text`` with every escaped lone surrogate replaced by an escaped U+FFFD."""
+    if "\\ud" not in json_text and "\\uD" not in json_text:
+        return json_text
+    return _ESCAPES.sub(_escape, json_text)
+
+
+def well_formed_str(text: str) -> str:
+    """``text`` with every lone surrogate code point replaced by U+FFFD (a high+low pair is joined)."""
+    if text.isascii() or not _LONE_SURROGATE.search(text):
+        return text
+    # Through UTF-16, a high+low pair becomes its character and a lone half becomes U+FFFD.
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _repair(value: Any) -> Any:
+    if isinstance(value, str):
+        return well_formed_str(value)
+    if isinstance(value, dict):
+        return {well_formed_str(k) if isinstance(k, str) else k: _repair(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_repair(v) for v in value]
+    return value
+
+
 def dumps(value: Any, *, default: Callable[[Any], Any] | None = None) -> bytes:
     """Compact JSON of ``value`` as UTF-8 bytes; non-finite floats become null, as in JS."""
     try:
         return orjson.dumps(value, default=default)
     except orjson.JSONEncodeError as exc:
+        if "surrogates not allowed" not in str(exc):
+            raise JSONEncodeError(str(exc)) from None
+    try:
+        return orjson.dumps(_repair(value), default=default)
+    except (orjson.JSONEncodeError, RecursionError) as exc:
         raise JSONEncodeError(str(exc)) from None
 
 
@@ -53,8 +106,15 @@ def dumps_pretty(value: Any) -> str:
 
 
 def loads(data: bytes | str) -> Any:
-    """Parse JSON text or UTF-8 bytes."""
+    """Parse JSON text or UTF-8 bytes; escaped lone surrogates decode as U+FFFD."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise JSONDecodeError(str(exc)) from None
+        if "surrogate" not in str(exc):
+            raise JSONDecodeError(str(exc)) from None
+        first = exc
+    try:
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+        return orjson.loads(well_formed(text))
+    except (orjson.JSONDecodeError, UnicodeDecodeError):
+        raise JSONDecodeError(str(first)) from None

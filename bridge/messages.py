@@ -29,6 +29,8 @@ class GuestConfig(TypedDict):
     mcpUnavailable: list[dict[str, Any]]  # configured servers that are down: {identifier, serverName}
     maxRequestBytes: int  # JSON arguments of one guest request; larger calls reject in the guest
     maxQueuedRequests: int  # requests one synchronous burst may queue; more reject in the guest
+    maxPendingRequests: NotRequired[int]  # requests (tool calls, timers, yields) pending at once; RangeError over it
+    maxQueuedBytes: NotRequired[int]  # argument characters one synchronous burst may carry; RangeError over it
 
 
 class RunMessage(TypedDict):

@@ -23,7 +23,9 @@ from typing import Any
 import _quickjs
 import quickjs
 
-from .errors import EngineFault, GuestSyntaxError, GuestTimeout
+from bridge.jsoncodec import well_formed, well_formed_str
+
+from .errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
 
 # ---- prelude ---------------------------------------------------------------------------------
 
@@ -83,7 +85,9 @@ def _on_rejection(ctx: int, promise: _JSValue, reason: _JSValue, handled: bool, 
     text = "unhandled promise rejection"
     ptr = _lib.JS_ToCStringLen2(ctx, ctypes.byref(size), reason, False)
     if ptr:
-        text = ctypes.string_at(ptr, size.value).decode("utf-8", "replace")
+        # The engine writes a lone surrogate as its 3-byte (WTF-8) form: one U+FFFD, not three.
+        raw = ctypes.string_at(ptr, size.value).decode("utf-8", "surrogatepass")
+        text = well_formed_str(raw)
         _lib.JS_FreeCString(ctx, ptr)
     _unhandled[promise.u] = text
 
@@ -221,15 +225,26 @@ class GuestEngine:
             except quickjs.StackOverflow:
                 continue  # an overflow inside a job rejects that job's promise; keep going
 
-    def final_value(self, headroom_bytes: int) -> str:
-        """JSON text of the cell's return value; the heap cap grows by ``headroom_bytes`` for the copy."""
+    def final_value(self, headroom_bytes: int, deadline: float) -> str:
+        """JSON text of the cell's return value; the heap cap grows by ``headroom_bytes`` for the copy.
+
+        Getters and proxy traps of the value run here, so the cell's own deadline still holds.
+        """
         self._ctx.set_memory_limit(self._memory_limit + headroom_bytes)
-        self._ctx.set_time_limit(10.0)
+        self._limit(deadline)
         return self._call("value")
 
     def take(self) -> str:
-        """Return the JSON text of queued requests, cancels, output and the outcome."""
-        return self._call("take")
+        """Return the JSON text of queued requests, cancels, output and the outcome.
+
+        Joining them copies what the cell queued, at most its heap cap: that copy is the host's
+        cost, so the cap is lifted for the call (no cell code runs inside it).
+        """
+        self._ctx.set_memory_limit(2 * self._memory_limit)
+        try:
+            return self._call("take")
+        finally:
+            self._ctx.set_memory_limit(self._memory_limit)
 
     def settle(self, request_id: int, ok: bool, payload: str | None) -> None:
         """Resolve or reject one pending guest request with a JSON payload."""
@@ -253,20 +268,28 @@ class GuestEngine:
         self._ctx.set_time_limit(max(deadline - time.monotonic(), 0.001))
 
     def _call(self, op: str, *args: Any) -> Any:
+        """Call the hook.  Cell code can run inside it (getters, proxy traps, species, setters), so
+        a JS exception or stack overflow here is the cell's failure, not the engine's."""
         try:
-            return self._hook(op, *args)
+            result = self._hook(op, *args)
         except quickjs.JSException as exc:
-            _raise_engine_exception(str(exc))
+            _raise_engine_exception(str(exc), guest=True)
         except quickjs.StackOverflow as exc:
-            raise EngineFault(f"stack overflow in the host hook: {_first_line(str(exc))}") from None
-        except (TypeError, SystemError) as exc:  # the binding could not convert a value back
+            raise GuestFault(f"InternalError: stack overflow: {_first_line(str(exc))}") from None
+        except (TypeError, SystemError, UnicodeError) as exc:  # the binding could not convert a value back
             raise EngineFault(f"engine value conversion failed in {op}: {exc}") from None
+        # Every JSON text leaving the guest passes here: lone surrogates become U+FFFD once, at the source.
+        return well_formed(result) if isinstance(result, str) else result
 
 
-def _raise_engine_exception(text: str) -> None:
-    first = _first_line(text)
+def _raise_engine_exception(text: str, *, guest: bool = False) -> None:
+    first = well_formed_str(_first_line(text))
     if first.startswith("InternalError: interrupted"):
         raise GuestTimeout("cell timeout exceeded")
+    if first in ("null", "InternalError: out of memory") or "out of memory" in first:
+        raise EngineFault(first)  # the worker reports this as memory_limit_exceeded
+    if guest:
+        raise GuestFault(first or "Error")
     raise EngineFault(first or "engine error")
 
 

@@ -3,6 +3,8 @@
 GuestRuntimeError            base; stable ``code``
  ├── GuestSyntaxError        the cell does not parse (code ``invalid_input``)
  ├── GuestTimeout            the cell ran past its wall deadline (code ``timeout``)
+ ├── GuestFault              cell code broke a host hook call (a getter, setter or species that
+ │                           throws); the engine is discarded, the worker stays (code ``internal_error``)
  └── EngineFault             the engine or the prelude misbehaved (code ``runtime_unavailable``)
 """
 
@@ -25,6 +27,12 @@ class GuestTimeout(GuestRuntimeError):
     """Raised when guest code is still running at the wall deadline."""
 
     code = "timeout"
+
+
+class GuestFault(GuestRuntimeError):
+    """Raised when cell code running inside a host hook call makes that call throw."""
+
+    code = "internal_error"
 
 
 class EngineFault(GuestRuntimeError):

@@ -14,6 +14,7 @@
   const ObjectFreeze = Object.freeze;
   const defineProperty = Object.defineProperty;
   const getPrototypeOf = Object.getPrototypeOf;
+  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
   const ReflectApply = Reflect.apply;
   const JSONStringify = JSON.stringify;
   const JSONParse = JSON.parse;
@@ -38,8 +39,95 @@
   const stringSlice = String.prototype.slice;
   const stringReplace = String.prototype.replace;
   const stringCharCodeAt = String.prototype.charCodeAt;
+  const stringToWellFormed = String.prototype.toWellFormed;
   const arrayJoin = Array.prototype.join;
   const AsyncFunction = (async function () {}).constructor;
+  const setPrototypeOf = Object.setPrototypeOf;
+  const arraySlice = Array.prototype.slice;
+
+  // Arrays the prelude fills by index have no prototype: an index setter a cell puts on
+  // Array.prototype (or Object.prototype) can neither see nor swallow what the prelude stores.
+  function newList() {
+    return setPrototypeOf([], null);
+  }
+  // A plain Array copy of a list, for values handed to the cell (slice defines, never sets).
+  function toArray(l) {
+    return ReflectApply(arraySlice, l, []);
+  }
+  function defineValue(o, k, v) {
+    defineProperty(o, k, { value: v, writable: true, enumerable: true, configurable: true });
+  }
+
+  // Arrays/objects a value crossing the bridge may nest (bridge.jsoncodec.MAX_NESTING).
+  const MAX_NESTING = 200;
+  const TOO_DEEP = "[Nested too deep: values may nest at most " + MAX_NESTING + " levels of arrays/objects]";
+
+  // ---- stack traces without functions ---------------------------------------------------
+  // The engine hands Error.prepareStackTrace raw call sites whose getFunction() returns the
+  // function of every frame, the host hook included.  The engine's own slot only ever holds
+  // prepareWithSafeSites below: the cell's function gets frozen call sites that carry names and
+  // positions but no function, and no frame of the prelude at all.  The
+  // accessor is not configurable, so a cell cannot put the engine's setter back.
+  const prepareAccessor = getOwnPropertyDescriptor(ErrorCtor, "prepareStackTrace");
+  const enginePrepareSet = prepareAccessor.set;
+  let probeSites = null;
+  ReflectApply(enginePrepareSet, ErrorCtor, [function (e, sites) { probeSites = sites; return ""; }]);
+  new ErrorCtor("call site probe");
+  ReflectApply(enginePrepareSet, ErrorCtor, [undefined]);
+  const engineSite = getPrototypeOf(probeSites[0]);
+  probeSites = null;
+  const siteFields = ObjectCreate(null);
+  siteFields.getFileName = engineSite.getFileName;
+  siteFields.getFunctionName = engineSite.getFunctionName;
+  siteFields.getLineNumber = engineSite.getLineNumber;
+  siteFields.getColumnNumber = engineSite.getColumnNumber;
+  siteFields.isNative = engineSite.isNative;
+  siteFields.isConstructor = engineSite.isConstructor;
+  const siteFieldNames = ObjectKeys(siteFields);
+  const siteData = new WeakMapCtor(); // safe call site -> its fields
+  function siteField(site, name) {
+    const data = ReflectApply(weakMapGet, siteData, [site]);
+    return data === undefined ? undefined : data[name];
+  }
+  const safeSiteProto = ObjectCreate(null);
+  for (let i = 0; i < siteFieldNames.length; i++) {
+    const name = siteFieldNames[i];
+    safeSiteProto[name] = function () { return siteField(this, name); };
+  }
+  safeSiteProto.getFunction = function getFunction() { return undefined; };
+  safeSiteProto.getThis = function getThis() { return undefined; };
+  safeSiteProto.getTypeName = function getTypeName() { return null; };
+  safeSiteProto.toString = function toString() {
+    const name = siteField(this, "getFunctionName");
+    const where = siteField(this, "isNative") ? "native" :
+      siteField(this, "getFileName") + ":" + siteField(this, "getLineNumber") + ":" + siteField(this, "getColumnNumber");
+    return name ? name + " (" + where + ")" : where;
+  };
+  ObjectFreeze(safeSiteProto);
+  let cellPrepare; // what the cell assigned to Error.prepareStackTrace
+  function prepareWithSafeSites(error, sites) {
+    const out = newList();
+    for (let i = 0; i < sites.length; i++) {
+      const site = sites[i];
+      // Prelude frames have an empty file name: its bytecode is stored without debug info.
+      if (ReflectApply(siteFields.getFileName, site, []) === "") continue;
+      const data = ObjectCreate(null);
+      for (let j = 0; j < siteFieldNames.length; j++) data[siteFieldNames[j]] = ReflectApply(siteFields[siteFieldNames[j]], site, []);
+      const safe = ObjectFreeze(ObjectCreate(safeSiteProto));
+      ReflectApply(weakMapSet, siteData, [safe, data]);
+      out[out.length] = safe;
+    }
+    return ReflectApply(cellPrepare, ErrorCtor, [error, ObjectFreeze(toArray(out))]);
+  }
+  defineProperty(ErrorCtor, "prepareStackTrace", {
+    get: function () { return cellPrepare; },
+    set: function (v) {
+      cellPrepare = v;
+      ReflectApply(enginePrepareSet, ErrorCtor, [typeof v === "function" ? prepareWithSafeSites : undefined]);
+    },
+    enumerable: false,
+    configurable: false,
+  });
 
   const UNAWAITED =
     "[Unawaited Promise: use await or Promise.all(...) before emitting or returning values.]";
@@ -57,7 +145,8 @@
   let outputLength = 0;
   let done = null; // JSON text of the final outcome once the cell's main promise settled
   let doneValue = null; // the cell's return value, until the worker asks for its JSON text
-  let config = { maxRequestBytes: 8388608, maxQueuedRequests: 1024 };
+  let config = { maxRequestBytes: 8388608, maxQueuedRequests: 1024, maxPendingRequests: 128, maxQueuedBytes: 10485760 };
+  let queuedBytes = 0; // argument characters of the requests queued since the last take
 
   const bridgeErrors = new WeakSetCtor(); // Error objects created from host failures
   const handles = new WeakMapCtor(); // handle function -> metadata
@@ -94,12 +183,12 @@
   // Most values are plain JSON data: a scan that allocates nothing proves it, and the engine's
   // own JSON.stringify then does the work (a 5 MB array would not fit the heap otherwise).
   // Accessors, toJSON, Promises, Errors, handles, BigInt and cycles take the slow path.
-  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
   function isPlain(v, stack) {
     const t = typeof v;
     if (t === "bigint") return false;
-    if (t === "function") return !weakMapHas.call(handles, v);
+    if (t === "function") return !ReflectApply(weakMapHas, handles, [v]);
     if (t !== "object" || v === null) return true;
+    if (stack.length >= MAX_NESTING) return false;
     for (let i = 0; i < stack.length; i++) if (stack[i] === v) return false;
     if (isPromise(v) || isError(v) || typeof v.toJSON === "function") return false;
     stack[stack.length] = v;
@@ -115,14 +204,14 @@
 
   function serialise(value, strict) {
     try {
-      if (isPlain(value, [])) {
+      if (isPlain(value, newList())) {
         const s = JSONStringify(value);
         return s === undefined ? "null" : s;
       }
     } catch (e) {
       // a proxy trap or an exotic object: the careful walker below decides
     }
-    const seen = [];
+    const seen = newList();
     function fail(message) {
       throw new TypeErrorCtor(message);
     }
@@ -142,7 +231,7 @@
         return inArray ? "null" : undefined;
       }
       if (t === "function") {
-        if (weakMapHas.call(handles, v)) return walk(weakMapGet.call(handles, v), inArray);
+        if (ReflectApply(weakMapHas, handles, [v])) return walk(ReflectApply(weakMapGet, handles, [v]), inArray);
         if (strict) return inArray ? "null" : undefined;
         return inArray ? "null" : undefined;
       }
@@ -157,17 +246,22 @@
         if (strict) fail("an unawaited Promise is not JSON; await it first");
         return JSONStringify(UNAWAITED);
       }
+      if (seen.length >= MAX_NESTING) {
+        if (strict) fail("value is nested more than " + MAX_NESTING + " levels deep; the bridge accepts at most " +
+          MAX_NESTING + " levels of arrays/objects: flatten it or pass less at once");
+        return JSONStringify(TOO_DEEP);
+      }
       seen[seen.length] = v;
       try {
         if (isError(v)) return errorObject(v);
         if (ArrayIsArray(v)) {
-          const parts = [];
+          const parts = newList();
           const n = v.length;
           for (let i = 0; i < n; i++) parts[i] = walk(v[i], true);
           return "[" + ReflectApply(arrayJoin, parts, [","]) + "]";
         }
         const keys = ObjectKeys(v);
-        const parts = [];
+        const parts = newList();
         for (let i = 0; i < keys.length; i++) {
           const k = keys[i];
           const s = walk(v[k], false);
@@ -180,7 +274,7 @@
     }
     function errorObject(e) {
       // name + message first, then JSON-compatible enumerable own fields; toJSON is not called.
-      const parts = [];
+      const parts = newList();
       let name = "Error";
       let message = "";
       try { name = StringCtor(e.name); } catch (x) { if (strict) throw x; }
@@ -240,11 +334,13 @@
   function inspect(v, depth, seen) {
     if (v === null) return "null";
     const t = typeof v;
-    if (t === "string") return depth === 0 ? clip(v, 512) : JSONStringify(clip(v, 512));
+    // Quoted strings are JSON inside the console text: make them well-formed first, or a lone
+    // surrogate would survive as a "\udXXX" escape that the host cannot see.
+    if (t === "string") return depth === 0 ? clip(v, 512) : JSONStringify(ReflectApply(stringToWellFormed, clip(v, 512), []));
     if (t === "number" || t === "boolean" || t === "undefined") return StringCtor(v);
     if (t === "bigint") return StringCtor(v) + "n";
     if (t === "symbol") { try { return StringCtor(v); } catch (e) { return "Symbol()"; } }
-    if (t === "function") return weakMapHas.call(handles, v) ? "[Function: " + weakMapGet.call(handles, v).callableName + "]" : "[Function]";
+    if (t === "function") return ReflectApply(weakMapHas, handles, [v]) ? "[Function: " + ReflectApply(weakMapGet, handles, [v]).callableName + "]" : "[Function]";
     try {
       for (let i = 0; i < seen.length; i++) if (seen[i] === v) return "[Circular]";
       if (isPromise(v)) return UNAWAITED;
@@ -257,16 +353,16 @@
       try {
         if (ArrayIsArray(v)) {
           const n = v.length;
-          const parts = [];
+          const parts = newList();
           for (let i = 0; i < n && i < 50; i++) parts[i] = inspect(v[i], depth + 1, seen);
           if (n > 50) parts[parts.length] = "… " + (n - 50) + " more";
           return "[" + ReflectApply(arrayJoin, parts, [", "]) + "]";
         }
         const keys = ObjectKeys(v);
-        const parts = [];
+        const parts = newList();
         for (let i = 0; i < keys.length && i < 50; i++) {
           const k = keys[i];
-          const d = Object.getOwnPropertyDescriptor(v, k);
+          const d = getOwnPropertyDescriptor(v, k);
           const shown = d && ("get" in d || "set" in d) ? "[Getter/Setter]" : inspect(d ? d.value : undefined, depth + 1, seen);
           parts[parts.length] = clip(k, 512) + ": " + shown;
         }
@@ -283,9 +379,9 @@
     return function () {
       if (consoleClosed) return undefined;
       try {
-        const parts = [];
+        const parts = newList();
         const n = arguments.length < 100 ? arguments.length : 100;
-        for (let i = 0; i < n; i++) parts[i] = inspect(arguments[i], 0, []);
+        for (let i = 0; i < n; i++) parts[i] = inspect(arguments[i], 0, newList());
         let message = prefix + ReflectApply(arrayJoin, parts, [" "]);
         message = clip(message, CONSOLE_MAX_MESSAGE);
         const entry = '{"type":"text","text":' + JSONStringify(message) + "}";
@@ -323,16 +419,33 @@
     if (name === "TypeError") e = new TypeErrorCtor(message);
     else if (name === "RangeError") e = new RangeErrorCtor(message);
     else e = new ErrorCtor(message);
-    if (err && typeof err.code === "string") e.code = err.code;
+    if (err && typeof err.code === "string") defineValue(e, "code", err.code);
     const extra = ["effectStatus", "tool", "details", "data"];
     for (let i = 0; i < extra.length; i++) {
-      if (err && err[extra[i]] !== undefined) e[extra[i]] = err[extra[i]];
+      if (err && err[extra[i]] !== undefined) defineValue(e, extra[i], err[extra[i]]);
     }
     ReflectApply(weakSetAdd, bridgeErrors, [e]);
     return e;
   }
 
+  // Caps refuse a request before it exists, as a RangeError: setTimeout throws it, every other
+  // request returns it rejected.  The host enforces the same caps again (service/request_caps.py).
+  function refuse(message, timer) {
+    const refused = new RangeErrorCtor(message);
+    if (timer === true) throw refused;
+    return NativePromise.reject(refused);
+  }
+
   function request(method, args, timer) {
+    if (pendingCount >= config.maxPendingRequests) {
+      return refuse("too many host requests pending (limit " + config.maxPendingRequests +
+        ": tool calls, timers and yield_control all count); await some before starting more", timer);
+    }
+    if (queueLength >= config.maxQueuedRequests) {
+      // One synchronous burst may not flood the host: the rest of the burst is refused here.
+      return refuse("too many host requests queued at once (limit " + config.maxQueuedRequests +
+        "); await some before starting more", timer);
+    }
     let argsJson;
     try {
       argsJson = serialise(args, true);
@@ -344,13 +457,14 @@
         "request arguments are " + argsJson.length + " characters, over the " + config.maxRequestBytes +
         "-character bridge frame cap; pass less data per call"));
     }
-    if (queueLength >= config.maxQueuedRequests) {
-      // One synchronous burst may not flood the host: the rest of the burst is refused here.
-      const refused = new RangeErrorCtor("too many host requests queued at once (limit " + config.maxQueuedRequests +
-        "); await some before starting more");
-      if (timer === true) throw refused;
-      return NativePromise.reject(refused);
+    if (queueLength > 0 && queuedBytes + argsJson.length > config.maxQueuedBytes) {
+      // Requests of one synchronous burst travel in one frame and are copied once more on the
+      // way out: their arguments together stay within one cap (a single request may use all of it).
+      return refuse("host requests started in one synchronous burst would carry " + (queuedBytes + argsJson.length) +
+        " characters of arguments, over the " + config.maxQueuedBytes + "-character cap; await some before starting more",
+        timer);
     }
+    queuedBytes += argsJson.length;
     const id = nextId++;
     let resolveFn, rejectFn;
     const p = new BridgePromise(function (res, rej) { resolveFn = res; rejectFn = rej; });
@@ -403,16 +517,17 @@
     let ms = +delay;
     if (!(ms > 0)) ms = 0;
     ms = MathFloor(ms);
-    const extra = [];
+    const extra = newList();
     for (let i = 2; i < arguments.length; i++) extra[extra.length] = arguments[i];
+    const req = request("sleep", [ms], true); // throws a RangeError over a cap: never a lost callback
     const timerId = nextTimer++;
-    const req = request("sleep", [ms], true);
-    if (req.id === undefined) return timerId; // argument serialisation cannot fail for a number
     timers[timerId] = req.id;
+    // No rejection handler: a timer the host refuses becomes an unhandled rejection, which fails
+    // the cell, instead of a callback that silently never runs.
     chain(req.promise, function () {
       delete timers[timerId];
       ReflectApply(callback, undefined, extra);
-    }, function () {});
+    });
     return timerId;
   }
   function clearTimeout(timerId) {
@@ -475,9 +590,9 @@
         let limit = null;
         if (options !== undefined && options !== null && options.limit !== undefined) limit = options.limit;
         return chain(request("search", [query, limit]), function (metas) {
-          const out = [];
+          const out = newList();
           for (let i = 0; i < metas.length; i++) out[i] = makeHandle(metas[i]);
-          return ObjectFreeze(out);
+          return ObjectFreeze(toArray(out));
         });
       },
     });
@@ -621,8 +736,8 @@
       if (input instanceof ArrayBuffer) bytes = new Uint8ArrayCtor(input);
       else if (ArrayBuffer.isView(input)) bytes = new Uint8ArrayCtor(input.buffer, input.byteOffset, input.byteLength);
       else throw new TypeErrorCtor("TextDecoder.decode needs an ArrayBuffer or a typed array");
-      const parts = [];
-      let chunk = [];
+      const parts = newList();
+      let chunk = newList();
       const fatal = this._fatal;
       let i = 0;
       if (!this._ignoreBOM && bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) i = 3;
@@ -654,7 +769,7 @@
           chunk[chunk.length] = 0xd800 + (cp >> 10);
           chunk[chunk.length] = 0xdc00 + (cp & 1023);
         } else chunk[chunk.length] = cp;
-        if (chunk.length >= 4096) { parts[parts.length] = ReflectApply(fromCharCode, undefined, chunk); chunk = []; }
+        if (chunk.length >= 4096) { parts[parts.length] = ReflectApply(fromCharCode, undefined, chunk); chunk = newList(); }
       }
       if (chunk.length) parts[parts.length] = ReflectApply(fromCharCode, undefined, chunk);
       return ReflectApply(arrayJoin, parts, [""]);
@@ -732,7 +847,8 @@
 
   function take() {
     // Built with join: a long "+" chain makes a rope string, which the binding cannot convert.
-    const parts = ['{"requests":['];
+    const parts = newList();
+    parts[0] = '{"requests":[';
     for (let i = 0; i < queueLength; i++) parts[parts.length] = (i ? "," : "") + queue[i];
     parts[parts.length] = '],"cancels":[';
     for (let i = 0; i < cancelLength; i++) parts[parts.length] = (i ? "," : "") + cancels[i];
@@ -741,18 +857,26 @@
     parts[parts.length] = '],"outstanding":' + pendingCount + ',"required":' + requiredCount + ',"done":';
     parts[parts.length] = done === null ? "null" : done;
     parts[parts.length] = "}";
-    queue = ObjectCreate(null); queueLength = 0;
+    queue = ObjectCreate(null); queueLength = 0; queuedBytes = 0;
     cancels = ObjectCreate(null); cancelLength = 0;
     output = ObjectCreate(null); outputLength = 0;
     return ReflectApply(arrayJoin, parts, [""]);
   }
 
   // ---- the hook: the only way in for the host ----------------------------------------
+  let configured = false;
   return function codemodeHostHook(op, a, b, c) {
     switch (op) {
       case "configure": {
+        if (configured) throw new TypeErrorCtor("the guest is configured once");
+        configured = true;
         const cfg = JSONParse(a);
-        config = { maxRequestBytes: cfg.maxRequestBytes, maxQueuedRequests: cfg.maxQueuedRequests || 1024 };
+        config = {
+          maxRequestBytes: cfg.maxRequestBytes,
+          maxQueuedRequests: cfg.maxQueuedRequests || 1024,
+          maxPendingRequests: cfg.maxPendingRequests || 128,
+          maxQueuedBytes: cfg.maxQueuedBytes || cfg.maxRequestBytes,
+        };
         installGlobals();
         installTools(cfg.tools || []);
         installMcp(cfg.mcp || [], cfg.mcpUnavailable || []);

@@ -16,14 +16,20 @@ import time
 from typing import Any
 
 from bridge import jsoncodec
+from bridge.errors import BridgeError, FrameTooLarge
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
-from bridge.output import OutputCapture, capture_value
+from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value
 
 from .driver import GuestEngine, check_engine, map_stack
-from .errors import EngineFault, GuestSyntaxError, GuestTimeout
+from .errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
 
 #: Share of the worker's RLIMIT_CPU after which it asks to be replaced.
 CPU_RECYCLE_FRACTION = 0.8
+
+BURST_TOO_LARGE = (
+    "host requests started in one synchronous burst do not fit one bridge frame ({exc}); "
+    "await some before starting more, or pass less data per call"
+)
 
 PENDING_WITHOUT_HOST_WORK = (
     "cell is pending without host work: its promise can never settle because nothing it awaits "
@@ -100,6 +106,9 @@ class CellRun:
             return self.loop()
         except GuestTimeout:
             return self.fail("cell timeout exceeded", "guest", "timeout", recycle=True)
+        except GuestFault as exc:
+            # The engine is thrown away after every cell, so the worker itself is still sound.
+            return self.fail(str(exc), "guest", "internal_error")
         except EngineFault as exc:
             if "out of memory" in str(exc) or str(exc) == "null":
                 return self.fail("memory limit exceeded", "guest", "memory_limit_exceeded", recycle=True)
@@ -113,23 +122,24 @@ class CellRun:
             engine.pump(self.deadline)
             snap = jsoncodec.loads(engine.take())
             for entry in snap["output"]:
-                self.capture.add(entry)
+                self.capture.add(jsoncodec.well_formed(entry))  # output entries are JSON texts inside take()'s
             done = snap["done"]
             if done is not None and snap["required"] == 0:
                 engine.cancel_timers()
                 cancels = snap["cancels"] + jsoncodec.loads(engine.take())["cancels"]
                 return self.finish(done, cancels)
             if snap["outstanding"] == 0:
+                # A rejection nobody handled (e.g. a timer the host refused) explains the stall better.
+                unhandled = engine.unhandled_rejections()
+                if unhandled:
+                    return self.fail("Unhandled promise rejection: " + map_stack(unhandled[0]), "guest", "internal_error")
                 return self.fail(PENDING_WITHOUT_HOST_WORK, "guest", "internal_error", recycle=False)
-            self.channel.write({
-                "t": "idle",
-                "requests": snap["requests"],
-                "cancels": snap["cancels"],
-                "output": self.capture.drain(),
-                "outstanding": snap["outstanding"],
-                "cpu_ms": round((time.process_time() - self.cpu_start) * 1000, 3),
-                "heap_bytes": engine.heap_bytes(),
-            })
+            try:
+                self.write_idle(snap)
+            except FrameTooLarge as exc:
+                return self.fail(BURST_TOO_LARGE.format(exc=exc), "guest", "internal_error")
+            except BridgeError as exc:  # only a guest that got around the prelude's caps gets here
+                return self.fail(f"guest requests could not be sent to the host: {exc}", "guest", "internal_error")
             reply = self.channel.read()
             if reply is None:
                 raise SystemExit(0)  # the service went away
@@ -139,6 +149,18 @@ class CellRun:
                     engine.settle(r["id"], True, self.channel.read_raw())
                 else:
                     engine.settle(r["id"], False, jsoncodec.dumps_text(r.get("error") or {}))
+
+    def write_idle(self, snap: dict[str, Any]) -> None:
+        engine = self.engine
+        self.channel.write({
+            "t": "idle",
+            "requests": snap["requests"],
+            "cancels": snap["cancels"],
+            "output": self.capture.drain(),
+            "outstanding": snap["outstanding"],
+            "cpu_ms": round((time.process_time() - self.cpu_start) * 1000, 3),
+            "heap_bytes": engine.heap_bytes(),
+        })
 
     def finish(self, done: dict[str, Any], cancels: list[int]) -> bool:
         engine = self.engine
@@ -160,7 +182,7 @@ class CellRun:
                 )
             # The JSON text of a value may be as large as the capture allowance; the copies it
             # takes are the host's cost, not the cell's heap budget.
-            text = engine.final_value(3 * self.msg["value_capture_bytes"] + 16 * 1024 * 1024)
+            text = engine.final_value(3 * self.msg["value_capture_bytes"] + 16 * 1024 * 1024, self.deadline)
             self.send_done(ok=True, value=capture_value(text, self.msg["value_capture_bytes"]), cancels=cancels)
             return False
         if done.get("oom"):
@@ -172,6 +194,9 @@ class CellRun:
 
     def fail(self, text: str, phase: str, code: str, *, recycle: bool = False,
              cancels: list[int] | None = None) -> bool:
+        # The host shows at most max_output_bytes of an error (longer ones end "[error truncated]"),
+        # so a longer cut keeps that marker honest while the frame stays small.
+        text = text[: self.msg["max_output_bytes"] + CAPTURE_SLACK_BYTES]
         self.send_done(ok=False, error={"text": text, "phase": phase, "code": code}, recycle=recycle,
                        cancels=cancels or [])
         return recycle

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
 
 from .responses import JSONBytes as ORJSONResponse
@@ -16,10 +16,16 @@ from .guest_services import NETWORK_MARK_KEY
 from .results_store import ResultScope
 from .stores.errors import StoreError
 from .host import Services
-from .schemas import ERROR_RESPONSES, SESSION_PATTERN, CellEnvelope, ErrorBody, ExecRequest, WaitRequest
+from .request_gate import GatedRoute, api_key_of
+from .schemas import ERROR_RESPONSES, ID_PATTERN, SESSION_PATTERN, CellEnvelope, ErrorBody, ExecRequest, WaitRequest
 from .settings import ApiKey
 
-router = APIRouter()
+router = APIRouter(route_class=GatedRoute)
+
+# Ids in paths are checked exactly like ids in bodies (same pattern, whole string).
+CellId = Annotated[str, Path(pattern=ID_PATTERN, description="cell id from an envelope")]
+SessionId = Annotated[str, Path(pattern=SESSION_PATTERN)]
+RunId = Annotated[str, Path(pattern=SESSION_PATTERN)]
 
 # OpenAPI examples of the answers that have no response model.
 CATALOG_EXAMPLE = {
@@ -58,13 +64,13 @@ async def services(request: Request) -> Services:
     return request.app.state.services  # type: ignore[no-any-return]
 
 
-async def caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> ApiKey:
-    return request.app.state.services.keys.resolve(authorization)  # type: ignore[no-any-return]
+async def caller(request: Request) -> ApiKey:
+    # The request gate resolved the key from the headers before the body was read.
+    return api_key_of(request)
 
 
 def _services_and_key(request: Request) -> tuple[Services, ApiKey]:
-    svc: Services = request.app.state.services
-    return svc, svc.keys.resolve(request.headers.get("authorization"))
+    return request.app.state.services, api_key_of(request)
 
 
 ServicesDep = Annotated[Services, Depends(services)]
@@ -100,7 +106,7 @@ async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
         run_id=body.run_id,
         restart_safe=body.restart_safe,
         headless=body.headless,
-        client_tools=tuple(t.model_dump(exclude_none=True) for t in body.client_tools),
+        client_tools=await svc.guest.client_tools([t.model_dump(exclude_none=True) for t in body.client_tools]),
         tool_policy=svc.tool_policy_for(key),
     )
     return _envelope(await svc.cells.exec(spec))
@@ -113,11 +119,12 @@ async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
     tags=["cells"],
     summary="Resume a waiting cell",
 )
-async def wait_cell(cell_id: str, request: Request, body: WaitRequest | None = None) -> ORJSONResponse:
+async def wait_cell(cell_id: CellId, request: Request, body: WaitRequest | None = None) -> ORJSONResponse:
     """Resume a parked cell (optionally with client tool results) until its next stop."""
     svc, key = _services_and_key(request)
     body = body or WaitRequest()
-    results = [r.model_dump() for r in body.tool_results]
+    # Not model_dump(): it would copy every (possibly megabytes of) result value on the event loop.
+    results = [{"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results]
     return _envelope(
         await svc.cells.wait(
             cell_id, key.tenant, timeout_ms=body.timeout_ms, tool_results=results, session_id=body.session_id
@@ -132,7 +139,7 @@ async def wait_cell(cell_id: str, request: Request, body: WaitRequest | None = N
     tags=["cells"],
     summary="Cancel a cell",
 )
-async def cancel_cell(cell_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def cancel_cell(cell_id: CellId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Abort a cell; answers its final envelope (``failed``, code ``aborted``)."""
     return _envelope(await svc.cells.cancel(cell_id, key.tenant))
 
@@ -144,7 +151,7 @@ async def cancel_cell(cell_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONR
     tags=["cells"],
     summary="Cell status",
 )
-async def cell_status(cell_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def cell_status(cell_id: CellId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Status of a cell without resuming it (finished cells: a summary without value or output)."""
     return _envelope(svc.cells.status(cell_id, key.tenant))
 
@@ -155,10 +162,9 @@ async def cell_status(cell_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONR
     tags=["tools"],
     summary="Tool catalog and quick index",
 )
-async def catalog(svc: ServicesDep, key: CallerDep, session_id: str | None = None) -> ORJSONResponse:
+async def catalog(svc: ServicesDep, key: CallerDep,
+                  session_id: Annotated[str | None, Query(pattern=SESSION_PATTERN)] = None) -> ORJSONResponse:
     """Handle metadata of every tool visible to this key, and the quick index for agent prompts."""
-    if session_id is not None:
-        check_session_id(session_id)
     view = svc.view_for(key)
     return ORJSONResponse({"tools": view.handles(), "quick_index": svc.guest.quick_index(view)})
 
@@ -201,10 +207,8 @@ async def api_file(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONRespons
     tags=["sessions"],
     summary="End a run",
 )
-async def end_run(session_id: str, run_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def end_run(session_id: SessionId, run_id: RunId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """End a run: its saved results expire now."""
-    check_session_id(session_id)
-    check_session_id(run_id)
     dropped = svc.results.end_run(ResultScope(key.tenant, session_id, run_id))
     return ORJSONResponse({"session_id": session_id, "run_id": run_id, "expired_results": dropped})
 
@@ -215,9 +219,8 @@ async def end_run(session_id: str, run_id: str, svc: ServicesDep, key: CallerDep
     tags=["sessions"],
     summary="Session store keys",
 )
-async def session_store(session_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def session_store(session_id: SessionId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Keys of the session's committed store and their byte sizes."""
-    check_session_id(session_id)
     sizes = await _store_call(svc, "sizes", key.tenant, session_id)
     sizes.pop(NETWORK_MARK_KEY, None)  # internal provenance mark, not a guest key
     return ORJSONResponse(
@@ -235,9 +238,8 @@ async def session_store(session_id: str, svc: ServicesDep, key: CallerDep) -> OR
     tags=["sessions"],
     summary="Delete a session",
 )
-async def delete_session(session_id: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def delete_session(session_id: SessionId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """Delete the session's committed store (running cells keep their own buffered writes)."""
-    check_session_id(session_id)
     existed = await _store_call(svc, "delete_session", key.tenant, session_id)
     if not existed:
         raise NotFound(f"session {session_id!r} has no stored data")
@@ -275,21 +277,12 @@ async def readyz(svc: ServicesDep) -> ORJSONResponse:
     )
 
 
-@router.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=PlainTextResponse)
+@router.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=PlainTextResponse,
+            responses={401: ERROR_RESPONSES[401]})
 async def metrics(svc: ServicesDep) -> PlainTextResponse:
-    """Prometheus text exposition."""
+    """Prometheus text exposition (with ``metrics_require_key``, only for a valid API key)."""
     body, content_type = svc.metrics.render(svc)
     return PlainTextResponse(body, media_type=content_type)
-
-
-def check_session_id(session_id: str) -> str:
-    import re
-
-    if not re.match(SESSION_PATTERN, session_id):
-        raise InvalidRequest(
-            "session_id must be 1-128 characters of [A-Za-z0-9._:-]", need_param="session_id"
-        )
-    return session_id
 
 
 __all__ = ["ServiceError", "router"]

@@ -10,9 +10,12 @@ from fastapi import FastAPI
 
 from . import __version__
 from .api import router
-from .body_limits import BodyLimitMiddleware
+from .body_limits import BodyCaps
 from .errors import install_error_handlers
 from .host import Services, build_services
+from .metrics import LoopLagMonitor
+from .request_gate import RequestGate
+from .request_json import BodyDecoder
 from .settings import Settings, load_settings
 
 DESCRIPTION = """Runs agent-written JavaScript **cells** in fresh QuickJS guests inside supervised worker
@@ -26,29 +29,28 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     settings = settings or load_settings()
     svc = services or build_services(settings)
 
+    lag = LoopLagMonitor(svc.metrics)
+    decoder = BodyDecoder()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await svc.start()
+        lag.start()
         try:
-            yield
+            await svc.start()
+            try:
+                yield
+            finally:
+                await svc.close()
         finally:
-            await svc.close()
+            decoder.close()
+            await lag.stop()
 
     app = FastAPI(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.services = svc
     install_error_handlers(app)
     app.include_router(router)
-
-    wait_cap = settings.max_snapshot_bytes + 1024 * 1024
-
-    def cap_for(path: str) -> int | None:
-        if path == "/v1/exec":
-            return settings.max_exec_body_bytes
-        if path.endswith("/wait"):
-            return wait_cap
-        return 1024 * 1024
-
-    app.add_middleware(BodyLimitMiddleware, cap_for=cap_for)
+    app.add_middleware(RequestGate, keys=svc.keys, caps=BodyCaps(settings), decoder=decoder,
+                       metrics_require_key=settings.metrics_require_key)
     return app
 
 

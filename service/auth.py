@@ -1,13 +1,24 @@
-"""API keys -> tenants.  Without configured keys every caller is the tenant ``local``."""
+"""API keys -> tenants, and who may call at all.  Without configured keys every caller is the
+tenant ``local`` and only loopback peers are served."""
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
+from typing import Any
 
-from .errors import Unauthorized
+from .errors import Forbidden, Unauthorized
 from .settings import ApiKey, Settings
 
 LOCAL_TENANT = "local"
+
+# Starlette's TestClient names its in-process peer this way; no network socket can.
+IN_PROCESS_PEER = "testclient"
+
+NO_KEYS_REMOTE_PEER = (
+    "this service has no API keys configured, so it only answers callers on this machine (loopback); "
+    "configure [[api_keys]] in the config file to serve other addresses"
+)
 
 
 class KeyRing:
@@ -15,10 +26,16 @@ class KeyRing:
 
     def __init__(self, settings: Settings) -> None:
         self._keys = settings.api_keys
+        self._encoded = tuple(entry.key.encode() for entry in settings.api_keys)
 
     @property
     def enabled(self) -> bool:
         return bool(self._keys)
+
+    def check_peer(self, client: Any) -> None:
+        """Without keys, refuse any peer that is not on this machine (whatever server runs the app)."""
+        if not self._keys and not is_loopback_peer(client):
+            raise Forbidden(NO_KEYS_REMOTE_PEER)
 
     def resolve(self, authorization: str | None) -> ApiKey:
         if not self._keys:
@@ -28,9 +45,28 @@ class KeyRing:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Authorization header must be 'Bearer <api key>'")
-        token = token.strip()
-        for entry in self._keys:
-            # Constant-time comparison: a key must not leak through response timing.
-            if hmac.compare_digest(entry.key.encode(), token.encode()):
-                return entry
-        raise Unauthorized("unknown API key: check the key or ask the operator for one")
+        presented = token.strip().encode()
+        found: ApiKey | None = None
+        # Every key is compared, each in constant time: neither the time nor the number of
+        # comparisons depends on which key (if any) matched.
+        for entry, encoded in zip(self._keys, self._encoded):
+            if hmac.compare_digest(encoded, presented) and found is None:
+                found = entry
+        if found is None:
+            raise Unauthorized("unknown API key: check the key or ask the operator for one")
+        return found
+
+
+def is_loopback_peer(client: Any) -> bool:
+    """True for a loopback address, a server without network peers (None) or the in-process test peer."""
+    if client is None:
+        return True
+    host = client[0] if isinstance(client, (tuple, list)) and client else client
+    if host == IN_PROCESS_PEER:
+        return True
+    try:
+        address = ipaddress.ip_address(str(host).split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped or address).is_loopback)

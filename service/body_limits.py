@@ -1,54 +1,63 @@
-"""ASGI middleware that refuses request bodies over their cap with 413, before parsing."""
+"""Request body caps by path, and reading a body without ever holding more than its cap."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .errors import BodyTooLarge, error_response
+from .errors import BodyTooLarge
+from .settings import Settings
 
-Scope = dict[str, Any]
-
-
-class BodyLimitMiddleware:
-    """Caps bodies by path: ``cap_for(path)`` gives the byte limit (None: no limit)."""
-
-    def __init__(self, app: Any, cap_for: Callable[[str], int | None]) -> None:
-        self.app = app
-        self.cap_for = cap_for
-
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
-            await self.app(scope, receive, send)
-            return
-        cap = self.cap_for(scope["path"])
-        if cap is None:
-            await self.app(scope, receive, send)
-            return
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length" and value.isdigit() and int(value) > cap:
-                await self._refuse(scope, receive, send, cap)
-                return
-        seen = 0
-        too_large = False
-
-        async def limited_receive() -> dict[str, Any]:
-            nonlocal seen, too_large
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > cap:
-                    too_large = True
-                    raise BodyTooLarge(_message(cap))
-            return message
-
-        await self.app(scope, limited_receive, send)
-
-    async def _refuse(self, scope: Scope, receive: Any, send: Any, cap: int) -> None:
-        response = error_response(BodyTooLarge(_message(cap)))
-        await response(scope, receive, send)
+MiB = 1024 * 1024
+# Endpoints without a documented body (cancel, deletes) still get a small allowance.
+OTHER_BODY_CAP = MiB
 
 
-def _message(cap: int) -> str:
+class BodyCaps:
+    """``cap_for(path)``: exec bodies ``max_exec_body_bytes``; wait bodies the inbox allowance + 1 MiB."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.exec_cap = settings.max_exec_body_bytes
+        # Client tool results can be as large as the cell's inbox.
+        self.wait_cap = settings.max_snapshot_bytes + MiB
+
+    def cap_for(self, path: str) -> int:
+        if path == "/v1/exec":
+            return self.exec_cap
+        if path.endswith("/wait"):
+            return self.wait_cap
+        return OTHER_BODY_CAP
+
+
+def declared_length(headers: Any) -> int | None:
+    """The Content-Length header as an int, or None when absent or not a plain number."""
+    for name, value in headers:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
+async def read_body(receive: Callable[[], Awaitable[dict[str, Any]]], cap: int) -> tuple[bytes, dict[str, Any] | None]:
+    """The whole body, refused with ``BodyTooLarge`` as soon as it passes ``cap`` (chunked too).
+
+    Returns the body and the disconnect message if the peer went away instead of finishing.
+    """
+    chunks: list[bytes] = []
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), message
+        chunk = message.get("body", b"")
+        seen += len(chunk)
+        if seen > cap:
+            raise BodyTooLarge(too_large_message(cap))
+        if chunk:
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), None
+
+
+def too_large_message(cap: int) -> str:
     return (f"request body is over the {cap}-byte cap for this endpoint; send less code or smaller "
             "tool results (large data belongs in tools or results.save, not in the request)")

@@ -73,7 +73,7 @@ class CellSpec:
     run_id: str | None = None
     restart_safe: bool = False
     headless: bool = False
-    client_tools: tuple[dict[str, Any], ...] = ()
+    client_tools: tuple[Any, ...] = ()  # compiled once per exec (service.tools.catalog.ToolEntry)
     tool_policy: Any = None  # the API key's tool narrowing (service.tools.policy.ToolPolicy)
 
 
@@ -115,7 +115,8 @@ class Cell:
         self.status = CellStatus.RUNNING
         self.output = OutputState(spec.limits.max_output_bytes)
         self.requests = HostRequests(dispatcher, spec.limits.inbox_bytes, spec.limits.max_pending_requests,
-                                     lambda request_id, method, args: HostCall(self, request_id, method, args))
+                                     lambda request_id, method, args: HostCall(self, request_id, method, args),
+                                     max_request_bytes=spec.limits.max_request_bytes)
         self.telemetry = Telemetry()
         self.scope: dict[str, Any] = {}  # per-cell state of handlers (tool session, store writes, ...)
         self.network_content = False
@@ -153,8 +154,12 @@ class Cell:
                 # Retention needs the whole value; otherwise a bounded prefix is all the host can show.
                 "value_capture_bytes": max(limits.max_output_bytes, limits.inbox_bytes)
                 if self._retains else limits.max_output_bytes,
-                "config": self.scope.get("guest_config", {"tools": [], "mcp": [],
-                                                          "maxRequestBytes": limits.max_request_bytes}),
+                "config": {
+                    **self.scope.get("guest_config", {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}),
+                    # The prelude refuses requests over these caps; HostRequests enforces them again.
+                    "maxPendingRequests": limits.max_pending_requests,
+                    "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
+                },
             })
         except WorkerGone as exc:
             return await self._end_failed(exc.message, "host", "runtime_unavailable", recycle=True)

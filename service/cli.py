@@ -54,9 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(settings: Any) -> int:
-    import uvicorn
-
     from .app import create_app
+    from .server import serve
 
     try:
         app = create_app(settings)
@@ -68,7 +67,7 @@ def _serve(settings: Any) -> int:
     # Cell outcomes (with the request's title) are logged by "codemode" at the same level as uvicorn.
     logging.basicConfig(format="%(levelname)s:     %(name)s: %(message)s")
     logging.getLogger("codemode").setLevel(settings.log_level.upper())
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level)
+    serve(app, settings)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Service failures (not cell outcomes) and the only table that knows HTTP status codes.
 
 ServiceError                      base: ``code``, ``error_type``, ``status``
- ├── InvalidRequest               400/422: a request field is wrong (``need_param`` names it)
+ ├── InvalidRequest               422: a request field is wrong (``need_param`` names it)
  ├── Unauthorized                 401: no or unknown API key
  ├── Forbidden                    403: the key may not do this
  ├── CellNotFound                 404: unknown, expired or another tenant's cell
@@ -11,6 +11,7 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── TooManyRequests              429: a per-tenant or parked-cell cap (``Retry-After``)
  ├── Overloaded                   503: no worker could be had in time (``Retry-After``)
  ├── StoreUnavailable             503: the session store does not answer
+ ├── ResponseNotEncodable         500: an answer could not be written as JSON (retrying cannot help)
  └── ConfigError                  raised at start: a setting is wrong (never an HTTP answer)
 """
 
@@ -24,6 +25,8 @@ from .responses import JSONBytes as ORJSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 ErrorType = Literal["recoverable", "config", "transient"]
+# ``transient`` tells clients to retry automatically: only for failures a retry can cure
+# (capacity, a store that is down).  Anything deterministic is ``recoverable`` or ``config``.
 
 
 class ServiceError(Exception):
@@ -31,7 +34,9 @@ class ServiceError(Exception):
 
     code = "service_error"
     status = 500
-    error_type: ErrorType = "transient"
+    # An unforeseen failure is most likely to repeat (a bug), and an automatic retry could repeat
+    # a cell's side effects: only the subclasses that a retry can cure say ``transient``.
+    error_type: ErrorType = "recoverable"
 
     def __init__(self, message: str, *, need_param: str | None = None, retry_after: int | None = None,
                  non_retriable: bool | None = None) -> None:
@@ -130,6 +135,17 @@ class StoreUnavailable(ServiceError):
     error_type = "transient"
 
 
+class ResponseNotEncodable(ServiceError):
+    """Raised when an answer cannot be written as JSON (nested deeper than the encoder allows)."""
+
+    code = "response_not_encodable"
+    status = 500
+    error_type = "recoverable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, non_retriable=True)
+
+
 class ConfigError(ServiceError):
     """Raised at start when a setting is missing or invalid; names the setting."""
 
@@ -167,15 +183,19 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:
             err = InvalidRequest("method not allowed on this endpoint; see /docs")
             err.status = 405
-            return error_response(err)
-        err2 = ServiceError(str(exc.detail))
-        err2.status = exc.status_code
+            response = error_response(err)
+            response.headers.update(exc.headers or {})  # Allow: the methods that are
+            return response
+        # Whatever else the framework refuses is about the request, which a retry does not change.
+        err2 = InvalidRequest(f"{exc.detail}; see /docs for the request format")
+        err2.status = exc.status_code if 400 <= exc.status_code < 500 else 400
         return error_response(err2)
 
     async def on_unexpected(_: Request, exc: Exception) -> ORJSONResponse:
         err = ServiceError(
             f"the service failed while handling this request ({type(exc).__name__}: {exc}); "
-            "retry, and report it with the request if it repeats"
+            "the same request will most likely fail the same way: change it, or report it with the request",
+            non_retriable=True,
         )
         return error_response(err)
 

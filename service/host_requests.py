@@ -23,6 +23,7 @@ from bridge import jsoncodec
 from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance, arguments_exceeded_message
 
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
+from .request_caps import measure_request
 
 #: One reply for the worker: the settle entry, and its JSON payload when it succeeded.
 Reply = tuple[dict[str, Any], bytes | None]
@@ -59,10 +60,12 @@ class HostRequests:
     """The pending requests and settled replies of one cell."""
 
     def __init__(self, dispatcher: Dispatcher, inbox_bytes: int, max_in_flight: int,
-                 make_call: Callable[[int, str, list[Any]], HostCall]) -> None:
+                 make_call: Callable[[int, str, list[Any]], HostCall], *,
+                 max_request_bytes: int = 256 * 1024 * 1024) -> None:
         self.dispatcher = dispatcher
         self.inbox = InboxAllowance(inbox_bytes)
         self.max_in_flight = max_in_flight
+        self.max_request_bytes = max_request_bytes
         self.make_call = make_call
         self.wake = asyncio.Event()  # set whenever a reply is ready or the caller is needed
         self.side_effects_started = False
@@ -70,7 +73,7 @@ class HostRequests:
         self._pending: dict[int, Pending] = {}
         self._ready: list[Reply] = []
         self._charged: dict[int, int] = {}  # request id -> inbox bytes of its queued reply
-        self._in_flight = 0
+        self._in_flight: set[int] = set()  # ids whose handler task runs (a dropped one counts no more)
         self._closed = False
 
     # ---- questions the leg loop asks -------------------------------------------------------------
@@ -103,6 +106,7 @@ class HostRequests:
     # ---- requests in ---------------------------------------------------------------------------
 
     def dispatch(self, request_id: int, method: str, args: Any) -> None:
+        """Start the handler of one guest request, its arguments measured and charged to the inbox."""
         pending = Pending(request_id, method, args if isinstance(args, list) else [args])
         self._pending[request_id] = pending
         self.count += 1
@@ -110,10 +114,10 @@ class HostRequests:
         if route is None:
             self.settle(request_id, False, {"message": f"unknown host method {method!r}", "code": "invalid_input"})
             return
-        if self._in_flight >= self.max_in_flight:
+        if len(self._in_flight) >= self.max_in_flight:
             self.settle(request_id, False, {
                 "message": f"too many host requests in flight (limit {self.max_in_flight}); "
-                           "await some before starting more", "code": "invalid_input"})
+                           "await some before starting more", "code": "invalid_input", "name": "RangeError"})
             return
         refusal = self._charge_args(pending)
         if refusal is not None:
@@ -121,16 +125,14 @@ class HostRequests:
             return
         if route.side_effects:
             self.side_effects_started = True
-        self._in_flight += 1
+        self._in_flight.add(request_id)
         pending.task = asyncio.ensure_future(self._run(route.handler, self.make_call(request_id, method, pending.args)))
 
     def _charge_args(self, pending: Pending) -> dict[str, Any] | None:
         """Charge the request's argument bytes to the inbox; return the guest error if they do not fit."""
-        try:
-            size = len(jsoncodec.dumps(pending.args))
-        except TypeError as exc:
-            return {"message": f"request arguments are not JSON: {exc}", "code": "invalid_input",
-                    "name": "TypeError"}
+        size, refusal = measure_request(pending.args, self.max_request_bytes)
+        if refusal is not None:
+            return refusal.payload()
         if size <= UNREFUSED_ARGS_BYTES:
             self.inbox.charge(size)
         elif not self.inbox.admit(size):
@@ -155,7 +157,7 @@ class HostRequests:
                 "message": f"host request {call.method} failed: {type(exc).__name__}: {exc}", "code": "tool_error"})
             return
         finally:
-            self._in_flight -= 1
+            self._in_flight.discard(call.request_id)
         self.settle(call.request_id, True, value)
 
     def _await_caller(self, request_id: int, need: NeedsCaller) -> None:
@@ -224,6 +226,7 @@ class HostRequests:
     def drop(self, request_id: int) -> None:
         """The guest no longer waits for this request (a cleared timer): cancel its task."""
         pending = self._pending.pop(request_id, None)
+        self._in_flight.discard(request_id)  # at once: the guest may start a new one in the same frame
         if pending is None:
             return
         self.inbox.release(pending.args_bytes)

@@ -1,14 +1,18 @@
 """Prometheus exposition (the only importer of prometheus_client).
 
-Gauges are read from the live objects at scrape time, so the hot path pays nothing.
+Gauges are read from the live objects at scrape time, so the hot path pays nothing.  No metric
+carries a tenant label: the exposition is the same whoever may read it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -50,15 +54,49 @@ class _Collector:
         yield recycled
 
 
+LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+LAG_INTERVAL_S = 0.1
+
+
 class Metrics:
     """A private registry bound to one service instance."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._bound = False
+        self.loop_lag = Histogram(
+            "codemode_event_loop_lag_seconds",
+            "How late the event loop ran a timer (how long something held the loop)",
+            buckets=LAG_BUCKETS, registry=self.registry,
+        )
 
     def render(self, services: Services) -> tuple[bytes, str]:
         if not self._bound:
             self.registry.register(_Collector(services))  # type: ignore[arg-type]
             self._bound = True
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class LoopLagMonitor:
+    """A task that sleeps ``interval`` seconds at a time and records how late it woke up."""
+
+    def __init__(self, metrics: Metrics, interval: float = LAG_INTERVAL_S) -> None:
+        self.metrics = metrics
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="codemode-loop-lag")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            before = time.perf_counter()  # uvloop's loop.time() only has millisecond resolution
+            await asyncio.sleep(self.interval)
+            self.metrics.loop_lag.observe(max(0.0, time.perf_counter() - before - self.interval))

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+# Cell ids are opaque; in paths they are held to the same characters as session ids.
+ID_PATTERN = SESSION_PATTERN
 
 
 class ClientToolDecl(BaseModel):
@@ -29,8 +31,8 @@ class ExecRequest(BaseModel):
     memory_limit_bytes: int | None = None
     max_output_bytes: int | None = None
     client_tools: list[ClientToolDecl] = Field(default_factory=list, max_length=128)
-    restart_safe: bool = False
-    headless: bool = False
+    restart_safe: StrictBool = False
+    headless: StrictBool = False
 
     @field_validator("code")
     @classmethod
@@ -43,7 +45,7 @@ class ExecRequest(BaseModel):
 class ToolResultIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str
-    ok: bool
+    ok: StrictBool
     value: Any = None
     error: Any = None
 
@@ -84,7 +86,8 @@ class CellEnvelope(BaseModel):
                           "describe_count": 0},
         }]},
     )
-    status: Literal["completed", "waiting", "failed"]
+    # "running" only from GET /v1/cells/{id} while a leg is in progress.
+    status: Literal["completed", "waiting", "failed", "running"]
     cell_id: str
     value: Any = None
     output: list[dict[str, Any]] = Field(default_factory=list)

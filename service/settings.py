@@ -37,6 +37,15 @@ SCALARS: dict[str, Scalar] = {
     "data_dir": Scalar("server", str, "", doc="directory for the default SQLite store (default ~/.local/share/codemode)"),
     "store_url": Scalar("server", str, "", doc="sqlite:///PATH or redis://HOST:PORT/DB"),
     "log_level": Scalar("server", str, "info", doc="uvicorn log level"),
+    # Connection hygiene of `codemode serve` (a peer that trickles bytes must not hold a socket forever).
+    "header_read_timeout_seconds": Scalar("server", int, 10, 1, 3600,
+                                          "close a connection whose request headers take longer"),
+    "body_read_timeout_seconds": Scalar("server", int, 60, 1, 3600,
+                                        "close a connection whose request body takes longer after its headers"),
+    "keep_alive_timeout_seconds": Scalar("server", int, 5, 1, 3600, "close an idle keep-alive connection"),
+    "max_connections": Scalar("server", int, 1000, 1, 1_000_000,
+                              "open connections of `codemode serve`; further ones are closed at once"),
+    "metrics_require_key": Scalar("server", bool, False, doc="GET /metrics needs a valid API key"),
     # [limits]: request defaults and the server's caps
     "timeout_ms": Scalar("limits", int, 10000, 100, 60000, "default wall clock per exec/wait call"),
     "max_timeout_ms": Scalar("limits", int, 60000, 100, 60000, "largest timeout_ms a request may ask"),
@@ -109,6 +118,11 @@ class Settings:
     data_dir: str = _default("data_dir")
     store_url: str = _default("store_url")
     log_level: str = _default("log_level")
+    header_read_timeout_seconds: int = _default("header_read_timeout_seconds")
+    body_read_timeout_seconds: int = _default("body_read_timeout_seconds")
+    keep_alive_timeout_seconds: int = _default("keep_alive_timeout_seconds")
+    max_connections: int = _default("max_connections")
+    metrics_require_key: bool = _default("metrics_require_key")
     timeout_ms: int = _default("timeout_ms")
     max_timeout_ms: int = _default("max_timeout_ms")
     memory_limit_bytes: int = _default("memory_limit_bytes")
@@ -192,6 +206,8 @@ def _coerce(name: str, spec: Scalar, raw: Any, origin: str) -> Any:
             value: Any = int(raw)
             if isinstance(raw, float) and raw != value:
                 raise ValueError("not an integer")
+        elif spec.kind is bool:
+            value = _boolean(raw)
         else:
             if not isinstance(raw, str):
                 raise ValueError("expected a string")
@@ -202,6 +218,14 @@ def _coerce(name: str, spec: Scalar, raw: Any, origin: str) -> Any:
         if spec.low is not None and value < spec.low or spec.high is not None and value > spec.high:
             raise ConfigError(f"{origin} {name}={value} is outside {spec.low}..{spec.high}", need_param=name)
     return value
+
+
+def _boolean(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    raise ValueError("expected true or false")
 
 
 def _string_list(value: Any, where: str) -> tuple[str, ...]:

@@ -87,7 +87,7 @@ class Worker:
             raise WorkerGone(f"worker sent a bad frame: {exc}") from None
         try:
             return decode_body(body)
-        except BridgeError as exc:
+        except (BridgeError, TypeError) as exc:
             self.kill()
             raise WorkerGone(f"worker sent a bad frame: {exc}") from None
 

@@ -22,6 +22,8 @@ SOLE_IMPORTER = {
     "quickjs": "guest_runtime/driver.py",
     "_quickjs": "guest_runtime/driver.py",
     "jsonschema": "service/tools/contracts.py",
+    "referencing": "service/tools/contracts.py",
+    "re2": "service/tools/patterns.py",
     "sqlite3": "service/stores/sqlite.py",
     "redis": "service/stores/redis_store.py",
     "mcp": "service/mcp/client.py",

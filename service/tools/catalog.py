@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from service.tools.contracts import ToolContract, schema_problem
-from service.tools.errors import InvalidInputError, ToolConfigError, UnknownToolError
+from bridge import jsoncodec
+from service.tools.contracts import ToolContract
+from service.tools.errors import ClientToolDeclError, ToolConfigError, UnknownToolError
 from service.tools.hooks import Hook
 from service.tools.names import assign_callable_names
 from service.tools.plugin import ToolSpec
 from service.tools.policy import PolicySubject, ToolPolicy
+from service.tools.schema_guard import SchemaLimits, SchemaRefused, check_caller_schema
 from service.tools.search import SearchDoc, rank
 
-__all__ = ["CatalogLimits", "CatalogView", "ClientTool", "ToolCatalog", "ToolEntry"]
+__all__ = ["CatalogLimits", "CatalogView", "ClientTool", "ToolCatalog", "ToolEntry", "compile_client_tools"]
 
-_MAX_CLIENT_TOOLS = 128
+MAX_CLIENT_TOOLS = 128
 _MAX_CLIENT_NAME = 128
 _MAX_CLIENT_DESCRIPTION = 4096
 
@@ -28,6 +31,7 @@ class CatalogLimits:
 
     search_default_limit: int = 8
     max_search_limit: int = 50
+    schemas: SchemaLimits = SchemaLimits()
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_search_limit <= 50:
@@ -150,10 +154,17 @@ class ToolCatalog:
         *,
         tenant_policy: ToolPolicy | None = None,
         request_policy: ToolPolicy | None = None,
-        client_tools: Sequence[ClientTool] = (),
+        client_tools: Sequence[ClientTool | Mapping[str, Any] | ToolEntry] = (),
     ) -> CatalogView:
-        """The tools one cell sees: narrowed by tenant/request policy, client tools added and named."""
-        clients = _client_entries(client_tools)
+        """The tools one cell sees: narrowed by tenant/request policy, client tools added and named.
+
+        `client_tools` may be declarations or the entries `compile_client_tools` made from them
+        (an exec request compiles its schemas once, off the event loop, before a worker is taken).
+        """
+        if all(isinstance(t, ToolEntry) for t in client_tools):
+            clients = list(client_tools)
+        else:
+            clients = list(compile_client_tools(client_tools, self.limits.schemas))
         client_names = {c.tool_name for c in clients}
         kept = [
             n
@@ -273,53 +284,97 @@ class CatalogView:
         return CallSession(self, max_calls=max_calls)
 
 
-def _client_entries(client_tools: Sequence[ClientTool]) -> list[ToolEntry]:
-    if len(client_tools) > _MAX_CLIENT_TOOLS:
-        raise InvalidInputError(f"client_tools: at most {_MAX_CLIENT_TOOLS} client tools per request")
+def compile_client_tools(
+    client_tools: Sequence[ClientTool | Mapping[str, Any]], limits: SchemaLimits = SchemaLimits()
+) -> tuple[ToolEntry, ...]:
+    """Check and compile an exec request's client tools; ClientToolDeclError names the bad field.
+
+    Every declaration is checked (cheap, linear) before any schema is compiled; compiling the
+    largest schemas allowed costs about a second of CPU, so call this off the event loop.
+    """
+    if len(client_tools) > MAX_CLIENT_TOOLS:
+        raise ClientToolDeclError(
+            f"client_tools: {len(client_tools)} client tools declared (cap {MAX_CLIENT_TOOLS} per request)",
+            field="client_tools",
+        )
+    checked = _checked_declarations(client_tools, limits)
     out: list[ToolEntry] = []
-    seen: set[str] = set()
-    for index, tool in enumerate(client_tools):
-        at = f"client_tools[{index}]"
-        if isinstance(tool, Mapping):
-            unknown = sorted(set(tool) - {"name", "description", "input_schema"})
-            if unknown:
-                raise InvalidInputError(f"{at}.{unknown[0]}: unknown field")
-            tool = ClientTool(**tool)
-        name = tool.name
-        if not isinstance(name, str) or not name.strip() or len(name) > _MAX_CLIENT_NAME:
-            raise InvalidInputError(
-                f"{at}.name: must be a non-empty string of at most {_MAX_CLIENT_NAME} chars"
-            )
-        if name in seen:
-            raise InvalidInputError(f"{at}.name: {name!r} is declared twice")
-        seen.add(name)
-        if not isinstance(tool.description, str) or len(tool.description) > _MAX_CLIENT_DESCRIPTION:
-            raise InvalidInputError(
-                f"{at}.description: must be a string of at most {_MAX_CLIENT_DESCRIPTION} chars"
-            )
-        schema = tool.input_schema
-        if schema is not None:
-            problem = schema_problem(schema)
-            if problem is not None:
-                raise InvalidInputError(f"{at}.input_schema: {problem}")
-        contract = ToolContract(schema if schema is not None else {}, None)
+    for index, (tool, encoded) in enumerate(checked):
+        contract = _caller_contract(encoded)
+        if contract.problem is not None:
+            where = f"client_tools[{index}].input_schema"
+            raise ClientToolDeclError(f"{where}: {contract.problem.removeprefix('input ')}", field=where)
         out.append(
             ToolEntry(
                 callable_name="",
-                tool_name=name,
-                tool_id=f"client:{name}",
+                tool_name=tool.name,
+                tool_id=f"client:{tool.name}",
                 plugin_id=None,
                 source="client",
                 label=None,
                 description=tool.description,
-                input_schema=schema,
+                input_schema=tool.input_schema,
                 output_schema=None,
                 network=False,
                 optional=False,
                 contract=contract,
             )
         )
+    return tuple(out)
+
+
+def _checked_declarations(
+    client_tools: Sequence[ClientTool | Mapping[str, Any]], limits: SchemaLimits
+) -> list[tuple[ClientTool, bytes]]:
+    """Each declaration with its schema's compact JSON, or ClientToolDeclError naming the field."""
+    out: list[tuple[ClientTool, bytes]] = []
+    seen: set[str] = set()
+    total_bytes = 0
+    for index, tool in enumerate(client_tools):
+        at = f"client_tools[{index}]"
+        if isinstance(tool, Mapping):
+            unknown = sorted(set(tool) - {"name", "description", "input_schema"})
+            if unknown:
+                raise ClientToolDeclError(f"{at}.{unknown[0]}: unknown field", field=f"{at}.{unknown[0]}")
+            tool = ClientTool(**tool)
+        name = tool.name
+        if not isinstance(name, str) or not name.strip() or len(name) > _MAX_CLIENT_NAME:
+            raise ClientToolDeclError(
+                f"{at}.name: must be a non-empty string of at most {_MAX_CLIENT_NAME} chars", field=f"{at}.name"
+            )
+        if name in seen:
+            raise ClientToolDeclError(f"{at}.name: {name!r} is declared twice", field=f"{at}.name")
+        seen.add(name)
+        if not isinstance(tool.description, str) or len(tool.description) > _MAX_CLIENT_DESCRIPTION:
+            raise ClientToolDeclError(
+                f"{at}.description: must be a string of at most {_MAX_CLIENT_DESCRIPTION} chars",
+                field=f"{at}.description",
+            )
+        encoded = b"{}"
+        if tool.input_schema is not None:
+            where = f"{at}.input_schema"
+            try:
+                encoded = check_caller_schema(tool.input_schema, limits)
+            except SchemaRefused as exc:
+                raise ClientToolDeclError(f"{where}: {exc}", field=where) from None
+            total_bytes += len(encoded)
+            if total_bytes > limits.max_total_bytes:
+                raise ClientToolDeclError(
+                    f"{where}: the input schemas of client_tools[0..{index}] add up to {total_bytes} bytes "
+                    f"of JSON (cap {limits.max_total_bytes} per request)",
+                    field=where,
+                )
+        out.append((tool, encoded))
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _caller_contract(schema_json: bytes) -> ToolContract:
+    """One compiled contract per distinct schema: agents declare the same client tools on every exec.
+
+    The contract decodes its own copy, so cells of different callers never share a mutable schema.
+    """
+    return ToolContract(jsoncodec.loads(schema_json), None)
 
 
 def _renamed(entry: ToolEntry, callable_name: str) -> ToolEntry:

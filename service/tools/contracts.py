@@ -1,18 +1,34 @@
-"""Input/output contracts of tools; the only module that imports `jsonschema`.
+"""Input/output contracts of tools; the only module that imports `jsonschema` and `referencing`.
 
 Validation messages are built here from the schema side (keyword, path, schema values), never
 from the validated value, so an output-contract failure does not leak the rejected data.
+
+Every schema, the operator's and the caller's, compiles against a registry that refuses to
+retrieve anything: left to itself jsonschema resolves an unknown `$ref` by fetching the URL
+(urllib, no timeout) or reading a `file:` path. Patterns run on RE2, and one validation may
+evaluate at most `MAX_VALIDATION_STEPS` keywords, so no schema/value pair holds a thread long.
+Callers on the event loop pass a small `max_steps` and get `ValidationDeferred` when the check
+needs more; they then repeat it in a thread with the full budget.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import json
+import types
 from typing import Any
 
-from jsonschema import Draft202012Validator
+import jsonschema._keywords
+import jsonschema._legacy_keywords
+import jsonschema._utils
+from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, ValidationError
-from jsonschema.validators import validator_for
+from jsonschema.validators import extend, validator_for
+from referencing import Registry
+from referencing.exceptions import NoSuchResource
 
+from service.tools import patterns
 from service.tools.discriminator import (
     InvalidDiscriminatorError,
     OutputVariants,
@@ -26,11 +42,73 @@ from service.tools.errors import (
     ToolCallError,
 )
 
-__all__ = ["MAX_DETAIL_BYTES", "MAX_DETAILS", "ToolContract", "accepts", "schema_problem"]
+__all__ = [
+    "MAX_DETAIL_BYTES", "MAX_DETAILS", "MAX_VALIDATION_STEPS", "ToolContract", "ValidationDeferred", "accepts",
+    "schema_problem",
+]
 
 MAX_DETAILS = 5
 MAX_DETAIL_BYTES = 256
 _MAX_SCHEMA_VALUE_CHARS = 80
+#: Keyword evaluations one validation may make: 2-15 us each in jsonschema, so at most a few
+#: seconds of a thread. Honest values need one or two per node (an array of 100,000 typed items).
+MAX_VALIDATION_STEPS = 250_000
+
+
+class ValidationDeferred(Exception):
+    """The check needs more than the `max_steps` it was given; run it again with the full budget."""
+
+
+def _refuse_retrieval(uri: str) -> Any:
+    raise NoSuchResource(ref=uri)
+
+
+#: jsonschema adds the bundled meta-schemas to this; nothing else is ever looked up.
+_NO_FETCH = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+
+# jsonschema matches `pattern`, `patternProperties` (also inside additionalProperties and
+# unevaluatedProperties) through the `re` module of these three modules; pointing that name at RE2
+# covers every place without copying the keyword implementations.
+_RE2 = types.SimpleNamespace(search=patterns.search)
+for _module in (jsonschema._keywords, jsonschema._utils, jsonschema._legacy_keywords):
+    if not hasattr(_module, "re"):
+        raise ImportError(f"{_module.__name__} no longer matches patterns through `re`; update contracts.py")
+    _module.re = _RE2  # type: ignore[attr-defined]
+
+
+class _TooMuchWork(Exception):
+    pass
+
+
+_STEPS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("codemode_schema_steps", default=None)
+
+
+def _counted(keyword: Any) -> Any:
+    @functools.wraps(keyword)
+    def run(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        left = _STEPS.get()
+        if left is not None:
+            left[0] -= 1
+            if left[0] < 0:
+                raise _TooMuchWork
+        return keyword(validator, value, instance, schema)
+
+    return run
+
+
+@functools.cache
+def _bounded(base: Any) -> Any:
+    """`base` (a draft's validator class) with every keyword counted against the step budget."""
+    return extend(base, {name: _counted(fn) for name, fn in base.VALIDATORS.items()})
+
+
+@functools.cache
+def _schema_checker(base: Any) -> FormatChecker:
+    """The draft's format checker for meta-validation, with `format: regex` checked by RE2."""
+    checker = FormatChecker(())
+    checker.checkers = dict(base.FORMAT_CHECKER.checkers)
+    checker.checks("regex", raises=patterns.PatternError)(patterns.is_pattern)
+    return checker
 
 
 class ToolContract:
@@ -67,10 +145,11 @@ class ToolContract:
         *,
         error: type[ToolCallError] = InvalidInputError,
         effect_started: bool = False,
+        max_steps: int = MAX_VALIDATION_STEPS,
     ) -> None:
         """Raise `error` (invalid_input by default) naming the failing fields."""
         self.ensure_usable(tool)
-        details = _errors(self._input, params, reveal_keys=True, tool=tool)
+        details = _errors(self._input, params, reveal_keys=True, tool=tool, max_steps=max_steps)
         if details:
             lead = (
                 "invalid input" if error is InvalidInputError else "arguments prepared by a hook are invalid"
@@ -82,7 +161,15 @@ class ToolContract:
                 effect_started=effect_started,
             )
 
-    def check_output(self, value: Any, tool: str, *, caller_input: Any, prepared_input: Any) -> None:
+    def check_output(
+        self,
+        value: Any,
+        tool: str,
+        *,
+        caller_input: Any,
+        prepared_input: Any,
+        max_steps: int = MAX_VALIDATION_STEPS,
+    ) -> None:
         """Raise output_contract unless `value` fits the branches of the caller's and the prepared input."""
         self.ensure_usable(tool)
         if self.output_schema is None:
@@ -93,7 +180,9 @@ class ToolContract:
             if key in seen:
                 continue
             seen.add(key)
-            details = _errors(self._output_validator(key, tool_input), value, reveal_keys=False, tool=tool)
+            details = _errors(
+                self._output_validator(key, tool_input), value, reveal_keys=False, tool=tool, max_steps=max_steps
+            )
             if details:
                 raise OutputContractError(
                     f"{tool} returned a value that does not match its output schema (value withheld): "
@@ -111,7 +200,7 @@ class ToolContract:
     def _output_validator(self, key: Any, tool_input: Any) -> Any:
         if key not in self._output:
             narrowed = select_output_schema(self.output_schema, self.variants, tool_input)
-            self._output[key] = validator_for(narrowed, default=Draft202012Validator)(narrowed)
+            self._output[key] = _validator(narrowed)
         return self._output[key]
 
 
@@ -126,11 +215,14 @@ def schema_problem(schema: Any) -> str | None:
 
 def accepts(schema: Any, value: Any) -> bool:
     """True when `schema` is valid and accepts `value` (e.g. whether `{}` may be omitted)."""
+    token = _STEPS.set([MAX_VALIDATION_STEPS])
     try:
         validator = _compile(schema, "schema")
         return not any(True for _ in validator.iter_errors(value))
-    except Exception:  # noqa: BLE001 - an unusable schema accepts nothing
+    except Exception:  # noqa: BLE001 - an unusable schema (or one too costly for `value`) accepts nothing
         return False
+    finally:
+        _STEPS.reset(token)
 
 
 class _SchemaProblem(Exception):
@@ -142,24 +234,40 @@ def _compile(schema: Any, what: str) -> Any:
         raise _SchemaProblem(f"{what} is not a JSON Schema object")
     cls = validator_for(schema, default=Draft202012Validator)
     try:
-        cls.check_schema(schema)
+        cls.check_schema(schema, format_checker=_schema_checker(cls))
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         raise _SchemaProblem(f"{what} is invalid at {where}: {_clip(exc.message, 160)}") from None
-    return cls(schema)
+    except RecursionError:
+        raise _SchemaProblem(f"{what} is nested too deeply to check") from None
+    return _validator(schema)
 
 
-def _errors(validator: Any, value: Any, *, reveal_keys: bool, tool: str) -> tuple[str, ...]:
+def _validator(schema: Any) -> Any:
+    return _bounded(validator_for(schema, default=Draft202012Validator))(schema, registry=_NO_FETCH)
+
+
+def _errors(validator: Any, value: Any, *, reveal_keys: bool, tool: str, max_steps: int) -> tuple[str, ...]:
+    token = _STEPS.set([min(max_steps, MAX_VALIDATION_STEPS)])
     try:
         found = list(validator.iter_errors(value))
     except RecursionError:
         return ("$: value is nested too deeply to validate",)
+    except _TooMuchWork:
+        if max_steps < MAX_VALIDATION_STEPS:
+            raise ValidationDeferred from None
+        return (
+            f"$: checking this value against the schema takes more than {MAX_VALIDATION_STEPS} steps; "
+            "send a smaller value",
+        )
     except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref only shows up while validating
         raise InvalidContractError(
             f"{tool} cannot run: its schema could not be applied ({type(exc).__name__}). "
             "The tool's author must fix the schema.",
             tool=tool,
         ) from None
+    finally:
+        _STEPS.reset(token)
     if not found:
         return ()
     found.sort(key=lambda e: (e.validator in ("anyOf", "oneOf", "not"), e.json_path, str(e.validator)))

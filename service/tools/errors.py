@@ -4,6 +4,7 @@ ToolError                        base
  ├── ToolConfigError             tool_config: a plugin, tool definition or policy entry is wrong (start-up)
  └── ToolCallError               one call was refused or failed; reaches the guest as a rejected Error
       ├── InvalidInputError      invalid_input: the caller's arguments do not match the input schema
+      │    └── ClientToolDeclError  an exec request's client tool declaration is unusable (names the field)
       ├── InputContractError     input_contract: arguments prepared by a before-hook do not match it
       ├── OutputContractError    output_contract: the final value does not match the output schema
       ├── InvalidContractError   invalid_contract: the tool's own schemas are unusable; it never runs
@@ -75,6 +76,14 @@ class InvalidInputError(ToolCallError):
     """The caller's arguments do not match the tool's input schema; the tool did not run."""
 
     code = "invalid_input"
+
+
+class ClientToolDeclError(InvalidInputError):
+    """A client tool declared by an exec request cannot be used; ``field`` names it (``client_tools[2].name``)."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class InputContractError(ToolCallError):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
+from service.tools.contracts import ValidationDeferred
 from service.tools.errors import (
     CallBudgetError,
     ClientToolCall,
@@ -31,6 +34,11 @@ __all__ = ["LOOP_GUARD_LIMIT", "CallOutcome", "CallSession"]
 LOOP_GUARD_LIMIT = 3
 _UNPARSED = object()
 _MAX_ERROR_BYTES = 4096
+#: Schema checks run on the event loop for at most this many keyword evaluations (~5-30 ms); one
+#: that needs more is repeated in a thread with the full (still bounded) budget.
+_INLINE_STEPS = 2000
+#: Tool replies larger than this are decoded and checked in a thread straight away.
+_INLINE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -109,12 +117,12 @@ class CallSession:
             )
         self.call_count += 1
         caller_input = {} if params is None else params
-        entry.contract.check_input(caller_input, name)
+        await _checked(entry.contract.check_input, caller_input, name)
         self._guard_loop(entry, caller_input)
         # Hooks and the tool get their own copy, so the caller's selector stays intact for output checks.
         prepared, rewritten = await self._run_before_hooks(entry, copy.deepcopy(caller_input), ctx)
         if rewritten:
-            entry.contract.check_input(prepared, name, error=InputContractError)
+            await _checked(entry.contract.check_input, prepared, name, error=InputContractError)
         if entry.source == "client":
             raise ClientToolCall(
                 call_id=ctx.call_id, tool_name=entry.tool_name, callable_name=name, params=prepared
@@ -125,20 +133,21 @@ class CallSession:
         parsed: Any = _UNPARSED
         if entry.contract.output_schema is not None:
             # Validation needs the value; big untyped replies skip this decode entirely.
-            parsed = jsoncodec.loads(encoded)
-            entry.contract.check_output(parsed, name, caller_input=caller_input, prepared_input=prepared)
+            if len(encoded) > _INLINE_BYTES:
+                parsed = await asyncio.to_thread(_checked_output, entry, encoded, caller_input, prepared)
+            else:
+                parsed = await _checked(_checked_output, entry, encoded, caller_input, prepared)
         if entry.network:
             self.network_used = True
         return CallOutcome(name, encoded, result.text, result.is_error, entry.network, parsed)
 
     def _guard_loop(self, entry: ToolEntry, params: Any) -> None:
         try:
-            key = (
-                entry.tool_id,
-                json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
-            )
-        except (TypeError, ValueError):
+            canonical = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
             return
+        # A digest, not the text: a cell may make hundreds of calls with megabytes of arguments each.
+        key = (entry.tool_id, hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest())
         self._repeats[key] += 1
         if self._repeats[key] > LOOP_GUARD_LIMIT:
             raise LoopGuardError(
@@ -200,6 +209,22 @@ class CallSession:
             except Exception as exc:  # noqa: BLE001
                 raise _sanitised(entry, exc, stage="an after-hook", started=True) from None
         return result
+
+
+async def _checked(check: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a schema check inline with a small step budget, or in a thread when it needs more."""
+    try:
+        return check(*args, max_steps=_INLINE_STEPS, **kwargs)
+    except ValidationDeferred:
+        return await asyncio.to_thread(check, *args, **kwargs)
+
+
+def _checked_output(entry: ToolEntry, encoded: bytes, caller_input: Any, prepared: Any, **budget: Any) -> Any:
+    parsed = jsoncodec.loads(encoded)
+    entry.contract.check_output(
+        parsed, entry.callable_name, caller_input=caller_input, prepared_input=prepared, **budget
+    )
+    return parsed
 
 
 def _sanitised(entry: ToolEntry, exc: Exception, *, stage: str, started: bool) -> ToolExecutionError:

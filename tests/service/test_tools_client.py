@@ -169,10 +169,10 @@ def test_client_tool_shadows_a_native_tool_of_the_same_name(client):
 
 
 def test_invalid_client_tool_declaration_is_422(client):
-    """Two client tools with the same name are refused before the cell runs (422, client_tools)."""
+    """Two client tools with the same name are refused before the cell runs (422 naming the second name)."""
     r = client.post("/v1/exec", json={"code": "return 1", "client_tools": [WEATHER, WEATHER]})
     assert r.status_code == 422, r.text
-    assert r.json()["error"]["need_param"] == "client_tools"
+    assert r.json()["error"]["need_param"] == "client_tools[1].name"
 
 
 def test_client_tool_callable_names_are_safe_and_identical_everywhere(client):

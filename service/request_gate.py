@@ -1,0 +1,131 @@
+"""The door every HTTP request passes before routing: who calls, then how much they send.
+
+Order matters: the peer is checked first (no keys: loopback only), then the API key from the
+headers, and only then is the body read (up to its cap) and decoded.  An unauthenticated caller
+therefore never makes the service read, let alone parse, its body.  Routes get the resolved key
+and the decoded JSON from the scope (``GatedRoute``), so nothing is parsed twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+
+from .auth import KeyRing
+from .body_limits import BodyCaps, declared_length, read_body, too_large_message
+from .errors import BodyTooLarge, ServiceError, error_response
+from .request_json import BodyDecoder
+from .settings import ApiKey
+
+Scope = dict[str, Any]
+
+API_KEY_SCOPE = "codemode.api_key"
+JSON_SCOPE = "codemode.json"
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class RequestGate:
+    """ASGI middleware: peer check, authentication, body cap and JSON decoding, in that order."""
+
+    def __init__(self, app: Any, *, keys: KeyRing, caps: BodyCaps, decoder: BodyDecoder,
+                 metrics_require_key: bool) -> None:
+        self.app = app
+        self.keys = keys
+        self.caps = caps
+        self.decoder = decoder
+        self.metrics_require_key = metrics_require_key
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            replay = await self._admit(scope, receive)
+        except ServiceError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        except PeerGone:
+            return  # nobody is left to answer
+        await self.app(scope, replay or receive, send)
+
+    async def _admit(self, scope: Scope, receive: Any) -> Any:
+        """Check the request; return a ``receive`` that replays the body read here (or None)."""
+        self.keys.check_peer(scope.get("client"))
+        path: str = scope["path"]
+        if path.startswith("/v1/") or (path == "/metrics" and self.metrics_require_key):
+            scope[API_KEY_SCOPE] = self.keys.resolve(_header(scope, b"authorization"))
+        if scope["method"] not in BODY_METHODS:
+            return None
+        cap = self.caps.cap_for(path)
+        length = declared_length(scope.get("headers", ()))
+        if length is not None and length > cap:
+            raise BodyTooLarge(too_large_message(cap))
+        body, disconnect = await read_body(receive, cap)
+        if disconnect is not None:
+            raise PeerGone
+        if body and _is_json(_header(scope, b"content-type")):
+            scope[JSON_SCOPE] = await self.decoder.decode(body, tool_values_raw=path.endswith("/wait"))
+        return _replay(body, receive)
+
+
+class PeerGone(Exception):
+    """The peer disconnected before its body was complete."""
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")  # type: ignore[no-any-return]
+    return None
+
+
+def _is_json(content_type: str | None) -> bool:
+    """What FastAPI parses as JSON: ``application/json`` or ``application/*+json``."""
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def api_key_of(request: Request) -> ApiKey:
+    """The key the gate resolved for this request."""
+    key = request.scope.get(API_KEY_SCOPE)
+    if key is None:  # a route outside /v1 asking for a key: resolve it the same way
+        key = request.app.state.services.keys.resolve(request.headers.get("authorization"))
+    return key  # type: ignore[no-any-return]
+
+
+class _GatedRequest(Request):
+    async def json(self) -> Any:
+        if JSON_SCOPE in self.scope:
+            return self.scope[JSON_SCOPE]
+        return await super().json()
+
+
+class GatedRoute(APIRoute):
+    """Routes whose handlers read the JSON the gate already decoded."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def gated(request: Request) -> Response:
+            # Same scope and channels; only json() differs.
+            return await handler(_GatedRequest(request.scope, request.receive, request._send))
+
+        return gated

@@ -1,0 +1,127 @@
+"""Request bodies as JSON: decoded once, by the fast codec, with a nesting cap, off the loop when large.
+
+The nesting cap keeps every value a caller sends encodable on its way on (guest frames,
+envelopes, the store): the codec refuses anything nested deeper than ``ENCODER_DEPTH``.
+
+Building Python objects for a large body takes the GIL for its whole length (an 11 MiB body of
+small objects: ~0.3 s), so a thread would not free the event loop.  Large bodies are decoded in
+a helper process instead.  Client tool result values (``tool_results[].value`` of a wait body)
+are never turned into Python objects at all: they travel on as compact JSON (``RawJson``), which
+is all the guest needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from bridge import jsoncodec
+
+from .dispatch import RawJson
+from .errors import InvalidRequest, Overloaded
+
+MiB = 1024 * 1024
+MAX_BODY_DEPTH = 128
+ENCODER_DEPTH = 254  # the deepest nesting bridge.jsoncodec can encode
+# Bodies up to this size decode on the loop in a few milliseconds; larger ones go to the helper.
+INLINE_BYTES = 256 * 1024
+# What a wait body may hold besides its tool result values (ids, flags, error messages).
+WAIT_REST_BYTES = MiB
+
+TOO_DEEP = (f"request body is nested more than {MAX_BODY_DEPTH} levels deep; send flatter data "
+            "(for example, pass deep structures as a JSON string or save them with results.save)")
+WAIT_REST_TOO_LARGE = (f"a wait body may hold at most {WAIT_REST_BYTES} bytes besides tool_results[].value "
+                       "(ids, ok flags, error messages); put data in value and keep errors short")
+
+
+def decode_body(body: bytes, *, tool_values_raw: bool = False) -> Any:
+    """The body's JSON value; ``InvalidRequest`` (422, ``need_param`` body) if it is not JSON or too deep.
+
+    With ``tool_values_raw`` (wait bodies), each ``tool_results[i].value`` is its compact JSON (``RawJson``).
+    """
+    outcome = _decode(body, tool_values_raw)
+    return _finish(outcome)
+
+
+class BodyDecoder:
+    """Decodes bodies: small ones inline, large ones in one helper process (started on first use)."""
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+
+    async def decode(self, body: bytes, *, tool_values_raw: bool = False) -> Any:
+        if len(body) <= INLINE_BYTES:
+            return decode_body(body, tool_values_raw=tool_values_raw)
+        if self._pool is None:
+            # spawn: a fork of this process would copy its threads' locks and the worker pool's pipes.
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        try:
+            outcome = await asyncio.get_running_loop().run_in_executor(self._pool, _decode, body, tool_values_raw)
+        except BrokenProcessPool:
+            self.close()  # the next large body starts a fresh helper
+            raise Overloaded("the body decoder process stopped while decoding this request; retry it",
+                             retry_after=1) from None
+        return _finish(outcome)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def _decode(body: bytes, tool_values_raw: bool) -> tuple[str, Any]:
+    """``("ok", value)`` or ``("error", message)``; plain data, so it crosses a process boundary."""
+    try:
+        value = jsoncodec.loads(body)
+    except jsoncodec.JSONDecodeError as exc:
+        if "depth" in str(exc):
+            return "error", TOO_DEEP
+        return "error", f"request body is not valid JSON ({exc}); send one UTF-8 JSON object as documented at /docs"
+    if nested_deeper_than(value, MAX_BODY_DEPTH):
+        return "error", TOO_DEEP
+    if tool_values_raw and _detach_tool_values(value) > WAIT_REST_BYTES:
+        return "error", WAIT_REST_TOO_LARGE
+    return "ok", value
+
+
+def _finish(outcome: tuple[str, Any]) -> Any:
+    kind, value = outcome
+    if kind == "error":
+        raise InvalidRequest(value, need_param="body")
+    results = value.get("tool_results") if isinstance(value, dict) else None
+    if isinstance(results, list):
+        for entry in results:
+            if isinstance(entry, dict) and isinstance(entry.get("value"), bytes):
+                entry["value"] = RawJson(entry["value"])
+    return value
+
+
+def _detach_tool_values(body: Any) -> int:
+    """Replace each ``tool_results[i].value`` by its compact JSON bytes; return the size of the rest."""
+    results = body.get("tool_results") if isinstance(body, dict) else None
+    if isinstance(results, list):
+        for entry in results:
+            if isinstance(entry, dict) and "value" in entry:
+                entry["value"] = jsoncodec.dumps(entry["value"])
+    return len(jsoncodec.dumps(body, default=lambda _: None))
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """True when ``value`` nests containers more than ``limit`` deep.
+
+    Wrapping the value in ``ENCODER_DEPTH - limit`` lists and encoding it lets the codec do the
+    walk at native speed: it fails exactly when the original is deeper than ``limit``.
+    """
+    if not isinstance(value, (dict, list)):
+        return False
+    wrapped: Any = value
+    for _ in range(ENCODER_DEPTH - limit):
+        wrapped = [wrapped]
+    try:
+        jsoncodec.dumps(wrapped)
+    except jsoncodec.JSONEncodeError:
+        return True
+    return False

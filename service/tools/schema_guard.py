@@ -1,0 +1,267 @@
+"""Checks a caller-declared JSON Schema must pass before it is compiled.
+
+A caller's schema is untrusted input: it may only refer to itself (``#/...``, ``#anchor``), must
+fit the size and nesting caps, may only use patterns RE2 runs, and must not expand into more
+subschemas than `SchemaLimits.max_expanded` when its references are followed (an ``allOf`` of
+two references to the previous definition, 16 deep, is 65,536 subschemas in 1 KB). Every walk
+here is iterative and linear in the schema, so a hostile schema is refused in little time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from bridge import jsoncodec
+from service.tools.patterns import PatternError, check_pattern
+
+__all__ = ["SchemaLimits", "SchemaRefused", "check_caller_schema"]
+
+
+@dataclass(frozen=True)
+class SchemaLimits:
+    """Caps on the schemas one exec request declares for its client tools."""
+
+    max_schema_bytes: int = 64 * 1024  # compact JSON of one input_schema
+    max_total_bytes: int = 128 * 1024  # all input_schemas of one request together
+    max_depth: int = 64  # JSON nesting of one input_schema (objects and arrays)
+    max_expanded: int = 20_000  # subschemas visited when references are followed
+
+
+class SchemaRefused(ValueError):
+    """The schema breaks one of the rules above; the message names the rule and where."""
+
+
+#: Keywords whose value is one subschema (or, for `items`/`additionalItems`, possibly an array).
+_ONE = ("additionalProperties", "unevaluatedProperties", "propertyNames", "items", "additionalItems",
+        "unevaluatedItems", "contains", "not", "if", "then", "else", "contentSchema")
+#: Keywords whose value is an array of subschemas.
+_MANY = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+#: Keywords whose value maps names to subschemas.
+_MAP = ("properties", "patternProperties", "dependentSchemas", "dependencies")
+#: Keywords applied to the same value (the rest apply to its members, one level deeper).
+_IN_PLACE = frozenset({"not", "if", "then", "else", "allOf", "anyOf", "oneOf", "dependentSchemas", "dependencies"})
+#: Maps of subschemas that are only reached through references (validation never visits them itself).
+_DEFS = ("$defs", "definitions")
+_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
+_ANCHORS = ("$anchor", "$dynamicAnchor")
+
+
+def check_caller_schema(schema: Any, limits: SchemaLimits) -> bytes:
+    """Raise SchemaRefused unless `schema` is safe to compile; return its compact JSON."""
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaRefused("not a JSON Schema (an object or a boolean)")
+    _check_depth(schema, limits.max_depth)
+    encoded = jsoncodec.dumps(schema)
+    if len(encoded) > limits.max_schema_bytes:
+        raise SchemaRefused(f"{len(encoded)} bytes of JSON, over the cap of {limits.max_schema_bytes} per schema")
+    if isinstance(schema, dict):
+        _Expansion(schema, limits.max_expanded).run()
+    return encoded
+
+
+def _check_depth(value: Any, cap: int) -> None:
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > cap:
+            raise SchemaRefused(f"nested deeper than {cap} levels of objects and arrays (cap {cap})")
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+
+
+def _subschemas(node: dict[str, Any], keys: tuple[str, ...] = _MAP + _DEFS) -> Iterator[Any]:
+    yield from (child for child, _ in _keyed_subschemas(node, keys))
+
+
+def _keyed_subschemas(node: dict[str, Any], keys: tuple[str, ...]) -> Iterator[tuple[Any, str]]:
+    for key in _ONE:
+        if isinstance(node.get(key), dict):
+            yield node[key], key
+    for key in _MANY:
+        if isinstance(node.get(key), list):
+            yield from ((s, key) for s in node[key] if isinstance(s, dict))
+    for key in keys:
+        if isinstance(node.get(key), dict):
+            yield from ((s, key) for s in node[key].values() if isinstance(s, dict))
+
+
+def _anchors(root: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Plain-name anchors (`$anchor`, `$dynamicAnchor`, draft 6/7 `"$id": "#name"`) by name."""
+    found: dict[str, dict[str, Any]] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for key in _ANCHORS:
+            if isinstance(node.get(key), str):
+                found.setdefault(node[key], node)
+        for key in ("$id", "id"):
+            value = node.get(key)
+            if isinstance(value, str) and value.startswith("#") and len(value) > 1:
+                found.setdefault(value[1:], node)
+        stack.extend(_subschemas(node))
+    return found
+
+
+class _Expansion:
+    """Follows subschemas and references depth-first, memoised, counting what validation visits.
+
+    A reference back to a schema still being expanded (recursion) counts once: it is expanded
+    again only one level deeper in the value, which the value's own size bounds.
+    """
+
+    def __init__(self, root: dict[str, Any], cap: int) -> None:
+        self.root = root
+        self.cap = cap
+        self.anchors = _anchors(root)
+        dialect = root.get("$schema")
+        # Draft 3/4 spell $id as `id`; elsewhere `id` is an ordinary (ignored) keyword.
+        legacy = isinstance(dialect, str) and ("draft-03" in dialect or "draft-04" in dialect)
+        self.id_keys = ("$id", "id") if legacy else ("$id",)
+        self.in_place: dict[int, list[dict[str, Any]]] = {}  # id -> subschemas applied to the same value
+        self.members: dict[int, list[dict[str, Any]]] = {}  # id -> subschemas applied to its members
+
+    def run(self) -> None:
+        self._count()
+        self._refuse_endless_loops()
+
+    def _count(self) -> None:
+        done: dict[int, int] = {}
+        active: set[int] = set()
+        stack: list[list[Any]] = []
+
+        def enter(node: dict[str, Any], counted: bool) -> None:
+            self._check_node(node)
+            active.add(id(node))
+            stack.append([node, self._children(node), 1, counted])
+
+        enter(self.root, True)
+        while stack:
+            frame = stack[-1]
+            child, counted = next(frame[1], (None, False))
+            if child is None:
+                stack.pop()
+                active.discard(id(frame[0]))
+                done[id(frame[0])] = frame[2]
+                if stack and frame[3]:
+                    stack[-1][2] += frame[2]
+                    self._check_total(stack[-1][2])
+            elif id(child) in done:
+                frame[2] += done[id(child)] if counted else 0
+                self._check_total(frame[2])
+            elif id(child) in active:
+                frame[2] += 1 if counted else 0
+            else:
+                enter(child, counted)
+
+    def _check_total(self, total: int) -> None:
+        if total > self.cap:
+            raise SchemaRefused(
+                f"following its $refs visits more than {self.cap} subschemas (cap {self.cap}); "
+                "refer to each definition fewer times"
+            )
+
+    def _refuse_endless_loops(self) -> None:
+        """A cycle of references and in-place keywords (allOf, not, ...) never reaches a leaf."""
+        state: dict[int, bool] = {}  # False while on the path, True when finished
+        for start in self._visited():
+            if id(start) in state:
+                continue
+            state[id(start)] = False
+            path = [(start, iter(self.in_place.get(id(start), ())))]
+            while path:
+                node, pending = path[-1]
+                child = next(pending, None)
+                if child is None:
+                    state[id(node)] = True
+                    path.pop()
+                elif id(child) not in state:
+                    state[id(child)] = False
+                    path.append((child, iter(self.in_place.get(id(child), ()))))
+                elif state[id(child)] is False:
+                    raise SchemaRefused(
+                        "refers back to itself without descending into the value (a $ref loop through "
+                        "$ref/allOf/anyOf/oneOf/not/if alone never ends); validate a member of the value instead"
+                    )
+
+    def _visited(self) -> list[dict[str, Any]]:
+        """Subschemas validation can reach from the root (not those only under unused $defs)."""
+        seen = {id(self.root)}
+        order = [self.root]
+        for node in order:
+            for child in (*self.in_place.get(id(node), ()), *self.members.get(id(node), ())):
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    order.append(child)
+        return order
+
+    def _children(self, node: dict[str, Any]) -> Iterator[tuple[dict[str, Any], bool]]:
+        """(subschema, whether validating `node` visits it): definitions are checked, not counted."""
+        same_value = self.in_place.setdefault(id(node), [])
+        members = self.members.setdefault(id(node), [])
+        for child, key in _keyed_subschemas(node, _MAP):
+            (same_value if key in _IN_PLACE else members).append(child)
+            yield child, True
+        for key in _REFS:
+            if key in node:
+                target = self._resolve(key, node[key])
+                if isinstance(target, dict):
+                    same_value.append(target)
+                    yield target, True
+        for key in _DEFS:
+            if isinstance(node.get(key), dict):
+                yield from ((child, False) for child in node[key].values() if isinstance(child, dict))
+
+    def _check_node(self, node: dict[str, Any]) -> None:
+        for key in self.id_keys if node is not self.root else ():
+            base = node.get(key)
+            if isinstance(base, str) and not base.startswith("#"):
+                raise SchemaRefused(
+                    f"nested {key} {_clip(base)!r}: only the root may set {key} "
+                    "(put shared parts under $defs and refer to them with #/$defs/...)"
+                )
+        patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+        if isinstance(node.get("patternProperties"), dict):
+            patterns += list(node["patternProperties"])
+        for pattern in patterns:
+            try:
+                check_pattern(pattern)
+            except PatternError as exc:
+                raise SchemaRefused(f"pattern {_clip(pattern)!r}: {exc}") from None
+
+    def _resolve(self, key: str, ref: Any) -> Any:
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise SchemaRefused(
+                f"{key} {_clip(str(ref))!r} points outside the schema; only references inside it "
+                "are allowed (#/$defs/name, #/properties/..., #anchor)"
+            )
+        fragment = unquote(ref[1:])
+        if fragment and not fragment.startswith("/"):
+            target = self.anchors.get(fragment)
+        else:
+            target = _pointer(self.root, fragment)
+        if not isinstance(target, (dict, bool)):
+            raise SchemaRefused(f"{key} {_clip(ref)!r} does not point at a subschema of this schema")
+        return target
+
+
+_MISSING = object()
+
+
+def _pointer(root: Any, pointer: str) -> Any:
+    node = root
+    for raw in pointer.split("/")[1:]:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict):
+            node = node.get(part, _MISSING)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return _MISSING
+    return node
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,180 @@
+"""The guest driver on its own: one real QuickJS engine with the prelude, driven in-process."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from bridge import jsoncodec
+from guest_runtime.driver import GuestEngine, check_engine, map_stack
+from guest_runtime.errors import GuestFault, GuestTimeout
+
+MiB = 1024 * 1024
+
+
+def _engine(**config: Any) -> GuestEngine:
+    engine = GuestEngine()
+    engine.configure(jsoncodec.dumps_text({"tools": [], "mcp": [], "maxRequestBytes": MiB, **config}), 32 * MiB)
+    return engine
+
+
+def _run(code: str, *, replies: dict[str, str] | None = None, **config: Any) -> tuple[GuestEngine, dict[str, Any]]:
+    """Run ``code`` until it stops; answer requests of the methods in ``replies`` (JSON text)."""
+    engine = _engine(**config)
+    engine.compile(code, 2.0)
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    while True:
+        engine.pump(deadline)
+        snap = jsoncodec.loads(engine.take())
+        answered = [r for r in snap["requests"] if replies and r["method"] in replies]
+        if snap["done"] is not None or not answered:
+            return engine, snap
+        for r in answered:
+            engine.settle(r["id"], True, replies[r["method"]])
+
+
+def _value(code: str, **kw: Any) -> Any:
+    engine, snap = _run(code, **kw)
+    assert snap["done"] == {"ok": True}, snap["done"]
+    return jsoncodec.loads(engine.final_value(MiB, time.monotonic() + 2.0))
+
+
+def test_check_engine_proves_the_prelude_and_rejection_tracker():
+    """The start-up self check passes on the pinned binding."""
+    check_engine()
+
+
+def test_the_hook_configures_once():
+    """A second configure is refused, so caps set by the host cannot be re-set later."""
+    engine = _engine()
+    with pytest.raises(Exception, match="configured once"):
+        engine.configure('{"tools":[],"mcp":[],"maxRequestBytes":1e12}', 32 * MiB)
+
+
+def test_snapshot_and_value_texts_have_no_lone_surrogates():
+    """Requests, output, errors and the value leave the engine with lone surrogates as U+FFFD."""
+    engine, snap = _run(r"""
+        text('a\ud800b'); json({['\udfff']: 'x\udc00'});
+        void results.save('\ud800');
+        return ['\udfff', '\ud83d\ude00'];
+    """)
+    entries = [jsoncodec.loads(e) for e in snap["output"]]
+    assert entries == [{"type": "text", "text": "a\ufffdb"}, {"type": "json", "value": {"\ufffd": "x\ufffd"}}]
+    assert snap["requests"][0]["args"] == ["\ufffd"]
+    assert jsoncodec.loads(engine.final_value(MiB, time.monotonic() + 2)) == ["\ufffd", "😀"]
+    _, failed = _run(r"throw new Error('bad \ud800')")
+    assert failed["done"]["error"].startswith("Error: bad \ufffd")
+
+
+def test_too_deep_values_are_refused_for_requests_and_marked_in_output():
+    """Past 200 levels: tool arguments reject with a TypeError naming the cap; emitted values get a marker."""
+    deep = "let v = 1; for (let i = 0; i < 250; i++) v = [v];"
+    message = _value(deep + "try { await results.save(v); return 'saved' } catch (e) { return e.name + ': ' + e.message }")
+    assert message.startswith("TypeError: value is nested more than 200 levels deep")
+    value = _value(deep + "return v")
+    depth = 0
+    while isinstance(value, list):
+        value, depth = value[0], depth + 1
+    assert depth == 200 and value.startswith("[Nested too deep")
+    assert _value("let v = 1; for (let i = 0; i < 200; i++) v = [v]; await results.save(v).catch(() => 0); return 1") == 1
+
+
+def test_pending_cap_rejects_catchably_and_timers_throw():
+    """Over maxPendingRequests a request rejects and setTimeout throws, both RangeError; none is queued."""
+    engine, snap = _run("""
+        let made = 0, thrown = null;
+        try { for (let i = 0; i < 10; i++) { setTimeout(() => {}, 5); made++; } } catch (e) { thrown = e.name; }
+        const refused = await results.save(1).then(() => 'queued', e => e.name + ': ' + e.message);
+        text(JSON.stringify([made, thrown, refused]));
+        await new Promise(() => {});
+    """, maxPendingRequests=4)
+    made, thrown, refused = jsoncodec.loads(jsoncodec.loads(snap["output"][0])["text"])
+    assert (made, thrown) == (4, "RangeError")
+    assert refused.startswith("RangeError: too many host requests pending (limit 4")
+    assert len(snap["requests"]) == 4 and snap["outstanding"] == 4
+
+
+def test_burst_bytes_cap_rejects_the_rest_of_a_burst():
+    """Requests of one synchronous burst carry at most maxQueuedBytes characters; the rest reject catchably."""
+    value = _value("""
+        const s = 'x'.repeat(1000);
+        const out = await Promise.all([1, 2, 3, 4].map(() => results.save(s).then(() => 'ok', e => e.name)));
+        return out;
+    """, maxQueuedBytes=2500, replies={"results.save": "{}"})
+    assert value == ["ok", "ok", "RangeError", "RangeError"]
+
+
+def test_index_setters_on_builtin_prototypes_cannot_touch_the_snapshot():
+    """An Array.prototype index setter neither breaks nor alters what the prelude builds."""
+    engine, snap = _run("""
+        Object.defineProperty(Array.prototype, '1', { set(v) { throw new Error('setter ran') }, configurable: true });
+        Object.defineProperty(Object.prototype, 'code', { set(v) { throw new Error('setter ran') }, configurable: true });
+        text('a'); text('b'); text('c');
+        void results.save([1, 2, 3]); void results.save({a: 1});
+        await new Promise(() => {});
+    """)
+    assert [jsoncodec.loads(e)["text"] for e in snap["output"]] == ["a", "b", "c"]
+    assert [r["args"] for r in snap["requests"]] == [[[1, 2, 3]], [{"a": 1}]]
+
+
+def test_cell_code_that_breaks_a_hook_call_is_a_guest_fault():
+    """A Promise species getter that throws inside the host's start call fails the cell as GuestFault."""
+    engine = _engine()
+    engine.compile("Object.defineProperty(Promise.prototype, 'constructor', { get() { throw new Error('mine') } })", 2.0)
+    with pytest.raises(GuestFault, match="mine"):
+        engine.start(time.monotonic() + 2.0)
+
+
+def test_value_getters_run_under_the_cell_deadline():
+    """An endless getter in the returned value stops at the cell's deadline, not later."""
+    engine, snap = _run("return { get x() { for (;;) {} } }")
+    started = time.monotonic()
+    with pytest.raises(GuestTimeout):
+        engine.final_value(MiB, time.monotonic() + 0.2)
+    assert time.monotonic() - started < 1.5
+
+
+def test_map_stack_keeps_cell_frames_renumbered():
+    """Prelude frames and the wrapper go; cell frames get cell.js line numbers."""
+    text = "Error: x\n    at f (<input>:4:3)\n    at codemodeHostHook (:0:1)\n    at <input>:3:9\n    at <input>:1:2"
+    assert map_stack(text) == "Error: x\n    at f (cell.js:2:3)\n    at cell.js:1:9"
+
+
+def test_no_stack_frame_api_reaches_a_prelude_function():
+    """Error.prepareStackTrace/captureStackTrace call sites, caller and callee expose no function and no prelude frame."""
+    from tests.support.stack_probe import PROBE, check_report
+
+    engine = _engine()
+    engine.compile(PROBE, 2.0)
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    for _ in range(20):
+        engine.pump(deadline)
+        snap = jsoncodec.loads(engine.take())
+        if snap["done"] is not None:
+            break
+        for r in snap["requests"]:
+            if r["method"] == "results.load":  # a rejection: the hook builds the Error
+                engine.settle(r["id"], False, '{"message":"no such result","code":"invalid_input"}')
+            else:
+                engine.settle(r["id"], True, "{}")
+    assert snap["done"] == {"ok": True}, snap["done"]
+    value = jsoncodec.loads(engine.final_value(MiB, time.monotonic() + 2.0))
+    check_report(value["b"])
+    assert "probe" in value["b"]["names"]  # the cell's own frames are still there
+
+
+def test_patched_function_call_never_sees_prelude_internals():
+    """Replacing Function.prototype.call does not hand the prelude's private tables to the cell."""
+    value = _value("""
+        const seen = [];
+        const original = Function.prototype.call;
+        Function.prototype.call = function (...args) { seen.push(args.length); return original.apply(this, [args[0], ...args.slice(1)]); };
+        text(function f() {}); json([() => 1]); console.log(() => 1);
+        Function.prototype.call = original;
+        return seen.length;
+    """)
+    assert value == 0

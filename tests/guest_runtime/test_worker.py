@@ -1,0 +1,77 @@
+"""The worker process on its own: frames in, frames out, and it survives what a cell does to its engine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class WorkerProcess:
+    def __init__(self) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "guest_runtime.worker", "{}"], cwd=ROOT, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.ready = self.recv()
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(encode_frame(message))
+        self.proc.stdin.flush()
+
+    def recv(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        header = self.proc.stdout.read(HEADER_SIZE)
+        return decode_body(self.proc.stdout.read(frame_length(header)))  # type: ignore[no-any-return]
+
+    def run(self, code: str) -> dict[str, Any]:
+        """Run one cell that needs no host replies; return its done frame."""
+        self.send({"t": "run", "cell_id": "c", "code": code, "budget_ms": 3000, "memory_limit_bytes": 32 << 20,
+                   "max_output_bytes": 65536, "value_capture_bytes": 65536,
+                   "config": {"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}})
+        msg = self.recv()
+        assert msg["t"] == "done", msg
+        return msg
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[WorkerProcess]:
+    w = WorkerProcess()
+    yield w
+    w.proc.kill()
+    w.proc.wait()
+
+
+CASES = {
+    "lone surrogate in an error message": (r"throw new Error('x\ud800')", "Error: x\ufffd"),
+    "deep tool arguments": ("let v = 1; for (let i = 0; i < 254; i++) v = [v]; await results.save(v)",
+                            "TypeError: value is nested more than 200 levels deep"),
+    "species getter that throws in the start call": (
+        "Object.defineProperty(Promise.prototype, 'constructor', {get() { throw new Error('species') }})",
+        "Error: species"),
+    "a stall with an unhandled rejection": (
+        "void Promise.reject(new RangeError('lost')); await new Promise(() => {})",
+        "Unhandled promise rejection: RangeError: lost"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_cell_failures_keep_the_worker_process(worker, name):
+    """Each case fails only its cell (no recycle), and the same process completes the next cell."""
+    code, error = CASES[name]
+    done = worker.run(code)
+    assert done["ok"] is False and done["recycle"] is False
+    assert done["error"]["text"].startswith(error), done["error"]
+    assert done["error"]["code"] == "internal_error"
+    after = worker.run("return 'next'")
+    assert after["ok"] is True and after["value"] == {"json": '"next"'}
+    assert worker.proc.poll() is None and worker.ready["pid"] == worker.proc.pid

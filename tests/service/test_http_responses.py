@@ -1,0 +1,117 @@
+"""Every answer is valid UTF-8 JSON with an honest status; the loop-lag histogram runs with the app."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.errors import ResponseNotEncodable
+from service.metrics import LoopLagMonitor, Metrics
+from service.responses import JSONBytes
+from tests.conftest import make_client
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_lone_surrogates_anywhere_become_u_fffd_and_pairs_join():
+    body = JSONBytes({"k\ud800": ["x\udfffy", "\ud83d\ude00", {"m": "\udc00\ud800"}], "n": 1}).body
+    assert body.decode("utf-8", errors="strict") == '{"k\ufffd":["x\ufffdy","\U0001f600",{"m":"\ufffd\ufffd"}],"n":1}'
+
+
+def test_valid_answers_are_encoded_unchanged():
+    assert JSONBytes({"a": "é😀", "b": [1.5, None, True]}).body == '{"a":"é😀","b":[1.5,null,true]}'.encode()
+
+
+@pytest.mark.parametrize("depth", [255, 300, 2000])
+def test_unencodable_answer_is_an_honest_non_retriable_error(depth):
+    """Too deep to encode: a 500 that says retrying cannot help, never 'transient'."""
+    with pytest.raises(ResponseNotEncodable) as info:
+        JSONBytes({"value": _nested(depth)})
+    body = info.value.body()["error"]
+    assert info.value.status == 500
+    assert body["error_type"] != "transient" and body["non_retriable"] is True
+    assert "nested less deeply" in body["message"]
+
+
+@pytest.fixture(scope="module")
+def app_client(tmp_path_factory):
+    with make_client(tmp_path_factory.mktemp("responses")) as c:
+        yield c
+
+
+def test_unexpected_failure_is_not_transient(tmp_path):
+    """An unforeseen exception answers 500 with the error body, non-retriable and not 'transient'."""
+    client = make_client(tmp_path)
+
+    async def boom() -> None:
+        raise RuntimeError("a bug")
+
+    client.app.add_api_route("/boom", boom)
+    with TestClient(client.app, raise_server_exceptions=False) as c:
+        r = c.get("/boom")
+    assert r.status_code == 500
+    err = r.json()["error"]
+    assert err["error_type"] != "transient" and err["non_retriable"] is True and "RuntimeError: a bug" in err["message"]
+
+
+def test_openapi_envelope_status_includes_running(app_client):
+    """GET /v1/cells/{id} answers "running" during a leg: the schema says so."""
+    schema = app_client.get("/openapi.json").json()["components"]["schemas"]["CellEnvelope"]
+    assert "running" in schema["properties"]["status"]["enum"]
+
+
+def test_loop_lag_histogram_records_a_held_loop():
+    """Holding the loop for 0.3 s shows as one observation of at least 0.25 s."""
+    metrics = Metrics()
+
+    async def scenario() -> None:
+        monitor = LoopLagMonitor(metrics, interval=0.01)
+        monitor.start()
+        await asyncio.sleep(0.05)
+        time.sleep(0.3)  # the thing being measured: a handler that holds the loop
+        deadline = time.monotonic() + 5
+        while _bucket(metrics, "+Inf") == _bucket(metrics, "0.25") and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await monitor.stop()
+        assert monitor._task is None
+
+    asyncio.run(scenario())
+    assert _bucket(metrics, "+Inf") - _bucket(metrics, "0.25") >= 1
+
+
+def _bucket(metrics: Metrics, le: str) -> float:
+    value = metrics.registry.get_sample_value("codemode_event_loop_lag_seconds_bucket", {"le": le})
+    return value or 0.0
+
+
+def test_loop_lag_is_exported_while_the_app_runs(app_client):
+    deadline = time.monotonic() + 10
+    while True:
+        text = app_client.get("/metrics").text
+        count = next((float(line.split()[-1]) for line in text.splitlines()
+                      if line.startswith("codemode_event_loop_lag_seconds_count")), 0.0)
+        if count > 0:
+            break
+        assert time.monotonic() < deadline, "no loop lag observation within 10 s"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("field, value", [("headless", 0), ("restart_safe", "yes")])
+def test_boolean_fields_take_only_booleans(app_client, field, value):
+    """The schema says boolean: 0 or "yes" is 422 naming the field, not silently coerced."""
+    r = app_client.post("/v1/exec", json={"code": "return 1", field: value})
+    assert r.status_code == 422 and r.json()["error"]["need_param"] == field
+
+
+def test_405_names_the_allowed_methods(app_client):
+    r = app_client.put("/v1/exec", json={})
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+    assert r.json()["error"]["error_type"] == "recoverable"

@@ -1,0 +1,104 @@
+"""Request body decoding: nesting cap, malformed JSON, wait bodies' tool values kept as raw JSON."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from service.dispatch import RawJson
+from service.errors import InvalidRequest
+from service.request_json import INLINE_BYTES, MAX_BODY_DEPTH, WAIT_REST_BYTES, BodyDecoder, decode_body
+
+
+def _deep(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.mark.parametrize("depth", [MAX_BODY_DEPTH + 1, 1024, 1025, 100_000])
+def test_too_deep_bodies_are_422_naming_the_cap(depth):
+    with pytest.raises(InvalidRequest) as info:
+        decode_body(_deep(depth))
+    assert info.value.status == 422 and info.value.need_param == "body"
+    assert f"nested more than {MAX_BODY_DEPTH} levels" in info.value.message
+
+
+def test_body_at_the_cap_decodes():
+    value = decode_body(_deep(MAX_BODY_DEPTH))
+    for _ in range(MAX_BODY_DEPTH - 1):
+        value = value[0]
+    assert value == []
+
+
+@pytest.mark.parametrize("body", [b'{"code":', b"\xff\xfe", b"{'a': 1}"])
+def test_malformed_bodies_are_422_saying_not_json(body):
+    with pytest.raises(InvalidRequest) as info:
+        decode_body(body)
+    assert "not valid JSON" in info.value.message and info.value.error_type == "recoverable"
+
+
+def test_escaped_lone_surrogates_in_bodies_decode_as_replacement_characters():
+    """Like every string crossing the service, a lone surrogate escape in a body becomes U+FFFD."""
+    assert decode_body(b'{"k\\udfff":"a\\ud800b"}') == {"k\ufffd": "a\ufffdb"}
+
+
+def test_wait_tool_values_stay_compact_json():
+    body = b'{"tool_results":[{"id":"req_1","ok":true,"value":{"a": [1, 2.5, "\\u00e9"]}},{"id":"req_2","ok":false,"error":"no"}]}'
+    value = decode_body(body, tool_values_raw=True)
+    first, second = value["tool_results"]
+    assert isinstance(first["value"], RawJson) and first["value"].data == '{"a":[1,2.5,"é"]}'.encode()
+    assert second == {"id": "req_2", "ok": False, "error": "no"}
+
+
+def test_wait_body_rest_is_capped():
+    errors = [{"id": f"req_{i}", "ok": False, "error": "e" * 1024} for i in range(WAIT_REST_BYTES // 1024 + 1)]
+    import json
+
+    with pytest.raises(InvalidRequest) as info:
+        decode_body(json.dumps({"tool_results": errors}).encode(), tool_values_raw=True)
+    assert "besides tool_results[].value" in info.value.message
+
+
+def test_large_bodies_decode_in_the_helper_process_the_same_way():
+    """Above INLINE_BYTES the helper process decodes; the answer and the errors are the same."""
+    big = ("[" + ",".join(['{"k":1}'] * (INLINE_BYTES // 7)) + "]").encode()
+    body = b'{"tool_results":[{"id":"req_1","ok":true,"value":' + big + b"}]}"
+
+    async def scenario() -> None:
+        decoder = BodyDecoder()
+        try:
+            value = await decoder.decode(body, tool_values_raw=True)
+            assert value["tool_results"][0]["value"].data == big
+            with pytest.raises(InvalidRequest):
+                await decoder.decode(_deep(200) + b" " * INLINE_BYTES)
+            with pytest.raises(InvalidRequest):
+                await decoder.decode(b"{" + b" " * INLINE_BYTES)
+        finally:
+            decoder.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_dead_decoder_process_is_replaced():
+    """If the helper process dies, that request is a transient 503 and the next one decodes again."""
+    import os
+    import signal
+
+    from service.errors import Overloaded
+
+    body = b'{"a":"' + b"x" * INLINE_BYTES + b'"}'
+
+    async def scenario() -> None:
+        decoder = BodyDecoder()
+        try:
+            assert (await decoder.decode(body))["a"] == "x" * INLINE_BYTES
+            for pid in list(decoder._pool._processes):  # type: ignore[union-attr]
+                os.kill(pid, signal.SIGKILL)
+            with pytest.raises(Overloaded) as info:
+                await decoder.decode(body)
+            assert info.value.error_type == "transient"
+            assert (await decoder.decode(body))["a"] == "x" * INLINE_BYTES
+        finally:
+            decoder.close()
+
+    asyncio.run(scenario())

@@ -1,0 +1,184 @@
+"""Contracts never fetch or read what a schema names, match patterns in linear time, and bound their work."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from service.tools import contracts
+from service.tools.catalog import ClientTool, ToolCatalog
+from service.tools.contracts import ToolContract, ValidationDeferred
+from service.tools.errors import ClientToolCall, InvalidContractError, InvalidInputError
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A loopback socket that accepts connections but never answers (urllib would wait forever)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        sock.setblocking(False)
+        yield sock
+
+
+def connected(sock: socket.socket) -> bool:
+    try:
+        conn, _ = sock.accept()
+    except BlockingIOError:
+        return False
+    conn.close()
+    return True
+
+
+def url(sock: socket.socket) -> str:
+    return f"http://127.0.0.1:{sock.getsockname()[1]}/schema.json"
+
+
+def test_remote_ref_in_an_operator_schema_is_never_fetched(listener) -> None:
+    """A plugin schema's remote $ref fails as invalid_contract; nothing connects to the URL."""
+    contract = ToolContract({"type": "object", "properties": {"a": {"$ref": url(listener)}}}, None)
+    with pytest.raises(InvalidContractError, match="could not be applied"):
+        contract.check_input({"a": 1}, "t")
+    assert not connected(listener)
+
+
+@pytest.mark.anyio
+async def test_plugin_contracts_compile_through_the_no_fetch_path(make_tool, ctx, listener) -> None:
+    """Through the catalog, a plugin tool whose schema points at a URL never runs and never connects."""
+    spec = make_tool("lookup", input_schema={"$ref": url(listener)})
+    session = ToolCatalog.build([spec]).view().new_call_session(max_calls=5)
+    with pytest.raises(InvalidContractError):
+        await session.call("lookup", {}, ctx)
+    assert not connected(listener)
+    assert spec.execute.calls == []  # type: ignore[attr-defined]
+
+
+def test_file_ref_is_never_read(tmp_path) -> None:
+    """A file: $ref to a real schema file does not apply that schema (the file is not read)."""
+    target = tmp_path / "integer.json"
+    target.write_text('{"type": "integer"}')
+    contract = ToolContract({"$ref": target.as_uri()}, None)
+    with pytest.raises(InvalidContractError):
+        contract.check_input("not an integer", "t")
+
+
+REDOS = "^(a+)+$"
+
+
+def test_redos_pattern_is_fast_and_correct() -> None:
+    """`^(a+)+$` against 30 a's and a `!` (2**30 backtracking steps) answers at once, correctly."""
+    contract = ToolContract({"type": "string", "pattern": REDOS}, None)
+    started = time.perf_counter()
+    with pytest.raises(InvalidInputError, match="must match pattern"):
+        contract.check_input("a" * 30 + "!", "t")
+    contract.check_input("a" * 30, "t")
+    assert time.perf_counter() - started < 0.5
+
+
+def test_pattern_properties_and_additional_properties_use_re2() -> None:
+    """patternProperties (also as seen by additionalProperties) matches keys in linear time."""
+    schema = {"type": "object", "patternProperties": {REDOS: {"type": "integer"}}, "additionalProperties": False}
+    contract = ToolContract(schema, None)
+    started = time.perf_counter()
+    contract.check_input({"a" * 30: 1}, "t")
+    with pytest.raises(InvalidInputError, match="unexpected properties"):
+        contract.check_input({"a" * 30 + "!": 1}, "t")
+    with pytest.raises(InvalidInputError, match="expected integer"):
+        contract.check_input({"aaa": "x"}, "t")
+    assert time.perf_counter() - started < 0.5
+
+
+def test_regex_syntax_is_ecma_like() -> None:
+    """RE2 semantics: `\\d` is ASCII only and `$` does not match before a trailing newline."""
+    contract = ToolContract({"type": "string", "pattern": "^\\d+$"}, None)
+    contract.check_input("123", "t")
+    for bad in ("١٢٣", "123\n"):
+        with pytest.raises(InvalidInputError):
+            contract.check_input(bad, "t")
+
+
+#: Each level applies `node` twice to the same child: 2**depth evaluations without a budget.
+RECURSIVE_BOMB = {
+    "$defs": {"node": {"type": "object", "allOf": [
+        {"properties": {"a": {"$ref": "#/$defs/node"}}},
+        {"properties": {"a": {"$ref": "#/$defs/node"}}},
+    ]}},
+    "$ref": "#/$defs/node",
+}
+
+
+def nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def test_validation_work_is_bounded(monkeypatch) -> None:
+    """A schema/value pair needing more than the step budget fails as invalid_input naming the budget."""
+    monkeypatch.setattr(contracts, "MAX_VALIDATION_STEPS", 5000)
+    contract = ToolContract(RECURSIVE_BOMB, None)
+    started = time.perf_counter()
+    with pytest.raises(InvalidInputError, match="takes more than 5000 steps"):
+        contract.check_input(nested(60), "t")
+    assert time.perf_counter() - started < 2
+    contract.check_input(nested(4), "t")  # small values still validate
+
+
+def test_small_step_budget_defers_instead_of_failing() -> None:
+    """With a smaller `max_steps` the check raises ValidationDeferred (to be repeated off the loop)."""
+    contract = ToolContract({"type": "array", "items": {"type": "integer"}}, None)
+    with pytest.raises(ValidationDeferred):
+        contract.check_input(list(range(5000)), "t", max_steps=100)
+    contract.check_input(list(range(5000)), "t")
+
+
+@pytest.mark.anyio
+async def test_large_values_are_validated_off_the_event_loop(ctx) -> None:
+    """While a big argument is validated, the event loop keeps running other tasks."""
+    schema = {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "integer"}}}}
+    session = ToolCatalog.build([]).view(client_tools=[ClientTool("ask", input_schema=schema)]).new_call_session(
+        max_calls=5
+    )
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    before = ticks
+    with pytest.raises(ClientToolCall):
+        await session.call("ask", [{"x": i} for i in range(20000)], ctx)
+    during = ticks - before
+    done.set()
+    await task
+    # Inline, the loop could not tick at all while ~40,000 keywords were checked.
+    assert during > 10, during
+
+
+@pytest.mark.anyio
+async def test_loop_guard_keeps_a_digest_not_the_arguments(make_tool, ctx) -> None:
+    """Calls with a megabyte of arguments leave only fixed-size loop-guard keys behind."""
+    session = ToolCatalog.build([make_tool("echo", result="ok")]).view().new_call_session(max_calls=5)
+    for i in range(3):
+        assert await session.call("echo", {"blob": str(i) * 1_000_000}, ctx) == "ok"
+    assert max(len(repr(key)) for key in session._repeats) < 200
+
+
+def test_operator_patterns_are_checked_by_re2_too() -> None:
+    """A plugin pattern RE2 cannot run makes the contract unusable with a clear problem; deep groups are fine."""
+    assert ToolContract({"type": "string", "pattern": "(?=a)"}, None).problem == (
+        "input schema is invalid at pattern: '(?=a)' is not a 'regex'"
+    )
+    deep = ToolContract({"type": "string", "pattern": "(" * 999 + "a" + ")" * 999}, None)
+    assert deep.problem is None  # Python's parser would hit the recursion limit here
+    deep.check_input("a", "t")
