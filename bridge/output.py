@@ -31,8 +31,10 @@ Byte accounting.  All sizes are UTF-8 bytes; JSON sizes are of compact JSON text
   built from these original sources, never from an earlier marker.
 
 Worker side: ``OutputCapture`` ships at most ``max_output_bytes + CAPTURE_SLACK_BYTES`` bytes of
-entry text per cell; beyond it only sizes travel.  The host never needs more: committed output
-plus the largest marker prefix is at most M.
+entry text and at most ``MAX_OUTPUT_ENTRIES`` entries per cell; beyond either only sizes travel.
+The host never needs more: committed output plus the largest marker prefix is at most M.  The
+host keeps the text of at most ``MAX_OUTPUT_ENTRIES`` entries too (later ones count as
+undelivered bytes, so they end up in a truncation marker).
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ from bridge.truncation import (
 )
 
 CAPTURE_SLACK_BYTES = 1024
+#: Output entries one cell may emit.  The guest refuses more (``text``/``json`` throw a RangeError,
+#: guest_runtime/prelude.js); capture and projection re-check it, keeping only the size of entries
+#: past it, so a cell's entry count bounds the host's per-entry work either way.
+MAX_OUTPUT_ENTRIES = 10_000
 FINAL_RESERVE_BYTES = 1024
 REFERENCE_GUIDANCE = "Full result saved for this run; use results.load(reference.id) in a later exec."
 NOT_RETAINED_CAPTURE = "result exceeds the capture allowance"
@@ -111,6 +117,8 @@ class OutputCapture:
         size = utf8_size(entry_json)
         self.total_bytes += size
         self.total_entries += 1
+        if self.total_entries > MAX_OUTPUT_ENTRIES:
+            self._overflowed = True
         if self._overflowed:
             self._counted_bytes += size
             self._counted_entries += 1
@@ -243,6 +251,7 @@ class OutputState:
         self._committed = 0
         self._last_marker: dict[str, Any] | None = None
         self._closed = False
+        self._entries = 0
 
     @property
     def committed_bytes(self) -> int:
@@ -253,7 +262,12 @@ class OutputState:
         """Append one leg's output source items, in order."""
         if self._closed:
             raise OutputStateClosed("cell output is already final")
-        self._chunks.extend(_chunk(item) for item in items)
+        for item in items:
+            chunk = _chunk(item)
+            self._entries += chunk.entries
+            if self._entries > MAX_OUTPUT_ENTRIES and chunk.text:
+                chunk = _Chunk("", chunk.size, chunk.entries, False)  # past the cap only its size counts
+            self._chunks.append(chunk)
 
     def project(
         self,

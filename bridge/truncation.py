@@ -159,12 +159,18 @@ def truncate_error(message: str, max_bytes: int) -> str:
 
 
 def parse_json(text: str) -> Any:
-    """Parse JSON text as a guest would see it; numbers beyond 64-bit become floats, as in JS."""
+    """Parse JSON text as a guest would see it; numbers beyond 64-bit become floats, as in JS.
+
+    Raises ValueError for anything that is not JSON, including text nested too deeply to parse.
+    """
     try:
         return jsoncodec.loads(text)
     except jsoncodec.JSONDecodeError:
         # the codec refuses integers beyond 64 bits; JSON.stringify can emit them (e.g. 1e20 as digits).
-        return json.loads(text, parse_int=_js_int)
+        try:
+            return json.loads(text, parse_int=_js_int)
+        except RecursionError:  # the codec stops at 1024 levels, the fallback at the stack's end
+            raise ValueError("JSON text is nested too deeply to parse") from None
 
 
 def _js_int(digits: str) -> int | float:

@@ -308,14 +308,28 @@
   }
 
   // ---- output ------------------------------------------------------------------------
+  // Every entry costs the host work however small it is, so a cell emits at most this many
+  // (bridge/output.py MAX_OUTPUT_ENTRIES re-checks it); console output past it is dropped.
+  const MAX_OUTPUT_ENTRIES = 10000;
+  let outputCount = 0;
+  function refuseOverEntryCap() {
+    if (outputCount >= MAX_OUTPUT_ENTRIES) {
+      throw new RangeErrorCtor("too many output entries (limit " + MAX_OUTPUT_ENTRIES + " per cell): " +
+        "join text into one string and emit it with fewer text()/json() calls");
+    }
+  }
   function emit(entryJson) {
+    refuseOverEntryCap();
+    outputCount++;
     output[outputLength++] = entryJson;
   }
   function text(v) {
+    refuseOverEntryCap(); // before serialising: a refused entry costs nothing
     const s = typeof v === "string" ? v : serialise(v, false);
     emit('{"type":"text","text":' + JSONStringify(s) + "}");
   }
   function json(v) {
+    refuseOverEntryCap();
     emit('{"type":"json","value":' + serialise(v, false) + "}");
   }
 

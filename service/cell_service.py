@@ -27,7 +27,7 @@ from .envelopes import finished_summary
 from .errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
 from .finished_cells import FinishedCells
 from .settings import Settings
-from .source_checks import check_source
+from .source_checks import source_problem
 from .workers import WorkerPool
 
 log = logging.getLogger("codemode.cells")
@@ -155,7 +155,7 @@ class CellService:
 
     async def exec(self, spec: CellSpec) -> dict[str, Any]:
         """Start a cell and run its first leg."""
-        problem = check_source(spec.code)
+        problem = await source_problem(spec.code)
         if problem is not None:
             return _input_failure(problem)
         if len(self._parked) >= self.settings.max_parked_cells:

@@ -34,6 +34,7 @@ from .tools.catalog import CatalogView, ToolCatalog, compile_client_tools
 from .tools.errors import ClientToolCall, ToolCallError, ToolError
 from .tools.plugin import ToolContext
 from .tools.policy import McpVisibility, ToolPolicy
+from .tools.search import SearchQueryError
 
 DEFAULT_RUN = "default"
 #: Host requests one synchronous burst of guest code may queue; more are refused in the guest.
@@ -118,8 +119,9 @@ class GuestServices:
         deadline_s = cell.spec.limits.timeout_ms / 1000
         servers = await mcp.servers(deadline_s=deadline_s) if mcp is not None else []
         down = mcp.unavailable() if mcp is not None else []
-        state = CellTools(view=view, session=view.new_call_session(max_calls=self.settings.max_calls_per_cell),
-                          mcp_servers=servers, mcp=mcp)
+        session = view.new_call_session(max_calls=self.settings.max_calls_per_cell,
+                                        max_searches=self.settings.max_searches_per_cell)
+        state = CellTools(view=view, session=session, mcp_servers=servers, mcp=mcp)
         cell.scope["guest"] = state
         cell.scope["guest_config"] = {
             "tools": view.handles(),
@@ -212,10 +214,16 @@ class GuestServices:
         state = self._state(call)
         query = call.args[0] if call.args else ""
         limit = call.args[1] if len(call.args) > 1 else None
-        found = state.session.search(query, limit)
+        try:
+            found = state.session.search(query, limit)
+        except SearchQueryError as exc:
+            raise GuestError(str(exc), "invalid_input", name="RangeError") from None
+        except ToolCallError as exc:
+            raise GuestError(exc.message, exc.code, name="RangeError") from None
+        finally:
+            self._sync_counters(call, state.session)
         if self.mcp is not None and len(found) < self.catalog.limits.clamp(limit):
             found = found + self._mcp_search(state, query, self.catalog.limits.clamp(limit) - len(found))
-        self._sync_counters(call, state.session)
         return found
 
     def _mcp_search(self, state: CellTools, query: Any, limit: int) -> list[dict[str, Any]]:

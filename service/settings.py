@@ -57,6 +57,7 @@ SCALARS: dict[str, Scalar] = {
     "cell_ttl_seconds": Scalar("limits", int, 900, 1, 86400, "idle time before a parked cell expires"),
     "results_ttl_seconds": Scalar("limits", int, 3600, 1, 86400, "lifetime of saved results"),
     "max_calls_per_cell": Scalar("limits", int, 200, 1, 100000, "tool calls one cell may make"),
+    "max_searches_per_cell": Scalar("limits", int, 200, 1, 100000, "catalog.search calls one cell may make"),
     "max_pending_requests": Scalar("limits", int, 128, 1, 4096, "host requests one cell may have in flight"),
     "search_default_limit": Scalar("limits", int, 8, 1, 50, "catalog.search default limit"),
     "max_search_limit": Scalar("limits", int, 50, 1, 50, "catalog.search largest limit"),
@@ -133,6 +134,7 @@ class Settings:
     cell_ttl_seconds: int = _default("cell_ttl_seconds")
     results_ttl_seconds: int = _default("results_ttl_seconds")
     max_calls_per_cell: int = _default("max_calls_per_cell")
+    max_searches_per_cell: int = _default("max_searches_per_cell")
     max_pending_requests: int = _default("max_pending_requests")
     search_default_limit: int = _default("search_default_limit")
     max_search_limit: int = _default("max_search_limit")

@@ -6,10 +6,17 @@ Both are refused as ``invalid_input`` with a message that says what to do instea
 check scans code with strings, template literals, comments and regex literals blanked out, and
 after decoding ``\\uXXXX`` escapes, so ``requ\\u0069re("fs")`` is caught and ``"require("`` in a
 string is not.  Syntax errors are found by the engine itself in the worker.
+
+Every check here is linear in the size of the source: the source is caller-sized and the checks
+run on the event loop.  The literal scanner is one left-to-right pass over tokens (each regex it
+uses has possessive quantifiers, so a failed match never backtracks), and the line regexes
+anchor on one line each without nested quantifiers.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import re
 
 SHELL_HINT = (
@@ -28,131 +35,154 @@ _SHELL_COMMANDS = (
     "node|curl|wget|mkdir|rm|rmdir|cp|mv|touch|chmod|chown|sudo|apt|apt-get|brew|make|docker|kubectl|"
     "ps|kill|top|head|tail|less|more|which|whoami|env|export|source|sed|awk|tar|unzip|ssh|scp|cargo|go"
 )
-_SHELL_LINE = re.compile(
-    rf"^\s*(?:\$\s+)?(?:sudo\s+)?(?:{_SHELL_COMMANDS})(?:\s+[^\s;(){{}}=]+(?:\s+[^;(){{}}=]+)*)?\s*$"
-)
-_SHELL_ANYWHERE = re.compile(r"^\s*(?:\$\s+)?(?:bash|sh|zsh)\s+-c\s", re.MULTILINE)
-_PIPELINE = re.compile(rf"^\s*(?:{_SHELL_COMMANDS})\s[^;(){{}}=]*\|\s*(?:{_SHELL_COMMANDS})\b")
+# A command, then nothing or whitespace and arguments free of JavaScript punctuation (pipelines
+# such as `cat notes.txt | grep todo` included: `|` is not a JavaScript hint).
+_SHELL_LINE = re.compile(rf"\s*(?:\$\s+)?(?:sudo\s+)?(?:{_SHELL_COMMANDS})(?:\s[^;(){{}}=]*)?")
+# Leading blanks stop at the line end: `\s*` here would rescan every following blank line.
+_SHELL_ANYWHERE = re.compile(r"^[^\S\n]*(?:\$[^\S\n]+)?(?:bash|sh|zsh)\s+-c\s", re.MULTILINE)
+# A line with something other than blanks that is not a `#` comment.
+_CONTENT_LINE = re.compile(r"^[^\S\n]*+[^\s#][^\n]*", re.MULTILINE)
 _JS_HINTS = re.compile(r"[;(){}=]|\b(?:return|await|const|let|var|function)\b")
 
 _UNICODE_ESCAPE = re.compile(r"\\u\{([0-9a-fA-F]+)\}|\\u([0-9a-fA-F]{4})")
-_MODULE_CALL = re.compile(r"(?<![\w$.])(?:require|import)\s*\(")
-_MODULE_STATEMENT = re.compile(r"(?:^|[;{}\n])\s*(?:import\s*[\w${*'\"]|export\s+[\w{*])")
+_MODULE_WORD = re.compile(r"require|import|export")
+_MODULE_CALL = re.compile(r"(?<![\w$.])(?:require|import)\s*+\(")
+_MODULE_STATEMENT = re.compile(r"(?:^|[;{}\n])[^\S\n]*+(?:import\s*+[\w${*'\"]|export\s++[\w{*])")
+
+# Where a `/` starts a regex literal rather than a division (after these, or at the start).
+_REGEX_AFTER = frozenset(("", "(", ",", "=", ":", "[", "!", "&", "|", "?", "{", "}", ";", "+", "-", "*",
+                          "%", "<", ">", "~", "^"))
+_STOP_TOP = re.compile(r"[\"'`/]")
+_STOP_IN_SUBSTITUTION = re.compile(r"[\"'`/{}]")  # inside `${...}` braces decide where code ends
+_STRING = {
+    "'": re.compile(r"'(?:[^'\\\n]++|\\.)*+'?", re.DOTALL),
+    '"': re.compile(r'"(?:[^"\\\n]++|\\.)*+"?', re.DOTALL),
+}
+_TEMPLATE_TEXT = re.compile(r"(?:[^`\\$]++|\\.|\$(?!\{))*+", re.DOTALL)
+# A regex literal up to (not including) its closing "/"; it stops early at an unescaped newline.
+_REGEX_BODY = re.compile(r"/(?:[^\\/\[\n]++|\\.|\[(?:[^\\\]\n]++|\\.)*+\]?)*+", re.DOTALL)
 
 
 def looks_like_shell(code: str) -> bool:
     """True when the source reads as shell commands rather than JavaScript."""
-    lines = [ln for ln in code.strip().splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    # Only the first six lines with content matter: more than five is a script, not a command.
+    lines = [m.group().rstrip() for m in itertools.islice(_CONTENT_LINE.finditer(code), 6)]
     if not lines:
         return False
-    if _SHELL_ANYWHERE.search(code) and not _JS_HINTS.search(code.split("\n", 1)[0].split("-c", 1)[0]):
+    if ("-c" in code and _SHELL_ANYWHERE.search(code)
+            and not _JS_HINTS.search(code.split("\n", 1)[0].split("-c", 1)[0])):
         return True
     if len(lines) > 5:
         return False
-    return all(
-        (_SHELL_LINE.match(ln) or _PIPELINE.match(ln)) and not _JS_HINTS.search(_strip_flags(ln))
-        for ln in lines
-    )
+    return all(_SHELL_LINE.fullmatch(ln) and not _JS_HINTS.search(ln) for ln in lines)
 
 
-def _strip_flags(line: str) -> str:
-    # "ls -la" has no JS punctuation, but "ls -la | grep x" would still be fine as shell.
-    return line.replace("|", " ")
+def _blank(code: str, start: int, end: int) -> str:
+    """What a literal or comment leaves behind: a separator, a newline if it spans lines.
+
+    The newline keeps a statement start after it visible to the import/export check.
+    """
+    return "\n" if code.find("\n", start, end) >= 0 else " "
 
 
 def blank_literals(code: str) -> str:
-    """Return ``code`` with strings, templates, comments and regex literals replaced by spaces."""
+    """Return ``code`` with each string, template, comment and regex literal replaced by a separator.
+
+    Code inside template substitutions (``${...}``, nested to any depth) stays.  A `/` where an
+    expression may start opens a regex literal; if it does not close before an unescaped newline
+    the `/` is kept and no regex literal is tried again before the point where that scan stopped
+    (such code is not valid JavaScript, and retrying at every later `/` would rescan the same
+    text each time).
+    """
     out: list[str] = []
+    substitutions: list[int] = []  # open `${` depths, innermost last: brace depth inside each
+    in_template = False
+    prev = ""  # last significant code character ("x" for a word or literal)
+    no_regex_before = 0  # a failed regex literal scanned up to here: no new one starts before it
     i = 0
     n = len(code)
-    prev_significant = ""
     while i < n:
-        c = code[i]
-        nxt = code[i + 1] if i + 1 < n else ""
-        if c == "/" and nxt == "/":
-            j = code.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-            continue
-        if c == "/" and nxt == "*":
-            j = code.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", code[i:j]))
-            i = j
-            continue
-        if c in "'\"`":
-            j = i + 1
-            while j < n and code[j] != c:
-                if code[j] == "\\":
-                    j += 1
-                elif c != "`" and code[j] == "\n":
-                    break
-                j += 1
-            j = min(j + 1, n)
-            if c == "`":
-                out.append(_template(code[i:j]))  # ${...} bodies hold code
-            else:
-                out.append(" " * (j - i))
-            i = j
-            prev_significant = "x"
-            continue
-        if c == "/" and (prev_significant in ("", "(", ",", "=", ":", "[", "!", "&", "|", "?", "{", "}", ";", "+", "-", "*", "%", "<", ">", "~", "^")):
-            j = i + 1
-            in_class = False
-            while j < n and code[j] != "\n":
-                if code[j] == "\\":
-                    j += 2
-                    continue
-                if code[j] == "[":
-                    in_class = True
-                elif code[j] == "]":
-                    in_class = False
-                elif code[j] == "/" and not in_class:
-                    break
-                j += 1
-            if j < n and code[j] == "/":
-                out.append(" " * (j + 1 - i))
+        if in_template:
+            j = _TEMPLATE_TEXT.match(code, i).end()  # type: ignore[union-attr]  # matches "" at least
+            out.append(_blank(code, i, j))
+            if j >= n:
+                break
+            in_template = False
+            if code[j] == "`":
+                out.append(" ")
+                prev = "x"
                 i = j + 1
-                prev_significant = "x"
-                continue
-        out.append(c)
-        if not c.isspace():
-            prev_significant = c if not (c.isalnum() or c in "_$") else "x"
-        i += 1
+            else:  # "${"
+                out.append("  ")
+                substitutions.append(0)
+                prev = "{"
+                i = j + 2
+            continue
+        stop = (_STOP_IN_SUBSTITUTION if substitutions else _STOP_TOP).search(code, i)
+        j = stop.start() if stop else n
+        if j > i:
+            run = code[i:j]
+            out.append(run)
+            tail = run.rstrip()
+            if tail:
+                last = tail[-1]
+                prev = "x" if last.isalnum() or last in "_$" else last
+        if stop is None:
+            break
+        c = code[j]
+        i = j + 1
+        if c == "{":
+            substitutions[-1] += 1
+            out.append(c)
+            prev = c
+        elif c == "}":
+            if substitutions[-1] == 0:
+                substitutions.pop()
+                out.append(" ")
+                in_template = True
+            else:
+                substitutions[-1] -= 1
+                out.append(c)
+                prev = c
+        elif c == "`":
+            out.append(" ")
+            in_template = True
+        elif c != "/":
+            i = _STRING[c].match(code, j).end()  # type: ignore[union-attr]  # the quote at least
+            out.append(" ")
+            prev = "x"
+        elif code.startswith("//", j):
+            end = code.find("\n", j)
+            i = n if end < 0 else end
+            out.append(" ")
+        elif code.startswith("/*", j):
+            end = code.find("*/", j + 2)
+            i = n if end < 0 else end + 2
+            out.append(_blank(code, j, i))
+        else:
+            if prev in _REGEX_AFTER and j >= no_regex_before:
+                end = _REGEX_BODY.match(code, j).end()  # type: ignore[union-attr]  # the "/" at least
+                if code.startswith("/", end):
+                    i = end + 1
+                    out.append(" ")
+                    prev = "x"
+                    continue
+                no_regex_before = end
+            out.append(c)
+            prev = c
     return "".join(out)
 
 
-def _template(body: str) -> str:
-    """Blank a template literal but keep the code inside ``${...}``."""
-    chars = [" " if ch != "\n" else "\n" for ch in body]
-    depth = 0
-    i = 0
-    while i < len(body):
-        if body[i] == "\\":
-            i += 2
-            continue
-        if body.startswith("${", i) and depth == 0:
-            depth = 1
-            j = i + 2
-            while j < len(body) and depth:
-                if body[j] == "{":
-                    depth += 1
-                elif body[j] == "}":
-                    depth -= 1
-                if depth:
-                    chars[j] = body[j]
-                j += 1
-            i = j
-            continue
-        i += 1
-    return "".join(chars)
-
-
 def _decode_escapes(code: str) -> str:
+    if "\\u" not in code:
+        return code
+
     def repl(m: re.Match[str]) -> str:
+        digits = m.group(1) or m.group(2)
+        if len(digits) > 8:  # past U+10FFFF anyway; skip converting a huge number
+            return m.group(0)
         try:
-            return chr(int(m.group(1) or m.group(2), 16))
+            return chr(int(digits, 16))
         except (ValueError, OverflowError):
             return m.group(0)
 
@@ -161,8 +191,22 @@ def _decode_escapes(code: str) -> str:
 
 def uses_modules(code: str) -> bool:
     """True when the code calls require()/import() or has import/export statements."""
+    if not _MODULE_WORD.search(_decode_escapes(code)):
+        return False  # blanking only removes text, so no module word anywhere means none in code
     scanned = _decode_escapes(blank_literals(code))
     return bool(_MODULE_CALL.search(scanned) or _MODULE_STATEMENT.search(scanned))
+
+
+#: Longer sources are checked on a worker thread: linear work on 1 MiB of code still takes a
+#: few hundred milliseconds, which the event loop must not spend in one piece.
+OFF_LOOP_CHARS = 16 * 1024
+
+
+async def source_problem(code: str) -> str | None:
+    """``check_source`` for the event loop: long sources are checked off it."""
+    if len(code) <= OFF_LOOP_CHARS:
+        return check_source(code)
+    return await asyncio.to_thread(check_source, code)
 
 
 def check_source(code: str) -> str | None:

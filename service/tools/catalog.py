@@ -16,7 +16,7 @@ from service.tools.names import assign_callable_names
 from service.tools.plugin import ToolSpec
 from service.tools.policy import PolicySubject, ToolPolicy
 from service.tools.schema_guard import SchemaLimits, SchemaRefused, check_caller_schema
-from service.tools.search import SearchDoc, rank
+from service.tools.search import SearchDoc, SearchIndex
 
 __all__ = ["CatalogLimits", "CatalogView", "ClientTool", "ToolCatalog", "ToolEntry", "compile_client_tools"]
 
@@ -212,10 +212,7 @@ class CatalogView:
     def __init__(self, catalog: ToolCatalog, entries: list[ToolEntry]) -> None:
         self.catalog = catalog
         self._entries = {e.callable_name: e for e in sorted(entries, key=lambda e: e.callable_name)}
-        self._docs = [
-            SearchDoc(e.callable_name, e.tool_name, e.label or "", e.description)
-            for e in self._entries.values()
-        ]
+        self._index: SearchIndex | None = None  # built on the first search: most cells never search
 
     def callable_names(self) -> list[str]:
         """Callable names in this view, sorted."""
@@ -257,10 +254,16 @@ class CatalogView:
         return [self.handle(name) for name in self._entries]
 
     def search(self, query: Any, limit: Any = None) -> list[dict[str, Any]]:
-        """Handles matching `query`: exact callable, then case-insensitive name, else ranked; clamped."""
+        """Handles matching `query`: exact callable, then case-insensitive name, else ranked; clamped.
+
+        Raises SearchQueryError for a query over the length or word caps (service.tools.search).
+        """
         if not isinstance(query, str):
             return []
-        keys = rank(self._docs, query)[: self.catalog.limits.clamp(limit)]
+        if self._index is None:
+            self._index = SearchIndex([SearchDoc(e.callable_name, e.tool_name, e.label or "", e.description)
+                                       for e in self._entries.values()])
+        keys = self._index.rank(query)[: self.catalog.limits.clamp(limit)]
         return [self.handle(key) for key in keys]
 
     def describe(self, callable_name: str) -> dict[str, Any]:
@@ -277,11 +280,12 @@ class CatalogView:
             out["outputSchema"] = copy.deepcopy(entry.output_schema)
         return out
 
-    def new_call_session(self, *, max_calls: int) -> Any:
-        """A per-cell CallSession (counters, budget, loop guard) over this view."""
-        from service.tools.session import CallSession
+    def new_call_session(self, *, max_calls: int, max_searches: int | None = None) -> Any:
+        """A per-cell CallSession (counters, budgets, loop guard) over this view."""
+        from service.tools.session import DEFAULT_MAX_SEARCHES, CallSession
 
-        return CallSession(self, max_calls=max_calls)
+        return CallSession(self, max_calls=max_calls,
+                           max_searches=DEFAULT_MAX_SEARCHES if max_searches is None else max_searches)
 
 
 def compile_client_tools(

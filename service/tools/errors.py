@@ -12,7 +12,8 @@ ToolError                        base
       ├── ToolBlockedError       blocked: a before-hook refused the call
       ├── UnknownToolError       unknown_tool: no such tool in this cell (also denied tools)
       ├── LoopGuardError         loop_guard: same tool + same arguments a 4th time in one cell
-      └── CallBudgetError        call_budget_exceeded: the cell used its tool-call budget
+      ├── CallBudgetError        call_budget_exceeded: the cell used its tool-call budget
+      └── SearchBudgetError      search_budget_exceeded: the cell used its catalog.search budget
 
 ClientToolCall is not an error: it is the signal that a client tool was called and the cell must park.
 """
@@ -132,6 +133,12 @@ class CallBudgetError(ToolCallError):
     """The cell has used its whole tool-call budget."""
 
     code = "call_budget_exceeded"
+
+
+class SearchBudgetError(ToolCallError):
+    """The cell has used its whole ``catalog.search`` budget."""
+
+    code = "search_budget_exceeded"
 
 
 class ClientToolCall(Exception):

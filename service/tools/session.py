@@ -14,6 +14,7 @@ from bridge import jsoncodec
 from service.tools.contracts import ValidationDeferred
 from service.tools.errors import (
     CallBudgetError,
+    SearchBudgetError,
     ClientToolCall,
     InputContractError,
     LoopGuardError,
@@ -28,7 +29,7 @@ from service.tools.untrusted import wrap_untrusted
 if TYPE_CHECKING:
     from service.tools.catalog import CatalogView, ToolEntry
 
-__all__ = ["LOOP_GUARD_LIMIT", "CallOutcome", "CallSession"]
+__all__ = ["DEFAULT_MAX_SEARCHES", "LOOP_GUARD_LIMIT", "CallOutcome", "CallSession"]
 
 # Seed 001: the 4th identical call (count > 3) is refused.
 LOOP_GUARD_LIMIT = 3
@@ -39,6 +40,7 @@ _MAX_ERROR_BYTES = 4096
 _INLINE_STEPS = 2000
 #: Tool replies larger than this are decoded and checked in a thread straight away.
 _INLINE_BYTES = 64 * 1024
+DEFAULT_MAX_SEARCHES = 200
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,13 @@ class CallOutcome:
 class CallSession:
     """Tool calls of one cell. Not thread-safe; use from the cell's event loop."""
 
-    def __init__(self, view: CatalogView, *, max_calls: int) -> None:
-        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 0:
-            raise ValueError("max_calls must be a non-negative integer")
+    def __init__(self, view: CatalogView, *, max_calls: int, max_searches: int = DEFAULT_MAX_SEARCHES) -> None:
+        for name, cap in (("max_calls", max_calls), ("max_searches", max_searches)):
+            if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+                raise ValueError(f"{name} must be a non-negative integer")
         self.view = view
         self.max_calls = max_calls
+        self.max_searches = max_searches
         self.call_count = 0
         self.search_count = 0
         self.describe_count = 0
@@ -91,7 +95,11 @@ class CallSession:
         self.describe_count += 1
 
     def search(self, query: Any, limit: Any = None) -> list[dict[str, Any]]:
-        """`catalog.search` through the view, counted."""
+        """`catalog.search` through the view, counted; SearchBudgetError past ``max_searches``."""
+        if self.search_count >= self.max_searches:
+            raise SearchBudgetError(
+                f"catalog.search was refused: this cell already searched {self.search_count} times, its "
+                "budget. Keep the handles you found (or use catalog.all()) instead of searching again.")
         self.record_search()
         return self.view.search(query, limit)
 

@@ -10,6 +10,7 @@ import pytest
 
 from bridge.output import (
     CAPTURE_SLACK_BYTES,
+    MAX_OUTPUT_ENTRIES,
     REFERENCE_GUIDANCE,
     FinalError,
     FinalValue,
@@ -421,3 +422,40 @@ def test_output_limit_exceeded_only_when_no_bounded_projection_exists() -> None:
     with pytest.raises(OutputLimitExceeded) as caught:
         state.project(json_value("x" * 500))
     assert caught.value.code == "output_limit_exceeded"
+
+
+# ------------------------------------------------------------------ entry cap
+
+
+def test_capture_keeps_only_the_size_of_entries_past_the_entry_cap() -> None:
+    """Past MAX_OUTPUT_ENTRIES entries only sizes travel, however much byte budget is left."""
+    capture = OutputCapture(10 * 1024 * 1024)
+    for _ in range(MAX_OUTPUT_ENTRIES + 3):
+        capture.add(text_entry(""))
+    items = capture.drain()
+    assert len(items) == MAX_OUTPUT_ENTRIES + 1
+    assert all(item == {"json": text_entry("")} for item in items[:-1])
+    assert items[-1] == {"bytes": 3 * utf8_size(text_entry("")), "entries": 3}
+
+
+def test_state_keeps_the_text_of_at_most_the_entry_cap() -> None:
+    """The host re-checks the cap: entries past it are reported in an exact truncation marker."""
+    entries = [text_entry(str(i)) for i in range(MAX_OUTPUT_ENTRIES + 2)]
+    state = OutputState(10 * 1024 * 1024)
+    state.extend([{"json": e} for e in entries])
+    projection = state.project(json_value(1))
+    marker = projection.output[0]
+    assert projection.output_truncated and len(projection.output) == 1
+    assert marker["omittedBytes"] == utf8_size(array_text(entries)) - utf8_size(marker["prefix"])
+    assert array_text(entries).startswith(marker["prefix"])
+    assert marker["prefix"] == "[" + ",".join(entries[:MAX_OUTPUT_ENTRIES]) + ","  # nothing past the cap
+
+
+def test_state_delivers_exactly_the_entry_cap_whole() -> None:
+    """MAX_OUTPUT_ENTRIES entries within the byte budget are delivered whole, in order."""
+    entries = [text_entry(str(i)) for i in range(MAX_OUTPUT_ENTRIES)]
+    state = OutputState(10 * 1024 * 1024)
+    state.extend([{"json": e} for e in entries])
+    projection = state.project(json_value(1))
+    assert not projection.output_truncated
+    assert [o["text"] for o in projection.output] == [str(i) for i in range(MAX_OUTPUT_ENTRIES)]

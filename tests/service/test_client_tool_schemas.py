@@ -89,9 +89,13 @@ def test_huge_and_deep_schemas_are_refused_naming_the_cap(client):
     huge = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(5000)}}
     assert "over the cap of 65536 per schema" in refused(client, huge)
     deep: dict = {"type": "object"}
-    for _ in range(200):
+    for _ in range(40):  # 80 levels of JSON: within the body's nesting cap (128), over the schema's (64)
         deep = {"type": "object", "properties": {"a": deep}}
     assert "(cap 64)" in refused(client, deep)
+    for _ in range(60):  # past the body's cap the whole request is refused before any field is read
+        deep = {"type": "object", "properties": {"a": deep}}
+    r = declare(client, deep, code="return await t({})")
+    assert r.status_code == 422 and r.json()["error"]["need_param"] == "body", r.text
     assert "cap 2048" in refused(client, {"type": "string", "pattern": "(" * 2000 + ")" * 2000})
 
 

@@ -176,3 +176,32 @@ def test_cyclic_value_does_not_fail_the_cell(client):
     env = _completed(run(client, "const o = {a: 1}; o.self = o; return o"))
     assert env["value"]["a"] == 1
     assert isinstance(env["value"]["self"], str)
+
+
+# ---- entry cap -----------------------------------------------------------------------------------
+
+
+def test_output_entries_past_the_cap_throw_a_catchable_range_error(client):
+    """The 10,001st text()/json() throws a RangeError saying to join text; earlier output is kept."""
+    env = _completed(run(client, """
+        for (let i = 0; i < 10000; i++) text(i % 1000 === 0 ? String(i) : "");
+        const refused = [];
+        for (const emit of [() => text("late"), () => json({late: true})]) {
+          try { emit(); refused.push(null); } catch (e) { refused.push([e.name, e.message]); }
+        }
+        console.log("dropped, not thrown");
+        return refused;
+    """, max_output_bytes=1024 * 1024))
+    for name, message in env["value"]:
+        assert name == "RangeError" and "too many output entries (limit 10000 per cell)" in message
+        assert "join text" in message
+    assert len(env["output"]) == 10000
+    assert [e["text"] for e in env["output"] if e["text"]] == [str(i) for i in range(0, 10000, 1000)]
+
+
+def test_400000_empty_texts_cost_milliseconds_not_seconds(client):
+    """A loop of 400,000 text("") stops at the cap: the cell fails fast with the RangeError."""
+    env = run(client, 'for (let i = 0; i < 400000; i++) text(""); return 1', max_output_bytes=1024 * 1024)
+    assert env["status"] == "failed" and env["error"].startswith("RangeError: too many output entries"), env
+    assert len(env["output"]) == 10000
+    assert env["telemetry"]["wall_ms"] < 1000, env["telemetry"]

@@ -253,3 +253,35 @@ def test_network_flag_applies_through_a_searched_handle(shop):
     assert env["untrusted_content"] is True
     assert env["output"][0]["text"].startswith(BEGIN_MARKER)
     assert env["value"] in ("label_created", "in_transit", "delivered")
+
+
+def test_search_over_the_query_caps_rejects_catchably(shop):
+    """A query past 512 characters or 16 distinct words rejects with a RangeError; the cell goes on."""
+    value = value_of(shop, """
+        const out = [];
+        for (const q of ["x".repeat(6e6), Array.from({length: 17}, (_, i) => "w" + i).join(" ")]) {
+          try { await catalog.search(q); out.push("resolved"); } catch (e) { out.push([e.name, e.code, e.message]); }
+        }
+        out.push((await catalog.search("parcel")).length > 0);
+        return out;
+    """, memory_limit_bytes=256 * 1024 * 1024)
+    assert value[0][:2] == ["RangeError", "invalid_input"] and "(limit 512)" in value[0][2]
+    assert value[1][:2] == ["RangeError", "invalid_input"] and "17 distinct words (limit 16)" in value[1][2]
+    assert value[2] is True
+
+
+def test_searches_past_the_cell_budget_reject_catchably(tmp_path):
+    """With max_searches_per_cell=3 the 4th search rejects with search_budget_exceeded."""
+    with make_client(tmp_path, tools=ToolSettings(plugins=(SHIPPING,)), max_searches_per_cell=3) as client:
+        env = run(client, """
+            const out = [];
+            for (let i = 0; i < 5; i++) {
+              try { out.push((await catalog.search("parcel")).length > 0); } catch (e) { out.push([e.name, e.code]); }
+            }
+            return out;
+        """)
+        assert env["status"] == "completed", env
+        assert env["value"] == [True, True, True, ["RangeError", "search_budget_exceeded"],
+                                ["RangeError", "search_budget_exceeded"]]
+        assert env["telemetry"]["search_count"] == 3
+        assert run(client, 'return (await catalog.search("parcel")).length > 0')["value"] is True
