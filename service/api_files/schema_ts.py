@@ -7,6 +7,7 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, TypeGuard
 
 from service.api_files.schema_refs import MISSING, names_reaching_cycles, resolve_local
 from service.api_files.ts_text import (
@@ -120,13 +121,12 @@ def object_shape(
     """
     if not _is_plain_object(schema):
         return None
-    assert isinstance(schema, Mapping)
     renderer = _Renderer(limits, schema, namespace)
     shape = renderer.object_shape(schema, 0, defaults_optional=defaults_optional)
     return TsObject(shape.members, shape.index_type, shape.closed, renderer.finish())
 
 
-def _is_plain_object(schema: object) -> bool:
+def _is_plain_object(schema: object) -> TypeGuard[Mapping[str, Any]]:
     if not isinstance(schema, Mapping) or any(key in schema for key in _REF_KEYS):
         return False
     kind = schema.get("type")
@@ -158,7 +158,7 @@ class _Renderer:
         while self._pending:
             name, target = self._pending.popleft()
             self._eager = set()
-            if _is_plain_object(target) and isinstance(target, Mapping):
+            if _is_plain_object(target):
                 shape = self.object_shape(target, 0)
                 body: str | TsObject = shape if shape.members else self._object_text(shape)
             else:
