@@ -30,6 +30,10 @@ MODULE_HINT = (
     "and the built-ins of the language."
 )
 
+#: A shell command someone pastes is short; a longer line is left to the engine (a SyntaxError is
+#: still a clear invalid_input), so no single regex call holds the interpreter for long on 1 MiB.
+MAX_SHELL_LINE = 4096
+
 _SHELL_COMMANDS = (
     "ls|pwd|cd|cat|echo|grep|egrep|rg|find|bash|sh|zsh|git|npm|npx|pnpm|yarn|pip|pip3|python|python3|"
     "node|curl|wget|mkdir|rm|rmdir|cp|mv|touch|chmod|chown|sudo|apt|apt-get|brew|make|docker|kubectl|"
@@ -72,7 +76,7 @@ def looks_like_shell(code: str) -> bool:
     if ("-c" in code and _SHELL_ANYWHERE.search(code)
             and not _JS_HINTS.search(code.split("\n", 1)[0].split("-c", 1)[0])):
         return True
-    if len(lines) > 5:
+    if len(lines) > 5 or any(len(ln) > MAX_SHELL_LINE for ln in lines):
         return False
     return all(_SHELL_LINE.fullmatch(ln) and not _JS_HINTS.search(ln) for ln in lines)
 

@@ -137,8 +137,9 @@ def test_worker_near_its_cpu_limit_is_replaced_between_cells(tmp_path):
         pool = c.app.state.services.pool
         recycled = pool.recycled
         # Each cell burns at most 0.4 s of CPU, so the worker crosses 2.4 s (80%) between cells,
-        # never the 3 s hard limit inside one.
-        for _ in range(15):
+        # never the 3 s hard limit inside one.  On a busy machine a cell gets less CPU in its 0.4 s
+        # of wall time, so allow many more cells than the 7 a quiet machine needs.
+        for _ in range(60):
             env = run(c, spin, timeout_ms=5000)
             assert env["status"] == "completed", env
             if pool.recycled > recycled:

@@ -80,11 +80,18 @@ def test_unclosed_regex_keeps_the_slash_and_scans_on():
 
 def test_long_source_is_checked_off_the_event_loop():
     """`source_problem` answers like `check_source` for short and long sources."""
-    long_shellish = "ls " + "a" * (64 * 1024)
+    long_shellish = "ls -la\n" + "# " + "a" * (64 * 1024)
     long_module = "x = 1;\n" * 10_000 + "require('fs')"
     assert asyncio.run(source_problem("ls -la")) == SHELL_HINT
     assert asyncio.run(source_problem(long_shellish)) == SHELL_HINT
     assert asyncio.run(source_problem(long_module)) == MODULE_HINT
+
+
+def test_a_shell_line_longer_than_any_pasted_command_is_left_to_the_engine():
+    """A 1 MiB "command" line is not matched by the shell regexes (one such call would hold the
+    interpreter for a long time); the engine refuses it as a SyntaxError instead."""
+    assert looks_like_shell("ls " + "a " * 2000)
+    assert not looks_like_shell("ls " + "a " * 500_000)
 
 
 def test_event_loop_keeps_running_while_a_long_source_is_checked():
@@ -140,11 +147,12 @@ def _fill(fragment: str, size: int, prefix: str = "require;") -> str:
 
 
 def _seconds(code: str, repeat: int = 3) -> float:
+    """Best CPU time of this process for one check: other processes on a busy machine do not count."""
     best = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.process_time()
         check_source(code)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 
@@ -181,6 +189,6 @@ def test_checks_run_in_linear_time(fragment, prefix):
 @pytest.mark.parametrize("fragment", HOSTILE_FRAGMENTS)
 def test_each_hostile_fragment_scales_linearly(fragment):
     """Every listed fragment, repeated behind a module word, costs linear time."""
-    small = _seconds(_fill(fragment, 16 * 1024), repeat=2)
-    large = _seconds(_fill(fragment, 128 * 1024), repeat=2)
+    small = _seconds(_fill(fragment, 16 * 1024))
+    large = _seconds(_fill(fragment, 128 * 1024))
     assert large <= 24 * small + 0.02, (small, large)
