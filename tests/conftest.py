@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def make_client(tmp: Path, **overrides: Any) -> TestClient:
-    """A TestClient over a fully wired app; use it as a context manager (runs the lifespan)."""
+def make_client(tmp: Path, *, results_clock: Callable[[], float] = time.monotonic, **overrides: Any) -> TestClient:
+    """A TestClient over a fully wired app; use it as a context manager (runs the lifespan).
+
+    ``results_clock`` dates saved results, so retention tests move time instead of waiting it out.
+    """
     settings = replace(Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500), **overrides).check()
-    services = build_services(settings, extra_tools=TEST_TOOLS)
+    services = build_services(settings, extra_tools=TEST_TOOLS, results_clock=results_clock)
     return TestClient(create_app(settings, services))
 
 
@@ -60,3 +64,9 @@ def wait(client: TestClient, cell_id: str, **body: Any) -> dict[str, Any]:
     r = client.post(f"/v1/cells/{cell_id}/wait", json=body)
     assert r.status_code == 200, r.text
     return r.json()  # type: ignore[no-any-return]
+
+
+def parked_calls_settled(client: TestClient, cell_id: str) -> bool:
+    """Whether a parked cell has no tool call still running (every reply is queued for its next leg)."""
+    snapshot = client.get(f"/v1/cells/{cell_id}").json()
+    return snapshot["status"] == "waiting" and snapshot["pending_tool_calls"] == []

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import re
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("bridge", "guest_runtime", "service")
@@ -33,24 +37,30 @@ def _modules() -> Iterator[Path]:
         yield from sorted((ROOT / pkg).rglob("*.py"))
 
 
-def _imports(path: Path) -> set[str]:
-    """Absolute top-level names a module imports (relative imports resolve to its own package)."""
+def _import_names(path: Path) -> set[str]:
+    """Every dotted name a module imports: ``import a.b`` gives ``a.b``, ``from a.b import c`` gives ``a.b.c``
+    (``c`` may be a module or a name defined in one); a relative import gives its own top-level package."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     rel = path.relative_to(ROOT)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 names.add(rel.parts[0])  # "from .x import" / "from .. import" stay inside the package
             elif node.module:
-                names.add(node.module.split(".")[0])
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
             "import_module", "__import__",
         ) and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-            names.add(node.args[0].value.split(".")[0])
+            names.add(node.args[0].value)
     return names
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute top-level names a module imports (relative imports resolve to its own package)."""
+    return {name.split(".")[0] for name in _import_names(path)}
 
 
 IMPORTS = {str(p.relative_to(ROOT)): _imports(p) for p in _modules()}
@@ -88,3 +98,103 @@ def test_third_party_library_has_one_importer(library):
     """Each wrapped third-party library is imported only by its one translating module."""
     importers = sorted(m for m, names in IMPORTS.items() if library in names)
     assert set(importers) <= {SOLE_IMPORTER[library]}, importers
+
+
+# ---- dependencies --------------------------------------------------------------------------------
+
+#: Packages that ship (pyproject's setuptools include); the rest of our code runs only in development.
+SHIPPED = PACKAGES + ("examples",)
+DEVELOPMENT = ("bench", "tests")
+OURS = set(SHIPPED + DEVELOPMENT)
+#: Private modules of other distributions we import on purpose: (our module, private import) -> why.
+PRIVATE_IMPORTS_ALLOWED = {
+    ("guest_runtime/driver.py", "_quickjs"): (
+        "the engine's C extension itself, opened with ctypes for the rejection tracker; quickjs-ng is "
+        "pinned exactly and check_engine() proves the wiring at every worker start"
+    ),
+    **{
+        ("service/tools/contracts.py", f"jsonschema.{module}"): (
+            "its `re` is pointed at RE2 so schema patterns match in linear time; contracts.py refuses to "
+            "import if a module stops matching through `re`, and pyproject keeps jsonschema on 4.x"
+        )
+        for module in ("_keywords", "_legacy_keywords", "_utils")
+    },
+}
+
+
+def _all_our_files() -> Iterator[Path]:
+    for top in SHIPPED + DEVELOPMENT:
+        yield from sorted(p for p in (ROOT / top).rglob("*.py") if "node_modules" not in p.parts)
+
+
+OUR_IMPORTS = {str(p.relative_to(ROOT)): _import_names(p) for p in _all_our_files()}
+
+
+def _is_private(segment: str) -> bool:
+    return segment.startswith("_") and not (segment.startswith("__") and segment.endswith("__"))
+
+
+def _foreign(name: str) -> bool:
+    top = name.split(".")[0]
+    return top not in STDLIB and top not in OURS
+
+
+def test_no_private_module_of_another_distribution():
+    """No module of ours imports a ``_``-prefixed module (or name) of a third-party distribution."""
+    offenders = sorted(
+        (module, name)
+        for module, names in OUR_IMPORTS.items()
+        for name in names
+        if _foreign(name) and any(_is_private(seg) for seg in name.split("."))
+        and (module, name) not in PRIVATE_IMPORTS_ALLOWED
+    )
+    assert offenders == []
+
+
+def test_private_import_scan_sees_private_names():
+    """The scan recognises the forms a private import takes (guards the test above against passing vacuously)."""
+    assert all(_is_private(s) for s in ("_httpx_utils", "_quickjs", "_x"))
+    assert not any(_is_private(s) for s in ("shared", "__future__", "__version__"))
+    assert ("guest_runtime/driver.py", "_quickjs") in {
+        (m, n) for m, names in OUR_IMPORTS.items() for n in names if _is_private(n.split(".")[0])
+    }
+
+
+def _distribution_name(requirement: str) -> str:
+    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+    assert match, requirement
+    return _normalised(match.group(0))
+
+
+def _normalised(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+RUNTIME_REQUIREMENTS = {_distribution_name(r): r for r in PYPROJECT["dependencies"]}
+DEV_REQUIREMENTS = {_distribution_name(r): r for r in PYPROJECT["optional-dependencies"]["dev"]}
+
+
+def test_every_imported_distribution_is_declared():
+    """Each third-party import resolves to a distribution pyproject declares: shipped code in
+    ``dependencies``, tests and benchmarks there or in the ``dev`` extra."""
+    owners = importlib.metadata.packages_distributions()
+    missing = set()
+    for module, names in OUR_IMPORTS.items():
+        declared = set(RUNTIME_REQUIREMENTS)
+        if module.split("/")[0] in DEVELOPMENT:
+            declared |= set(DEV_REQUIREMENTS)
+        for name in filter(_foreign, names):
+            top = name.split(".")[0]
+            distributions = {_normalised(d) for d in owners.get(top, [f"<nothing installed provides {top}>"])}
+            if not distributions & declared:
+                missing.add((module, top, ", ".join(sorted(distributions))))
+    assert sorted(missing) == []
+
+
+def test_mcp_is_pinned_to_the_major_version_the_client_is_written_for():
+    """The MCP client uses the 2.x SDK API: pyproject excludes 1.x and 3.x and admits what is installed."""
+    spec = SpecifierSet(RUNTIME_REQUIREMENTS["mcp"][len("mcp"):])
+    assert spec.contains(importlib.metadata.version("mcp"))
+    assert not spec.contains("1.99.0") and not spec.contains("3.0.0")
+    assert not spec.contains("2.0.0")  # Client(mode=..., cache=...) is newer than 2.0

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 
 from service.api_files.model import McpServerDecl, McpToolDecl
 from service.api_files.schema_ts import (
+    TsNamespace,
     doc_text,
     object_block,
     object_shape,
     one_line,
-    schema_to_ts,
+    schema_type,
 )
 from service.api_files.tool_dts import accepts_empty_object
 
@@ -151,7 +152,9 @@ def render_mcp_server(server: McpServerDecl) -> str:
 
 def _tool_function(tool: McpToolDecl) -> str:
     schema = tool.input_schema
-    shape = object_shape(schema, defaults_optional=True) if schema is not None else None
+    # Named types of the schema's local references: MCP.<server>.<tool>.<Name>, merged with the function.
+    types = TsNamespace(tool.identifier)
+    shape = object_shape(schema, defaults_optional=True, namespace=types) if schema is not None else None
     params: list[tuple[str, str]] = []
     if schema is None or (shape is not None and not shape.members and shape.index_type is None):
         signature = "input?: Record<string, never>"
@@ -161,11 +164,20 @@ def _tool_function(tool: McpToolDecl) -> str:
         input_type = f"Record<string, {shape.index_type}>" if index_only else object_block(shape, _INDENT)
         signature = f"input{'?' if optional else ''}: {input_type}"
         params = [(member.name, member.description or "") for member in shape.members]
+        types.add(shape.declarations)
     else:
         optional = accepts_empty_object(schema)
-        signature = f"input{'?' if optional else ''}: {schema_to_ts(schema)}"
+        rendered = schema_type(schema, types)
+        signature = f"input{'?' if optional else ''}: {rendered.text}"
+        types.add(rendered.declarations)
     doc = _tool_doc(tool, params)
-    return "\n".join([*doc, f"{_INDENT}function {tool.identifier}({signature}): Promise<McpToolResult>;"])
+    return "\n".join(
+        [
+            *types.block(_INDENT, declare=False),
+            *doc,
+            f"{_INDENT}function {tool.identifier}({signature}): Promise<McpToolResult>;",
+        ]
+    )
 
 
 def _tool_doc(tool: McpToolDecl, params: list[tuple[str, str]]) -> list[str]:

@@ -4,9 +4,25 @@ from __future__ import annotations
 
 import json
 import math
-import re
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from service.api_files.schema_refs import MISSING, names_reaching_cycles, resolve_local
+from service.api_files.ts_text import (
+    TsDeclaration,
+    TsMember,
+    TsNamespace,
+    TsObject,
+    TsType,
+    doc_text,
+    member_doc,
+    object_block,
+    one_line,
+    property_key,
+    ts_string,
+)
 
 from bridge.json_types import json_type
 
@@ -14,7 +30,9 @@ __all__ = [
     "DEFAULT_TS_LIMITS",
     "TsLimits",
     "TsMember",
+    "TsNamespace",
     "TsObject",
+    "TsType",
     "doc_text",
     "member_doc",
     "object_block",
@@ -22,11 +40,13 @@ __all__ = [
     "one_line",
     "property_key",
     "schema_to_ts",
+    "schema_type",
     "ts_string",
 ]
 
-_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 _REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+# Resolved against the dynamic scope at validation time, which a static rendering does not have.
+_DYNAMIC_REF_KEYS = ("$dynamicRef", "$recursiveRef")
 _OBJECT_HINTS = ("properties", "additionalProperties", "patternProperties", "required")
 _ARRAY_HINTS = ("items", "prefixItems")
 _MAX_SAFE_INTEGER = 2**53 - 1
@@ -62,28 +82,6 @@ DEFAULT_TS_LIMITS = TsLimits()
 
 
 @dataclass(frozen=True)
-class TsMember:
-    """One property of a rendered object type (`key` is `name` as TypeScript source)."""
-
-    name: str
-    key: str
-    optional: bool
-    type_text: str
-    description: str | None
-    has_default: bool
-    default: object
-
-
-@dataclass(frozen=True)
-class TsObject:
-    """The members and index signature of a top-level object schema."""
-
-    members: tuple[TsMember, ...]
-    index_type: str | None
-    closed: bool
-
-
-@dataclass(frozen=True)
 class _Ts:
     text: str
     precedence: int
@@ -95,50 +93,108 @@ _NEVER = _Ts("never", _ATOM)
 
 
 def schema_to_ts(schema: object, limits: TsLimits = DEFAULT_TS_LIMITS) -> str:
-    """Render a JSON Schema as a TypeScript type expression."""
+    """Render a JSON Schema as a TypeScript type expression; references render as `unknown`."""
     return _Renderer(limits).render(schema, 0).text
 
 
+def schema_type(
+    schema: object, namespace: TsNamespace, limits: TsLimits = DEFAULT_TS_LIMITS
+) -> TsType:
+    """Render a JSON Schema whose local references become named types of `namespace`.
+
+    The declarations are returned, not added: the caller adds them if it keeps the text.
+    """
+    renderer = _Renderer(limits, schema, namespace)
+    text = renderer.render(schema, 0).text
+    return TsType(text, renderer.finish())
+
+
 def object_shape(
-    schema: object, limits: TsLimits = DEFAULT_TS_LIMITS, *, defaults_optional: bool = False
+    schema: object,
+    limits: TsLimits = DEFAULT_TS_LIMITS,
+    *,
+    defaults_optional: bool = False,
+    namespace: TsNamespace | None = None,
 ) -> TsObject | None:
     """Members of an object schema for multi-line rendering; None when it is not a plain object.
 
     With `defaults_optional`, members that have a schema default may be omitted (the caller fills them).
+    With a `namespace`, local references become its named types (returned in `declarations`).
     """
-    if not isinstance(schema, Mapping) or any(key in schema for key in _REF_KEYS):
+    if not _is_plain_object(schema):
         return None
+    renderer = _Renderer(limits, schema, namespace)
+    shape = renderer.object_shape(schema, 0, defaults_optional=defaults_optional)
+    return TsObject(shape.members, shape.index_type, shape.closed, renderer.finish())
+
+
+def _is_plain_object(schema: object) -> TypeGuard[Mapping[str, Any]]:
+    if not isinstance(schema, Mapping) or any(key in schema for key in _REF_KEYS):
+        return False
     kind = schema.get("type")
     if kind is None and not any(key in schema for key in _OBJECT_HINTS):
-        return None
+        return False
     if kind is not None and kind != "object":
-        return None
-    if any(key in schema for key in ("anyOf", "oneOf", "allOf", "enum", "const")):
-        return None
-    return _Renderer(limits).object_shape(schema, 0, defaults_optional=defaults_optional)
-
-
-def property_key(name: str) -> str:
-    """A property name as TypeScript source: bare when an identifier, else a string literal."""
-    return name if _IDENTIFIER.match(name) else ts_string(name)
-
-
-def ts_string(value: str) -> str:
-    """A TypeScript string literal (JSON escaping, ASCII-only so any encoding round-trips)."""
-    return json.dumps(value, ensure_ascii=True)
-
-
-def doc_text(text: str) -> str:
-    """Text made safe inside a `/** */` comment (a literal `*/` would end it early)."""
-    return text.replace("*/", "*\\/")
+        return False
+    return not any(key in schema for key in ("anyOf", "oneOf", "allOf", "enum", "const"))
 
 
 class _Renderer:
-    """One bounded rendering pass; the node budget is shared by the whole pass."""
+    """One bounded rendering pass; the node budget is shared by the whole pass and its named types."""
 
-    def __init__(self, limits: TsLimits) -> None:
+    def __init__(self, limits: TsLimits, root: object = None, namespace: TsNamespace | None = None) -> None:
         self._limits = limits
         self._nodes = 0
+        self._root = root
+        self._namespace = namespace
+        self._names: dict[int, str] = {}  # id() of a reference target (alive inside root) -> its name
+        self._pending: deque[tuple[str, object]] = deque()
+        # Names referenced where TypeScript resolves them eagerly (outside object members and array
+        # elements) while the current declaration renders: cycles of these do not compile.
+        self._eager: set[str] = set()
+
+    def finish(self) -> tuple[TsDeclaration, ...]:
+        """Render every referenced target once, breadth-first (no recursion across references)."""
+        rendered: list[TsDeclaration] = []
+        eager: dict[str, set[str]] = {}
+        while self._pending:
+            name, target = self._pending.popleft()
+            self._eager = set()
+            if _is_plain_object(target):
+                shape = self.object_shape(target, 0)
+                body: str | TsObject = shape if shape.members else self._object_text(shape)
+            else:
+                body = self.render(target, 0).text
+            eager[name] = self._eager
+            description = target.get("description") if isinstance(target, Mapping) else None
+            rendered.append(TsDeclaration(name, body, description if isinstance(description, str) else None))
+        cyclic = names_reaching_cycles(eager)
+        return tuple(
+            TsDeclaration(d.name, "unknown", d.description) if d.name in cyclic else d for d in rendered
+        )
+
+    def _reference(self, ref: object) -> _Ts:
+        if self._namespace is None:
+            return _UNKNOWN
+        target = resolve_local(self._root, ref)
+        if target is MISSING:
+            return _UNKNOWN
+        name = self._names.get(id(target))
+        if name is None:
+            assert isinstance(ref, str)
+            name = self._namespace.allocate(ref)
+            self._names[id(target)] = name
+            self._pending.append((name, target))
+        self._eager.add(name)
+        return _Ts(f"{self._namespace.name}.{name}", _ATOM)
+
+    def _guarded(self, schema: object, depth: int) -> _Ts:
+        """Render where TypeScript defers resolving names (an object member or an array element)."""
+        outer, self._eager = self._eager, set()
+        try:
+            return self.render(schema, depth)
+        finally:
+            self._eager = outer
 
     def render(self, schema: object, depth: int) -> _Ts:
         self._nodes += 1
@@ -148,9 +204,10 @@ class _Renderer:
             return _UNKNOWN
         if schema is False:
             return _NEVER
-        if not isinstance(schema, Mapping) or any(key in schema for key in _REF_KEYS):
+        if not isinstance(schema, Mapping) or any(key in schema for key in _DYNAMIC_REF_KEYS):
             return _UNKNOWN
-        parts = [self._base(schema, depth)]
+        # Keywords beside a reference constrain the same value: the type is their intersection.
+        parts = [self._reference(schema["$ref"]) if "$ref" in schema else None, self._base(schema, depth)]
         if "anyOf" in schema and "oneOf" in schema:
             parts.append(None)  # Both together intersect two unions; not worth expressing.
         else:
@@ -177,7 +234,7 @@ class _Renderer:
             sub_map = sub if isinstance(sub, Mapping) else {}
             description = sub_map.get("description")
             optional = name not in required or (defaults_optional and "default" in sub_map)
-            type_text = self.render(sub, depth + 1).text
+            type_text = self._guarded(sub, depth + 1).text
             if optional and name in _OBJECT_PROTOTYPE_MEMBERS:
                 type_text = "unknown"
             members.append(
@@ -197,7 +254,8 @@ class _Renderer:
         closed = additional is False
         index_type: str | None = None
         if isinstance(additional, Mapping) and additional:
-            value = self.render(additional, depth + 1)
+            # Without members this becomes `Record<string, T>`, whose argument TypeScript resolves eagerly.
+            value = self._guarded(additional, depth + 1) if members else self.render(additional, depth + 1)
             if members:
                 # An index signature must admit every declared property type as well.
                 extra = [_Ts(member.type_text, _UNION) for member in members]
@@ -272,19 +330,22 @@ class _Renderer:
         elif items is None:
             element = _UNKNOWN
         else:
-            element = self.render(items, depth + 1)
+            element = self._guarded(items, depth + 1)
         return _Ts(f"{_wrap(element, _ATOM)}[]", _ATOM)
 
     def _object(self, schema: Mapping, depth: int) -> _Ts:
-        shape = self.object_shape(schema, depth)
+        return _Ts(self._object_text(self.object_shape(schema, depth)), _ATOM)
+
+    @staticmethod
+    def _object_text(shape: TsObject) -> str:
         if not shape.members:
             if shape.index_type is not None:
-                return _Ts(f"Record<string, {shape.index_type}>", _ATOM)
-            return _Ts("Record<string, never>" if shape.closed else "Record<string, unknown>", _ATOM)
+                return f"Record<string, {shape.index_type}>"
+            return "Record<string, never>" if shape.closed else "Record<string, unknown>"
         fields = [f"{m.key}{'?' if m.optional else ''}: {m.type_text};" for m in shape.members]
         if shape.index_type is not None:
             fields.append(f"[key: string]: {shape.index_type};")
-        return _Ts("{ " + " ".join(fields) + " }", _ATOM)
+        return "{ " + " ".join(fields) + " }"
 
 
 def _literal(value: object) -> _Ts | None:
@@ -354,35 +415,3 @@ def _intersection(parts: list[_Ts]) -> _Ts:
     if len(kept) == 1:
         return next(iter(kept.values()))
     return _Ts(" & ".join(_wrap(part, _INTERSECTION) for part in kept.values()), _INTERSECTION)
-
-
-def object_block(shape: TsObject, indent: str) -> str:
-    """A multi-line object type with a doc comment per described or defaulted member."""
-    inner = indent + "    "
-    lines = ["{"]
-    for member in shape.members:
-        doc = member_doc(member)
-        if doc:
-            lines.append(f"{inner}/** {doc_text(doc)} */")
-        lines.append(f"{inner}{member.key}{'?' if member.optional else ''}: {member.type_text};")
-    if shape.index_type is not None:
-        lines.append(f"{inner}[key: string]: {shape.index_type};")
-    lines.append(f"{indent}}}")
-    return "\n".join(lines)
-
-
-def member_doc(member: TsMember, max_chars: int = 400) -> str:
-    """One-line documentation of a member: its description and, when present, its default."""
-    text = one_line(member.description or "")
-    if len(text) > max_chars:
-        text = text[: max_chars - 1].rstrip() + "\u2026"
-    if member.has_default:
-        rendered = json.dumps(member.default, ensure_ascii=False, separators=(",", ":"), default=str)
-        if len(rendered) <= 200:
-            text = f"{text} Default: {rendered}." if text else f"Default: {rendered}."
-    return text
-
-
-def one_line(text: str) -> str:
-    """Collapse every run of whitespace (including Unicode line separators) to one space."""
-    return " ".join(text.split())

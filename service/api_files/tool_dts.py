@@ -6,11 +6,14 @@ from collections.abc import Mapping
 
 from service.api_files.schema_ts import (
     DEFAULT_TS_LIMITS,
+    TsNamespace,
+    TsType,
     doc_text,
     object_block,
     object_shape,
     property_key,
     schema_to_ts,
+    schema_type,
     ts_string,
 )
 from service.tools.discriminator import InvalidDiscriminatorError, OutputVariants, read_output_variants
@@ -49,7 +52,9 @@ def render_tool_declaration(
         lines.extend(doc)
         lines.append(f"declare function {callable_name}(input?: unknown): Promise<unknown>;")
         return "\n".join(lines) + "\n"
-    input_type, input_note = _input_type(input_schema)
+    # Named types of the schemas' local references: `<callable>.<Name>`, declared next to the function.
+    types = TsNamespace(callable_name)
+    input_type, input_note = _input_type(input_schema, types)
     if input_note:
         lines.append(input_note)
     optional = "?" if accepts_empty_object(input_schema) else ""
@@ -66,17 +71,18 @@ def render_tool_declaration(
         else:
             narrowed = _discriminated(callable_name, input_type, optional, output_schema, variants, doc)
             if narrowed is not None:
-                return "\n".join([*lines, *narrowed]) + "\n"
+                return "\n".join([*lines, *types.block(), *narrowed]) + "\n"
             lines.append(
                 f"// Per-{_comment(variants.input_property)} output declarations exceed "
                 f"{TOOL_OUTPUT_MAX_CHARS} characters; one declaration for every input is used instead."
             )
-    output_type = _umbrella_output(output_schema)
+    output_type = _umbrella_output(output_schema, types)
     if output_type is None:
         lines.append(
             f"// The output declaration exceeds {TOOL_OUTPUT_MAX_CHARS} characters; it stays `unknown`."
         )
         output_type = "unknown"
+    lines.extend(types.block())
     lines.extend(doc)
     lines.append(f"declare function {callable_name}(input{optional}: {input_type}): Promise<{output_type}>;")
     return "\n".join(lines) + "\n"
@@ -113,24 +119,38 @@ def accepts_empty_object(schema: object) -> bool:
     return True
 
 
-def _input_type(schema: dict | None) -> tuple[str, str | None]:
+def _input_type(schema: dict | None, types: TsNamespace) -> tuple[str, str | None]:
     if schema is None:
         return "Record<string, unknown>", None
-    shape = object_shape(schema, DEFAULT_TS_LIMITS)
-    text = object_block(shape, "") if shape is not None and shape.members else schema_to_ts(schema)
-    if len(text) > TOOL_INPUT_MAX_CHARS:
+    shape = object_shape(schema, DEFAULT_TS_LIMITS, namespace=types)
+    if shape is not None and shape.members:
+        rendered = TsType(object_block(shape, ""), shape.declarations)
+    else:
+        if shape is not None:
+            types.release(shape.declarations)
+        rendered = schema_type(schema, types)
+    if not _keep(rendered, types, TOOL_INPUT_MAX_CHARS):
         return (
             "unknown",
             f"// The input declaration exceeds {TOOL_INPUT_MAX_CHARS} characters; it stays `unknown`.",
         )
-    return text, None
+    return rendered.text, None
 
 
-def _umbrella_output(schema: dict | None) -> str | None:
+def _umbrella_output(schema: dict | None, types: TsNamespace) -> str | None:
     if schema is None:
         return "unknown"
-    text = schema_to_ts(schema)
-    return text if len(text) <= TOOL_OUTPUT_MAX_CHARS else None
+    rendered = schema_type(schema, types)
+    return rendered.text if _keep(rendered, types, TOOL_OUTPUT_MAX_CHARS) else None
+
+
+def _keep(rendered: TsType, types: TsNamespace, max_chars: int) -> bool:
+    """Declare a rendering's named types if it fits `max_chars` with them, else free their names."""
+    if len(rendered.text) + types.chars(rendered.declarations) > max_chars:
+        types.release(rendered.declarations)
+        return False
+    types.add(rendered.declarations)
+    return True
 
 
 def _discriminated(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import BaseModel, Field
+
 from service.api_files import ApiFileTable, McpServerDecl, McpToolDecl, ToolDecl
 from service.api_files.tool_dts import TOOL_OUTPUT_MAX_CHARS, render_tool_declaration
 from service.tools.discriminator import DISCRIMINATOR_KEY
@@ -45,6 +47,39 @@ def deep_object(levels: int) -> dict:
         node = {"type": OBJ, "properties": {"n": node}}
     return node
 
+
+class Address(BaseModel):
+    """A postal address."""
+
+    street: str
+    city: str = Field(description="City */ name")
+
+
+class Tree(BaseModel):
+    value: int
+    children: list[Tree] = []
+
+
+class Order(BaseModel):
+    ship_to: Address = Field(description="Where it goes")
+    bill_to: Address | None = None
+    lines: list[dict[str, Address]]
+    tree: Tree
+
+
+ODD_DEF_NAMES = ["my-def", "1abc", "a b/c~d", "", "Record", "caf\u00e9", "string", "delete", "My_def", "odd_defs"]
+
+
+def _pointer(name: str) -> str:
+    return "#/$defs/" + name.replace("~", "~0").replace("/", "~1").replace(" ", "%20")
+
+
+ODD_DEFS = {
+    "type": OBJ,
+    "properties": {f"p{n}": {"$ref": _pointer(name)} for n, name in enumerate(ODD_DEF_NAMES)},
+    "required": ["p0", "p1"],
+    "$defs": {name: closed({"n": {"const": n}}) for n, name in enumerate(ODD_DEF_NAMES)},
+}
 
 ACTIONS_64 = [f"action{n}" for n in range(64)]
 _DEEP = deep_object(80)
@@ -398,6 +433,33 @@ CORPUS: list[tuple[str, str, dict | None, dict | None]] = [
             "$defs": {"a": closed({"a": {"type": "string"}})},
         },
     ),
+    ("order_tree", "Nested and recursive pydantic models.", Order.model_json_schema(), Tree.model_json_schema()),
+    ("odd_defs", "Definition names that are not identifiers.", ODD_DEFS, {"$ref": "#/definitions/x y"}),
+    (
+        "missing_refs",
+        "References that cannot be resolved.",
+        {
+            "type": OBJ,
+            "properties": {
+                "gone": {"$ref": "#/$defs/Gone"},
+                "remote": {"$ref": "https://example.com/schema.json#/$defs/A"},
+                "anchor": {"$ref": "#node"},
+                "dynamic": {"$dynamicRef": "#meta"},
+            },
+            "required": ["gone"],
+        },
+        {
+            "$defs": {
+                "A": {"anyOf": [{"$ref": "#/$defs/B"}, {"type": "null"}]},
+                "B": {"$ref": "#/$defs/A"},
+                "Map": {"type": OBJ, "additionalProperties": {"$ref": "#/$defs/Map"}},
+                "Json": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"$ref": "#/$defs/Json"}}]},
+            },
+            "type": OBJ,
+            "properties": {"a": {"$ref": "#/$defs/A"}, "m": {"$ref": "#/$defs/Map"}, "j": {"$ref": "#/$defs/Json"}},
+            "required": ["a", "m", "j"],
+        },
+    ),
     (
         "bad_annotation",
         "Malformed annotation.",
@@ -467,6 +529,8 @@ MCP_SERVERS = [
                 },
             ),
             McpToolDecl("enum2", "enum", "Enum tool.", {"anyOf": [{"type": OBJ}, {"type": "string"}]}),
+            McpToolDecl("order", "order", "Pydantic input.", Order.model_json_schema()),
+            McpToolDecl("tree", "tree", "Recursive root.", Tree.model_json_schema()),
         ),
         has_resources=True,
         has_prompts=True,
@@ -558,7 +622,26 @@ async function main(): Promise<void> {
     // @ts-expect-error MCP tools take one object argument with the required fields
     await MCP.github.delete2();
 
+    const address: order_tree.Address = { street: "Main St 1", city: "Berlin" };
+    const grown = await order_tree({ ship_to: address, lines: [{ home: address }], tree: { value: 1, children: [] } });
+    const grandchild: number = grown.children![0].children![0].value;
+    // @ts-expect-error a nested model keeps its field types
+    await order_tree({ ship_to: { street: 1, city: "x" }, lines: [], tree: { value: 1 } });
+    // @ts-expect-error a recursive model keeps its field types at every level
+    await order_tree({ ship_to: address, lines: [], tree: { value: 1, children: [{ value: "deep" }] } });
+    const odd = await odd_defs({ p0: { n: 0 }, p1: { n: 1 } });
+    const oddRecord: odd_defs.Record_ = { n: 4 };
+    // @ts-expect-error each odd definition keeps its own constant
+    await odd_defs({ p0: { n: 1 }, p1: { n: 1 } });
+    const missing = await missing_refs({ gone: { anything: true } });
+    const json: string | unknown[] = missing.j;
+    await MCP.constructor2.order({ ship_to: address, lines: [], tree: { value: 1 } });
+    await MCP.constructor2.tree({ value: 2, children: [{ value: 3 }] });
+    // @ts-expect-error MCP input types follow references too
+    await MCP.constructor2.tree({ value: 2, children: [{ value: "3" }] });
+
     void [ids, ready, cleanup, log, dash, oneValue, result63, huge, text, cell, envValues, proto, dashKey, x];
+    void [grandchild, odd, oddRecord, json];
     void [refBytes, loaded, deleted, stored, toolCount, isError, headerText];
 }
 void main;

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from service.api_files.schema_ts import TsLimits, object_shape, property_key, schema_to_ts
+from service.api_files.schema_ts import (
+    DEFAULT_TS_LIMITS,
+    TsLimits,
+    TsNamespace,
+    object_shape,
+    property_key,
+    schema_to_ts,
+    schema_type,
+)
 
 CASES = [
     ({"type": "string"}, "string"),
@@ -67,10 +81,166 @@ def test_schema_to_ts_table(schema, expected):
     assert schema_to_ts(schema) == expected
 
 
-def test_rendering_is_deterministic():
-    """Rendering the same schema twice gives identical text."""
-    schema = {"type": "object", "properties": {f"k{n}": {"enum": [n, str(n)]} for n in range(50)}}
-    assert schema_to_ts(schema) == schema_to_ts(schema)
+def test_rendering_does_not_depend_on_the_hash_seed():
+    """Two processes with different hash seeds render the same text as this one (sets never leak order)."""
+    script = (
+        "import json, sys\n"
+        "from service.api_files.schema_ts import TsNamespace, schema_type\n"
+        "schema = json.loads(sys.argv[1])\n"
+        "rendered = schema_type(schema, TsNamespace('t'))\n"
+        "print(json.dumps([rendered.text, [d.lines('') for d in rendered.declarations]]))\n"
+    )
+    rendered = schema_type(SEED_SCHEMA, TsNamespace("t"))
+    here = [rendered.text, [d.lines("") for d in rendered.declarations]]
+    assert here[0].startswith("{ a: t.Node; b: string; c: number; d: boolean;")
+    for seed in ("1", "2"):
+        completed = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(SEED_SCHEMA)],
+            capture_output=True, text=True, timeout=60, check=True, cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)},
+        )
+        assert json.loads(completed.stdout) == here, seed
+
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED_SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"$ref": "#/$defs/Node"}},
+    "required": ["e", "d", "c", "b", "a", "f", "g"],
+    "$defs": {
+        "Node": {
+            "type": "object",
+            "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}, "z": {"$ref": "#/$defs/Leaf"}},
+            "required": ["z", "kids"],
+        },
+        "Leaf": {"enum": ["x", "y", 3]},
+    },
+}
+SEED_SCHEMA["properties"].update({k: {"type": t} for k, t in zip("bcdefg", ["string", "number", "boolean"] * 2)})
+
+
+def _declared(schema: object, name: str = "t") -> tuple[str, dict[str, str]]:
+    rendered = schema_type(schema, TsNamespace(name))
+    return rendered.text, {d.name: "\n".join(d.lines("")) for d in rendered.declarations}
+
+
+def test_local_reference_renders_as_a_named_type():
+    """`#/$defs/X` and `#/definitions/X` become `<namespace>.X`, each declared once."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"$ref": "#/$defs/Address"},
+            "b": {"anyOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}]},
+            "c": {"$ref": "#/definitions/Code"},
+        },
+        "required": ["a"],
+        "$defs": {"Address": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+        "definitions": {"Code": {"type": "string", "description": "A code."}},
+    }
+    text, declared = _declared(schema, "ship")
+    assert text == "{ a: ship.Address; b?: ship.Address | null; c?: ship.Code; }"
+    assert declared == {
+        "Address": "type Address = {\n    city: string;\n};",
+        "Code": "/** A code. */\ntype Code = string;",
+    }
+
+
+def test_recursive_reference_is_a_named_recursive_type():
+    """A tree refers to itself through its children: one recursive declaration, the root names it."""
+    tree = {
+        "$defs": {
+            "Tree": {
+                "type": "object",
+                "properties": {"value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/Tree"}}},
+                "required": ["value"],
+            }
+        },
+        "$ref": "#/$defs/Tree",
+    }
+    text, declared = _declared(tree)
+    assert text == "t.Tree"
+    assert declared == {"Tree": "type Tree = {\n    value: number;\n    children?: t.Tree[];\n};"}
+    assert _declared({"type": "object", "properties": {"up": {"$ref": "#"}}}) == (
+        "{ up?: t.Type; }", {"Type": "type Type = {\n    up?: t.Type;\n};"}
+    )
+
+
+def test_keywords_beside_a_reference_intersect_with_it():
+    """`$ref` with sibling keywords is the intersection; a description alone adds nothing."""
+    schema = {"$defs": {"A": {"type": "object", "properties": {"x": {"type": "string"}}}}}
+    assert _declared({**schema, "$ref": "#/$defs/A", "description": "d"})[0] == "t.A"
+    assert _declared({**schema, "$ref": "#/$defs/A", "nullable": True})[0] == "t.A | null"
+    assert _declared({**schema, "$ref": "#/$defs/A", "required": ["y"]})[0] == "t.A & { y: unknown; }"
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "#/$defs/Missing",
+        "https://example.com/schema.json",
+        "other.json#/$defs/A",
+        "#anchor",
+        "#/$defs/A/properties/nope",
+        "#/items/5",
+        "#/items/99999999999999999999",
+        "#/items/\u00b2",
+        7,
+        None,
+    ],
+)
+def test_reference_it_cannot_resolve_is_unknown(ref):
+    """Remote, missing, anchor and malformed references render as `unknown` and declare nothing."""
+    schema = {"type": "object", "properties": {"r": {"$ref": ref}}, "items": [{}], "$defs": {"A": {"type": "object"}}}
+    assert _declared(schema) == ("{ r?: unknown; }", {})
+
+
+def test_references_render_unknown_without_a_namespace():
+    """`schema_to_ts` has nowhere to declare named types, so every reference stays `unknown`."""
+    assert schema_to_ts({"$ref": "#/$defs/A", "$defs": {"A": {"type": "string"}}}) == "unknown"
+
+
+def test_definition_names_become_valid_distinct_identifiers():
+    """Names that are not identifiers, keywords, or the global types the text uses are made safe."""
+    names = ["my-def", "1abc", "a b/c~d", "", "Record", "caf\u00e9", "string", "delete", "My_def", "t"]
+    defs = {name: {"type": "object", "properties": {"n": {"const": index}}} for index, name in enumerate(names)}
+    escaped = [name.replace("~", "~0").replace("/", "~1").replace(" ", "%20") for name in names]
+    schema = {"type": "object", "properties": {f"p{i}": {"$ref": f"#/$defs/{e}"} for i, e in enumerate(escaped)}}
+    text, declared = _declared({**schema, "$defs": defs})
+    assert list(declared) == [
+        "My_def", "T1abc", "A_b_c_d", "Type", "Record_", "Caf", "String", "Delete", "My_def2", "T",
+    ]
+    assert text.startswith("{ p0?: t.My_def; p1?: t.T1abc; p2?: t.A_b_c_d;")
+
+
+def test_eager_reference_cycles_declare_unknown():
+    """Aliases that refer to each other outside members and elements (which tsc rejects) become `unknown`."""
+    schema = {
+        "type": "object",
+        "properties": {name: {"$ref": f"#/$defs/{name}"} for name in ("A", "M", "S", "Ok", "Via")},
+        "$defs": {
+            "A": {"anyOf": [{"$ref": "#/$defs/B"}, {"type": "null"}]},
+            "B": {"allOf": [{"$ref": "#/$defs/A"}]},
+            "M": {"type": "object", "additionalProperties": {"$ref": "#/$defs/M"}},
+            "S": {"$ref": "#/$defs/S"},
+            "Ok": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"$ref": "#/$defs/Ok"}}]},
+            "Via": {"anyOf": [{"$ref": "#/$defs/S"}, {"type": "number"}]},
+        },
+    }
+    _, declared = _declared(schema)
+    assert {name: text.split(" = ", 1)[1] for name, text in declared.items()} == {
+        "A": "unknown;", "B": "unknown;", "M": "unknown;", "S": "unknown;", "Via": "unknown;",
+        "Ok": "string | t.Ok[];",
+    }
+
+
+def test_long_reference_chains_render_without_recursion():
+    """5,000 definitions each naming the next: no recursion, the node budget ends the chain in `unknown`."""
+    defs = {f"D{n}": {"type": "array", "items": {"$ref": f"#/$defs/D{n + 1}"}} for n in range(5000)}
+    text, declared = _declared({"$ref": "#/$defs/D0", "$defs": defs}, "t")
+    assert text == "t.D0"
+    assert len(declared) <= DEFAULT_TS_LIMITS.max_nodes
+    assert declared["D1"] == "type D1 = t.D2[];"
+    assert list(declared.values())[-1].endswith("= unknown;") or list(declared.values())[-1].endswith("unknown[];")
 
 
 def test_depth_limit_turns_deep_shapes_unknown():

@@ -89,7 +89,38 @@ def test_malformed_discriminator_keeps_umbrella_with_comment():
     assert "Promise<string>;" in text
 
 
-def test_rendering_is_deterministic():
-    """The same inputs always render the same text."""
-    args = ("t", "d", {"type": "object", "properties": {"a": {"enum": ["x", "y"]}}}, {"type": "number"}, True)
-    assert render_tool_declaration(*args) == render_tool_declaration(*args)
+def test_declaration_text_is_exactly_as_documented():
+    """A tool with a nested definition renders to this exact text: namespace, doc, one declaration."""
+    point = {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"enum": ["x", "y"]}, "at": {"$ref": "#/$defs/Point", "description": "Where."}},
+        "required": ["at"],
+        "$defs": {"Point": point},
+    }
+    text = render_tool_declaration("t", "d", schema, {"type": "array", "items": {"type": "number"}}, True)
+    assert text.split("\n")[4:] == [
+        "declare namespace t {",
+        "    type Point = {",
+        "        x: number;",
+        "    };",
+        "}",
+        "/**",
+        " * d",
+        " */",
+        "declare function t(input: {",
+        '    a?: "x" | "y";',
+        "    /** Where. */",
+        "    at: t.Point;",
+        "}): Promise<number[]>;",
+        "",
+    ]
+
+
+def test_definitions_past_the_size_limit_are_not_declared():
+    """An input whose named types overflow the input allowance stays `unknown` and declares none of them."""
+    wide = {"type": "object", "properties": {f"field_{n:04d}": {"type": "string"} for n in range(2000)}}
+    schema = {"type": "object", "properties": {"w": {"$ref": "#/$defs/Wide"}}, "$defs": {"Wide": wide}}
+    text = render_tool_declaration("t", "", schema, {"$ref": "#/$defs/P", "$defs": {"P": {"type": "string"}}}, True)
+    assert "declare function t(input?: unknown): Promise<t.P>;" in text
+    assert "Wide" not in text and "type P = string;" in text

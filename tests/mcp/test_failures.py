@@ -15,6 +15,7 @@ from service.mcp.config import McpServerConfig
 from service.mcp.errors import McpError
 from service.mcp.hub import McpHub
 from tests.mcp.conftest import HttpServer, free_port, http_config, stdio_children, stdio_config
+from tests.support.polling import apoll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +39,8 @@ async def test_crash_fails_in_flight_calls_and_next_call_restarts() -> None:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(expect_failure, "sleep_echo", {"seconds": 5})
-            await anyio.sleep(0.1)
+            # Every other task blocked: the sleep_echo request is written and awaiting its answer.
+            await anyio.wait_all_tasks_blocked()
             tg.start_soon(expect_failure, "crash", {})
         assert [e.code for e in errors] == ["mcp_unavailable", "mcp_unavailable"]
         assert all("'crashy'" in e.message for e in errors)
@@ -57,7 +59,7 @@ async def test_server_that_died_idle_is_restarted_on_next_use() -> None:
         await hub.call_tool("tests", "add", {"a": 1, "b": 1}, deadline_s=D)
         (pid,) = set(stdio_children()) - before
         os.kill(pid, signal.SIGKILL)
-        await anyio.sleep(0.3)
+        await apoll_until(lambda: hub.unavailable(), "the hub notices the server died")
         result = await hub.call_tool("tests", "add", {"a": 1, "b": 2}, deadline_s=D)
         assert result["structuredContent"] == {"sum": 3}
         assert pid not in stdio_children()

@@ -10,18 +10,11 @@ import pytest
 from service.mcp.errors import McpError, McpUnavailable
 from service.mcp.hub import McpHub
 from tests.mcp.conftest import stdio_children, stdio_config
+from tests.support.polling import apoll_until
 
 pytestmark = pytest.mark.anyio
 
 D = 10.0
-
-
-async def poll(predicate, timeout_s: float = 10.0) -> None:
-    """Wait until ``predicate()`` holds (polling, with a deadline)."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        await anyio.sleep(0.02)
 
 
 async def echo(hub: McpHub, tenant: str, text: str = "hi") -> str:
@@ -81,7 +74,7 @@ async def test_each_tenant_gets_its_own_process_up_to_the_cap() -> None:
         assert len(first_two) == 2
         await echo(hub, "c")
         assert hub.tenant_connections("lab") == ["a", "c"]
-        await poll(lambda: len(set(stdio_children()) - before) == 2)  # b's process was stopped
+        await apoll_until(lambda: len(set(stdio_children()) - before) == 2, "b's process was stopped")
         assert await echo(hub, "b") == "hi"  # b comes back by replacing a
         assert hub.tenant_connections("lab") == ["c", "b"]
     finally:
@@ -128,9 +121,9 @@ async def test_idle_tenant_connections_are_closed() -> None:
         (pid,) = set(stdio_children()) - before
         assert hub.close_idle() == 0  # just used
         closed: list[int] = []
-        await poll(lambda: closed.append(hub.close_idle()) or sum(closed) == 1)
+        await apoll_until(lambda: closed.append(hub.close_idle()) or sum(closed) == 1, "one idle connection closes")
         assert hub.tenant_connections("lab") == []
-        await poll(lambda: pid not in stdio_children())
+        await apoll_until(lambda: pid not in stdio_children(), "the idle server's process ends")
         assert await echo(hub, "a", "again") == "again"
     finally:
         await hub.close()

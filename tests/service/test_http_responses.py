@@ -75,7 +75,10 @@ def test_loop_lag_histogram_records_a_held_loop():
     async def scenario() -> None:
         monitor = LoopLagMonitor(metrics, interval=0.01)
         monitor.start()
-        await asyncio.sleep(0.05)
+        # Hold the loop only once the monitor is between observations, so the hold falls inside one.
+        deadline = time.monotonic() + 5
+        while _observations(metrics) == 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
         time.sleep(0.3)  # the thing being measured: a handler that holds the loop
         deadline = time.monotonic() + 5
         while _bucket(metrics, "+Inf") == _bucket(metrics, "0.25") and time.monotonic() < deadline:
@@ -85,6 +88,10 @@ def test_loop_lag_histogram_records_a_held_loop():
 
     asyncio.run(scenario())
     assert _bucket(metrics, "+Inf") - _bucket(metrics, "0.25") >= 1
+
+
+def _observations(metrics: Metrics) -> float:
+    return metrics.registry.get_sample_value("codemode_event_loop_lag_seconds_count") or 0.0
 
 
 def _bucket(metrics: Metrics, le: str) -> float:

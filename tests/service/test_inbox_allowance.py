@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import replace
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +14,8 @@ from service.app import create_app
 from service.host import build_services
 from service.settings import Settings
 from service.tools import ToolSpec
-from tests.conftest import make_client, run
+from tests.conftest import make_client, parked_calls_settled, run
+from tests.support.polling import poll_until
 from tests.support.tools import TEST_TOOLS
 
 MiB = 1024 * 1024
@@ -81,7 +81,7 @@ def test_two_concurrent_6mib_replies_under_10mib_inbox(inbox_client):
     # The exec leg ends before the tools finish, so both replies settle while the cell is parked.
     env = run(inbox_client, code, timeout_ms=150)
     assert env["status"] == "waiting", env
-    time.sleep(0.8)
+    poll_until(lambda: parked_calls_settled(inbox_client, env["cell_id"]), "both replies settle while parked")
     env = _wait(inbox_client, env["cell_id"])
     assert env["status"] == "completed", env.get("error", env)
     delivered = [r for r in env["value"] if r["ok"]]
@@ -113,7 +113,7 @@ def test_parked_cell_receives_big_reply_on_wait(inbox_client):
     code = "const r = await blob({size: 4 * 1048576, delay: 0.4}); return r.data.length;"
     env = run(inbox_client, code, timeout_ms=150)
     assert env["status"] == "waiting" and env["reason"] == "pending_tools", env
-    time.sleep(0.6)
+    poll_until(lambda: parked_calls_settled(inbox_client, env["cell_id"]), "the big reply settles while parked")
     env = _wait(inbox_client, env["cell_id"])
     assert env["status"] == "completed", env.get("error", env)
     assert env["value"] == 4 * MiB

@@ -6,13 +6,19 @@ import threading
 import time
 from typing import Any
 
-from tests.conftest import run
+from tests.conftest import parked_calls_settled, run
+from tests.support.polling import poll_until
 
 PENDING = "pending without host work"
 
 
 def _wait(client, cell_id: str, **body: Any):
     return client.post(f"/v1/cells/{cell_id}/wait", json=body)
+
+
+def _status_is(client, cell_id: str, status: str) -> dict[str, Any] | None:
+    snapshot = client.get(f"/v1/cells/{cell_id}").json()
+    return snapshot if snapshot["status"] == status else None
 
 
 def _in_thread(fn) -> tuple[threading.Thread, dict[str, Any]]:
@@ -136,9 +142,8 @@ def test_status_of_parked_running_and_finished_cell(client):
     parked = client.get(f"/v1/cells/{cid}").json()
     assert parked["status"] == "waiting" and parked["pending_tool_calls"], parked
     thread, box = _in_thread(lambda: _wait(client, cid, timeout_ms=5000))
-    time.sleep(0.35)
-    running = client.get(f"/v1/cells/{cid}").json()
-    assert running["status"] == "running", running
+    # The wait leg delivers the first reply and then awaits the second tool (0.8 s): running throughout.
+    poll_until(lambda: _status_is(client, cid, "running"), "the wait leg reports running")
     thread.join(10)
     assert box["r"].json()["status"] == "completed"
     finished = client.get(f"/v1/cells/{cid}")
@@ -167,8 +172,10 @@ def test_cancel_of_a_running_leg_aborts_it_promptly(client):
     """Cancelling a cell whose wait leg spins in a loop ends both calls with aborted."""
     env = run(client, "await echo({x: 1, delay: 0.2}); while (true) {}", timeout_ms=100)
     assert env["status"] == "waiting", env
+    # Once the reply is queued, the wait leg hands it over at once and the guest spins.
+    poll_until(lambda: parked_calls_settled(client, env["cell_id"]), "the parked cell's tool call settles")
     thread, box = _in_thread(lambda: _wait(client, env["cell_id"], timeout_ms=20000))
-    time.sleep(0.4)
+    poll_until(lambda: _status_is(client, env["cell_id"], "running"), "the wait leg reports running")
     started = time.monotonic()
     cancelled = client.post(f"/v1/cells/{env['cell_id']}/cancel").json()
     thread.join(10)
@@ -183,7 +190,7 @@ def test_second_concurrent_wait_gets_409_and_first_completes(client):
     env = run(client, "await echo({x: 1, delay: 1.0}); return 7", timeout_ms=100)
     assert env["status"] == "waiting", env
     thread, box = _in_thread(lambda: _wait(client, env["cell_id"], timeout_ms=5000))
-    time.sleep(0.2)
+    poll_until(lambda: _status_is(client, env["cell_id"], "running"), "the first wait reports running")
     second = _wait(client, env["cell_id"], timeout_ms=5000)
     assert second.status_code == 409, second.text
     err = second.json()["error"]

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from service.settings import ApiKey
 from tests.conftest import make_client, run
+from tests.support.polling import poll_until
 
 K1 = {"Authorization": "Bearer k1"}
 K2 = {"Authorization": "Bearer k2"}
@@ -101,7 +102,8 @@ def test_no_free_worker_answers_503_with_retry_after(tmp_path):
         busy = threading.Thread(target=lambda: first.update(run(c, "await echo({delay: 1.5}); return 1",
                                                                timeout_ms=5000)))
         busy.start()
-        time.sleep(0.3)  # the only worker is now running the first cell
+        poll_until(lambda: 'codemode_workers{state="busy"} 1.0' in c.get("/metrics").text,
+                   "the only worker runs the first cell")
         started = time.monotonic()
         r = c.post("/v1/exec", json={"code": "return 2"})
         waited = time.monotonic() - started

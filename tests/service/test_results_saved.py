@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from typing import Any
 
@@ -260,13 +259,15 @@ def test_results_save_refused_in_restart_safe_cells(client):
 
 
 def test_references_expire_after_results_ttl(tmp_path):
-    """A saved result is unavailable once results_ttl_seconds have passed."""
-    with make_client(tmp_path, results_ttl_seconds=1, workers=1) as client:
+    """A saved result loads until results_ttl_seconds have passed on the results clock, not after."""
+    now = [1000.0]
+    with make_client(tmp_path, results_ttl_seconds=60, workers=1, results_clock=lambda: now[0]) as client:
         ids = scope()
         ref = ok(run(client, "return await results.save({n: 1});", **ids))
         load = try_load(ref["id"])
+        now[0] += 59.9
         assert ok(run(client, load, **ids)) == {"n": 1}
-        time.sleep(1.3)
+        now[0] += 0.2
         answer = ok(run(client, load, **ids))
     assert isinstance(answer, str) and UNAVAILABLE in answer, answer
 

@@ -101,10 +101,12 @@ def test_event_loop_keeps_running_while_a_long_source_is_checked():
     async def scenario() -> tuple[float, str | None]:
         longest = 0.0
         done = asyncio.Event()
+        ticking = asyncio.Event()
 
         async def ticker() -> None:
             nonlocal longest
             last = time.perf_counter()
+            ticking.set()
             while not done.is_set():
                 await asyncio.sleep(0.001)
                 now = time.perf_counter()
@@ -112,7 +114,7 @@ def test_event_loop_keeps_running_while_a_long_source_is_checked():
                 last = now
 
         tick = asyncio.create_task(ticker())
-        await asyncio.sleep(0.01)
+        await ticking.wait()
         problem = await source_problem(code)
         done.set()
         await tick

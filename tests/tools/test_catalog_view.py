@@ -109,9 +109,12 @@ def test_search_no_match_is_empty(search_view) -> None:
     assert search_view.search("") == []
 
 
-def test_search_is_deterministic(search_view) -> None:
-    """The same query gives the same order every time."""
-    assert search_view.search("parcel") == search_view.search("parcel")
+def test_search_ties_are_ordered_by_name_not_registration(make_tool) -> None:
+    """Tools that score alike come back in callable-name order, whatever order they were registered in."""
+    names = ["zeta", "alpha", "mid", "beta"]
+    for order in (names, names[::-1]):
+        view = ToolCatalog.build([make_tool(name, description="Common word.") for name in order]).view()
+        assert [h["callableName"] for h in view.search("common")] == ["alpha", "beta", "mid", "zeta"]
 
 
 def test_search_limit_clamped(make_tool) -> None:
