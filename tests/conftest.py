@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ def anyio_backend() -> str:
 
 def make_client(tmp: Path, **overrides: Any) -> TestClient:
     """A TestClient over a fully wired app; use it as a context manager (runs the lifespan)."""
-    settings = replace(Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500), **overrides).check()
+    settings = Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500).replace(**overrides).check()
     services = build_services(settings, extra_tools=TEST_TOOLS)
     return TestClient(create_app(settings, services))
 
