@@ -11,7 +11,6 @@ import asyncio
 import statistics
 import tempfile
 import time
-from dataclasses import replace
 from typing import Any
 
 from service.auth import LOCAL_TENANT
@@ -99,8 +98,8 @@ return {{ms: Date.now() - t, total}};
 
 async def _figures(tmp: str, *, n_round_trips: int, repeats: int, pages: int) -> dict[str, Any]:
     tools = BenchTools()
-    settings = replace(
-        Settings(), data_dir=tmp, workers=2, log_level="warning", max_snapshot_bytes=INBOX_BYTES,
+    settings = Settings().replace(
+        data_dir=tmp, workers=2, log_level="warning", max_snapshot_bytes=INBOX_BYTES,
         # Room for N calls in flight at once and 2N calls per cell; the defaults are 128 and 200.
         max_pending_requests=max(128, n_round_trips), max_calls_per_cell=max(200, 2 * n_round_trips + 10),
     ).check()

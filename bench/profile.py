@@ -17,7 +17,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
 
 import httpx
 
@@ -61,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="codemode-bench-profile-") as tmp:
-        settings = replace(Settings(), data_dir=tmp, workers=args.workers, port=port, log_level="warning").check()
+        settings = Settings().replace(data_dir=tmp, workers=args.workers, port=port, log_level="warning").check()
         server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
                                               log_level="warning"))
         profiler = cProfile.Profile() if args.wall else cProfile.Profile(time.thread_time)

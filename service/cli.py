@@ -72,15 +72,13 @@ def _serve(settings: Any) -> int:
 
 
 async def _exec(settings: Any, args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from .auth import LOCAL_TENANT
     from .cells import CellSpec
     from .host import build_services
 
     code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
     # One cell needs one warm worker, not a pool.
-    svc = build_services(replace(settings, workers=1))
+    svc = build_services(settings.replace(workers=1))
     try:
         await svc.start()
     except ServiceError as exc:

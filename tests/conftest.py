@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ def make_client(tmp: Path, *, results_clock: Callable[[], float] = time.monotoni
 
     ``results_clock`` dates saved results, so retention tests move time instead of waiting it out.
     """
-    settings = replace(Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500), **overrides).check()
+    settings = Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500).replace(**overrides).check()
     services = build_services(settings, extra_tools=TEST_TOOLS, results_clock=results_clock)
     return TestClient(create_app(settings, services))
 

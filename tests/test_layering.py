@@ -29,6 +29,7 @@ SOLE_IMPORTER = {
     "mcp": "service/mcp/client.py",
     "prometheus_client": "service/metrics.py",
     "orjson": "bridge/jsoncodec.py",
+    "pydantic_settings": "service/settings.py",
 }
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,7 +48,7 @@ WIDE = ToolSpec(name="wide_text", description="Returns chars characters of two-b
 
 
 def _client(tmp: Any, **overrides: Any) -> TestClient:
-    settings = replace(Settings(workers=1, data_dir=str(tmp), kill_grace_ms=500), **overrides).check()
+    settings = Settings(workers=1, data_dir=str(tmp), kill_grace_ms=500).replace(**overrides).check()
     return TestClient(create_app(settings, build_services(settings, extra_tools=[*TEST_TOOLS, COUNTED, WIDE])))
 
 

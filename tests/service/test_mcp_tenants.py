@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -235,9 +234,9 @@ def test_mcp_entry_naming_no_configured_server_is_a_config_error(tmp_path, where
     """A typo in an `mcp:` entry stops the service at start, naming the entry and the configured servers."""
     settings = Settings(workers=1, data_dir=str(tmp_path), mcp_servers=SERVERS)
     if where == "tools":
-        settings = replace(settings, tools=ToolSettings(deny=("mcp:dcos",)))
+        settings = settings.replace(tools=ToolSettings(deny=("mcp:dcos",)))
     else:
-        settings = replace(settings, api_keys=(ApiKey("k", "t", {"allow": ["mcp:dcos/echo"]}),))
+        settings = settings.replace(api_keys=(ApiKey("k", "t", {"allow": ["mcp:dcos/echo"]}),))
     with pytest.raises(ConfigError, match=r"'mcp:dcos.*' names no configured MCP server; configured: docs, lab"):
         build_services(settings, store=False)
 

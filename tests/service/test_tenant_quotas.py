@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -170,7 +169,7 @@ def test_saved_result_bytes_are_bounded_per_tenant_and_globally(tmp_path):
 
 def test_saved_results_expire_on_the_injected_clock(tmp_path):
     """Saved results leave the tenant's quota when their TTL passes (ResultsStore clock, no sleeping)."""
-    settings = replace(Settings(workers=1, data_dir=str(tmp_path)), api_keys=KEYS,
+    settings = Settings(workers=1, data_dir=str(tmp_path)).replace(api_keys=KEYS,
                        tenant_results_bytes=int(1.5 * MiB), results_ttl_seconds=60).check()
     now = [1000.0]
     services = build_services(settings, extra_tools=TEST_TOOLS, results_clock=lambda: now[0])
@@ -211,7 +210,7 @@ def test_session_store_bytes_and_sessions_are_bounded_per_tenant(tmp_path):
 
 def test_expired_sessions_are_empty_and_their_data_removed(tmp_path):
     """session_ttl_seconds after its last write a session reads as empty and the sweep deletes its rows."""
-    settings = replace(Settings(workers=2, data_dir=str(tmp_path), kill_grace_ms=500), api_keys=KEYS,
+    settings = Settings(workers=2, data_dir=str(tmp_path), kill_grace_ms=500).replace(api_keys=KEYS,
                        session_ttl_seconds=3600).check()
     now = [1_700_000_000.0]
     path = tmp_path / "clocked.sqlite3"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -71,8 +70,8 @@ CONTRACT_TOOLS = [
 def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """Shipping plugin + test tools + the contract tools above."""
     data_dir = str(tmp_path_factory.mktemp("contracts"))
-    settings = replace(Settings(workers=2, data_dir=data_dir, kill_grace_ms=500),
-                       tools=ToolSettings(plugins=(SHIPPING,))).check()
+    settings = Settings(workers=2, data_dir=data_dir, kill_grace_ms=500).replace(
+        tools=ToolSettings(plugins=(SHIPPING,))).check()
     services = build_services(settings, extra_tools=[*TEST_TOOLS, *CONTRACT_TOOLS])
     with TestClient(create_app(settings, services)) as c:
         yield c
