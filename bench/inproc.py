@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from service.auth import LOCAL_TENANT
-from service.cells import CellSpec
+from service.cell_spec import CellSpec
 from service.host import Services, build_services
 from service.settings import Settings
 

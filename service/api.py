@@ -9,7 +9,7 @@ from fastapi.responses import PlainTextResponse
 
 from .responses import JSONBytes as ORJSONResponse
 
-from .cells import CellSpec
+from .cell_spec import CellSpec
 from .api_files.errors import ApiFileError
 from .errors import InvalidRequest, NotFound, ServiceError, StoreUnavailable
 from .guest_services import NETWORK_MARK_KEY
@@ -281,7 +281,7 @@ async def readyz(svc: ServicesDep) -> ORJSONResponse:
             responses={401: ERROR_RESPONSES[401]})
 async def metrics(svc: ServicesDep) -> PlainTextResponse:
     """Prometheus text exposition (with ``metrics_require_key``, only for a valid API key)."""
-    body, content_type = svc.metrics.render(svc)
+    body, content_type = svc.metrics.render(svc.cells, svc.pool)
     return PlainTextResponse(body, media_type=content_type)
 
 

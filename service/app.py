@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from . import __version__
 from .api import router
 from .body_limits import BodyCaps
-from .errors import install_error_handlers
+from .error_responses import install_error_handlers
 from .host import Services, build_services
 from .metrics import LoopLagMonitor
 from .request_gate import RequestGate

@@ -21,7 +21,8 @@ from typing import Any
 
 from bridge.output import RetainResult
 
-from .cells import ABORT_MESSAGE, Cell, CellLimits, CellSpec, CellStatus, Telemetry
+from .cell_spec import CellLimits, CellSpec, CellStatus, Telemetry
+from .cells import ABORT_MESSAGE, Cell
 from .dispatch import Dispatcher
 from .envelopes import finished_summary
 from .errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress

@@ -75,7 +75,7 @@ async def _exec(settings: Any, args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from .auth import LOCAL_TENANT
-    from .cells import CellSpec
+    from .cell_spec import CellSpec
     from .host import build_services
 
     code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()

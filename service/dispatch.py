@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .cells import Cell
+from .cell_spec import CellSpec, Telemetry
 
 
 class GuestError(Exception):
@@ -55,18 +54,28 @@ class NeedsCaller(Exception):
         self.reason = reason
 
 
+class HandlerCell(Protocol):
+    """What handlers see of the cell a request came from."""
+
+    id: str
+    spec: CellSpec
+    scope: dict[str, Any]  # per-cell state of handlers (tool session, store writes, ...)
+    network_content: bool
+    telemetry: Telemetry
+
+
 @dataclass
 class HostCall:
     """One guest request as a handler sees it."""
 
-    cell: Cell
+    cell: HandlerCell
     request_id: int
     method: str
     args: list[Any]
 
 
 Handler = Callable[[HostCall], Awaitable[Any]]
-Finalizer = Callable[["Cell", bool], Awaitable[list[str]]]
+Finalizer = Callable[[HandlerCell, bool], Awaitable[list[str]]]
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from .tools.errors import ClientToolCall, ToolCallError, ToolError
 from .tools.plugin import ToolContext
 from .tools.policy import McpVisibility, ToolPolicy
 from .tools.search import SearchQueryError
+from .tools.session import CallSession
 
 DEFAULT_RUN = "default"
 #: Host requests one synchronous burst of guest code may queue; more are refused in the guest.
@@ -49,7 +50,7 @@ class CellTools:
     """Per-cell state of the handlers (kept in ``cell.scope['guest']``)."""
 
     view: CatalogView
-    session: Any  # service.tools.session.CallSession
+    session: CallSession
     mcp_servers: list[Any]
     mcp: Any = None  # service.mcp.scope.McpScope: the tenant's connections under its tool policy
     api: ApiFileTable | None = None
@@ -119,8 +120,8 @@ class GuestServices:
         deadline_s = cell.spec.limits.timeout_ms / 1000
         servers = await mcp.servers(deadline_s=deadline_s) if mcp is not None else []
         down = mcp.unavailable() if mcp is not None else []
-        session = view.new_call_session(max_calls=self.settings.max_calls_per_cell,
-                                        max_searches=self.settings.max_searches_per_cell)
+        session = CallSession(view, max_calls=self.settings.max_calls_per_cell,
+                              max_searches=self.settings.max_searches_per_cell)
         state = CellTools(view=view, session=session, mcp_servers=servers, mcp=mcp)
         cell.scope["guest"] = state
         cell.scope["guest_config"] = {

@@ -16,7 +16,8 @@ from fastapi.routing import APIRoute
 
 from .auth import KeyRing
 from .body_limits import BodyCaps, declared_length, read_body, too_large_message
-from .errors import BodyTooLarge, ServiceError, error_response
+from .error_responses import error_response
+from .errors import BodyTooLarge, ServiceError
 from .request_json import BodyDecoder
 from .settings import ApiKey
 

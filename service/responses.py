@@ -13,6 +13,7 @@ from starlette.responses import Response
 from bridge import jsoncodec
 
 from .envelopes import SealedEnvelope
+from .errors import ResponseNotEncodable
 
 NOT_ENCODABLE = (
     "the answer could not be written as JSON ({reason}); asking again returns the same answer: "
@@ -31,6 +32,4 @@ class JSONBytes(Response):
         try:
             return jsoncodec.dumps(content)
         except jsoncodec.JSONEncodeError as exc:
-            from .errors import ResponseNotEncodable
-
             raise ResponseNotEncodable(NOT_ENCODABLE.format(reason=exc)) from None
