@@ -14,9 +14,9 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from service.auth import LOCAL_TENANT
-from service.cell_spec import CellSpec
-from service.host import Services, build_services
+from service.http.auth import LOCAL_TENANT
+from service.cells.spec import CellSpec
+from service.assembly import Services, build_services
 from service.settings import Settings
 
 from .tools import BIG_JS_BUILDER, PAGE_BYTES, BenchTools

@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(settings: Any) -> int:
-    from .app import create_app
-    from .server import serve
+    from .http.app import create_app
+    from .http.server import serve
 
     try:
         app = create_app(settings)
@@ -74,9 +74,9 @@ def _serve(settings: Any) -> int:
 async def _exec(settings: Any, args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .auth import LOCAL_TENANT
-    from .cell_spec import CellSpec
-    from .host import build_services
+    from .http.auth import LOCAL_TENANT
+    from .cells.spec import CellSpec
+    from .assembly import build_services
 
     code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
     # One cell needs one warm worker, not a pool.

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-import service.auth
-from service.auth import KeyRing, is_loopback_peer
+import service.http.auth
+from service.http.auth import KeyRing, is_loopback_peer
 from service.errors import Forbidden, Unauthorized
 from service.settings import ApiKey, Settings
 from tests.support.live_server import free_port, live_process
@@ -30,9 +30,9 @@ def _non_loopback_address() -> str | None:
 
 @pytest.fixture(scope="module")
 def uvicorn_on_all_interfaces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """Plain `uvicorn --factory service.app:app_factory --host 0.0.0.0`, no API keys (issue 9's case)."""
+    """Plain `uvicorn --factory service.http.app:app_factory --host 0.0.0.0`, no API keys (issue 9's case)."""
     port = free_port()
-    argv = [sys.executable, "-m", "uvicorn", "--factory", "service.app:app_factory", "--host", "0.0.0.0",
+    argv = [sys.executable, "-m", "uvicorn", "--factory", "service.http.app:app_factory", "--host", "0.0.0.0",
             "--port", str(port), "--log-level", "warning"]
     with live_process(argv, f"http://127.0.0.1:{port}/healthz", tmp_path_factory.mktemp("peer"),
                       env={"CODEMODE_WORKERS": "1"}):
@@ -75,13 +75,13 @@ def test_every_key_is_compared_whichever_matches(monkeypatch):
     keys = tuple(ApiKey(f"key-{i}", f"tenant-{i}") for i in range(5))
     ring = KeyRing(Settings(api_keys=keys))
     calls: list[bytes] = []
-    real = service.auth.hmac.compare_digest
+    real = service.http.auth.hmac.compare_digest
 
     def counting(a: bytes, b: bytes) -> bool:
         calls.append(a)
         return real(a, b)
 
-    monkeypatch.setattr(service.auth.hmac, "compare_digest", counting)
+    monkeypatch.setattr(service.http.auth.hmac, "compare_digest", counting)
     assert ring.resolve("Bearer key-0").tenant == "tenant-0"
     assert len(calls) == 5
     calls.clear()

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.host import build_services
+from service.http.app import create_app
+from service.assembly import build_services
 from service.settings import Settings
 from service.tools import ToolSpec
 from tests.conftest import make_client, run

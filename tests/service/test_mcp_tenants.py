@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.errors import ConfigError
-from service.host import build_services
+from service.assembly import build_services
 from service.mcp.config import McpServerConfig
 from service.settings import ApiKey, Settings, ToolSettings, load_settings
 from tests.conftest import make_client, value_of

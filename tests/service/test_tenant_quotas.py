@@ -12,10 +12,10 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.finished_cells import FinishedCells
-from service.guest_services import store_limits
-from service.host import build_services
+from service.http.app import create_app
+from service.cells.finished import FinishedCells
+from service.handlers.guest_services import store_limits
+from service.assembly import build_services
 from service.settings import Settings
 from service.stores import open_store, sqlite_url
 from tests.conftest import make_client, value_of

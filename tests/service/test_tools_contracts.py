@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.host import build_services
+from service.http.app import create_app
+from service.assembly import build_services
 from service.settings import Settings, ToolSettings
 from service.tools import ToolSpec
 from service.tools.discriminator import DISCRIMINATOR_KEY

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 from bridge import jsoncodec
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
 
-from .cell_spec import CellSpec, CellStatus, Telemetry
+from .spec import CellSpec, CellStatus, Telemetry
 from .dispatch import Dispatcher, HostCall
 from .envelopes import SealedEnvelope, finished_summary
 from .host_requests import HostRequests
-from .tools.untrusted import wrap_untrusted
-from .workers import Worker, WorkerGone, WorkerPool
+from service.tools.untrusted import wrap_untrusted
+from .pool import Worker, WorkerGone, WorkerPool
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -6,7 +6,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .errors import InvalidRequest, NotFound, ServiceError
+from service.errors import InvalidRequest, NotFound, ServiceError
 from .responses import JSONBytes as ORJSONResponse
 
 

@@ -21,15 +21,15 @@ from typing import Any
 
 from bridge.output import RetainResult
 
-from .cell_spec import CellLimits, CellSpec, CellStatus, Telemetry
-from .cells import ABORT_MESSAGE, Cell
+from .spec import CellLimits, CellSpec, CellStatus, Telemetry
+from .cell import ABORT_MESSAGE, Cell
 from .dispatch import Dispatcher
 from .envelopes import finished_summary
-from .errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
-from .finished_cells import FinishedCells
-from .settings import Settings
+from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
+from .finished import FinishedCells
+from service.settings import Settings
 from .source_checks import source_problem
-from .workers import WorkerPool
+from .pool import WorkerPool
 
 log = logging.getLogger("codemode.cells")
 NOT_FOUND = "cell is unavailable or expired"

@@ -9,16 +9,16 @@ from fastapi.responses import PlainTextResponse
 
 from .responses import JSONBytes as ORJSONResponse
 
-from .cell_spec import CellSpec
-from .api_files.errors import ApiFileError
-from .errors import InvalidRequest, NotFound, ServiceError, StoreUnavailable
-from .guest_services import NETWORK_MARK_KEY
-from .results_store import ResultScope
-from .stores.errors import StoreError
-from .host import Services
+from service.cells.spec import CellSpec
+from service.api_files.errors import ApiFileError
+from service.errors import InvalidRequest, NotFound, ServiceError, StoreUnavailable
+from service.handlers.guest_services import NETWORK_MARK_KEY
+from service.stores.saved_results import ResultScope
+from service.stores.errors import StoreError
+from service.assembly import Services
 from .request_gate import GatedRoute, api_key_of
 from .schemas import ERROR_RESPONSES, ID_PATTERN, SESSION_PATTERN, CellEnvelope, ErrorBody, ExecRequest, WaitRequest
-from .settings import ApiKey
+from service.settings import ApiKey
 
 router = APIRouter(route_class=GatedRoute)
 

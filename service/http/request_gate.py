@@ -17,9 +17,9 @@ from fastapi.routing import APIRoute
 from .auth import KeyRing
 from .body_limits import BodyCaps, declared_length, read_body, too_large_message
 from .error_responses import error_response
-from .errors import BodyTooLarge, ServiceError
+from service.errors import BodyTooLarge, ServiceError
 from .request_json import BodyDecoder
-from .settings import ApiKey
+from service.settings import ApiKey
 
 Scope = dict[str, Any]
 

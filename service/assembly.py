@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .api_files.table import ApiFileTable
-from .auth import KeyRing
-from .cell_service import CellService
-from .dispatch import Dispatcher, base_dispatcher
+from .http.auth import KeyRing
+from .cells.registry import CellService
+from .cells.dispatch import Dispatcher, base_dispatcher
 from .errors import ConfigError, InvalidRequest
-from .guest_services import GuestServices, store_limits
+from .handlers.guest_services import GuestServices, store_limits
 from .metrics import Metrics
-from .results_store import ResultsStore
+from .stores.saved_results import ResultsStore
 from .settings import ApiKey, Settings
 from .stores import SessionStore, open_store
 from .stores.errors import StoreError
@@ -31,7 +31,7 @@ from .tools.errors import ToolError
 from .tools.loader import load_plugins
 from .tools.plugin import ToolSpec
 from .tools.policy import ToolPolicy, mcp_entry_server
-from .workers import WorkerPool
+from .cells.pool import WorkerPool
 
 log = logging.getLogger("codemode")
 
@@ -170,7 +170,7 @@ def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
     dispatcher = dispatcher or base_dispatcher()
     guest.install(dispatcher)
     if mcp is not None:
-        from .mcp_bridge import install_mcp
+        from .mcp.guest_requests import install_mcp
 
         install_mcp(dispatcher)
     cells = CellService(settings, pool, dispatcher, prepare=guest.prepare, retain=guest.retain)

@@ -8,15 +8,15 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from . import __version__
-from .api import router
+from service import __version__
+from .routes import router
 from .body_limits import BodyCaps
 from .error_responses import install_error_handlers
-from .host import Services, build_services
-from .metrics import LoopLagMonitor
+from service.assembly import Services, build_services
+from service.metrics import LoopLagMonitor
 from .request_gate import RequestGate
 from .request_json import BodyDecoder
-from .settings import Settings, load_settings
+from service.settings import Settings, load_settings
 
 DESCRIPTION = """Runs agent-written JavaScript **cells** in fresh QuickJS guests inside supervised worker
 processes. `POST /v1/exec` starts a cell; a cell that is still blocked on host work when its
@@ -55,5 +55,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
 
 
 def app_factory() -> Any:
-    """Entry for ``uvicorn --factory service.app:app_factory``."""
+    """Entry for ``uvicorn --factory service.http.app:app_factory``."""
     return create_app()

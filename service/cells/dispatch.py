@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .cell_spec import CellSpec, Telemetry
+from .spec import CellSpec, Telemetry
 
 
 class GuestError(Exception):

@@ -17,25 +17,25 @@ from bridge import jsoncodec
 from bridge.output import NotRetained, RetainResult
 from bridge.refs import describe_reference
 
-from .api_files.errors import ApiFileError
-from .api_files.model import McpServerDecl, McpToolDecl, ToolDecl
-from .api_files.quick_index import IndexEntry, quick_index
-from .api_files.table import ApiFileTable
-from .cells import Cell
-from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
-from .mcp.errors import McpError
-from .results_store import ResultScope, ResultsError, ResultsStore
-from .settings import Settings
-from .store_writes import CellStoreWrites
-from .stores import SessionStore, StoreLimits
-from .stores.errors import StoreError, StoreLimitError, StoreTypeError
-from .errors import InvalidRequest
-from .tools.catalog import CatalogView, ToolCatalog, compile_client_tools
-from .tools.errors import ClientToolCall, ToolCallError, ToolError
-from .tools.plugin import ToolContext
-from .tools.policy import McpVisibility, ToolPolicy
-from .tools.search import SearchQueryError
-from .tools.session import CallSession
+from service.api_files.errors import ApiFileError
+from service.api_files.model import McpServerDecl, McpToolDecl, ToolDecl
+from service.api_files.quick_index import IndexEntry, quick_index
+from service.api_files.table import ApiFileTable
+from service.cells.cell import Cell
+from service.cells.dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
+from service.mcp.errors import McpError
+from service.stores.saved_results import ResultScope, ResultsError, ResultsStore
+from service.settings import Settings
+from service.stores.cell_writes import CellStoreWrites
+from service.stores import SessionStore, StoreLimits
+from service.stores.errors import StoreError, StoreLimitError, StoreTypeError
+from service.errors import InvalidRequest
+from service.tools.catalog import CatalogView, ToolCatalog, compile_client_tools
+from service.tools.errors import ClientToolCall, ToolCallError, ToolError
+from service.tools.plugin import ToolContext
+from service.tools.policy import McpVisibility, ToolPolicy
+from service.tools.search import SearchQueryError
+from service.tools.session import CallSession
 
 DEFAULT_RUN = "default"
 #: Host requests one synchronous burst of guest code may queue; more are refused in the guest.
@@ -109,7 +109,7 @@ class GuestServices:
         """The MCP hub as this tenant under the base and its key's policy sees it (None without MCP)."""
         if self.mcp is None:
             return None
-        from .mcp.scope import McpScope
+        from service.mcp.scope import McpScope
 
         return McpScope(self.mcp, tenant, McpVisibility.of(self.tool_policy, policy))
 

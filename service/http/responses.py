@@ -12,8 +12,8 @@ from starlette.responses import Response
 
 from bridge import jsoncodec
 
-from .envelopes import SealedEnvelope
-from .errors import ResponseNotEncodable
+from service.cells.envelopes import SealedEnvelope
+from service.errors import ResponseNotEncodable
 
 NOT_ENCODABLE = (
     "the answer could not be written as JSON ({reason}); asking again returns the same answer: "

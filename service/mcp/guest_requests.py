@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .dispatch import Dispatcher, GuestError, HostCall
-from .mcp.errors import McpError
+from service.cells.dispatch import Dispatcher, GuestError, HostCall
+from .errors import McpError
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
 
