@@ -76,11 +76,11 @@ async def _exec(settings: Any, args: argparse.Namespace) -> int:
 
     from .http.auth import LOCAL_TENANT
     from .cells.spec import CellSpec
-    from .assembly import build_services
+    from .assembly import build_components
 
     code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
     # One cell needs one warm worker, not a pool.
-    svc = build_services(replace(settings, workers=1))
+    svc = build_components(replace(settings, workers=1))
     try:
         await svc.start()
     except ServiceError as exc:

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.http.app import create_app
-from service.assembly import build_services
+from service.assembly import build_components
 from service.settings import Settings
 from tests.support.tools import TEST_TOOLS
 
@@ -24,7 +24,7 @@ def anyio_backend() -> str:
 def make_client(tmp: Path, **overrides: Any) -> TestClient:
     """A TestClient over a fully wired app; use it as a context manager (runs the lifespan)."""
     settings = replace(Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500), **overrides).check()
-    services = build_services(settings, extra_tools=TEST_TOOLS)
+    services = build_components(settings, extra_tools=TEST_TOOLS)
     return TestClient(create_app(settings, services))
 
 

@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bridge import jsoncodec
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
 
 from .spec import CellSpec, CellStatus, Telemetry
-from .dispatch import Dispatcher, HostCall
+from .dispatch import Dispatcher, HandlerCell, HostCall
 from .envelopes import SealedEnvelope, finished_summary
 from .host_requests import HostRequests
 from service.tools.untrusted import wrap_untrusted
@@ -36,12 +36,20 @@ UNSENDABLE_MESSAGE = ("the cell's result could not be encoded as JSON ({detail})
                       "committed; return and emit plain JSON data (valid Unicode text, moderate nesting)")
 
 
+class Retainer(Protocol):
+    """Keeps a final value too large for the envelope as a saved result, and frees one not shown."""
+
+    def retain(self, cell: HandlerCell, json_text: str) -> RetainResult: ...
+
+    def release(self, cell: HandlerCell, ref_id: str) -> None: ...
+
+
 class Cell:
     """A running or parked cell and its worker."""
 
     def __init__(self, spec: CellSpec, worker: Worker, pool: WorkerPool, dispatcher: Dispatcher,
                  on_park: Callable[[Cell], bool], on_end: Callable[[Cell], None],
-                 retain: Callable[[Cell, str], RetainResult] | None = None) -> None:
+                 retainer: Retainer | None = None) -> None:
         self.id = "cell_" + str(uuid.uuid4())
         self.spec = spec
         self.worker: Worker | None = worker
@@ -65,7 +73,7 @@ class Cell:
         self._leg_started = time.perf_counter()
         self._on_park = on_park
         self._on_end = on_end
-        self._retain = retain
+        self._retainer = retainer
 
     # ---- public operations ---------------------------------------------------------------------
 
@@ -281,7 +289,7 @@ class Cell:
         """The envelope of a completed cell, and the id of a result saved for it (or None)."""
         retain = None
         if self._retains:
-            retain = lambda text: self._retain(self, text)  # noqa: E731
+            retain = lambda text: self._retainer.retain(self, text)  # noqa: E731
         try:
             projection = self.output.project(FinalValue(value_source), retain)
         except OutputLimitExceeded as exc:
@@ -302,9 +310,8 @@ class Cell:
         return self._failure_envelope(error, phase, code, output)
 
     def _release_reference(self, ref_id: str | None) -> None:
-        release = self.scope.get("release_reference")
-        if ref_id is not None and release is not None:
-            release(ref_id)  # saved for retention but not shown: nobody can load it, so free it
+        if ref_id is not None and self._retainer is not None:
+            self._retainer.release(self, ref_id)  # saved for retention but not shown: nobody can load it
 
     def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
         envelope = self._envelope("failed")
@@ -380,4 +387,4 @@ class Cell:
     @property
     def _retains(self) -> bool:
         """Whether an oversized final object/array is saved as a reference (interactive cells)."""
-        return self._retain is not None and not self.spec.headless and not self.spec.restart_safe
+        return self._retainer is not None and not self.spec.headless and not self.spec.restart_safe

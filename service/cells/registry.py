@@ -19,10 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.output import RetainResult
-
 from .spec import CellLimits, CellSpec, CellStatus, Telemetry
-from .cell import ABORT_MESSAGE, Cell
+from .cell import ABORT_MESSAGE, Cell, Retainer
 from .dispatch import Dispatcher
 from .envelopes import finished_summary
 from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
@@ -44,17 +42,17 @@ class _TenantGate:
     waits: int = 0
 
 
-class CellService:
+class CellRegistry:
     """Owns every cell of this process."""
 
     def __init__(self, settings: Settings, pool: WorkerPool, dispatcher: Dispatcher,
                  prepare: Preparer | None = None,
-                 retain: Callable[[Cell, str], RetainResult] | None = None) -> None:
+                 retainer: Retainer | None = None) -> None:
         self.settings = settings
         self.pool = pool
         self.dispatcher = dispatcher
         self.prepare = prepare
-        self.retain = retain
+        self.retainer = retainer
         self._cells: dict[str, Cell] = {}
         self._parked: set[str] = set()
         self._finished = FinishedCells(settings.tenant_finished_kept, settings.max_tenants_tracked)
@@ -171,7 +169,7 @@ class CellService:
                 "them finish first", retry_after=1)
         with self._tenant_slot(spec.tenant):
             worker = await self.pool.acquire(spec.tenant)
-            cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retain)
+            cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer)
             self._cells[cell.id] = cell
             async with cell.wait_lock:
                 if self.prepare is not None:

@@ -12,7 +12,7 @@ from service import __version__
 from .routes import router
 from .body_limits import BodyCaps
 from .error_responses import install_error_handlers
-from service.assembly import Services, build_services
+from service.assembly import Components, build_components
 from service.metrics import LoopLagMonitor
 from .request_gate import RequestGate
 from .request_json import BodyDecoder
@@ -24,10 +24,10 @@ processes. `POST /v1/exec` starts a cell; a cell that is still blocked on host w
 outcome is HTTP 200 with one envelope; service errors share one error body."""
 
 
-def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, services: Components | None = None) -> FastAPI:
     """Build the app; the lifespan starts and stops the worker pool and the stores."""
     settings = settings or load_settings()
-    svc = services or build_services(settings)
+    svc = services or build_components(settings)
 
     lag = LoopLagMonitor(svc.metrics)
     decoder = BodyDecoder()

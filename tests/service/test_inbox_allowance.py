@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.http.app import create_app
-from service.assembly import build_services
+from service.assembly import build_components
 from service.settings import Settings
 from service.tools import ToolSpec
 from tests.conftest import make_client, run
@@ -50,7 +50,7 @@ WIDE = ToolSpec(name="wide_text", description="Returns chars characters of two-b
 
 def _client(tmp: Any, **overrides: Any) -> TestClient:
     settings = replace(Settings(workers=1, data_dir=str(tmp), kill_grace_ms=500), **overrides).check()
-    return TestClient(create_app(settings, build_services(settings, extra_tools=[*TEST_TOOLS, COUNTED, WIDE])))
+    return TestClient(create_app(settings, build_components(settings, extra_tools=[*TEST_TOOLS, COUNTED, WIDE])))
 
 
 @pytest.fixture(scope="module")

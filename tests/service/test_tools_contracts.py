@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.http.app import create_app
-from service.assembly import build_services
+from service.assembly import build_components
 from service.settings import Settings, ToolSettings
 from service.tools import ToolSpec
 from service.tools.discriminator import DISCRIMINATOR_KEY
@@ -73,7 +73,7 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     data_dir = str(tmp_path_factory.mktemp("contracts"))
     settings = replace(Settings(workers=2, data_dir=data_dir, kill_grace_ms=500),
                        tools=ToolSettings(plugins=(SHIPPING,))).check()
-    services = build_services(settings, extra_tools=[*TEST_TOOLS, *CONTRACT_TOOLS])
+    services = build_components(settings, extra_tools=[*TEST_TOOLS, *CONTRACT_TOOLS])
     with TestClient(create_app(settings, services)) as c:
         yield c
 
