@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from service.http.auth import LOCAL_TENANT
+from service.auth import LOCAL_TENANT
 from service.cells.spec import CellSpec
 from service.assembly import Components, build_components
 from service.settings import Settings

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .api_files.table import ApiFileTable
-from .http.auth import KeyRing
+from .auth import KeyRing
 from .cells.registry import CellRegistry
 from .cells.dispatch import Dispatcher, base_dispatcher
 from .errors import ConfigError, InvalidRequest

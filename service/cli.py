@@ -74,7 +74,7 @@ def _serve(settings: Any) -> int:
 async def _exec(settings: Any, args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .http.auth import LOCAL_TENANT
+    from .auth import LOCAL_TENANT
     from .cells.spec import CellSpec
     from .assembly import build_components
 

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from .auth import KeyRing
+from service.auth import KeyRing
 from .body_limits import BodyCaps, declared_length, read_body, too_large_message
 from .error_responses import error_response
 from service.errors import BodyTooLarge, ServiceError

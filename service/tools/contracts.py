@@ -29,7 +29,7 @@ from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
 from service.tools import patterns
-from service.tools.discriminator import (
+from service.api_files.discriminator import (
     InvalidDiscriminatorError,
     OutputVariants,
     read_output_variants,

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-import service.http.auth
-from service.http.auth import KeyRing, is_loopback_peer
+import service.auth
+from service.auth import KeyRing, is_loopback_peer
 from service.errors import Forbidden, Unauthorized
 from service.settings import ApiKey, Settings
 from tests.support.live_server import free_port, live_process
@@ -75,13 +75,13 @@ def test_every_key_is_compared_whichever_matches(monkeypatch):
     keys = tuple(ApiKey(f"key-{i}", f"tenant-{i}") for i in range(5))
     ring = KeyRing(Settings(api_keys=keys))
     calls: list[bytes] = []
-    real = service.http.auth.hmac.compare_digest
+    real = service.auth.hmac.compare_digest
 
     def counting(a: bytes, b: bytes) -> bool:
         calls.append(a)
         return real(a, b)
 
-    monkeypatch.setattr(service.http.auth.hmac, "compare_digest", counting)
+    monkeypatch.setattr(service.auth.hmac, "compare_digest", counting)
     assert ring.resolve("Bearer key-0").tenant == "tenant-0"
     assert len(calls) == 5
     calls.clear()

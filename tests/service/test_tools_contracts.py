@@ -13,7 +13,7 @@ from service.http.app import create_app
 from service.assembly import build_components
 from service.settings import Settings, ToolSettings
 from service.tools import ToolSpec
-from service.tools.discriminator import DISCRIMINATOR_KEY
+from service.api_files.discriminator import DISCRIMINATOR_KEY
 from tests.conftest import run
 from tests.support.tools import TEST_TOOLS
 
