@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bridge import jsoncodec
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
 
-from .spec import CellSpec, CellStatus, Telemetry
-from .dispatch import Dispatcher, HandlerCell, HostCall
+from .spec import CellSpec, CellStatus, EndReason
+from .dispatch import CellContext, Dispatcher, HostCall
 from .envelopes import SealedEnvelope, finished_summary
 from .host_requests import HostRequests
 from service.tools.untrusted import wrap_untrusted
@@ -39,9 +39,9 @@ UNSENDABLE_MESSAGE = ("the cell's result could not be encoded as JSON ({detail})
 class Retainer(Protocol):
     """Keeps a final value too large for the envelope as a saved result, and frees one not shown."""
 
-    def retain(self, cell: HandlerCell, json_text: str) -> RetainResult: ...
+    def retain(self, cell: CellContext, json_text: str) -> RetainResult: ...
 
-    def release(self, cell: HandlerCell, ref_id: str) -> None: ...
+    def release(self, cell: CellContext, ref_id: str) -> None: ...
 
 
 class Cell:
@@ -50,7 +50,8 @@ class Cell:
     def __init__(self, spec: CellSpec, worker: Worker, pool: WorkerPool, dispatcher: Dispatcher,
                  on_park: Callable[[Cell], bool], on_end: Callable[[Cell], None],
                  retainer: Retainer | None = None) -> None:
-        self.id = "cell_" + str(uuid.uuid4())
+        self.context = CellContext("cell_" + str(uuid.uuid4()), spec)
+        self.id = self.context.id
         self.spec = spec
         self.worker: Worker | None = worker
         self.pool = pool
@@ -58,11 +59,10 @@ class Cell:
         self.status = CellStatus.RUNNING
         self.output = OutputState(spec.limits.max_output_bytes)
         self.requests = HostRequests(dispatcher, spec.limits.inbox_bytes, spec.limits.max_pending_requests,
-                                     lambda request_id, method, args: HostCall(self, request_id, method, args),
+                                     lambda request_id, method, args: HostCall(self.context, request_id, method, args),
                                      max_request_bytes=spec.limits.max_request_bytes)
-        self.telemetry = Telemetry()
-        self.scope: dict[str, Any] = {}  # per-cell state of handlers (tool session, store writes, ...)
-        self.network_content = False
+        self.telemetry = self.context.telemetry
+        self.end_reason: EndReason | None = None
         self.last_active = time.monotonic()
         self.final: dict[str, Any] | None = None
         self.wait_lock = asyncio.Lock()
@@ -98,7 +98,7 @@ class Cell:
                 "value_capture_bytes": max(limits.max_output_bytes, limits.inbox_bytes)
                 if self._retains else limits.max_output_bytes,
                 "config": {
-                    **self.scope.get("guest_config", {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}),
+                    **(self.context.guest_config or {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}),
                     # The prelude refuses requests over these caps; HostRequests enforces them again.
                     "maxPendingRequests": limits.max_pending_requests,
                     "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
@@ -126,10 +126,15 @@ class Cell:
     def bridge_dispatch_started(self) -> bool:
         return self.requests.side_effects_started
 
-    async def cancel(self, message: str = ABORT_MESSAGE) -> dict[str, Any]:
+    @property
+    def network_content(self) -> bool:
+        return self.context.network_content
+
+    async def cancel(self, message: str = ABORT_MESSAGE, reason: EndReason = EndReason.CANCELLED) -> dict[str, Any]:
         """Abort the cell now; a running leg ends with the same ``aborted`` envelope."""
         if not self.done:
             self._aborted = message
+            self.end_reason = reason
             if self.worker is not None:
                 self.worker.kill()
             self.requests.wake.set()
@@ -289,7 +294,7 @@ class Cell:
         """The envelope of a completed cell, and the id of a result saved for it (or None)."""
         retain = None
         if self._retains:
-            retain = lambda text: self._retainer.retain(self, text)  # noqa: E731
+            retain = lambda text: self._retainer.retain(self.context, text)  # noqa: E731
         try:
             projection = self.output.project(FinalValue(value_source), retain)
         except OutputLimitExceeded as exc:
@@ -311,7 +316,7 @@ class Cell:
 
     def _release_reference(self, ref_id: str | None) -> None:
         if ref_id is not None and self._retainer is not None:
-            self._retainer.release(self, ref_id)  # saved for retention but not shown: nobody can load it
+            self._retainer.release(self.context, ref_id)  # saved for retention but not shown: nobody can load it
 
     def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
         envelope = self._envelope("failed")
@@ -330,6 +335,7 @@ class Cell:
         cell completed: an ``output_limit_exceeded`` failure commits nothing either.
         """
         self.status = CellStatus.FAILED  # done from here on (a cancel waits for this leg's envelope)
+        self.end_reason = self.end_reason or EndReason.FINISHED
         self.requests.close()
         if self.worker is not None:
             self.pool.release(self.worker, recycle=recycle or self.worker.dead)
@@ -366,7 +372,7 @@ class Cell:
         warnings: list[str] = []
         for finalizer in self.dispatcher.finalizers:
             try:
-                warnings.extend(await finalizer(self, completed))
+                warnings.extend(await finalizer(self.context, completed))
             except Exception as exc:  # noqa: BLE001 - an end hook failing must not lose the result
                 warnings.append(f"end-of-cell step failed: {type(exc).__name__}: {exc}")
         return warnings

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from .spec import CellSpec, Telemetry
 
@@ -54,28 +54,36 @@ class NeedsCaller(Exception):
         self.reason = reason
 
 
-class HandlerCell(Protocol):
-    """What handlers see of the cell a request came from."""
+@dataclass(eq=False)
+class CellContext:
+    """One cell as the host-request handlers see it: what its exec fixed, what they count and mark.
+
+    ``tools`` is the handlers' own per-cell state, made before the cell runs by the preparer
+    (``service.handlers.cell_tools.CellTools``); ``guest_config`` is what the prelude turns into
+    the guest's globals.
+    """
 
     id: str
     spec: CellSpec
-    scope: dict[str, Any]  # per-cell state of handlers (tool session, store writes, ...)
-    network_content: bool
-    telemetry: Telemetry
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    #: The cell has seen network-derived data: its model-facing text is wrapped as untrusted.
+    network_content: bool = False
+    tools: object = None
+    guest_config: dict[str, Any] | None = None
 
 
 @dataclass
 class HostCall:
     """One guest request as a handler sees it."""
 
-    cell: HandlerCell
+    cell: CellContext
     request_id: int
     method: str
     args: list[Any]
 
 
 Handler = Callable[[HostCall], Awaitable[Any]]
-Finalizer = Callable[[HandlerCell, bool], Awaitable[list[str]]]
+Finalizer = Callable[[CellContext, bool], Awaitable[list[str]]]
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .spec import CellLimits, CellSpec, CellStatus, Telemetry
+from .spec import CellLimits, CellSpec, CellStatus, EndReason, Telemetry
 from .cell import ABORT_MESSAGE, Cell, Retainer
-from .dispatch import Dispatcher
+from .dispatch import CellContext, Dispatcher
 from .envelopes import finished_summary
 from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
 from .finished import FinishedCells
@@ -32,7 +32,7 @@ from .pool import WorkerPool
 log = logging.getLogger("codemode.cells")
 NOT_FOUND = "cell is unavailable or expired"
 #: Builds per-cell handler state (tool session, store buffer, guest config) before the cell runs.
-Preparer = Callable[[Cell], Awaitable[None]]
+Preparer = Callable[[CellContext], Awaitable[None]]
 
 
 @dataclass
@@ -87,8 +87,7 @@ class CellRegistry:
                    if i in self._cells and now - self._cells[i].last_active > ttl
                    and not self._cells[i].wait_lock.locked()]
         for cell in expired:
-            cell.scope["expired"] = True
-            await cell.cancel(f"cell expired after {ttl}s idle; start a new cell")
+            await cell.cancel(f"cell expired after {ttl}s idle; start a new cell", EndReason.EXPIRED)
         return len(expired)
 
     # ---- limits ----------------------------------------------------------------------------------
@@ -174,7 +173,7 @@ class CellRegistry:
             async with cell.wait_lock:
                 if self.prepare is not None:
                     try:
-                        await self.prepare(cell)
+                        await self.prepare(cell.context)
                     except BaseException:
                         self.pool.release(worker, recycle=True)
                         self._cells.pop(cell.id, None)
@@ -280,7 +279,7 @@ class CellRegistry:
         self._cells.pop(cell.id, None)
         self.counts["completed" if cell.status is CellStatus.COMPLETED else "failed"] += 1
         self._finished.add(cell.spec.tenant, cell.id, {"snapshot": finished_summary(cell.final or {}),
-                                                       "expired": bool(cell.scope.get("expired"))})
+                                                       "expired": cell.end_reason is EndReason.EXPIRED})
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:

@@ -14,6 +14,14 @@ class CellStatus(enum.Enum):
     FAILED = "failed"
 
 
+class EndReason(enum.Enum):
+    """Why a cell ended (beside its envelope): on its own, or ended by the host."""
+
+    FINISHED = "finished"  # completed or failed while running
+    CANCELLED = "cancelled"  # its caller cancelled it, or the service shut down
+    EXPIRED = "expired"  # parked longer than cell_ttl_seconds
+
+
 @dataclass(frozen=True)
 class CellLimits:
     """Effective limits of one cell (request values within the server's caps)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.api_files.table import ApiFileTable
-from service.cells.dispatch import HandlerCell, HostCall
+from service.cells.dispatch import CellContext, HostCall
 from service.errors import InvalidRequest
 from service.settings import Settings
 from service.stores.cell_writes import CellStoreWrites
@@ -29,7 +29,7 @@ MAX_QUEUED_REQUESTS = 1024
 
 @dataclass
 class CellTools:
-    """Per-cell state of the handlers (kept in ``cell.scope['guest']``)."""
+    """Per-cell state of the handlers (the cell context's ``tools``)."""
 
     view: CatalogView
     session: CallSession
@@ -41,9 +41,10 @@ class CellTools:
     session_network: bool = False  # the committed session data includes network-derived writes
 
 
-def cell_tools(cell: HandlerCell) -> CellTools:
+def cell_tools(cell: CellContext) -> CellTools:
     """The state ``ToolAccess.prepare`` made for this cell."""
-    return cell.scope["guest"]  # type: ignore[no-any-return]
+    assert isinstance(cell.tools, CellTools), "handlers run only for prepared cells"
+    return cell.tools
 
 
 def tool_context(call: HostCall) -> ToolContext:
@@ -101,7 +102,7 @@ class ToolAccess:
     async def mcp_servers(self, mcp: Any, deadline_s: float) -> list[Any]:
         return await mcp.servers(deadline_s=deadline_s) if mcp is not None else []
 
-    async def prepare(self, cell: HandlerCell) -> None:
+    async def prepare(self, cell: CellContext) -> None:
         view = self.view_for(cell.spec.tool_policy, cell.spec.client_tools)
         mcp = self.mcp_scope(cell.spec.tenant, cell.spec.tool_policy)
         # A server that is slow to connect may take at most the cell's own time budget.
@@ -109,8 +110,8 @@ class ToolAccess:
         down = mcp.unavailable() if mcp is not None else []
         session = CallSession(view, max_calls=self.settings.max_calls_per_cell,
                               max_searches=self.settings.max_searches_per_cell)
-        cell.scope["guest"] = CellTools(view=view, session=session, mcp_servers=servers, mcp=mcp)
-        cell.scope["guest_config"] = {
+        cell.tools = CellTools(view=view, session=session, mcp_servers=servers, mcp=mcp)
+        cell.guest_config = {
             "tools": view.handles(),
             "mcp": [{"identifier": s.identifier, "serverName": s.name,
                      "tools": [t.identifier for t in s.tools]} for s in servers],

@@ -12,14 +12,14 @@ from typing import Any
 from bridge import jsoncodec
 from bridge.output import NotRetained, RetainResult
 from bridge.refs import describe_reference
-from service.cells.dispatch import Dispatcher, GuestError, HandlerCell, HostCall, RawJson
+from service.cells.dispatch import Dispatcher, GuestError, CellContext, HostCall, RawJson
 from service.settings import Settings
 from service.stores.saved_results import ResultScope, ResultsError, ResultsStore
 
 DEFAULT_RUN = "default"
 
 
-def result_scope(cell: HandlerCell) -> ResultScope:
+def result_scope(cell: CellContext) -> ResultScope:
     return ResultScope(cell.spec.tenant, cell.spec.session_id or "", cell.spec.run_id or DEFAULT_RUN)
 
 
@@ -35,7 +35,7 @@ class SavedResults:
         dispatcher.register("results.load", self._load_request, side_effects=False)
         dispatcher.register("results.delete", self._delete_request)
 
-    def retain(self, cell: HandlerCell, json_text: str) -> RetainResult:
+    def retain(self, cell: CellContext, json_text: str) -> RetainResult:
         """Keep an oversized final value as a saved result, or say why not."""
         try:
             ref = self._save(cell, json_text)
@@ -45,11 +45,11 @@ class SavedResults:
             return NotRetained(f"{reason}: {exc}")
         return describe_reference(ref, json_text)
 
-    def release(self, cell: HandlerCell, ref_id: str) -> None:
+    def release(self, cell: CellContext, ref_id: str) -> None:
         """Free a result kept by ``retain`` that the envelope did not show (nobody can load it)."""
         self.results.delete(result_scope(cell), ref_id)
 
-    def _save(self, cell: HandlerCell, json_text: str) -> str:
+    def _save(self, cell: CellContext, json_text: str) -> str:
         """Keep JSON for the cell's run (inbox-sized allowance, TTL, network provenance)."""
         return self.results.save(result_scope(cell), json_text, cell.spec.limits.inbox_bytes,
                                  self.settings.results_ttl_seconds, network=cell.network_content)

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from bridge import jsoncodec
-from service.cells.dispatch import Dispatcher, GuestError, HandlerCell, HostCall
+from service.cells.dispatch import Dispatcher, GuestError, CellContext, HostCall
 from service.settings import Settings
 from service.stores import SessionStore, StoreLimits
 from service.stores.cell_writes import CellStoreWrites
 from service.stores.errors import StoreError, StoreLimitError, StoreTypeError
 
-from .cell_tools import cell_tools
+from .cell_tools import CellTools, cell_tools
 
 #: Internal store key: set when a cell that saw network-derived data committed writes, so later
 #: cells that load from the session are marked untrusted too.  Guest keys cannot start with NUL.
@@ -84,9 +84,9 @@ class SessionStoreHandlers:
         _write(writes, call.args[0] if call.args else None, None)
         return None
 
-    async def _commit(self, cell: HandlerCell, completed: bool) -> list[str]:
-        state = cell.scope.get("guest")
-        if not completed or state is None or state.writes is None or not state.writes.has_pending():
+    async def _commit(self, cell: CellContext, completed: bool) -> list[str]:
+        state = cell.tools
+        if not completed or not isinstance(state, CellTools) or state.writes is None or not state.writes.has_pending():
             return []
         assert self.store is not None and cell.spec.session_id is not None
         sets, deletes = state.writes.pending()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from service.cells.dispatch import Dispatcher, GuestError, HandlerCell, HostCall
+from service.cells.dispatch import Dispatcher, GuestError, CellContext, HostCall
 from .errors import McpError
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
@@ -24,7 +24,7 @@ class McpCell(Protocol):
     mcp_calls: int
 
 
-def install_mcp(dispatcher: Dispatcher, state_of: Callable[[HandlerCell], McpCell]) -> None:
+def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCell]) -> None:
     """Register the ``mcp.*`` methods on ``dispatcher``; ``state_of`` finds a cell's MCP state."""
 
     def scope(call: HostCall) -> Any:
