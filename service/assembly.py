@@ -18,8 +18,9 @@ from typing import Any
 
 from .api_files.table import ApiFileTable
 from .auth import KeyRing
-from .cells.registry import CellRegistry
 from .cells.dispatch import Dispatcher, base_dispatcher
+from .cells.pool import WorkerPool
+from .cells.registry import CellRegistry
 from .errors import ConfigError, InvalidRequest
 from .handlers.api_files import api_table, install_api_files
 from .handlers.cell_tools import ToolAccess, cell_tools
@@ -27,16 +28,15 @@ from .handlers.saved_results import SavedResults
 from .handlers.session_store import SessionStoreHandlers, store_limits
 from .handlers.tools import install_tools
 from .metrics import Metrics
-from .stores.saved_results import ResultsStore
 from .settings import ApiKey, Settings
 from .stores import SessionStore, open_store
 from .stores.errors import StoreError
+from .stores.saved_results import ResultsStore
 from .tools.catalog import CatalogLimits, CatalogView, ToolCatalog
 from .tools.errors import ToolError
 from .tools.loader import load_plugins
 from .tools.plugin import ToolSpec
 from .tools.policy import ToolPolicy, mcp_entry_server
-from .cells.pool import WorkerPool
 
 log = logging.getLogger("codemode")
 

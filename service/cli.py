@@ -74,9 +74,9 @@ def _serve(settings: Any) -> int:
 async def _exec(settings: Any, args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from .assembly import build_components
     from .auth import LOCAL_TENANT
     from .cells.spec import CellSpec
-    from .assembly import build_components
 
     code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
     # One cell needs one warm worker, not a pool.

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from bridge import jsoncodec
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
+from service.tools.untrusted import wrap_untrusted
 
-from .spec import CellSpec, CellStatus, EndReason
 from .dispatch import CellContext, Dispatcher, HostCall
 from .envelopes import SealedEnvelope, finished_summary
 from .host_requests import HostRequests
-from service.tools.untrusted import wrap_untrusted
 from .pool import Worker, WorkerGone, WorkerPool
+from .spec import CellSpec, CellStatus, EndReason
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -19,15 +19,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .spec import CellLimits, CellSpec, CellStatus, EndReason, Telemetry
+from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
+from service.settings import Settings
+
 from .cell import ABORT_MESSAGE, Cell, Retainer
 from .dispatch import CellContext, Dispatcher
 from .envelopes import finished_summary
-from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
 from .finished import FinishedCells
-from service.settings import Settings
-from .source_checks import source_problem
 from .pool import WorkerPool
+from .source_checks import source_problem
+from .spec import CellLimits, CellSpec, CellStatus, EndReason, Telemetry
 
 log = logging.getLogger("codemode.cells")
 NOT_FOUND = "cell is unavailable or expired"

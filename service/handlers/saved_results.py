@@ -12,7 +12,7 @@ from typing import Any
 from bridge import jsoncodec
 from bridge.output import NotRetained, RetainResult
 from bridge.refs import describe_reference
-from service.cells.dispatch import Dispatcher, GuestError, CellContext, HostCall, RawJson
+from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall, RawJson
 from service.settings import Settings
 from service.stores.saved_results import ResultScope, ResultsError, ResultsStore
 

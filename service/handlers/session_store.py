@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bridge import jsoncodec
-from service.cells.dispatch import Dispatcher, GuestError, CellContext, HostCall
+from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
 from service.settings import Settings
 from service.stores import SessionStore, StoreLimits
 from service.stores.cell_writes import CellStoreWrites

@@ -9,14 +9,15 @@ from typing import Any
 from fastapi import FastAPI
 
 from service import __version__
-from .routes import router
-from .body_limits import BodyCaps
-from .error_responses import install_error_handlers
 from service.assembly import Components, build_components
 from service.metrics import LoopLagMonitor
+from service.settings import Settings, load_settings
+
+from .body_limits import BodyCaps
+from .error_responses import install_error_handlers
 from .request_gate import RequestGate
 from .request_json import BodyDecoder
-from service.settings import Settings, load_settings
+from .routes import router
 
 DESCRIPTION = """Runs agent-written JavaScript **cells** in fresh QuickJS guests inside supervised worker
 processes. `POST /v1/exec` starts a cell; a cell that is still blocked on host work when its

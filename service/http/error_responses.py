@@ -7,6 +7,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.errors import InvalidRequest, NotFound, ServiceError
+
 from .responses import JSONBytes as ORJSONResponse
 
 

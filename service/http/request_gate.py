@@ -15,11 +15,12 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
 from service.auth import KeyRing
+from service.errors import BodyTooLarge, ServiceError
+from service.settings import ApiKey
+
 from .body_limits import BodyCaps, declared_length, read_body, too_large_message
 from .error_responses import error_response
-from service.errors import BodyTooLarge, ServiceError
 from .request_json import BodyDecoder
-from service.settings import ApiKey
 
 Scope = dict[str, Any]
 

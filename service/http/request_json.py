@@ -19,7 +19,6 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from bridge import jsoncodec
-
 from service.cells.dispatch import RawJson
 from service.errors import InvalidRequest, Overloaded
 

@@ -11,7 +11,6 @@ from typing import Any
 from starlette.responses import Response
 
 from bridge import jsoncodec
-
 from service.cells.envelopes import SealedEnvelope
 from service.errors import ResponseNotEncodable
 

@@ -7,19 +7,19 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
 
-from .responses import JSONBytes as ORJSONResponse
-
-from service.cells.spec import CellSpec
 from service.api_files.errors import ApiFileError
+from service.assembly import Components
+from service.cells.spec import CellSpec
 from service.errors import InvalidRequest, NotFound, ServiceError, StoreUnavailable
 from service.handlers.api_files import quick_index
 from service.handlers.session_store import NETWORK_MARK_KEY
-from service.stores.saved_results import ResultScope
-from service.stores.errors import StoreError
-from service.assembly import Components
-from .request_gate import GatedRoute, api_key_of
-from .schemas import ERROR_RESPONSES, ID_PATTERN, SESSION_PATTERN, CellEnvelope, ErrorBody, ExecRequest, WaitRequest
 from service.settings import ApiKey
+from service.stores.errors import StoreError
+from service.stores.saved_results import ResultScope
+
+from .request_gate import GatedRoute, api_key_of
+from .responses import JSONBytes as ORJSONResponse
+from .schemas import ERROR_RESPONSES, ID_PATTERN, SESSION_PATTERN, CellEnvelope, ErrorBody, ExecRequest, WaitRequest
 
 router = APIRouter(route_class=GatedRoute)
 

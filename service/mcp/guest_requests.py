@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from service.cells.dispatch import Dispatcher, GuestError, CellContext, HostCall
+from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
+
 from .errors import McpError
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
