@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import time
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bridge import jsoncodec
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
+from service.tools.untrusted import wrap_untrusted
 
-from .dispatch import Dispatcher, HostCall
+from .dispatch import CellContext, Dispatcher, HostCall
 from .envelopes import SealedEnvelope, finished_summary
 from .host_requests import HostRequests
-from .tools.untrusted import wrap_untrusted
-from .workers import Worker, WorkerGone, WorkerPool
+from .pool import Worker, WorkerGone, WorkerPool
+from .spec import CellSpec, CellStatus, EndReason
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,68 +36,12 @@ UNSENDABLE_MESSAGE = ("the cell's result could not be encoded as JSON ({detail})
                       "committed; return and emit plain JSON data (valid Unicode text, moderate nesting)")
 
 
-class CellStatus(enum.Enum):
-    RUNNING = "running"  # a leg is in progress
-    WAITING = "waiting"  # parked between legs
-    COMPLETED = "completed"
-    FAILED = "failed"
+class Retainer(Protocol):
+    """Keeps a final value too large for the envelope as a saved result, and frees one not shown."""
 
+    def retain(self, cell: CellContext, json_text: str) -> RetainResult: ...
 
-@dataclass(frozen=True)
-class CellLimits:
-    """Effective limits of one cell (request values within the server's caps)."""
-
-    timeout_ms: int
-    memory_limit_bytes: int
-    max_output_bytes: int
-    max_snapshot_bytes: int
-    kill_grace_ms: int
-    max_pending_requests: int
-    max_request_bytes: int
-
-    @property
-    def inbox_bytes(self) -> int:
-        return min(self.memory_limit_bytes, self.max_snapshot_bytes)
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    """Everything an exec request fixes for the cell's whole life."""
-
-    code: str
-    tenant: str
-    limits: CellLimits
-    title: str | None = None
-    session_id: str | None = None
-    run_id: str | None = None
-    restart_safe: bool = False
-    headless: bool = False
-    client_tools: tuple[Any, ...] = ()  # compiled once per exec (service.tools.catalog.ToolEntry)
-    tool_policy: Any = None  # the API key's tool narrowing (service.tools.policy.ToolPolicy)
-
-
-@dataclass
-class Telemetry:
-    guest_cpu_ms: float = 0.0
-    call_count: int = 0
-    search_count: int = 0
-    describe_count: int = 0
-    host_requests: int = 0
-    legs: int = 0
-    heap_bytes: int = 0
-
-    def public(self, wall_ms: float) -> dict[str, Any]:
-        """The envelope's ``telemetry`` object; ``wall_ms`` is the current exec/wait call's."""
-        return {
-            "wall_ms": round(wall_ms, 3),
-            "guest_cpu_ms": self.guest_cpu_ms,
-            "call_count": self.call_count,
-            "search_count": self.search_count,
-            "describe_count": self.describe_count,
-            "host_requests": self.host_requests,
-            "legs": self.legs,
-            "heap_bytes": self.heap_bytes,
-        }
+    def release(self, cell: CellContext, ref_id: str) -> None: ...
 
 
 class Cell:
@@ -106,8 +49,9 @@ class Cell:
 
     def __init__(self, spec: CellSpec, worker: Worker, pool: WorkerPool, dispatcher: Dispatcher,
                  on_park: Callable[[Cell], bool], on_end: Callable[[Cell], None],
-                 retain: Callable[[Cell, str], RetainResult] | None = None) -> None:
-        self.id = "cell_" + str(uuid.uuid4())
+                 retainer: Retainer | None = None) -> None:
+        self.context = CellContext("cell_" + str(uuid.uuid4()), spec)
+        self.id = self.context.id
         self.spec = spec
         self.worker: Worker | None = worker
         self.pool = pool
@@ -115,11 +59,10 @@ class Cell:
         self.status = CellStatus.RUNNING
         self.output = OutputState(spec.limits.max_output_bytes)
         self.requests = HostRequests(dispatcher, spec.limits.inbox_bytes, spec.limits.max_pending_requests,
-                                     lambda request_id, method, args: HostCall(self, request_id, method, args),
+                                     lambda request_id, method, args: HostCall(self.context, request_id, method, args),
                                      max_request_bytes=spec.limits.max_request_bytes)
-        self.telemetry = Telemetry()
-        self.scope: dict[str, Any] = {}  # per-cell state of handlers (tool session, store writes, ...)
-        self.network_content = False
+        self.telemetry = self.context.telemetry
+        self.end_reason: EndReason | None = None
         self.last_active = time.monotonic()
         self.final: dict[str, Any] | None = None
         self.wait_lock = asyncio.Lock()
@@ -130,7 +73,7 @@ class Cell:
         self._leg_started = time.perf_counter()
         self._on_park = on_park
         self._on_end = on_end
-        self._retain = retain
+        self._retainer = retainer
 
     # ---- public operations ---------------------------------------------------------------------
 
@@ -155,7 +98,7 @@ class Cell:
                 "value_capture_bytes": max(limits.max_output_bytes, limits.inbox_bytes)
                 if self._retains else limits.max_output_bytes,
                 "config": {
-                    **self.scope.get("guest_config", {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}),
+                    **(self.context.guest_config or {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}),
                     # The prelude refuses requests over these caps; HostRequests enforces them again.
                     "maxPendingRequests": limits.max_pending_requests,
                     "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
@@ -183,10 +126,15 @@ class Cell:
     def bridge_dispatch_started(self) -> bool:
         return self.requests.side_effects_started
 
-    async def cancel(self, message: str = ABORT_MESSAGE) -> dict[str, Any]:
+    @property
+    def network_content(self) -> bool:
+        return self.context.network_content
+
+    async def cancel(self, message: str = ABORT_MESSAGE, reason: EndReason = EndReason.CANCELLED) -> dict[str, Any]:
         """Abort the cell now; a running leg ends with the same ``aborted`` envelope."""
         if not self.done:
             self._aborted = message
+            self.end_reason = reason
             if self.worker is not None:
                 self.worker.kill()
             self.requests.wake.set()
@@ -344,8 +292,10 @@ class Cell:
 
     def _completed_envelope(self, value_source: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         """The envelope of a completed cell, and the id of a result saved for it (or None)."""
-        save = self._retain if self._retains else None
-        retain = None if save is None else lambda text: save(self, text)
+        retain = None
+        retainer = self._retainer
+        if self._retains and retainer is not None:
+            retain = lambda text: retainer.retain(self.context, text)  # noqa: E731
         try:
             projection = self.output.project(FinalValue(value_source), retain)
         except OutputLimitExceeded as exc:
@@ -366,9 +316,8 @@ class Cell:
         return self._failure_envelope(error, phase, code, output)
 
     def _release_reference(self, ref_id: str | None) -> None:
-        release = self.scope.get("release_reference")
-        if ref_id is not None and release is not None:
-            release(ref_id)  # saved for retention but not shown: nobody can load it, so free it
+        if ref_id is not None and self._retainer is not None:
+            self._retainer.release(self.context, ref_id)  # saved for retention but not shown: nobody can load it
 
     def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
         envelope = self._envelope("failed")
@@ -387,6 +336,7 @@ class Cell:
         cell completed: an ``output_limit_exceeded`` failure commits nothing either.
         """
         self.status = CellStatus.FAILED  # done from here on (a cancel waits for this leg's envelope)
+        self.end_reason = self.end_reason or EndReason.FINISHED
         self.requests.close()
         if self.worker is not None:
             self.pool.release(self.worker, recycle=recycle or self.worker.dead)
@@ -423,7 +373,7 @@ class Cell:
         warnings: list[str] = []
         for finalizer in self.dispatcher.finalizers:
             try:
-                warnings.extend(await finalizer(self, completed))
+                warnings.extend(await finalizer(self.context, completed))
             except Exception as exc:  # noqa: BLE001 - an end hook failing must not lose the result
                 warnings.append(f"end-of-cell step failed: {type(exc).__name__}: {exc}")
         return warnings
@@ -444,4 +394,4 @@ class Cell:
     @property
     def _retains(self) -> bool:
         """Whether an oversized final object/array is saved as a reference (interactive cells)."""
-        return self._retain is not None and not self.spec.headless and not self.spec.restart_safe
+        return self._retainer is not None and not self.spec.headless and not self.spec.restart_safe

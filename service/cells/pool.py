@@ -28,8 +28,7 @@ from typing import Any
 from bridge import jsoncodec
 from bridge.errors import BridgeError
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
-
-from .errors import Overloaded
+from service.errors import Overloaded
 
 log = logging.getLogger("codemode.workers")
 
