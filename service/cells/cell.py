@@ -17,7 +17,8 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bridge import jsoncodec
-from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
+from bridge.errors import OutputLimitExceeded
+from bridge.output import FinalError, FinalValue, OutputState, RetainResult
 from service.tools.untrusted import wrap_untrusted
 
 from .dispatch import CellContext, Dispatcher, HostCall
