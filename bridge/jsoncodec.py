@@ -18,7 +18,9 @@ from typing import Any
 
 import orjson
 
-from bridge.errors import JSONDecodeError, JSONEncodeError
+# Re-exported: callers catch jsoncodec.JSONEncodeError / JSONDecodeError next to the calls that raise them.
+from bridge.errors import JSONDecodeError as JSONDecodeError
+from bridge.errors import JSONEncodeError as JSONEncodeError
 
 #: Arrays/objects a value crossing the bridge may nest.  orjson refuses 254 levels when encoding,
 #: and frames and envelopes wrap a guest value in a few levels of their own.  The guest prelude
