@@ -17,13 +17,15 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bridge import jsoncodec
-from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
+from bridge.errors import OutputLimitExceeded
+from bridge.output import FinalError, FinalValue, OutputState, RetainResult
+from service.errors import WorkerGone
 from service.tools.untrusted import wrap_untrusted
 
 from .dispatch import CellContext, Dispatcher, HostCall
 from .envelopes import SealedEnvelope, finished_summary
 from .host_requests import HostRequests
-from .pool import Worker, WorkerGone, WorkerPool
+from .pool import Worker, WorkerPool
 from .spec import CellSpec, CellStatus, EndReason
 
 if TYPE_CHECKING:

@@ -28,22 +28,12 @@ from typing import Any
 from bridge import jsoncodec
 from bridge.errors import BridgeError
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
-from service.errors import Overloaded
+from service.errors import Overloaded, WorkerGone
 
 log = logging.getLogger("codemode.workers")
 
 #: Start-up of a worker (interpreter, quickjs import, engine self-check) must fit in this.
 SPAWN_TIMEOUT_S = 20.0
-
-
-class WorkerGone(Exception):
-    """Raised when a worker's pipe closes or its frames cannot be read."""
-
-    code = "runtime_unavailable"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class Worker:

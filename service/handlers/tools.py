@@ -12,8 +12,7 @@ from typing import Any
 from service.cells.dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
 from service.mcp.guest_requests import describe_mcp, search_mcp_tools
 from service.tools.catalog import CatalogLimits
-from service.tools.errors import ClientToolCall, ToolCallError
-from service.tools.search import SearchQueryError
+from service.tools.errors import ClientToolCall, SearchQueryError, ToolCallError
 
 from .cell_tools import cell_tools, sync_counters, tool_context
 
