@@ -17,6 +17,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bridge import jsoncodec
+from bridge.messages import DoneFrame, GuestConfig, IdleFrame, run_frame, settle_frame
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
 from service.tools.untrusted import wrap_untrusted
 
@@ -87,27 +88,32 @@ class Cell:
         self._started = True
         limits = self.spec.limits
         try:
-            await self.worker.send({
-                "t": "run",
-                "cell_id": self.id,
-                "code": self.spec.code,
-                "budget_ms": budget_ms,
-                "memory_limit_bytes": limits.memory_limit_bytes,
-                "max_output_bytes": limits.max_output_bytes,
+            await self.worker.send(run_frame(
+                cell_id=self.id,
+                code=self.spec.code,
+                budget_ms=budget_ms,
+                memory_limit_bytes=limits.memory_limit_bytes,
+                max_output_bytes=limits.max_output_bytes,
                 # Retention needs the whole value; otherwise a bounded prefix is all the host can show.
-                "value_capture_bytes": max(limits.max_output_bytes, limits.inbox_bytes)
+                value_capture_bytes=max(limits.max_output_bytes, limits.inbox_bytes)
                 if self._retains else limits.max_output_bytes,
-                "config": {
-                    **(self.context.guest_config or {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}),
-                    # The prelude refuses requests over these caps; HostRequests enforces them again.
-                    "maxPendingRequests": limits.max_pending_requests,
-                    "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
-                },
-            })
+                config=self._guest_config(),
+            ))
         except WorkerGone as exc:
             return await self._end_failed(exc.message, "host", "runtime_unavailable", recycle=True)
         self._worker_running = True
         return await self._leg(budget_ms)
+
+    def _guest_config(self) -> GuestConfig:
+        limits = self.spec.limits
+        base = self.context.guest_config or {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}
+        config: GuestConfig = {
+            **base,  # type: ignore[typeddict-item]  # built by the cell-tools handler
+            # The prelude refuses requests over these caps; HostRequests enforces them again.
+            "maxPendingRequests": limits.max_pending_requests,
+            "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
+        }
+        return config
 
     async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]]) -> dict[str, Any]:
         """A wait leg: settle caller answers and yields, then run until the next stop."""
@@ -201,6 +207,10 @@ class Cell:
                 self._delivered_bytes = 0
                 if msg["t"] == "done":
                     return await self._on_done(msg)
+                if msg["t"] != "idle":
+                    self.worker.kill()
+                    return await self._end_failed(f"worker sent an unexpected {msg['t']!r} frame; the cell was lost, "
+                                                  "start it again", "host", "runtime_unavailable", recycle=True)
                 self._on_idle(msg)
                 continue
             if self._aborted:
@@ -216,10 +226,10 @@ class Cell:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(wake.wait(), remaining)
 
-    def _on_idle(self, msg: dict[str, Any]) -> None:
+    def _on_idle(self, msg: IdleFrame) -> None:
         self.output.extend(msg["output"])
-        self.telemetry.guest_cpu_ms = msg.get("cpu_ms", self.telemetry.guest_cpu_ms)
-        self.telemetry.heap_bytes = msg.get("heap_bytes", self.telemetry.heap_bytes)
+        self.telemetry.guest_cpu_ms = msg["cpu_ms"]
+        self.telemetry.heap_bytes = msg["heap_bytes"]
         for request_id in msg["cancels"]:
             self.requests.drop(request_id)
         for req in msg["requests"]:
@@ -233,7 +243,7 @@ class Cell:
         payloads = [raw for _, raw in ready if raw is not None]
         self._delivered_bytes += charged
         try:
-            await self.worker.send({"t": "settle", "budget_ms": max(budget_ms, 1), "replies": replies}, payloads)
+            await self.worker.send(settle_frame(max(budget_ms, 1), replies), payloads)
         except WorkerGone:
             pass  # the next recv reports how the worker died
         self._worker_running = True
@@ -273,16 +283,16 @@ class Cell:
             if isinstance(entry, dict) and entry.get("type") == "text" and isinstance(entry.get("text"), str):
                 envelope["output"][i] = {"type": "text", "text": wrap_untrusted(entry["text"], "network")}
 
-    async def _on_done(self, msg: dict[str, Any]) -> dict[str, Any]:
+    async def _on_done(self, msg: DoneFrame) -> dict[str, Any]:
         self.output.extend(msg["output"])
-        self.telemetry.guest_cpu_ms = msg.get("cpu_ms", self.telemetry.guest_cpu_ms)
-        self.telemetry.heap_bytes = msg.get("heap_bytes", self.telemetry.heap_bytes)
-        for request_id in msg.get("cancels", []):
+        self.telemetry.guest_cpu_ms = msg["cpu_ms"]
+        self.telemetry.heap_bytes = msg["heap_bytes"]
+        for request_id in msg["cancels"]:
             self.requests.drop(request_id)
         if msg["ok"]:
-            return await self._end_completed(msg["value"], recycle=msg.get("recycle", False))
+            return await self._end_completed(msg["value"], recycle=msg["recycle"])
         err = msg["error"]
-        return await self._end_failed(err["text"], err["phase"], err["code"], recycle=msg.get("recycle", False))
+        return await self._end_failed(err["text"], err["phase"], err["code"], recycle=msg["recycle"])
 
     async def _end_completed(self, value_source: dict[str, Any], *, recycle: bool) -> dict[str, Any]:
         return await self._end(lambda: self._completed_envelope(value_source), recycle=recycle)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+from bridge.messages import HostFrame, run_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +24,7 @@ class WorkerProcess:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.ready = self.recv()
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: HostFrame) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(encode_frame(message))
         self.proc.stdin.flush()
@@ -35,9 +36,9 @@ class WorkerProcess:
 
     def run(self, code: str) -> dict[str, Any]:
         """Run one cell that needs no host replies; return its done frame."""
-        self.send({"t": "run", "cell_id": "c", "code": code, "budget_ms": 3000, "memory_limit_bytes": 32 << 20,
-                   "max_output_bytes": 65536, "value_capture_bytes": 65536,
-                   "config": {"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}})
+        self.send(run_frame(cell_id="c", code=code, budget_ms=3000, memory_limit_bytes=32 << 20,
+                            max_output_bytes=65536, value_capture_bytes=65536,
+                            config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}))
         msg = self.recv()
         assert msg["t"] == "done", msg
         return msg
