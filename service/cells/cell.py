@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bridge import jsoncodec
 from bridge.messages import DoneFrame, GuestConfig, IdleFrame, run_frame, settle_frame
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
-from service.tools.untrusted import wrap_untrusted
 
+from . import envelopes
 from .dispatch import CellContext, Dispatcher, HostCall
-from .envelopes import SealedEnvelope, finished_summary
+from .envelopes import SealedEnvelope
 from .host_requests import HostRequests
 from .pool import Worker, WorkerGone, WorkerPool
 from .spec import CellSpec, CellStatus, EndReason
@@ -161,18 +161,14 @@ class Cell:
     def snapshot(self) -> dict[str, Any]:
         """Status without resuming."""
         if self.final is not None:
-            return finished_summary(self.final)
-        out: dict[str, Any] = {
-            "status": self.status.value if self.status is not CellStatus.WAITING else "waiting",
-            "cell_id": self.id,
-            "bridge_dispatch_started": self.bridge_dispatch_started,
-            "replay_safe": self.replay_safe,
-            "telemetry": self._telemetry(0.0),
-        }
-        if self.status is CellStatus.WAITING:
-            out["reason"] = self.requests.reason()
-            out["pending_tool_calls"] = self.requests.public()
-        return out
+            return envelopes.finished_summary(self.final)
+        waiting = self.status is CellStatus.WAITING
+        return envelopes.status_snapshot(
+            self.id, status="waiting" if waiting else "running",
+            bridge_dispatch_started=self.bridge_dispatch_started, replay_safe=self.replay_safe,
+            telemetry=self._telemetry(0.0),
+            reason=self.requests.reason() if waiting else None,
+            pending_tool_calls=self.requests.public() if waiting else None)
 
     @property
     def replay_safe(self) -> bool:
@@ -264,24 +260,14 @@ class Cell:
         self.status = CellStatus.WAITING
         self.last_active = time.monotonic()
         projection = self.output.project(None)
-        envelope = self._envelope("waiting")
-        envelope["output"] = projection.output
-        envelope["reason"] = self.requests.reason()
-        envelope["pending_tool_calls"] = self.requests.public()
+        envelope = envelopes.waiting(self.id, output=projection.output, reason=self.requests.reason(),
+                                     pending_tool_calls=self.requests.public(), **self._common())
         self._mark_untrusted(envelope)
         return envelope
 
     def _mark_untrusted(self, envelope: dict[str, Any]) -> None:
-        """Once a cell has seen network-derived data, its model-facing text is wrapped as untrusted.
-
-        Text entries are what an agent shows its model; ``json`` entries and the value stay raw.
-        """
-        if not self.network_content:
-            return
-        envelope["untrusted_content"] = True
-        for i, entry in enumerate(envelope.get("output") or []):
-            if isinstance(entry, dict) and entry.get("type") == "text" and isinstance(entry.get("text"), str):
-                envelope["output"][i] = {"type": "text", "text": wrap_untrusted(entry["text"], "network")}
+        if self.network_content:
+            envelopes.mark_untrusted(envelope)
 
     async def _on_done(self, msg: DoneFrame) -> dict[str, Any]:
         self.output.extend(msg["output"])
@@ -312,9 +298,7 @@ class Cell:
             self._release_reference(exc.release_reference_id)
             return self._failure_envelope(str(exc), "host", "output_limit_exceeded", []), None
         self._release_reference(projection.release_reference_id)
-        envelope = self._envelope("completed")
-        envelope["value"] = projection.value
-        envelope["output"] = projection.output
+        envelope = envelopes.completed(self.id, value=projection.value, output=projection.output, **self._common())
         return envelope, projection.reference_id
 
     def _failed_envelope(self, message: str, phase: str, code: str) -> dict[str, Any]:
@@ -330,12 +314,7 @@ class Cell:
             self._retainer.release(self.context, ref_id)  # saved for retention but not shown: nobody can load it
 
     def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
-        envelope = self._envelope("failed")
-        envelope["output"] = output
-        envelope["error"] = error
-        envelope["code"] = code
-        envelope["failure_phase"] = phase
-        return envelope
+        return envelopes.failed(self.id, error=error, code=code, phase=phase, output=output, **self._common())
 
     async def _end(self, build: Callable[[], tuple[dict[str, Any], str | None]], *,
                    recycle: bool) -> dict[str, Any]:
@@ -357,11 +336,11 @@ class Cell:
             self.status = CellStatus.COMPLETED
         warnings = await self._run_finalizers(completed)
         if warnings:
-            envelope["warnings"] = warnings
+            envelopes.add_warnings(envelope, warnings)
             try:
                 encoded = jsoncodec.dumps(envelope)
             except jsoncodec.JSONEncodeError:
-                del envelope["warnings"]  # the result matters more than a note about it
+                envelopes.drop_warnings(envelope)  # the result matters more than a note about it
         self.final = SealedEnvelope(envelope, encoded)
         self._on_end(self)
         return self.final
@@ -388,15 +367,10 @@ class Cell:
                 warnings.append(f"end-of-cell step failed: {type(exc).__name__}: {exc}")
         return warnings
 
-    def _envelope(self, status: str) -> dict[str, Any]:
-        return {
-            "status": status,
-            "cell_id": self.id,
-            "output": [],
-            "bridge_dispatch_started": self.bridge_dispatch_started,
-            "replay_safe": self.replay_safe,
-            "telemetry": self._telemetry((time.perf_counter() - self._leg_started) * 1000),
-        }
+    def _common(self) -> dict[str, Any]:
+        """The fields every leg's envelope carries, as of now."""
+        return {"bridge_dispatch_started": self.bridge_dispatch_started, "replay_safe": self.replay_safe,
+                "telemetry": self._telemetry((time.perf_counter() - self._leg_started) * 1000)}
 
     def _telemetry(self, wall_ms: float) -> dict[str, Any]:
         return self.telemetry.public(wall_ms)
