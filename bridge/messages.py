@@ -17,8 +17,8 @@ build them only through the functions below and read them by the keys typed here
 lives in this module alone and mypy checks every use.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: TypedDict must see ``NotRequired`` at class creation
+# for ``__required_keys__`` to be right (tests compare real frames against it).
 from typing import Any, Literal, NotRequired, TypedDict
 
 #: Failure phases, as in the cell envelope.

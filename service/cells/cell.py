@@ -162,6 +162,8 @@ class Cell:
         """Status without resuming."""
         if self.final is not None:
             return envelopes.finished_summary(self.final)
+        # Until its final envelope exists, a cell that is not parked is still in a leg (maybe in its
+        # end-of-cell steps): "running", never an outcome without its error or value.
         waiting = self.status is CellStatus.WAITING
         return envelopes.status_snapshot(
             self.id, status="waiting" if waiting else "running",
