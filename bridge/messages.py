@@ -28,6 +28,15 @@ Phase = Literal["input", "guest", "bridge", "host"]
 # ---- host -> worker ----------------------------------------------------------------------------
 
 
+class WorkerOptions(TypedDict, total=False):
+    """The worker's start-up argument (one JSON text on its command line), not a frame."""
+
+    frame_cap: int  # bytes of one frame either way
+    rlimit_as_bytes: int  # RLIMIT_AS; 0: none
+    rlimit_cpu_seconds: int  # RLIMIT_CPU; 0: none (the worker retires itself at 80 % of it)
+    stack_bytes: int  # the guest engine's stack
+
+
 class GuestConfig(TypedDict):
     """What the prelude needs to build the guest's globals for one cell."""
 

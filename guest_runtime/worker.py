@@ -24,6 +24,7 @@ from bridge.messages import (
     Phase,
     RunFrame,
     WorkerFrame,
+    WorkerOptions,
     done_frame,
     guest_failure,
     idle_frame,
@@ -238,7 +239,7 @@ def _bridge_code(code: str) -> str:
     return "invalid_input" if code in ("invalid_input", "input_contract") else "internal_error"
 
 
-def _apply_rlimits(options: dict[str, Any]) -> None:
+def _apply_rlimits(options: WorkerOptions) -> None:
     address_space = int(options.get("rlimit_as_bytes", 0))
     if address_space > 0:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
@@ -251,7 +252,7 @@ def _apply_rlimits(options: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    options: dict[str, Any] = jsoncodec.loads(args[0]) if args else {}
+    options: WorkerOptions = jsoncodec.loads(args[0]) if args else {}
     # Frames go to a private copy of stdout; fd 1 itself now points at stderr.
     fd_out = os.dup(1)
     os.dup2(2, 1)

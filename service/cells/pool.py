@@ -28,7 +28,7 @@ from typing import Any
 from bridge import jsoncodec
 from bridge.errors import BridgeError
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
-from bridge.messages import HostFrame, WorkerFrame
+from bridge.messages import HostFrame, WorkerFrame, WorkerOptions
 from service.errors import Overloaded
 
 log = logging.getLogger("codemode.workers")
@@ -114,13 +114,13 @@ class Worker:
 class WorkerPool:
     """Warm workers for running cells, with tenant affinity and immediate replacement."""
 
-    def __init__(self, *, size: int, cap: int, max_cells: int, frame_cap: int, options: dict[str, Any],
+    def __init__(self, *, size: int, cap: int, max_cells: int, frame_cap: int, options: WorkerOptions,
                  acquire_timeout_s: float) -> None:
         self.size = size
         self.cap = max(cap, size)
         self.max_cells = max_cells
         self.frame_cap = frame_cap
-        self.options = {**options, "frame_cap": frame_cap}
+        self.options: WorkerOptions = {**options, "frame_cap": frame_cap}
         self.acquire_timeout_s = acquire_timeout_s
         self._fresh: deque[Worker] = deque()
         self._idle: dict[str, deque[Worker]] = {}
