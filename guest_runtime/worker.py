@@ -18,6 +18,18 @@ from typing import Any
 from bridge import jsoncodec
 from bridge.errors import BridgeError, FrameTooLarge
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+from bridge.messages import (
+    GuestFailure,
+    HostFrame,
+    Phase,
+    RunFrame,
+    WorkerFrame,
+    WorkerOptions,
+    done_frame,
+    guest_failure,
+    idle_frame,
+    ready_frame,
+)
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value
 
 from .driver import GuestEngine, check_engine, map_stack
@@ -45,14 +57,15 @@ class Channel:
         self.fd_out = fd_out
         self.cap = cap
 
-    def read(self) -> Any | None:
+    def read(self) -> HostFrame | None:
         header = self._read_exact(HEADER_SIZE)
         if header is None:
             return None
         body = self._read_exact(frame_length(header, self.cap))
         if body is None:
             return None
-        return decode_body(body)
+        frame: HostFrame = decode_body(body)
+        return frame
 
     def read_raw(self) -> str:
         """One raw frame (a reply payload) as text."""
@@ -62,7 +75,7 @@ class Channel:
             raise SystemExit(0)  # the service went away mid-message
         return body.decode("utf-8")
 
-    def write(self, message: dict[str, Any]) -> None:
+    def write(self, message: WorkerFrame) -> None:
         data = memoryview(encode_frame(message, self.cap))
         while data:
             n = os.write(self.fd_out, data)
@@ -82,10 +95,11 @@ class Channel:
 class CellRun:
     """Drives one cell from ``run`` to ``done``."""
 
-    def __init__(self, engine: GuestEngine, channel: Channel, msg: dict[str, Any]) -> None:
+    def __init__(self, engine: GuestEngine, channel: Channel, msg: RunFrame, cpu_limit_s: float) -> None:
         self.engine = engine
         self.channel = channel
         self.msg = msg
+        self.cpu_limit_s = cpu_limit_s
         self.capture = OutputCapture(msg["max_output_bytes"])
         self.cpu_start = time.process_time()
         self.deadline = time.monotonic() + msg["budget_ms"] / 1000
@@ -143,6 +157,8 @@ class CellRun:
             reply = self.channel.read()
             if reply is None:
                 raise SystemExit(0)  # the service went away
+            if reply["t"] != "settle":
+                raise SystemExit(f"protocol error: {reply['t']!r} frame while a cell waits for replies")
             self.deadline = time.monotonic() + reply["budget_ms"] / 1000
             for r in reply["replies"]:
                 if r["ok"]:
@@ -152,15 +168,14 @@ class CellRun:
 
     def write_idle(self, snap: dict[str, Any]) -> None:
         engine = self.engine
-        self.channel.write({
-            "t": "idle",
-            "requests": snap["requests"],
-            "cancels": snap["cancels"],
-            "output": self.capture.drain(),
-            "outstanding": snap["outstanding"],
-            "cpu_ms": round((time.process_time() - self.cpu_start) * 1000, 3),
-            "heap_bytes": engine.heap_bytes(),
-        })
+        self.channel.write(idle_frame(
+            requests=snap["requests"],
+            cancels=snap["cancels"],
+            output=self.capture.drain(),
+            outstanding=snap["outstanding"],
+            cpu_ms=round((time.process_time() - self.cpu_start) * 1000, 3),
+            heap_bytes=engine.heap_bytes(),
+        ))
 
     def finish(self, done: dict[str, Any], cancels: list[int]) -> bool:
         engine = self.engine
@@ -183,7 +198,7 @@ class CellRun:
             # The JSON text of a value may be as large as the capture allowance; the copies it
             # takes are the host's cost, not the cell's heap budget.
             text = engine.final_value(3 * self.msg["value_capture_bytes"] + 16 * 1024 * 1024, self.deadline)
-            self.send_done(ok=True, value=capture_value(text, self.msg["value_capture_bytes"]), cancels=cancels)
+            self.send_done(value=capture_value(text, self.msg["value_capture_bytes"]), cancels=cancels)
             return False
         if done.get("oom"):
             return self.fail("memory limit exceeded: InternalError: out of memory", "guest",
@@ -192,37 +207,31 @@ class CellRun:
             return self.fail(map_stack(done["error"]), "bridge", _bridge_code(done["code"]), cancels=cancels)
         return self.fail(map_stack(done["error"]), "guest", "internal_error", cancels=cancels)
 
-    def fail(self, text: str, phase: str, code: str, *, recycle: bool = False,
+    def fail(self, text: str, phase: Phase, code: str, *, recycle: bool = False,
              cancels: list[int] | None = None) -> bool:
         # The host shows at most max_output_bytes of an error (longer ones end "[error truncated]"),
         # so a longer cut keeps that marker honest while the frame stays small.
         text = text[: self.msg["max_output_bytes"] + CAPTURE_SLACK_BYTES]
-        self.send_done(ok=False, error={"text": text, "phase": phase, "code": code}, recycle=recycle,
-                       cancels=cancels or [])
+        self.send_done(error=guest_failure(text, phase, code), recycle=recycle, cancels=cancels or [])
         return recycle
 
-    def send_done(self, *, ok: bool, value: Any = None, error: dict[str, Any] | None = None,
+    def send_done(self, *, value: dict[str, Any] | None = None, error: GuestFailure | None = None,
                   recycle: bool = False, cancels: list[int]) -> None:
         try:
             heap = self.engine.heap_bytes()
         except Exception:  # noqa: BLE001 - a dying engine must still let us report the cell
             heap = 0
         # Retire the worker well before its RLIMIT_CPU could kill it in the middle of a later cell.
-        worn_out = time.process_time() > CPU_RECYCLE_FRACTION * self.msg.get("cpu_limit_s", float("inf"))
-        message: dict[str, Any] = {
-            "t": "done",
-            "ok": ok,
-            "output": self.capture.drain(),
-            "cancels": cancels,
-            "cpu_ms": round((time.process_time() - self.cpu_start) * 1000, 3),
-            "heap_bytes": heap,
-            "recycle": recycle or worn_out,
-        }
-        if ok:
-            message["value"] = value
-        else:
-            message["error"] = error
-        self.channel.write(message)
+        worn_out = time.process_time() > CPU_RECYCLE_FRACTION * self.cpu_limit_s
+        self.channel.write(done_frame(
+            value=value,
+            error=error,
+            output=self.capture.drain(),
+            cancels=cancels,
+            cpu_ms=round((time.process_time() - self.cpu_start) * 1000, 3),
+            heap_bytes=heap,
+            recycle=recycle or worn_out,
+        ))
 
 
 def _bridge_code(code: str) -> str:
@@ -230,7 +239,7 @@ def _bridge_code(code: str) -> str:
     return "invalid_input" if code in ("invalid_input", "input_contract") else "internal_error"
 
 
-def _apply_rlimits(options: dict[str, Any]) -> None:
+def _apply_rlimits(options: WorkerOptions) -> None:
     address_space = int(options.get("rlimit_as_bytes", 0))
     if address_space > 0:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
@@ -243,7 +252,7 @@ def _apply_rlimits(options: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    options: dict[str, Any] = jsoncodec.loads(args[0]) if args else {}
+    options: WorkerOptions = jsoncodec.loads(args[0]) if args else {}
     # Frames go to a private copy of stdout; fd 1 itself now points at stderr.
     fd_out = os.dup(1)
     os.dup2(2, 1)
@@ -254,17 +263,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TZ"] = "UTC"
     time.tzset()
     check_engine()
-    channel.write({"t": "ready", "pid": os.getpid()})
+    channel.write(ready_frame(os.getpid()))
     stack_bytes = int(options.get("stack_bytes", 1024 * 1024))
     engine = GuestEngine(stack_bytes=stack_bytes)
     while True:
         msg = channel.read()
         if msg is None:
             return 0
-        if msg.get("t") != "run":
+        if msg["t"] != "run":
             continue  # a late settle for a cell that already ended
-        msg["cpu_limit_s"] = cpu_limit
-        recycle = CellRun(engine, channel, msg).run()
+        recycle = CellRun(engine, channel, msg, cpu_limit).run()
         if recycle:
             return 0
         engine = GuestEngine(stack_bytes=stack_bytes)

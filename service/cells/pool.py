@@ -28,6 +28,7 @@ from typing import Any
 from bridge import jsoncodec
 from bridge.errors import BridgeError
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
+from bridge.messages import HostFrame, WorkerFrame, WorkerOptions
 from service.errors import Overloaded, WorkerGone
 
 log = logging.getLogger("codemode.workers")
@@ -51,7 +52,7 @@ class Worker:
     def pid(self) -> int:
         return self.proc.pid
 
-    async def send(self, message: dict[str, Any], attachments: list[bytes] | None = None) -> None:
+    async def send(self, message: HostFrame, attachments: list[bytes] | None = None) -> None:
         if self.dead or self.proc.stdin is None:
             raise WorkerGone("worker process is gone")
         try:
@@ -63,7 +64,7 @@ class Worker:
             self.dead = True
             raise WorkerGone(f"worker process stopped reading ({exc})") from None
 
-    async def recv(self) -> dict[str, Any]:
+    async def recv(self) -> WorkerFrame:
         assert self.proc.stdout is not None
         try:
             header = await self.proc.stdout.readexactly(HEADER_SIZE)
@@ -75,7 +76,8 @@ class Worker:
             self.kill()
             raise WorkerGone(f"worker sent a bad frame: {exc}") from None
         try:
-            return decode_body(body)
+            frame: WorkerFrame = decode_body(body)
+            return frame
         except (BridgeError, TypeError) as exc:
             self.kill()
             raise WorkerGone(f"worker sent a bad frame: {exc}") from None
@@ -102,13 +104,13 @@ class Worker:
 class WorkerPool:
     """Warm workers for running cells, with tenant affinity and immediate replacement."""
 
-    def __init__(self, *, size: int, cap: int, max_cells: int, frame_cap: int, options: dict[str, Any],
+    def __init__(self, *, size: int, cap: int, max_cells: int, frame_cap: int, options: WorkerOptions,
                  acquire_timeout_s: float) -> None:
         self.size = size
         self.cap = max(cap, size)
         self.max_cells = max_cells
         self.frame_cap = frame_cap
-        self.options = {**options, "frame_cap": frame_cap}
+        self.options: WorkerOptions = {**options, "frame_cap": frame_cap}
         self.acquire_timeout_s = acquire_timeout_s
         self._fresh: deque[Worker] = deque()
         self._idle: dict[str, deque[Worker]] = {}
@@ -381,8 +383,8 @@ class WorkerPool:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(proc.wait(), 2.0)
             raise
-        if msg.get("t") != "ready":
+        if msg["t"] != "ready":
             worker.kill()
-            raise WorkerGone(f"worker sent {msg.get('t')!r} instead of ready")
+            raise WorkerGone(f"worker sent {msg['t']!r} instead of ready")
         self.spawned += 1
         return worker

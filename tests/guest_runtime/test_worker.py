@@ -11,7 +11,17 @@ from typing import Any
 
 import pytest
 
-from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
+from bridge.messages import (
+    DoneFrame,
+    GuestFailure,
+    GuestRequest,
+    HostFrame,
+    IdleFrame,
+    ReadyFrame,
+    run_frame,
+    settle_frame,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +33,7 @@ class WorkerProcess:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.ready = self.recv()
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: HostFrame) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(encode_frame(message))
         self.proc.stdin.flush()
@@ -33,14 +43,22 @@ class WorkerProcess:
         header = self.proc.stdout.read(HEADER_SIZE)
         return decode_body(self.proc.stdout.read(frame_length(header)))  # type: ignore[no-any-return]
 
+    def send_raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(encode_raw(data))
+        self.proc.stdin.flush()
+
     def run(self, code: str) -> dict[str, Any]:
         """Run one cell that needs no host replies; return its done frame."""
-        self.send({"t": "run", "cell_id": "c", "code": code, "budget_ms": 3000, "memory_limit_bytes": 32 << 20,
-                   "max_output_bytes": 65536, "value_capture_bytes": 65536,
-                   "config": {"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}})
+        self.start(code)
         msg = self.recv()
         assert msg["t"] == "done", msg
         return msg
+
+    def start(self, code: str) -> None:
+        self.send(run_frame(cell_id="c", code=code, budget_ms=3000, memory_limit_bytes=32 << 20,
+                            max_output_bytes=65536, value_capture_bytes=65536,
+                            config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}))
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +93,20 @@ def test_cell_failures_keep_the_worker_process(worker, name):
     after = worker.run("return 'next'")
     assert after["ok"] is True and after["value"] == {"json": '"next"'}
     assert worker.proc.poll() is None and worker.ready["pid"] == worker.proc.pid
+
+
+def test_frames_carry_exactly_their_typed_fields(worker):
+    """ready, idle and both kinds of done frame have the keys bridge.messages declares, no more, no fewer."""
+    assert set(worker.ready) == ReadyFrame.__required_keys__
+    worker.start("await new Promise(r => setTimeout(r, 0)); return 1")
+    idle = worker.recv()
+    assert idle["t"] == "idle" and set(idle) == IdleFrame.__required_keys__, idle
+    [request] = idle["requests"]
+    assert set(request) == GuestRequest.__required_keys__ and isinstance(request["args"], list), request
+    worker.send(settle_frame(3000, [{"id": request["id"], "ok": True}]))
+    worker.send_raw(b"null")
+    done = worker.recv()
+    assert done["t"] == "done" and set(done) == DoneFrame.__required_keys__ | {"value"}, done
+    failed = worker.run("null.boom")
+    assert set(failed) == DoneFrame.__required_keys__ | {"error"}, failed
+    assert set(failed["error"]) == GuestFailure.__required_keys__
