@@ -333,7 +333,7 @@ class RedisSessionStore:
     async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures:
         """Return the run's live failure counters."""
         fields = await self._call(self._client.hgetall(run_key(tenant, session_id, run_id)))
-        return _run_failures(dict(fields))
+        return _run_failures({str(k): str(v) for k, v in fields.items()})  # decode_responses: already str
 
     async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
         """Forget the run's failure counters."""

@@ -41,6 +41,7 @@ def failure_of_result(result: ToolResult, tool: str, *, untrusted: bool) -> Tool
     """
     details = result.details
     own = details if isinstance(details, Mapping) else None
+    order: tuple[str, ...]
     if own is not None and own.get("success") is False:
         order = _SUCCESS_FALSE_REASON
     elif own is not None and own.get("ok") is False:

@@ -44,7 +44,7 @@ def loop(tool: str, n: int, reply: Any = None) -> str:
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    with make_client(tmp_path_factory.mktemp("failures"), tools=TOOLS, api_keys=KEYS) as c:
+    with make_client(tmp_path_factory.mktemp("failures"), extra_tools=TOOLS, api_keys=KEYS) as c:
         yield c
 
 
@@ -266,10 +266,10 @@ def test_partial_success_resolves_with_a_warning(client):
 def test_counters_survive_a_service_restart(tmp_path):
     """A blocked tool stays blocked after the service restarts on the same SQLite store."""
     sid = new_session()
-    with make_client(tmp_path, tools=TOOLS, workers=1) as first:
+    with make_client(tmp_path, extra_tools=TOOLS, workers=1) as first:
         assert run(first, loop("fail", 5), session_id=sid, run_id="r1")["value"][-1]["code"] == "tool_blocked"
     before = runs_of("fail")
-    with make_client(tmp_path, tools=TOOLS, workers=1) as second:
+    with make_client(tmp_path, extra_tools=TOOLS, workers=1) as second:
         got = value_of(run(second, loop("fail", 1), session_id=sid, run_id="r1"))
         assert got[0]["code"] == "tool_blocked" and runs_of("fail") == before
         assert second.get(f"/v1/sessions/{sid}/runs/r1").json()["failures"] == {"fail": 4}
