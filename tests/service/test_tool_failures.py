@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from service.settings import ApiKey
 from tests.conftest import make_client, run, value_of
+from tests.stores.conftest import redis_url  # noqa: F401 - session fixture: a real redis-server
 from tests.support.tools import CALLS, FAILURE_TOOLS, TEST_TOOLS
 
 TOOLS = [*TEST_TOOLS, *FAILURE_TOOLS]
@@ -273,3 +274,15 @@ def test_counters_survive_a_service_restart(tmp_path):
         got = value_of(run(second, loop("fail", 1), session_id=sid, run_id="r1"))
         assert got[0]["code"] == "tool_blocked" and runs_of("fail") == before
         assert second.get(f"/v1/sessions/{sid}/runs/r1").json()["failures"] == {"fail": 4}
+
+
+def test_counters_are_shared_by_replicas_on_redis(tmp_path, request):
+    """Two services on one Redis store are replicas of one run: a block made through one holds on the other."""
+    url = request.getfixturevalue("redis_url")
+    sid = new_session()
+    with make_client(tmp_path / "a", extra_tools=TOOLS, workers=1, store_url=url) as first, \
+            make_client(tmp_path / "b", extra_tools=TOOLS, workers=1, store_url=url) as second:
+        value_of(run(first, loop("fail", 2), session_id=sid, run_id="r1"))
+        got = value_of(run(second, loop("fail", 3), session_id=sid, run_id="r1"))
+        assert [g["code"] for g in got] == ["tool_error", "tool_error", "tool_blocked"]
+        assert first.get(f"/v1/sessions/{sid}/runs/r1").json()["failures"] == {"fail": 4}
