@@ -172,6 +172,8 @@ class CallSession:
         result = await self._run_after_hooks(entry, prepared, ctx, result)
         failure = failure_of_result(result, name, untrusted=entry.network)
         if failure is not None:
+            # The tool's own object reaches the guest as error.details: JSON, detached from the tool.
+            failure.reported = jsoncodec.loads(_json_bytes(result.details, name, entry.network))
             if entry.network:
                 failure.message = wrap_untrusted(failure.message, name)
             raise failure
