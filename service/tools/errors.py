@@ -17,8 +17,10 @@ ToolError                        tool_system_error: base
       ├── OutputContractError    output_contract: the final value does not match the output schema
       ├── InvalidContractError   invalid_contract: the tool's own schemas are unusable; it never runs
       ├── ToolExecutionError     tool_error (shared with ToolCallError, which a plugin may raise itself):
-      │                          execute() or a hook raised; message sanitised
+      │                          execute() or a hook raised, or the tool reported failure
       ├── ToolBlockedError       blocked: a before-hook refused the call
+      ├── ToolDisabledError      tool_blocked: the tool failed too often in this run (or non-retriably)
+      ├── FailureBudgetError     failure_budget_exhausted: the run had too many tool failures
       ├── UnknownToolError       unknown_tool: no such tool in this cell (also denied tools)
       ├── LoopGuardError         loop_guard: same tool + same arguments a 4th time in one cell
       ├── CallBudgetError        call_budget_exceeded: the cell used its tool-call budget
@@ -134,15 +136,53 @@ class InvalidContractError(ToolCallError):
 
 
 class ToolExecutionError(ToolCallError):
-    """The tool or one of its hooks raised; carries only the exception class and message."""
+    """The tool or one of its hooks raised (only the exception class and message are kept), or the
+    tool reported a failure (seed 001 envelope: ``reported`` is its own dict, ``fields`` the seed's
+    fields in the guest's camelCase: errorType, needParam, nonRetriable, userMessage, redirect, upstream).
+
+    ``recoverable`` failures are fixed by changing the arguments and never count against a run's
+    failure budget; ``non_retriable`` ones block the tool for the rest of the run at once.
+    """
 
     code = "tool_error"
+
+    def __init__(self, message: str, *, reported: Any = None, fields: dict[str, Any] | None = None,
+                 recoverable: bool = False, non_retriable: bool = False, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.reported = reported
+        self.fields = fields or {}
+        self.recoverable = recoverable
+        self.non_retriable = non_retriable
+
+    def to_guest(self) -> dict[str, Any]:
+        body = {**super().to_guest(), **self.fields}
+        if self.reported is not None:
+            body["details"] = self.reported
+        return body
 
 
 class ToolBlockedError(ToolCallError):
     """A before-hook refused the call."""
 
     code = "blocked"
+
+
+class ToolDisabledError(ToolCallError):
+    """The tool failed too often in this run, or non-retriably: later calls reject without running."""
+
+    code = "tool_blocked"
+
+    def to_guest(self) -> dict[str, Any]:
+        return {**super().to_guest(), "nonRetriable": True}
+
+
+class FailureBudgetError(ToolCallError):
+    """The run reached its total tool-failure budget: every further tool call rejects."""
+
+    code = "failure_budget_exhausted"
+
+    def to_guest(self) -> dict[str, Any]:
+        return {**super().to_guest(), "nonRetriable": True}
 
 
 class UnknownToolError(ToolCallError):
