@@ -101,6 +101,7 @@ class CellTelemetry(BaseModel):
     host_requests: int
     legs: int
     heap_bytes: int
+    retries: int = Field(description="transient failures of idempotent tools that the host retried")
 
 
 class CellEnvelope(BaseModel):
@@ -112,7 +113,7 @@ class CellEnvelope(BaseModel):
             "status": "completed", "cell_id": "cell_7b0c6f2e-3f57-4a53-9a4e-1f1d0c8b9a10", "value": 2,
             "output": [{"type": "text", "text": "hi"}], "bridge_dispatch_started": False, "replay_safe": True,
             "telemetry": {"wall_ms": 1.2, "guest_cpu_ms": 0.4, "call_count": 0, "search_count": 0,
-                          "describe_count": 0, "host_requests": 0, "legs": 1, "heap_bytes": 262144},
+                          "describe_count": 0, "host_requests": 0, "legs": 1, "heap_bytes": 262144, "retries": 0},
         }]},
     )
     # "running" only from GET /v1/cells/{id} while a leg is in progress.
