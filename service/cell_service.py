@@ -177,7 +177,7 @@ class CellService:
                     try:
                         await self.prepare(cell)
                     except BaseException:
-                        self.pool.release(worker, recycle=True)
+                        self.pool.release(worker, recycle=True, cell_id=cell.id)
                         self._cells.pop(cell.id, None)
                         raise
                 return await self._guarded(cell, cell.start(spec.limits.timeout_ms))
@@ -260,7 +260,7 @@ class CellService:
         self._parked.add(cell.id)
         self.pool.set_parked(len(self._parked))
         if cell.worker is not None:
-            self.pool.vacate(cell.worker)
+            self.pool.vacate(cell.worker, cell.id)
         self.counts["waiting"] += 1
         return True
 

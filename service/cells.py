@@ -131,6 +131,11 @@ class Cell:
         self._on_park = on_park
         self._on_end = on_end
         self._retain = retain
+        self._holding = True  # our leg holds the worker process (a new cell's first leg does)
+        self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
+        self._abort_event = asyncio.Event()
+        self._lost_task: asyncio.Task[None] | None = None
+        pool.attach(worker, self.id, self._process_lost)
 
     # ---- public operations ---------------------------------------------------------------------
 
@@ -146,6 +151,7 @@ class Cell:
         try:
             await self.worker.send({
                 "t": "run",
+                "rt": self.id,
                 "cell_id": self.id,
                 "code": self.spec.code,
                 "budget_ms": budget_ms,
@@ -167,13 +173,47 @@ class Cell:
         return await self._leg(budget_ms)
 
     async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]]) -> dict[str, Any]:
-        """A wait leg: settle caller answers and yields, then run until the next stop."""
+        """A wait leg: settle caller answers and yields, then run until the next stop.
+
+        The runtime lives in one worker process; when another cell's leg runs there, this leg
+        waits for it (within its own budget) and then runs.
+        """
         self.status = CellStatus.RUNNING
         self.last_active = time.monotonic()
         for result in tool_results:
             self.requests.settle_caller(result)
         self.requests.settle_yields()
-        return await self._leg(budget_ms)
+        assert self.worker is not None
+        started = time.monotonic()
+        try:
+            held = await self.pool.reserve(self.worker, self.id, budget_ms / 1000, self._abort_event)
+        except WorkerGone as exc:
+            return await self._end_failed(exc.message + "; the cell was lost, start it again",
+                                          "host", "runtime_unavailable", recycle=True)
+        if not held:
+            if self._aborted:
+                return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
+            self.telemetry.legs += 1
+            self._leg_started = time.perf_counter()
+            return await self._park()  # its process stayed busy for the whole budget: still parked
+        self._holding = True
+        waited_ms = int((time.monotonic() - started) * 1000)
+        return await self._leg(max(budget_ms - waited_ms, 1))
+
+    def _process_lost(self, reason: str) -> None:
+        """The worker process holding our runtime died (crash, or a kill for another cell)."""
+        if self.done:
+            return
+        if self._holding:
+            self.requests.wake.set()  # a leg waiting for host work notices it at once
+            return
+        self._lost_task = asyncio.ensure_future(self._lose(reason))
+
+    async def _lose(self, reason: str) -> None:
+        async with self.wait_lock:
+            if not self.done:
+                await self._end_failed(f"{reason}; this parked cell's runtime was in that process and is lost, "
+                                       "start it again", "host", "runtime_unavailable", recycle=True)
 
     def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
         """Return the problem with caller-supplied results (by index), or None when all apply."""
@@ -187,19 +227,28 @@ class Cell:
         """Abort the cell now; a running leg ends with the same ``aborted`` envelope."""
         if not self.done:
             self._aborted = message
-            if self.worker is not None:
-                self.worker.kill()
+            self._abort_event.set()
+            if self._holding and self._worker_running and self._sole_tenant_of_worker:
+                # Stop the guest now; with other cells' runtimes in the process the leg ends at
+                # the guest's next stop instead (at the latest at its deadline + grace).
+                assert self.worker is not None
+                self.worker.kill("the cell was cancelled")
             self.requests.wake.set()
         # A running leg notices the abort and ends the cell; a parked cell is ended here.
         async with self.wait_lock:
-            if not self.done:
-                await self._end_failed(message, "host", "aborted", recycle=True)
+            if not self.done:  # parked: its runtime is dropped, the process and its other cells stay
+                await self._end_failed(message, "host", "aborted", recycle=False)
         assert self.final is not None
         return self.final
 
+    @property
+    def _sole_tenant_of_worker(self) -> bool:
+        """Whether our runtime is the only one in its worker process (a kill costs nobody else)."""
+        return self.worker is not None and set(self.worker.cells) <= {self.id}
+
     async def abandon(self) -> None:
         """End the cell after a service fault in its leg (the caller already holds ``wait_lock``)."""
-        if self.worker is not None:
+        if self.worker is not None and self._sole_tenant_of_worker:
             self.worker.kill()
         await self._end_failed("the service failed while running this cell; start it again",
                                "host", "runtime_unavailable", recycle=True)
@@ -241,13 +290,17 @@ class Cell:
                     msg = await asyncio.wait_for(self.worker.recv(), max(deadline + grace - loop.time(), 0.001))
                 except asyncio.TimeoutError:
                     # A native operation that ignores the engine interrupt: the kill is the limit.
-                    self.worker.kill()
+                    # It also ends the cells parked in this process (they fail runtime_unavailable).
+                    self.worker.kill("another cell sharing this worker process ignored its deadline and the "
+                                     "process was killed (SIGKILL at deadline + kill_grace_ms)")
                     return await self._end_failed(TIMEOUT_MESSAGE, "guest", "timeout", recycle=True)
                 except WorkerGone as exc:
                     if self._aborted:
                         return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
                     return await self._end_failed(exc.message + "; the cell was lost, start it again",
                                                   "host", "runtime_unavailable", recycle=True)
+                if msg.get("rt", self.id) != self.id:
+                    continue  # a late frame of a runtime the host dropped mid-slice
                 self._worker_running = False
                 self.requests.inbox.release(self._delivered_bytes)
                 self._delivered_bytes = 0
@@ -256,7 +309,11 @@ class Cell:
                 self._on_idle(msg)
                 continue
             if self._aborted:
-                return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
+                return await self._end_failed(self._aborted, "host", "aborted", recycle=False)
+            if self.worker is None or self.worker.dead:
+                reason = "worker process is gone" if self.worker is None else await self.worker.exit_reason()
+                return await self._end_failed(reason + "; the cell was lost, start it again",
+                                              "host", "runtime_unavailable", recycle=True)
             remaining = deadline - loop.time()
             if self.requests.has_ready and remaining > margin:
                 await self._deliver(int(remaining * 1000))
@@ -285,7 +342,7 @@ class Cell:
         payloads = [raw for _, raw in ready if raw is not None]
         self._delivered_bytes += charged
         try:
-            await self.worker.send({"t": "settle", "budget_ms": max(budget_ms, 1), "replies": replies}, payloads)
+            await self.worker.send({"t": "settle", "rt": self.id, "budget_ms": max(budget_ms, 1), "replies": replies}, payloads)
         except WorkerGone:
             pass  # the next recv reports how the worker died
         self._worker_running = True
@@ -293,16 +350,16 @@ class Cell:
     # ---- stops -----------------------------------------------------------------------------------
 
     async def _park(self) -> dict[str, Any]:
+        # A refused park drops only this cell's runtime: others parked in the process stay.
         if self.telemetry.heap_bytes > self.spec.limits.max_snapshot_bytes:
-            if self.worker is not None:
-                self.worker.kill()
-            return await self._end_failed(SNAPSHOT_MESSAGE, "host", "snapshot_limit_exceeded", recycle=True)
+            return await self._end_failed(SNAPSHOT_MESSAGE, "host", "snapshot_limit_exceeded", recycle=False)
         if not self._on_park(self):
-            if self.worker is not None:
-                self.worker.kill()
             return await self._end_failed(
                 "too many parked cells on this server: the cell could not be parked; retry later "
-                "or use a longer timeout_ms", "host", "runtime_unavailable", recycle=True)
+                "or use a longer timeout_ms", "host", "runtime_unavailable", recycle=False)
+        if self._holding and self.worker is not None:
+            self._holding = False
+            self.pool.park(self.worker, self.id, self.telemetry.heap_bytes)
         self.status = CellStatus.WAITING
         self.last_active = time.monotonic()
         projection = self.output.project(None)
@@ -326,6 +383,7 @@ class Cell:
                 envelope["output"][i] = {"type": "text", "text": wrap_untrusted(entry["text"], "network")}
 
     async def _on_done(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self._runtime_gone = True  # the worker forgot it when it sent this frame
         self.output.extend(msg["output"])
         self.telemetry.guest_cpu_ms = msg.get("cpu_ms", self.telemetry.guest_cpu_ms)
         self.telemetry.heap_bytes = msg.get("heap_bytes", self.telemetry.heap_bytes)
@@ -389,7 +447,9 @@ class Cell:
         self.status = CellStatus.FAILED  # done from here on (a cancel waits for this leg's envelope)
         self.requests.close()
         if self.worker is not None:
-            self.pool.release(self.worker, recycle=recycle or self.worker.dead)
+            self.pool.release(self.worker, recycle=recycle or self.worker.dead, cell_id=self.id,
+                              holding=self._holding, drop=not self._runtime_gone)
+            self._holding = False
             self.worker = None
         envelope, encoded = self._encode_final(build)
         completed = envelope["status"] == "completed"
