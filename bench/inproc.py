@@ -1,6 +1,6 @@
 """In-process figures: host round trips, a 10 MiB tool reply, sequential pages under the inbox.
 
-The service runs inside this process (``build_services`` with the bench tools), so the guest's
+The service runs inside this process (``build_components`` with the bench tools), so the guest's
 requests travel the real path: worker process -> frame pipe -> cell -> dispatcher -> tool and back.
 Guest-side times come from ``Date.now()`` inside the cell, so cell startup is not counted.
 """
@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from service.auth import LOCAL_TENANT
-from service.cells import CellSpec
-from service.host import Services, build_services
+from service.cells.spec import CellSpec
+from service.assembly import Components, build_components
 from service.settings import Settings
 
 from .tools import BIG_JS_BUILDER, PAGE_BYTES, BenchTools
@@ -27,7 +27,7 @@ INBOX_BYTES = 16 * MiB
 class CellRunner:
     """Runs cells on one in-process service."""
 
-    def __init__(self, svc: Services) -> None:
+    def __init__(self, svc: Components) -> None:
         self.svc = svc
 
     async def run(self, code: str, *, memory_limit_bytes: int | None = None) -> tuple[Any, float]:
@@ -103,7 +103,7 @@ async def _figures(tmp: str, *, n_round_trips: int, repeats: int, pages: int) ->
         # Room for N calls in flight at once and 2N calls per cell; the defaults are 128 and 200.
         max_pending_requests=max(128, n_round_trips), max_calls_per_cell=max(200, 2 * n_round_trips + 10),
     ).check()
-    svc = build_services(settings, extra_tools=tools.specs())
+    svc = build_components(settings, extra_tools=tools.specs())
     await svc.start()
     try:
         runner = CellRunner(svc)

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
-    from service.app import create_app
+    from service.http.app import create_app
     from service.settings import Settings
 
     port = free_port()

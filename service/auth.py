@@ -7,8 +7,8 @@ import hmac
 import ipaddress
 from typing import Any
 
-from .errors import Forbidden, Unauthorized
-from .settings import ApiKey, Settings
+from service.errors import Forbidden, Unauthorized
+from service.settings import ApiKey, Settings
 
 LOCAL_TENANT = "local"
 

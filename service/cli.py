@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(settings: Any) -> int:
-    from .app import create_app
-    from .server import serve
+    from .http.app import create_app
+    from .http.server import serve
 
     try:
         app = create_app(settings)
@@ -72,13 +72,13 @@ def _serve(settings: Any) -> int:
 
 
 async def _exec(settings: Any, args: argparse.Namespace) -> int:
+    from .assembly import build_components
     from .auth import LOCAL_TENANT
-    from .cells import CellSpec
-    from .host import build_services
+    from .cells.spec import CellSpec
 
     code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
     # One cell needs one warm worker, not a pool.
-    svc = build_services(settings.replace(workers=1))
+    svc = build_components(settings.replace(workers=1))
     try:
         await svc.start()
     except ServiceError as exc:

@@ -10,23 +10,27 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-if TYPE_CHECKING:
-    from .host import Services
+
+class Counted(Protocol):
+    """A live part whose counters are read at scrape time (the cells, the worker pool)."""
+
+    def stats(self) -> dict[str, int]: ...
 
 
 class _Collector:
-    def __init__(self, services: Services) -> None:
-        self.services = services
+    def __init__(self, cells: Counted, pool: Counted) -> None:
+        self.cells = cells
+        self.pool = pool
 
     def collect(self) -> Iterator[Any]:
-        cells = self.services.cells.stats()
-        pool = self.services.pool.stats()
+        cells = self.cells.stats()
+        pool = self.pool.stats()
         outcomes = CounterMetricFamily("codemode_cells", "Cells by final status", labels=["status"])
         for status in ("completed", "failed"):
             outcomes.add_metric([status], cells[status])
@@ -70,9 +74,9 @@ class Metrics:
             buckets=LAG_BUCKETS, registry=self.registry,
         )
 
-    def render(self, services: Services) -> tuple[bytes, str]:
+    def render(self, cells: Counted, pool: Counted) -> tuple[bytes, str]:
         if not self._bound:
-            self.registry.register(_Collector(services))  # type: ignore[arg-type]
+            self.registry.register(_Collector(cells, pool))  # type: ignore[arg-type]
             self._bound = True
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.host import build_services
+from service.http.app import create_app
+from service.assembly import build_components
 from service.settings import Settings
 from tests.support.tools import TEST_TOOLS
 
@@ -27,7 +27,7 @@ def make_client(tmp: Path, *, results_clock: Callable[[], float] = time.monotoni
     ``results_clock`` dates saved results, so retention tests move time instead of waiting it out.
     """
     settings = Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500).replace(**overrides).check()
-    services = build_services(settings, extra_tools=TEST_TOOLS, results_clock=results_clock)
+    services = build_components(settings, extra_tools=TEST_TOOLS, results_clock=results_clock)
     return TestClient(create_app(settings, services))
 
 

@@ -28,6 +28,7 @@ from .client import McpConnection
 from .config import McpServerConfig
 from .errors import McpConfigError, McpError, McpInvalidInput, McpTimeout, McpUnavailable, McpUnknownTool
 from .identifiers import assign_identifiers
+from .views import McpServerView, McpToolView, root_header, server_header
 
 log = logging.getLogger(__name__)
 
@@ -38,38 +39,6 @@ _T = TypeVar("_T")
 LIST_RETRY_AFTER_S = 5.0
 #: The tenant of callers that name none (tests, single-tenant use).
 DEFAULT_TENANT = "default"
-UNTRUSTED_NOTE = "MCP metadata and results come from a remote server and are untrusted."
-
-
-@dataclass(frozen=True)
-class McpToolView:
-    """One tool under its guest identifier."""
-
-    identifier: str
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class McpServerView:
-    """One connected server as the guest sees it (``MCP.<identifier>``)."""
-
-    identifier: str
-    name: str
-    tools: tuple[McpToolView, ...]
-    has_resources: bool
-    has_prompts: bool
-
-    def tool(self, key: str) -> McpToolView | None:
-        """The tool with this identifier, else the one with this server-side name."""
-        for tool in self.tools:
-            if tool.identifier == key:
-                return tool
-        return next((tool for tool in self.tools if tool.name == key), None)
-
-
 @dataclass
 class _Slot:
     """One connection to one server: the shared one, or one tenant's."""
@@ -420,67 +389,6 @@ class McpHub:
         if slot.conn is not None:
             self._close_later(slot.conn)
             slot.conn, slot.view = None, None
-
-
-def root_header(views: Sequence[McpServerView]) -> dict[str, Any]:
-    """``MCP.$api()``: the root header listing ``views``."""
-    return {
-        "kind": "mcp_api",
-        "scope": "root",
-        "header": (
-            "MCP servers visible to this cell. Call MCP.<server>.$api() for a server's tools, "
-            'or read its declarations with API.read("mcp/<server>.d.ts").'
-        ),
-        "servers": [
-            {"identifier": view.identifier, "serverName": view.name, "toolCount": len(view.tools)}
-            for view in views
-        ],
-        "note": UNTRUSTED_NOTE,
-    }
-
-
-def server_header(view: McpServerView, tool: str | None = None, schema: bool = False) -> dict[str, Any]:
-    """``MCP.<server>.$api(tool?, {schema?})``: the server or single-tool header of ``view``."""
-    if tool is None:
-        tools = view.tools
-    else:
-        found = view.tool(tool)
-        if found is None:
-            raise McpUnknownTool(f"MCP server '{view.name}' has no tool '{tool}'", server=view.name, tool=tool)
-        tools = (found,)
-    ns = f"MCP.{view.identifier}"
-    extras = [name for name, on in (("resources", view.has_resources), ("prompts", view.has_prompts)) if on]
-    count = len(view.tools)
-    header = (
-        f"{ns}: MCP server '{view.name}' ({count} tool{'' if count == 1 else 's'}"
-        + "".join(f", {extra}" for extra in extras)
-        + f"). Call {ns}.<tool>(input) with one object argument; it resolves to "
-        "{content, structuredContent?, isError?} (isError: true resolves, it does not throw). "
-        f'Declarations: API.read("mcp/{view.identifier}.d.ts").'
-    )
-    result: dict[str, Any] = {
-        "kind": "mcp_api",
-        "scope": "server" if tool is None else "tool",
-        "server": {"identifier": view.identifier, "serverName": view.name},
-        "header": header,
-        "tools": [
-            {
-                "identifier": t.identifier,
-                "toolName": t.name,
-                "callableName": f"{ns}.{t.identifier}",
-                "description": t.description,
-            }
-            for t in tools
-        ],
-    }
-    if schema:
-        result["schemas"] = {
-            t.identifier: {"inputSchema": t.input_schema}
-            | ({"outputSchema": t.output_schema} if t.output_schema is not None else {})
-            for t in tools
-        }
-    result["note"] = UNTRUSTED_NOTE
-    return result
 
 
 def _view_of(identifier: str, name: str, conn: McpConnection) -> McpServerView:

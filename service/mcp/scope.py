@@ -14,7 +14,8 @@ from typing import Any
 from service.tools.policy import McpAccess, McpVisibility
 
 from .errors import McpUnknownTool
-from .hub import DEFAULT_TENANT, McpHub, McpServerView, McpToolView, root_header, server_header
+from .hub import DEFAULT_TENANT, McpHub
+from .views import McpServerView, McpToolView, root_header, server_header
 
 
 class McpScope:

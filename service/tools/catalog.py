@@ -279,13 +279,6 @@ class CatalogView:
             out["outputSchema"] = copy.deepcopy(entry.output_schema)
         return out
 
-    def new_call_session(self, *, max_calls: int, max_searches: int | None = None) -> Any:
-        """A per-cell CallSession (counters, budgets, loop guard) over this view."""
-        from service.tools.session import DEFAULT_MAX_SEARCHES, CallSession
-
-        return CallSession(self, max_calls=max_calls,
-                           max_searches=DEFAULT_MAX_SEARCHES if max_searches is None else max_searches)
-
 
 def compile_client_tools(
     client_tools: Sequence[ClientTool | Mapping[str, Any]], limits: SchemaLimits = SchemaLimits()

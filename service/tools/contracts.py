@@ -30,7 +30,7 @@ from referencing.exceptions import NoSuchResource
 
 from bridge.json_types import json_type
 from service.tools import patterns
-from service.tools.discriminator import (
+from service.api_files.discriminator import (
     InvalidDiscriminatorError,
     OutputVariants,
     read_output_variants,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.tools.errors import ToolConfigError
+from service.tools.result import ToolResult
 
 __all__ = ["AfterResult", "Block", "Hook", "HookCall", "UNSET", "merge_after_result"]
 
@@ -99,8 +100,6 @@ async def maybe_await(value: Any) -> Any:
 
 def merge_after_result(result: Any, override: Any) -> Any:
     """Apply one after-hook's return value to a ToolResult and return the new ToolResult."""
-    from service.tools.plugin import ToolResult
-
     if override is None:
         return result
     if isinstance(override, ToolResult):

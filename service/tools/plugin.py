@@ -24,6 +24,7 @@ from typing import Any
 
 from service.tools.errors import ToolConfigError
 from service.tools.hooks import AfterFn, BeforeFn, Hook
+from service.tools.result import ToolResult
 
 __all__ = ["ToolContext", "ToolRegistry", "ToolResult", "ToolSpec", "define_tool", "schema_dict"]
 
@@ -43,26 +44,6 @@ class ToolContext:
     run_id: str | None
     cell_id: str
     call_id: str
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """A tool's result: `details` reach the guest; `text` is the model-facing summary."""
-
-    details: Any = None
-    text: str | None = None
-    is_error: bool = False
-
-    def __post_init__(self) -> None:
-        if self.text is not None and not isinstance(self.text, str):
-            raise TypeError(f"ToolResult.text must be a string or None, got {type(self.text).__name__}")
-        if self.is_error and self.text is not None:
-            # A failure must carry its reason in the structured value too (reference §b).
-            if isinstance(self.details, Mapping):
-                if "message" not in self.details and "error" not in self.details:
-                    object.__setattr__(self, "details", {**self.details, "message": self.text})
-            elif self.details is None:
-                object.__setattr__(self, "details", {"message": self.text})
 
 
 def schema_dict(schema: Any, *, what: str) -> dict[str, Any] | None:

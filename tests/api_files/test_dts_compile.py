@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 from service.api_files import ApiFileTable, McpServerDecl, McpToolDecl, ToolDecl
 from service.api_files.tool_dts import TOOL_OUTPUT_MAX_CHARS, render_tool_declaration
-from service.tools.discriminator import DISCRIMINATOR_KEY
+from service.api_files.discriminator import DISCRIMINATOR_KEY
 
 OBJ = "object"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.tools.discriminator import (
+from service.api_files.discriminator import (
     DISCRIMINATOR_KEY,
     InvalidDiscriminatorError,
     read_output_variants,

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from service.envelopes import SUMMARY_TEXT_BYTES, SUMMARY_WARNINGS, SealedEnvelope, finished_summary
-from service.responses import JSONBytes
+from service.cells.envelopes import SUMMARY_TEXT_BYTES, SUMMARY_WARNINGS, SealedEnvelope, finished_summary
+from service.http.responses import JSONBytes
 
 FAILED = {"status": "failed", "cell_id": "cell_x", "output": [{"type": "text", "text": "o" * 10_000}],
           "error": "Error: " + "😀" * 5000, "code": "internal_error", "failure_phase": "guest",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.envelopes import SUMMARY_TEXT_BYTES
+from service.cells.envelopes import SUMMARY_TEXT_BYTES
 from tests.conftest import make_client, run, wait
 
 MiB = 1024 * 1024

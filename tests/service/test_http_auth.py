@@ -30,9 +30,9 @@ def _non_loopback_address() -> str | None:
 
 @pytest.fixture(scope="module")
 def uvicorn_on_all_interfaces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """Plain `uvicorn --factory service.app:app_factory --host 0.0.0.0`, no API keys (issue 9's case)."""
+    """Plain `uvicorn --factory service.http.app:app_factory --host 0.0.0.0`, no API keys (issue 9's case)."""
     port = free_port()
-    argv = [sys.executable, "-m", "uvicorn", "--factory", "service.app:app_factory", "--host", "0.0.0.0",
+    argv = [sys.executable, "-m", "uvicorn", "--factory", "service.http.app:app_factory", "--host", "0.0.0.0",
             "--port", str(port), "--log-level", "warning"]
     with live_process(argv, f"http://127.0.0.1:{port}/healthz", tmp_path_factory.mktemp("peer"),
                       env={"CODEMODE_WORKERS": "1"}):

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from service.errors import ResponseNotEncodable
 from service.metrics import LoopLagMonitor, Metrics
-from service.responses import JSONBytes
+from service.http.responses import JSONBytes
 from tests.conftest import make_client
 
 

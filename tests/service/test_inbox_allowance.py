@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.host import build_services
+from service.http.app import create_app
+from service.assembly import build_components
 from service.settings import Settings
 from service.tools import ToolSpec
 from tests.conftest import make_client, parked_calls_settled, run
@@ -49,7 +49,7 @@ WIDE = ToolSpec(name="wide_text", description="Returns chars characters of two-b
 
 def _client(tmp: Any, **overrides: Any) -> TestClient:
     settings = Settings(workers=1, data_dir=str(tmp), kill_grace_ms=500).replace(**overrides).check()
-    return TestClient(create_app(settings, build_services(settings, extra_tools=[*TEST_TOOLS, COUNTED, WIDE])))
+    return TestClient(create_app(settings, build_components(settings, extra_tools=[*TEST_TOOLS, COUNTED, WIDE])))
 
 
 @pytest.fixture(scope="module")

@@ -75,6 +75,7 @@ def test_parked_cell_expires_after_idle_ttl(tmp_path):
         assert message.startswith("cell is unavailable or expired")
         assert c.post("/v1/exec", json={"code": "return 1"}).json()["value"] == 1
         assert "delivered" not in message  # nobody ever received this cell's result
+        assert "it expired after 1s idle" in message  # the end reason, not a plain finish
 
 
 def test_parked_cell_cap_answers_429_with_retry_after(tmp_path):

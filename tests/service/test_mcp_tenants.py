@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.errors import ConfigError
-from service.host import build_services
+from service.assembly import build_components
 from service.mcp.config import McpServerConfig
 from service.settings import ApiKey, Settings, ToolSettings, load_settings
 from tests.conftest import make_client, value_of
@@ -238,7 +238,7 @@ def test_mcp_entry_naming_no_configured_server_is_a_config_error(tmp_path, where
     else:
         settings = settings.replace(api_keys=(ApiKey("k", "t", {"allow": ["mcp:dcos/echo"]}),))
     with pytest.raises(ConfigError, match=r"'mcp:dcos.*' names no configured MCP server; configured: docs, lab"):
-        build_services(settings, store=False)
+        build_components(settings, store=False)
 
 
 def _toml(tmp_path: Path, text: str) -> str:

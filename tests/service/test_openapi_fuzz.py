@@ -14,8 +14,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from service.app import create_app
-from service.host import build_services
+from service.http.app import create_app
+from service.assembly import build_components
 from service.settings import Settings
 from tests.support.live_server import codemode_serve
 
@@ -28,7 +28,7 @@ NOT_APPLICABLE = [positive_data_acceptance, negative_data_rejection]
 
 def _openapi() -> dict:
     service_settings = Settings(workers=1)
-    return create_app(service_settings, build_services(service_settings, store=False)).openapi()
+    return create_app(service_settings, build_components(service_settings, store=False)).openapi()
 
 
 schema = schemathesis.openapi.from_dict(_openapi())

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from service.dispatch import RawJson
+from service.cells.dispatch import RawJson
 from service.errors import InvalidRequest
-from service.request_json import INLINE_BYTES, MAX_BODY_DEPTH, WAIT_REST_BYTES, BodyDecoder, decode_body
+from service.http.request_json import INLINE_BYTES, MAX_BODY_DEPTH, WAIT_REST_BYTES, BodyDecoder, decode_body
 
 
 def _deep(depth: int) -> bytes:

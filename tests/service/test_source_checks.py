@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.source_checks import (
+from service.cells.source_checks import (
     MODULE_HINT,
     SHELL_HINT,
     blank_literals,

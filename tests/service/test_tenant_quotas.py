@@ -11,10 +11,10 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.finished_cells import FinishedCells
-from service.guest_services import store_limits
-from service.host import build_services
+from service.http.app import create_app
+from service.cells.finished import FinishedCells
+from service.handlers.session_store import store_limits
+from service.assembly import build_components
 from service.settings import Settings
 from service.stores import open_store, sqlite_url
 from tests.conftest import make_client, value_of
@@ -172,7 +172,7 @@ def test_saved_results_expire_on_the_injected_clock(tmp_path):
     settings = Settings(workers=1, data_dir=str(tmp_path)).replace(api_keys=KEYS,
                        tenant_results_bytes=int(1.5 * MiB), results_ttl_seconds=60).check()
     now = [1000.0]
-    services = build_services(settings, extra_tools=TEST_TOOLS, results_clock=lambda: now[0])
+    services = build_components(settings, extra_tools=TEST_TOOLS, results_clock=lambda: now[0])
     with TestClient(create_app(settings, services)) as client:
         results = services.results
         assert value_of(exec_ok(client, ALPHA, SAVE_MIB % 2, session_id="s", run_id="r"))[1].startswith("RangeError")
@@ -215,7 +215,7 @@ def test_expired_sessions_are_empty_and_their_data_removed(tmp_path):
     now = [1_700_000_000.0]
     path = tmp_path / "clocked.sqlite3"
     store = open_store(sqlite_url(path), store_limits(settings), lambda: now[0])
-    services = build_services(settings, extra_tools=TEST_TOOLS, store=store)
+    services = build_components(settings, extra_tools=TEST_TOOLS, store=store)
     with TestClient(create_app(settings, services)) as client:
         assert value_of(exec_ok(client, ALPHA, 'await store("k", 1); return null;', session_id="old")) is None
         assert value_of(exec_ok(client, BETA, 'await store("k", 2); return null;', session_id="old")) is None

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.app import create_app
-from service.host import build_services
+from service.http.app import create_app
+from service.assembly import build_components
 from service.settings import Settings, ToolSettings
 from service.tools import ToolSpec
-from service.tools.discriminator import DISCRIMINATOR_KEY
+from service.api_files.discriminator import DISCRIMINATOR_KEY
 from tests.conftest import run
 from tests.support.tools import TEST_TOOLS
 
@@ -72,7 +72,7 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     data_dir = str(tmp_path_factory.mktemp("contracts"))
     settings = Settings(workers=2, data_dir=data_dir, kill_grace_ms=500).replace(
         tools=ToolSettings(plugins=(SHIPPING,))).check()
-    services = build_services(settings, extra_tools=[*TEST_TOOLS, *CONTRACT_TOOLS])
+    services = build_components(settings, extra_tools=[*TEST_TOOLS, *CONTRACT_TOOLS])
     with TestClient(create_app(settings, services)) as c:
         yield c
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from service.results_store import (
+from service.stores.saved_results import (
     ENTRY_OVERHEAD,
     ResultScope,
     ResultsAllowanceError,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from service.store_writes import CellStoreWrites
+from service.stores.cell_writes import CellStoreWrites
 from service.stores import (
     SessionStore,
     StoreKeyError,

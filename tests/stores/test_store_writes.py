@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.store_writes import CellStoreWrites
+from service.stores.cell_writes import CellStoreWrites
 from service.stores import StoreKeyError, StoreLimitError, StoreLimits, StoreTypeError, charged_total
 
 LIMITS = StoreLimits()

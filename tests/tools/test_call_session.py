@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from service.tools.catalog import ClientTool, ToolCatalog
+from service.tools.session import CallSession
 from service.tools.errors import (
     CallBudgetError,
     ClientToolCall,
@@ -24,7 +25,7 @@ from service.tools.untrusted import BEGIN_MARKER
 
 def _session(specs, *, hooks=(), max_calls=50, **view):
     return (
-        ToolCatalog.build(list(specs), hooks=list(hooks)).view(**view).new_call_session(max_calls=max_calls)
+        CallSession(ToolCatalog.build(list(specs), hooks=list(hooks)).view(**view), max_calls=max_calls)
     )
 
 
@@ -72,7 +73,7 @@ async def test_unknown_and_denied_tools(make_tool, ctx) -> None:
     """Calls by a denied tool's name, its id or an unknown name fail with unknown_tool."""
     spec = make_tool("wipe", result=1)
     session = (
-        ToolCatalog.build([spec], policy=ToolPolicy(deny=("wipe",))).view().new_call_session(max_calls=5)
+        CallSession(ToolCatalog.build([spec], policy=ToolPolicy(deny=("wipe",))).view(), max_calls=5)
     )
     for guess in ("wipe", "demo.wipe", "nope", 42):
         with pytest.raises(UnknownToolError, match="is not available in this cell"):

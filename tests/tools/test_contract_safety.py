@@ -12,6 +12,7 @@ import pytest
 from service.tools import contracts
 from service.tools.catalog import ClientTool, ToolCatalog
 from service.tools.contracts import ToolContract, ValidationDeferred
+from service.tools.session import CallSession
 from service.tools.errors import ClientToolCall, InvalidContractError, InvalidInputError
 
 
@@ -50,7 +51,7 @@ def test_remote_ref_in_an_operator_schema_is_never_fetched(listener) -> None:
 async def test_plugin_contracts_compile_through_the_no_fetch_path(make_tool, ctx, listener) -> None:
     """Through the catalog, a plugin tool whose schema points at a URL never runs and never connects."""
     spec = make_tool("lookup", input_schema={"$ref": url(listener)})
-    session = ToolCatalog.build([spec]).view().new_call_session(max_calls=5)
+    session = CallSession(ToolCatalog.build([spec]).view(), max_calls=5)
     with pytest.raises(InvalidContractError):
         await session.call("lookup", {}, ctx)
     assert not connected(listener)
@@ -141,9 +142,8 @@ def test_small_step_budget_defers_instead_of_failing() -> None:
 async def test_large_values_are_validated_off_the_event_loop(ctx) -> None:
     """While a big argument is validated, the event loop keeps running other tasks."""
     schema = {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "integer"}}}}
-    session = ToolCatalog.build([]).view(client_tools=[ClientTool("ask", input_schema=schema)]).new_call_session(
-        max_calls=5
-    )
+    view = ToolCatalog.build([]).view(client_tools=[ClientTool("ask", input_schema=schema)])
+    session = CallSession(view, max_calls=5)
     ticks = 0
     done = asyncio.Event()
 
@@ -168,7 +168,7 @@ async def test_large_values_are_validated_off_the_event_loop(ctx) -> None:
 @pytest.mark.anyio
 async def test_loop_guard_keeps_a_digest_not_the_arguments(make_tool, ctx) -> None:
     """Calls with a megabyte of arguments leave only fixed-size loop-guard keys behind."""
-    session = ToolCatalog.build([make_tool("echo", result="ok")]).view().new_call_session(max_calls=5)
+    session = CallSession(ToolCatalog.build([make_tool("echo", result="ok")]).view(), max_calls=5)
     for i in range(3):
         assert await session.call("echo", {"blob": str(i) * 1_000_000}, ctx) == "ok"
     assert max(len(repr(key)) for key in session._repeats) < 200

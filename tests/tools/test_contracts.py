@@ -13,6 +13,7 @@ from service.tools.errors import (
     OutputContractError,
 )
 from service.tools.hooks import Hook
+from service.tools.session import CallSession
 
 SECRET = "s3cr3t-value-do-not-show"
 OBJECT_IN = {
@@ -45,7 +46,7 @@ ACTION_IN = {"type": "object", "properties": {"action": {"enum": ["list", "statu
 
 
 def _session(*specs, hooks=()):
-    return ToolCatalog.build(list(specs), hooks=list(hooks)).view().new_call_session(max_calls=50)
+    return CallSession(ToolCatalog.build(list(specs), hooks=list(hooks)).view(), max_calls=50)
 
 
 @pytest.mark.anyio
@@ -103,7 +104,7 @@ async def test_invalid_schema_refused_before_running(make_tool, ctx, field) -> N
     view = ToolCatalog.build([spec]).view()
     assert "output" not in view.handle("broken")
     with pytest.raises(InvalidContractError, match="broken cannot run: its .* is invalid"):
-        await view.new_call_session(max_calls=5).call("broken", {}, ctx)
+        await CallSession(view, max_calls=5).call("broken", {}, ctx)
     assert spec.execute.calls == []
 
 

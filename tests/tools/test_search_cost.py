@@ -7,6 +7,7 @@ import time
 import pytest
 
 from service.tools.catalog import ClientTool, ToolCatalog
+from service.tools.session import CallSession
 from service.tools.errors import SearchBudgetError
 from service.tools.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, SearchQueryError, query_terms
 
@@ -71,7 +72,7 @@ def test_128_client_tools_and_a_maximal_query_take_milliseconds(make_tool) -> No
 
 def test_session_refuses_searches_past_its_budget(make_tool) -> None:
     """The search after max_searches rejects with search_budget_exceeded and is not counted."""
-    session = ToolCatalog.build([make_tool("native")]).view().new_call_session(max_calls=5, max_searches=2)
+    session = CallSession(ToolCatalog.build([make_tool("native")]).view(), max_calls=5, max_searches=2)
     session.search("native")
     session.search("native")
     with pytest.raises(SearchBudgetError, match="already searched 2 times") as info:

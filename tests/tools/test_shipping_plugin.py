@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.tools.catalog import ToolCatalog
+from service.tools.session import CallSession
 from service.tools.errors import InvalidInputError, OutputContractError, UnknownToolError
 from service.tools.loader import load_plugins
 from service.tools.policy import ToolPolicy
@@ -19,7 +20,7 @@ def _view(allow=("group:plugins",)):
 @pytest.mark.anyio
 async def test_quote_is_deterministic_and_validated(ctx) -> None:
     """quote_shipping returns the same quote for the same input and rejects a bad country code."""
-    session = _view().new_call_session(max_calls=10)
+    session = CallSession(_view(), max_calls=10)
     args = {"origin": "US", "destination": "DE", "weight_kg": 2}
     first = await session.call("quote_shipping", args, ctx)
     assert first == await session.call("quote_shipping", args, ctx)
@@ -31,7 +32,7 @@ async def test_quote_is_deterministic_and_validated(ctx) -> None:
 @pytest.mark.anyio
 async def test_list_carriers_and_track(ctx) -> None:
     """list_carriers needs no input; track_package is network-derived with raw details."""
-    session = _view().new_call_session(max_calls=10)
+    session = CallSession(_view(), max_calls=10)
     carriers = await session.call("list_carriers", None, ctx)
     assert [c["id"] for c in carriers] == ["parcelpost", "swiftfreight", "slowboat"]
     outcome = await session.call_detailed("track_package", {"tracking_number": "ABC123"}, ctx)
@@ -44,7 +45,7 @@ async def test_list_carriers_and_track(ctx) -> None:
 @pytest.mark.anyio
 async def test_discriminated_shipments(ctx) -> None:
     """`shipments` output follows the branch of its `action` input."""
-    session = _view().new_call_session(max_calls=10)
+    session = CallSession(_view(), max_calls=10)
     assert await session.call("shipments", {"action": "list"}, ctx) == {
         "shipments": ["SHP-1001", "SHP-1002", "SHP-1003"]
     }
@@ -56,8 +57,8 @@ async def test_discriminated_shipments(ctx) -> None:
 async def test_cancel_is_opt_in(ctx) -> None:
     """cancel_shipment is hidden under group:plugins and available when named."""
     with pytest.raises(UnknownToolError):
-        await _view().new_call_session(max_calls=5).call("cancel_shipment", {"shipment_id": "SHP-1001"}, ctx)
-    session = _view(("group:plugins", "cancel_shipment")).new_call_session(max_calls=5)
+        await CallSession(_view(), max_calls=5).call("cancel_shipment", {"shipment_id": "SHP-1001"}, ctx)
+    session = CallSession(_view(("group:plugins", "cancel_shipment")), max_calls=5)
     assert await session.call("cancel_shipment", {"shipment_id": "SHP-1001"}, ctx) == {
         "shipment_id": "SHP-1001",
         "cancelled": True,
@@ -73,6 +74,6 @@ async def test_wrong_branch_hook_is_caught(ctx) -> None:
 
     loaded = load_plugins(["examples.plugins.shipping"], entry_points=False)
     swap = Hook(after=lambda call, result: AfterResult(details={"shipments": []}))
-    session = ToolCatalog.build(loaded.tools, [swap]).view().new_call_session(max_calls=5)
+    session = CallSession(ToolCatalog.build(loaded.tools, [swap]).view(), max_calls=5)
     with pytest.raises(OutputContractError):
         await session.call("shipments", {"action": "status", "shipment_id": "SHP-1001"}, ctx)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .errors import BodyTooLarge
-from .settings import Settings
+from service.errors import BodyTooLarge
+from service.settings import Settings
 
 MiB = 1024 * 1024
 # Endpoints without a documented body (cancel, deletes) still get a small allowance.

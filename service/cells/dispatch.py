@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .cells import Cell
+from .spec import CellSpec, Telemetry
 
 
 class GuestError(Exception):
@@ -55,18 +54,36 @@ class NeedsCaller(Exception):
         self.reason = reason
 
 
+@dataclass(eq=False)
+class CellContext:
+    """One cell as the host-request handlers see it: what its exec fixed, what they count and mark.
+
+    ``tools`` is the handlers' own per-cell state, made before the cell runs by the preparer
+    (``service.handlers.cell_tools.CellTools``); ``guest_config`` is what the prelude turns into
+    the guest's globals.
+    """
+
+    id: str
+    spec: CellSpec
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    #: The cell has seen network-derived data: its model-facing text is wrapped as untrusted.
+    network_content: bool = False
+    tools: object = None
+    guest_config: dict[str, Any] | None = None
+
+
 @dataclass
 class HostCall:
     """One guest request as a handler sees it."""
 
-    cell: Cell
+    cell: CellContext
     request_id: int
     method: str
     args: list[Any]
 
 
 Handler = Callable[[HostCall], Awaitable[Any]]
-Finalizer = Callable[["Cell", bool], Awaitable[list[str]]]
+Finalizer = Callable[[CellContext, bool], Awaitable[list[str]]]
 
 
 @dataclass(frozen=True)

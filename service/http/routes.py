@@ -7,18 +7,19 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
 
-from .responses import JSONBytes as ORJSONResponse
+from service.api_files.errors import ApiFileError
+from service.assembly import Components
+from service.cells.spec import CellSpec
+from service.errors import InvalidRequest, NotFound, ServiceError, StoreUnavailable
+from service.handlers.api_files import quick_index
+from service.handlers.session_store import NETWORK_MARK_KEY
+from service.settings import ApiKey
+from service.stores.errors import StoreError
+from service.stores.saved_results import ResultScope
 
-from .cells import CellSpec
-from .api_files.errors import ApiFileError
-from .errors import InvalidRequest, NotFound, ServiceError, StoreUnavailable
-from .guest_services import NETWORK_MARK_KEY
-from .results_store import ResultScope
-from .stores.errors import StoreError
-from .host import Services
 from .request_gate import GatedRoute, api_key_of
+from .responses import JSONBytes as ORJSONResponse
 from .schemas import ERROR_RESPONSES, ID_PATTERN, SESSION_PATTERN, CellEnvelope, ErrorBody, ExecRequest, WaitRequest
-from .settings import ApiKey
 
 router = APIRouter(route_class=GatedRoute)
 
@@ -59,7 +60,7 @@ HEALTH_EXAMPLE = {"status": "ok"}
 READY_EXAMPLE = {"status": "ok", "checks": {"workers": "ok", "store": "ok"}}
 
 
-async def services(request: Request) -> Services:
+async def services(request: Request) -> Components:
     # async: a plain def dependency would hop through the thread pool on every request
     return request.app.state.services  # type: ignore[no-any-return]
 
@@ -69,11 +70,11 @@ async def caller(request: Request) -> ApiKey:
     return api_key_of(request)
 
 
-def _services_and_key(request: Request) -> tuple[Services, ApiKey]:
+def _services_and_key(request: Request) -> tuple[Components, ApiKey]:
     return request.app.state.services, api_key_of(request)
 
 
-ServicesDep = Annotated[Services, Depends(services)]
+ServicesDep = Annotated[Components, Depends(services)]
 CallerDep = Annotated[ApiKey, Depends(caller)]
 
 
@@ -106,7 +107,7 @@ async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
         run_id=body.run_id,
         restart_safe=body.restart_safe,
         headless=body.headless,
-        client_tools=await svc.guest.client_tools([t.model_dump(exclude_none=True) for t in body.client_tools]),
+        client_tools=await svc.access.client_tools([t.model_dump(exclude_none=True) for t in body.client_tools]),
         tool_policy=svc.tool_policy_for(key),
     )
     return _envelope(await svc.cells.exec(spec))
@@ -166,7 +167,7 @@ async def catalog(svc: ServicesDep, key: CallerDep,
                   session_id: Annotated[str | None, Query(pattern=SESSION_PATTERN)] = None) -> ORJSONResponse:
     """Handle metadata of every tool visible to this key, and the quick index for agent prompts."""
     view = svc.view_for(key)
-    return ORJSONResponse({"tools": view.handles(), "quick_index": svc.guest.quick_index(view)})
+    return ORJSONResponse({"tools": view.handles(), "quick_index": quick_index(view)})
 
 
 @router.get(
@@ -246,7 +247,7 @@ async def delete_session(session_id: SessionId, svc: ServicesDep, key: CallerDep
     return ORJSONResponse({"session_id": session_id, "deleted": True})
 
 
-async def _store_call(svc: Services, method: str, *args: Any) -> Any:
+async def _store_call(svc: Components, method: str, *args: Any) -> Any:
     """Call the session store, answering 404 without one and 503 while it is down."""
     if svc.store is None:
         raise NotFound("this server runs without a session store")
@@ -281,7 +282,7 @@ async def readyz(svc: ServicesDep) -> ORJSONResponse:
             responses={401: ERROR_RESPONSES[401]})
 async def metrics(svc: ServicesDep) -> PlainTextResponse:
     """Prometheus text exposition (with ``metrics_require_key``, only for a valid API key)."""
-    body, content_type = svc.metrics.render(svc)
+    body, content_type = svc.metrics.render(svc.cells, svc.pool)
     return PlainTextResponse(body, media_type=content_type)
 
 

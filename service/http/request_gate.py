@@ -14,11 +14,13 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from .auth import KeyRing
+from service.auth import KeyRing
+from service.errors import BodyTooLarge, ServiceError
+from service.settings import ApiKey
+
 from .body_limits import BodyCaps, declared_length, read_body, too_large_message
-from .errors import BodyTooLarge, ServiceError, error_response
+from .error_responses import error_response
 from .request_json import BodyDecoder
-from .settings import ApiKey
 
 Scope = dict[str, Any]
 

@@ -19,9 +19,8 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from bridge import jsoncodec
-
-from .dispatch import RawJson
-from .errors import InvalidRequest, Overloaded
+from service.cells.dispatch import RawJson
+from service.errors import InvalidRequest, Overloaded
 
 MiB = 1024 * 1024
 MAX_BODY_DEPTH = 128

@@ -8,15 +8,16 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from . import __version__
-from .api import router
+from service import __version__
+from service.assembly import Components, build_components
+from service.metrics import LoopLagMonitor
+from service.settings import Settings, load_settings
+
 from .body_limits import BodyCaps
-from .errors import install_error_handlers
-from .host import Services, build_services
-from .metrics import LoopLagMonitor
+from .error_responses import install_error_handlers
 from .request_gate import RequestGate
 from .request_json import BodyDecoder
-from .settings import Settings, load_settings
+from .routes import router
 
 DESCRIPTION = """Runs agent-written JavaScript **cells** in fresh QuickJS guests inside supervised worker
 processes. `POST /v1/exec` starts a cell; a cell that is still blocked on host work when its
@@ -24,10 +25,10 @@ processes. `POST /v1/exec` starts a cell; a cell that is still blocked on host w
 outcome is HTTP 200 with one envelope; service errors share one error body."""
 
 
-def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, services: Components | None = None) -> FastAPI:
     """Build the app; the lifespan starts and stops the worker pool and the stores."""
     settings = settings or load_settings()
-    svc = services or build_services(settings)
+    svc = services or build_components(settings)
 
     lag = LoopLagMonitor(svc.metrics)
     decoder = BodyDecoder()
@@ -55,5 +56,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
 
 
 def app_factory() -> Any:
-    """Entry for ``uvicorn --factory service.app:app_factory``."""
+    """Entry for ``uvicorn --factory service.http.app:app_factory``."""
     return create_app()

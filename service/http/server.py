@@ -17,7 +17,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from .settings import Settings
+from service.settings import Settings
 
 log = logging.getLogger("codemode")
 

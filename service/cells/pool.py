@@ -28,124 +28,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import signal
-import sys
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from bridge import jsoncodec
-from bridge.errors import BridgeError
-from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
+from service.errors import Overloaded
 
-from .errors import Overloaded
+from .worker_process import Worker, WorkerGone, start_worker
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 log = logging.getLogger("codemode.workers")
-
-#: Start-up of a worker (interpreter, quickjs import, engine self-check) must fit in this.
-SPAWN_TIMEOUT_S = 20.0
-
-
-class WorkerGone(Exception):
-    """Raised when a worker's pipe closes or its frames cannot be read."""
-
-    code = "runtime_unavailable"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class Worker:
-    """One supervised worker process and the cells whose runtimes it holds."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, frame_cap: int) -> None:
-        self.proc = proc
-        self.frame_cap = frame_cap
-        self.tenant: str | None = None
-        self.slot = False  # holds one of the pool's running slots (not while its cell is parked)
-        self.slot_cell: str | None = None  # the new cell whose first leg holds that slot
-        self.cells_run = 0
-        self.dead = False
-        self.busy = False  # a cell's leg runs here
-        self.waiters: deque[asyncio.Future[None]] = deque()  # resumes waiting for the process
-        self.cells: dict[str, Callable[[str], None]] = {}  # cell id -> told when the process is lost
-        self.parked_heaps: dict[str, int] = {}  # cell id -> its heap at its last park
-        self.retiring = False  # takes no new cell; stopped when its last cell leaves
-        self.stop_reason: str | None = None
-        self.retired = False
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    @property
-    def parked_bytes(self) -> int:
-        return sum(self.parked_heaps.values())
-
-    async def send(self, message: dict[str, Any], attachments: list[bytes] | None = None) -> None:
-        if self.dead or self.proc.stdin is None:
-            raise WorkerGone("worker process is gone")
-        try:
-            self.proc.stdin.write(encode_frame(message, self.frame_cap))
-            for data in attachments or ():
-                self.proc.stdin.write(encode_raw(data, self.frame_cap))
-            await self.proc.stdin.drain()
-        except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
-            self.dead = True
-            raise WorkerGone(f"worker process stopped reading ({exc})") from None
-
-    def post(self, message: dict[str, Any]) -> None:
-        """Queue a small control frame without waiting (the pipe buffer takes it)."""
-        if self.dead or self.proc.stdin is None:
-            return
-        try:
-            self.proc.stdin.write(encode_frame(message, self.frame_cap))
-        except (ConnectionError, BrokenPipeError, RuntimeError):
-            self.dead = True
-
-    async def recv(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        try:
-            header = await self.proc.stdout.readexactly(HEADER_SIZE)
-            body = await self.proc.stdout.readexactly(frame_length(header, self.frame_cap))
-        except asyncio.IncompleteReadError:
-            self.dead = True
-            raise WorkerGone(await self.exit_reason()) from None
-        except BridgeError as exc:
-            self.kill()
-            raise WorkerGone(f"worker sent a bad frame: {exc}") from None
-        try:
-            return decode_body(body)
-        except (BridgeError, TypeError) as exc:
-            self.kill()
-            raise WorkerGone(f"worker sent a bad frame: {exc}") from None
-
-    async def exit_reason(self) -> str:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), 2.0)
-        if self.stop_reason:
-            return self.stop_reason
-        rc = self.proc.returncode
-        if rc is not None and rc < 0:
-            try:
-                name = signal.Signals(-rc).name
-            except ValueError:
-                name = str(-rc)
-            return f"worker process was killed by {name}"
-        return f"worker process exited unexpectedly (exit status {rc})"
-
-    def kill(self, reason: str | None = None) -> None:
-        self.dead = True
-        if reason and self.stop_reason is None:
-            self.stop_reason = reason
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
-
 
 class WorkerPool:
     """Warm workers, each holding one tenant's runtimes; fresh replacements started ahead of need."""
@@ -540,26 +433,6 @@ class WorkerPool:
 
     async def spawn(self) -> Worker:
         """Start one worker process and wait for its ``ready`` frame."""
-        # Workers get a minimal environment: nothing of the service's secrets reaches a guest process.
-        env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME", "TZ")}
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "guest_runtime.worker", jsoncodec.dumps_text(self.options),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None, env=env,
-            limit=1 << 20,
-        )
-        worker = Worker(proc, self.frame_cap)
-        try:
-            msg = await asyncio.wait_for(worker.recv(), SPAWN_TIMEOUT_S)
-        except (WorkerGone, asyncio.TimeoutError) as exc:
-            worker.kill()
-            raise WorkerGone(f"worker failed to start: {exc}") from None
-        except asyncio.CancelledError:
-            worker.kill()  # the pool is closing: never leave a half-started child behind
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(proc.wait(), 2.0)
-            raise
-        if msg.get("t") != "ready":
-            worker.kill()
-            raise WorkerGone(f"worker sent {msg.get('t')!r} instead of ready")
+        worker = await start_worker(self.options, self.frame_cap)
         self.spawned += 1
         return worker

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import time
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bridge import jsoncodec
 from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
+from service.tools.untrusted import wrap_untrusted
 
-from .dispatch import Dispatcher, HostCall
+from .dispatch import CellContext, Dispatcher, HostCall
 from .envelopes import SealedEnvelope, finished_summary
 from .host_requests import HostRequests
-from .tools.untrusted import wrap_untrusted
-from .workers import Worker, WorkerGone, WorkerPool
+from .pool import WorkerPool
+from .worker_process import Worker, WorkerGone
+from .spec import CellSpec, CellStatus, EndReason
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,68 +37,12 @@ UNSENDABLE_MESSAGE = ("the cell's result could not be encoded as JSON ({detail})
                       "committed; return and emit plain JSON data (valid Unicode text, moderate nesting)")
 
 
-class CellStatus(enum.Enum):
-    RUNNING = "running"  # a leg is in progress
-    WAITING = "waiting"  # parked between legs
-    COMPLETED = "completed"
-    FAILED = "failed"
+class Retainer(Protocol):
+    """Keeps a final value too large for the envelope as a saved result, and frees one not shown."""
 
+    def retain(self, cell: CellContext, json_text: str) -> RetainResult: ...
 
-@dataclass(frozen=True)
-class CellLimits:
-    """Effective limits of one cell (request values within the server's caps)."""
-
-    timeout_ms: int
-    memory_limit_bytes: int
-    max_output_bytes: int
-    max_snapshot_bytes: int
-    kill_grace_ms: int
-    max_pending_requests: int
-    max_request_bytes: int
-
-    @property
-    def inbox_bytes(self) -> int:
-        return min(self.memory_limit_bytes, self.max_snapshot_bytes)
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    """Everything an exec request fixes for the cell's whole life."""
-
-    code: str
-    tenant: str
-    limits: CellLimits
-    title: str | None = None
-    session_id: str | None = None
-    run_id: str | None = None
-    restart_safe: bool = False
-    headless: bool = False
-    client_tools: tuple[Any, ...] = ()  # compiled once per exec (service.tools.catalog.ToolEntry)
-    tool_policy: Any = None  # the API key's tool narrowing (service.tools.policy.ToolPolicy)
-
-
-@dataclass
-class Telemetry:
-    guest_cpu_ms: float = 0.0
-    call_count: int = 0
-    search_count: int = 0
-    describe_count: int = 0
-    host_requests: int = 0
-    legs: int = 0
-    heap_bytes: int = 0
-
-    def public(self, wall_ms: float) -> dict[str, Any]:
-        """The envelope's ``telemetry`` object; ``wall_ms`` is the current exec/wait call's."""
-        return {
-            "wall_ms": round(wall_ms, 3),
-            "guest_cpu_ms": self.guest_cpu_ms,
-            "call_count": self.call_count,
-            "search_count": self.search_count,
-            "describe_count": self.describe_count,
-            "host_requests": self.host_requests,
-            "legs": self.legs,
-            "heap_bytes": self.heap_bytes,
-        }
+    def release(self, cell: CellContext, ref_id: str) -> None: ...
 
 
 class Cell:
@@ -106,8 +50,9 @@ class Cell:
 
     def __init__(self, spec: CellSpec, worker: Worker, pool: WorkerPool, dispatcher: Dispatcher,
                  on_park: Callable[[Cell], bool], on_end: Callable[[Cell], None],
-                 retain: Callable[[Cell, str], RetainResult] | None = None) -> None:
-        self.id = "cell_" + str(uuid.uuid4())
+                 retainer: Retainer | None = None) -> None:
+        self.context = CellContext("cell_" + str(uuid.uuid4()), spec)
+        self.id = self.context.id
         self.spec = spec
         self.worker: Worker | None = worker
         self.pool = pool
@@ -115,11 +60,10 @@ class Cell:
         self.status = CellStatus.RUNNING
         self.output = OutputState(spec.limits.max_output_bytes)
         self.requests = HostRequests(dispatcher, spec.limits.inbox_bytes, spec.limits.max_pending_requests,
-                                     lambda request_id, method, args: HostCall(self, request_id, method, args),
+                                     lambda request_id, method, args: HostCall(self.context, request_id, method, args),
                                      max_request_bytes=spec.limits.max_request_bytes)
-        self.telemetry = Telemetry()
-        self.scope: dict[str, Any] = {}  # per-cell state of handlers (tool session, store writes, ...)
-        self.network_content = False
+        self.telemetry = self.context.telemetry
+        self.end_reason: EndReason | None = None
         self.last_active = time.monotonic()
         self.final: dict[str, Any] | None = None
         self.wait_lock = asyncio.Lock()
@@ -130,11 +74,11 @@ class Cell:
         self._leg_started = time.perf_counter()
         self._on_park = on_park
         self._on_end = on_end
-        self._retain = retain
+        self._retainer = retainer
         self._holding = True  # our leg holds the worker process (a new cell's first leg does)
         self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
         self._abort_event = asyncio.Event()
-        self._lost_task: asyncio.Task[None] | None = None
+        self._lost_task: asyncio.Task[None] | None = None  # kept referenced until it ran
         pool.attach(worker, self.id, self._process_lost)
 
     # ---- public operations ---------------------------------------------------------------------
@@ -161,7 +105,7 @@ class Cell:
                 "value_capture_bytes": max(limits.max_output_bytes, limits.inbox_bytes)
                 if self._retains else limits.max_output_bytes,
                 "config": {
-                    **self.scope.get("guest_config", {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}),
+                    **(self.context.guest_config or {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}),
                     # The prelude refuses requests over these caps; HostRequests enforces them again.
                     "maxPendingRequests": limits.max_pending_requests,
                     "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
@@ -175,8 +119,7 @@ class Cell:
     async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]]) -> dict[str, Any]:
         """A wait leg: settle caller answers and yields, then run until the next stop.
 
-        The runtime lives in one worker process; when another cell's leg runs there, this leg
-        waits for it (within its own budget) and then runs.
+        When another cell's leg runs in our runtime's process, this leg waits for it (within budget).
         """
         self.status = CellStatus.RUNNING
         self.last_active = time.monotonic()
@@ -190,24 +133,23 @@ class Cell:
         except WorkerGone as exc:
             return await self._end_failed(exc.message + "; the cell was lost, start it again",
                                           "host", "runtime_unavailable", recycle=True)
+        if not held and self._aborted:
+            return await self._end_failed(self._aborted, "host", "aborted", recycle=False)
         if not held:
-            if self._aborted:
-                return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
-            self.telemetry.legs += 1
-            self._leg_started = time.perf_counter()
             return await self._park()  # its process stayed busy for the whole budget: still parked
         self._holding = True
-        waited_ms = int((time.monotonic() - started) * 1000)
-        return await self._leg(max(budget_ms - waited_ms, 1))
+        return await self._leg(max(budget_ms - int((time.monotonic() - started) * 1000), 1))
+
+    @property
+    def _alone_in_worker(self) -> bool:  # then killing the process costs no other cell
+        return self.worker is not None and set(self.worker.cells) <= {self.id}
 
     def _process_lost(self, reason: str) -> None:
         """The worker process holding our runtime died (crash, or a kill for another cell)."""
-        if self.done:
-            return
-        if self._holding:
+        if not self.done and self._holding:
             self.requests.wake.set()  # a leg waiting for host work notices it at once
-            return
-        self._lost_task = asyncio.ensure_future(self._lose(reason))
+        elif not self.done:
+            self._lost_task = asyncio.ensure_future(self._lose(reason))
 
     async def _lose(self, reason: str) -> None:
         async with self.wait_lock:
@@ -223,15 +165,18 @@ class Cell:
     def bridge_dispatch_started(self) -> bool:
         return self.requests.side_effects_started
 
-    async def cancel(self, message: str = ABORT_MESSAGE) -> dict[str, Any]:
+    @property
+    def network_content(self) -> bool:
+        return self.context.network_content
+
+    async def cancel(self, message: str = ABORT_MESSAGE, reason: EndReason = EndReason.CANCELLED) -> dict[str, Any]:
         """Abort the cell now; a running leg ends with the same ``aborted`` envelope."""
         if not self.done:
             self._aborted = message
+            self.end_reason = reason
             self._abort_event.set()
-            if self._holding and self._worker_running and self._sole_tenant_of_worker:
-                # Stop the guest now; with other cells' runtimes in the process the leg ends at
-                # the guest's next stop instead (at the latest at its deadline + grace).
-                assert self.worker is not None
+            if self._holding and self._worker_running and self._alone_in_worker and self.worker:
+                # Stop the guest now; beside other cells' runtimes the leg ends at its next stop.
                 self.worker.kill("the cell was cancelled")
             self.requests.wake.set()
         # A running leg notices the abort and ends the cell; a parked cell is ended here.
@@ -241,14 +186,9 @@ class Cell:
         assert self.final is not None
         return self.final
 
-    @property
-    def _sole_tenant_of_worker(self) -> bool:
-        """Whether our runtime is the only one in its worker process (a kill costs nobody else)."""
-        return self.worker is not None and set(self.worker.cells) <= {self.id}
-
     async def abandon(self) -> None:
         """End the cell after a service fault in its leg (the caller already holds ``wait_lock``)."""
-        if self.worker is not None and self._sole_tenant_of_worker:
+        if self.worker is not None and self._alone_in_worker:
             self.worker.kill()
         await self._end_failed("the service failed while running this cell; start it again",
                                "host", "runtime_unavailable", recycle=True)
@@ -402,8 +342,10 @@ class Cell:
 
     def _completed_envelope(self, value_source: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         """The envelope of a completed cell, and the id of a result saved for it (or None)."""
-        save = self._retain if self._retains else None
-        retain = None if save is None else lambda text: save(self, text)
+        retain = None
+        retainer = self._retainer
+        if self._retains and retainer is not None:
+            retain = lambda text: retainer.retain(self.context, text)  # noqa: E731
         try:
             projection = self.output.project(FinalValue(value_source), retain)
         except OutputLimitExceeded as exc:
@@ -424,9 +366,8 @@ class Cell:
         return self._failure_envelope(error, phase, code, output)
 
     def _release_reference(self, ref_id: str | None) -> None:
-        release = self.scope.get("release_reference")
-        if ref_id is not None and release is not None:
-            release(ref_id)  # saved for retention but not shown: nobody can load it, so free it
+        if ref_id is not None and self._retainer is not None:
+            self._retainer.release(self.context, ref_id)  # saved for retention but not shown: nobody can load it
 
     def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
         envelope = self._envelope("failed")
@@ -445,6 +386,7 @@ class Cell:
         cell completed: an ``output_limit_exceeded`` failure commits nothing either.
         """
         self.status = CellStatus.FAILED  # done from here on (a cancel waits for this leg's envelope)
+        self.end_reason = self.end_reason or EndReason.FINISHED
         self.requests.close()
         if self.worker is not None:
             self.pool.release(self.worker, recycle=recycle or self.worker.dead, cell_id=self.id,
@@ -483,7 +425,7 @@ class Cell:
         warnings: list[str] = []
         for finalizer in self.dispatcher.finalizers:
             try:
-                warnings.extend(await finalizer(self, completed))
+                warnings.extend(await finalizer(self.context, completed))
             except Exception as exc:  # noqa: BLE001 - an end hook failing must not lose the result
                 warnings.append(f"end-of-cell step failed: {type(exc).__name__}: {exc}")
         return warnings
@@ -504,4 +446,4 @@ class Cell:
     @property
     def _retains(self) -> bool:
         """Whether an oversized final object/array is saved as a reference (interactive cells)."""
-        return self._retain is not None and not self.spec.headless and not self.spec.restart_safe
+        return self._retainer is not None and not self.spec.headless and not self.spec.restart_safe

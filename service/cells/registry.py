@@ -19,21 +19,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.output import RetainResult
+from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
+from service.settings import Settings
 
-from .cells import ABORT_MESSAGE, Cell, CellLimits, CellSpec, CellStatus, Telemetry
-from .dispatch import Dispatcher
+from .cell import ABORT_MESSAGE, Cell, Retainer
+from .dispatch import CellContext, Dispatcher
 from .envelopes import finished_summary
-from .errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
-from .finished_cells import FinishedCells
-from .settings import Settings
+from .finished import FinishedCells
+from .pool import WorkerPool
 from .source_checks import source_problem
-from .workers import WorkerPool
+from .spec import CellLimits, CellSpec, CellStatus, EndReason, Telemetry
 
 log = logging.getLogger("codemode.cells")
 NOT_FOUND = "cell is unavailable or expired"
 #: Builds per-cell handler state (tool session, store buffer, guest config) before the cell runs.
-Preparer = Callable[[Cell], Awaitable[None]]
+Preparer = Callable[[CellContext], Awaitable[None]]
 
 
 @dataclass
@@ -43,17 +43,17 @@ class _TenantGate:
     waits: int = 0
 
 
-class CellService:
+class CellRegistry:
     """Owns every cell of this process."""
 
     def __init__(self, settings: Settings, pool: WorkerPool, dispatcher: Dispatcher,
                  prepare: Preparer | None = None,
-                 retain: Callable[[Cell, str], RetainResult] | None = None) -> None:
+                 retainer: Retainer | None = None) -> None:
         self.settings = settings
         self.pool = pool
         self.dispatcher = dispatcher
         self.prepare = prepare
-        self.retain = retain
+        self.retainer = retainer
         self._cells: dict[str, Cell] = {}
         self._parked: set[str] = set()
         self._finished = FinishedCells(settings.tenant_finished_kept, settings.max_tenants_tracked)
@@ -88,8 +88,7 @@ class CellService:
                    if i in self._cells and now - self._cells[i].last_active > ttl
                    and not self._cells[i].wait_lock.locked()]
         for cell in expired:
-            cell.scope["expired"] = True
-            await cell.cancel(f"cell expired after {ttl}s idle; start a new cell")
+            await cell.cancel(f"cell expired after {ttl}s idle; start a new cell", EndReason.EXPIRED)
         return len(expired)
 
     # ---- limits ----------------------------------------------------------------------------------
@@ -170,12 +169,12 @@ class CellService:
                 "them finish first", retry_after=1)
         with self._tenant_slot(spec.tenant):
             worker = await self.pool.acquire(spec.tenant)
-            cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retain)
+            cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer)
             self._cells[cell.id] = cell
             async with cell.wait_lock:
                 if self.prepare is not None:
                     try:
-                        await self.prepare(cell)
+                        await self.prepare(cell.context)
                     except BaseException:
                         self.pool.release(worker, recycle=True, cell_id=cell.id)
                         self._cells.pop(cell.id, None)
@@ -281,7 +280,7 @@ class CellService:
         self._cells.pop(cell.id, None)
         self.counts["completed" if cell.status is CellStatus.COMPLETED else "failed"] += 1
         self._finished.add(cell.spec.tenant, cell.id, {"snapshot": finished_summary(cell.final or {}),
-                                                       "expired": bool(cell.scope.get("expired"))})
+                                                       "expired": cell.end_reason is EndReason.EXPIRED})
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .stores.limits import (
+from .limits import (
     StoreLimits,
     check_key,
     check_tenant,

@@ -1,8 +1,9 @@
-"""The service's parts, wired together once per process.
+"""The assembled application: every part, made and wired together once per process.
 
-``build_services(settings)`` creates the worker pool, the tool catalog (plugins loaded, base
-policy applied), the session store, the results store, the MCP hub and the cell service, and
-routes guest requests to their handlers.  Nothing here runs until ``Services.start()``.
+``build_components(settings)`` creates the worker pool, the tool catalog (plugins loaded, base
+policy applied), the session store, the saved-results store, the MCP hub and the cell registry,
+and registers each handler module's guest requests with the dispatcher.  Nothing here runs until
+``Components.start()``.
 """
 
 from __future__ import annotations
@@ -17,35 +18,39 @@ from typing import Any
 
 from .api_files.table import ApiFileTable
 from .auth import KeyRing
-from .cell_service import CellService
-from .dispatch import Dispatcher, base_dispatcher
+from .cells.dispatch import Dispatcher, base_dispatcher
+from .cells.pool import WorkerPool
+from .cells.registry import CellRegistry
 from .errors import ConfigError, InvalidRequest
-from .guest_services import GuestServices, store_limits
+from .handlers.api_files import api_table, install_api_files
+from .handlers.cell_tools import ToolAccess, cell_tools
+from .handlers.saved_results import SavedResults
+from .handlers.session_store import SessionStoreHandlers, store_limits
+from .handlers.tools import install_tools
 from .metrics import Metrics
-from .results_store import ResultsStore
 from .settings import ApiKey, Settings
 from .stores import SessionStore, open_store
 from .stores.errors import StoreError
+from .stores.saved_results import ResultsStore
 from .tools.catalog import CatalogLimits, CatalogView, ToolCatalog
 from .tools.errors import ToolError
 from .tools.loader import load_plugins
 from .tools.plugin import ToolSpec
 from .tools.policy import ToolPolicy, mcp_entry_server
-from .workers import WorkerPool
 
 log = logging.getLogger("codemode")
 
 
 @dataclass
-class Services:
-    """Everything a request handler may need."""
+class Components:
+    """The parts of one running service: what an HTTP route may need."""
 
     settings: Settings
     pool: WorkerPool
-    cells: CellService
+    cells: CellRegistry
     dispatcher: Dispatcher
     keys: KeyRing
-    guest: GuestServices
+    access: ToolAccess
     store: SessionStore | None
     results: ResultsStore
     mcp: Any = None
@@ -112,17 +117,22 @@ class Services:
         return self._policies[key.key]
 
     def view_for(self, key: ApiKey) -> CatalogView:
-        return self.guest.view_for(self.tool_policy_for(key))
+        return self.access.view_for(self.tool_policy_for(key))
 
     async def api_table_for(self, key: ApiKey) -> ApiFileTable:
-        """The declaration files this key's cells see (native tools and MCP under its policy)."""
+        """The declaration files this key's cells see (native tools and MCP under its policy).
+
+        Lazy MCP servers are connected within the default cell timeout.
+        """
         policy = self.tool_policy_for(key)
-        return await self.guest.api_table_for(self.guest.view_for(policy), key.tenant, policy)
+        mcp = self.access.mcp_scope(key.tenant, policy)
+        servers = await self.access.mcp_servers(mcp, self.settings.timeout_ms / 1000)
+        return api_table(self.access.view_for(policy), servers)
 
 
-def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
+def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
                    dispatcher: Dispatcher | None = None, store: SessionStore | None | bool = True,
-                   results_clock: Callable[[], float] = time.monotonic) -> Services:
+                   results_clock: Callable[[], float] = time.monotonic) -> Components:
     """Create (not start) the service parts for ``settings``.
 
     ``extra_tools`` adds tools defined in code (tests, embedding) to the plugins of the settings;
@@ -169,19 +179,23 @@ def build_services(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
     _check_mcp_entries(settings, mcp.identifiers() if mcp is not None else [], policy)
     results = ResultsStore(clock=results_clock, tenant_max_bytes=settings.tenant_results_bytes,
                            max_bytes=settings.results_max_bytes)
-    guest = GuestServices(settings, catalog, results, session_store, mcp, tool_policy=policy)
+    access = ToolAccess(settings, catalog, mcp, tool_policy=policy)
+    saved = SavedResults(settings, results)
     dispatcher = dispatcher or base_dispatcher()
-    guest.install(dispatcher)
+    install_tools(dispatcher, catalog.limits)
+    install_api_files(dispatcher)
+    saved.install(dispatcher)
+    SessionStoreHandlers(session_store, store_limits(settings)).install(dispatcher)
     if mcp is not None:
-        from .mcp_bridge import install_mcp
+        from .mcp.guest_requests import install_mcp
 
-        install_mcp(dispatcher)
-    cells = CellService(settings, pool, dispatcher, prepare=guest.prepare, retain=guest.retain)
+        install_mcp(dispatcher, cell_tools)
+    cells = CellRegistry(settings, pool, dispatcher, prepare=access.prepare, retainer=saved)
     cells.sweepers.append(results.expire)
     if mcp is not None:
         cells.sweepers.append(mcp.close_idle)
-    return Services(settings=settings, pool=pool, cells=cells, dispatcher=dispatcher, keys=KeyRing(settings),
-                    guest=guest, store=session_store, results=results, mcp=mcp)
+    return Components(settings=settings, pool=pool, cells=cells, dispatcher=dispatcher, keys=KeyRing(settings),
+                    access=access, store=session_store, results=results, mcp=mcp)
 
 
 def _check_mcp_entries(settings: Settings, servers: list[tuple[str, str]], base: ToolPolicy) -> None:

@@ -11,8 +11,8 @@ from typing import Any
 from starlette.responses import Response
 
 from bridge import jsoncodec
-
-from .envelopes import SealedEnvelope
+from service.cells.envelopes import SealedEnvelope
+from service.errors import ResponseNotEncodable
 
 NOT_ENCODABLE = (
     "the answer could not be written as JSON ({reason}); asking again returns the same answer: "
@@ -31,6 +31,4 @@ class JSONBytes(Response):
         try:
             return jsoncodec.dumps(content)
         except jsoncodec.JSONEncodeError as exc:
-            from .errors import ResponseNotEncodable
-
             raise ResponseNotEncodable(NOT_ENCODABLE.format(reason=exc)) from None

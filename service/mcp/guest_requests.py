@@ -2,24 +2,34 @@
 
 Every MCP result is network-derived: it marks the cell so its model-facing text is wrapped as
 untrusted.  Hub errors (server down, timeout, bad input) reject the guest's promise with a
-message naming the server; they never fail the cell by themselves.
+message naming the server; they never fail the cell by themselves.  ``catalog.search`` and
+``describe`` reach MCP tools through ``search_mcp_tools`` and ``describe_mcp``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from .dispatch import Dispatcher, GuestError, HostCall
-from .mcp.errors import McpError
+from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
+
+from .errors import McpError
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
 
 
-def install_mcp(dispatcher: Dispatcher) -> None:
-    """Register the ``mcp.*`` methods on ``dispatcher``."""
+class McpCell(Protocol):
+    """The part of a cell's handler state that MCP requests use."""
+
+    mcp: Any  # service.mcp.scope.McpScope: the tenant's connections under its tool policy
+    mcp_calls: int
+
+
+def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCell]) -> None:
+    """Register the ``mcp.*`` methods on ``dispatcher``; ``state_of`` finds a cell's MCP state."""
 
     def scope(call: HostCall) -> Any:
-        return call.cell.scope["guest"].mcp  # service.mcp.scope.McpScope, made by GuestServices.prepare
+        return state_of(call.cell).mcp
 
     def deadline(call: HostCall) -> float:
         return max(call.cell.spec.limits.timeout_ms / 1000, 1.0) * 6  # parked calls may outlive a leg
@@ -39,7 +49,7 @@ def install_mcp(dispatcher: Dispatcher) -> None:
             value, argc = {}, 1  # `MCP.s.t()` is the empty input (declared as `input?`)
         if argc != 1 or not isinstance(value, dict):
             raise GuestError(ONE_OBJECT, "invalid_input", name="TypeError")
-        call.cell.scope["mcp_calls"] = call.cell.scope.get("mcp_calls", 0) + 1
+        state_of(call.cell).mcp_calls += 1
         call.cell.telemetry.call_count += 1
         return await guarded(call, scope(call).call_tool(server, tool, value, deadline_s=deadline(call)))
 
@@ -80,3 +90,34 @@ def install_mcp(dispatcher: Dispatcher) -> None:
 async def _now(fn: Any, *args: Any) -> Any:
     """Run a synchronous scope method inside ``guarded`` so its ``McpError`` becomes a guest error."""
     return fn(*args)
+
+
+def search_mcp_tools(servers: list[Any], query: Any, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` MCP tools of ``servers`` whose names or descriptions hold the query's words."""
+    if not isinstance(query, str) or not query.strip():
+        return []
+    words = [w for w in query.lower().split() if w]
+    scored = []
+    for server in servers:
+        for tool in server.tools:
+            hay = f"{server.name} {server.identifier} {tool.name} {tool.identifier} {tool.description or ''}".lower()
+            score = sum(hay.count(w) for w in words)
+            if score:
+                scored.append((-score, server.identifier, tool.identifier, server, tool))
+    scored.sort(key=lambda item: item[:3])
+    out = []
+    for _, _, _, server, tool in scored[:limit]:
+        description = (tool.description or "")[:512]
+        out.append({"callableName": f"MCP.{server.identifier}.{tool.identifier}", "toolName": tool.name,
+                    "description": description, "source": "mcp", "apiPath": f"mcp/{server.identifier}.d.ts",
+                    "mcp": [server.identifier, tool.identifier]})
+    return out
+
+
+def describe_mcp(scope: Any, name: str) -> Any:
+    """``describe("MCP.<server>.<tool>")``: the declaration of a server or one of its tools."""
+    _, server, tool = (name.split(".", 2) + ["", ""])[:3]
+    try:
+        return scope.api_server(server, tool or None, schema=True)
+    except McpError as exc:
+        raise GuestError(str(exc), exc.code) from None

@@ -1,0 +1,1 @@
+"""Host handlers for guest requests, one module per concern; each registers its methods with the dispatcher."""

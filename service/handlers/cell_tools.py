@@ -1,0 +1,121 @@
+"""What one cell may reach, made before it runs: its catalog view, tool-call session and MCP scope.
+
+``ToolAccess.prepare(cell)`` builds the cell's ``CellTools`` (visible tools under the tenant's and
+the request's policy, the MCP servers its tenant sees) and the guest config the prelude turns into
+globals; the handler modules read that state back with ``cell_tools``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from service.api_files.table import ApiFileTable
+from service.cells.dispatch import CellContext, HostCall
+from service.errors import InvalidRequest
+from service.settings import Settings
+from service.stores.cell_writes import CellStoreWrites
+from service.tools.catalog import CatalogView, ToolCatalog, compile_client_tools
+from service.tools.errors import ToolError
+from service.tools.plugin import ToolContext
+from service.tools.policy import McpVisibility, ToolPolicy
+from service.tools.session import CallSession
+
+#: Host requests one synchronous burst of guest code may queue; more are refused in the guest.
+MAX_QUEUED_REQUESTS = 1024
+
+
+@dataclass
+class CellTools:
+    """Per-cell state of the handlers (the cell context's ``tools``)."""
+
+    view: CatalogView
+    session: CallSession
+    mcp_servers: list[Any]
+    mcp: Any = None  # service.mcp.scope.McpScope: the tenant's connections under its tool policy
+    mcp_calls: int = 0  # MCP tool calls, counted beside the session's native and client calls
+    api: ApiFileTable | None = None
+    writes: CellStoreWrites | None = None
+    session_network: bool = False  # the committed session data includes network-derived writes
+
+
+def cell_tools(cell: CellContext) -> CellTools:
+    """The state ``ToolAccess.prepare`` made for this cell."""
+    assert isinstance(cell.tools, CellTools), "handlers run only for prepared cells"
+    return cell.tools
+
+
+def tool_context(call: HostCall) -> ToolContext:
+    spec = call.cell.spec
+    return ToolContext(tenant=spec.tenant, session_id=spec.session_id, run_id=spec.run_id,
+                       cell_id=call.cell.id, call_id=f"req_{call.request_id}")
+
+
+def sync_counters(call: HostCall) -> None:
+    """Copy the cell's call, search and describe counts into its telemetry."""
+    state = cell_tools(call.cell)
+    t = call.cell.telemetry
+    t.call_count = state.session.call_count + state.mcp_calls
+    t.search_count = state.session.search_count
+    t.describe_count = state.session.describe_count
+
+
+class ToolAccess:
+    """The tools a tenant's cells see: the catalog under the base and key policies, and the MCP hub."""
+
+    def __init__(self, settings: Settings, catalog: ToolCatalog, mcp: Any = None,
+                 tool_policy: ToolPolicy | None = None) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.mcp = mcp
+        self.tool_policy = tool_policy  # the base `[tools]` policy; MCP entries apply to the hub's servers
+
+    def view_for(self, policy: ToolPolicy | None, client_tools: Sequence[Any] = ()) -> CatalogView:
+        try:
+            return self.catalog.view(tenant_policy=policy, client_tools=client_tools)
+        except ToolError as exc:
+            raise InvalidRequest(str(exc), need_param=getattr(exc, "field", "client_tools")) from None
+
+    async def client_tools(self, declared: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
+        """An exec request's client tools, checked and compiled once (422 naming the field).
+
+        Checking a schema against its meta-schema costs ~0.5 ms per subschema, so the compile
+        runs in a thread: the event loop keeps serving other tenants meanwhile.
+        """
+        if not declared:
+            return ()
+        try:
+            return await asyncio.to_thread(compile_client_tools, declared, self.catalog.limits.schemas)
+        except ToolError as exc:
+            raise InvalidRequest(str(exc), need_param=getattr(exc, "field", "client_tools")) from None
+
+    def mcp_scope(self, tenant: str, policy: ToolPolicy | None) -> Any:
+        """The MCP hub as this tenant under the base and its key's policy sees it (None without MCP)."""
+        if self.mcp is None:
+            return None
+        from service.mcp.scope import McpScope
+
+        return McpScope(self.mcp, tenant, McpVisibility.of(self.tool_policy, policy))
+
+    async def mcp_servers(self, mcp: Any, deadline_s: float) -> list[Any]:
+        return await mcp.servers(deadline_s=deadline_s) if mcp is not None else []
+
+    async def prepare(self, cell: CellContext) -> None:
+        view = self.view_for(cell.spec.tool_policy, cell.spec.client_tools)
+        mcp = self.mcp_scope(cell.spec.tenant, cell.spec.tool_policy)
+        # A server that is slow to connect may take at most the cell's own time budget.
+        servers = await self.mcp_servers(mcp, cell.spec.limits.timeout_ms / 1000)
+        down = mcp.unavailable() if mcp is not None else []
+        session = CallSession(view, max_calls=self.settings.max_calls_per_cell,
+                              max_searches=self.settings.max_searches_per_cell)
+        cell.tools = CellTools(view=view, session=session, mcp_servers=servers, mcp=mcp)
+        cell.guest_config = {
+            "tools": view.handles(),
+            "mcp": [{"identifier": s.identifier, "serverName": s.name,
+                     "tools": [t.identifier for t in s.tools]} for s in servers],
+            "mcpUnavailable": [{"identifier": ident, "serverName": name} for ident, name in down],
+            "maxRequestBytes": cell.spec.limits.max_request_bytes,
+            "maxQueuedRequests": MAX_QUEUED_REQUESTS,
+        }

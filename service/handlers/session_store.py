@@ -1,0 +1,118 @@
+"""The session store as the guest sees it: ``store.get``, ``store.set``, ``store.delete``.
+
+A cell reads its session's data once, on its first store request, and buffers its writes; the
+end-of-cell hook commits them when, and only when, the cell completed.  A session that ever held
+network-derived writes keeps that mark, so later cells that read from it are marked untrusted too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bridge import jsoncodec
+from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
+from service.settings import Settings
+from service.stores import SessionStore, StoreLimits
+from service.stores.cell_writes import CellStoreWrites
+from service.stores.errors import StoreError, StoreLimitError, StoreTypeError
+
+from .cell_tools import CellTools, cell_tools
+
+#: Internal store key: set when a cell that saw network-derived data committed writes, so later
+#: cells that load from the session are marked untrusted too.  Guest keys cannot start with NUL.
+NETWORK_MARK_KEY = "\u0000codemode:network"
+
+
+def store_limits(settings: Settings) -> StoreLimits:
+    """The session-store limits: fixed per-session sizes (SPEC §6) and the tenant quotas of the settings."""
+    return StoreLimits(max_tenant_bytes=settings.tenant_store_bytes, max_tenant_sessions=settings.tenant_max_sessions,
+                       session_ttl_seconds=settings.session_ttl_seconds)
+
+
+class SessionStoreHandlers:
+    """The guest's store methods over one ``SessionStore`` (None: not configured on this server)."""
+
+    def __init__(self, store: SessionStore | None, limits: StoreLimits) -> None:
+        self.store = store
+        self.limits = limits
+
+    def install(self, dispatcher: Dispatcher) -> None:
+        dispatcher.register("store.get", self._get, side_effects=False)
+        dispatcher.register("store.set", self._set)
+        dispatcher.register("store.delete", self._delete)
+        dispatcher.on_finish(self._commit)
+
+    async def _writes(self, call: HostCall) -> CellStoreWrites:
+        spec = call.cell.spec
+        if self.store is None:
+            raise GuestError("the session store is not configured on this server", "store_unavailable")
+        if spec.session_id is None:
+            raise GuestError("store/load need a session: send session_id with the exec request",
+                             "store_unavailable")
+        if spec.restart_safe or spec.headless:
+            raise GuestError("store/load are not available in restart-safe or headless cells", "store_unavailable")
+        state = cell_tools(call.cell)
+        if state.writes is None:
+            try:
+                snapshot = await self.store.get_all(spec.tenant, spec.session_id)
+                usage = await self.store.usage(spec.tenant)
+            except StoreError as exc:
+                raise GuestError(f"session store unavailable: {exc}", "store_unavailable") from None
+            if state.writes is None:
+                state.session_network = NETWORK_MARK_KEY in snapshot
+                state.writes = CellStoreWrites(snapshot, self.limits, usage)
+        return state.writes
+
+    async def _get(self, call: HostCall) -> Any:
+        writes = await self._writes(call)
+        key = call.args[0] if call.args else None
+        _check_key(key)
+        text = writes.get(key)
+        if text is not None and cell_tools(call.cell).session_network:
+            call.cell.network_content = True  # provenance survives persistence
+        return None if text is None else {"value": jsoncodec.loads(text)}
+
+    async def _set(self, call: HostCall) -> Any:
+        writes = await self._writes(call)
+        key = call.args[0] if call.args else None
+        text = jsoncodec.dumps_text(call.args[1] if len(call.args) > 1 else None)
+        _write(writes, key, text)
+        return None
+
+    async def _delete(self, call: HostCall) -> Any:
+        writes = await self._writes(call)
+        _write(writes, call.args[0] if call.args else None, None)
+        return None
+
+    async def _commit(self, cell: CellContext, completed: bool) -> list[str]:
+        state = cell.tools
+        if not completed or not isinstance(state, CellTools) or state.writes is None or not state.writes.has_pending():
+            return []
+        assert self.store is not None and cell.spec.session_id is not None
+        sets, deletes = state.writes.pending()
+        if cell.network_content and not state.session_network:
+            sets = {**sets, NETWORK_MARK_KEY: "true"}
+        try:
+            await self.store.commit(cell.spec.tenant, cell.spec.session_id, sets, deletes)
+        except StoreLimitError as exc:
+            return [f"the cell's store writes were not saved: {exc}"]
+        except StoreError as exc:
+            return [f"session store persistence could not be confirmed ({exc}); the cell's store writes "
+                    "may not have been saved"]
+        return []
+
+
+def _check_key(key: Any) -> None:
+    if isinstance(key, str) and key.startswith("\u0000"):
+        raise GuestError("store keys may not start with a NUL character (reserved)", "store_type",
+                         name="TypeError")
+
+
+def _write(writes: CellStoreWrites, key: Any, text: str | None) -> None:
+    _check_key(key)
+    try:
+        writes.set(key, text)
+    except StoreTypeError as exc:
+        raise GuestError(str(exc), "store_type", name="TypeError") from None
+    except StoreLimitError as exc:
+        raise GuestError(str(exc), exc.code, name="RangeError") from None

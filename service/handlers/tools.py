@@ -1,0 +1,77 @@
+"""Guest requests for tools: ``tool`` (call one), ``search`` and ``describe`` (the catalog).
+
+Native and client tools go through the cell's ``CallSession`` (policy, contracts, hooks, budgets,
+loop guard); MCP tools are found and described through ``service.mcp.guest_requests``.  A result
+from the network marks the cell, so its model-facing text is wrapped as untrusted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.cells.dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
+from service.mcp.guest_requests import describe_mcp, search_mcp_tools
+from service.tools.catalog import CatalogLimits
+from service.tools.errors import ClientToolCall, ToolCallError
+from service.tools.search import SearchQueryError
+
+from .cell_tools import cell_tools, sync_counters, tool_context
+
+
+def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
+    """Register ``tool`` and the read-only ``search`` and ``describe``."""
+
+    async def call_tool(call: HostCall) -> Any:
+        state = cell_tools(call.cell)
+        # Whatever the guest sent: the view answers a non-string name as an unknown tool.
+        name: Any = call.args[0] if call.args else None
+        params = call.args[1] if len(call.args) > 1 else {}
+        try:
+            outcome = await state.session.call_detailed(name, params, tool_context(call))
+        except ClientToolCall as need:
+            raise NeedsCaller("client_tool", tool=need.callable_name, input=need.params) from None
+        except ToolCallError as exc:
+            if getattr(exc, "untrusted", False):
+                call.cell.network_content = True
+            raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
+        finally:
+            sync_counters(call)
+        if outcome.network:
+            call.cell.network_content = True
+        return RawJson(outcome.encoded)
+
+    async def search(call: HostCall) -> Any:
+        state = cell_tools(call.cell)
+        query = call.args[0] if call.args else ""
+        limit = call.args[1] if len(call.args) > 1 else None
+        try:
+            found = state.session.search(query, limit)
+        except SearchQueryError as exc:
+            raise GuestError(str(exc), "invalid_input", name="RangeError") from None
+        except ToolCallError as exc:
+            raise GuestError(exc.message, exc.code, name="RangeError") from None
+        finally:
+            sync_counters(call)
+        wanted = limits.clamp(limit)
+        if state.mcp is not None and len(found) < wanted:
+            found = found + search_mcp_tools(state.mcp_servers, query, wanted - len(found))
+        return found
+
+    async def describe(call: HostCall) -> Any:
+        state = cell_tools(call.cell)
+        name: Any = call.args[0] if call.args else None
+        if isinstance(name, str) and name.startswith("MCP.") and state.mcp is not None:
+            state.session.record_describe()
+            sync_counters(call)
+            call.cell.network_content = True  # remote MCP metadata is network-derived
+            return describe_mcp(state.mcp, name)
+        try:
+            return state.session.describe(name)
+        except ToolCallError as exc:
+            raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
+        finally:
+            sync_counters(call)
+
+    dispatcher.register("tool", call_tool)
+    dispatcher.register("search", search, side_effects=False)
+    dispatcher.register("describe", describe, side_effects=False)
