@@ -68,6 +68,7 @@ class WorkerPool:
         self._closed = False
         self.spawned = 0
         self.recycled = 0
+        self.starved = 0  # new cells that found no warm process and waited for one
 
     # -- life cycle -------------------------------------------------------------------------------
 
@@ -104,6 +105,7 @@ class WorkerPool:
             "spawned": self.spawned,
             "recycled": self.recycled,
             "runtimes": sum(len(w.cells) for w in assigned),
+            "starved": self.starved,
         }
 
     @property
@@ -127,16 +129,19 @@ class WorkerPool:
 
     async def _worker_for(self, tenant: str, deadline: float) -> Worker:
         loop = asyncio.get_running_loop()
+        starved = False
         async with self._changed:
             while True:
                 worker = self._take(tenant)
                 if worker is not None:
                     worker.busy = True
+                    self.starved += starved
                     self._top_up()
                     return worker
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise self._no_worker()
+                starved = True
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), remaining)
 

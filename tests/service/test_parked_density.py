@@ -168,3 +168,34 @@ def test_cancel_and_expiry_free_a_parked_runtime_inside_the_shared_process(tmp_p
         again = _park(c, 9)
         assert next(iter(_holders(c))) == pid and pool.spawned == spawned
         assert _wait(c, again)["value"] == [9, 9]
+
+
+def test_replacements_are_started_ahead_of_need(tmp_path):
+    """Workers retired after every cell are replaced in the background: no new cell waits for a process start."""
+    with make_client(tmp_path, workers=2, worker_max_cells=1) as c:
+        pool = c.app.state.services.pool
+        for n in range(6):
+            assert run(c, f"return {n}")["value"] == n
+            # The replacement is already starting when the cell's answer arrives, not when the next one asks.
+            assert pool.stats()["fresh"] + pool.stats()["spawning"] >= 2
+            poll_until(lambda: _settled(pool), "the replacement is ready")
+        assert pool.recycled >= 6 and pool.starved == 0
+
+
+def test_a_process_takes_new_cells_only_within_its_runtime_and_heap_caps(tmp_path):
+    """worker_max_runtimes and worker_max_parked_bytes spread parked cells over more processes."""
+    with make_client(tmp_path, workers=2, worker_max_runtimes=3) as c:
+        ids = [_park(c, n) for n in range(7)]
+        assert sorted(len(held) for held in _holders(c).values()) == [1, 3, 3]
+        for n, cell_id in enumerate(ids):
+            assert _wait(c, cell_id)["value"] == [n, n]
+    mib = 1024 * 1024
+    with make_client(tmp_path, workers=2, max_snapshot_bytes=mib // 2, worker_max_parked_bytes=mib) as c:
+        pool = c.app.state.services.pool
+        ids = [_park(c, n) for n in range(6)]
+        holders = [w for w in pool.workers() if w.cells]
+        assert len(holders) > 1
+        # A process took each new cell only while its parked heaps plus max_snapshot_bytes fitted.
+        assert all(w.parked_bytes <= mib for w in holders), [w.parked_bytes for w in holders]
+        for n, cell_id in enumerate(ids):
+            assert _wait(c, cell_id)["value"] == [n, n]
