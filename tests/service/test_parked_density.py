@@ -199,3 +199,33 @@ def test_a_process_takes_new_cells_only_within_its_runtime_and_heap_caps(tmp_pat
         assert all(w.parked_bytes <= mib for w in holders), [w.parked_bytes for w in holders]
         for n, cell_id in enumerate(ids):
             assert _wait(c, cell_id)["value"] == [n, n]
+
+
+def _failed_status(client, cell_id: str) -> dict[str, Any] | None:
+    status = client.get(f"/v1/cells/{cell_id}").json()
+    return status if status["status"] == "failed" else None
+
+
+def test_an_interrupted_runaway_leaves_the_cells_parked_beside_it(tmp_path):
+    """A busy loop stopped by the engine interrupt fails only its cell: no kill, the parked one resumes."""
+    # The engine's limit counts CPU time; a long grace keeps a loaded machine from turning it into a kill.
+    with make_client(tmp_path, workers=1, kill_grace_ms=5000) as c:
+        parked = _park(c, 4)
+        pid = next(iter(_holders(c)))
+        env = run(c, "while (true) {}", timeout_ms=300)
+        assert env["status"] == "failed" and env["code"] == "timeout", env
+        assert pid in {w.pid for w in c.app.state.services.pool.workers()}
+        assert _wait(c, parked)["value"] == [4, 4]
+
+
+def test_a_kill_at_deadline_plus_grace_also_ends_the_cells_parked_beside_it(tmp_path):
+    """A native operation that ignores the interrupt gets its process SIGKILLed; its parked neighbours fail cleanly."""
+    with make_client(tmp_path, workers=1) as c:
+        neighbours = [_park(c, n) for n in range(2)]
+        env = run(c, "for (;;) (10n ** 300000n).toString()", timeout_ms=200)
+        assert env["status"] == "failed" and env["code"] == "timeout", env
+        for cell_id in neighbours:
+            status = poll_until(lambda cid=cell_id: _failed_status(c, cid), "the parked neighbour fails")
+            assert status["code"] == "runtime_unavailable" and status["replay_safe"] is True, status
+            assert "ignored its deadline" in status["error"], status
+        assert run(c, "return 'still serving'")["value"] == "still serving"
