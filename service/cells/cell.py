@@ -119,26 +119,15 @@ class Cell:
     async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]]) -> dict[str, Any]:
         """A wait leg: settle caller answers and yields, then run until the next stop.
 
-        When another cell's leg runs in our runtime's process, this leg waits for it (within budget).
+        The leg takes its runtime's process when it has replies to deliver; another cell's leg
+        running there first is waited for, within this leg's budget (``_leg``).
         """
         self.status = CellStatus.RUNNING
         self.last_active = time.monotonic()
         for result in tool_results:
             self.requests.settle_caller(result)
         self.requests.settle_yields()
-        assert self.worker is not None
-        started = time.monotonic()
-        try:
-            held = await self.pool.reserve(self.worker, self.id, budget_ms / 1000, self._abort_event)
-        except WorkerGone as exc:
-            return await self._end_failed(exc.message + "; the cell was lost, start it again",
-                                          "host", "runtime_unavailable", recycle=True)
-        if not held and self._aborted:
-            return await self._end_failed(self._aborted, "host", "aborted", recycle=False)
-        if not held:
-            return await self._park()  # its process stayed busy for the whole budget: still parked
-        self._holding = True
-        return await self._leg(max(budget_ms - int((time.monotonic() - started) * 1000), 1))
+        return await self._leg(budget_ms)
 
     @property
     def _alone_in_worker(self) -> bool:  # then killing the process costs no other cell
@@ -146,16 +135,18 @@ class Cell:
 
     def _process_lost(self, reason: str) -> None:
         """The worker process holding our runtime died (crash, or a kill for another cell)."""
-        if not self.done and self._holding:
+        if not self.done:
             self.requests.wake.set()  # a leg waiting for host work notices it at once
-        elif not self.done:
-            self._lost_task = asyncio.ensure_future(self._lose(reason))
+            self._lost_task = asyncio.ensure_future(self._lose(reason))  # a parked cell ends here
 
     async def _lose(self, reason: str) -> None:
         async with self.wait_lock:
             if not self.done:
-                await self._end_failed(f"{reason}; this parked cell's runtime was in that process and is lost, "
-                                       "start it again", "host", "runtime_unavailable", recycle=True)
+                await self._lost(f"{reason}; this parked cell's runtime was in that process")
+
+    async def _lost(self, reason: str) -> dict[str, Any]:
+        return await self._end_failed(reason + "; the cell was lost, start it again", "host",
+                                      "runtime_unavailable", recycle=True)
 
     def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
         """Return the problem with caller-supplied results (by index), or None when all apply."""
@@ -237,8 +228,7 @@ class Cell:
                 except WorkerGone as exc:
                     if self._aborted:
                         return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
-                    return await self._end_failed(exc.message + "; the cell was lost, start it again",
-                                                  "host", "runtime_unavailable", recycle=True)
+                    return await self._lost(exc.message)
                 if msg.get("rt", self.id) != self.id:
                     continue  # a late frame of a runtime the host dropped mid-slice
                 self._worker_running = False
@@ -251,15 +241,24 @@ class Cell:
             if self._aborted:
                 return await self._end_failed(self._aborted, "host", "aborted", recycle=False)
             if self.worker is None or self.worker.dead:
-                reason = "worker process is gone" if self.worker is None else await self.worker.exit_reason()
-                return await self._end_failed(reason + "; the cell was lost, start it again",
-                                              "host", "runtime_unavailable", recycle=True)
+                return await self._lost("worker process is gone" if self.worker is None
+                                        else await self.worker.exit_reason())
             remaining = deadline - loop.time()
             if self.requests.has_ready and remaining > margin:
+                if not self._holding:  # lent while waiting: take the process back (after others' slices)
+                    try:
+                        self._holding = await self.pool.reserve(self.worker, self.id, remaining - margin,
+                                                                self._abort_event)
+                    except WorkerGone as exc:
+                        return await self._lost(exc.message)
+                    continue  # abort, loss and the deadline are checked again with the process held
                 await self._deliver(int(remaining * 1000))
                 continue
             if self.requests.needs_caller or remaining <= margin:
                 return await self._park()
+            if self._holding:  # waiting for host work: other cells' legs may run in the process meanwhile
+                self._holding = False
+                self.pool.lend(self.worker)
             wake = self.requests.wake
             wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
@@ -297,9 +296,9 @@ class Cell:
             return await self._end_failed(
                 "too many parked cells on this server: the cell could not be parked; retry later "
                 "or use a longer timeout_ms", "host", "runtime_unavailable", recycle=False)
-        if self._holding and self.worker is not None:
+        if self.worker is not None:
+            self.pool.park(self.worker, self.id, self.telemetry.heap_bytes, holding=self._holding)
             self._holding = False
-            self.pool.park(self.worker, self.id, self.telemetry.heap_bytes)
         self.status = CellStatus.WAITING
         self.last_active = time.monotonic()
         projection = self.output.project(None)

@@ -64,6 +64,7 @@ class WorkerPool:
         self._queues: dict[str, deque[asyncio.Future[None]]] = {}  # tenant -> callers waiting for a slot
         self._served: dict[str, int] = {}  # tenant -> when it last got a slot (grant counter)
         self._grants = 0
+        self._slot_cells: dict[str, str] = {}  # cell id -> tenant, for new cells whose first leg holds a slot
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
         self.spawned = 0
@@ -124,7 +125,7 @@ class WorkerPool:
         except BaseException:
             self._give_back(tenant)
             raise
-        worker.slot, worker.slot_cell = True, None
+        worker.slot_pending = True  # the cell attached next (at once, by the caller) holds the slot
         return worker
 
     async def _worker_for(self, tenant: str, deadline: float) -> Worker:
@@ -182,8 +183,9 @@ class WorkerPool:
     def attach(self, worker: Worker, cell_id: str, on_lost: Callable[[str], None]) -> None:
         """Record that ``cell_id``'s runtime lives in ``worker``; ``on_lost`` hears if the process dies."""
         worker.cells[cell_id] = on_lost
-        if worker.slot and worker.slot_cell is None:
-            worker.slot_cell = cell_id
+        if worker.slot_pending:
+            worker.slot_pending = False
+            self._slot_cells[cell_id] = worker.tenant or ""
 
     async def reserve(self, worker: Worker, cell_id: str, timeout: float, abort: asyncio.Event) -> bool:
         """Hold ``worker`` for a resumed cell's leg: at once if free, else after the legs before it.
@@ -221,10 +223,18 @@ class WorkerPool:
         worker.parked_heaps.pop(cell_id, None)
         return True
 
-    def park(self, worker: Worker, cell_id: str, heap_bytes: int) -> None:
+    def park(self, worker: Worker, cell_id: str, heap_bytes: int, *, holding: bool) -> None:
         """The cell's leg ended with its runtime parked in ``worker``: the process serves others."""
         worker.parked_heaps[cell_id] = heap_bytes
         self.vacate(worker, cell_id)
+        if holding:
+            self._unhold(worker)
+
+    def lend(self, worker: Worker) -> None:
+        """The holding cell waits for host work: its process serves other legs meanwhile.
+
+        The cell takes it back with ``reserve`` before it delivers replies (its runtime stays put).
+        """
         self._unhold(worker)
 
     def _unhold(self, worker: Worker) -> None:
@@ -307,32 +317,27 @@ class WorkerPool:
                 self._served.pop(tenant, None)  # keep the table bounded by active tenants
         self._grant()
 
-    def vacate(self, worker: Worker, cell_id: str | None = None) -> None:
-        """The cell's first leg ended (parked or done): the running slot it held goes to the next caller.
-
-        Another cell's leg may hold the process (and its slot) by then; naming the cell keeps that slot.
-        """
-        if worker.slot and (cell_id is None or worker.slot_cell in (None, cell_id)):
-            worker.slot = False
-            worker.slot_cell = None
-            self._give_back(worker.tenant or "")
+    def vacate(self, worker: Worker, cell_id: str) -> None:
+        """The cell's first leg ended (parked or done): the running slot it held goes to the next caller."""
+        tenant = self._slot_cells.pop(cell_id, None)
+        if tenant is not None:
+            self._give_back(tenant)
 
     def set_parked(self, parked: int) -> None:
         """How many cells are parked (reported only: parking never starts a process)."""
         self._parked = parked
 
-    def release(self, worker: Worker, *, recycle: bool, cell_id: str | None = None, holding: bool = True,
+    def release(self, worker: Worker, *, recycle: bool, cell_id: str, holding: bool = True,
                 drop: bool = False) -> None:
         """A cell whose runtime lived in ``worker`` ended.
 
         ``holding``: its leg held the process; ``drop``: its runtime is still in the worker's table
         (the host ended the cell: cancel, expiry, a refused park), so the worker frees it.
         """
-        if cell_id is not None:
-            worker.cells.pop(cell_id, None)
-            worker.parked_heaps.pop(cell_id, None)
-            if drop:
-                worker.post({"t": "drop", "rt": cell_id})
+        worker.cells.pop(cell_id, None)
+        worker.parked_heaps.pop(cell_id, None)
+        if drop:
+            worker.post({"t": "drop", "rt": cell_id})
         self.vacate(worker, cell_id)
         worker.cells_run += 1
         if recycle or worker.dead or worker.cells_run >= self.max_cells or self._closed:

@@ -42,8 +42,7 @@ class Worker:
         self.proc = proc
         self.frame_cap = frame_cap
         self.tenant: str | None = None
-        self.slot = False  # holds one of the pool's running slots (not while its cell is parked)
-        self.slot_cell: str | None = None  # the new cell whose first leg holds that slot
+        self.slot_pending = False  # handed out with a running slot its next attached cell takes over
         self.cells_run = 0
         self.dead = False
         self.busy = False  # a cell's leg runs here

@@ -229,3 +229,24 @@ def test_a_kill_at_deadline_plus_grace_also_ends_the_cells_parked_beside_it(tmp_
             assert status["code"] == "runtime_unavailable" and status["replay_safe"] is True, status
             assert "ignored its deadline" in status["error"], status
         assert run(c, "return 'still serving'")["value"] == "still serving"
+
+
+def test_a_cell_waiting_inline_for_host_work_lends_its_process(tmp_path):
+    """While one cell awaits a slow tool inside its leg, a cell parked in the same process resumes and completes."""
+    with make_client(tmp_path, workers=1) as c:
+        pool = c.app.state.services.pool
+        parked = _park(c, 5)
+        pid = next(iter(_holders(c)))
+        results: dict[str, Any] = {}
+        slow = threading.Thread(target=lambda: results.setdefault(
+            "slow", run(c, "const v = await echo({x: 'slow', delay: 5}); return v.echo", timeout_ms=20000)))
+        started = time.monotonic()
+        slow.start()
+        poll_until(lambda: any(w.pid == pid and len(w.cells) == 2 for w in pool.workers()),
+                   "the slow cell runs in the parked cell's process")
+        resumed = _wait(c, parked, timeout_ms=10000)
+        assert resumed["status"] == "completed" and resumed["value"] == [5, 5], resumed
+        # The tool takes 5 s: a resume that waited for the slow leg could not be back this early.
+        assert time.monotonic() - started < 4.0, "the resume waited for the slow tool instead of running beside it"
+        slow.join()
+        assert results["slow"]["status"] == "completed" and results["slow"]["value"] == "slow", results
