@@ -1,12 +1,12 @@
 """Supervision of the worker processes that run guests.
 
-A ``Worker`` is one ``python -m guest_runtime.worker`` child speaking frames over its pipes.  It
-belongs to one tenant from its first cell on and holds up to ``max_runtimes`` of that tenant's
-QuickJS runtimes (frames name the runtime: ``rt``), but runs one *leg* at a time: the cell whose
-leg runs holds the process (``busy``); parking gives it back, so the next cell of the same tenant,
-new or resumed, can run there while the parked runtime stays in place.  Parking never starts a
-process.  A resume whose process is busy waits for it (FIFO, within the resume's budget) and never
-moves to another process: the runtime cannot move.
+A ``Worker`` (``worker_process.py``) is one ``python -m guest_runtime.worker`` child.  It belongs to
+one tenant from its first cell on and holds up to ``max_runtimes`` of that tenant's QuickJS runtimes
+(frames name the runtime: ``rt``), but runs one guest at a time: a leg holds the process (``busy``)
+while it sends work and reads the answer; while the leg waits for host work it *lends* the process,
+and parking gives it back, so other legs of the same tenant, new or resumed, run there meanwhile.
+Parking never starts a process.  A leg that needs its process while another leg holds it waits
+(FIFO, within its own budget) and never moves to another process: the runtime cannot move.
 
 The pool keeps ``size`` fresh (never used) workers ready, and starts a replacement in the
 background whenever one is taken or retired, so no request waits for a process start while the
