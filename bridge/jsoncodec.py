@@ -18,6 +18,10 @@ from typing import Any
 
 import orjson
 
+# Re-exported: callers catch jsoncodec.JSONEncodeError / JSONDecodeError next to the calls that raise them.
+from bridge.errors import JSONDecodeError as JSONDecodeError
+from bridge.errors import JSONEncodeError as JSONEncodeError
+
 #: Arrays/objects a value crossing the bridge may nest.  orjson refuses 254 levels when encoding,
 #: and frames and envelopes wrap a guest value in a few levels of their own.  The guest prelude
 #: enforces the same number (``MAX_NESTING`` in guest_runtime/prelude/core.js).
@@ -31,16 +35,8 @@ _ESCAPES = re.compile(
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class JSONEncodeError(TypeError):
-    """Raised when a value is not JSON (a set, a non-string key, an unknown object)."""
-
-    code = "json.encode"
 
 
-class JSONDecodeError(ValueError):
-    """Raised when text is not JSON."""
-
-    code = "json.decode"
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -1,24 +1,44 @@
-"""The host <-> worker protocol: every frame kind, as TypedDicts (no logic).
+"""The host <-> worker protocol: every frame either side sends, typed, and one builder per frame.
 
-The conversation for one cell is strict ping-pong, which keeps both sides simple:
+A worker holds many runtimes of one tenant (each cell's, named by ``rt``: the cell id) and runs one
+guest at a time.  Each exchange with a runtime is strict ping-pong, which keeps both sides simple:
 
+    worker -> host    ready    (once, after start-up)
     host  -> worker   run      (code, limits, guest config, leg budget)
     worker -> host    idle     (new guest requests, cancelled timers, new output) ... guest is blocked
     host  -> worker   settle   (replies, leg budget)                                  ... guest resumes
     worker -> host    idle | done
+    host  -> worker   drop     (the host ended a blocked cell: free its runtime; no answer)
 
-Cancelling a cell kills its worker: a guest stuck in native code could not obey anything else.
+Between an ``idle`` and the next ``settle`` of one runtime, other runtimes of the worker may run.
+Cancelling a running cell kills its worker only when no other cell's runtime lives there: a guest
+stuck in native code could not obey anything else.
+Reply payloads travel as raw frames of JSON text after their ``settle`` frame, so the worker hands
+them to the guest's ``JSON.parse`` without decoding them.
 
-A worker announces itself once with ``ready`` after start-up.  Reply payloads travel as raw
-frames of JSON text, so the worker hands them to the guest's ``JSON.parse`` without decoding them.
+Frames are plain dicts on the wire and in memory (TypedDicts cost nothing per frame); both sides
+build them only through the functions below and read them by the keys typed here, so a field name
+lives in this module alone and mypy checks every use.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: TypedDict must see ``NotRequired`` at class creation
+# for ``__required_keys__`` to be right (tests compare real frames against it).
 from typing import Any, Literal, NotRequired, TypedDict
 
 #: Failure phases, as in the cell envelope.
 Phase = Literal["input", "guest", "bridge", "host"]
+
+
+# ---- host -> worker ----------------------------------------------------------------------------
+
+
+class WorkerOptions(TypedDict, total=False):
+    """The worker's start-up argument (one JSON text on its command line), not a frame."""
+
+    frame_cap: int  # bytes of one frame either way
+    rlimit_as_bytes: int  # RLIMIT_AS; 0: none
+    rlimit_cpu_seconds: int  # RLIMIT_CPU; 0: none (the worker retires itself at 80 % of it)
+    stack_bytes: int  # the guest engine's stack
 
 
 class GuestConfig(TypedDict):
@@ -26,52 +46,86 @@ class GuestConfig(TypedDict):
 
     tools: list[dict[str, Any]]  # handle metadata: callableName, toolName, description, source, ...
     mcp: list[dict[str, Any]]  # MCP servers: {identifier, serverName, tools: [tool identifiers]}
-    mcpUnavailable: list[dict[str, Any]]  # configured servers that are down: {identifier, serverName}
+    mcpUnavailable: NotRequired[list[dict[str, Any]]]  # configured servers that are down: {identifier, serverName}
     maxRequestBytes: int  # JSON arguments of one guest request; larger calls reject in the guest
-    maxQueuedRequests: int  # requests one synchronous burst may queue; more reject in the guest
+    maxQueuedRequests: NotRequired[int]  # requests one synchronous burst may queue; more reject in the guest
     maxPendingRequests: NotRequired[int]  # requests (tool calls, timers, yields) pending at once; RangeError over it
     maxQueuedBytes: NotRequired[int]  # argument characters one synchronous burst may carry; RangeError over it
 
 
-class RunMessage(TypedDict):
+class RunFrame(TypedDict):
+    """Start one cell in a fresh engine; ``budget_ms`` is the first leg's."""
+
     t: Literal["run"]
-    cell_id: str
+    cell_id: str  # also the runtime's name (``rt``) in later frames
     code: str
     budget_ms: int
     memory_limit_bytes: int
     max_output_bytes: int
-    value_capture_bytes: int
+    value_capture_bytes: int  # bytes of the final value's JSON the worker captures
     config: GuestConfig
 
 
+class ReplyError(TypedDict):
+    """How a refused or failed guest request rejects in the guest."""
+
+    message: str
+    code: NotRequired[str]
+    name: NotRequired[str]
+
+
 class Reply(TypedDict):
+    """One settled guest request; an ``ok`` one's payload follows the settle frame as a raw frame."""
+
     id: int
     ok: bool
-    error: NotRequired[dict[str, Any]]  # {message, code?, name?}, when not ok
+    error: NotRequired[ReplyError]  # when not ok
 
 
-# A settle frame is followed by one raw frame per ``ok`` reply, in order: the reply's JSON text
-# as UTF-8 bytes.  Payloads of many megabytes then cross the pipe without being escaped into
-# (and unescaped out of) a JSON string.
+class SettleFrame(TypedDict):
+    """Replies for the blocked guest, then run on for ``budget_ms``.
 
+    Followed by one raw frame per ``ok`` reply, in order: the reply's JSON text as UTF-8 bytes, so
+    payloads of many megabytes cross the pipe without being escaped into a JSON string.
+    """
 
-class SettleMessage(TypedDict):
     t: Literal["settle"]
+    rt: str  # the runtime (cell id) the replies are for
     budget_ms: int
     replies: list[Reply]
 
 
+# ---- worker -> host ----------------------------------------------------------------------------
+
+
+class DropFrame(TypedDict):
+    """Free a blocked runtime the host ended (cancel, expiry, a refused park); unknown ones are ignored."""
+
+    t: Literal["drop"]
+    rt: str
+
+
+class ReadyFrame(TypedDict):
+    t: Literal["ready"]
+    pid: int
+
+
 class GuestRequest(TypedDict):
+    """One host request the guest started (tool call, timer, yield, store access, ...)."""
+
     id: int
     method: str
-    args: str  # JSON text of the argument array
+    args: list[Any]  # the decoded JSON argument array
 
 
-class IdleMessage(TypedDict):
+class IdleFrame(TypedDict):
+    """The guest is blocked on host work."""
+
     t: Literal["idle"]
+    rt: str
     requests: list[GuestRequest]
-    cancels: list[int]
-    output: list[Any]  # output source items (bridge.output.OutputCapture)
+    cancels: list[int]  # request ids the guest no longer awaits (cleared timers)
+    output: list[dict[str, Any]]  # output source items (bridge.output.OutputCapture)
     outstanding: int
     cpu_ms: float
     heap_bytes: int
@@ -83,22 +137,66 @@ class GuestFailure(TypedDict):
     code: str
 
 
-class DoneMessage(TypedDict):
+class DoneFrame(TypedDict):
+    """The cell ended in the worker: ``value`` when ok, else ``error``."""
+
     t: Literal["done"]
+    rt: str
     ok: bool
-    value: NotRequired[Any]  # value source (see bridge.output)
+    value: NotRequired[dict[str, Any]]  # value source (bridge.output.capture_value)
     error: NotRequired[GuestFailure]
-    output: list[Any]
+    output: list[dict[str, Any]]
     cancels: list[int]  # timers dropped because nobody awaited them
     cpu_ms: float
     heap_bytes: int
-    recycle: bool  # the worker must not run another cell (limit hit, engine fault)
+    recycle: bool  # the worker must take no new cell (limit hit, engine fault); it ends when its table is empty
 
 
-class ReadyMessage(TypedDict):
-    t: Literal["ready"]
-    pid: int
+HostFrame = RunFrame | SettleFrame | DropFrame
+WorkerFrame = ReadyFrame | IdleFrame | DoneFrame
 
 
-HostMessage = RunMessage | SettleMessage
-WorkerMessage = ReadyMessage | IdleMessage | DoneMessage
+# ---- builders ----------------------------------------------------------------------------------
+
+
+def run_frame(*, cell_id: str, code: str, budget_ms: int, memory_limit_bytes: int, max_output_bytes: int,
+              value_capture_bytes: int, config: GuestConfig) -> RunFrame:
+    return {"t": "run", "cell_id": cell_id, "code": code, "budget_ms": budget_ms,
+            "memory_limit_bytes": memory_limit_bytes, "max_output_bytes": max_output_bytes,
+            "value_capture_bytes": value_capture_bytes, "config": config}
+
+
+def settle_frame(rt: str, budget_ms: int, replies: list[Reply]) -> SettleFrame:
+    return {"t": "settle", "rt": rt, "budget_ms": budget_ms, "replies": replies}
+
+
+def drop_frame(rt: str) -> DropFrame:
+    return {"t": "drop", "rt": rt}
+
+
+def ready_frame(pid: int) -> ReadyFrame:
+    return {"t": "ready", "pid": pid}
+
+
+def idle_frame(*, rt: str, requests: list[GuestRequest], cancels: list[int], output: list[dict[str, Any]],
+               outstanding: int, cpu_ms: float, heap_bytes: int) -> IdleFrame:
+    return {"t": "idle", "rt": rt, "requests": requests, "cancels": cancels, "output": output,
+            "outstanding": outstanding, "cpu_ms": cpu_ms, "heap_bytes": heap_bytes}
+
+
+def done_frame(*, rt: str, value: dict[str, Any] | None = None, error: GuestFailure | None = None,
+               output: list[dict[str, Any]], cancels: list[int], cpu_ms: float, heap_bytes: int,
+               recycle: bool) -> DoneFrame:
+    """A completed cell when ``error`` is None (then ``value`` is its value source), else a failed one."""
+    frame: DoneFrame = {"t": "done", "rt": rt, "ok": error is None, "output": output, "cancels": cancels,
+                        "cpu_ms": cpu_ms, "heap_bytes": heap_bytes, "recycle": recycle}
+    if error is None:
+        assert value is not None, "a completed cell's done frame carries its value source"
+        frame["value"] = value
+    else:
+        frame["error"] = error
+    return frame
+
+
+def guest_failure(text: str, phase: Phase, code: str) -> GuestFailure:
+    return {"text": text, "phase": phase, "code": code}

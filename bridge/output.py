@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.errors import InvalidSource, OutputLimitExceeded, OutputStateClosed
 from bridge.refs import shrink_descriptor
 from bridge.truncation import (
     TRUNCATION_GUIDANCE,
@@ -68,32 +69,12 @@ NOT_RETAINED_BUDGET = "reference exceeds output budget"
 _TYPICAL_REFERENCE_ID = "result_" + "0" * 36
 
 
-class OutputError(Exception):
-    """Base of output accounting failures."""
-
-    code = "output.error"
 
 
-class OutputLimitExceeded(OutputError):
-    """Raised when not even a bounded projection of the cell's result fits the budget."""
-
-    code = "output_limit_exceeded"
-
-    def __init__(self, message: str, release_reference_id: str | None = None) -> None:
-        super().__init__(message)
-        self.release_reference_id = release_reference_id
 
 
-class InvalidSource(OutputError):
-    """Raised when a worker's output or value source is malformed."""
-
-    code = "output.invalid_source"
 
 
-class OutputStateClosed(OutputError):
-    """Raised when output is added or projected after the final projection."""
-
-    code = "output.closed"
 
 
 # ---------------------------------------------------------------- worker side

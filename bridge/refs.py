@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from bridge.errors import DescriptorError
 from bridge.json_types import json_type
 from bridge.truncation import compact_json, json_size, parse_json, utf8_prefix, utf8_size
 
@@ -44,10 +45,6 @@ _LIMITED = "limited traversal; "
 _INDEX = re.compile(r"\[\d+\]")
 
 
-class DescriptorError(ValueError):
-    """Raised when the data to describe is not JSON text."""
-
-    code = "refs.invalid_json"
 
 
 def describe_reference(ref_id: str, json_text: str) -> dict[str, Any]:

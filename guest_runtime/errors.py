@@ -1,6 +1,10 @@
 """Host-side faults of the guest runtime (guest *code* failures are data, not exceptions).
 
-GuestRuntimeError            base; stable ``code``
+Every exception of the package derives from GuestRuntimeError and has a stable snake_case ``code``;
+a subclass's code is the envelope failure code the worker reports for it (an EngineFault that is
+an out-of-memory reports ``memory_limit_exceeded``).
+
+GuestRuntimeError            base (code ``guest_runtime_error``)
  ├── GuestSyntaxError        the cell does not parse (code ``invalid_input``)
  ├── GuestTimeout            the cell ran past its wall deadline (code ``timeout``)
  ├── GuestFault              cell code broke a host hook call (a getter, setter or species that
@@ -14,7 +18,7 @@ from __future__ import annotations
 class GuestRuntimeError(Exception):
     """Raised for any failure of the guest runtime itself."""
 
-    code = "internal_error"
+    code = "guest_runtime_error"
 
 
 class GuestSyntaxError(GuestRuntimeError):

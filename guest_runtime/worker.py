@@ -18,6 +18,19 @@ from typing import Any
 from bridge import jsoncodec
 from bridge.errors import BridgeError, FrameTooLarge
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+from bridge.messages import (
+    GuestFailure,
+    HostFrame,
+    Phase,
+    RunFrame,
+    SettleFrame,
+    WorkerFrame,
+    WorkerOptions,
+    done_frame,
+    guest_failure,
+    idle_frame,
+    ready_frame,
+)
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value
 
 from .driver import GuestEngine, check_engine, map_stack
@@ -48,14 +61,15 @@ class Channel:
         self.fd_out = fd_out
         self.cap = cap
 
-    def read(self) -> Any | None:
+    def read(self) -> HostFrame | None:
         header = self._read_exact(HEADER_SIZE)
         if header is None:
             return None
         body = self._read_exact(frame_length(header, self.cap))
         if body is None:
             return None
-        return decode_body(body)
+        frame: HostFrame = decode_body(body)
+        return frame
 
     def read_raw(self) -> str:
         """One raw frame (a reply payload) as text."""
@@ -65,7 +79,7 @@ class Channel:
             raise SystemExit(0)  # the service went away mid-message
         return body.decode("utf-8")
 
-    def write(self, message: dict[str, Any]) -> None:
+    def write(self, message: WorkerFrame) -> None:
         data = memoryview(encode_frame(message, self.cap))
         while data:
             n = os.write(self.fd_out, data)
@@ -91,11 +105,12 @@ class CellRun:
     Every slice answers ``IDLE`` (the runtime stays) or whether the worker must be recycled.
     """
 
-    def __init__(self, engine: GuestEngine, channel: Channel, msg: dict[str, Any]) -> None:
+    def __init__(self, engine: GuestEngine, channel: Channel, msg: RunFrame, cpu_limit_s: float) -> None:
         self.engine = engine
         self.channel = channel
         self.msg = msg
-        self.rt = msg.get("rt", msg.get("cell_id"))
+        self.cpu_limit_s = cpu_limit_s
+        self.rt = msg["cell_id"]  # the runtime's name in later frames
         self.capture = OutputCapture(msg["max_output_bytes"])
         self.cpu_ms = 0.0  # this runtime's own CPU; other runtimes' slices are not charged to it
         self._slice_cpu = time.process_time()
@@ -115,7 +130,7 @@ class CellRun:
             return self.fail("cell timeout exceeded", "guest", "timeout", recycle=True)
         return self._guarded(self._start_and_loop)
 
-    def resume(self, reply: dict[str, Any]) -> bool | None:
+    def resume(self, reply: SettleFrame) -> bool | None:
         """A later slice: settle the host's replies, then run until the next stop."""
         self._slice_cpu = time.process_time()
         # Payload frames follow the settle frame; read them all before anything can fail.
@@ -183,16 +198,15 @@ class CellRun:
 
     def write_idle(self, snap: dict[str, Any]) -> None:
         engine = self.engine
-        self.channel.write({
-            "t": "idle",
-            "rt": self.rt,
-            "requests": snap["requests"],
-            "cancels": snap["cancels"],
-            "output": self.capture.drain(),
-            "outstanding": snap["outstanding"],
-            "cpu_ms": self._spent_ms(),
-            "heap_bytes": engine.heap_bytes(),
-        })
+        self.channel.write(idle_frame(
+            rt=self.rt,
+            requests=snap["requests"],
+            cancels=snap["cancels"],
+            output=self.capture.drain(),
+            outstanding=snap["outstanding"],
+            cpu_ms=self._spent_ms(),
+            heap_bytes=engine.heap_bytes(),
+        ))
 
     def finish(self, done: dict[str, Any], cancels: list[int]) -> bool:
         engine = self.engine
@@ -215,7 +229,7 @@ class CellRun:
             # The JSON text of a value may be as large as the capture allowance; the copies it
             # takes are the host's cost, not the cell's heap budget.
             text = engine.final_value(3 * self.msg["value_capture_bytes"] + 16 * 1024 * 1024, self.deadline)
-            self.send_done(ok=True, value=capture_value(text, self.msg["value_capture_bytes"]), cancels=cancels)
+            self.send_done(value=capture_value(text, self.msg["value_capture_bytes"]), cancels=cancels)
             return False
         if done.get("oom"):
             return self.fail("memory limit exceeded: InternalError: out of memory", "guest",
@@ -224,38 +238,32 @@ class CellRun:
             return self.fail(map_stack(done["error"]), "bridge", _bridge_code(done["code"]), cancels=cancels)
         return self.fail(map_stack(done["error"]), "guest", "internal_error", cancels=cancels)
 
-    def fail(self, text: str, phase: str, code: str, *, recycle: bool = False,
+    def fail(self, text: str, phase: Phase, code: str, *, recycle: bool = False,
              cancels: list[int] | None = None) -> bool:
         # The host shows at most max_output_bytes of an error (longer ones end "[error truncated]"),
         # so a longer cut keeps that marker honest while the frame stays small.
         text = text[: self.msg["max_output_bytes"] + CAPTURE_SLACK_BYTES]
-        self.send_done(ok=False, error={"text": text, "phase": phase, "code": code}, recycle=recycle,
-                       cancels=cancels or [])
+        self.send_done(error=guest_failure(text, phase, code), recycle=recycle, cancels=cancels or [])
         return recycle
 
-    def send_done(self, *, ok: bool, value: Any = None, error: dict[str, Any] | None = None,
+    def send_done(self, *, value: dict[str, Any] | None = None, error: GuestFailure | None = None,
                   recycle: bool = False, cancels: list[int]) -> None:
         try:
             heap = self.engine.heap_bytes()
         except Exception:  # noqa: BLE001 - a dying engine must still let us report the cell
             heap = 0
         # Retire the worker well before its RLIMIT_CPU could kill it in the middle of a later cell.
-        worn_out = time.process_time() > CPU_RECYCLE_FRACTION * self.msg.get("cpu_limit_s", float("inf"))
-        message: dict[str, Any] = {
-            "t": "done",
-            "rt": self.rt,
-            "ok": ok,
-            "output": self.capture.drain(),
-            "cancels": cancels,
-            "cpu_ms": self._spent_ms(),
-            "heap_bytes": heap,
-            "recycle": recycle or worn_out,
-        }
-        if ok:
-            message["value"] = value
-        else:
-            message["error"] = error
-        self.channel.write(message)
+        worn_out = time.process_time() > CPU_RECYCLE_FRACTION * self.cpu_limit_s
+        self.channel.write(done_frame(
+            rt=self.rt,
+            value=value,
+            error=error,
+            output=self.capture.drain(),
+            cancels=cancels,
+            cpu_ms=self._spent_ms(),
+            heap_bytes=heap,
+            recycle=recycle or worn_out,
+        ))
 
 
 def _bridge_code(code: str) -> str:
@@ -263,7 +271,7 @@ def _bridge_code(code: str) -> str:
     return "invalid_input" if code in ("invalid_input", "input_contract") else "internal_error"
 
 
-def _apply_rlimits(options: dict[str, Any]) -> None:
+def _apply_rlimits(options: WorkerOptions) -> None:
     address_space = int(options.get("rlimit_as_bytes", 0))
     if address_space > 0:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
@@ -276,7 +284,7 @@ def _apply_rlimits(options: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    options: dict[str, Any] = jsoncodec.loads(args[0]) if args else {}
+    options: WorkerOptions = jsoncodec.loads(args[0]) if args else {}
     # Frames go to a private copy of stdout; fd 1 itself now points at stderr.
     fd_out = os.dup(1)
     os.dup2(2, 1)
@@ -287,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TZ"] = "UTC"
     time.tzset()
     check_engine()
-    channel.write({"t": "ready", "pid": os.getpid()})
+    channel.write(ready_frame(os.getpid()))
     stack_bytes = int(options.get("stack_bytes", 1024 * 1024))
     return Runtimes(channel, stack_bytes, cpu_limit).serve()
 
@@ -305,7 +313,7 @@ class Runtimes:
         self.channel = channel
         self.stack_bytes = stack_bytes
         self.cpu_limit = cpu_limit
-        self.table: dict[Any, CellRun] = {}
+        self.table: dict[str, CellRun] = {}
         self.draining = False
         self.engine: GuestEngine | None = GuestEngine(stack_bytes=stack_bytes)
 
@@ -314,32 +322,30 @@ class Runtimes:
             msg = self.channel.read()
             if msg is None:
                 return 0
-            kind = msg.get("t")
-            if kind == "run":
+            if msg["t"] == "run":
                 self._run(msg)
-            elif kind == "settle":
+            elif msg["t"] == "settle":
                 self._settle(msg)
-            elif kind == "drop":
-                self._forget(msg.get("rt"))
+            elif msg["t"] == "drop":
+                self._forget(msg["rt"])
             if self.draining and not self.table:
                 return 0
             if self.engine is None and not self.draining:
                 self.engine = GuestEngine(stack_bytes=self.stack_bytes)  # built while idle
 
-    def _run(self, msg: dict[str, Any]) -> None:
+    def _run(self, msg: RunFrame) -> None:
         engine = self.engine or GuestEngine(stack_bytes=self.stack_bytes)
         self.engine = None
-        msg["cpu_limit_s"] = self.cpu_limit
-        run = CellRun(engine, self.channel, msg)
+        run = CellRun(engine, self.channel, msg, self.cpu_limit)
         self.table[run.rt] = run
         self._after(run, run.run())
 
-    def _settle(self, msg: dict[str, Any]) -> None:
-        run = self.table.get(msg.get("rt", next(iter(self.table), None)))
+    def _settle(self, msg: SettleFrame) -> None:
+        run = self.table.get(msg["rt"])
         if run is None:
             # A late settle for a runtime that already ended: its payload frames still follow.
-            for r in msg.get("replies", []):
-                if r.get("ok"):
+            for r in msg["replies"]:
+                if r["ok"]:
                     self.channel.read_raw()
             return
         self._after(run, run.resume(msg))
@@ -351,7 +357,7 @@ class Runtimes:
         if outcome:
             self.draining = True
 
-    def _forget(self, rt: Any) -> None:
+    def _forget(self, rt: str) -> None:
         run = self.table.pop(rt, None)
         if run is not None:
             run.engine.close()

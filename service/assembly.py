@@ -179,7 +179,7 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
     _check_mcp_entries(settings, mcp.identifiers() if mcp is not None else [], policy)
     results = ResultsStore(clock=results_clock, tenant_max_bytes=settings.tenant_results_bytes,
                            max_bytes=settings.results_max_bytes)
-    access = ToolAccess(settings, catalog, mcp, tool_policy=policy)
+    access = ToolAccess(settings, catalog, mcp, tool_policy=policy, run_counters=session_store)
     saved = SavedResults(settings, results)
     dispatcher = dispatcher or base_dispatcher()
     install_tools(dispatcher, catalog.limits)

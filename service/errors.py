@@ -12,7 +12,14 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── Overloaded                   503: no worker could be had in time (``Retry-After``)
  ├── StoreUnavailable             503: the session store does not answer
  ├── ResponseNotEncodable         500: an answer could not be written as JSON (retrying cannot help)
+ ├── WorkerGone                   a worker's pipe closed or its frames cannot be read; the cell layer
+ │                                always turns it into a ``runtime_unavailable`` envelope (never an HTTP answer)
  └── ConfigError                  raised at start: a setting is wrong (never an HTTP answer)
+
+Every exception of the ``service`` package derives from ServiceError, except those of the subpackages
+with their own tree (``tools/``, ``mcp/``, ``stores/``, ``api_files/``: each has an ``errors`` module)
+and three control-flow signals that never leave their layer: ``GuestError`` and ``NeedsCaller``
+(cells/dispatch.py) and ``PeerGone`` (http/request_gate.py).  tests/test_errors.py checks this.
 """
 
 from __future__ import annotations
@@ -140,6 +147,15 @@ class ResponseNotEncodable(ServiceError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, non_retriable=True)
+
+
+class WorkerGone(ServiceError):
+    """Raised when a worker's pipe closes or its frames cannot be read."""
+
+    code = "runtime_unavailable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
 
 
 class ConfigError(ServiceError):

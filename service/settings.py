@@ -102,6 +102,10 @@ class Settings(BaseSettings):
     results_ttl_seconds: Int = setting("limits", 3600, 1, 86400, "lifetime of saved results")
     max_calls_per_cell: Int = setting("limits", 200, 1, 100000, "tool calls one cell may make")
     max_searches_per_cell: Int = setting("limits", 200, 1, 100000, "catalog.search calls one cell may make")
+    tool_failures_per_run: Int = setting("limits", 4, 1, 1000,
+                                         "counted failures of one tool before it is blocked for the run")
+    failures_per_run: Int = setting("limits", 8, 1, 10000,
+                                    "counted tool failures of a run before every tool call is refused")
     max_pending_requests: Int = setting("limits", 128, 1, 4096, "host requests one cell may have in flight")
     search_default_limit: Int = setting("limits", 8, 1, 50, "catalog.search default limit")
     max_search_limit: Int = setting("limits", 50, 1, 50, "catalog.search largest limit")

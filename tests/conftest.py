@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +21,15 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def make_client(tmp: Path, *, results_clock: Callable[[], float] = time.monotonic, **overrides: Any) -> TestClient:
+def make_client(tmp: Path, *, results_clock: Callable[[], float] = time.monotonic,
+                extra_tools: Sequence[Any] = TEST_TOOLS, **overrides: Any) -> TestClient:
     """A TestClient over a fully wired app; use it as a context manager (runs the lifespan).
 
-    ``results_clock`` dates saved results, so retention tests move time instead of waiting it out.
+    ``results_clock`` dates saved results, so retention tests move time instead of waiting it out;
+    ``extra_tools`` are the tools defined in code (tests/support/tools.py).
     """
     settings = Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500).replace(**overrides).check()
-    services = build_components(settings, extra_tools=TEST_TOOLS, results_clock=results_clock)
+    services = build_components(settings, extra_tools=extra_tools, results_clock=results_clock)
     return TestClient(create_app(settings, services))
 
 

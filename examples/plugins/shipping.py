@@ -226,8 +226,10 @@ async def cancel_shipment(call_id: str, params: dict[str, Any], ctx: ToolContext
     """Cancel a shipment that has not been delivered (opt-in: allow "cancel_shipment" explicitly)."""
     shipment = _SHIPMENTS.get(params["shipment_id"])
     if shipment is None or shipment["status"] == "delivered":
+        # Recoverable: another shipment id may work, so the failure never counts against the run.
         return ToolResult(
-            details={"shipment_id": params["shipment_id"], "cancelled": False},
+            details={"shipment_id": params["shipment_id"], "cancelled": False, "error_type": "recoverable",
+                     "need_param": "shipment_id"},
             text="only undelivered shipments can be cancelled",
             is_error=True,
         )

@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from service.api_files.errors import InvalidDiscriminatorError
+
 __all__ = [
     "DISCRIMINATOR_KEY",
-    "InvalidDiscriminatorError",
     "OutputVariants",
     "read_output_variants",
     "select_output_schema",
@@ -21,10 +22,6 @@ _ANNOTATION_KEYS = frozenset({"version", "inputProperty", "mapping"})
 _MAX_PROPERTY_CHARS = 256
 
 
-class InvalidDiscriminatorError(ValueError):
-    """The annotation is present but malformed; the tool's contract must be refused."""
-
-    code = "invalid_contract"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 __all__ = ["RESULTS_DTS", "RESULTS_DTS_DESCRIPTION"]
 
 RESULTS_DTS_DESCRIPTION = (
-    "Saved results for this run (results.save/load/delete) and the session store (store/load)."
+    "Saved results for this run (results.save/load/delete), the session store (store/load) and the "
+    "fields of a failed tool call's Error."
 )
 
 RESULTS_DTS = """\
@@ -55,4 +56,32 @@ declare function store(key: string, value: unknown): Promise<void>;
 
 /** A fresh copy of the value stored under `key` in this session, or undefined when there is none. */
 declare function load(key: string): Promise<unknown>;
+
+/**
+ * What a rejected tool call carries (catch it as `e: ToolCallError`). `tool_error`: the tool failed.
+ * A tool that failed 4 times in this run (or once with nonRetriable) rejects with `tool_blocked` without
+ * running: use another tool or report the problem. After 8 failures in a run every tool call rejects
+ * with `failure_budget_exhausted`: stop and report. Recoverable failures never count.
+ */
+interface ToolCallError extends Error {
+    readonly code: "tool_error" | "tool_blocked" | "failure_budget_exhausted" | "invalid_input" | "loop_guard"
+        | "output_contract" | "call_budget_exceeded" | string;
+    readonly tool?: string;
+    /** The tool's own failure object (tool_error), or validation details. */
+    readonly details?: unknown;
+    /** recoverable: fix the arguments (see needParam) and call again; config: a setup problem no
+     * retry fixes; transient: jitter, the host already retried idempotent tools. */
+    readonly errorType?: "recoverable" | "config" | "transient";
+    /** The argument that is missing or malformed. */
+    readonly needParam?: string;
+    /** True: the same call can never succeed; the tool is blocked for this run. */
+    readonly nonRetriable?: boolean;
+    /** Text meant for the user, safe to pass on. */
+    readonly userMessage?: string;
+    /** Another tool or action to use instead. */
+    readonly redirect?: unknown;
+    /** The failing upstream service's own reply. */
+    readonly upstream?: unknown;
+    readonly effectStatus?: "not_started" | "unknown";
+}
 """

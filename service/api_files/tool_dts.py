@@ -16,7 +16,8 @@ from service.api_files.schema_ts import (
     schema_type,
     ts_string,
 )
-from service.api_files.discriminator import InvalidDiscriminatorError, OutputVariants, read_output_variants
+from service.api_files.discriminator import OutputVariants, read_output_variants
+from service.api_files.errors import InvalidDiscriminatorError
 
 __all__ = ["TOOL_INPUT_MAX_CHARS", "TOOL_OUTPUT_MAX_CHARS", "accepts_empty_object", "render_tool_declaration"]
 

@@ -17,14 +17,17 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bridge import jsoncodec
-from bridge.output import FinalError, FinalValue, OutputLimitExceeded, OutputState, RetainResult
-from service.tools.untrusted import wrap_untrusted
+from bridge.errors import OutputLimitExceeded
+from bridge.messages import DoneFrame, GuestConfig, IdleFrame, run_frame, settle_frame
+from bridge.output import FinalError, FinalValue, OutputState, RetainResult
+from service.errors import WorkerGone
 
+from . import envelopes
 from .dispatch import CellContext, Dispatcher, HostCall
-from .envelopes import SealedEnvelope, finished_summary
+from .envelopes import SealedEnvelope
 from .host_requests import HostRequests
 from .pool import WorkerPool
-from .worker_process import Worker, WorkerGone
+from .worker_process import Worker
 from .spec import CellSpec, CellStatus, EndReason
 
 if TYPE_CHECKING:
@@ -93,28 +96,32 @@ class Cell:
         self._started = True
         limits = self.spec.limits
         try:
-            await self.worker.send({
-                "t": "run",
-                "rt": self.id,
-                "cell_id": self.id,
-                "code": self.spec.code,
-                "budget_ms": budget_ms,
-                "memory_limit_bytes": limits.memory_limit_bytes,
-                "max_output_bytes": limits.max_output_bytes,
+            await self.worker.send(run_frame(
+                cell_id=self.id,
+                code=self.spec.code,
+                budget_ms=budget_ms,
+                memory_limit_bytes=limits.memory_limit_bytes,
+                max_output_bytes=limits.max_output_bytes,
                 # Retention needs the whole value; otherwise a bounded prefix is all the host can show.
-                "value_capture_bytes": max(limits.max_output_bytes, limits.inbox_bytes)
+                value_capture_bytes=max(limits.max_output_bytes, limits.inbox_bytes)
                 if self._retains else limits.max_output_bytes,
-                "config": {
-                    **(self.context.guest_config or {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}),
-                    # The prelude refuses requests over these caps; HostRequests enforces them again.
-                    "maxPendingRequests": limits.max_pending_requests,
-                    "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
-                },
-            })
+                config=self._guest_config(),
+            ))
         except WorkerGone as exc:
             return await self._end_failed(exc.message, "host", "runtime_unavailable", recycle=True)
         self._worker_running = True
         return await self._leg(budget_ms)
+
+    def _guest_config(self) -> GuestConfig:
+        limits = self.spec.limits
+        base = self.context.guest_config or {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}
+        config: GuestConfig = {
+            **base,  # type: ignore[typeddict-item]  # built by the cell-tools handler
+            # The prelude refuses requests over these caps; HostRequests enforces them again.
+            "maxPendingRequests": limits.max_pending_requests,
+            "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
+        }
+        return config
 
     async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]]) -> dict[str, Any]:
         """A wait leg: settle caller answers and yields, then run until the next stop.
@@ -187,18 +194,16 @@ class Cell:
     def snapshot(self) -> dict[str, Any]:
         """Status without resuming."""
         if self.final is not None:
-            return finished_summary(self.final)
-        out: dict[str, Any] = {
-            "status": self.status.value if self.status is not CellStatus.WAITING else "waiting",
-            "cell_id": self.id,
-            "bridge_dispatch_started": self.bridge_dispatch_started,
-            "replay_safe": self.replay_safe,
-            "telemetry": self._telemetry(0.0),
-        }
-        if self.status is CellStatus.WAITING:
-            out["reason"] = self.requests.reason()
-            out["pending_tool_calls"] = self.requests.public()
-        return out
+            return envelopes.finished_summary(self.final)
+        # Until its final envelope exists, a cell that is not parked is still in a leg (maybe in its
+        # end-of-cell steps): "running", never an outcome without its error or value.
+        waiting = self.status is CellStatus.WAITING
+        return envelopes.status_snapshot(
+            self.id, status="waiting" if waiting else "running",
+            bridge_dispatch_started=self.bridge_dispatch_started, replay_safe=self.replay_safe,
+            telemetry=self._telemetry(0.0),
+            reason=self.requests.reason() if waiting else None,
+            pending_tool_calls=self.requests.public() if waiting else None)
 
     @property
     def replay_safe(self) -> bool:
@@ -229,13 +234,17 @@ class Cell:
                     if self._aborted:
                         return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
                     return await self._lost(exc.message)
-                if msg.get("rt", self.id) != self.id:
+                if msg["t"] != "ready" and msg["rt"] != self.id:
                     continue  # a late frame of a runtime the host dropped mid-slice
                 self._worker_running = False
                 self.requests.inbox.release(self._delivered_bytes)
                 self._delivered_bytes = 0
                 if msg["t"] == "done":
                     return await self._on_done(msg)
+                if msg["t"] != "idle":
+                    self.worker.kill()
+                    return await self._end_failed(f"worker sent an unexpected {msg['t']!r} frame; the cell was lost, "
+                                                  "start it again", "host", "runtime_unavailable", recycle=True)
                 self._on_idle(msg)
                 continue
             if self._aborted:
@@ -264,10 +273,10 @@ class Cell:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(wake.wait(), remaining)
 
-    def _on_idle(self, msg: dict[str, Any]) -> None:
+    def _on_idle(self, msg: IdleFrame) -> None:
         self.output.extend(msg["output"])
-        self.telemetry.guest_cpu_ms = msg.get("cpu_ms", self.telemetry.guest_cpu_ms)
-        self.telemetry.heap_bytes = msg.get("heap_bytes", self.telemetry.heap_bytes)
+        self.telemetry.guest_cpu_ms = msg["cpu_ms"]
+        self.telemetry.heap_bytes = msg["heap_bytes"]
         for request_id in msg["cancels"]:
             self.requests.drop(request_id)
         for req in msg["requests"]:
@@ -281,7 +290,7 @@ class Cell:
         payloads = [raw for _, raw in ready if raw is not None]
         self._delivered_bytes += charged
         try:
-            await self.worker.send({"t": "settle", "rt": self.id, "budget_ms": max(budget_ms, 1), "replies": replies}, payloads)
+            await self.worker.send(settle_frame(self.id, max(budget_ms, 1), replies), payloads)
         except WorkerGone:
             pass  # the next recv reports how the worker died
         self._worker_running = True
@@ -302,36 +311,26 @@ class Cell:
         self.status = CellStatus.WAITING
         self.last_active = time.monotonic()
         projection = self.output.project(None)
-        envelope = self._envelope("waiting")
-        envelope["output"] = projection.output
-        envelope["reason"] = self.requests.reason()
-        envelope["pending_tool_calls"] = self.requests.public()
+        envelope = envelopes.waiting(self.id, output=projection.output, reason=self.requests.reason(),
+                                     pending_tool_calls=self.requests.public(), **self._common())
         self._mark_untrusted(envelope)
         return envelope
 
     def _mark_untrusted(self, envelope: dict[str, Any]) -> None:
-        """Once a cell has seen network-derived data, its model-facing text is wrapped as untrusted.
+        if self.network_content:
+            envelopes.mark_untrusted(envelope)
 
-        Text entries are what an agent shows its model; ``json`` entries and the value stay raw.
-        """
-        if not self.network_content:
-            return
-        envelope["untrusted_content"] = True
-        for i, entry in enumerate(envelope.get("output") or []):
-            if isinstance(entry, dict) and entry.get("type") == "text" and isinstance(entry.get("text"), str):
-                envelope["output"][i] = {"type": "text", "text": wrap_untrusted(entry["text"], "network")}
-
-    async def _on_done(self, msg: dict[str, Any]) -> dict[str, Any]:
+    async def _on_done(self, msg: DoneFrame) -> dict[str, Any]:
         self._runtime_gone = True  # the worker forgot it when it sent this frame
         self.output.extend(msg["output"])
-        self.telemetry.guest_cpu_ms = msg.get("cpu_ms", self.telemetry.guest_cpu_ms)
-        self.telemetry.heap_bytes = msg.get("heap_bytes", self.telemetry.heap_bytes)
-        for request_id in msg.get("cancels", []):
+        self.telemetry.guest_cpu_ms = msg["cpu_ms"]
+        self.telemetry.heap_bytes = msg["heap_bytes"]
+        for request_id in msg["cancels"]:
             self.requests.drop(request_id)
         if msg["ok"]:
-            return await self._end_completed(msg["value"], recycle=msg.get("recycle", False))
+            return await self._end_completed(msg["value"], recycle=msg["recycle"])
         err = msg["error"]
-        return await self._end_failed(err["text"], err["phase"], err["code"], recycle=msg.get("recycle", False))
+        return await self._end_failed(err["text"], err["phase"], err["code"], recycle=msg["recycle"])
 
     async def _end_completed(self, value_source: dict[str, Any], *, recycle: bool) -> dict[str, Any]:
         return await self._end(lambda: self._completed_envelope(value_source), recycle=recycle)
@@ -351,9 +350,7 @@ class Cell:
             self._release_reference(exc.release_reference_id)
             return self._failure_envelope(str(exc), "host", "output_limit_exceeded", []), None
         self._release_reference(projection.release_reference_id)
-        envelope = self._envelope("completed")
-        envelope["value"] = projection.value
-        envelope["output"] = projection.output
+        envelope = envelopes.completed(self.id, value=projection.value, output=projection.output, **self._common())
         return envelope, projection.reference_id
 
     def _failed_envelope(self, message: str, phase: str, code: str) -> dict[str, Any]:
@@ -369,12 +366,7 @@ class Cell:
             self._retainer.release(self.context, ref_id)  # saved for retention but not shown: nobody can load it
 
     def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
-        envelope = self._envelope("failed")
-        envelope["output"] = output
-        envelope["error"] = error
-        envelope["code"] = code
-        envelope["failure_phase"] = phase
-        return envelope
+        return envelopes.failed(self.id, error=error, code=code, phase=phase, output=output, **self._common())
 
     async def _end(self, build: Callable[[], tuple[dict[str, Any], str | None]], *,
                    recycle: bool) -> dict[str, Any]:
@@ -398,11 +390,11 @@ class Cell:
             self.status = CellStatus.COMPLETED
         warnings = await self._run_finalizers(completed)
         if warnings:
-            envelope["warnings"] = warnings
+            envelopes.add_warnings(envelope, warnings)
             try:
                 encoded = jsoncodec.dumps(envelope)
             except jsoncodec.JSONEncodeError:
-                del envelope["warnings"]  # the result matters more than a note about it
+                envelopes.drop_warnings(envelope)  # the result matters more than a note about it
         self.final = SealedEnvelope(envelope, encoded)
         self._on_end(self)
         return self.final
@@ -429,15 +421,10 @@ class Cell:
                 warnings.append(f"end-of-cell step failed: {type(exc).__name__}: {exc}")
         return warnings
 
-    def _envelope(self, status: str) -> dict[str, Any]:
-        return {
-            "status": status,
-            "cell_id": self.id,
-            "output": [],
-            "bridge_dispatch_started": self.bridge_dispatch_started,
-            "replay_safe": self.replay_safe,
-            "telemetry": self._telemetry((time.perf_counter() - self._leg_started) * 1000),
-        }
+    def _common(self) -> dict[str, Any]:
+        """The fields every leg's envelope carries, as of now."""
+        return {"bridge_dispatch_started": self.bridge_dispatch_started, "replay_safe": self.replay_safe,
+                "telemetry": self._telemetry((time.perf_counter() - self._leg_started) * 1000)}
 
     def _telemetry(self, wall_ms: float) -> dict[str, Any]:
         return self.telemetry.public(wall_ms)

@@ -17,6 +17,9 @@ from typing import Any
 from .spec import CellSpec, Telemetry
 
 
+# Not a ServiceError: a control-flow signal from a handler to the dispatcher, which turns it into
+# the guest's rejected Error (data, never an HTTP answer).  Its code is chosen per raise, usually
+# the code of the tools/mcp/stores error it translates.
 class GuestError(Exception):
     """Raised by a handler to reject the guest's promise with an Error carrying ``code``."""
 
@@ -42,6 +45,7 @@ class RawJson:
         self.data = data
 
 
+# Not a ServiceError: a control-flow signal that parks the cell; nothing failed.
 class NeedsCaller(Exception):
     """Raised by a handler when the API caller must answer this request (it parks the cell)."""
 

@@ -21,12 +21,13 @@ from typing import Any
 
 from bridge import jsoncodec
 from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance, arguments_exceeded_message
+from bridge.messages import Reply
 
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
 from .request_caps import measure_request
 
 #: One reply for the worker: the settle entry, and its JSON payload when it succeeded.
-Reply = tuple[dict[str, Any], bytes | None]
+ReadyReply = tuple[Reply, bytes | None]
 #: Arguments this small (a timer's delay, a store key) are charged but never refused: like the
 #: request's own bookkeeping they are bounded by the request count caps, and refusing a timer would
 #: lose its callback.
@@ -71,7 +72,7 @@ class HostRequests:
         self.side_effects_started = False
         self.count = 0
         self._pending: dict[int, Pending] = {}
-        self._ready: list[Reply] = []
+        self._ready: list[ReadyReply] = []
         self._charged: dict[int, int] = {}  # request id -> inbox bytes of its queued reply
         self._in_flight: set[int] = set()  # ids whose handler task runs (a dropped one counts no more)
         self._closed = False
@@ -215,7 +216,7 @@ class HostRequests:
         else:
             ok = False
             raw = jsoncodec.dumps({"message": INBOX_EXCEEDED_MESSAGE, "code": "program_data_budget"})
-        reply: dict[str, Any] = {"id": request_id, "ok": ok}
+        reply: Reply = {"id": request_id, "ok": ok}
         if ok:
             self._ready.append((reply, raw))
         else:
@@ -235,7 +236,7 @@ class HostRequests:
 
     # ---- replies out ---------------------------------------------------------------------------
 
-    def take_ready(self) -> tuple[list[Reply], int]:
+    def take_ready(self) -> tuple[list[ReadyReply], int]:
         """All queued replies in settlement order, and the inbox bytes they hold."""
         ready, self._ready = self._ready, []
         return ready, sum(self._charged.pop(reply["id"], 0) for reply, _ in ready)

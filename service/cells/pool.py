@@ -31,9 +31,10 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from service.errors import Overloaded
+from bridge.messages import WorkerOptions
+from service.errors import Overloaded, WorkerGone
 
-from .worker_process import Worker, WorkerGone, start_worker
+from .worker_process import Worker, start_worker
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,7 +44,7 @@ log = logging.getLogger("codemode.workers")
 class WorkerPool:
     """Warm workers, each holding one tenant's runtimes; fresh replacements started ahead of need."""
 
-    def __init__(self, *, size: int, cap: int, max_cells: int, frame_cap: int, options: dict[str, Any],
+    def __init__(self, *, size: int, cap: int, max_cells: int, frame_cap: int, options: WorkerOptions,
                  acquire_timeout_s: float, max_runtimes: int = 64, max_parked_bytes: int = 256 << 20,
                  snapshot_bytes: int = 10 << 20) -> None:
         self.size = size
@@ -53,7 +54,7 @@ class WorkerPool:
         self.max_parked_bytes = max_parked_bytes
         self.snapshot_bytes = snapshot_bytes
         self.frame_cap = frame_cap
-        self.options = {**options, "frame_cap": frame_cap}
+        self.options: WorkerOptions = {**options, "frame_cap": frame_cap}
         self.acquire_timeout_s = acquire_timeout_s
         self._fresh: deque[Worker] = deque()
         self._assigned: dict[str, list[Worker]] = {}  # tenant -> its live workers
@@ -337,7 +338,7 @@ class WorkerPool:
         worker.cells.pop(cell_id, None)
         worker.parked_heaps.pop(cell_id, None)
         if drop:
-            worker.post({"t": "drop", "rt": cell_id})
+            worker.drop(cell_id)
         self.vacate(worker, cell_id)
         worker.cells_run += 1
         if recycle or worker.dead or worker.cells_run >= self.max_cells or self._closed:

@@ -24,11 +24,11 @@ from service.settings import Settings
 
 from .cell import ABORT_MESSAGE, Cell, Retainer
 from .dispatch import CellContext, Dispatcher
-from .envelopes import finished_summary
+from .envelopes import finished_summary, input_refusal
 from .finished import FinishedCells
 from .pool import WorkerPool
 from .source_checks import source_problem
-from .spec import CellLimits, CellSpec, CellStatus, EndReason, Telemetry
+from .spec import CellLimits, CellSpec, CellStatus, EndReason
 
 log = logging.getLogger("codemode.cells")
 NOT_FOUND = "cell is unavailable or expired"
@@ -156,7 +156,7 @@ class CellRegistry:
         """Start a cell and run its first leg."""
         problem = await source_problem(spec.code)
         if problem is not None:
-            return _input_failure(problem)
+            return input_refusal(problem)
         if len(self._parked) >= self.settings.max_parked_cells:
             raise TooManyRequests(
                 f"too many parked cells ({len(self._parked)}, cap max_parked_cells="
@@ -287,19 +287,3 @@ def _check_range(name: str, value: int, low: int, high: int) -> None:
     if not (low <= value <= high):
         raise InvalidRequest(f"{name} must be between {low} and {high} (got {value})", need_param=name)
 
-
-def _input_failure(message: str) -> dict[str, Any]:
-    """The envelope of a cell refused before any worker was involved."""
-    import uuid
-
-    return {
-        "status": "failed",
-        "cell_id": "cell_" + str(uuid.uuid4()),
-        "output": [],
-        "error": message,
-        "code": "invalid_input",
-        "failure_phase": "input",
-        "bridge_dispatch_started": False,
-        "replay_safe": True,
-        "telemetry": Telemetry().public(0.0),
-    }

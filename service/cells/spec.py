@@ -61,6 +61,7 @@ class Telemetry:
     call_count: int = 0
     search_count: int = 0
     describe_count: int = 0
+    retries: int = 0  # transient failures of idempotent tools the host retried
     host_requests: int = 0
     legs: int = 0
     heap_bytes: int = 0
@@ -73,6 +74,7 @@ class Telemetry:
             "call_count": self.call_count,
             "search_count": self.search_count,
             "describe_count": self.describe_count,
+            "retries": self.retries,
             "host_requests": self.host_requests,
             "legs": self.legs,
             "heap_bytes": self.heap_bytes,

@@ -12,27 +12,19 @@ import os
 import signal
 import sys
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bridge import jsoncodec
 from bridge.errors import BridgeError
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
+from bridge.messages import HostFrame, WorkerFrame, WorkerOptions, drop_frame
+from service.errors import WorkerGone
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 #: Start-up of a worker (interpreter, quickjs import, engine self-check) must fit in this.
 SPAWN_TIMEOUT_S = 20.0
-
-
-class WorkerGone(Exception):
-    """Raised when a worker's pipe closes or its frames cannot be read."""
-
-    code = "runtime_unavailable"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class Worker:
@@ -61,7 +53,7 @@ class Worker:
     def parked_bytes(self) -> int:
         return sum(self.parked_heaps.values())
 
-    async def send(self, message: dict[str, Any], attachments: list[bytes] | None = None) -> None:
+    async def send(self, message: HostFrame, attachments: list[bytes] | None = None) -> None:
         if self.dead or self.proc.stdin is None:
             raise WorkerGone("worker process is gone")
         try:
@@ -73,16 +65,16 @@ class Worker:
             self.dead = True
             raise WorkerGone(f"worker process stopped reading ({exc})") from None
 
-    def post(self, message: dict[str, Any]) -> None:
-        """Queue a small control frame without waiting (the pipe buffer takes it)."""
+    def drop(self, rt: str) -> None:
+        """Tell the worker to free a blocked runtime; queued without waiting (the pipe buffer takes it)."""
         if self.dead or self.proc.stdin is None:
             return
         try:
-            self.proc.stdin.write(encode_frame(message, self.frame_cap))
+            self.proc.stdin.write(encode_frame(drop_frame(rt), self.frame_cap))
         except (ConnectionError, BrokenPipeError, RuntimeError):
             self.dead = True
 
-    async def recv(self) -> dict[str, Any]:
+    async def recv(self) -> WorkerFrame:
         assert self.proc.stdout is not None
         try:
             header = await self.proc.stdout.readexactly(HEADER_SIZE)
@@ -94,7 +86,8 @@ class Worker:
             self.kill()
             raise WorkerGone(f"worker sent a bad frame: {exc}") from None
         try:
-            return decode_body(body)
+            frame: WorkerFrame = decode_body(body)
+            return frame
         except (BridgeError, TypeError) as exc:
             self.kill()
             raise WorkerGone(f"worker sent a bad frame: {exc}") from None
@@ -122,7 +115,7 @@ class Worker:
                 self.proc.kill()
 
 
-async def start_worker(options: dict[str, Any], frame_cap: int) -> Worker:
+async def start_worker(options: WorkerOptions, frame_cap: int) -> Worker:
     """Start one worker process and wait for its ``ready`` frame."""
     # Workers get a minimal environment: nothing of the service's secrets reaches a guest process.
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME", "TZ")}
@@ -142,7 +135,7 @@ async def start_worker(options: dict[str, Any], frame_cap: int) -> Worker:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(proc.wait(), 2.0)
         raise
-    if msg.get("t") != "ready":
+    if msg["t"] != "ready":
         worker.kill()
-        raise WorkerGone(f"worker sent {msg.get('t')!r} instead of ready")
+        raise WorkerGone(f"worker sent {msg['t']!r} instead of ready")
     return worker

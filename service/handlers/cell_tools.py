@@ -21,6 +21,8 @@ from service.tools.catalog import CatalogView, ToolCatalog, compile_client_tools
 from service.tools.errors import ToolError
 from service.tools.plugin import ToolContext
 from service.tools.policy import McpVisibility, ToolPolicy
+from service.handlers.saved_results import DEFAULT_RUN  # a session without a run_id: the same run
+from service.tools.run_budget import Breaker, FailureLimits, MemoryRunCounters, RunCounters, RunLedger
 from service.tools.session import CallSession
 
 #: Host requests one synchronous burst of guest code may queue; more are refused in the guest.
@@ -60,17 +62,31 @@ def sync_counters(call: HostCall) -> None:
     t.call_count = state.session.call_count + state.mcp_calls
     t.search_count = state.session.search_count
     t.describe_count = state.session.describe_count
+    t.retries = state.session.retries
 
 
 class ToolAccess:
     """The tools a tenant's cells see: the catalog under the base and key policies, and the MCP hub."""
 
     def __init__(self, settings: Settings, catalog: ToolCatalog, mcp: Any = None,
-                 tool_policy: ToolPolicy | None = None) -> None:
+                 tool_policy: ToolPolicy | None = None, run_counters: RunCounters | None = None) -> None:
         self.settings = settings
         self.catalog = catalog
         self.mcp = mcp
         self.tool_policy = tool_policy  # the base `[tools]` policy; MCP entries apply to the hub's servers
+        # Runs' failure counters: the session store, or this process's memory without one.
+        self.run_counters = run_counters or MemoryRunCounters(settings.session_ttl_seconds)
+        self.failure_limits = FailureLimits(settings.tool_failures_per_run, settings.failures_per_run)
+        self.breaker = Breaker()
+
+    def ledger(self, cell: CellContext) -> RunLedger:
+        """The failure budget of the cell's run; a cell without a session is a run of its own."""
+        spec = cell.spec
+        if spec.session_id is None:
+            own = MemoryRunCounters(self.settings.session_ttl_seconds, max_runs=1)
+            return RunLedger(own, spec.tenant, "", cell.id, self.failure_limits)
+        return RunLedger(self.run_counters, spec.tenant, spec.session_id, spec.run_id or DEFAULT_RUN,
+                         self.failure_limits)
 
     def view_for(self, policy: ToolPolicy | None, client_tools: Sequence[Any] = ()) -> CatalogView:
         try:
@@ -108,11 +124,15 @@ class ToolAccess:
         # A server that is slow to connect may take at most the cell's own time budget.
         servers = await self.mcp_servers(mcp, cell.spec.limits.timeout_ms / 1000)
         down = mcp.unavailable() if mcp is not None else []
+        ledger = self.ledger(cell)
+        await ledger.refresh()
+        blocked = ledger.blocked()
         session = CallSession(view, max_calls=self.settings.max_calls_per_cell,
-                              max_searches=self.settings.max_searches_per_cell)
+                              max_searches=self.settings.max_searches_per_cell, ledger=ledger, breaker=self.breaker)
         cell.tools = CellTools(view=view, session=session, mcp_servers=servers, mcp=mcp)
         cell.guest_config = {
-            "tools": view.handles(),
+            # Tools blocked for the run when the cell starts say so on their handles (catalog.all()).
+            "tools": [{**h, "blocked": True} if h.get("callableName") in blocked else h for h in view.handles()],
             "mcp": [{"identifier": s.identifier, "serverName": s.name,
                      "tools": [t.identifier for t in s.tools]} for s in servers],
             "mcpUnavailable": [{"identifier": ident, "serverName": name} for ident, name in down],

@@ -14,7 +14,8 @@ from bridge.output import NotRetained, RetainResult
 from bridge.refs import describe_reference
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall, RawJson
 from service.settings import Settings
-from service.stores.saved_results import ResultScope, ResultsError, ResultsStore
+from service.stores.errors import ResultsError
+from service.stores.saved_results import ResultScope, ResultsStore
 
 DEFAULT_RUN = "default"
 

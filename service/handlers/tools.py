@@ -7,15 +7,15 @@ from the network marks the cell, so its model-facing text is wrapped as untruste
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from service.cells.dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
+from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
 from service.mcp.guest_requests import describe_mcp, search_mcp_tools
 from service.tools.catalog import CatalogLimits
-from service.tools.errors import ClientToolCall, ToolCallError
-from service.tools.search import SearchQueryError
+from service.tools.errors import ClientToolCall, SearchQueryError, ToolCallError
 
-from .cell_tools import cell_tools, sync_counters, tool_context
+from .cell_tools import CellTools, cell_tools, sync_counters, tool_context
 
 
 def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
@@ -26,8 +26,10 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
         # Whatever the guest sent: the view answers a non-string name as an unknown tool.
         name: Any = call.args[0] if call.args else None
         params = call.args[1] if len(call.args) > 1 else {}
+        # Retries of an idempotent tool stay within one cell timeout of the call's start.
+        deadline = asyncio.get_running_loop().time() + call.cell.spec.limits.timeout_ms / 1000
         try:
-            outcome = await state.session.call_detailed(name, params, tool_context(call))
+            outcome = await state.session.call_detailed(name, params, tool_context(call), deadline=deadline)
         except ClientToolCall as need:
             raise NeedsCaller("client_tool", tool=need.callable_name, input=need.params) from None
         except ToolCallError as exc:
@@ -72,6 +74,11 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
         finally:
             sync_counters(call)
 
+    async def partial_successes(cell: CellContext, completed: bool) -> list[str]:
+        # Tools that succeeded only in part (success: true with completed: false or a warning).
+        return list(cell.tools.session.warnings) if isinstance(cell.tools, CellTools) else []
+
     dispatcher.register("tool", call_tool)
+    dispatcher.on_finish(partial_successes)
     dispatcher.register("search", search, side_effects=False)
     dispatcher.register("describe", describe, side_effects=False)

@@ -48,7 +48,7 @@ def create_app(settings: Settings | None = None, services: Components | None = N
 
     app = FastAPI(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.services = svc
-    install_error_handlers(app)
+    install_error_handlers(app, router.routes)
     app.include_router(router)
     app.add_middleware(RequestGate, keys=svc.keys, caps=BodyCaps(settings), decoder=decoder,
                        metrics_require_key=settings.metrics_require_key)

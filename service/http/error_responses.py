@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
 
 from service.errors import InvalidRequest, NotFound, ServiceError
 
@@ -16,8 +19,8 @@ def error_response(exc: ServiceError) -> ORJSONResponse:
     return ORJSONResponse(exc.body(), status_code=exc.status, headers=headers)
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Map every failure to the one error body shape."""
+def install_error_handlers(app: FastAPI, routes: Sequence[BaseRoute] = ()) -> None:
+    """Map every failure to the one error body shape; ``routes`` answer a 405's ``Allow``."""
 
     async def on_service_error(_: Request, exc: Exception) -> ORJSONResponse:
         assert isinstance(exc, ServiceError)
@@ -33,7 +36,7 @@ def install_error_handlers(app: FastAPI) -> None:
             message = "request body must be a JSON object matching the documented schema: " + message
         return error_response(InvalidRequest(message, need_param=field))
 
-    async def on_http_error(_: Request, exc: Exception) -> ORJSONResponse:
+    async def on_http_error(request: Request, exc: Exception) -> ORJSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code == 404:
             return error_response(NotFound("no such endpoint; see /docs for the API"))
@@ -42,6 +45,10 @@ def install_error_handlers(app: FastAPI) -> None:
             err.status = 405
             response = error_response(err)
             response.headers.update(exc.headers or {})  # Allow: the methods that are
+            # Starlette names only the first route of the path; a path may have several (GET and DELETE).
+            allowed = _allowed_methods(routes, request)
+            if allowed:
+                response.headers["Allow"] = ", ".join(allowed)
             return response
         # Whatever else the framework refuses is about the request, which a retry does not change.
         err2 = InvalidRequest(f"{exc.detail}; see /docs for the request format")
@@ -60,3 +67,13 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(Exception, on_unexpected)
+
+
+def _allowed_methods(routes: Sequence[BaseRoute], request: Request) -> list[str]:
+    """Every method some route of this path answers."""
+    methods: set[str] = set()
+    for route in routes:
+        match, _ = route.matches(request.scope)
+        if match == Match.PARTIAL:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)

@@ -73,6 +73,8 @@ class RequestGate:
         return _replay(body, receive)
 
 
+# Not a ServiceError: a control-flow signal that stops reading a body nobody waits for any more;
+# there is nobody to answer.
 class PeerGone(Exception):
     """The peer disconnected before its body was complete."""
 

@@ -16,6 +16,7 @@ from service.handlers.session_store import NETWORK_MARK_KEY
 from service.settings import ApiKey
 from service.stores.errors import StoreError
 from service.stores.saved_results import ResultScope
+from service.tools.run_budget import run_report
 
 from .request_gate import GatedRoute, api_key_of
 from .responses import JSONBytes as ORJSONResponse
@@ -54,6 +55,13 @@ API_READ_EXAMPLE = {
     "bytes": 66,
 }
 END_RUN_EXAMPLE = {"session_id": "s1", "run_id": "turn-7", "expired_results": 2}
+RUN_EXAMPLE = {
+    "session_id": "s1", "run_id": "turn-7",
+    "failures": {"fetch_page": 4, "quote_shipping": 1}, "total_failures": 5,
+    "blocked": [{"tool": "fetch_page", "reason": "it failed 4 times in this run (limit 4 per tool per run)"}],
+    "budget_exhausted": False, "limits": {"tool_failures_per_run": 4, "failures_per_run": 8},
+    "saved_results": {"count": 1, "bytes": 2048},
+}
 STORE_KEYS_EXAMPLE = {"session_id": "s1", "keys": [{"key": "cursor", "bytes": 12}], "total_bytes": 12}
 SESSION_DELETED_EXAMPLE = {"session_id": "s1", "deleted": True}
 HEALTH_EXAMPLE = {"status": "ok"}
@@ -209,9 +217,34 @@ async def api_file(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONRespons
     summary="End a run",
 )
 async def end_run(session_id: SessionId, run_id: RunId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
-    """End a run: its saved results expire now."""
+    """End a run: its saved results expire now and its tool-failure counters are forgotten."""
     dropped = svc.results.end_run(ResultScope(key.tenant, session_id, run_id))
+    try:
+        await svc.access.run_counters.delete_run_failures(key.tenant, session_id, run_id)
+    except StoreError as exc:
+        raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
     return ORJSONResponse({"session_id": session_id, "run_id": run_id, "expired_results": dropped})
+
+
+@router.get(
+    "/v1/sessions/{session_id}/runs/{run_id}",
+    responses={**ERROR_RESPONSES, 200: _example(RUN_EXAMPLE)},
+    tags=["sessions"],
+    summary="Run counters",
+)
+async def run_status(session_id: SessionId, run_id: RunId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+    """The run's tool-failure counters (per tool, total, blocked tools and why) and its saved results.
+
+    A run nobody used answers zeros: runs are named by the caller and not registered anywhere.
+    """
+    try:
+        state = await svc.access.run_counters.run_failures(key.tenant, session_id, run_id)
+    except StoreError as exc:
+        raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
+    count, size = svc.results.usage(ResultScope(key.tenant, session_id, run_id))
+    return ORJSONResponse({"session_id": session_id, "run_id": run_id,
+                           **run_report(state, svc.access.failure_limits),
+                           "saved_results": {"count": count, "bytes": size}})
 
 
 @router.get(

@@ -61,45 +61,78 @@ class WaitRequest(BaseModel):
     session_id: str | None = Field(default=None, pattern=SESSION_PATTERN)
 
 
-class OutputEntry(BaseModel):
-    type: Literal["text", "json"]
-    text: str | None = None
-    value: Any = None
+class TextOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text"]
+    text: str
+
+
+class JsonOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["json"]
+    value: Any
+
+
+class TruncatedOutput(BaseModel):
+    """Stands for undelivered output over the cell's max_output_bytes: a prefix of its JSON."""
+
+    model_config = ConfigDict(extra="forbid")
+    truncated: Literal[True]
+    prefix: str
+    omittedBytes: int
+    guidance: str
 
 
 class PendingCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     id: str
     method: str
     tool: str | None = None
     input: Any = None
 
 
+class CellTelemetry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    wall_ms: float
+    guest_cpu_ms: float
+    call_count: int
+    search_count: int
+    describe_count: int
+    host_requests: int
+    legs: int
+    heap_bytes: int
+    retries: int = Field(description="transient failures of idempotent tools that the host retried")
+
+
 class CellEnvelope(BaseModel):
-    """The answer for every cell outcome (HTTP 200)."""
+    """The answer for every cell outcome (HTTP 200), built by service.cells.envelopes."""
 
     model_config = ConfigDict(
-        extra="allow",
+        extra="forbid",
         json_schema_extra={"examples": [{
             "status": "completed", "cell_id": "cell_7b0c6f2e-3f57-4a53-9a4e-1f1d0c8b9a10", "value": 2,
             "output": [{"type": "text", "text": "hi"}], "bridge_dispatch_started": False, "replay_safe": True,
             "telemetry": {"wall_ms": 1.2, "guest_cpu_ms": 0.4, "call_count": 0, "search_count": 0,
-                          "describe_count": 0},
+                          "describe_count": 0, "host_requests": 0, "legs": 1, "heap_bytes": 262144, "retries": 0},
         }]},
     )
     # "running" only from GET /v1/cells/{id} while a leg is in progress.
     status: Literal["completed", "waiting", "failed", "running"]
     cell_id: str
-    value: Any = None
-    output: list[dict[str, Any]] = Field(default_factory=list)
+    value: Any = Field(default=None, description="completed only")
+    output: list[TextOutput | JsonOutput | TruncatedOutput] = Field(
+        default_factory=list, description="entries not delivered before; absent from GET /v1/cells/{id}")
     warnings: list[str] | None = None
-    reason: Literal["pending_tools", "yield"] | None = None
-    pending_tool_calls: list[PendingCall] | None = None
-    error: str | None = None
-    code: str | None = None
-    failure_phase: Literal["input", "guest", "bridge", "host"] | None = None
+    reason: Literal["pending_tools", "yield"] | None = Field(default=None, description="waiting only")
+    pending_tool_calls: list[PendingCall] | None = Field(default=None, description="waiting only")
+    error: str | None = Field(default=None, description="failed only")
+    code: str | None = Field(default=None, description="failed only")
+    failure_phase: Literal["input", "guest", "bridge", "host"] | None = Field(default=None, description="failed only")
+    untrusted_content: bool | None = Field(
+        default=None, description="present (true) once the cell has seen network-derived data")
     bridge_dispatch_started: bool
     replay_safe: bool
-    telemetry: dict[str, Any]
+    telemetry: CellTelemetry
 
 
 class ErrorDetail(BaseModel):

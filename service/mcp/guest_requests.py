@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
 
+from service.tools.errors import ToolCallError
+
 from .errors import McpError
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
@@ -23,6 +25,7 @@ class McpCell(Protocol):
 
     mcp: Any  # service.mcp.scope.McpScope: the tenant's connections under its tool policy
     mcp_calls: int
+    session: Any  # service.tools.session.CallSession: its ledger is the run's failure budget
 
 
 def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCell]) -> None:
@@ -49,9 +52,19 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
             value, argc = {}, 1  # `MCP.s.t()` is the empty input (declared as `input?`)
         if argc != 1 or not isinstance(value, dict):
             raise GuestError(ONE_OBJECT, "invalid_input", name="TypeError")
-        state_of(call.cell).mcp_calls += 1
+        state = state_of(call.cell)
+        name = f"MCP.{server}.{tool}"
+        try:
+            await state.session.ledger.check(name)
+        except ToolCallError as exc:
+            raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
+        state.mcp_calls += 1
         call.cell.telemetry.call_count += 1
-        return await guarded(call, scope(call).call_tool(server, tool, value, deadline_s=deadline(call)))
+        result = await guarded(call, scope(call).call_tool(server, tool, value, deadline_s=deadline(call)))
+        if isinstance(result, dict) and result.get("isError") is True:
+            # isError results resolve (the MCP contract) but count against the run like any failure.
+            await state.session.ledger.record(name)
+        return result
 
     async def api(call: HostCall) -> Any:
         server, tool, options = (list(call.args) + [None, None, None])[:3]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from .base import SessionStore
+from .base import RunFailures, SessionStore
 from .errors import (
     StoreConfigError,
     StoreError,
@@ -25,6 +25,7 @@ from .errors import (
 from .limits import StoreLimits, charged_total
 
 __all__ = [
+    "RunFailures",
     "SessionStore",
     "StoreConfigError",
     "StoreError",

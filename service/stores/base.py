@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-__all__ = ["SessionStore"]
+__all__ = ["RunFailures", "SessionStore"]
+
+
+@dataclass(frozen=True)
+class RunFailures:
+    """The failure counters of one run: failures per tool and the tools blocked outright (with why)."""
+
+    failures: dict[str, int] = field(default_factory=dict)
+    blocked: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.failures.values())
 
 
 @runtime_checkable
@@ -48,6 +61,23 @@ class SessionStore(Protocol):
 
     async def expire(self) -> int:
         """Remove the data of sessions past their TTL; return how many sessions were removed."""
+        ...
+
+    async def add_run_failure(self, tenant: str, session_id: str, run_id: str, tool: str,
+                              block_reason: str | None = None) -> RunFailures:
+        """Count one failure of ``tool`` in the run (and block it with ``block_reason`` unless it
+        already is) atomically; return the run's counters after the change.
+
+        Counters live ``session_ttl_seconds`` after the run's last failure, like session data.
+        """
+        ...
+
+    async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures:
+        """Return the run's live failure counters (empty for an unknown or expired run)."""
+        ...
+
+    async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
+        """Forget the run's failure counters (the run was ended)."""
         ...
 
     async def ping(self) -> None:

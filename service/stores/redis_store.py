@@ -18,6 +18,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
+from .base import RunFailures
 from .errors import StoreConfigError, StoreError, StoreUnavailableError
 from .limits import (
     StoreLimits,
@@ -34,6 +35,7 @@ _T = TypeVar("_T")
 _KEY_PREFIX = "codemode:store:"
 _TENANT_PREFIX = "codemode:tenant:"
 _EXPIRY_KEY = "codemode:expiry"
+_RUN_PREFIX = "codemode:run:"
 _EXPIRE_BATCH = 500
 _TIMEOUT_SECONDS = 5.0
 # A couple of quick reconnect attempts ride over a server restart; longer outages surface
@@ -154,6 +156,16 @@ end
 return {total, #live}
 """
 
+# One hash per run: "n:<tool>" counts failures, "b:<tool>" holds the block reason; the hash's
+# Redis TTL restarts at every failure, so a finished run's counters go away on their own.
+# KEYS: run hash. ARGV: tool, ttl_ms, block reason ("" for none).
+_RUN_FAILURE_LUA = """
+redis.call('HINCRBY', KEYS[1], 'n:' .. ARGV[1], 1)
+if ARGV[3] ~= '' then redis.call('HSETNX', KEYS[1], 'b:' .. ARGV[1], ARGV[3]) end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+return redis.call('HGETALL', KEYS[1])
+"""
+
 # KEYS: global expiry zset. ARGV: now, batch size, session-hash prefix, tenant-key prefix.
 # A member is "<UTF-8 bytes of tenant>:<tenant>:<session id>"; key names count the tenant's
 # characters (as Python's len does), so count the bytes that start a UTF-8 character.
@@ -182,6 +194,16 @@ return #members
 def session_key(tenant: str, session_id: str) -> str:
     """Return the hash name of one session; the length prefix keeps tenants containing ':' apart."""
     return f"{_KEY_PREFIX}{len(tenant)}:{tenant}:{session_id}"
+
+
+def run_key(tenant: str, session_id: str, run_id: str) -> str:
+    """Return the hash name of one run's failure counters (length prefixes keep the parts apart)."""
+    return f"{_RUN_PREFIX}{len(tenant)}:{tenant}:{len(session_id)}:{session_id}:{run_id}"
+
+
+def _run_failures(fields: dict[str, str]) -> RunFailures:
+    return RunFailures(failures={k[2:]: int(v) for k, v in fields.items() if k.startswith("n:")},
+                       blocked={k[2:]: v for k, v in fields.items() if k.startswith("b:")})
 
 
 def _tenant_keys(tenant: str) -> tuple[str, str]:
@@ -232,6 +254,7 @@ class RedisSessionStore:
         self._delete_script = self._client.register_script(_DELETE_LUA)
         self._usage_script = self._client.register_script(_USAGE_LUA)
         self._expire_script = self._client.register_script(_EXPIRE_LUA)
+        self._run_failure_script = self._client.register_script(_RUN_FAILURE_LUA)
         self._closed = False
 
     async def get_all(self, tenant: str, session_id: str) -> dict[str, str]:
@@ -298,6 +321,23 @@ class RedisSessionStore:
             removed += batch
             if batch < _EXPIRE_BATCH:
                 return removed
+
+    async def add_run_failure(self, tenant: str, session_id: str, run_id: str, tool: str,
+                              block_reason: str | None = None) -> RunFailures:
+        """Count one failure of ``tool`` (blocking it with ``block_reason``) in one script."""
+        ttl_ms = max(1, int(self._limits.session_ttl_seconds * 1000))
+        flat = await self._call(self._run_failure_script(
+            keys=[run_key(tenant, session_id, run_id)], args=[tool, ttl_ms, block_reason or ""]))
+        return _run_failures(dict(zip(flat[::2], flat[1::2])))
+
+    async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures:
+        """Return the run's live failure counters."""
+        fields = await self._call(self._client.hgetall(run_key(tenant, session_id, run_id)))
+        return _run_failures({str(k): str(v) for k, v in fields.items()})  # decode_responses: already str
+
+    async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
+        """Forget the run's failure counters."""
+        await self._call(self._client.delete(run_key(tenant, session_id, run_id)))
 
     async def ping(self) -> None:
         """Raise StoreUnavailableError unless the server answers PING."""

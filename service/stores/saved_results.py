@@ -14,52 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .errors import ResultsAllowanceError, ResultsCapacityError, ResultsQuotaError, ResultUnavailableError
+
 __all__ = [
     "ResultScope",
-    "ResultUnavailableError",
-    "ResultsAllowanceError",
-    "ResultsCapacityError",
-    "ResultsError",
-    "ResultsQuotaError",
     "ResultsStore",
 ]
 
 #: Bytes each saved entry is charged on top of its JSON text (id, scope, dict slots).
 ENTRY_OVERHEAD = 256
-_UNAVAILABLE = "saved result is unavailable or expired; fetch fresh data if needed"
-
-
-class ResultsError(Exception):
-    """Base of every results-store failure."""
-
-    code = "results_error"
-
-
-class ResultsCapacityError(ResultsError):
-    """The run already holds the maximum number of saved results."""
-
-    code = "results_capacity"
-
-
-class ResultsAllowanceError(ResultsError):
-    """Saving would exceed the run's byte allowance."""
-
-    code = "results_allowance"
-
-
-class ResultsQuotaError(ResultsError):
-    """Saving would exceed the tenant's or the service's saved-result bytes."""
-
-    code = "results_quota"
-
-
-class ResultUnavailableError(ResultsError):
-    """The id is unknown, expired, or belongs to another scope (indistinguishably)."""
-
-    code = "result_unavailable"
-
-    def __init__(self, message: str = _UNAVAILABLE) -> None:
-        super().__init__(message)
 
 
 class ResultScope(NamedTuple):

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from .base import RunFailures
 from .errors import StoreConfigError, StoreError, StoreUnavailableError
 from .limits import StoreLimits, check_pending, check_tenant, check_total
 
@@ -17,7 +18,7 @@ __all__ = ["SqliteSessionStore"]
 
 _T = TypeVar("_T")
 
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS session_entries (
     tenant        TEXT    NOT NULL,
@@ -36,6 +37,17 @@ CREATE TABLE IF NOT EXISTS sessions (
     PRIMARY KEY (tenant, session_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_by_expiry ON sessions (expires_at);
+CREATE TABLE IF NOT EXISTS run_failures (
+    tenant        TEXT    NOT NULL,
+    session_id    TEXT    NOT NULL,
+    run_id        TEXT    NOT NULL,
+    tool          TEXT    NOT NULL,
+    failures      INTEGER NOT NULL,
+    block_reason  TEXT,
+    expires_at    REAL    NOT NULL,
+    PRIMARY KEY (tenant, session_id, run_id, tool)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS run_failures_by_expiry ON run_failures (expires_at);
 """
 # Version 1 files have entries but no session rows: give each session a full TTL from now.
 _MIGRATE_1_TO_2 = """
@@ -211,12 +223,56 @@ class SqliteSessionStore:
                 "expires_at <= ? LIMIT ?",
                 (self._clock(), _EXPIRE_BATCH),
             )
+            # Left-over expired counters go at the next sweep; reads ignore them meanwhile.
+            conn.execute("DELETE FROM run_failures WHERE (tenant, session_id, run_id, tool) IN"
+                         " (SELECT tenant, session_id, run_id, tool FROM run_failures WHERE expires_at <= ? LIMIT ?)",
+                         (self._clock(), _EXPIRE_BATCH))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
         return count
+
+    async def add_run_failure(self, tenant: str, session_id: str, run_id: str, tool: str,
+                              block_reason: str | None = None) -> RunFailures:
+        """Count one failure of ``tool`` (blocking it with ``block_reason``) in one transaction."""
+        run_key = (tenant, session_id, run_id)
+
+        def run(conn: sqlite3.Connection) -> RunFailures:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                now = self._clock()
+                expires = now + self._limits.session_ttl_seconds
+                conn.execute("DELETE FROM run_failures WHERE tenant = ? AND session_id = ? AND run_id = ?"
+                             " AND expires_at <= ?", (*run_key, now))
+                conn.execute(
+                    "INSERT INTO run_failures (tenant, session_id, run_id, tool, failures, block_reason, expires_at)"
+                    " VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (tenant, session_id, run_id, tool) DO UPDATE SET"
+                    " failures = failures + 1, block_reason = COALESCE(block_reason, excluded.block_reason)",
+                    (*run_key, tool, block_reason, expires))
+                # The whole run lives on from its latest failure.
+                conn.execute("UPDATE run_failures SET expires_at = ? WHERE tenant = ? AND session_id = ?"
+                             " AND run_id = ?", (expires, *run_key))
+                found = _run_failures(conn, run_key, now)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return found
+
+        return await self._run(run)
+
+    async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures:
+        """Return the run's live failure counters."""
+        return await self._run(lambda conn: _run_failures(conn, (tenant, session_id, run_id), self._clock()))
+
+    async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
+        """Forget the run's failure counters."""
+        await self._run(lambda conn: conn.execute(
+            "DELETE FROM run_failures WHERE tenant = ? AND session_id = ? AND run_id = ?",
+            (tenant, session_id, run_id)))
 
     async def ping(self) -> None:
         """Open the file if needed and run a trivial query."""
@@ -290,6 +346,14 @@ class SqliteSessionStore:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _run_failures(conn: sqlite3.Connection, run_key: tuple[str, str, str], now: float) -> RunFailures:
+    rows = conn.execute(
+        "SELECT tool, failures, block_reason FROM run_failures WHERE tenant = ? AND session_id = ?"
+        " AND run_id = ? AND expires_at > ?", (*run_key, now)).fetchall()
+    return RunFailures(failures={tool: int(n) for tool, n, _ in rows},
+                       blocked={tool: reason for tool, _, reason in rows if reason is not None})
 
 
 def _drop_expired(conn: sqlite3.Connection, where: str, params: tuple[object, ...]) -> int:

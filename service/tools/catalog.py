@@ -10,12 +10,12 @@ from typing import Any
 
 from bridge import jsoncodec
 from service.tools.contracts import ToolContract
-from service.tools.errors import ClientToolDeclError, ToolConfigError, UnknownToolError
+from service.tools.errors import ClientToolDeclError, SchemaRefused, ToolConfigError, UnknownToolError
 from service.tools.hooks import Hook
 from service.tools.names import assign_callable_names
 from service.tools.plugin import ToolSpec
 from service.tools.policy import PolicySubject, ToolPolicy
-from service.tools.schema_guard import SchemaLimits, SchemaRefused, check_caller_schema
+from service.tools.schema_guard import SchemaLimits, check_caller_schema
 from service.tools.search import SearchDoc, SearchIndex
 
 __all__ = ["CatalogLimits", "CatalogView", "ClientTool", "ToolCatalog", "ToolEntry", "compile_client_tools"]

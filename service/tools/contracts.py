@@ -31,15 +31,16 @@ from referencing.exceptions import NoSuchResource
 from bridge.json_types import json_type
 from service.tools import patterns
 from service.api_files.discriminator import (
-    InvalidDiscriminatorError,
     OutputVariants,
     read_output_variants,
     select_output_schema,
 )
+from service.api_files.errors import InvalidDiscriminatorError
 from service.tools.errors import (
     InvalidContractError,
     InvalidInputError,
     OutputContractError,
+    PatternError,
     ToolCallError,
 )
 
@@ -56,6 +57,7 @@ _MAX_SCHEMA_VALUE_CHARS = 80
 MAX_VALIDATION_STEPS = 250_000
 
 
+# Not a ToolError: a control-flow signal (nothing failed; the caller repeats the check off the loop).
 class ValidationDeferred(Exception):
     """The check needs more than the `max_steps` it was given; run it again with the full budget."""
 
@@ -78,6 +80,7 @@ for _module in (jsonschema._keywords, jsonschema._utils, jsonschema._legacy_keyw
     _module.re = _RE2  # type: ignore[attr-defined]
 
 
+# Private control-flow signal: unwinds jsonschema's recursion when the step budget runs out.
 class _TooMuchWork(Exception):
     pass
 
@@ -109,7 +112,7 @@ def _schema_checker(base: Any) -> FormatChecker:
     """The draft's format checker for meta-validation, with `format: regex` checked by RE2."""
     checker = FormatChecker(())
     checker.checkers = dict(base.FORMAT_CHECKER.checkers)
-    checker.checks("regex", raises=patterns.PatternError)(patterns.is_pattern)
+    checker.checks("regex", raises=PatternError)(patterns.is_pattern)
     return checker
 
 
@@ -228,6 +231,7 @@ def accepts(schema: Any, value: Any) -> bool:
         _STEPS.reset(token)
 
 
+# Private to this module: always caught here and turned into an InvalidContractError or a message.
 class _SchemaProblem(Exception):
     pass
 

@@ -1,21 +1,33 @@
-"""Errors of the tool system; every class has a stable ``code``.
+"""Errors of the tool system; every class has a stable snake_case ``code``.
 
-ToolError                        base
+The codes of ToolCallError and its subclasses reach guest code (``err.code`` of the rejected Error);
+the others are internal: the caller sees a 422 naming the field, a start-up error, or (for a search
+query over a cap) ``invalid_input``.  PatternError, SchemaRefused and SearchQueryError are also
+ValueErrors, as they always were.
+
+ToolError                        tool_system_error: base
  ├── ToolConfigError             tool_config: a plugin, tool definition or policy entry is wrong (start-up)
- └── ToolCallError               one call was refused or failed; reaches the guest as a rejected Error
+ ├── PatternError                pattern_refused: a regex RE2 will not run (also a ValueError)
+ ├── SchemaRefused               schema_refused: a caller's schema breaks a schema_guard rule (also a ValueError)
+ ├── SearchQueryError            search_query_over_cap: a catalog.search query is over a cap (also a ValueError)
+ └── ToolCallError               tool_error: one call was refused or failed; reaches the guest as a rejected Error
       ├── InvalidInputError      invalid_input: the caller's arguments do not match the input schema
-      │    └── ClientToolDeclError  an exec request's client tool declaration is unusable (names the field)
+      │    └── ClientToolDeclError  invalid_input (shared): an exec request's client tool declaration is unusable
       ├── InputContractError     input_contract: arguments prepared by a before-hook do not match it
       ├── OutputContractError    output_contract: the final value does not match the output schema
       ├── InvalidContractError   invalid_contract: the tool's own schemas are unusable; it never runs
-      ├── ToolExecutionError     tool_error: execute() or a hook raised; message sanitised
+      ├── ToolExecutionError     tool_error (shared with ToolCallError, which a plugin may raise itself):
+      │                          execute() or a hook raised, or the tool reported failure
       ├── ToolBlockedError       blocked: a before-hook refused the call
+      ├── ToolDisabledError      tool_blocked: the tool failed too often in this run (or non-retriably)
+      ├── FailureBudgetError     failure_budget_exhausted: the run had too many tool failures
       ├── UnknownToolError       unknown_tool: no such tool in this cell (also denied tools)
       ├── LoopGuardError         loop_guard: same tool + same arguments a 4th time in one cell
       ├── CallBudgetError        call_budget_exceeded: the cell used its tool-call budget
       └── SearchBudgetError      search_budget_exceeded: the cell used its catalog.search budget
 
-ClientToolCall is not an error: it is the signal that a client tool was called and the cell must park.
+ClientToolCall is not an error (so not a ToolError: ``except ToolError`` must not catch it): it is the
+signal that a client tool was called and the cell must park.
 """
 
 from __future__ import annotations
@@ -26,7 +38,7 @@ from typing import Any
 class ToolError(Exception):
     """Base of every tool-system error."""
 
-    code = "tool_error"
+    code = "tool_system_error"
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -37,6 +49,24 @@ class ToolConfigError(ToolError):
     """A plugin, a tool definition or a policy entry cannot be used; says what to fix."""
 
     code = "tool_config"
+
+
+class PatternError(ToolError, ValueError):
+    """A pattern RE2 will not run; the message says why."""
+
+    code = "pattern_refused"
+
+
+class SchemaRefused(ToolError, ValueError):
+    """The schema breaks one of schema_guard's rules; the message names the rule and where."""
+
+    code = "schema_refused"
+
+
+class SearchQueryError(ToolError, ValueError):
+    """The query is over a cap; the message says which and what to send instead."""
+
+    code = "search_query_over_cap"
 
 
 class ToolCallError(ToolError):
@@ -106,15 +136,53 @@ class InvalidContractError(ToolCallError):
 
 
 class ToolExecutionError(ToolCallError):
-    """The tool or one of its hooks raised; carries only the exception class and message."""
+    """The tool or one of its hooks raised (only the exception class and message are kept), or the
+    tool reported a failure (seed 001 envelope: ``reported`` is its own dict, ``fields`` the seed's
+    fields in the guest's camelCase: errorType, needParam, nonRetriable, userMessage, redirect, upstream).
+
+    ``recoverable`` failures are fixed by changing the arguments and never count against a run's
+    failure budget; ``non_retriable`` ones block the tool for the rest of the run at once.
+    """
 
     code = "tool_error"
+
+    def __init__(self, message: str, *, reported: Any = None, fields: dict[str, Any] | None = None,
+                 recoverable: bool = False, non_retriable: bool = False, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.reported = reported
+        self.fields = fields or {}
+        self.recoverable = recoverable
+        self.non_retriable = non_retriable
+
+    def to_guest(self) -> dict[str, Any]:
+        body = {**super().to_guest(), **self.fields}
+        if self.reported is not None:
+            body["details"] = self.reported
+        return body
 
 
 class ToolBlockedError(ToolCallError):
     """A before-hook refused the call."""
 
     code = "blocked"
+
+
+class ToolDisabledError(ToolCallError):
+    """The tool failed too often in this run, or non-retriably: later calls reject without running."""
+
+    code = "tool_blocked"
+
+    def to_guest(self) -> dict[str, Any]:
+        return {**super().to_guest(), "nonRetriable": True}
+
+
+class FailureBudgetError(ToolCallError):
+    """The run reached its total tool-failure budget: every further tool call rejects."""
+
+    code = "failure_budget_exhausted"
+
+    def to_guest(self) -> dict[str, Any]:
+        return {**super().to_guest(), "nonRetriable": True}
 
 
 class UnknownToolError(ToolCallError):

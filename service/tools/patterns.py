@@ -13,7 +13,9 @@ from typing import Any
 
 import re2
 
-__all__ = ["MAX_PATTERN_CHARS", "PatternError", "check_pattern", "is_pattern", "search"]
+from service.tools.errors import PatternError
+
+__all__ = ["MAX_PATTERN_CHARS", "check_pattern", "is_pattern", "search"]
 
 #: Longest pattern accepted; real schema patterns are a few dozen characters.
 MAX_PATTERN_CHARS = 2048
@@ -24,8 +26,6 @@ _MAX_MEM = 2 * 1024 * 1024
 _CACHED = 512
 
 
-class PatternError(ValueError):
-    """A pattern RE2 will not run; the message says why."""
 
 
 def _options() -> Any:

@@ -72,6 +72,15 @@ class ToolSpec:
     `execute(call_id, params, ctx)` may be async (preferred) or sync and returns a ToolResult or a
     JSON value (used as `details`). `optional` tools are only enabled when a policy allow list names
     the tool or its plugin id. `network` marks results derived from network content (untrusted).
+    `idempotent` tools may be repeated: the host retries them when they raise a transient error
+    (TimeoutError, ConnectionError, OSError).
+
+    Failing (seed 001): raise, return ``ToolResult(is_error=True)``, or return a dict with
+    ``success: False`` (reason from ``stderr``/``error``/``msg``/``user_message``) or ``ok: False``
+    (``error``/``msg``). Add ``error_type`` ("recoverable" when other arguments would work, "config",
+    "transient"), ``need_param``, ``non_retriable: True`` (only for deployment problems: the tool is
+    blocked for the run at once), ``user_message``, ``redirect`` and ``upstream``. A partial success is
+    ``success: True`` with ``completed: False`` or a ``warning``.
     """
 
     name: str
@@ -83,6 +92,7 @@ class ToolSpec:
     id: str | None = None
     optional: bool = False
     network: bool = False
+    idempotent: bool = False
     plugin_id: str | None = None
     source: str = "plugin"
     input_schema_json: dict[str, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
@@ -106,7 +116,7 @@ class ToolSpec:
             raise ToolConfigError(f"{where}: id {self.id!r} must match [A-Za-z0-9_.:$-]{{1,128}}")
         if self.source not in ("plugin", "core"):
             raise ToolConfigError(f'{where}: source must be "plugin" or "core", got {self.source!r}')
-        for flag in ("optional", "network"):
+        for flag in ("optional", "network", "idempotent"):
             if not isinstance(getattr(self, flag), bool):
                 raise ToolConfigError(f"{where}: {flag} must be true or false")
         input_json = schema_dict(self.input_schema, what=f"{where}: input_schema")
@@ -137,6 +147,7 @@ def define_tool(
     id: str | None = None,
     optional: bool = False,
     network: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[Execute], ToolSpec]:
     """Decorator turning `async def fn(call_id, params, ctx)` into a ToolSpec (description: docstring)."""
 
@@ -152,6 +163,7 @@ def define_tool(
             id=id,
             optional=optional,
             network=network,
+            idempotent=idempotent,
         )
 
     return wrap

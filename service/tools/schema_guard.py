@@ -15,9 +15,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from bridge import jsoncodec
-from service.tools.patterns import PatternError, check_pattern
+from service.tools.errors import PatternError, SchemaRefused
+from service.tools.patterns import check_pattern
 
-__all__ = ["SchemaLimits", "SchemaRefused", "check_caller_schema"]
+__all__ = ["SchemaLimits", "check_caller_schema"]
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,6 @@ class SchemaLimits:
     max_expanded: int = 20_000  # subschemas visited when references are followed
 
 
-class SchemaRefused(ValueError):
-    """The schema breaks one of the rules above; the message names the rule and where."""
 
 
 #: Keywords whose value is one subschema (or, for `items`/`additionalItems`, possibly an array).

@@ -15,7 +15,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["MAX_QUERY_CHARS", "MAX_QUERY_TERMS", "SearchDoc", "SearchIndex", "SearchQueryError", "query_terms",
+from service.tools.errors import SearchQueryError
+
+__all__ = ["MAX_QUERY_CHARS", "MAX_QUERY_TERMS", "SearchDoc", "SearchIndex", "query_terms",
            "tokens"]
 
 MAX_QUERY_CHARS = 512
@@ -32,8 +34,6 @@ _NAME_WEIGHT = 3
 _DESCRIPTION_WORDS = 256
 
 
-class SearchQueryError(ValueError):
-    """The query is over a cap; the message says which and what to send instead."""
 
 
 @dataclass(frozen=True)

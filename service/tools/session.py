@@ -18,12 +18,15 @@ from service.tools.errors import (
     ClientToolCall,
     InputContractError,
     LoopGuardError,
+    OutputContractError,
     ToolBlockedError,
     ToolCallError,
     ToolExecutionError,
 )
+from service.tools.failures import exception_error_type, failure_of_result, warning_of_result
 from service.tools.hooks import Block, HookCall, maybe_await, merge_after_result
 from service.tools.plugin import ToolContext, ToolResult
+from service.tools.run_budget import Breaker, FailureLimits, MemoryRunCounters, RunLedger
 from service.tools.untrusted import wrap_untrusted
 
 if TYPE_CHECKING:
@@ -41,6 +44,11 @@ _INLINE_STEPS = 2000
 #: Tool replies larger than this are decoded and checked in a thread straight away.
 _INLINE_BYTES = 64 * 1024
 DEFAULT_MAX_SEARCHES = 200
+#: Attempts in all for an idempotent tool raising a transient error (seed 001), and the first pause.
+MAX_ATTEMPTS = 3
+_RETRY_PAUSE_S = 0.05
+#: Envelope warnings about partial successes one cell collects at most.
+_MAX_WARNINGS = 20
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,8 @@ class CallOutcome:
 class CallSession:
     """Tool calls of one cell. Not thread-safe; use from the cell's event loop."""
 
-    def __init__(self, view: CatalogView, *, max_calls: int, max_searches: int = DEFAULT_MAX_SEARCHES) -> None:
+    def __init__(self, view: CatalogView, *, max_calls: int, max_searches: int = DEFAULT_MAX_SEARCHES,
+                 ledger: RunLedger | None = None, breaker: Breaker | None = None) -> None:
         for name, cap in (("max_calls", max_calls), ("max_searches", max_searches)):
             if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
                 raise ValueError(f"{name} must be a non-negative integer")
@@ -85,6 +94,12 @@ class CallSession:
         # True once a network-derived result reached the guest: the cell's model text is untrusted.
         self.network_used = False
         self._repeats: Counter[tuple[str, str]] = Counter()
+        # Without a run of its own (tests, embedding), the session is a run by itself.
+        self.ledger = ledger or RunLedger(MemoryRunCounters(ttl_seconds=86400), "", "", "cell",
+                                          limits=FailureLimits())
+        self.breaker = breaker or Breaker()
+        self.retries = 0
+        self.warnings: list[str] = []
 
     def record_search(self) -> None:
         """Count one `catalog.search` (telemetry)."""
@@ -101,7 +116,9 @@ class CallSession:
                 f"catalog.search was refused: this cell already searched {self.search_count} times, its "
                 "budget. Keep the handles you found (or use catalog.all()) instead of searching again.")
         self.record_search()
-        return self.view.search(query, limit)
+        found = self.view.search(query, limit)
+        blocked = self.ledger.blocked()
+        return [{**meta, "blocked": True} if meta.get("callableName") in blocked else meta for meta in found]
 
     def describe(self, callable_name: str) -> dict[str, Any]:
         """`handle.describe()` through the view, counted."""
@@ -112,11 +129,16 @@ class CallSession:
         """Run one call and return the JSON details; raises ToolCallError or ClientToolCall."""
         return (await self.call_detailed(callable_name, params, ctx)).details
 
-    async def call_detailed(self, callable_name: str, params: Any, ctx: ToolContext) -> CallOutcome:
-        """Like `call`, but returns text, error flag and network provenance too."""
+    async def call_detailed(self, callable_name: str, params: Any, ctx: ToolContext, *,
+                            deadline: float | None = None) -> CallOutcome:
+        """Like `call`, but returns text, error flag and network provenance too.
+
+        ``deadline`` (event-loop time) bounds the retries of an idempotent tool.
+        """
         entry = self.view.require(callable_name)
         name = entry.callable_name
         entry.contract.ensure_usable(name)
+        await self.ledger.check(name)
         if self.call_count >= self.max_calls:
             raise CallBudgetError(
                 f"{name} was not called: this cell already made {self.call_count} tool calls, its budget. "
@@ -135,8 +157,29 @@ class CallSession:
             raise ClientToolCall(
                 call_id=ctx.call_id, tool_name=entry.tool_name, callable_name=name, params=prepared
             )
-        result = await self._execute(entry, prepared, ctx)
+        try:
+            outcome = await self._run(entry, caller_input, prepared, ctx, deadline)
+        except ToolCallError as exc:
+            await self._count_failure(entry, exc, ctx)
+            raise
+        self.breaker.record(ctx.tenant, entry.tool_id, ok=True)
+        return outcome
+
+    async def _run(self, entry: ToolEntry, caller_input: Any, prepared: Any, ctx: ToolContext,
+                   deadline: float | None) -> CallOutcome:
+        name = entry.callable_name
+        result = await self._execute(entry, prepared, ctx, deadline)
         result = await self._run_after_hooks(entry, prepared, ctx, result)
+        failure = failure_of_result(result, name, untrusted=entry.network)
+        if failure is not None:
+            # The tool's own object reaches the guest as error.details: JSON, detached from the tool.
+            failure.reported = jsoncodec.loads(_json_bytes(result.details, name, entry.network))
+            if entry.network:
+                failure.message = wrap_untrusted(failure.message, name)
+            raise failure
+        warning = warning_of_result(result.details, name)
+        if warning is not None and len(self.warnings) < _MAX_WARNINGS:
+            self.warnings.append(wrap_untrusted(warning, name) if entry.network else warning)
         encoded = _json_bytes(result.details, name, entry.network)
         parsed: Any = _UNPARSED
         if entry.contract.output_schema is not None:
@@ -148,6 +191,18 @@ class CallSession:
         if entry.network:
             self.network_used = True
         return CallOutcome(name, encoded, result.text, result.is_error, entry.network, parsed)
+
+    async def _count_failure(self, entry: ToolEntry, exc: ToolCallError, ctx: ToolContext) -> None:
+        """Count a non-recoverable failure of the tool itself against the run (seed 001)."""
+        if isinstance(exc, ToolExecutionError) and exc.recoverable:
+            return
+        if not isinstance(exc, ToolExecutionError | OutputContractError):
+            return  # input validation and guard refusals are the caller's to fix
+        self.breaker.record(ctx.tenant, entry.tool_id, ok=False)
+        non_retriable = isinstance(exc, ToolExecutionError) and exc.non_retriable
+        # A network tool's words never reach the block message other cells see.
+        reason = "" if exc.untrusted else exc.message
+        await self.ledger.record(entry.callable_name, non_retriable=non_retriable, reason=reason)
 
     def _guard_loop(self, entry: ToolEntry, params: Any) -> None:
         try:
@@ -190,17 +245,29 @@ class CallSession:
                 params = outcome
         return params, ran
 
-    async def _execute(self, entry: ToolEntry, params: Any, ctx: ToolContext) -> ToolResult:
+    async def _execute(self, entry: ToolEntry, params: Any, ctx: ToolContext, deadline: float | None) -> ToolResult:
         assert entry.spec is not None
-        try:
-            raw = await maybe_await(entry.spec.execute(ctx.call_id, params, ctx))
-        except ToolCallError as exc:
-            exc.effect_started = True
-            exc.tool = exc.tool or entry.callable_name
-            raise
-        except Exception as exc:  # noqa: BLE001 - tool bugs become tool_error, never a host crash
-            raise _sanitised(entry, exc, stage="the tool", started=True) from None
-        return raw if isinstance(raw, ToolResult) else ToolResult(details=raw)
+        retry = entry.spec.idempotent and not self.breaker.open(ctx.tenant, entry.tool_id)
+        attempts = MAX_ATTEMPTS if retry else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                # Each attempt gets its own copy: a failed attempt may have changed its arguments.
+                given = params if attempt == attempts else copy.deepcopy(params)
+                raw = await maybe_await(entry.spec.execute(ctx.call_id, given, ctx))
+            except ToolCallError as exc:
+                exc.effect_started = True
+                exc.tool = exc.tool or entry.callable_name
+                raise
+            except Exception as exc:  # noqa: BLE001 - tool bugs become tool_error, never a host crash
+                error_type = exception_error_type(exc)
+                pause = _RETRY_PAUSE_S * 2 ** (attempt - 1)
+                if error_type == "transient" and attempt < attempts and _time_left(deadline) > pause:
+                    self.retries += 1
+                    await asyncio.sleep(pause)
+                    continue
+                raise _sanitised(entry, exc, stage="the tool", started=True, error_type=error_type) from None
+            return raw if isinstance(raw, ToolResult) else ToolResult(details=raw)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _run_after_hooks(
         self, entry: ToolEntry, params: Any, ctx: ToolContext, result: ToolResult
@@ -235,7 +302,14 @@ def _checked_output(entry: ToolEntry, encoded: bytes, caller_input: Any, prepare
     return parsed
 
 
-def _sanitised(entry: ToolEntry, exc: Exception, *, stage: str, started: bool) -> ToolExecutionError:
+def _time_left(deadline: float | None) -> float:
+    if deadline is None:
+        return float("inf")
+    return deadline - asyncio.get_running_loop().time()
+
+
+def _sanitised(entry: ToolEntry, exc: Exception, *, stage: str, started: bool,
+               error_type: str | None = None) -> ToolExecutionError:
     text = str(exc)
     message = f"{entry.callable_name} failed in {stage}: {type(exc).__name__}" + (f": {text}" if text else "")
     raw = message.encode("utf-8")
@@ -244,7 +318,8 @@ def _sanitised(entry: ToolEntry, exc: Exception, *, stage: str, started: bool) -
     if entry.network:
         message = wrap_untrusted(message, entry.callable_name)
     return ToolExecutionError(
-        message, tool=entry.callable_name, effect_started=started, untrusted=entry.network
+        message, tool=entry.callable_name, effect_started=started, untrusted=entry.network,
+        fields={"errorType": error_type} if error_type else None,
     )
 
 

@@ -6,10 +6,10 @@ import pytest
 
 from service.api_files.discriminator import (
     DISCRIMINATOR_KEY,
-    InvalidDiscriminatorError,
     read_output_variants,
     select_output_schema,
 )
+from service.api_files.errors import InvalidDiscriminatorError
 
 LIST = {"type": "object", "properties": {"items": {"type": "array"}}, "additionalProperties": False}
 STATUS = {"type": "object", "properties": {"ready": {"type": "boolean"}}, "additionalProperties": False}

@@ -22,7 +22,7 @@ def test_encode_refuses_frames_over_the_cap():
     with pytest.raises(FrameTooLarge) as info:
         encode_frame({"data": "x" * 100}, cap=64)
     assert info.value.cap == 64 and info.value.size > 64
-    assert info.value.code == "bridge.frame_too_large"
+    assert info.value.code == "frame_too_large"
     assert "64-byte frame cap" in str(info.value)
 
 
@@ -39,7 +39,7 @@ def test_truncated_header_and_bad_body_are_decode_errors():
         frame_length(b"\x00\x00")
     with pytest.raises(FrameDecodeError) as info:
         decode_body(b"{not json")
-    assert info.value.code == "bridge.frame_decode"
+    assert info.value.code == "frame_decode"
 
 
 def test_non_json_values_are_refused_on_encode():

@@ -8,18 +8,16 @@ from typing import Any
 import orjson
 import pytest
 
+from bridge.errors import InvalidSource, OutputLimitExceeded, OutputStateClosed
 from bridge.output import (
     CAPTURE_SLACK_BYTES,
     MAX_OUTPUT_ENTRIES,
     REFERENCE_GUIDANCE,
     FinalError,
     FinalValue,
-    InvalidSource,
     NotRetained,
     OutputCapture,
-    OutputLimitExceeded,
     OutputState,
-    OutputStateClosed,
     capture_value,
 )
 from bridge.refs import describe_reference
@@ -395,7 +393,7 @@ def test_malformed_source_items_are_refused(item: Any) -> None:
     """A malformed source item raises InvalidSource with a stable code."""
     with pytest.raises(InvalidSource) as caught:
         OutputState(1024).extend([item])
-    assert caught.value.code == "output.invalid_source"
+    assert caught.value.code == "output_invalid_source"
 
 
 def test_entries_that_are_not_json_are_refused() -> None:

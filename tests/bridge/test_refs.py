@@ -7,7 +7,8 @@ from typing import Any
 import orjson
 import pytest
 
-from bridge.refs import DESCRIPTOR_MAX_BYTES, DescriptorError, describe_reference, shrink_descriptor
+from bridge.errors import DescriptorError
+from bridge.refs import DESCRIPTOR_MAX_BYTES, describe_reference, shrink_descriptor
 from bridge.truncation import json_size
 
 RID = "result_0f8fad5b-d9cb-469f-a165-70867728950e"
@@ -126,7 +127,7 @@ def test_invalid_json_is_refused() -> None:
     """Describing text that is not JSON raises DescriptorError."""
     with pytest.raises(DescriptorError) as caught:
         describe_reference(RID, "{nope")
-    assert caught.value.code == "refs.invalid_json"
+    assert caught.value.code == "refs_invalid_json"
 
 
 @pytest.mark.parametrize("limit", [60, 80, 120, 200, 300, 500, 768])

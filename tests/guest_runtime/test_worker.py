@@ -11,7 +11,18 @@ from typing import Any
 
 import pytest
 
-from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
+from bridge.messages import (
+    DoneFrame,
+    GuestFailure,
+    GuestRequest,
+    HostFrame,
+    IdleFrame,
+    ReadyFrame,
+    drop_frame,
+    run_frame,
+    settle_frame,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +34,7 @@ class WorkerProcess:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.ready = self.recv()
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: HostFrame) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(encode_frame(message))
         self.proc.stdin.flush()
@@ -33,14 +44,22 @@ class WorkerProcess:
         header = self.proc.stdout.read(HEADER_SIZE)
         return decode_body(self.proc.stdout.read(frame_length(header)))  # type: ignore[no-any-return]
 
+    def send_raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(encode_raw(data))
+        self.proc.stdin.flush()
+
     def run(self, code: str) -> dict[str, Any]:
         """Run one cell that needs no host replies; return its done frame."""
-        self.send({"t": "run", "cell_id": "c", "code": code, "budget_ms": 3000, "memory_limit_bytes": 32 << 20,
-                   "max_output_bytes": 65536, "value_capture_bytes": 65536,
-                   "config": {"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}})
+        self.start(code)
         msg = self.recv()
         assert msg["t"] == "done", msg
         return msg
+
+    def start(self, code: str) -> None:
+        self.send(run_frame(cell_id="c", code=code, budget_ms=3000, memory_limit_bytes=32 << 20,
+                            max_output_bytes=65536, value_capture_bytes=65536,
+                            config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}))
 
 
 @pytest.fixture(scope="module")
@@ -77,21 +96,33 @@ def test_cell_failures_keep_the_worker_process(worker, name):
     assert worker.proc.poll() is None and worker.ready["pid"] == worker.proc.pid
 
 
+def test_frames_carry_exactly_their_typed_fields(worker):
+    """ready, idle and both kinds of done frame have the keys bridge.messages declares, no more, no fewer."""
+    assert set(worker.ready) == ReadyFrame.__required_keys__
+    worker.start("await new Promise(r => setTimeout(r, 0)); return 1")
+    idle = worker.recv()
+    assert idle["t"] == "idle" and set(idle) == IdleFrame.__required_keys__, idle
+    [request] = idle["requests"]
+    assert set(request) == GuestRequest.__required_keys__ and isinstance(request["args"], list), request
+    worker.send(settle_frame("c", 3000, [{"id": request["id"], "ok": True}]))
+    worker.send_raw(b"null")
+    done = worker.recv()
+    assert done["t"] == "done" and set(done) == DoneFrame.__required_keys__ | {"value"}, done
+    failed = worker.run("null.boom")
+    assert set(failed) == DoneFrame.__required_keys__ | {"error"}, failed
+    assert set(failed["error"]) == GuestFailure.__required_keys__
+
+
 def _start(worker: WorkerProcess, rt: str, code: str) -> dict[str, Any]:
-    worker.send({"t": "run", "rt": rt, "cell_id": rt, "code": code, "budget_ms": 3000,
-                 "memory_limit_bytes": 32 << 20, "max_output_bytes": 65536, "value_capture_bytes": 65536,
-                 "config": {"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}})
+    worker.send(run_frame(cell_id=rt, code=code, budget_ms=3000, memory_limit_bytes=32 << 20,
+                          max_output_bytes=65536, value_capture_bytes=65536,
+                          config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}))
     return worker.recv()
 
 
 def _settle(worker: WorkerProcess, rt: str, request_id: int, payload: str) -> dict[str, Any]:
-    from bridge.framing import encode_raw
-
-    assert worker.proc.stdin is not None
-    worker.proc.stdin.write(encode_frame({"t": "settle", "rt": rt, "budget_ms": 3000,
-                                          "replies": [{"id": request_id, "ok": True}]}))
-    worker.proc.stdin.write(encode_raw(payload.encode()))
-    worker.proc.stdin.flush()
+    worker.send(settle_frame(rt, 3000, [{"id": request_id, "ok": True}]))
+    worker.send_raw(payload.encode())
     return worker.recv()
 
 
@@ -101,19 +132,14 @@ def test_one_process_holds_many_runtimes_each_with_its_own_state(worker):
     idles = {rt: _start(worker, rt, code.format(name=repr(rt))) for rt in ("a", "b", "c")}
     for rt, idle in idles.items():
         assert idle["t"] == "idle" and idle["rt"] == rt, idle
-    worker.send({"t": "drop", "rt": "b"})
+    worker.send(drop_frame("b"))
     for rt in ("c", "a"):
         done = _settle(worker, rt, idles[rt]["requests"][0]["id"], f'"reply-{rt}"')
         assert done["t"] == "done" and done["rt"] == rt and done["ok"], done
         assert done["value"] == {"json": f'["{rt}","reply-{rt}"]'}
     # The dropped runtime is gone: a late settle for it is skipped, payload and all.
-    from bridge.framing import encode_raw
-
-    assert worker.proc.stdin is not None
-    worker.proc.stdin.write(encode_frame({"t": "settle", "rt": "b", "budget_ms": 3000,
-                                          "replies": [{"id": idles["b"]["requests"][0]["id"], "ok": True}]}))
-    worker.proc.stdin.write(encode_raw(b'"late"'))
-    worker.proc.stdin.flush()
+    worker.send(settle_frame("b", 3000, [{"id": idles["b"]["requests"][0]["id"], "ok": True}]))
+    worker.send_raw(b'"late"')
     assert worker.run("return 'after'")["value"] == {"json": '"after"'}
 
 
@@ -125,3 +151,5 @@ def test_unhandled_rejections_stay_with_their_runtime(worker):
     assert done_b["ok"] and done_b["value"] == {"json": "2"}, done_b
     done_a = _settle(worker, "ra", a["requests"][0]["id"], "null")
     assert not done_a["ok"] and "mine" in done_a["error"]["text"], done_a
+
+

@@ -190,6 +190,23 @@ def test_is_error_result_resolves(mcp_client, server):
     assert got == {"content": [{"type": "text", "text": "it broke"}], "isError": True}
 
 
+def test_is_error_results_count_against_the_run(mcp_client):
+    """isError results keep resolving but count as failures: the 5th call of the run is tool_blocked."""
+    import uuid
+
+    sid = "s-" + uuid.uuid4().hex[:12]
+    got = value(mcp_client, """
+        const out = [];
+        for (let i = 0; i < 5; i++) {
+          try { out.push((await MCP.docs.fail({})).isError); } catch (e) { out.push(e.code); }
+        }
+        return out;
+    """, session_id=sid, run_id="r1")
+    assert got == [True, True, True, True, "tool_blocked"]
+    report = mcp_client.get(f"/v1/sessions/{sid}/runs/r1").json()
+    assert report["failures"] == {"MCP.docs.fail": 4} and report["blocked"][0]["tool"] == "MCP.docs.fail"
+
+
 # ---- resources and prompts ---------------------------------------------------------------------
 
 

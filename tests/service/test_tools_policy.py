@@ -98,17 +98,19 @@ def test_optional_tool_is_absent_by_default(plain):
 
 
 def test_optional_tool_allowed_by_name_is_callable(policed):
-    """cancel_shipment, allowed by name, is a global and runs (an is_error result still resolves)."""
+    """cancel_shipment, allowed by name, is a global and runs (its is_error result rejects, recoverable)."""
     assert "cancel_shipment" in visible(policed, FULL)
     env = cell(policed, """
-        return [await cancel_shipment({shipment_id: "SHP-1001"}),
-                await cancel_shipment({shipment_id: "SHP-1002"})];
+        const ok = await cancel_shipment({shipment_id: "SHP-1001"});
+        try { await cancel_shipment({shipment_id: "SHP-1002"}); return "resolved"; }
+        catch (e) { return [ok, {code: e.code, errorType: e.errorType, details: e.details, message: e.message}]; }
     """)
     assert env["status"] == "completed", env
     ok, refused = env["value"]
     assert ok == {"shipment_id": "SHP-1001", "cancelled": True}
-    assert refused["cancelled"] is False
-    assert refused["message"] == "only undelivered shipments can be cancelled"
+    assert refused["code"] == "tool_error" and refused["errorType"] == "recoverable"
+    assert refused["details"]["cancelled"] is False
+    assert refused["message"] == "cancel_shipment failed: only undelivered shipments can be cancelled"
 
 
 def test_api_key_narrowing_removes_a_tool_for_that_key_only(policed):

@@ -6,15 +6,13 @@ import re
 
 import pytest
 
-from service.stores.saved_results import (
-    ENTRY_OVERHEAD,
-    ResultScope,
+from service.stores.errors import (
     ResultsAllowanceError,
     ResultsCapacityError,
     ResultsQuotaError,
-    ResultsStore,
     ResultUnavailableError,
 )
+from service.stores.saved_results import ENTRY_OVERHEAD, ResultScope, ResultsStore
 
 RUN = ResultScope("acme", "s1", "run-1")
 ALLOWANCE = 10 * 1024 * 1024

@@ -350,3 +350,50 @@ async def test_write_to_expired_session_starts_empty(quota_store, tenant: str) -
     clock.now += 3601
     await store.commit(tenant, "s1", {"b": "2"}, ())
     assert await store.get_all(tenant, "s1") == {"b": "2"}
+
+
+# ---- run failure counters (issue 13): shared by every replica, kept across restarts ----------
+
+async def test_run_failures_count_per_tool_and_block(store: SessionStore, tenant: str) -> None:
+    """Failures count per tool; a block reason sticks (the first one wins); other runs stay clean."""
+    assert (await store.run_failures(tenant, "s1", "r1")).failures == {}
+    await store.add_run_failure(tenant, "s1", "r1", "fetch")
+    counters = await store.add_run_failure(tenant, "s1", "r1", "fetch")
+    assert counters.failures == {"fetch": 2} and counters.blocked == {} and counters.total == 2
+    await store.add_run_failure(tenant, "s1", "r1", "deploy", block_reason="not configured")
+    counters = await store.add_run_failure(tenant, "s1", "r1", "deploy", block_reason="second reason")
+    assert counters.failures == {"fetch": 2, "deploy": 2} and counters.total == 4
+    assert counters.blocked == {"deploy": "not configured"}
+    assert await store.run_failures(tenant, "s1", "r1") == counters
+    assert (await store.run_failures(tenant, "s1", "r2")).failures == {}
+    assert (await store.run_failures(tenant + "x", "s1", "r1")).failures == {}
+    await store.delete_run_failures(tenant, "s1", "r1")
+    assert (await store.run_failures(tenant, "s1", "r1")).failures == {}
+
+
+async def test_run_failures_visible_to_new_store_object(
+    make_store: Callable[[], SessionStore], tenant: str
+) -> None:
+    """Counters written through one store object (then closed) are read by a fresh one: restarts, replicas."""
+    first = make_store()
+    await first.add_run_failure(tenant, "s1", "r1", "fetch", block_reason="gone")
+    await first.close()
+    assert (await make_store().run_failures(tenant, "s1", "r1")).blocked == {"fetch": "gone"}
+
+
+async def test_run_failures_expire_with_the_session_ttl(quota_store, tenant: str, store_url: str) -> None:
+    """Counters live session_ttl_seconds after the run's latest failure (Redis: a key TTL; SQLite: the clock)."""
+    store, clock = quota_store
+    await store.add_run_failure(tenant, "s1", "r1", "fetch")
+    if store_url.startswith("redis:"):
+        from service.stores.redis_store import run_key
+
+        ttl_ms = await store._client.pttl(run_key(tenant, "s1", "r1"))  # noqa: SLF001 - the backend's own TTL
+        assert 0 < ttl_ms <= QUOTA.session_ttl_seconds * 1000
+        return
+    clock.now += QUOTA.session_ttl_seconds - 1
+    assert (await store.run_failures(tenant, "s1", "r1")).failures == {"fetch": 1}
+    clock.now += 2
+    assert (await store.run_failures(tenant, "s1", "r1")).failures == {}
+    counters = await store.add_run_failure(tenant, "s1", "r1", "fetch")
+    assert counters.failures == {"fetch": 1}  # an expired run starts again from zero

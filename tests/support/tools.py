@@ -17,7 +17,36 @@ async def _echo(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
 
 
 async def _fail(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+    CALLS["fail"] = CALLS.get("fail", 0) + 1
     raise ValueError(params.get("message", "tool failed on purpose"))
+
+
+def _reporting(name: str) -> Any:
+    """A tool that counts its runs and returns ``params["reply"]`` as its result (a seed-001 envelope)."""
+
+    async def execute(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+        CALLS[name] = CALLS.get(name, 0) + 1
+        return params.get("reply")
+
+    return execute
+
+
+def _flaky(name: str) -> Any:
+    """Raises ConnectionError the first ``resets`` times it is called with a ``key``, then answers."""
+
+    async def execute(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+        key = f"{name}:{params['key']}"
+        CALLS[key] = CALLS.get(key, 0) + 1
+        if CALLS[key] <= int(params.get("resets", 0)):
+            raise ConnectionError("connection reset by peer")
+        return {"key": params["key"], "attempts": CALLS[key]}
+
+    return execute
+
+
+_REPLY_SCHEMA = {"type": "object", "properties": {"reply": {}, "n": {"type": "integer"}}, "additionalProperties": False}
+_FLAKY_SCHEMA = {"type": "object", "required": ["key"], "additionalProperties": False,
+                 "properties": {"key": {"type": "string"}, "resets": {"type": "integer"}}}
 
 
 async def _blob(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
@@ -43,4 +72,18 @@ TEST_TOOLS = [
     ToolSpec(name="news", description="Network-derived headline.", execute=_news, network=True,
              output_schema={"type": "object", "properties": {"headline": {"type": "string"}},
                             "required": ["headline"], "additionalProperties": False}),
+]
+
+#: Tools for the seed-001 failure tests (tests/service/test_tool_failures.py); kept apart from
+#: TEST_TOOLS so the other modules' catalogs stay as they are.
+FAILURE_TOOLS = [
+    # Seed 001 failure kinds: each returns the envelope it is given and counts its runs in CALLS.
+    *(ToolSpec(name=name, description=f"Returns params.reply as its result ({name}).", execute=_reporting(name),
+               input_schema=_REPLY_SCHEMA) for name in ("report", "report_b", "report_c", "report_d")),
+    ToolSpec(name="flaky_read", description="Idempotent read that fails with connection resets first.",
+             execute=_flaky("flaky_read"), input_schema=_FLAKY_SCHEMA, idempotent=True),
+    ToolSpec(name="flaky_feed", description="Idempotent read used by the breaker test.",
+             execute=_flaky("flaky_feed"), input_schema=_FLAKY_SCHEMA, idempotent=True),
+    ToolSpec(name="flaky_write", description="Non-idempotent write that fails with connection resets first.",
+             execute=_flaky("flaky_write"), input_schema=_FLAKY_SCHEMA),
 ]

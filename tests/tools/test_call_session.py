@@ -110,8 +110,9 @@ async def test_after_hook_text_without_details_drops_details(make_tool, ctx) -> 
     outcome = await _session([spec], hooks=[both]).call_detailed("stats", {}, ctx)
     assert outcome.details == {"count": 5} and outcome.text == "redacted"
     flag = Hook(after=lambda call, result: AfterResult(is_error=True))
-    outcome = await _session([spec], hooks=[flag]).call_detailed("stats", {}, ctx)
-    assert outcome.is_error and outcome.details == {"count": 5, "message": "5 rows"}
+    with pytest.raises(ToolExecutionError) as failed:
+        await _session([spec], hooks=[flag]).call_detailed("stats", {}, ctx)
+    assert failed.value.reported == {"count": 5, "message": "5 rows"}
 
 
 @pytest.mark.anyio
@@ -176,11 +177,13 @@ async def test_non_finite_numbers_become_null(make_tool, ctx) -> None:
 
 
 @pytest.mark.anyio
-async def test_error_result_resolves_with_message(make_tool, ctx) -> None:
-    """is_error results resolve; their text is copied into details as `message`."""
+async def test_error_result_rejects_with_message(make_tool, ctx) -> None:
+    """is_error results reject (seed 001); their text is the reason and is copied into details as `message`."""
     spec = make_tool("soft", result=ToolResult(details={"code": 7}, text="carrier offline", is_error=True))
-    outcome = await _session([spec]).call_detailed("soft", {}, ctx)
-    assert outcome.is_error and outcome.details == {"code": 7, "message": "carrier offline"}
+    with pytest.raises(ToolExecutionError) as failed:
+        await _session([spec]).call_detailed("soft", {}, ctx)
+    assert failed.value.message == "soft failed: carrier offline"
+    assert failed.value.to_guest()["details"] == {"code": 7, "message": "carrier offline"}
 
 
 @pytest.mark.anyio

@@ -9,7 +9,8 @@ import pytest
 
 from service.tools.catalog import ClientTool, compile_client_tools
 from service.tools.errors import ClientToolDeclError, InvalidInputError
-from service.tools.schema_guard import SchemaLimits, SchemaRefused, check_caller_schema
+from service.tools.errors import SchemaRefused
+from service.tools.schema_guard import SchemaLimits, check_caller_schema
 
 LIMITS = SchemaLimits()
 

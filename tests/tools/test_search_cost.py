@@ -9,7 +9,8 @@ import pytest
 from service.tools.catalog import ClientTool, ToolCatalog
 from service.tools.session import CallSession
 from service.tools.errors import SearchBudgetError
-from service.tools.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, SearchQueryError, query_terms
+from service.tools.errors import SearchQueryError
+from service.tools.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, query_terms
 
 WORDS = [f"w{i}x" for i in range(64)]
 

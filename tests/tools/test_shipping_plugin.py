@@ -6,7 +6,7 @@ import pytest
 
 from service.tools.catalog import ToolCatalog
 from service.tools.session import CallSession
-from service.tools.errors import InvalidInputError, OutputContractError, UnknownToolError
+from service.tools.errors import InvalidInputError, OutputContractError, ToolExecutionError, UnknownToolError
 from service.tools.loader import load_plugins
 from service.tools.policy import ToolPolicy
 
@@ -63,8 +63,10 @@ async def test_cancel_is_opt_in(ctx) -> None:
         "shipment_id": "SHP-1001",
         "cancelled": True,
     }
-    refused = await session.call_detailed("cancel_shipment", {"shipment_id": "SHP-1002"}, ctx)
-    assert refused.is_error and refused.details["message"] == "only undelivered shipments can be cancelled"
+    with pytest.raises(ToolExecutionError) as refused:
+        await session.call_detailed("cancel_shipment", {"shipment_id": "SHP-1002"}, ctx)
+    assert refused.value.message == "cancel_shipment failed: only undelivered shipments can be cancelled"
+    assert refused.value.recoverable and refused.value.to_guest()["needParam"] == "shipment_id"
 
 
 @pytest.mark.anyio

@@ -1,0 +1,105 @@
+"""Seed 001 failure rules in isolation: the flip and reason order, partial successes, the run ledger, the breaker."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.tools.errors import FailureBudgetError, ToolDisabledError
+from service.tools.failures import failure_of_result, warning_of_result
+from service.tools.result import ToolResult
+from service.tools.run_budget import Breaker, FailureLimits, MemoryRunCounters, RunLedger
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def failure(details: object, *, is_error: bool = False, text: str | None = None):
+    return failure_of_result(ToolResult(details=details, text=text, is_error=is_error), "t", untrusted=False)
+
+
+def test_reason_order_follows_the_seed():
+    """success: false reads stderr -> error -> msg -> user_message; ok: false reads error -> msg only."""
+    assert failure({"success": False, "msg": "m", "error": "e", "stderr": "s"}).message == "t failed: s"
+    assert failure({"success": False, "msg": "m", "user_message": "u"}).message == "t failed: m"
+    assert failure({"success": False, "user_message": "u"}).message == "t failed: u"
+    assert failure({"ok": False, "msg": "m", "error": "e"}).message == "t failed: e"
+    assert failure({"ok": False, "stderr": "s"}).message.startswith("t failed: t reported a failure without")
+    assert failure({"success": False, "error": {"message": "nested"}}).message == "t failed: nested"
+
+
+def test_only_false_flips():
+    """A missing or None flag, a falsy non-bool and a code field are no failure."""
+    for details in ({"success": None}, {"ok": 0}, {"code": 500}, {"success": True}, [False], None):
+        assert failure(details) is None
+
+
+def test_error_result_uses_its_text():
+    flagged = failure({"n": 1}, is_error=True, text="carrier offline")
+    assert flagged.message == "t failed: carrier offline" and flagged.reported == {"n": 1, "message": "carrier offline"}
+
+
+def test_recoverable_kinds_and_non_retriable():
+    """Four error_type values or a need_param key are recoverable; non_retriable is ignored on them."""
+    for kind in ("recoverable", "retryable", "need_input", "need_param"):
+        got = failure({"success": False, "error_type": kind, "non_retriable": True})
+        assert got.recoverable and not got.non_retriable and got.fields["errorType"] == "recoverable"
+        assert got.fields["nonRetriable"] is False
+    keyed = failure({"ok": False, "need_param": "city"})
+    assert keyed.recoverable and keyed.fields == {"errorType": "recoverable", "needParam": "city"}
+    hard = failure({"success": False, "error_type": "config", "non_retriable": True})
+    assert not hard.recoverable and hard.non_retriable and hard.fields["errorType"] == "config"
+    assert "errorType" not in failure({"success": False, "error_type": "weird"}).fields
+
+
+def test_partial_success_warnings():
+    assert warning_of_result({"success": True, "warning": "3 skipped"}, "t") == "t succeeded only in part: 3 skipped"
+    assert warning_of_result({"success": True, "completed": False}, "t").startswith("t succeeded only in part")
+    assert warning_of_result({"success": True, "completed": True}, "t") is None
+    assert warning_of_result({"completed": False}, "t") is None
+
+
+@pytest.mark.anyio
+async def test_ledger_blocks_a_tool_at_its_limit_and_the_run_at_its_budget():
+    ledger = RunLedger(MemoryRunCounters(60), "t", "s", "r", FailureLimits(2, 3))
+    await ledger.check("a")
+    await ledger.record("a")
+    await ledger.check("a")
+    await ledger.record("a")
+    with pytest.raises(ToolDisabledError, match="failed 2 times"):
+        await ledger.check("a")
+    await ledger.check("b")
+    await ledger.record("b", non_retriable=True, reason="no key")
+    with pytest.raises(FailureBudgetError):
+        await ledger.check("c")
+
+
+@pytest.mark.anyio
+async def test_memory_counters_expire_and_stay_bounded():
+    clock = Clock()
+    counters = MemoryRunCounters(60, max_runs=2, clock=clock)
+    await counters.add_run_failure("t", "s", "r1", "a")
+    clock.now += 61
+    assert (await counters.run_failures("t", "s", "r1")).failures == {}
+    for run in ("r2", "r3", "r4"):
+        await counters.add_run_failure("t", "s", run, "a")
+    assert (await counters.run_failures("t", "s", "r2")).failures == {}  # the oldest run went first
+    assert (await counters.run_failures("t", "s", "r4")).failures == {"a": 1}
+
+
+def test_breaker_needs_two_recent_failures():
+    clock = Clock()
+    breaker = Breaker(clock=clock)
+    breaker.record("t", "x", ok=False)
+    assert not breaker.open("t", "x")
+    breaker.record("t", "x", ok=False)
+    assert breaker.open("t", "x") and not breaker.open("other", "x")
+    clock.now += 30 * 60 + 1
+    assert not breaker.open("t", "x")  # older than 30 minutes
+    breaker.record("t", "x", ok=False)
+    breaker.record("t", "x", ok=True)
+    assert not breaker.open("t", "x")
