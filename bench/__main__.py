@@ -1,6 +1,7 @@
 """``python -m bench``: run every figure in one go, print the table, write ``bench/results.json``.
 
 ``python -m bench soak [--seconds N]``: the mixed benign/hostile soak of ``bench/soak.py`` instead.
+``python -m bench density``: only the density figures (``bench/density.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from .density import run_density
 from .inproc import run_inproc
 from .load import run_load, wrk_available
 from .report import render
@@ -67,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         from .soak import main as soak_main
 
         return soak_main(argv[1:])
+    if argv[:1] == ["density"]:
+        from .density import main as density_main
+
+        return density_main()
     args = _parser().parse_args(argv)
     client = args.client
     if client == "auto":
@@ -85,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         results["codemode"] = _http_figures(svc, client, args.seconds)
         results["bare"] = _http_figures(bare, client, args.seconds)
     results["inproc"] = run_inproc(n_round_trips=args.round_trips)
+    results["density"] = run_density(args.workers)
     results["loadavg_after"] = _loadavg()
     results["total_seconds"] = time.perf_counter() - started
     Path(args.out).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))

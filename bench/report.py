@@ -8,6 +8,8 @@ TARGET_P50_MS = 1.5
 TARGET_CELLS_PER_S = 800
 TARGET_BARE_RATIO = 0.5
 TARGET_BIG_RATIO = 1.5
+#: PSS of the service and all its workers with this many cells parked (issue 11).
+TARGET_PARKED_PSS_MIB = {"256": 320, "1000": 768}
 
 
 def _verdict(ok: bool) -> str:
@@ -59,6 +61,9 @@ def render(r: dict[str, Any]) -> str:
     add(f"4. {pg['pages']} x {pg['page_bytes'] // 1024} KiB pages, {pg['inbox_bytes'] // (1024 * 1024)} MiB inbox",
         f"{pg['guest_ms']:.0f} ms total, {pg['per_page_ms']:.2f} ms/page", "all pages arrive", "ok")
 
+    if "density" in r:
+        rows.extend(density_rows(r["density"], number="5."))
+
     widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
     line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
     head = line(("figure", "measured", "target", ""))
@@ -68,3 +73,44 @@ def render(r: dict[str, Any]) -> str:
            head, "-" * len(head)]
     out += [line(row) for row in rows]
     return "\n".join(out)
+
+
+def density_rows(d: dict[str, Any], number: str = "") -> list[tuple[str, str, str, str]]:
+    rows: list[tuple[str, str, str, str]] = []
+    pad = " " * len(number)
+    base = d["baseline"]
+    rows.append((f"{number} PSS, service + workers, 0 parked", f"{base['pss_mib']:.0f} MiB ({base['processes']} processes)",
+                 "", ""))
+    for count, step in d["steps"].items():
+        target = TARGET_PARKED_PSS_MIB.get(count)
+        rows.append((f"{pad} PSS, service + workers, {count} parked",
+                     f"{step['pss_mib']:.0f} MiB ({step['processes']} processes)",
+                     f"<= {target} MiB" if target else "", _verdict(step["pss_mib"] <= target) if target else ""))
+        rows.append((f"{pad} PSS per parked cell ({count})", f"{step['pss_per_parked_kib']:.0f} KiB", "", ""))
+    # Parking itself starts nothing; a new cell that finds its tenant's processes full takes a warm
+    # fresh one, and the pool starts that one's replacement in the background.
+    most = -(-max(int(k) for k in d["steps"]) // d["runtimes_per_process"])
+    rows.append((f"{pad} processes started while parking (off the request path)", f"{d['spawned_while_parking']:.0f}",
+                 f"<= {most} (1 per {d['runtimes_per_process']} runtimes)",
+                 _verdict(d["spawned_while_parking"] <= most)))
+    rows.append((f"{pad} park (exec that parks): p50 / p99",
+                 f"{d['park']['p50_ms']:.2f} / {d['park']['p99_ms']:.2f} ms", "", ""))
+    rows.append((f"{pad} resume (wait to completion): p50 / p99",
+                 f"{d['resume']['p50_ms']:.2f} / {d['resume']['p99_ms']:.2f} ms", "", ""))
+    rows.append((f"{pad} cells resumed with their own state", f"{d['resumed'] - d['resumed_wrong']} / {d['resumed']}",
+                 "all", _verdict(d["resumed_wrong"] == 0)))
+    none, parked = d["new_cell_beside_none"], d["new_cell_beside_parked"]
+    rows.append((f"{pad} new cell p50 at the client: beside 0 / beside {parked['parked']} parked",
+                 f"{none['p50_ms']:.2f} / {parked['p50_ms']:.2f} ms", "", ""))
+    rows.append((f"{pad} new cell p50 in the service (leg): beside 0 / beside {parked['parked']} parked",
+                 f"{none['leg_p50_ms']:.2f} / {parked['leg_p50_ms']:.2f} ms", "about equal",
+                 _verdict(parked["leg_p50_ms"] <= 1.25 * none["leg_p50_ms"] + 0.1)))
+    return rows
+
+
+def render_density(d: dict[str, Any]) -> str:
+    rows = density_rows(d)
+    widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
+    line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
+    head = line(("figure", "measured", "target", ""))
+    return "\n".join([head, "-" * len(head), *(line(row) for row in rows)])

@@ -112,9 +112,9 @@ class Server:
         self.close()
 
 
-def codemode_server(workers: int) -> Server:
+def codemode_server(workers: int, env: dict[str, str] | None = None) -> Server:
     return Server("codemode", ["-m", "service.cli", "serve", "--log-level", "warning"],
-                  env={"CODEMODE_WORKERS": str(workers)})
+                  env={"CODEMODE_WORKERS": str(workers), **(env or {})})
 
 
 def bare_server() -> Server:

@@ -1,14 +1,18 @@
 """The host <-> worker protocol: every frame either side sends, typed, and one builder per frame.
 
-The conversation for one cell is strict ping-pong, which keeps both sides simple:
+A worker holds many runtimes of one tenant (each cell's, named by ``rt``: the cell id) and runs one
+guest at a time.  Each exchange with a runtime is strict ping-pong, which keeps both sides simple:
 
     worker -> host    ready    (once, after start-up)
     host  -> worker   run      (code, limits, guest config, leg budget)
     worker -> host    idle     (new guest requests, cancelled timers, new output) ... guest is blocked
     host  -> worker   settle   (replies, leg budget)                                  ... guest resumes
     worker -> host    idle | done
+    host  -> worker   drop     (the host ended a blocked cell: free its runtime; no answer)
 
-Cancelling a cell kills its worker: a guest stuck in native code could not obey anything else.
+Between an ``idle`` and the next ``settle`` of one runtime, other runtimes of the worker may run.
+Cancelling a running cell kills its worker only when no other cell's runtime lives there: a guest
+stuck in native code could not obey anything else.
 Reply payloads travel as raw frames of JSON text after their ``settle`` frame, so the worker hands
 them to the guest's ``JSON.parse`` without decoding them.
 
@@ -53,7 +57,7 @@ class RunFrame(TypedDict):
     """Start one cell in a fresh engine; ``budget_ms`` is the first leg's."""
 
     t: Literal["run"]
-    cell_id: str
+    cell_id: str  # also the runtime's name (``rt``) in later frames
     code: str
     budget_ms: int
     memory_limit_bytes: int
@@ -86,11 +90,19 @@ class SettleFrame(TypedDict):
     """
 
     t: Literal["settle"]
+    rt: str  # the runtime (cell id) the replies are for
     budget_ms: int
     replies: list[Reply]
 
 
 # ---- worker -> host ----------------------------------------------------------------------------
+
+
+class DropFrame(TypedDict):
+    """Free a blocked runtime the host ended (cancel, expiry, a refused park); unknown ones are ignored."""
+
+    t: Literal["drop"]
+    rt: str
 
 
 class ReadyFrame(TypedDict):
@@ -110,6 +122,7 @@ class IdleFrame(TypedDict):
     """The guest is blocked on host work."""
 
     t: Literal["idle"]
+    rt: str
     requests: list[GuestRequest]
     cancels: list[int]  # request ids the guest no longer awaits (cleared timers)
     output: list[dict[str, Any]]  # output source items (bridge.output.OutputCapture)
@@ -128,6 +141,7 @@ class DoneFrame(TypedDict):
     """The cell ended in the worker: ``value`` when ok, else ``error``."""
 
     t: Literal["done"]
+    rt: str
     ok: bool
     value: NotRequired[dict[str, Any]]  # value source (bridge.output.capture_value)
     error: NotRequired[GuestFailure]
@@ -135,10 +149,10 @@ class DoneFrame(TypedDict):
     cancels: list[int]  # timers dropped because nobody awaited them
     cpu_ms: float
     heap_bytes: int
-    recycle: bool  # the worker must not run another cell (limit hit, engine fault)
+    recycle: bool  # the worker must take no new cell (limit hit, engine fault); it ends when its table is empty
 
 
-HostFrame = RunFrame | SettleFrame
+HostFrame = RunFrame | SettleFrame | DropFrame
 WorkerFrame = ReadyFrame | IdleFrame | DoneFrame
 
 
@@ -152,25 +166,29 @@ def run_frame(*, cell_id: str, code: str, budget_ms: int, memory_limit_bytes: in
             "value_capture_bytes": value_capture_bytes, "config": config}
 
 
-def settle_frame(budget_ms: int, replies: list[Reply]) -> SettleFrame:
-    return {"t": "settle", "budget_ms": budget_ms, "replies": replies}
+def settle_frame(rt: str, budget_ms: int, replies: list[Reply]) -> SettleFrame:
+    return {"t": "settle", "rt": rt, "budget_ms": budget_ms, "replies": replies}
+
+
+def drop_frame(rt: str) -> DropFrame:
+    return {"t": "drop", "rt": rt}
 
 
 def ready_frame(pid: int) -> ReadyFrame:
     return {"t": "ready", "pid": pid}
 
 
-def idle_frame(*, requests: list[GuestRequest], cancels: list[int], output: list[dict[str, Any]],
+def idle_frame(*, rt: str, requests: list[GuestRequest], cancels: list[int], output: list[dict[str, Any]],
                outstanding: int, cpu_ms: float, heap_bytes: int) -> IdleFrame:
-    return {"t": "idle", "requests": requests, "cancels": cancels, "output": output,
+    return {"t": "idle", "rt": rt, "requests": requests, "cancels": cancels, "output": output,
             "outstanding": outstanding, "cpu_ms": cpu_ms, "heap_bytes": heap_bytes}
 
 
-def done_frame(*, value: dict[str, Any] | None = None, error: GuestFailure | None = None,
+def done_frame(*, rt: str, value: dict[str, Any] | None = None, error: GuestFailure | None = None,
                output: list[dict[str, Any]], cancels: list[int], cpu_ms: float, heap_bytes: int,
                recycle: bool) -> DoneFrame:
     """A completed cell when ``error`` is None (then ``value`` is its value source), else a failed one."""
-    frame: DoneFrame = {"t": "done", "ok": error is None, "output": output, "cancels": cancels,
+    frame: DoneFrame = {"t": "done", "rt": rt, "ok": error is None, "output": output, "cancels": cancels,
                         "cpu_ms": cpu_ms, "heap_bytes": heap_bytes, "recycle": recycle}
     if error is None:
         assert value is not None, "a completed cell's done frame carries its value source"

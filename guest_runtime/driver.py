@@ -54,14 +54,17 @@ _lib.JS_FreeCString.restype = None
 #: The binding's Context object starts with PyObject_HEAD, then ``JSRuntime *runtime``.
 _RUNTIME_OFFSET = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
 
-_unhandled: dict[int, str] = {}  # promise pointer -> reason text, for the engine being driven
+#: JSContext pointer -> (promise pointer -> reason text).  A worker holds many parked engines, so
+#: each engine's rejections are kept apart by the context the engine reports them from.
+_unhandled: dict[int, dict[int, str]] = {}
 
 
 def _on_rejection(ctx: int, promise: _JSValue, reason: _JSValue, handled: bool, _opaque: int) -> None:
+    table = _unhandled.setdefault(ctx or 0, {})
     if handled:
-        _unhandled.pop(promise.u, None)
+        table.pop(promise.u, None)
         return
-    _unhandled[promise.u] = _js_text(ctx, reason) or "unhandled promise rejection"
+    table[promise.u] = _js_text(ctx, reason) or "unhandled promise rejection"
 
 
 def _js_text(ctx: int, value: _JSValue) -> str | None:
@@ -165,7 +168,8 @@ class GuestEngine:
         if not runtime:
             raise EngineFault("could not locate the QuickJS runtime of the binding's Context")
         _lib.JS_SetHostPromiseRejectionTracker(runtime, _tracker, None)
-        _unhandled.clear()
+        self._cptr = _context_pointer(self._ctx)
+        _unhandled.pop(self._cptr, None)  # a freed engine's context address may be reused
         self._ctx.set_max_stack_size(stack_bytes)
         self._hook = self._load_prelude(prelude)
         self._fn: Any = None
@@ -260,8 +264,12 @@ class GuestEngine:
         return None if result is None else self._text("unhandledBridge", result)
 
     def unhandled_rejections(self) -> list[str]:
-        """Reason texts of rejected promises that never got a handler."""
-        return list(_unhandled.values())
+        """Reason texts of rejected promises of this engine that never got a handler."""
+        return list(_unhandled.get(self._cptr, {}).values())
+
+    def close(self) -> None:
+        """Forget this engine's rejection records; the runtime itself is freed with the object."""
+        _unhandled.pop(self._cptr, None)
 
     def heap_bytes(self) -> int:
         return int(self._ctx.memory().get("memory_used_size", 0))
@@ -358,4 +366,4 @@ def check_engine() -> None:
     engine.pump(deadline)
     if not any("probe" in r for r in engine.unhandled_rejections()):
         raise EngineFault("the QuickJS rejection tracker is not wired; is quickjs-ng the pinned version?")
-    _unhandled.clear()
+    engine.close()

@@ -23,6 +23,7 @@ from bridge.messages import (
     HostFrame,
     Phase,
     RunFrame,
+    SettleFrame,
     WorkerFrame,
     WorkerOptions,
     done_frame,
@@ -34,6 +35,9 @@ from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value
 
 from .driver import GuestEngine, check_engine, map_stack
 from .errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+
+#: What a slice answers when its runtime blocked on host work and stays in the worker's table.
+IDLE = None
 
 #: Share of the worker's RLIMIT_CPU after which it asks to be replaced.
 CPU_RECYCLE_FRACTION = 0.8
@@ -93,19 +97,28 @@ class Channel:
 
 
 class CellRun:
-    """Drives one cell from ``run`` to ``done``."""
+    """Drives one cell's runtime from ``run`` to ``done``, one slice at a time.
+
+    A slice runs the guest until it ends or blocks on host work.  A blocked runtime stays in the
+    worker's table (parked or waiting inline, the worker cannot tell) while the worker serves
+    slices of other runtimes of the same tenant; a ``settle`` naming it starts its next slice.
+    Every slice answers ``IDLE`` (the runtime stays) or whether the worker must be recycled.
+    """
 
     def __init__(self, engine: GuestEngine, channel: Channel, msg: RunFrame, cpu_limit_s: float) -> None:
         self.engine = engine
         self.channel = channel
         self.msg = msg
         self.cpu_limit_s = cpu_limit_s
+        self.rt = msg["cell_id"]  # the runtime's name in later frames
         self.capture = OutputCapture(msg["max_output_bytes"])
-        self.cpu_start = time.process_time()
+        self.cpu_ms = 0.0  # this runtime's own CPU; other runtimes' slices are not charged to it
+        self._slice_cpu = time.process_time()
         self.deadline = time.monotonic() + msg["budget_ms"] / 1000
 
-    def run(self) -> bool:
-        """Run the cell to its end; return True when this worker must be recycled."""
+    def run(self) -> bool | None:
+        """The first slice: configure, compile and start the cell."""
+        self._slice_cpu = time.process_time()
         engine = self.engine
         msg = self.msg
         try:
@@ -115,9 +128,30 @@ class CellRun:
             return self.fail(str(exc), "input", "invalid_input", recycle=False)
         except GuestTimeout:
             return self.fail("cell timeout exceeded", "guest", "timeout", recycle=True)
-        try:
-            engine.start(self.deadline)
+        return self._guarded(self._start_and_loop)
+
+    def resume(self, reply: SettleFrame) -> bool | None:
+        """A later slice: settle the host's replies, then run until the next stop."""
+        self._slice_cpu = time.process_time()
+        # Payload frames follow the settle frame; read them all before anything can fail.
+        settles = [(r["id"], True, self.channel.read_raw()) if r["ok"]
+                   else (r["id"], False, jsoncodec.dumps_text(r.get("error") or {})) for r in reply["replies"]]
+        self.deadline = time.monotonic() + reply["budget_ms"] / 1000
+
+        def settle_and_loop() -> bool | None:
+            for request_id, ok, payload in settles:
+                self.engine.settle(request_id, ok, payload)
             return self.loop()
+
+        return self._guarded(settle_and_loop)
+
+    def _start_and_loop(self) -> bool | None:
+        self.engine.start(self.deadline)
+        return self.loop()
+
+    def _guarded(self, step: Any) -> bool | None:
+        try:
+            return step()  # type: ignore[no-any-return]
         except GuestTimeout:
             return self.fail("cell timeout exceeded", "guest", "timeout", recycle=True)
         except GuestFault as exc:
@@ -130,7 +164,13 @@ class CellRun:
         except MemoryError:
             return self.fail("memory limit exceeded", "guest", "memory_limit_exceeded", recycle=True)
 
-    def loop(self) -> bool:
+    def _spent_ms(self) -> float:
+        now = time.process_time()
+        self.cpu_ms += (now - self._slice_cpu) * 1000
+        self._slice_cpu = now
+        return round(self.cpu_ms, 3)
+
+    def loop(self) -> bool | None:
         engine = self.engine
         while True:
             engine.pump(self.deadline)
@@ -154,26 +194,17 @@ class CellRun:
                 return self.fail(BURST_TOO_LARGE.format(exc=exc), "guest", "internal_error")
             except BridgeError as exc:  # only a guest that got around the prelude's caps gets here
                 return self.fail(f"guest requests could not be sent to the host: {exc}", "guest", "internal_error")
-            reply = self.channel.read()
-            if reply is None:
-                raise SystemExit(0)  # the service went away
-            if reply["t"] != "settle":
-                raise SystemExit(f"protocol error: {reply['t']!r} frame while a cell waits for replies")
-            self.deadline = time.monotonic() + reply["budget_ms"] / 1000
-            for r in reply["replies"]:
-                if r["ok"]:
-                    engine.settle(r["id"], True, self.channel.read_raw())
-                else:
-                    engine.settle(r["id"], False, jsoncodec.dumps_text(r.get("error") or {}))
+            return IDLE
 
     def write_idle(self, snap: dict[str, Any]) -> None:
         engine = self.engine
         self.channel.write(idle_frame(
+            rt=self.rt,
             requests=snap["requests"],
             cancels=snap["cancels"],
             output=self.capture.drain(),
             outstanding=snap["outstanding"],
-            cpu_ms=round((time.process_time() - self.cpu_start) * 1000, 3),
+            cpu_ms=self._spent_ms(),
             heap_bytes=engine.heap_bytes(),
         ))
 
@@ -224,11 +255,12 @@ class CellRun:
         # Retire the worker well before its RLIMIT_CPU could kill it in the middle of a later cell.
         worn_out = time.process_time() > CPU_RECYCLE_FRACTION * self.cpu_limit_s
         self.channel.write(done_frame(
+            rt=self.rt,
             value=value,
             error=error,
             output=self.capture.drain(),
             cancels=cancels,
-            cpu_ms=round((time.process_time() - self.cpu_start) * 1000, 3),
+            cpu_ms=self._spent_ms(),
             heap_bytes=heap,
             recycle=recycle or worn_out,
         ))
@@ -265,17 +297,70 @@ def main(argv: list[str] | None = None) -> int:
     check_engine()
     channel.write(ready_frame(os.getpid()))
     stack_bytes = int(options.get("stack_bytes", 1024 * 1024))
-    engine = GuestEngine(stack_bytes=stack_bytes)
-    while True:
-        msg = channel.read()
-        if msg is None:
-            return 0
-        if msg["t"] != "run":
-            continue  # a late settle for a cell that already ended
-        recycle = CellRun(engine, channel, msg, cpu_limit).run()
-        if recycle:
-            return 0
-        engine = GuestEngine(stack_bytes=stack_bytes)
+    return Runtimes(channel, stack_bytes, cpu_limit).serve()
+
+
+class Runtimes:
+    """The worker's table of live runtimes (one tenant's cells), served one slice at a time.
+
+    Frames name their runtime (``rt``).  A runtime leaves the table when its cell ends here
+    (``done``) or when the host drops it (cancel, expiry, a refused park).  After a cell that asks
+    for a recycle the worker takes no new cell: it exits as soon as the table is empty, so the
+    other cells' parked heaps are not lost to one cell's limit hit.
+    """
+
+    def __init__(self, channel: Channel, stack_bytes: int, cpu_limit: float) -> None:
+        self.channel = channel
+        self.stack_bytes = stack_bytes
+        self.cpu_limit = cpu_limit
+        self.table: dict[str, CellRun] = {}
+        self.draining = False
+        self.engine: GuestEngine | None = GuestEngine(stack_bytes=stack_bytes)
+
+    def serve(self) -> int:
+        while True:
+            msg = self.channel.read()
+            if msg is None:
+                return 0
+            if msg["t"] == "run":
+                self._run(msg)
+            elif msg["t"] == "settle":
+                self._settle(msg)
+            elif msg["t"] == "drop":
+                self._forget(msg["rt"])
+            if self.draining and not self.table:
+                return 0
+            if self.engine is None and not self.draining:
+                self.engine = GuestEngine(stack_bytes=self.stack_bytes)  # built while idle
+
+    def _run(self, msg: RunFrame) -> None:
+        engine = self.engine or GuestEngine(stack_bytes=self.stack_bytes)
+        self.engine = None
+        run = CellRun(engine, self.channel, msg, self.cpu_limit)
+        self.table[run.rt] = run
+        self._after(run, run.run())
+
+    def _settle(self, msg: SettleFrame) -> None:
+        run = self.table.get(msg["rt"])
+        if run is None:
+            # A late settle for a runtime that already ended: its payload frames still follow.
+            for r in msg["replies"]:
+                if r["ok"]:
+                    self.channel.read_raw()
+            return
+        self._after(run, run.resume(msg))
+
+    def _after(self, run: CellRun, outcome: bool | None) -> None:
+        if outcome is IDLE:
+            return
+        self._forget(run.rt)
+        if outcome:
+            self.draining = True
+
+    def _forget(self, rt: str) -> None:
+        run = self.table.pop(rt, None)
+        if run is not None:
+            run.engine.close()
 
 
 if __name__ == "__main__":

@@ -146,6 +146,9 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
         options={"rlimit_as_bytes": settings.rlimit_as_bytes, "rlimit_cpu_seconds": settings.worker_cpu_seconds,
                  "stack_bytes": 1024 * 1024},
         acquire_timeout_s=settings.acquire_timeout_ms / 1000,
+        max_runtimes=settings.worker_max_runtimes,
+        max_parked_bytes=settings.worker_max_parked_bytes,
+        snapshot_bytes=settings.max_snapshot_bytes,
     )
     try:
         loaded = load_plugins(settings.tools.plugins, entry_points=settings.tools.entry_points)

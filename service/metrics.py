@@ -47,7 +47,7 @@ class _Collector:
         held.add_metric([], cells["held_bytes"])
         yield held
         workers = GaugeMetricFamily("codemode_workers", "Worker processes", labels=["state"])
-        for state in ("fresh", "idle", "busy", "spawning"):
+        for state in ("fresh", "idle", "holding", "busy", "spawning"):
             workers.add_metric([state], pool[state])
         yield workers
         spawned = CounterMetricFamily("codemode_workers_spawned", "Worker processes started")

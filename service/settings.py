@@ -97,7 +97,7 @@ class Settings(BaseSettings):
     max_memory_limit_bytes: Int = setting("limits", 1024 * MiB, MiB, 1024 * MiB, "largest memory_limit_bytes")
     max_output_bytes: Int = setting("limits", 65536, 1024, 10 * MiB, "default output budget")
     max_snapshot_bytes: Int = setting("limits", 10 * MiB, 1024, 256 * MiB, "heap cap for parking; inbox cap")
-    max_parked_cells: Int = setting("limits", 64, 1, 4096, "parked cells per process")
+    max_parked_cells: Int = setting("limits", 1024, 1, 65536, "parked cells per replica (they share worker processes)")
     cell_ttl_seconds: Int = setting("limits", 900, 1, 86400, "idle time before a parked cell expires")
     results_ttl_seconds: Int = setting("limits", 3600, 1, 86400, "lifetime of saved results")
     max_calls_per_cell: Int = setting("limits", 200, 1, 100000, "tool calls one cell may make")
@@ -113,16 +113,24 @@ class Settings(BaseSettings):
     max_exec_body_bytes: Int = setting("limits", 2 * MiB, 1024, 64 * MiB, "exec request body cap")
     # [workers]
     workers: Int = setting("workers", 4, 1, 256, "warm worker processes for running cells")
-    max_workers: Int = setting("workers", 0, 0, 4096, "hard cap on worker processes (0: workers + max_parked_cells)")
+    max_workers: Int = setting("workers", 0, 0, 65536,
+                               "hard cap on worker processes (0: 2 x workers + max_parked_cells)")
+    worker_max_runtimes: Int = setting("workers", 64, 1, 4096,
+                                       "cells (one tenant's) whose QuickJS runtimes one worker process holds")
+    worker_max_parked_bytes: Int = setting("workers", 256 * MiB, MiB, 1 << 40,
+                                           "a worker takes a new cell only while its parked heaps plus "
+                                           "max_snapshot_bytes fit in this")
     worker_max_cells: Int = setting("workers", 2000, 1, 1_000_000, "cells a worker runs before it is recycled")
     kill_grace_ms: Int = setting("workers", 1000, 50, 60000, "SIGKILL a worker this long past its deadline")
     acquire_timeout_ms: Int = setting("workers", 5000, 10, 120000, "wait for a free worker before 503")
     tenant_max_concurrency: Int = setting("workers", 32, 1, 100000, "running exec/wait calls per tenant")
-    worker_rlimit_as_bytes: Int = setting("workers", 0, 0, 1 << 44, "RLIMIT_AS of workers (0: max memory + 1 GiB)")
+    worker_rlimit_as_bytes: Int = setting("workers", 0, 0, 1 << 44,
+                                          "RLIMIT_AS of workers (0: max memory + parked bytes + 1 GiB)")
     worker_cpu_seconds: Int = setting("workers", 3600, 1, 1 << 30,
                                       "RLIMIT_CPU of a worker; it is replaced after using 80% of it")
     # [tenants]: per-tenant quotas, so one tenant cannot take what another needs
-    tenant_max_parked_cells: Int = setting("tenants", 16, 1, 4096, "parked cells per tenant (within max_parked_cells)")
+    tenant_max_parked_cells: Int = setting("tenants", 256, 1, 65536,
+                                           "parked cells per tenant (within max_parked_cells)")
     tenant_max_waits: Int = setting("tenants", 16, 1, 100000, "concurrent wait calls per tenant")
     tenant_results_bytes: Int = setting("tenants", 64 * MiB, 1024, 1 << 40, "saved-result bytes per tenant")
     results_max_bytes: Int = setting("tenants", 512 * MiB, 1024, 1 << 40, "saved-result bytes of all tenants")
@@ -170,11 +178,12 @@ class Settings(BaseSettings):
 
     @property
     def worker_cap(self) -> int:
-        return self.max_workers or (self.workers + self.max_parked_cells)
+        # Tenants never share a process, so in the worst case every parked cell is its own tenant's.
+        return self.max_workers or (2 * self.workers + self.max_parked_cells)
 
     @property
     def rlimit_as_bytes(self) -> int:
-        return self.worker_rlimit_as_bytes or (self.max_memory_limit_bytes + 1024 * MiB)
+        return self.worker_rlimit_as_bytes or (self.max_memory_limit_bytes + self.worker_max_parked_bytes + 1024 * MiB)
 
     def check(self) -> Settings:
         """Refuse combinations that cannot work; return self."""

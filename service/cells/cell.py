@@ -26,7 +26,8 @@ from . import envelopes
 from .dispatch import CellContext, Dispatcher, HostCall
 from .envelopes import SealedEnvelope
 from .host_requests import HostRequests
-from .pool import Worker, WorkerPool
+from .pool import WorkerPool
+from .worker_process import Worker
 from .spec import CellSpec, CellStatus, EndReason
 
 if TYPE_CHECKING:
@@ -77,6 +78,11 @@ class Cell:
         self._on_park = on_park
         self._on_end = on_end
         self._retainer = retainer
+        self._holding = True  # our leg holds the worker process (a new cell's first leg does)
+        self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
+        self._abort_event = asyncio.Event()
+        self._lost_task: asyncio.Task[None] | None = None  # kept referenced until it ran
+        pool.attach(worker, self.id, self._process_lost)
 
     # ---- public operations ---------------------------------------------------------------------
 
@@ -118,13 +124,36 @@ class Cell:
         return config
 
     async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]]) -> dict[str, Any]:
-        """A wait leg: settle caller answers and yields, then run until the next stop."""
+        """A wait leg: settle caller answers and yields, then run until the next stop.
+
+        The leg takes its runtime's process when it has replies to deliver; another cell's leg
+        running there first is waited for, within this leg's budget (``_leg``).
+        """
         self.status = CellStatus.RUNNING
         self.last_active = time.monotonic()
         for result in tool_results:
             self.requests.settle_caller(result)
         self.requests.settle_yields()
         return await self._leg(budget_ms)
+
+    @property
+    def _alone_in_worker(self) -> bool:  # then killing the process costs no other cell
+        return self.worker is not None and set(self.worker.cells) <= {self.id}
+
+    def _process_lost(self, reason: str) -> None:
+        """The worker process holding our runtime died (crash, or a kill for another cell)."""
+        if not self.done:
+            self.requests.wake.set()  # a leg waiting for host work notices it at once
+            self._lost_task = asyncio.ensure_future(self._lose(reason))  # a parked cell ends here
+
+    async def _lose(self, reason: str) -> None:
+        async with self.wait_lock:
+            if not self.done:
+                await self._lost(f"{reason}; this parked cell's runtime was in that process")
+
+    async def _lost(self, reason: str) -> dict[str, Any]:
+        return await self._end_failed(reason + "; the cell was lost, start it again", "host",
+                                      "runtime_unavailable", recycle=True)
 
     def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
         """Return the problem with caller-supplied results (by index), or None when all apply."""
@@ -143,19 +172,21 @@ class Cell:
         if not self.done:
             self._aborted = message
             self.end_reason = reason
-            if self.worker is not None:
-                self.worker.kill()
+            self._abort_event.set()
+            if self._holding and self._worker_running and self._alone_in_worker and self.worker:
+                # Stop the guest now; beside other cells' runtimes the leg ends at its next stop.
+                self.worker.kill("the cell was cancelled")
             self.requests.wake.set()
         # A running leg notices the abort and ends the cell; a parked cell is ended here.
         async with self.wait_lock:
-            if not self.done:
-                await self._end_failed(message, "host", "aborted", recycle=True)
+            if not self.done:  # parked: its runtime is dropped, the process and its other cells stay
+                await self._end_failed(message, "host", "aborted", recycle=False)
         assert self.final is not None
         return self.final
 
     async def abandon(self) -> None:
         """End the cell after a service fault in its leg (the caller already holds ``wait_lock``)."""
-        if self.worker is not None:
+        if self.worker is not None and self._alone_in_worker:
             self.worker.kill()
         await self._end_failed("the service failed while running this cell; start it again",
                                "host", "runtime_unavailable", recycle=True)
@@ -195,13 +226,16 @@ class Cell:
                     msg = await asyncio.wait_for(self.worker.recv(), max(deadline + grace - loop.time(), 0.001))
                 except asyncio.TimeoutError:
                     # A native operation that ignores the engine interrupt: the kill is the limit.
-                    self.worker.kill()
+                    # It also ends the cells parked in this process (they fail runtime_unavailable).
+                    self.worker.kill("another cell sharing this worker process ignored its deadline and the "
+                                     "process was killed (SIGKILL at deadline + kill_grace_ms)")
                     return await self._end_failed(TIMEOUT_MESSAGE, "guest", "timeout", recycle=True)
                 except WorkerGone as exc:
                     if self._aborted:
                         return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
-                    return await self._end_failed(exc.message + "; the cell was lost, start it again",
-                                                  "host", "runtime_unavailable", recycle=True)
+                    return await self._lost(exc.message)
+                if msg["t"] != "ready" and msg["rt"] != self.id:
+                    continue  # a late frame of a runtime the host dropped mid-slice
                 self._worker_running = False
                 self.requests.inbox.release(self._delivered_bytes)
                 self._delivered_bytes = 0
@@ -214,13 +248,26 @@ class Cell:
                 self._on_idle(msg)
                 continue
             if self._aborted:
-                return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
+                return await self._end_failed(self._aborted, "host", "aborted", recycle=False)
+            if self.worker is None or self.worker.dead:
+                return await self._lost("worker process is gone" if self.worker is None
+                                        else await self.worker.exit_reason())
             remaining = deadline - loop.time()
             if self.requests.has_ready and remaining > margin:
+                if not self._holding:  # lent while waiting: take the process back (after others' slices)
+                    try:
+                        self._holding = await self.pool.reserve(self.worker, self.id, remaining - margin,
+                                                                self._abort_event)
+                    except WorkerGone as exc:
+                        return await self._lost(exc.message)
+                    continue  # abort, loss and the deadline are checked again with the process held
                 await self._deliver(int(remaining * 1000))
                 continue
             if self.requests.needs_caller or remaining <= margin:
                 return await self._park()
+            if self._holding:  # waiting for host work: other cells' legs may run in the process meanwhile
+                self._holding = False
+                self.pool.lend(self.worker)
             wake = self.requests.wake
             wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
@@ -243,7 +290,7 @@ class Cell:
         payloads = [raw for _, raw in ready if raw is not None]
         self._delivered_bytes += charged
         try:
-            await self.worker.send(settle_frame(max(budget_ms, 1), replies), payloads)
+            await self.worker.send(settle_frame(self.id, max(budget_ms, 1), replies), payloads)
         except WorkerGone:
             pass  # the next recv reports how the worker died
         self._worker_running = True
@@ -251,16 +298,16 @@ class Cell:
     # ---- stops -----------------------------------------------------------------------------------
 
     async def _park(self) -> dict[str, Any]:
+        # A refused park drops only this cell's runtime: others parked in the process stay.
         if self.telemetry.heap_bytes > self.spec.limits.max_snapshot_bytes:
-            if self.worker is not None:
-                self.worker.kill()
-            return await self._end_failed(SNAPSHOT_MESSAGE, "host", "snapshot_limit_exceeded", recycle=True)
+            return await self._end_failed(SNAPSHOT_MESSAGE, "host", "snapshot_limit_exceeded", recycle=False)
         if not self._on_park(self):
-            if self.worker is not None:
-                self.worker.kill()
             return await self._end_failed(
                 "too many parked cells on this server: the cell could not be parked; retry later "
-                "or use a longer timeout_ms", "host", "runtime_unavailable", recycle=True)
+                "or use a longer timeout_ms", "host", "runtime_unavailable", recycle=False)
+        if self.worker is not None:
+            self.pool.park(self.worker, self.id, self.telemetry.heap_bytes, holding=self._holding)
+            self._holding = False
         self.status = CellStatus.WAITING
         self.last_active = time.monotonic()
         projection = self.output.project(None)
@@ -274,6 +321,7 @@ class Cell:
             envelopes.mark_untrusted(envelope)
 
     async def _on_done(self, msg: DoneFrame) -> dict[str, Any]:
+        self._runtime_gone = True  # the worker forgot it when it sent this frame
         self.output.extend(msg["output"])
         self.telemetry.guest_cpu_ms = msg["cpu_ms"]
         self.telemetry.heap_bytes = msg["heap_bytes"]
@@ -332,7 +380,9 @@ class Cell:
         self.end_reason = self.end_reason or EndReason.FINISHED
         self.requests.close()
         if self.worker is not None:
-            self.pool.release(self.worker, recycle=recycle or self.worker.dead)
+            self.pool.release(self.worker, recycle=recycle or self.worker.dead, cell_id=self.id,
+                              holding=self._holding, drop=not self._runtime_gone)
+            self._holding = False
             self.worker = None
         envelope, encoded = self._encode_final(build)
         completed = envelope["status"] == "completed"

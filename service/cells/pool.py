@@ -1,13 +1,22 @@
 """Supervision of the worker processes that run guests.
 
-A ``Worker`` is one ``python -m guest_runtime.worker`` child speaking frames over its pipes.
-The ``WorkerPool`` keeps ``settings.workers`` of them for running cells, hands one to each
-running cell, takes it back after a clean cell (reused only for the same tenant), and replaces it
-at once after a limit hit, a crash, an abort or ``worker_max_cells`` cells.  Parked cells keep
-their worker, so the pool holds ``workers + parked`` processes (never more than ``cap``); when
-every worker is busy, ``acquire`` waits for one to come back instead of starting more.
+A ``Worker`` (``worker_process.py``) is one ``python -m guest_runtime.worker`` child.  It belongs to
+one tenant from its first cell on and holds up to ``max_runtimes`` of that tenant's QuickJS runtimes
+(frames name the runtime: ``rt``), but runs one guest at a time: a leg holds the process (``busy``)
+while it sends work and reads the answer; while the leg waits for host work it *lends* the process,
+and parking gives it back, so other legs of the same tenant, new or resumed, run there meanwhile.
+Parking never starts a process.  A leg that needs its process while another leg holds it waits
+(FIFO, within its own budget) and never moves to another process: the runtime cannot move.
 
-Admission is fair across tenants: a running cell holds one of ``workers`` *slots* (a parked cell
+The pool keeps ``size`` fresh (never used) workers ready, and starts a replacement in the
+background whenever one is taken or retired, so no request waits for a process start while the
+machine keeps up.  A worker is retired after a limit hit, a crash, an abort or ``worker_max_cells``
+cells; while it still holds other cells' parked runtimes it only *drains* (takes no new cell) and
+is stopped when the last one leaves.  When a worker process dies (crash, SIGKILL at a cell's
+deadline + grace), every cell whose runtime it held is told, and each fails on its own with
+``runtime_unavailable``.
+
+Admission is fair across tenants: a running new cell holds one of ``workers`` *slots* (a parked cell
 gives its slot back), callers that find no free slot wait in a queue per tenant, and a freed slot
 goes to the waiting tenant that holds the fewest slots (ties: the one served longest ago).  So a
 tenant flooding the pool holds at most its share while others wait, and another tenant's cell
@@ -19,113 +28,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import signal
-import sys
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bridge import jsoncodec
-from bridge.errors import BridgeError
-from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
-from bridge.messages import HostFrame, WorkerFrame, WorkerOptions
+from bridge.messages import WorkerOptions
 from service.errors import Overloaded, WorkerGone
+
+from .worker_process import Worker, start_worker
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 log = logging.getLogger("codemode.workers")
 
-#: Start-up of a worker (interpreter, quickjs import, engine self-check) must fit in this.
-SPAWN_TIMEOUT_S = 20.0
-
-
-class Worker:
-    """One supervised worker process."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, frame_cap: int) -> None:
-        self.proc = proc
-        self.frame_cap = frame_cap
-        self.tenant: str | None = None
-        self.slot = False  # holds one of the pool's running slots (not while its cell is parked)
-        self.cells_run = 0
-        self.dead = False
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    async def send(self, message: HostFrame, attachments: list[bytes] | None = None) -> None:
-        if self.dead or self.proc.stdin is None:
-            raise WorkerGone("worker process is gone")
-        try:
-            self.proc.stdin.write(encode_frame(message, self.frame_cap))
-            for data in attachments or ():
-                self.proc.stdin.write(encode_raw(data, self.frame_cap))
-            await self.proc.stdin.drain()
-        except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
-            self.dead = True
-            raise WorkerGone(f"worker process stopped reading ({exc})") from None
-
-    async def recv(self) -> WorkerFrame:
-        assert self.proc.stdout is not None
-        try:
-            header = await self.proc.stdout.readexactly(HEADER_SIZE)
-            body = await self.proc.stdout.readexactly(frame_length(header, self.frame_cap))
-        except asyncio.IncompleteReadError:
-            self.dead = True
-            raise WorkerGone(await self._exit_reason()) from None
-        except BridgeError as exc:
-            self.kill()
-            raise WorkerGone(f"worker sent a bad frame: {exc}") from None
-        try:
-            frame: WorkerFrame = decode_body(body)
-            return frame
-        except (BridgeError, TypeError) as exc:
-            self.kill()
-            raise WorkerGone(f"worker sent a bad frame: {exc}") from None
-
-    async def _exit_reason(self) -> str:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), 2.0)
-        rc = self.proc.returncode
-        if rc is not None and rc < 0:
-            try:
-                name = signal.Signals(-rc).name
-            except ValueError:
-                name = str(-rc)
-            return f"worker process was killed by {name}"
-        return f"worker process exited unexpectedly (exit status {rc})"
-
-    def kill(self) -> None:
-        self.dead = True
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
-
-
 class WorkerPool:
-    """Warm workers for running cells, with tenant affinity and immediate replacement."""
+    """Warm workers, each holding one tenant's runtimes; fresh replacements started ahead of need."""
 
     def __init__(self, *, size: int, cap: int, max_cells: int, frame_cap: int, options: WorkerOptions,
-                 acquire_timeout_s: float) -> None:
+                 acquire_timeout_s: float, max_runtimes: int = 64, max_parked_bytes: int = 256 << 20,
+                 snapshot_bytes: int = 10 << 20) -> None:
         self.size = size
         self.cap = max(cap, size)
         self.max_cells = max_cells
+        self.max_runtimes = max_runtimes
+        self.max_parked_bytes = max_parked_bytes
+        self.snapshot_bytes = snapshot_bytes
         self.frame_cap = frame_cap
         self.options: WorkerOptions = {**options, "frame_cap": frame_cap}
         self.acquire_timeout_s = acquire_timeout_s
         self._fresh: deque[Worker] = deque()
-        self._idle: dict[str, deque[Worker]] = {}
-        self._busy = 0  # workers handed out (running or parked)
-        self._parked = 0  # of those, held by parked cells
+        self._assigned: dict[str, list[Worker]] = {}  # tenant -> its live workers
+        self._parked = 0
         self._spawning = 0
         self._changed = asyncio.Condition()
         self._slots: dict[str, int] = {}  # tenant -> running slots held
         self._queues: dict[str, deque[asyncio.Future[None]]] = {}  # tenant -> callers waiting for a slot
         self._served: dict[str, int] = {}  # tenant -> when it last got a slot (grant counter)
         self._grants = 0
+        self._slot_cells: dict[str, str] = {}  # cell id -> tenant, for new cells whose first leg holds a slot
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
         self.spawned = 0
         self.recycled = 0
+        self.starved = 0  # new cells that found no warm process and waited for one
 
     # -- life cycle -------------------------------------------------------------------------------
 
@@ -138,28 +83,41 @@ class WorkerPool:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        workers = list(self._fresh) + [w for q in self._idle.values() for w in q]
+        workers = list(self._fresh) + [w for ws in self._assigned.values() for w in ws]
         self._fresh.clear()
-        self._idle.clear()
+        self._assigned.clear()
         for w in workers:
             w.kill()
         for w in workers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(w.proc.wait(), 2.0)
 
+    def workers(self) -> list[Worker]:
+        """Every live worker process (fresh and assigned)."""
+        return list(self._fresh) + [w for ws in self._assigned.values() for w in ws]
+
     def stats(self) -> dict[str, int]:
-        idle = sum(len(q) for q in self._idle.values())
-        return {"fresh": len(self._fresh), "idle": idle, "busy": self._busy, "spawning": self._spawning,
-                "spawned": self.spawned, "recycled": self.recycled}
+        assigned = [w for ws in self._assigned.values() for w in ws]
+        return {
+            "fresh": len(self._fresh),
+            "idle": sum(1 for w in assigned if not w.busy and not w.cells),
+            "holding": sum(1 for w in assigned if not w.busy and w.cells),
+            "busy": sum(1 for w in assigned if w.busy),
+            "spawning": self._spawning,
+            "spawned": self.spawned,
+            "recycled": self.recycled,
+            "runtimes": sum(len(w.cells) for w in assigned),
+            "starved": self.starved,
+        }
 
     @property
     def ready(self) -> bool:
-        return not self._closed and (len(self._fresh) > 0 or any(self._idle.values()) or self._busy > 0)
+        return not self._closed and (len(self._fresh) > 0 or any(self._assigned.values()))
 
     # -- hand-out ---------------------------------------------------------------------------------
 
     async def acquire(self, tenant: str) -> Worker:
-        """A running slot (fair across tenants), then a worker: an idle one it used before, else a fresh one."""
+        """A running slot (fair across tenants), then a process for a new cell, held for its first leg."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_s
         await self._admit(tenant, deadline - loop.time())
@@ -168,22 +126,24 @@ class WorkerPool:
         except BaseException:
             self._give_back(tenant)
             raise
-        worker.slot = True
+        worker.slot_pending = True  # the cell attached next (at once, by the caller) holds the slot
         return worker
 
     async def _worker_for(self, tenant: str, deadline: float) -> Worker:
         loop = asyncio.get_running_loop()
+        starved = False
         async with self._changed:
             while True:
                 worker = self._take(tenant)
                 if worker is not None:
-                    self._busy += 1
-                    worker.tenant = tenant
+                    worker.busy = True
+                    self.starved += starved
                     self._top_up()
                     return worker
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise self._no_worker()
+                starved = True
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), remaining)
 
@@ -191,6 +151,102 @@ class WorkerPool:
         return Overloaded(
             f"no worker became free within {self.acquire_timeout_s:.1f}s (acquire_timeout_ms); retry shortly "
             "or lower the number of concurrent cells", retry_after=1)
+
+    def _takes_new_cells(self, w: Worker) -> bool:
+        return (not w.dead and not w.retiring and not w.busy and not w.waiters
+                and len(w.cells) < self.max_runtimes
+                and w.parked_bytes + self.snapshot_bytes <= self.max_parked_bytes)
+
+    def _take(self, tenant: str) -> Worker | None:
+        # Pack: the process of this tenant that already holds the most runtimes, so parked cells
+        # gather in few processes and emptied ones can retire.
+        usable = [w for w in self._assigned.get(tenant, ()) if self._takes_new_cells(w)]
+        if usable:
+            return max(usable, key=lambda w: len(w.cells))
+        while self._fresh:
+            w = self._fresh.popleft()
+            if not w.dead:
+                w.tenant = tenant
+                self._assigned.setdefault(tenant, []).append(w)
+                return w
+        # At the cap, an idle empty process of another tenant makes room for a fresh one.
+        if self._total() >= self.cap:
+            for other, ws in self._assigned.items():
+                idle = [w for w in ws if other != tenant and not w.busy and not w.cells and not w.waiters]
+                if idle:
+                    self._retire(idle[0])
+                    break
+        self._top_up()
+        return None
+
+    # -- legs of cells already in a process -------------------------------------------------------
+
+    def attach(self, worker: Worker, cell_id: str, on_lost: Callable[[str], None]) -> None:
+        """Record that ``cell_id``'s runtime lives in ``worker``; ``on_lost`` hears if the process dies."""
+        worker.cells[cell_id] = on_lost
+        if worker.slot_pending:
+            worker.slot_pending = False
+            self._slot_cells[cell_id] = worker.tenant or ""
+
+    async def reserve(self, worker: Worker, cell_id: str, timeout: float, abort: asyncio.Event) -> bool:
+        """Hold ``worker`` for a resumed cell's leg: at once if free, else after the legs before it.
+
+        Answers False when ``timeout`` passed or ``abort`` was set first; raises WorkerGone when
+        the process died (also while waiting).
+        """
+        if worker.dead:
+            raise WorkerGone(await worker.exit_reason())
+        if not worker.busy and not worker.waiters:
+            worker.busy = True
+        else:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            worker.waiters.append(waiter)
+            aborted: asyncio.Future[Any] = asyncio.ensure_future(abort.wait())
+            either: set[asyncio.Future[Any]] = {waiter, aborted}
+            try:
+                await asyncio.wait(either, timeout=max(timeout, 0.001),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._unhold(worker)  # granted just as the caller went away: pass it on
+                raise
+            finally:
+                aborted.cancel()
+                if not waiter.done():
+                    waiter.cancel()
+                    with contextlib.suppress(ValueError):
+                        worker.waiters.remove(waiter)
+            if waiter.cancelled():
+                return False
+        if worker.dead:
+            self._unhold(worker)
+            raise WorkerGone(await worker.exit_reason())
+        worker.parked_heaps.pop(cell_id, None)
+        return True
+
+    def park(self, worker: Worker, cell_id: str, heap_bytes: int, *, holding: bool) -> None:
+        """The cell's leg ended with its runtime parked in ``worker``: the process serves others."""
+        worker.parked_heaps[cell_id] = heap_bytes
+        self.vacate(worker, cell_id)
+        if holding:
+            self._unhold(worker)
+
+    def lend(self, worker: Worker) -> None:
+        """The holding cell waits for host work: its process serves other legs meanwhile.
+
+        The cell takes it back with ``reserve`` before it delivers replies (its runtime stays put).
+        """
+        self._unhold(worker)
+
+    def _unhold(self, worker: Worker) -> None:
+        worker.busy = False
+        while worker.waiters:
+            waiter = worker.waiters.popleft()
+            if not waiter.done():
+                worker.busy = True  # handed straight to the next resume: no new cell slips in between
+                waiter.set_result(None)
+                return
+        self._notify()
 
     # -- fair admission ---------------------------------------------------------------------------
 
@@ -262,74 +318,96 @@ class WorkerPool:
                 self._served.pop(tenant, None)  # keep the table bounded by active tenants
         self._grant()
 
-    def vacate(self, worker: Worker) -> None:
-        """The worker's cell parked: its running slot goes to the next caller."""
-        if worker.slot:
-            worker.slot = False
-            self._give_back(worker.tenant or "")
+    def vacate(self, worker: Worker, cell_id: str) -> None:
+        """The cell's first leg ended (parked or done): the running slot it held goes to the next caller."""
+        tenant = self._slot_cells.pop(cell_id, None)
+        if tenant is not None:
+            self._give_back(tenant)
 
     def set_parked(self, parked: int) -> None:
-        """Tell the pool how many cells hold a worker while parked (they do not count as running)."""
+        """How many cells are parked (reported only: parking never starts a process)."""
         self._parked = parked
-        self._top_up()
 
-    def _take(self, tenant: str) -> Worker | None:
-        idle = self._idle.get(tenant)
-        while idle:
-            w = idle.popleft()
-            if not w.dead:
-                return w
-        while self._fresh:
-            w = self._fresh.popleft()
-            if not w.dead:
-                return w
-        # Nothing this tenant may use.  Another tenant's idle worker can never serve it: retire as
-        # many as it takes for the pool to start a fresh worker (the pool may be over its target
-        # while a resumed cell's extra worker is still idle).
-        if not self._spawning:
-            target = self._target()
-            for other, queue in self._idle.items():
-                while other != tenant and queue and self._total() >= target:
-                    self._retire(queue.popleft())
-        self._top_up()
-        return None
+    def release(self, worker: Worker, *, recycle: bool, cell_id: str, holding: bool = True,
+                drop: bool = False) -> None:
+        """A cell whose runtime lived in ``worker`` ended.
 
-    def release(self, worker: Worker, *, recycle: bool) -> None:
-        """Take a worker back after its cell ended."""
-        self.vacate(worker)
-        self._busy -= 1
+        ``holding``: its leg held the process; ``drop``: its runtime is still in the worker's table
+        (the host ended the cell: cancel, expiry, a refused park), so the worker frees it.
+        """
+        worker.cells.pop(cell_id, None)
+        worker.parked_heaps.pop(cell_id, None)
+        if drop:
+            worker.drop(cell_id)
+        self.vacate(worker, cell_id)
         worker.cells_run += 1
-        # Kept, it would take the pool past its target: the worker of a parked cell that resumed.
-        surplus = self._total() >= self._target()
-        if recycle or worker.dead or worker.cells_run >= self.max_cells or self._closed or surplus:
-            self._retire(worker)
-        else:
-            self._idle.setdefault(worker.tenant or "", deque()).append(worker)
+        if recycle or worker.dead or worker.cells_run >= self.max_cells or self._closed:
+            worker.retiring = True
+        if holding:
+            self._unhold(worker)
+        self._tidy(worker)
         self._top_up()
         self._notify()
 
+    def _tidy(self, worker: Worker) -> None:
+        """Stop a worker nobody needs: retiring and empty, dead, or one idle empty process too many."""
+        if worker.busy or worker.waiters or worker.cells:
+            if worker.dead:
+                self._forget(worker)
+            return
+        if worker.retiring or worker.dead:
+            self._retire(worker)
+            return
+        idle_empty = sum(1 for ws in self._assigned.values() for w in ws
+                         if not w.busy and not w.cells and not w.waiters)
+        if idle_empty > self.size:
+            self._retire(worker)
+
     def _retire(self, worker: Worker) -> None:
+        if worker.retired:
+            return
+        worker.retired = True
         self.recycled += 1
         worker.kill()
+        self._forget(worker)
         self._background(self._reap(worker))
+
+    def _forget(self, worker: Worker) -> None:
+        ws = self._assigned.get(worker.tenant or "")
+        if ws is not None and worker in ws:
+            ws.remove(worker)
+            if not ws:
+                del self._assigned[worker.tenant or ""]
+        with contextlib.suppress(ValueError):
+            self._fresh.remove(worker)
 
     async def _reap(self, worker: Worker) -> None:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(worker.proc.wait(), 5.0)
 
-    def _target(self) -> int:
-        """Processes the pool keeps: ``size`` for running cells plus one per parked cell, within ``cap``."""
-        return min(self.size + self._parked, self.cap)
+    async def _watch(self, worker: Worker) -> None:
+        """Notice a worker process's death, whoever caused it, and tell every cell it held."""
+        await worker.proc.wait()
+        worker.dead = True
+        self._forget(worker)
+        reason = await worker.exit_reason()
+        while worker.waiters:
+            waiter = worker.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the resume sees the process is dead
+        for on_lost in list(worker.cells.values()):
+            on_lost(reason)
+        self._top_up()
+        self._notify()
 
     def _total(self) -> int:
-        return len(self._fresh) + sum(len(q) for q in self._idle.values()) + self._busy + self._spawning
+        return len(self._fresh) + sum(len(ws) for ws in self._assigned.values()) + self._spawning
 
     def _top_up(self) -> None:
-        """Start workers until the pool holds ``size`` for running cells plus one per parked cell."""
+        """Keep ``size`` fresh workers ready (started in the background, never on a request's path)."""
         if self._closed:
             return
-        target = self._target()
-        while self._total() < target:
+        while len(self._fresh) + self._spawning < self.size and self._total() < self.cap:
             self._spawning += 1
             self._background(self._spawn_into_fresh(counted=True))
 
@@ -360,31 +438,12 @@ class WorkerPool:
             worker.kill()
             return
         self._fresh.append(worker)
+        self._background(self._watch(worker))
         async with self._changed:
             self._changed.notify_all()
 
     async def spawn(self) -> Worker:
         """Start one worker process and wait for its ``ready`` frame."""
-        # Workers get a minimal environment: nothing of the service's secrets reaches a guest process.
-        env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME", "TZ")}
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "guest_runtime.worker", jsoncodec.dumps_text(self.options),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None, env=env,
-            limit=1 << 20,
-        )
-        worker = Worker(proc, self.frame_cap)
-        try:
-            msg = await asyncio.wait_for(worker.recv(), SPAWN_TIMEOUT_S)
-        except (WorkerGone, asyncio.TimeoutError) as exc:
-            worker.kill()
-            raise WorkerGone(f"worker failed to start: {exc}") from None
-        except asyncio.CancelledError:
-            worker.kill()  # the pool is closing: never leave a half-started child behind
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(proc.wait(), 2.0)
-            raise
-        if msg["t"] != "ready":
-            worker.kill()
-            raise WorkerGone(f"worker sent {msg['t']!r} instead of ready")
+        worker = await start_worker(self.options, self.frame_cap)
         self.spawned += 1
         return worker

@@ -176,7 +176,7 @@ class CellRegistry:
                     try:
                         await self.prepare(cell.context)
                     except BaseException:
-                        self.pool.release(worker, recycle=True)
+                        self.pool.release(worker, recycle=True, cell_id=cell.id)
                         self._cells.pop(cell.id, None)
                         raise
                 return await self._guarded(cell, cell.start(spec.limits.timeout_ms))
@@ -259,7 +259,7 @@ class CellRegistry:
         self._parked.add(cell.id)
         self.pool.set_parked(len(self._parked))
         if cell.worker is not None:
-            self.pool.vacate(cell.worker)
+            self.pool.vacate(cell.worker, cell.id)
         self.counts["waiting"] += 1
         return True
 

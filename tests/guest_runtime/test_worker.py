@@ -19,6 +19,7 @@ from bridge.messages import (
     HostFrame,
     IdleFrame,
     ReadyFrame,
+    drop_frame,
     run_frame,
     settle_frame,
 )
@@ -103,10 +104,52 @@ def test_frames_carry_exactly_their_typed_fields(worker):
     assert idle["t"] == "idle" and set(idle) == IdleFrame.__required_keys__, idle
     [request] = idle["requests"]
     assert set(request) == GuestRequest.__required_keys__ and isinstance(request["args"], list), request
-    worker.send(settle_frame(3000, [{"id": request["id"], "ok": True}]))
+    worker.send(settle_frame("c", 3000, [{"id": request["id"], "ok": True}]))
     worker.send_raw(b"null")
     done = worker.recv()
     assert done["t"] == "done" and set(done) == DoneFrame.__required_keys__ | {"value"}, done
     failed = worker.run("null.boom")
     assert set(failed) == DoneFrame.__required_keys__ | {"error"}, failed
     assert set(failed["error"]) == GuestFailure.__required_keys__
+
+
+def _start(worker: WorkerProcess, rt: str, code: str) -> dict[str, Any]:
+    worker.send(run_frame(cell_id=rt, code=code, budget_ms=3000, memory_limit_bytes=32 << 20,
+                          max_output_bytes=65536, value_capture_bytes=65536,
+                          config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}))
+    return worker.recv()
+
+
+def _settle(worker: WorkerProcess, rt: str, request_id: int, payload: str) -> dict[str, Any]:
+    worker.send(settle_frame(rt, 3000, [{"id": request_id, "ok": True}]))
+    worker.send_raw(payload.encode())
+    return worker.recv()
+
+
+def test_one_process_holds_many_runtimes_each_with_its_own_state(worker):
+    """Blocked runtimes stay in the worker's table; settles name them, in any order; a drop frees one."""
+    code = "globalThis.mine = {name}; const got = await yield_control('p'); return [mine, got]"
+    idles = {rt: _start(worker, rt, code.format(name=repr(rt))) for rt in ("a", "b", "c")}
+    for rt, idle in idles.items():
+        assert idle["t"] == "idle" and idle["rt"] == rt, idle
+    worker.send(drop_frame("b"))
+    for rt in ("c", "a"):
+        done = _settle(worker, rt, idles[rt]["requests"][0]["id"], f'"reply-{rt}"')
+        assert done["t"] == "done" and done["rt"] == rt and done["ok"], done
+        assert done["value"] == {"json": f'["{rt}","reply-{rt}"]'}
+    # The dropped runtime is gone: a late settle for it is skipped, payload and all.
+    worker.send(settle_frame("b", 3000, [{"id": idles["b"]["requests"][0]["id"], "ok": True}]))
+    worker.send_raw(b'"late"')
+    assert worker.run("return 'after'")["value"] == {"json": '"after"'}
+
+
+def test_unhandled_rejections_stay_with_their_runtime(worker):
+    """A rejection nobody handled in one parked runtime fails that cell only, not the next one to finish."""
+    a = _start(worker, "ra", "void Promise.reject(new Error('mine')); await yield_control('p'); return 1")
+    b = _start(worker, "rb", "await yield_control('p'); return 2")
+    done_b = _settle(worker, "rb", b["requests"][0]["id"], "null")
+    assert done_b["ok"] and done_b["value"] == {"json": "2"}, done_b
+    done_a = _settle(worker, "ra", a["requests"][0]["id"], "null")
+    assert not done_a["ok"] and "mine" in done_a["error"]["text"], done_a
+
+

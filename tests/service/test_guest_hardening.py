@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from service.cells.pool import Worker
+from service.cells.worker_process import Worker
 from tests.conftest import make_client, run, value_of
 from tests.support.stack_probe import PROBE, check_report
+from tests.support.polling import poll_until
 
 DEEP = "let v = 1; for (let i = 0; i < 254; i++) v = [v];"
 
@@ -34,7 +35,7 @@ def _raw(client, code: str, **fields: Any) -> dict[str, Any]:
 
 def _workers(client) -> tuple[int, int, set[int]]:
     pool = client.app.state.services.pool
-    pids = {w.pid for w in pool._fresh} | {w.pid for q in pool._idle.values() for w in q}
+    pids = {w.pid for w in pool.workers()}
     return pool.spawned, pool.recycled, pids
 
 
@@ -132,6 +133,9 @@ def test_guest_side_failures_fail_only_the_cell(single_worker, name):
     """Each used to kill the worker (runtime_unavailable); now the cell ends cleanly and the same process runs the next cell."""
     code, status = GUEST_SIDE_FAILURES[name]
     run(single_worker, "return 1")  # the one worker is warm and idle
+    pool = single_worker.app.state.services.pool
+    # Taking the fresh worker started a spare in the background; count from when it is ready.
+    poll_until(lambda: pool.stats()["spawning"] == 0, "the spare worker is started")
     spawned, recycled, pids = _workers(single_worker)
     env = _raw(single_worker, code, timeout_ms=10000)
     assert env["status"] == status, env

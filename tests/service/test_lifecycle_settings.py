@@ -21,7 +21,7 @@ def test_defaults_need_no_file_or_environment():
     """With no file and no environment the defaults load and bind loopback."""
     s = load_settings(environ={})
     assert s.host == "127.0.0.1"
-    assert s.timeout_ms == 10000 and s.max_parked_cells == 64 and s.cell_ttl_seconds == 900
+    assert s.timeout_ms == 10000 and s.max_parked_cells == 1024 and s.cell_ttl_seconds == 900
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::"])
@@ -154,8 +154,8 @@ def test_an_unset_flag_leaves_the_lower_sources_in_charge(tmp_path):
 @pytest.mark.parametrize("source,message", [
     ({"environ": {"CODEMODE_TIMEOUT_MS": "50"}},
      "environment variable CODEMODE_TIMEOUT_MS = '50' is not allowed: it must be an integer in 100..60000"),
-    ({"text": "[limits]\nmax_parked_cells = 5000\n"},
-     "config limits.max_parked_cells = 5000 is not allowed: it must be an integer in 1..4096"),
+    ({"text": "[limits]\nmax_parked_cells = 70000\n"},
+     "config limits.max_parked_cells = 70000 is not allowed: it must be an integer in 1..65536"),
     ({"text": "[server]\nport = true\n"}, "config server.port = True is not allowed: it must be an integer in 0..65535"),
     ({"overrides": {"port": 70000}}, "flag --port = 70000 is not allowed: it must be an integer in 0..65535"),
     ({"environ": {"CODEMODE_METRICS_REQUIRE_KEY": "maybe"}}, "must be true or false"),

@@ -1,0 +1,141 @@
+"""One worker process as the service sees it: frames over its pipes, the cells it holds, its death.
+
+``start_worker`` starts ``python -m guest_runtime.worker`` with a minimal environment and waits for
+its ``ready`` frame; the pool (``pool.py``) decides which cell runs where.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections import deque
+from typing import TYPE_CHECKING
+
+from bridge import jsoncodec
+from bridge.errors import BridgeError
+from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
+from bridge.messages import HostFrame, WorkerFrame, WorkerOptions, drop_frame
+from service.errors import WorkerGone
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+#: Start-up of a worker (interpreter, quickjs import, engine self-check) must fit in this.
+SPAWN_TIMEOUT_S = 20.0
+
+
+class Worker:
+    """One supervised worker process and the cells whose runtimes it holds."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, frame_cap: int) -> None:
+        self.proc = proc
+        self.frame_cap = frame_cap
+        self.tenant: str | None = None
+        self.slot_pending = False  # handed out with a running slot its next attached cell takes over
+        self.cells_run = 0
+        self.dead = False
+        self.busy = False  # a cell's leg runs here
+        self.waiters: deque[asyncio.Future[None]] = deque()  # resumes waiting for the process
+        self.cells: dict[str, Callable[[str], None]] = {}  # cell id -> told when the process is lost
+        self.parked_heaps: dict[str, int] = {}  # cell id -> its heap at its last park
+        self.retiring = False  # takes no new cell; stopped when its last cell leaves
+        self.stop_reason: str | None = None
+        self.retired = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def parked_bytes(self) -> int:
+        return sum(self.parked_heaps.values())
+
+    async def send(self, message: HostFrame, attachments: list[bytes] | None = None) -> None:
+        if self.dead or self.proc.stdin is None:
+            raise WorkerGone("worker process is gone")
+        try:
+            self.proc.stdin.write(encode_frame(message, self.frame_cap))
+            for data in attachments or ():
+                self.proc.stdin.write(encode_raw(data, self.frame_cap))
+            await self.proc.stdin.drain()
+        except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
+            self.dead = True
+            raise WorkerGone(f"worker process stopped reading ({exc})") from None
+
+    def drop(self, rt: str) -> None:
+        """Tell the worker to free a blocked runtime; queued without waiting (the pipe buffer takes it)."""
+        if self.dead or self.proc.stdin is None:
+            return
+        try:
+            self.proc.stdin.write(encode_frame(drop_frame(rt), self.frame_cap))
+        except (ConnectionError, BrokenPipeError, RuntimeError):
+            self.dead = True
+
+    async def recv(self) -> WorkerFrame:
+        assert self.proc.stdout is not None
+        try:
+            header = await self.proc.stdout.readexactly(HEADER_SIZE)
+            body = await self.proc.stdout.readexactly(frame_length(header, self.frame_cap))
+        except asyncio.IncompleteReadError:
+            self.dead = True
+            raise WorkerGone(await self.exit_reason()) from None
+        except BridgeError as exc:
+            self.kill()
+            raise WorkerGone(f"worker sent a bad frame: {exc}") from None
+        try:
+            frame: WorkerFrame = decode_body(body)
+            return frame
+        except (BridgeError, TypeError) as exc:
+            self.kill()
+            raise WorkerGone(f"worker sent a bad frame: {exc}") from None
+
+    async def exit_reason(self) -> str:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 2.0)
+        if self.stop_reason:
+            return self.stop_reason
+        rc = self.proc.returncode
+        if rc is not None and rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = str(-rc)
+            return f"worker process was killed by {name}"
+        return f"worker process exited unexpectedly (exit status {rc})"
+
+    def kill(self, reason: str | None = None) -> None:
+        self.dead = True
+        if reason and self.stop_reason is None:
+            self.stop_reason = reason
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+
+
+async def start_worker(options: WorkerOptions, frame_cap: int) -> Worker:
+    """Start one worker process and wait for its ``ready`` frame."""
+    # Workers get a minimal environment: nothing of the service's secrets reaches a guest process.
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME", "TZ")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "guest_runtime.worker", jsoncodec.dumps_text(options),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None, env=env,
+        limit=1 << 20,
+    )
+    worker = Worker(proc, frame_cap)
+    try:
+        msg = await asyncio.wait_for(worker.recv(), SPAWN_TIMEOUT_S)
+    except (WorkerGone, asyncio.TimeoutError) as exc:
+        worker.kill()
+        raise WorkerGone(f"worker failed to start: {exc}") from None
+    except asyncio.CancelledError:
+        worker.kill()  # the pool is closing: never leave a half-started child behind
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(proc.wait(), 2.0)
+        raise
+    if msg["t"] != "ready":
+        worker.kill()
+        raise WorkerGone(f"worker sent {msg['t']!r} instead of ready")
+    return worker
