@@ -28,6 +28,7 @@ from .handlers.saved_results import SavedResults
 from .handlers.session_store import SessionStoreHandlers, store_limits
 from .handlers.tools import install_tools
 from .metrics import Metrics
+from .process_tuning import tune_process
 from .settings import ApiKey, Settings
 from .stores import SessionStore, open_store
 from .stores.errors import StoreError
@@ -69,6 +70,7 @@ class Components:
             await self.mcp.start()
         await self.pool.start()
         self.cells.start()
+        tune_process()
         if self.store is not None:
             self._store_sweeper = asyncio.ensure_future(self._sweep_store())
 

@@ -120,7 +120,7 @@ class Settings(BaseSettings):
     worker_max_parked_bytes: Int = setting("workers", 256 * MiB, MiB, 1 << 40,
                                            "a worker takes a new cell only while its parked heaps plus "
                                            "max_snapshot_bytes fit in this")
-    worker_max_cells: Int = setting("workers", 2000, 1, 1_000_000, "cells a worker runs before it is recycled")
+    worker_max_cells: Int = setting("workers", 10000, 1, 1_000_000, "cells a worker runs before it is recycled")
     kill_grace_ms: Int = setting("workers", 1000, 50, 60000, "SIGKILL a worker this long past its deadline")
     acquire_timeout_ms: Int = setting("workers", 5000, 10, 120000, "wait for a free worker before 503")
     tenant_max_concurrency: Int = setting("workers", 32, 1, 100000, "running exec/wait calls per tenant")
