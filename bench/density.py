@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from .servers import Server, _children, codemode_server
+from .servers import Server, codemode_server, descendants
 
 #: Each cell keeps an id and a 1 KiB string of its own in its heap; the resume returns both.
 PARK = ("globalThis.state = {{id: {n}, tag: 'cell-{n}-'.padEnd(1024, 'x')}}; await yield_control('park'); "
@@ -38,7 +38,7 @@ def pss_kib(pid: int) -> int:
 
 def total_pss_mib(server: Server) -> tuple[float, int]:
     """PSS of the service process and all its worker processes, in MiB, and the number of workers."""
-    children = _children(server.proc.pid)
+    children = descendants(server.proc.pid)
     kib = pss_kib(server.proc.pid) + sum(pss_kib(c) for c in children)
     return kib / 1024, len(children)
 

@@ -41,16 +41,21 @@ def _reaped_children_cpu(pid: int) -> float:
     return (int(fields[13]) + int(fields[14])) / CLK_TCK if fields else 0.0
 
 
-def _children(pid: int) -> list[int]:
-    out = []
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (the service's workers and helpers), read from /proc."""
+    children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
-            if ppid == pid:
-                out.append(int(entry.name))
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
     return out
 
 
@@ -86,7 +91,7 @@ class Server:
         raise RuntimeError(f"{self.name} server not ready after {timeout_s}s")
 
     def cpu(self) -> tuple[float, float]:
-        live = sum(_cpu_seconds(c) for c in _children(self.proc.pid))
+        live = sum(_cpu_seconds(c) for c in descendants(self.proc.pid))
         return _cpu_seconds(self.proc.pid), live + _reaped_children_cpu(self.proc.pid)
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.servers import descendants
 from tests.support.live_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,23 +44,6 @@ def _rss_bytes(pid: int) -> int:
     except OSError:
         pass
     return 0
-
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 class LiveServer:
@@ -119,7 +103,7 @@ class LiveServer:
 
     def rss_bytes(self) -> tuple[int, int]:
         """(service process, its worker processes) resident set sizes in bytes."""
-        return _rss_bytes(self.pid), sum(_rss_bytes(p) for p in _descendants(self.pid))
+        return _rss_bytes(self.pid), sum(_rss_bytes(p) for p in descendants(self.pid))
 
     def stop(self) -> None:
         if self.proc is None:
@@ -130,7 +114,7 @@ class LiveServer:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 pass
-        if self.proc.poll() is None or _descendants(self.proc.pid):
+        if self.proc.poll() is None or descendants(self.proc.pid):
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
