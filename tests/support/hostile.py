@@ -638,25 +638,38 @@ async def _error_summary(c: Caller) -> None:
 
 @case("error_8mb_x12_held_memory", guest_only=True)
 async def _error_huge_memory(c: Caller) -> None:
-    """12 finished cells with 8 MB errors (10 MiB budget): every kept summary is bounded, RSS grows < 96 MiB."""
-    before = c.server_rss() if c.server_rss else 0
-    cell_ids = []
-    for _ in range(3):  # a few at a time: a transient peak the allocator may keep stays small
-        answers = await asyncio.gather(*(
-            c.exec('throw new Error("f".repeat(8e6) + Math.random())', max_output_bytes=10 * MiB, timeout=30.0)
-            for _ in range(4)))
-        for ans in answers:
-            expect_status(ans, 200)
-            cell_ids.append(failed(ans.body)["cell_id"])
+    """Finished cells with 8 MB errors (10 MiB budget): every kept summary is bounded, and the service does
+    not grow with their number.
+
+    RSS alone cannot tell one round of 12 such cells from allocator noise: four of them in flight at once
+    peak at ~100 MiB, which the allocator may or may not give back (measured: 202, 202, 294, 294, 187 MiB
+    after successive rounds).  Keeping every error would add ~92 MiB per round, so after a warm-up round,
+    four more rounds must add less than half of what keeping them would (4 x 92 / 2 = 184 MiB)."""
+
+    async def round_of_12() -> list[str]:
+        cell_ids = []
+        for _ in range(3):  # a few at a time: a transient peak the allocator may keep stays small
+            answers = await asyncio.gather(*(
+                c.exec('throw new Error("f".repeat(8e6) + Math.random())', max_output_bytes=10 * MiB, timeout=30.0)
+                for _ in range(4)))
+            for ans in answers:
+                expect_status(ans, 200)
+                cell_ids.append(failed(ans.body)["cell_id"])
+        return cell_ids
+
+    cell_ids = await round_of_12()
+    warmed = c.server_rss() if c.server_rss else 0
+    for _ in range(4):
+        cell_ids += await round_of_12()
     held = 0
     for cell_id in cell_ids:
         status = await c.request("GET", f"/v1/cells/{cell_id}")
         expect_status(status, 200, 404)
         held += len(status.raw)
-    assert held <= len(cell_ids) * BOUNDED_ANSWER_BYTES, f"12 finished-cell summaries hold {held:,} bytes"
+    assert held <= len(cell_ids) * BOUNDED_ANSWER_BYTES, f"60 finished-cell summaries hold {held:,} bytes"
     if c.server_rss:
-        grown = c.server_rss() - before
-        assert grown < 96 * MiB, f"service RSS grew {grown / MiB:.0f} MiB holding finished cells' errors"
+        grown = c.server_rss() - warmed
+        assert grown < 184 * MiB, f"service RSS grew {grown / MiB:.0f} MiB over 48 more finished cells' errors"
 
 
 @case("error_huge_own_fields", guest_only=True)
