@@ -43,8 +43,9 @@ class Admission:
         self._queues.setdefault(tenant, deque()).append(waiter)
         self._grant()
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), max(timeout, 0.001))
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(max(timeout, 0.001)):
+                await asyncio.shield(waiter)  # a timeout cancels this wait, never the grant
+        except TimeoutError:
             if not self._abandon(tenant, waiter):
                 raise self._refuse() from None
         except BaseException:

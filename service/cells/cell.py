@@ -223,8 +223,10 @@ class Cell:
             if self._worker_running:
                 assert self.worker is not None
                 try:
-                    msg = await asyncio.wait_for(self.worker.recv(), max(deadline + grace - loop.time(), 0.001))
-                except asyncio.TimeoutError:
+                    # timeout_at, not wait_for: on 3.11 wait_for wraps the read in a task of its own
+                    async with asyncio.timeout_at(max(deadline + grace, loop.time() + 0.001)):
+                        msg = await self.worker.recv()
+                except TimeoutError:
                     # A native operation that ignores the engine interrupt: the kill is the limit.
                     # It also ends the cells parked in this process (they fail runtime_unavailable).
                     self.worker.kill("another cell sharing this worker process ignored its deadline and the "
@@ -270,8 +272,9 @@ class Cell:
                 self.pool.lend(self.worker)
             wake = self.requests.wake
             wake.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(wake.wait(), remaining)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await wake.wait()
 
     def _on_idle(self, msg: IdleFrame) -> None:
         self.output.extend(msg["output"])
