@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 from fastapi.testclient import TestClient
 
 from service.errors import ConfigError
@@ -260,3 +261,17 @@ def test_misspelt_configured_approvals_stop_the_service_at_start(tmp_path, tools
     with pytest.raises(ConfigError) as info:
         build_components(settings, extra_tools=TEST_TOOLS, store=False)
     assert where in str(info.value)
+
+
+def test_approval_envelopes_match_the_published_schema(client):
+    """A waiting envelope with an approval entry (reason included) and its GET snapshot validate against
+    `CellEnvelope` from /openapi.json, which forbids fields it does not name."""
+    doc = client.get("/openapi.json").json()
+    validator = Draft202012Validator({"$ref": "#/components/schemas/CellEnvelope", "components": doc["components"]})
+    env = exec_cell(client, "return await echo({x: 12})")
+    status = client.get(f"/v1/cells/{env['cell_id']}", headers=PLAIN).json()
+    for envelope in (env, status):
+        assert list(validator.iter_errors(envelope)) == [], envelope
+    assert "reason" in one_approval(env)
+    assert "approvals" in doc["components"]["schemas"]["WaitRequest"]["properties"]
+    client.post(f"/v1/cells/{env['cell_id']}/cancel", headers=PLAIN)
