@@ -226,9 +226,15 @@ class HostRequests:
         if p is None:
             return False, "the request is no longer pending"
         try:
-            held = jsoncodec.fragment(jsoncodec.dumps(input))
+            raw = jsoncodec.dumps(input)
         except TypeError as exc:
             raise GuestError(f"the input of {tool} is not JSON: {exc}", "invalid_input", name="TypeError") from None
+        # The copy shown to the caller is held beside the handler's own: charged until the request settles.
+        if not self.inbox.admit(len(raw)):
+            raise GuestError(arguments_exceeded_message(len(raw), self.inbox.capacity, self.inbox.used),
+                             "program_data_budget", name="RangeError")
+        p.args_bytes += len(raw)
+        held = jsoncodec.fragment(raw)
         decision: asyncio.Future[tuple[bool, str | None]] = asyncio.get_running_loop().create_future()
         p.caller = NeedsCaller("approval", tool=tool, input=held, reason=reason)
         p.decision = decision
