@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from service.tools.approvals import MAX_REASON_CHARS, MAX_REQUEST_ENTRIES
+
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 # Cell ids are opaque; in paths they are held to the same characters as session ids.
 ID_PATTERN = SESSION_PATTERN
@@ -34,7 +36,7 @@ class ExecRequest(BaseModel):
     restart_safe: StrictBool = False
     headless: StrictBool = False
     require_approval: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
-        default_factory=list, max_length=64,
+        default_factory=list, max_length=MAX_REQUEST_ENTRIES,
         description="tool names, tool ids, plugin ids, mcp:<server> or mcp:<server>/<tool> whose calls in this "
                     "cell wait for approval (added to the server's and the key's)")
 
@@ -58,7 +60,7 @@ class ApprovalIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(max_length=64, description="the id of a pending entry with method \"approval\"")
     approve: StrictBool
-    reason: str | None = Field(default=None, max_length=2048, description="shown to the guest when denied")
+    reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS, description="shown to the guest when denied")
 
 
 class WaitRequest(BaseModel):

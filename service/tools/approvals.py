@@ -20,7 +20,7 @@ from typing import Any
 
 from service.tools.policy import GROUPS, MCP_ALL, MCP_PREFIX, PolicySubject, is_mcp_entry, mcp_entry_server
 
-__all__ = ["KEY", "MAX_REQUEST_ENTRIES", "REQUEST", "SERVER", "ApprovalRules", "AskApproval", "NeedsApproval",
+__all__ = ["KEY", "MAX_REASON_CHARS", "MAX_REQUEST_ENTRIES", "REQUEST", "SERVER", "ApprovalRules", "AskApproval", "NeedsApproval",
            "denial_message", "unknown_entry"]
 
 #: Where an entry came from, as the pending entry's reason names it.
