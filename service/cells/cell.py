@@ -123,8 +123,9 @@ class Cell:
         }
         return config
 
-    async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]]) -> dict[str, Any]:
-        """A wait leg: settle caller answers and yields, then run until the next stop.
+    async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]],
+                     approvals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """A wait leg: settle caller answers (results, approvals) and yields, then run until the next stop.
 
         The leg takes its runtime's process when it has replies to deliver; another cell's leg
         running there first is waited for, within this leg's budget (``_leg``).
@@ -133,6 +134,7 @@ class Cell:
         self.last_active = time.monotonic()
         for result in tool_results:
             self.requests.settle_caller(result)
+        self.requests.settle_approvals(approvals or [])
         self.requests.settle_yields()
         return await self._leg(budget_ms)
 
