@@ -7,6 +7,9 @@ Finished cells leave a small, bounded summary (no value, no output, the error's 
 each tenant are kept.
 Per-tenant quotas (``tenant_max_parked_cells``, ``tenant_max_waits``) keep one tenant from taking
 every parked slot or wait; each refusal is a 429 naming the setting that raises it.
+Every cell has an event log (``events.py``); a background cell (``background.py``) holds one parked
+slot from its exec until its final envelope is collected (by a wait, a cancel, or an event stream
+that wrote it), so it can always park between its legs.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from typing import Any
 from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
 from service.settings import Settings
 
+from .background import BackgroundRun, LegStart, running_envelope
 from .cell import ABORT_MESSAGE, Cell, Retainer
 from .dispatch import CellContext, Dispatcher
 from .envelopes import finished_summary, input_refusal
+from .events import EventLogs
 from .finished import FinishedCells
 from .pool import WorkerPool
 from .source_checks import source_problem
@@ -57,10 +62,16 @@ class CellRegistry:
         self._cells: dict[str, Cell] = {}
         self._parked: set[str] = set()
         self._finished = FinishedCells(settings.tenant_finished_kept, settings.max_tenants_tracked)
+        self._first_slots: dict[str, contextlib.ExitStack] = {}
         self._tenants: dict[str, _TenantGate] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self.counts: dict[str, int] = {"completed": 0, "failed": 0, "waiting": 0}
         self.sweepers: list[Callable[[], Any]] = []  # other periodic expiry (saved results)
+        self._runs: dict[str, BackgroundRun] = {}  # background cells until their result is collected
+        self.events = EventLogs(buffer_bytes=settings.events_buffer_bytes,
+                                retain_seconds=settings.events_retain_seconds,
+                                retained_bytes=settings.events_retained_bytes,
+                                tenant_max_streams=settings.tenant_max_event_streams)
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -73,11 +84,15 @@ class CellRegistry:
         for cell in list(self._cells.values()):
             with contextlib.suppress(Exception):
                 await cell.cancel("the service is shutting down")
+        for run in self._runs.values():
+            run.stop()
 
     async def _sweep(self) -> None:
         while True:
             await asyncio.sleep(1.0)
             await self.expire_idle()
+            self._sweep_background()
+            self.events.sweep()
             for sweep in self.sweepers:
                 sweep()
 
@@ -167,10 +182,13 @@ class CellRegistry:
                 f"parked-cells quota reached: tenant {spec.tenant!r} has {parked} parked cells (cap "
                 f"tenant_max_parked_cells={self.settings.tenant_max_parked_cells}); wait on, cancel or let "
                 "them finish first", retry_after=1)
-        with self._tenant_slot(spec.tenant):
+        slot = contextlib.ExitStack()
+        with slot:
+            slot.enter_context(self._tenant_slot(spec.tenant))
             worker = await self.pool.acquire(spec.tenant)
             cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer)
             self._cells[cell.id] = cell
+            events = self.events.open(cell.id, spec.tenant)
             async with cell.wait_lock:
                 if self.prepare is not None:
                     try:
@@ -178,18 +196,26 @@ class CellRegistry:
                     except BaseException:
                         self.pool.release(worker, recycle=True, cell_id=cell.id)
                         self._cells.pop(cell.id, None)
+                        self.events.retire(cell.id)
                         raise
-                return await self._guarded(cell, cell.start(spec.limits.timeout_ms))
+                if spec.background:
+                    return self._start_background(cell, slot.pop_all())
+                events.status("running")
+                return self._published(cell, await self._guarded(cell, cell.start(spec.limits.timeout_ms)))
 
     async def wait(self, cell_id: str, tenant: str, *, timeout_ms: int | None,
                    tool_results: list[dict[str, Any]], session_id: str | None = None) -> dict[str, Any]:
-        cell = self._get(cell_id, tenant)
+        run = self._runs.get(cell_id)
+        cell = run.cell if run is not None and run.tenant == tenant else self._get(cell_id, tenant)
         if session_id is not None and cell.spec.session_id != session_id:
             raise Forbidden("this cell belongs to a different session; wait with its own session_id")
-        if cell.wait_lock.locked():
+        if cell.wait_lock.locked() and run is None:
             raise WaitInProgress("cell is already being resumed by another wait; retry when it returns")
         timeout = cell.spec.limits.timeout_ms if timeout_ms is None else timeout_ms
         _check_range("timeout_ms", timeout, 100, self.settings.max_timeout_ms)
+        if run is not None:
+            with self._wait_slot(tenant):
+                return await self._wait_background(run, timeout, tool_results)
         with self._tenant_slot(tenant), self._wait_slot(tenant):
             async with cell.wait_lock:
                 if cell.done:
@@ -198,7 +224,101 @@ class CellRegistry:
                 if problem is not None:
                     raise InvalidRequest(problem, need_param="tool_results")
                 self._unpark(cell)
-                return await self._guarded(cell, cell.resume(timeout, tool_results))
+                self.events.live(cell.id).status("running")  # type: ignore[union-attr]
+                return self._published(cell, await self._guarded(cell, cell.resume(timeout, tool_results)))
+
+    def _published(self, cell: Cell, envelope: dict[str, Any]) -> dict[str, Any]:
+        """Put a leg's stop on the cell's event stream (its end is published by ``_end``)."""
+        events = self.events.live(cell.id)
+        if events is not None and envelope.get("status") == "waiting":
+            events.output(list(envelope["output"]))
+            events.status("waiting")
+            events.pending(envelope["reason"], envelope["pending_tool_calls"])
+        return envelope
+
+    # ---- background cells ----------------------------------------------------------------------
+
+    def _start_background(self, cell: Cell, slot: contextlib.ExitStack) -> dict[str, Any]:
+        """Hold a parked slot for the cell's life, start its legs, answer ``running``."""
+        cell.park_when_blocked = True
+        self._parked.add(cell.id)
+        self._gate(cell.spec.tenant).parked += 1
+        self.pool.set_parked(len(self._parked))
+        run = BackgroundRun(cell, self.events.live(cell.id), self.settings.cell_ttl_seconds,  # type: ignore[arg-type]
+                            self._background_leg)
+        self._runs[cell.id] = run
+        self._first_slots[cell.id] = slot  # the exec's running slot, held through the first leg
+        run.start(cell.start)
+        return running_envelope(run)
+
+    async def _background_leg(self, run: BackgroundRun, start: LegStart, budget_ms: int) -> dict[str, Any] | None:
+        cell = run.cell
+        slot = self._first_slots.pop(cell.id, None) or self._counted(cell.spec.tenant)
+        with slot:
+            async with cell.wait_lock:
+                if cell.done:
+                    return None
+                return await self._guarded(cell, start(budget_ms))
+
+    @contextlib.contextmanager
+    def _counted(self, tenant: str):  # type: ignore[no-untyped-def]
+        """A background leg counts as one of the tenant's running calls (it was admitted at exec)."""
+        gate = self._gate(tenant)
+        gate.running += 1
+        try:
+            yield
+        finally:
+            gate.running -= 1
+            self._forget_idle_gate(tenant)
+
+    async def _wait_background(self, run: BackgroundRun, timeout_ms: int,
+                               tool_results: list[dict[str, Any]]) -> dict[str, Any]:
+        if run.waiter:
+            raise WaitInProgress("cell is already being waited on by another wait; retry when it returns")
+        run.waiter = True
+        try:
+            cell = run.cell
+            if not run.active and cell.final is None:  # stopped for the caller: resume it with the answers
+                async with cell.wait_lock:
+                    if not cell.done and not run.active:
+                        problem = cell.check_tool_results(tool_results)
+                        if problem is not None:
+                            raise InvalidRequest(problem, need_param="tool_results")
+                        run.start(lambda budget_ms: cell.resume(budget_ms, tool_results))
+            elif tool_results and cell.final is None:
+                raise InvalidRequest("tool_results: this background cell is running and asks nothing of the "
+                                     "caller now; wait without tool_results", need_param="tool_results")
+            await run.until_stopped(timeout_ms / 1000)
+            if cell.final is not None:
+                return self._collect(run)
+            return run.answer()
+        finally:
+            run.waiter = False
+
+    def _collect(self, run: BackgroundRun) -> dict[str, Any]:
+        """The final envelope of a background cell goes out: its parked slot and log are let go."""
+        answer = run.answer()
+        self._drop_run(run)
+        return answer
+
+    def _drop_run(self, run: BackgroundRun) -> None:
+        if self._runs.pop(run.cell.id, None) is not None:
+            self._unpark(run.cell)
+            self.events.retire(run.cell.id)
+
+    def _sweep_background(self) -> None:
+        """Let go of finished background cells whose envelope a stream wrote, or nobody collected in time."""
+        now = time.monotonic()
+        for run in list(self._runs.values()):
+            if run.ended_at is None:
+                continue
+            if run.events.envelope_delivered:
+                self._drop_run(run)
+            elif now - run.ended_at > self.settings.cell_ttl_seconds:
+                summary = self._finished.get(run.tenant, run.cell.id)
+                if summary is not None:
+                    summary["expired"] = True
+                self._drop_run(run)
 
     @staticmethod
     async def _guarded(cell: Cell, leg: Any) -> dict[str, Any]:
@@ -211,10 +331,17 @@ class CellRegistry:
             raise
 
     async def cancel(self, cell_id: str, tenant: str) -> dict[str, Any]:
+        run = self._runs.get(cell_id)
+        if run is not None and run.tenant == tenant:
+            await run.cell.cancel(ABORT_MESSAGE)
+            return self._collect(run)
         cell = self._get(cell_id, tenant)
         return await cell.cancel(ABORT_MESSAGE)
 
     def status(self, cell_id: str, tenant: str) -> dict[str, Any]:
+        run = self._runs.get(cell_id)
+        if run is not None and run.tenant == tenant and run.cell.final is None:
+            return run.snapshot()
         cell = self._cells.get(cell_id)
         if cell is not None and cell.spec.tenant == tenant:
             return cell.snapshot()
@@ -271,7 +398,16 @@ class CellRegistry:
             self.pool.set_parked(len(self._parked))
 
     def _end(self, cell: Cell) -> None:
-        self._unpark(cell)
+        run = self._runs.get(cell.id)
+        events = self.events.live(cell.id)
+        if events is not None:
+            events.final(cell.final or {}, undelivered=run is not None)
+        if run is None:
+            self._unpark(cell)
+            self.events.retire(cell.id)
+        else:  # keeps its parked slot until its result is collected
+            run.ended_at = time.monotonic()
+            cell.requests.wake.set()
         if log.isEnabledFor(logging.INFO):
             final = cell.final or {}
             log.info("cell %s tenant=%s title=%r status=%s code=%s legs=%d calls=%d", cell.id, cell.spec.tenant,

@@ -33,6 +33,8 @@ class ExecRequest(BaseModel):
     client_tools: list[ClientToolDecl] = Field(default_factory=list, max_length=128)
     restart_safe: StrictBool = False
     headless: StrictBool = False
+    background: StrictBool = Field(
+        default=False, description="answer `running` at once; the cell runs on its own (see /v1/cells/{id}/events)")
 
     @field_validator("code")
     @classmethod
