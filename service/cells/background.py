@@ -9,7 +9,7 @@ from the exec or wait that started it (past it the cell is ended as expired).
 
 Output of every leg goes to the cell's event log as undelivered: a ``wait`` answers what no event
 stream reader was shown and no earlier answer carried.  Only the registry changes quotas; it runs
-each leg (``LegRunner``) and collects the final envelope.
+each leg (``LegRunner``, service/cells/background_cells.py) and collects the final envelope.
 """
 
 from __future__ import annotations

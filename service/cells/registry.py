@@ -25,7 +25,7 @@ from typing import Any
 from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
 from service.settings import Settings
 
-from .background import BackgroundRun, LegStart, running_envelope
+from .background_cells import BackgroundCells
 from .cell import ABORT_MESSAGE, Cell, Retainer
 from .dispatch import CellContext, Dispatcher
 from .envelopes import finished_summary, input_refusal
@@ -62,16 +62,16 @@ class CellRegistry:
         self._cells: dict[str, Cell] = {}
         self._parked: set[str] = set()
         self._finished = FinishedCells(settings.tenant_finished_kept, settings.max_tenants_tracked)
-        self._first_slots: dict[str, contextlib.ExitStack] = {}
         self._tenants: dict[str, _TenantGate] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self.counts: dict[str, int] = {"completed": 0, "failed": 0, "waiting": 0}
         self.sweepers: list[Callable[[], Any]] = []  # other periodic expiry (saved results)
-        self._runs: dict[str, BackgroundRun] = {}  # background cells until their result is collected
         self.events = EventLogs(buffer_bytes=settings.events_buffer_bytes,
                                 retain_seconds=settings.events_retain_seconds,
                                 retained_bytes=settings.events_retained_bytes,
                                 tenant_max_streams=settings.tenant_max_event_streams)
+        self.background = BackgroundCells(settings, self.events, hold=self._hold, release=self._unpark,
+                                          running=self._counted, guarded=self._guarded, expired=self._expired)
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -84,14 +84,13 @@ class CellRegistry:
         for cell in list(self._cells.values()):
             with contextlib.suppress(Exception):
                 await cell.cancel("the service is shutting down")
-        for run in self._runs.values():
-            run.stop()
+        self.background.close()
 
     async def _sweep(self) -> None:
         while True:
             await asyncio.sleep(1.0)
             await self.expire_idle()
-            self._sweep_background()
+            self.background.sweep()
             self.events.sweep()
             for sweep in self.sweepers:
                 sweep()
@@ -199,14 +198,14 @@ class CellRegistry:
                         self.events.retire(cell.id)
                         raise
                 if spec.background:
-                    return self._start_background(cell, slot.pop_all())
+                    return self.background.start(cell, slot.pop_all())
                 events.status("running")
                 return self._published(cell, await self._guarded(cell, cell.start(spec.limits.timeout_ms)))
 
     async def wait(self, cell_id: str, tenant: str, *, timeout_ms: int | None,
                    tool_results: list[dict[str, Any]], session_id: str | None = None) -> dict[str, Any]:
-        run = self._runs.get(cell_id)
-        cell = run.cell if run is not None and run.tenant == tenant else self._get(cell_id, tenant)
+        run = self.background.get(cell_id, tenant)
+        cell = run.cell if run is not None else self._get(cell_id, tenant)
         if session_id is not None and cell.spec.session_id != session_id:
             raise Forbidden("this cell belongs to a different session; wait with its own session_id")
         if cell.wait_lock.locked() and run is None:
@@ -215,7 +214,7 @@ class CellRegistry:
         _check_range("timeout_ms", timeout, 100, self.settings.max_timeout_ms)
         if run is not None:
             with self._wait_slot(tenant):
-                return await self._wait_background(run, timeout, tool_results)
+                return await self.background.wait(run, timeout, tool_results)
         with self._tenant_slot(tenant), self._wait_slot(tenant):
             async with cell.wait_lock:
                 if cell.done:
@@ -236,29 +235,11 @@ class CellRegistry:
             events.pending(envelope["reason"], envelope["pending_tool_calls"])
         return envelope
 
-    # ---- background cells ----------------------------------------------------------------------
-
-    def _start_background(self, cell: Cell, slot: contextlib.ExitStack) -> dict[str, Any]:
-        """Hold a parked slot for the cell's life, start its legs, answer ``running``."""
-        cell.park_when_blocked = True
+    def _hold(self, cell: Cell) -> None:
+        """A background cell holds a parked slot from its exec on (admitted by exec's checks)."""
         self._parked.add(cell.id)
         self._gate(cell.spec.tenant).parked += 1
         self.pool.set_parked(len(self._parked))
-        run = BackgroundRun(cell, self.events.live(cell.id), self.settings.cell_ttl_seconds,  # type: ignore[arg-type]
-                            self._background_leg)
-        self._runs[cell.id] = run
-        self._first_slots[cell.id] = slot  # the exec's running slot, held through the first leg
-        run.start(cell.start)
-        return running_envelope(run)
-
-    async def _background_leg(self, run: BackgroundRun, start: LegStart, budget_ms: int) -> dict[str, Any] | None:
-        cell = run.cell
-        slot = self._first_slots.pop(cell.id, None) or self._counted(cell.spec.tenant)
-        with slot:
-            async with cell.wait_lock:
-                if cell.done:
-                    return None
-                return await self._guarded(cell, start(budget_ms))
 
     @contextlib.contextmanager
     def _counted(self, tenant: str):  # type: ignore[no-untyped-def]
@@ -271,54 +252,10 @@ class CellRegistry:
             gate.running -= 1
             self._forget_idle_gate(tenant)
 
-    async def _wait_background(self, run: BackgroundRun, timeout_ms: int,
-                               tool_results: list[dict[str, Any]]) -> dict[str, Any]:
-        if run.waiter:
-            raise WaitInProgress("cell is already being waited on by another wait; retry when it returns")
-        run.waiter = True
-        try:
-            cell = run.cell
-            if not run.active and cell.final is None:  # stopped for the caller: resume it with the answers
-                async with cell.wait_lock:
-                    if not cell.done and not run.active:
-                        problem = cell.check_tool_results(tool_results)
-                        if problem is not None:
-                            raise InvalidRequest(problem, need_param="tool_results")
-                        run.start(lambda budget_ms: cell.resume(budget_ms, tool_results))
-            elif tool_results and cell.final is None:
-                raise InvalidRequest("tool_results: this background cell is running and asks nothing of the "
-                                     "caller now; wait without tool_results", need_param="tool_results")
-            await run.until_stopped(timeout_ms / 1000)
-            if cell.final is not None:
-                return self._collect(run)
-            return run.answer()
-        finally:
-            run.waiter = False
-
-    def _collect(self, run: BackgroundRun) -> dict[str, Any]:
-        """The final envelope of a background cell goes out: its parked slot and log are let go."""
-        answer = run.answer()
-        self._drop_run(run)
-        return answer
-
-    def _drop_run(self, run: BackgroundRun) -> None:
-        if self._runs.pop(run.cell.id, None) is not None:
-            self._unpark(run.cell)
-            self.events.retire(run.cell.id)
-
-    def _sweep_background(self) -> None:
-        """Let go of finished background cells whose envelope a stream wrote, or nobody collected in time."""
-        now = time.monotonic()
-        for run in list(self._runs.values()):
-            if run.ended_at is None:
-                continue
-            if run.events.envelope_delivered:
-                self._drop_run(run)
-            elif now - run.ended_at > self.settings.cell_ttl_seconds:
-                summary = self._finished.get(run.tenant, run.cell.id)
-                if summary is not None:
-                    summary["expired"] = True
-                self._drop_run(run)
+    def _expired(self, tenant: str, cell_id: str) -> None:
+        summary = self._finished.get(tenant, cell_id)
+        if summary is not None:
+            summary["expired"] = True
 
     @staticmethod
     async def _guarded(cell: Cell, leg: Any) -> dict[str, Any]:
@@ -331,16 +268,15 @@ class CellRegistry:
             raise
 
     async def cancel(self, cell_id: str, tenant: str) -> dict[str, Any]:
-        run = self._runs.get(cell_id)
-        if run is not None and run.tenant == tenant:
-            await run.cell.cancel(ABORT_MESSAGE)
-            return self._collect(run)
+        run = self.background.get(cell_id, tenant)
+        if run is not None:
+            return await self.background.cancel(run)
         cell = self._get(cell_id, tenant)
         return await cell.cancel(ABORT_MESSAGE)
 
     def status(self, cell_id: str, tenant: str) -> dict[str, Any]:
-        run = self._runs.get(cell_id)
-        if run is not None and run.tenant == tenant and run.cell.final is None:
+        run = self.background.get(cell_id, tenant)
+        if run is not None and run.cell.final is None:
             return run.snapshot()
         cell = self._cells.get(cell_id)
         if cell is not None and cell.spec.tenant == tenant:
@@ -398,16 +334,13 @@ class CellRegistry:
             self.pool.set_parked(len(self._parked))
 
     def _end(self, cell: Cell) -> None:
-        run = self._runs.get(cell.id)
+        background = self.background.get(cell.id, cell.spec.tenant) is not None
         events = self.events.live(cell.id)
         if events is not None:
-            events.final(cell.final or {}, undelivered=run is not None)
-        if run is None:
+            events.final(cell.final or {}, undelivered=background)
+        if not self.background.ended(cell):  # a background cell keeps its parked slot until collected
             self._unpark(cell)
             self.events.retire(cell.id)
-        else:  # keeps its parked slot until its result is collected
-            run.ended_at = time.monotonic()
-            cell.requests.wake.set()
         if log.isEnabledFor(logging.INFO):
             final = cell.final or {}
             log.info("cell %s tenant=%s title=%r status=%s code=%s legs=%d calls=%d", cell.id, cell.spec.tenant,
