@@ -88,16 +88,22 @@ class EventLog:
             self._status = status
             self._append(Event(self.last_id + 1, "status", jsoncodec.dumps({"status": status})))
 
-    def output(self, entries: list[Any], *, undelivered: bool = False) -> None:
-        """One event per entry; ``undelivered``: a later ``wait`` answers them unless a reader wrote them."""
+    def output(self, entries: list[Any], *, undelivered: bool = False) -> int:
+        """One event per entry; ``undelivered``: a later ``wait`` answers them unless a reader wrote them.
+
+        Returns the bytes of the entries' JSON."""
+        size = 0
         if undelivered and entries and self._undelivered:
             last = next(reversed(self._undelivered))
             if isinstance(self._undelivered[last], dict) and self._undelivered[last].get("truncated") is True:
                 del self._undelivered[last]  # newer output re-covers what a truncation marker stood for
         for entry in entries:
-            self._append(Event(self.last_id + 1, "output", _encoded(entry)))
+            data = _encoded(entry)
+            size += len(data) if data is not None else 0
+            self._append(Event(self.last_id + 1, "output", data))
             if undelivered:
                 self._undelivered[self.last_id] = entry
+        return size
 
     def pending(self, reason: str, calls: list[dict[str, Any]]) -> None:
         self._append(Event(self.last_id + 1, "pending", _encoded({"reason": reason, "pending_tool_calls": calls})))
@@ -106,10 +112,11 @@ class EventLog:
         """The cell ended: its last output, its outcome, and the envelope (kept whatever its size)."""
         if self.ended:
             return
-        self.output(list(envelope.get("output") or []), undelivered=undelivered)
+        output_bytes = self.output(list(envelope.get("output") or []), undelivered=undelivered)
         self.status(str(envelope.get("status")))
         encoded = getattr(envelope, "encoded", None)
-        size = len(encoded) if isinstance(encoded, bytes) else 0
+        # Its data leaves the output out: about the sealed encoding less the entries' bytes.
+        size = max(len(encoded) - output_bytes, 0) if isinstance(encoded, bytes) else 0
         self._append(Event(self.last_id + 1, "envelope", None, envelope=envelope, size=size), keep=True)
         self.ended = True
 
