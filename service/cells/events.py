@@ -31,6 +31,10 @@ from service.errors import TooManyRequests
 
 #: Bookkeeping of one event (its object, its place in the log) charged on top of its data.
 EVENT_OVERHEAD_BYTES = 96
+#: A log's own objects, charged when a finished cell's log is retained.
+LOG_OVERHEAD_BYTES = 2048
+#: An envelope not yet encoded for a reader is held as objects: charged at this many times its JSON size.
+UNENCODED_FACTOR = 3
 DROPPED_MESSAGE = ("events {first}..{last} of this cell were dropped (over events_buffer_bytes, or one event larger "
                    "than the buffer); GET /v1/cells/{{id}} shows its status, wait answers its undelivered output")
 
@@ -116,7 +120,7 @@ class EventLog:
         self.status(str(envelope.get("status")))
         encoded = getattr(envelope, "encoded", None)
         # Its data leaves the output out: about the sealed encoding less the entries' bytes.
-        size = max(len(encoded) - output_bytes, 0) if isinstance(encoded, bytes) else 0
+        size = UNENCODED_FACTOR * max(len(encoded) - output_bytes, 0) if isinstance(encoded, bytes) else 0
         self._append(Event(self.last_id + 1, "envelope", None, envelope=envelope, size=size), keep=True)
         self.ended = True
 
@@ -211,7 +215,7 @@ class EventLogs:
         if log is None:
             return
         self._retained[cell_id] = (log, self._clock() + self.retain_seconds)
-        self._retained_total += log.bytes
+        self._retained_total += log.bytes + LOG_OVERHEAD_BYTES
         while self._retained_total > self.retained_bytes and self._retained:
             self._drop_oldest()
 
@@ -222,7 +226,7 @@ class EventLogs:
 
     def _drop_oldest(self) -> None:
         _, (log, _) = self._retained.popitem(last=False)
-        self._retained_total -= log.bytes
+        self._retained_total -= log.bytes + LOG_OVERHEAD_BYTES
 
     def stream_slot(self, tenant: str) -> Callable[[], None]:
         """Count one open event stream of ``tenant``; returns its release (429 at the cap)."""

@@ -141,3 +141,20 @@ def test_a_cell_sleeping_between_legs_holds_no_worker_slot(small):
     poll_until(lambda: small.get(f"/v1/cells/{sleeping}").json()["telemetry"]["legs"] >= 1, "its first leg ran")
     assert run(small, "return 5", timeout_ms=2000)["value"] == 5
     small.post(f"/v1/cells/{sleeping}/cancel")
+
+
+def test_a_finished_cells_events_are_still_readable(client):
+    """A reader that connects after a quick cell ended gets its whole history, the envelope last, and the stream
+    closes. A malformed Last-Event-ID is 422 naming the header."""
+    cell_id = start(client, 'text("quick"); return 1')
+    poll_until(lambda: client.get(f"/v1/cells/{cell_id}").json()["status"] == "completed", "the cell ends")
+    r = client.get(f"/v1/cells/{cell_id}/events")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), r.text
+    blocks = [b for b in r.text.split("\n\n") if b]
+    kinds = [next(line[7:] for line in b.split("\n") if line.startswith("event: ")) for b in blocks]
+    assert kinds == ["status", "output", "status", "envelope"], r.text
+    assert '"text":"quick"' in blocks[1] and '"output":[]' in blocks[3]
+    live = start(client, SLEEP.format(ms=60000) + "return 1")
+    bad = client.get(f"/v1/cells/{live}/events", headers={"Last-Event-ID": "-1"})
+    assert bad.status_code == 422 and bad.json()["error"]["need_param"] == "Last-Event-ID", bad.text
+    client.post(f"/v1/cells/{live}/cancel")
