@@ -14,8 +14,9 @@ output entry goes out once on the stream, as an ``output`` event, so the ``envel
 A background cell's output is also *undelivered* until a reader wrote its event or a ``wait``
 answer carried it: a ``wait`` answers only what no one was shown yet.
 
-Logs of finished cells stay readable for ``events_retain_seconds`` (a reader may connect after a
-quick cell ended), within ``events_retained_bytes`` for all of them, oldest dropped first.
+Logs of finished cells (a background cell's once its result was collected; another cell's if a
+reader opened it) stay readable for ``events_retain_seconds`` (a reader may connect after a quick cell
+ended), within ``events_retained_bytes`` for all of them, oldest dropped first.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class EventLog:
         self.envelope_delivered = False  # a reader wrote the envelope event
         self._events: deque[Event] = deque()
         self._status: str | None = None
-        self._changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None  # made when a reader waits
         self._undelivered: dict[int, Any] = {}  # background cells: output event id -> entry
 
     # ---- writing ----------------------------------------------------------------------------------
@@ -131,14 +132,17 @@ class EventLog:
             self.bytes += event.cost
             while self.bytes > self.max_bytes and len(self._events) > 1:
                 self.bytes -= self._events.popleft().cost
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
     # ---- reading ----------------------------------------------------------------------------------
 
     @property
     def changed(self) -> asyncio.Event:
         """Set at the next publication (take it before reading, then wait on it)."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
         return self._changed
 
     def since(self, after: int) -> list[Event]:

@@ -7,9 +7,9 @@ Finished cells leave a small, bounded summary (no value, no output, the error's 
 each tenant are kept.
 Per-tenant quotas (``tenant_max_parked_cells``, ``tenant_max_waits``) keep one tenant from taking
 every parked slot or wait; each refusal is a 429 naming the setting that raises it.
-Every cell has an event log (``events.py``); a background cell (``background.py``) holds one parked
-slot from its exec until its final envelope is collected (by a wait, a cancel, or an event stream
-that wrote it), so it can always park between its legs.
+A background cell (``background_cells.py``) has an event log (``events.py``) from its exec on; any
+other cell gets one when a reader first asks for its events (its output already went out in its
+envelopes), so cells nobody watches pay nothing for the stream.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from .background_cells import BackgroundCells
 from .cell import ABORT_MESSAGE, Cell, Retainer
 from .dispatch import CellContext, Dispatcher
 from .envelopes import finished_summary, input_refusal
-from .events import EventLogs
+from .events import EventLog, EventLogs
 from .finished import FinishedCells
 from .pool import WorkerPool
 from .source_checks import source_problem
@@ -187,7 +187,6 @@ class CellRegistry:
             worker = await self.pool.acquire(spec.tenant)
             cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer)
             self._cells[cell.id] = cell
-            events = self.events.open(cell.id, spec.tenant)
             async with cell.wait_lock:
                 if self.prepare is not None:
                     try:
@@ -195,11 +194,10 @@ class CellRegistry:
                     except BaseException:
                         self.pool.release(worker, recycle=True, cell_id=cell.id)
                         self._cells.pop(cell.id, None)
-                        self.events.retire(cell.id)
                         raise
                 if spec.background:
+                    self.events.open(cell.id, spec.tenant)
                     return self.background.start(cell, slot.pop_all())
-                events.status("running")
                 return self._published(cell, await self._guarded(cell, cell.start(spec.limits.timeout_ms)))
 
     async def wait(self, cell_id: str, tenant: str, *, timeout_ms: int | None,
@@ -223,8 +221,25 @@ class CellRegistry:
                 if problem is not None:
                     raise InvalidRequest(problem, need_param="tool_results")
                 self._unpark(cell)
-                self.events.live(cell.id).status("running")  # type: ignore[union-attr]
+                events = self.events.live(cell.id)
+                if events is not None:
+                    events.status("running")
                 return self._published(cell, await self._guarded(cell, cell.resume(timeout, tool_results)))
+
+    def event_log(self, tenant: str, cell_id: str) -> EventLog:
+        """The event log of a live or recently finished cell of ``tenant``; a live cell's starts with its status."""
+        events = self.events.find(tenant, cell_id)
+        if events is not None:
+            return events
+        cell = self._cells.get(cell_id)
+        if cell is None or cell.spec.tenant != tenant or cell.done:
+            raise CellNotFound(NOT_FOUND + " (or its events are no longer kept)")
+        events = self.events.open(cell_id, tenant)
+        snapshot = cell.snapshot()
+        events.status(snapshot["status"])
+        if snapshot["status"] == "waiting":
+            events.pending(snapshot["reason"], snapshot["pending_tool_calls"])
+        return events
 
     def _published(self, cell: Cell, envelope: dict[str, Any]) -> dict[str, Any]:
         """Put a leg's stop on the cell's event stream (its end is published by ``_end``)."""

@@ -19,7 +19,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from service.cells.events import Event, EventLog
-from service.errors import CellNotFound, InvalidRequest
+from service.errors import InvalidRequest
 
 from .request_gate import GatedRoute, api_key_of
 from .routes import CellId
@@ -104,9 +104,7 @@ async def cell_events(
     closes.  Output written here is not repeated in a later wait answer."""
     svc = request.app.state.services
     key = api_key_of(request)
-    log = svc.cells.events.find(key.tenant, cell_id)
-    if log is None:
-        raise CellNotFound("cell is unavailable or expired (or its events are no longer kept)")
+    log = svc.cells.event_log(key.tenant, cell_id)
     after = int(last_event_id) if last_event_id is not None else 0
     if after > log.last_id:
         raise InvalidRequest(f"{LAST_EVENT_ID} {after} is past this cell's last event ({log.last_id}); "

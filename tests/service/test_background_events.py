@@ -194,3 +194,23 @@ def test_a_background_cell_that_yields_stops_until_a_wait(http):
     done = wait(http, cell_id)
     assert done["status"] == "completed" and done["value"] == 2
     assert [e["text"] for e in done["output"]] == ["two"]  # "one" went out on the stream
+
+
+def test_a_foreground_cells_stream_starts_at_its_current_status(http):
+    """A cell run by exec/wait gets a log when a reader first asks: its status and pending calls, then what follows."""
+    r = http.post("/v1/exec", json={"code": 'text("early"); const v = await ask({}); text("late"); return v',
+                                    "client_tools": ASK})
+    parked = r.json()
+    assert parked["status"] == "waiting" and [e["text"] for e in parked["output"]] == ["early"], parked
+    cell_id = parked["cell_id"]
+    with http.stream("GET", f"/v1/cells/{cell_id}/events") as response:
+        stream = events(response)
+        opened = read_until(stream, "pending")
+        assert [(e.id, e.kind) for e in opened] == [(1, "status"), (2, "pending")]
+        assert opened[0].data == {"status": "waiting"}
+        call_id = opened[1].data["pending_tool_calls"][0]["id"]
+        done = wait(http, cell_id, tool_results=[{"id": call_id, "ok": True, "value": 5}])
+        assert done["value"] == 5 and [e["text"] for e in done["output"]] == ["late"]
+        rest = read_until(stream, "envelope")
+    assert [(e.kind, e.data.get("text", e.data.get("status"))) for e in rest[:-1]] == [
+        ("status", "running"), ("output", "late"), ("status", "completed")]
