@@ -109,7 +109,9 @@ class BackgroundCells:
 
     def _drop(self, run: BackgroundRun) -> None:
         if self._runs.pop(run.cell.id, None) is not None:
-            self._first_slots.pop(run.cell.id, None)
+            slot = self._first_slots.pop(run.cell.id, None)
+            if slot is not None:  # ended before its first leg ran: the exec's running slot goes back
+                slot.close()
             self._release(run.cell)
             self.events.retire(run.cell.id)
 

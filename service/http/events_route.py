@@ -104,10 +104,14 @@ async def cell_events(
     closes.  Output written here is not repeated in a later wait answer."""
     svc = request.app.state.services
     key = api_key_of(request)
-    log = svc.cells.event_log(key.tenant, cell_id)
-    after = int(last_event_id) if last_event_id is not None else 0
-    if after > log.last_id:
-        raise InvalidRequest(f"{LAST_EVENT_ID} {after} is past this cell's last event ({log.last_id}); "
-                             "resume with an id this stream sent", need_param=LAST_EVENT_ID)
-    release = svc.cells.events.stream_slot(key.tenant)
+    release = svc.cells.events.stream_slot(key.tenant)  # first: a refused reader makes no log
+    try:
+        log = svc.cells.event_log(key.tenant, cell_id)
+        after = int(last_event_id) if last_event_id is not None else 0
+        if after > log.last_id:
+            raise InvalidRequest(f"{LAST_EVENT_ID} {after} is past this cell's last event ({log.last_id}); "
+                                 "resume with an id this stream sent", need_param=LAST_EVENT_ID)
+    except BaseException:
+        release()
+        raise
     return EventStreamResponse(stream(log, after, svc.settings.events_heartbeat_seconds), release)
