@@ -82,6 +82,7 @@ class Cell:
         self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
         self._abort_event = asyncio.Event()
         self._lost_task: asyncio.Task[None] | None = None  # kept referenced until it ran
+        self.park_when_blocked = False  # background cells park at once instead of waiting inline
         pool.attach(worker, self.id, self._process_lost)
 
     # ---- public operations ---------------------------------------------------------------------
@@ -267,7 +268,7 @@ class Cell:
                     continue  # abort, loss and the deadline are checked again with the process held
                 await self._deliver(int(remaining * 1000))
                 continue
-            if self.requests.needs_caller or remaining <= margin:
+            if self.requests.needs_caller or remaining <= margin or self.park_when_blocked:
                 return await self._park()
             if self._holding:  # waiting for host work: other cells' legs may run in the process meanwhile
                 self._holding = False
