@@ -318,7 +318,8 @@ class Cell:
         self.last_active = time.monotonic()
         projection = self.output.project(None)
         envelope = envelopes.waiting(self.id, output=projection.output, reason=self.requests.reason(),
-                                     pending_tool_calls=self.requests.public(), **self._common())
+                                     pending_tool_calls=self.requests.public(),
+                                     **self._common(report=not self.park_when_blocked))
         self._mark_untrusted(envelope)
         return envelope
 
@@ -427,9 +428,10 @@ class Cell:
                 warnings.append(f"end-of-cell step failed: {type(exc).__name__}: {exc}")
         return warnings
 
-    def _common(self) -> dict[str, Any]:
-        """The fields every leg's envelope carries, as of now."""
-        return {"bridge_dispatch_started": self.bridge_dispatch_started, "replay_safe": self.replay_safe,
+    def _common(self, *, report: bool = True) -> dict[str, Any]:
+        """The fields every leg's envelope carries, as of now (``report``: a caller is shown them)."""
+        started = self.bridge_dispatch_started if report else self.requests.side_effects_may_have_started()
+        return {"bridge_dispatch_started": started, "replay_safe": self.spec.restart_safe or not started,
                 "telemetry": self._telemetry((time.perf_counter() - self._leg_started) * 1000)}
 
     def _telemetry(self, wall_ms: float) -> dict[str, Any]:

@@ -162,3 +162,24 @@ def test_a_finished_cells_events_are_still_readable(client):
     bad = client.get(f"/v1/cells/{live}/events", headers={"Last-Event-ID": "-1"})
     assert bad.status_code == 422 and bad.json()["error"]["need_param"] == "Last-Event-ID", bad.text
     client.post(f"/v1/cells/{live}/cancel")
+
+
+def test_a_background_cell_stops_for_an_approval_and_runs_the_call_once_approved(client):
+    """A background cell whose call needs approval stops (`waiting`, an approval entry) without running it; the
+    wait's approval resumes it in the background; a denial in a second call rejects catchably."""
+    cell_id = start(client, 'const a = await echo({x: 1}); let b; try { await echo({x: 2}); } '
+                    'catch (e) { b = e.code; } return [a.echo, b]', require_approval=["echo"])
+    parked = wait(client, cell_id)
+    assert parked["status"] == "waiting" and parked["bridge_dispatch_started"] is False, parked
+    [entry] = parked["pending_tool_calls"]
+    assert entry["method"] == "approval" and entry["tool"] == "echo" and entry["input"] == {"x": 1}
+    r = client.post(f"/v1/cells/{cell_id}/wait", json={"approvals": [{"id": entry["id"], "approve": True}],
+                                                       "tool_results": [{"id": entry["id"], "ok": True}]})
+    assert r.status_code == 422, r.text  # an approval entry is not answered by a tool result
+    second = wait(client, cell_id, approvals=[{"id": entry["id"], "approve": True}])
+    assert second["status"] == "waiting", second
+    [entry2] = second["pending_tool_calls"]
+    assert entry2["method"] == "approval" and entry2["input"] == {"x": 2}
+    done = wait(client, cell_id, approvals=[{"id": entry2["id"], "approve": False, "reason": "no"}])
+    assert done["status"] == "completed" and done["value"] == [1, "approval_denied"], done
+    assert done["bridge_dispatch_started"] is True
