@@ -141,8 +141,9 @@ def test_byte_caps_hold_across_instances(redis_url: str, tmp_path: Path) -> None
 
 
 def test_redis_down_rejects_catchably_and_routes_answer_503(tmp_path: Path) -> None:
-    """With the server stopped, results.save/load reject with a transient store_unavailable the cell
-    catches (quickly, no hang), and the run routes answer 503 with Retry-After."""
+    """With the server stopped, results.save/load/delete reject with a transient store_unavailable the cell
+    catches (quickly, no hang), an oversized value is a plain marker saying why it was not kept, and the
+    run routes answer 503 with Retry-After."""
     port, server = start_redis_server(tmp_path / "redis")
     try:
         with make_client(tmp_path / "svc", store_url=f"redis://127.0.0.1:{port}/0", workers=1) as client:
@@ -159,9 +160,27 @@ def test_redis_down_rejects_catchably_and_routes_answer_503(tmp_path: Path) -> N
                 assert (error_code, error_type) == ("store_unavailable", "transient")
                 assert message.startswith("saved results are unavailable for now: Redis saved-results store at")
                 assert message.endswith("retry shortly")
+            big = value_of(exec_as(client, {}, "return Array.from({length: 20000}, (_, i) => ({i}));"))
+            assert big["truncated"] is True and "reference" not in big
+            assert big["guidance"].startswith("Not retained: saved results unavailable: Redis saved-results store")
             for method in ("get", "delete"):
                 r = getattr(client, method)("/v1/sessions/s/runs/r")
                 assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
                 assert r.json()["error"]["code"] == "store_unavailable"
     finally:
         stop_redis_server(server)
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_a_value_saved_for_retention_but_shown_whole_is_deleted(request: pytest.FixtureRequest, backend: str) -> None:
+    """The value is saved before the envelope is built when it may need a reference; when truncating the
+    output leaves it room after all, it goes out whole and the saved copy is deleted (the run holds nothing)."""
+    client, headers = (request.getfixturevalue("client"), {}) if backend == "memory" else (
+        request.getfixturevalue("pair").a, ALPHA)
+    ids = run_scope()
+    code = 'text("o".repeat(63000)); return Array.from({length: 1000}, (_, i) => i);'  # 64 KiB budget
+    env = exec_as(client, headers, code, **ids)
+    assert value_of(env) == list(range(1000))
+    assert env["output"][-1]["truncated"] is True
+    r = client.get(f"/v1/sessions/{ids['session_id']}/runs/{ids['run_id']}", headers=headers)
+    assert r.json()["saved_results"] == {"count": 0, "bytes": 0}, r.text
