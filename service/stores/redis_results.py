@@ -77,7 +77,9 @@ end
 
 # KEYS: entry, run, charges, tenant, total, expiry.  ARGV: now, expires_at, keep_ms, scope, id, size,
 # charge, max_entries, allowance, tenant max, total max, network, value, sweep batch.
+# A retry of a save the server already applied (its reply was lost) finds the entry and changes nothing.
 _SAVE_LUA = _PRELUDE + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
 local now, scope, id = ARGV[1], ARGV[4], ARGV[5]
 local size, charge = tonumber(ARGV[6]), tonumber(ARGV[7])
 sweep(now, tonumber(ARGV[14]))

@@ -155,3 +155,15 @@ async def test_a_hung_server_is_bounded_by_the_socket_timeout(tmp_path: Path) ->
         os.kill(server.pid, signal.SIGCONT)
         await store.close()
         stop_redis_server(server)
+
+
+async def test_a_retried_save_is_charged_once(replicas) -> None:
+    """The save script run twice for one id (a retry after a lost reply) keeps one entry and one charge."""
+    store, run = replicas(), scope("retry")
+    result_id = await store.save(run, TEXT, ALLOWANCE, TTL)
+    original = store._save
+    store._save = lambda keys, args: original(keys=[PREFIX + "entry:" + result_id, *keys[1:]], args=[
+        *args[:4], result_id, *args[5:]])
+    assert await store.save(run, TEXT, ALLOWANCE, TTL)
+    assert await store.usage(run) == (1, 1000)
+    assert await store.tenant_bytes("retry") == ONE
