@@ -34,6 +34,7 @@ class Retention:
         self._cell = cell
         self._value_source = value_source
         self._kept: RetainResult | None = None
+        self._failure: Exception | None = None
 
     async def prepare(self, output: OutputState) -> None:
         """Save the value now if the projection may want its reference."""
@@ -42,10 +43,15 @@ class Retention:
         except InvalidSource:
             return  # the build reports the malformed source
         if text is not None:
-            self._kept = await self._retainer.keep(self._cell, text)
+            try:
+                self._kept = await self._retainer.keep(self._cell, text)
+            except Exception as exc:  # noqa: BLE001 - raised inside the build, which fails the cell as before
+                self._failure = exc
 
     def retain(self, _text: str) -> RetainResult:
         """The projection's retain callback: the answer ``prepare`` got for this same text."""
+        if self._failure is not None:
+            raise self._failure
         return self._kept if self._kept is not None else NotRetained("the value was not saved")
 
     async def settle(self, shown_id: str | None) -> None:
