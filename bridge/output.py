@@ -275,6 +275,19 @@ class OutputState:
             return self._project_success(_value_source(final.source), pending, available, retain)
         raise TypeError(f"final must be FinalValue, FinalError or None, not {type(final).__name__}")
 
+    def retention_candidate(self, final: FinalValue) -> str | None:
+        """The value text ``project(final, retain)`` may pass to ``retain``, or None when it cannot.
+
+        Lets a caller whose store answers asynchronously save the value before projecting.
+        """
+        if self._closed:
+            return None
+        value = _value_source(final.source)
+        pending = self._pending()
+        fits = (pending is None or pending.complete) and (pending.size if pending else 0) + value.size <= (
+            self._max - self._committed)
+        return value.text if value.complete and value.text[:1] in ("{", "[") and not fits else None
+
     # -- internals
 
     def _pending(self) -> _Pending | None:

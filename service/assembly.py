@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,9 +29,9 @@ from .handlers.tools import install_tools
 from .metrics import Metrics
 from .process_tuning import tune_process
 from .settings import ApiKey, Settings
-from .stores import SessionStore, open_store
+from .stores import ResultsBackend, ResultsLimits, SessionStore, open_results, open_store
 from .stores.errors import StoreError
-from .stores.saved_results import ResultsStore
+from .stores.results_backend import LocalResults
 from .tools.catalog import CatalogLimits, CatalogView, ToolCatalog
 from .tools.errors import ToolError
 from .tools.loader import load_plugins
@@ -53,7 +52,7 @@ class Components:
     keys: KeyRing
     access: ToolAccess
     store: SessionStore | None
-    results: ResultsStore
+    results: ResultsBackend
     mcp: Any = None
     metrics: Metrics = field(default_factory=Metrics)
     _policies: dict[str, ToolPolicy | None] = field(default_factory=dict)
@@ -83,8 +82,10 @@ class Components:
                 removed = await self.store.expire()
                 if removed:
                     log.info("removed %d expired sessions from the session store", removed)
+                if not isinstance(self.results, LocalResults):  # shared: any replica sweeps it
+                    await self.results.expire()
             except StoreError as exc:
-                log.warning("could not remove expired sessions: %s", exc)
+                log.warning("could not remove expired sessions or saved results: %s", exc)
             await asyncio.sleep(period)
 
     async def close(self) -> None:
@@ -98,6 +99,7 @@ class Components:
             await self.mcp.close()
         if self.store is not None:
             await self.store.close()
+        await self.results.close()
 
     async def readiness(self) -> dict[str, str]:
         checks = {"workers": "ok" if self.pool.ready else "no worker available"}
@@ -134,11 +136,12 @@ class Components:
 
 def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
                    dispatcher: Dispatcher | None = None, store: SessionStore | None | bool = True,
-                   results_clock: Callable[[], float] = time.monotonic) -> Components:
+                   results_clock: Callable[[], float] | None = None) -> Components:
     """Create (not start) the service parts for ``settings``.
 
     ``extra_tools`` adds tools defined in code (tests, embedding) to the plugins of the settings;
     ``store=False`` runs without a session store; ``results_clock`` dates saved results (tests move it).
+    With a ``redis://`` store URL saved results live in Redis too, shared by replicas.
     """
     pool = WorkerPool(
         size=settings.workers,
@@ -179,8 +182,12 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
 
         mcp = McpHub(settings.mcp_servers)
     _check_mcp_entries(settings, mcp.identifiers() if mcp is not None else [], policy)
-    results = ResultsStore(clock=results_clock, tenant_max_bytes=settings.tenant_results_bytes,
-                           max_bytes=settings.results_max_bytes)
+    try:
+        results = open_results(settings.resolved_store_url if store is True else "",
+                               ResultsLimits(tenant_max_bytes=settings.tenant_results_bytes,
+                                             max_bytes=settings.results_max_bytes), results_clock)
+    except StoreError as exc:
+        raise ConfigError(str(exc), need_param="store_url") from None
     access = ToolAccess(settings, catalog, mcp, tool_policy=policy, run_counters=session_store)
     saved = SavedResults(settings, results)
     dispatcher = dispatcher or base_dispatcher()
@@ -193,7 +200,8 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
 
         install_mcp(dispatcher, cell_tools)
     cells = CellRegistry(settings, pool, dispatcher, prepare=access.prepare, retainer=saved)
-    cells.sweepers.append(results.expire)
+    if isinstance(results, LocalResults):
+        cells.sweepers.append(results.store.expire)
     if mcp is not None:
         cells.sweepers.append(mcp.close_idle)
     return Components(settings=settings, pool=pool, cells=cells, dispatcher=dispatcher, keys=KeyRing(settings),

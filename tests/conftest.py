@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def make_client(tmp: Path, *, results_clock: Callable[[], float] = time.monotonic,
+def make_client(tmp: Path, *, results_clock: Callable[[], float] | None = None,
                 extra_tools: Sequence[Any] = TEST_TOOLS, **overrides: Any) -> TestClient:
     """A TestClient over a fully wired app; use it as a context manager (runs the lifespan).
 

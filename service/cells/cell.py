@@ -14,12 +14,12 @@ import asyncio
 import contextlib
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
 from bridge.errors import OutputLimitExceeded
 from bridge.messages import DoneFrame, GuestConfig, IdleFrame, run_frame, settle_frame
-from bridge.output import FinalError, FinalValue, OutputState, RetainResult
+from bridge.output import FinalError, FinalValue, OutputState
 from service.errors import WorkerGone
 
 from . import envelopes
@@ -27,6 +27,7 @@ from .dispatch import CellContext, Dispatcher, HostCall
 from .envelopes import SealedEnvelope
 from .host_requests import HostRequests
 from .pool import WorkerPool
+from .retention import Retainer, Retention
 from .worker_process import Worker
 from .spec import CellSpec, CellStatus, EndReason
 
@@ -38,14 +39,6 @@ ABORT_MESSAGE = "cell aborted: it was cancelled or expired; start a new cell"
 SNAPSHOT_MESSAGE = "cell snapshot limit exceeded: its heap is over max_snapshot_bytes, so it cannot be parked"
 UNSENDABLE_MESSAGE = ("the cell's result could not be encoded as JSON ({detail}), so its store writes were not "
                       "committed; return and emit plain JSON data (valid Unicode text, moderate nesting)")
-
-
-class Retainer(Protocol):
-    """Keeps a final value too large for the envelope as a saved result, and frees one not shown."""
-
-    def retain(self, cell: CellContext, json_text: str) -> RetainResult: ...
-
-    def release(self, cell: CellContext, ref_id: str) -> None: ...
 
 
 class Cell:
@@ -340,23 +333,21 @@ class Cell:
         return await self._end_failed(err["text"], err["phase"], err["code"], recycle=msg["recycle"])
 
     async def _end_completed(self, value_source: dict[str, Any], *, recycle: bool) -> dict[str, Any]:
-        return await self._end(lambda: self._completed_envelope(value_source), recycle=recycle)
+        retainer = self._retainer if self._retains else None
+        retention = Retention(retainer, self.context, value_source) if retainer is not None else None
+        return await self._end(lambda: self._completed_envelope(value_source, retention), recycle=recycle,
+                               retention=retention)
 
     async def _end_failed(self, message: str, phase: str, code: str, *, recycle: bool) -> dict[str, Any]:
         return await self._end(lambda: (self._failed_envelope(message, phase, code), None), recycle=recycle)
 
-    def _completed_envelope(self, value_source: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-        """The envelope of a completed cell, and the id of a result saved for it (or None)."""
-        retain = None
-        retainer = self._retainer
-        if self._retains and retainer is not None:
-            retain = lambda text: retainer.retain(self.context, text)  # noqa: E731
+    def _completed_envelope(self, value_source: dict[str, Any],
+                            retention: Retention | None) -> tuple[dict[str, Any], str | None]:
+        """The envelope of a completed cell, and the id of the saved result it shows (or None)."""
         try:
-            projection = self.output.project(FinalValue(value_source), retain)
+            projection = self.output.project(FinalValue(value_source), retention.retain if retention else None)
         except OutputLimitExceeded as exc:
-            self._release_reference(exc.release_reference_id)
             return self._failure_envelope(str(exc), "host", "output_limit_exceeded", []), None
-        self._release_reference(projection.release_reference_id)
         envelope = envelopes.completed(self.id, value=projection.value, output=projection.output, **self._common())
         return envelope, projection.reference_id
 
@@ -368,15 +359,11 @@ class Cell:
             output, error, code = [], message[:200] + " [error truncated]", "output_limit_exceeded"
         return self._failure_envelope(error, phase, code, output)
 
-    def _release_reference(self, ref_id: str | None) -> None:
-        if ref_id is not None and self._retainer is not None:
-            self._retainer.release(self.context, ref_id)  # saved for retention but not shown: nobody can load it
-
     def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
         return envelopes.failed(self.id, error=error, code=code, phase=phase, output=output, **self._common())
 
     async def _end(self, build: Callable[[], tuple[dict[str, Any], str | None]], *,
-                   recycle: bool) -> dict[str, Any]:
+                   recycle: bool, retention: Retention | None = None) -> dict[str, Any]:
         """End the cell: free what it holds, build and encode its final envelope, then commit.
 
         The end-of-cell hooks (store writes) run only after the envelope is encoded, so a result
@@ -391,7 +378,11 @@ class Cell:
                               holding=self._holding, drop=not self._runtime_gone)
             self._holding = False
             self.worker = None
-        envelope, encoded = self._encode_final(build)
+        if retention is not None:
+            await retention.prepare(self.output)  # the shared results store answers asynchronously
+        envelope, encoded, shown_reference = self._encode_final(build)
+        if retention is not None:
+            await retention.settle(shown_reference)  # a saved value nobody was shown the reference of
         completed = envelope["status"] == "completed"
         if completed:
             self.status = CellStatus.COMPLETED
@@ -406,18 +397,18 @@ class Cell:
         self._on_end(self)
         return self.final
 
-    def _encode_final(self, build: Callable[[], tuple[dict[str, Any], str | None]]) -> tuple[dict[str, Any], bytes]:
-        reference_id = None
+    def _encode_final(self, build: Callable[[], tuple[dict[str, Any], str | None]]
+                      ) -> tuple[dict[str, Any], bytes, str | None]:
+        """The final envelope, its encoding and the saved-result id it shows."""
         try:
             envelope, reference_id = build()
             self._mark_untrusted(envelope)
-            return envelope, jsoncodec.dumps(envelope)
+            return envelope, jsoncodec.dumps(envelope), reference_id
         except Exception as exc:  # noqa: BLE001 - any failure to build the result fails the cell, not the service
-            self._release_reference(reference_id)  # its reference will never be shown
             detail = f"{type(exc).__name__}: {exc}"[:300].encode("utf-8", "replace").decode("utf-8")
             envelope = self._failure_envelope(UNSENDABLE_MESSAGE.format(detail=detail), "bridge", "internal_error", [])
             self._mark_untrusted(envelope)
-            return envelope, jsoncodec.dumps(envelope)
+            return envelope, jsoncodec.dumps(envelope), None
 
     async def _run_finalizers(self, completed: bool) -> list[str]:
         warnings: list[str] = []

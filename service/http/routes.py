@@ -223,8 +223,8 @@ async def api_file(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONRespons
 )
 async def end_run(session_id: SessionId, run_id: RunId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """End a run: its saved results expire now and its tool-failure counters are forgotten."""
-    dropped = svc.results.end_run(ResultScope(key.tenant, session_id, run_id))
     try:
+        dropped = await svc.results.end_run(ResultScope(key.tenant, session_id, run_id))
         await svc.access.run_counters.delete_run_failures(key.tenant, session_id, run_id)
     except StoreError as exc:
         raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
@@ -244,9 +244,9 @@ async def run_status(session_id: SessionId, run_id: RunId, svc: ServicesDep, key
     """
     try:
         state = await svc.access.run_counters.run_failures(key.tenant, session_id, run_id)
+        count, size = await svc.results.usage(ResultScope(key.tenant, session_id, run_id))
     except StoreError as exc:
         raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
-    count, size = svc.results.usage(ResultScope(key.tenant, session_id, run_id))
     return ORJSONResponse({"session_id": session_id, "run_id": run_id,
                            **run_report(state, svc.access.failure_limits),
                            "saved_results": {"count": count, "bytes": size}})

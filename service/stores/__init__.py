@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import Any
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -23,8 +24,11 @@ from .errors import (
     StoreUnavailableError,
 )
 from .limits import StoreLimits, charged_total
+from .results_backend import LocalResults, ResultsBackend, ResultsLimits
 
 __all__ = [
+    "ResultsBackend",
+    "ResultsLimits",
     "RunFailures",
     "SessionStore",
     "StoreConfigError",
@@ -36,6 +40,7 @@ __all__ = [
     "StoreTypeError",
     "StoreUnavailableError",
     "charged_total",
+    "open_results",
     "open_store",
     "sqlite_url",
 ]
@@ -86,7 +91,7 @@ def _open_sqlite(url: str, limits: StoreLimits, clock: Callable[[], float]) -> S
     return SqliteSessionStore(path, limits, clock)
 
 
-def _open_redis(url: str, limits: StoreLimits, clock: Callable[[], float]) -> SessionStore:
+def _redis_params(url: str) -> dict[str, Any]:
     shown = _redacted(url)
     try:
         parts = urlsplit(url)
@@ -98,18 +103,34 @@ def _open_redis(url: str, limits: StoreLimits, clock: Callable[[], float]) -> Se
     db_text = parts.path.strip("/") or "0"
     if not db_text.isdigit():
         raise StoreConfigError(f"invalid Redis database {db_text!r} in store URL {shown!r}; {_ACCEPTED}")
+    return {"host": parts.hostname, "port": port, "db": int(db_text),
+            "username": unquote(parts.username) if parts.username else None,
+            "password": unquote(parts.password) if parts.password else None}
+
+
+def _open_redis(url: str, limits: StoreLimits, clock: Callable[[], float]) -> SessionStore:
+    params = _redis_params(url)
 
     from .redis_store import RedisSessionStore
 
-    return RedisSessionStore(
-        parts.hostname,
-        port,
-        int(db_text),
-        limits,
-        username=unquote(parts.username) if parts.username else None,
-        password=unquote(parts.password) if parts.password else None,
-        clock=clock,
-    )
+    return RedisSessionStore(limits=limits, clock=clock, **params)
+
+
+def open_results(url: str, limits: ResultsLimits, clock: Callable[[], float] | None = None) -> ResultsBackend:
+    """Return the saved-results store for the session store ``url``: shared in Redis for ``redis://``
+    (replicas load each other's references), else kept in this process.
+
+    ``clock`` dates expiry (default wall-clock time for Redis, shared by replicas; monotonic in memory).
+    """
+    if not url.startswith("redis:"):
+        return LocalResults(limits, clock or time.monotonic)
+    params = _redis_params(url)
+
+    from .redis_results import RESULTS_TIMEOUT_SECONDS, RedisResultsStore
+    from .redis_store import RedisLink
+
+    link = RedisLink(**params, label="saved-results store", timeout_seconds=RESULTS_TIMEOUT_SECONDS, retries=1)
+    return RedisResultsStore(link, limits, clock or time.time)
 
 
 def _redacted(url: str) -> str:

@@ -28,7 +28,7 @@ from .limits import (
     total_limit_error,
 )
 
-__all__ = ["RedisSessionStore"]
+__all__ = ["RedisLink", "RedisSessionStore"]
 
 _T = TypeVar("_T")
 
@@ -236,26 +236,15 @@ class RedisSessionStore:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._clock = clock
-        self._where = f"redis://{host}:{port}/{db}"
         self._limits = limits
-        self._client = aioredis.Redis(
-            host=host,
-            port=port,
-            db=db,
-            username=username,
-            password=password,
-            decode_responses=True,
-            socket_timeout=_TIMEOUT_SECONDS,
-            socket_connect_timeout=_TIMEOUT_SECONDS,
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), _RETRIES),
-        )
+        self._link = RedisLink(host, port, db, username=username, password=password, label="session store")
+        self._client = self._link.client
         self._commit_script = self._client.register_script(_COMMIT_LUA)
         self._read_script = self._client.register_script(_READ_LUA)
         self._delete_script = self._client.register_script(_DELETE_LUA)
         self._usage_script = self._client.register_script(_USAGE_LUA)
         self._expire_script = self._client.register_script(_EXPIRE_LUA)
         self._run_failure_script = self._client.register_script(_RUN_FAILURE_LUA)
-        self._closed = False
 
     async def get_all(self, tenant: str, session_id: str) -> dict[str, str]:
         """Return the committed entries of one session (none once it expired)."""
@@ -345,26 +334,62 @@ class RedisSessionStore:
 
     async def close(self) -> None:
         """Close the connection pool; safe to call twice."""
+        await self._link.close()
+
+    async def _call(self, pending: Awaitable[_T]) -> _T:
+        return await self._link.call(pending)
+
+
+class RedisLink:
+    """One Redis client of ours, its failures translated into the stores' exceptions.
+
+    ``label`` names the store in messages ("session store", "saved-results store"); ``timeout_seconds``
+    bounds each socket operation, and a couple of quick retries ride over a server restart.
+    """
+
+    def __init__(self, host: str, port: int, db: int, *, username: str | None, password: str | None,
+                 label: str, timeout_seconds: float = _TIMEOUT_SECONDS, retries: int = _RETRIES) -> None:
+        self.where = f"redis://{host}:{port}/{db}"
+        self._label = label
+        self.client = aioredis.Redis(
+            host=host,
+            port=port,
+            db=db,
+            username=username,
+            password=password,
+            decode_responses=True,
+            socket_timeout=timeout_seconds,
+            socket_connect_timeout=timeout_seconds,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
+        )
+        self._closed = False
+
+    def script(self, lua: str) -> Callable[..., Awaitable[Any]]:
+        """A registered Lua script: call it with ``keys=[...], args=[...]`` inside ``call``."""
+        return self.client.register_script(lua)  # type: ignore[return-value]
+
+    async def close(self) -> None:
+        """Close the connection pool; safe to call twice."""
         if self._closed:
             return
         self._closed = True
-        await self._client.aclose()
+        await self.client.aclose()
 
-    async def _call(self, pending: Awaitable[_T]) -> _T:
+    async def call(self, pending: Awaitable[_T]) -> _T:
         if self._closed:
             close_pending = getattr(pending, "close", None)
             if close_pending is not None:
                 close_pending()  # never awaited: avoid a "coroutine was never awaited" warning
-            raise StoreUnavailableError(f"the Redis session store at {self._where} is closed")
+            raise StoreUnavailableError(f"the Redis {self._label} at {self.where} is closed")
         try:
             return await pending
         except StoreError:
             raise
         except redis_errors.AuthenticationError as exc:
-            message = f"Redis session store at {self._where} refused the credentials: {exc}"
+            message = f"Redis {self._label} at {self.where} refused the credentials: {exc}"
             raise StoreConfigError(message) from exc
         except _OUTAGES as exc:
-            message = f"Redis session store at {self._where} is unavailable: {exc}"
+            message = f"Redis {self._label} at {self.where} is unavailable: {exc}"
             raise StoreUnavailableError(message) from exc
         except redis_errors.RedisError as exc:
-            raise StoreError(f"Redis session store at {self._where} failed: {exc}") from exc
+            raise StoreError(f"Redis {self._label} at {self.where} failed: {exc}") from exc

@@ -17,12 +17,41 @@ from typing import NamedTuple
 from .errors import ResultsAllowanceError, ResultsCapacityError, ResultsQuotaError, ResultUnavailableError
 
 __all__ = [
+    "ENTRY_OVERHEAD",
     "ResultScope",
     "ResultsStore",
+    "allowance_error",
+    "capacity_error",
+    "tenant_quota_error",
+    "total_quota_error",
 ]
 
 #: Bytes each saved entry is charged on top of its JSON text (id, scope, dict slots).
 ENTRY_OVERHEAD = 256
+
+
+def capacity_error(max_entries: int) -> ResultsCapacityError:
+    return ResultsCapacityError(f"result store is full: at most {max_entries} saved results per run; "
+                                "delete references you no longer need with results.delete(id)")
+
+
+def allowance_error(size: int, used: int, allowance: int) -> ResultsAllowanceError:
+    return ResultsAllowanceError(
+        f"saving {size} bytes would exceed this run's saved-results allowance "
+        f"({used} of {allowance} bytes used); save a narrower value or delete references")
+
+
+def tenant_quota_error(used: int, limit: int) -> ResultsQuotaError:
+    return ResultsQuotaError(
+        f"saved-results quota reached: this tenant's saved results hold {used} of {limit} bytes "
+        "(tenant_results_bytes); end finished runs (DELETE /v1/sessions/{session_id}/runs/{run_id}) "
+        "or delete references to make room")
+
+
+def total_quota_error(used: int, limit: int) -> ResultsQuotaError:
+    return ResultsQuotaError(
+        f"saved-results capacity of this service reached ({used} of {limit} bytes, results_max_bytes); "
+        "save a narrower value or retry after older results expire")
 
 
 class ResultScope(NamedTuple):
@@ -71,15 +100,9 @@ class ResultsStore:
         count = len(entries) if entries else 0
         used = sum(entry.size for entry in entries.values()) if entries else 0
         if count >= self._max_entries:
-            raise ResultsCapacityError(
-                f"result store is full: at most {self._max_entries} saved results per run; "
-                "delete references you no longer need with results.delete(id)"
-            )
+            raise capacity_error(self._max_entries)
         if used + size > byte_allowance:
-            raise ResultsAllowanceError(
-                f"saving {size} bytes would exceed this run's saved-results allowance "
-                f"({used} of {byte_allowance} bytes used); save a narrower value or delete references"
-            )
+            raise allowance_error(size, used, byte_allowance)
         self._check_quotas(scope.tenant, size + ENTRY_OVERHEAD)
         result_id = f"result_{uuid.uuid4()}"
         self._runs.setdefault(scope, {})[result_id] = _Entry(json_text, size, self._clock() + ttl_seconds, network)
@@ -97,14 +120,9 @@ class ResultsStore:
     def _check_quotas(self, tenant: str, charge: int) -> None:
         used = self._tenant_bytes.get(tenant, 0)
         if self._tenant_max_bytes is not None and used + charge > self._tenant_max_bytes:
-            raise ResultsQuotaError(
-                f"saved-results quota reached: this tenant's saved results hold {used} of "
-                f"{self._tenant_max_bytes} bytes (tenant_results_bytes); end finished runs "
-                "(DELETE /v1/sessions/{session_id}/runs/{run_id}) or delete references to make room")
+            raise tenant_quota_error(used, self._tenant_max_bytes)
         if self._max_bytes is not None and self._total_bytes + charge > self._max_bytes:
-            raise ResultsQuotaError(
-                f"saved-results capacity of this server reached ({self._total_bytes} of {self._max_bytes} "
-                "bytes, results_max_bytes); save a narrower value or retry after older results expire")
+            raise total_quota_error(self._total_bytes, self._max_bytes)
 
     def _charge(self, tenant: str, delta: int) -> None:
         held = self._tenant_bytes.get(tenant, 0) + delta

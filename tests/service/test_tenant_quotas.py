@@ -17,6 +17,7 @@ from service.handlers.session_store import store_limits
 from service.assembly import build_components
 from service.settings import Settings
 from service.stores import open_store, sqlite_url
+from service.stores.results_backend import LocalResults
 from tests.conftest import make_client, value_of
 from tests.service.test_tenants_isolation import ALPHA, BETA, KEYS
 from tests.support.tools import TEST_TOOLS
@@ -174,7 +175,8 @@ def test_saved_results_expire_on_the_injected_clock(tmp_path):
     now = [1000.0]
     services = build_components(settings, extra_tools=TEST_TOOLS, results_clock=lambda: now[0])
     with TestClient(create_app(settings, services)) as client:
-        results = services.results
+        assert isinstance(services.results, LocalResults)
+        results = services.results.store
         assert value_of(exec_ok(client, ALPHA, SAVE_MIB % 2, session_id="s", run_id="r"))[1].startswith("RangeError")
         now[0] += 61
         results.expire()
