@@ -214,6 +214,17 @@ def _value_source(source: Any) -> _Chunk:
     return chunk
 
 
+def _shown_size(value: _Chunk, room: int) -> int:
+    """The value's size in the envelope, computed exactly only when that decides whether it fits ``room``.
+
+    The envelope re-encodes the guest's JSON, and the encoders write large numbers differently
+    (JS 12345678901234567000, the host 1.2345678901234567e+19): at most 10% longer, never more.
+    """
+    if value.size > room or value.size + value.size // 10 + 2 <= room:
+        return value.size
+    return json_size(_parse(value.text))
+
+
 def _parse(text: str) -> Any:
     try:
         return parse_json(text)
@@ -284,8 +295,8 @@ class OutputState:
             return None
         value = _value_source(final.source)
         pending = self._pending()
-        fits = (pending is None or pending.complete) and (pending.size if pending else 0) + value.size <= (
-            self._max - self._committed)
+        room = self._max - self._committed - (pending.size if pending else 0)
+        fits = (pending is None or pending.complete) and value.complete and _shown_size(value, room) <= room
         return value.text if value.complete and value.text[:1] in ("{", "[") and not fits else None
 
     # -- internals
@@ -349,7 +360,7 @@ class OutputState:
     ) -> Projection:
         output_size = pending.size if pending else 0
         output_whole = pending is None or pending.complete
-        if output_whole and value.complete and output_size + value.size <= available:
+        if output_whole and value.complete and _shown_size(value, available - output_size) <= available - output_size:
             output, _, _ = self._project_output(pending, available, True)
             return Projection(output=output, value=_parse(value.text), committed_bytes=self._committed)
         container = value.text[:1] in ("{", "[")
@@ -363,7 +374,7 @@ class OutputState:
             reserve = min(reserve, value.size)
         output, output_cost, output_truncated = self._project_output(pending, available - reserve, True)
         left = available - output_cost
-        if value.complete and value.size <= left:
+        if value.complete and _shown_size(value, left) <= left:
             return Projection(
                 output=output,
                 value=_parse(value.text),

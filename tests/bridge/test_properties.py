@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -60,9 +61,38 @@ def _nest(value: Any, depth: int) -> Any:
     return value
 
 
+def js_number(x: float) -> str:
+    """A float as JavaScript's Number::toString writes it (ECMA-262): 0.00006103515625, 1e+21."""
+    if x == 0:
+        return "0"
+    sign, digit_tuple, exponent = Decimal(repr(x)).normalize().as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    k, n = len(digits), int(exponent) + len(digits)
+    if k <= n <= 21:
+        text = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        text = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        text = "0." + "0" * -n + digits
+    else:
+        e = f"e{'+' if n > 0 else '-'}{abs(n - 1)}"
+        text = digits + e if k == 1 else digits[0] + "." + digits[1:] + e
+    return "-" + text if sign else text
+
+
+def _js_stringify(value: Any) -> str:
+    if isinstance(value, float):
+        return js_number(value)
+    if isinstance(value, list):
+        return "[" + ",".join(_js_stringify(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(_js_stringify(k) + ":" + _js_stringify(v) for k, v in value.items()) + "}"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def js_json(value: Any) -> str:
-    """Compact JSON as the guest's JSON.stringify writes it: lone surrogates escaped."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact JSON as the guest's JSON.stringify writes it: JS number format, lone surrogates escaped."""
+    text = _js_stringify(value)
     return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
