@@ -61,6 +61,7 @@ class CellRegistry:
         self._sweeper: asyncio.Task[None] | None = None
         self.counts: dict[str, int] = {"completed": 0, "failed": 0, "waiting": 0}
         self.sweepers: list[Callable[[], Any]] = []  # other periodic expiry (saved results)
+        self.cell_id_prefix = "cell_"  # replicas put their id in it (service/cluster/identity.py)
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -169,7 +170,8 @@ class CellRegistry:
                 "them finish first", retry_after=1)
         with self._tenant_slot(spec.tenant):
             worker = await self.pool.acquire(spec.tenant)
-            cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer)
+            cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer,
+                        self.cell_id_prefix)
             self._cells[cell.id] = cell
             async with cell.wait_lock:
                 if self.prepare is not None:

@@ -16,6 +16,7 @@ from service.settings import Settings, load_settings
 from .body_limits import BodyCaps
 from .error_responses import install_error_handlers
 from .request_gate import RequestGate
+from .replica_routing import ReplicaRouting
 from .request_json import BodyDecoder
 from .routes import router
 
@@ -50,6 +51,8 @@ def create_app(settings: Settings | None = None, services: Components | None = N
     app.state.services = svc
     install_error_handlers(app, router.routes)
     app.include_router(router)
+    # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.
+    app.add_middleware(ReplicaRouting, replica=svc.replica)
     app.add_middleware(RequestGate, keys=svc.keys, caps=BodyCaps(settings), decoder=decoder,
                        metrics_require_key=settings.metrics_require_key)
     return app
