@@ -55,8 +55,10 @@ class ReplicaRouting:
         what = f"cell {cell_id}"
         if _header(scope, FORWARDED_HEADER.encode()) is not None:
             # Relayed here by a peer, yet held elsewhere: the holder's address now names another process.
-            raise CellNotFound(f"{what} is unknown: the replica that ran it ({holder}) is no longer running "
-                               "(this address now serves a restarted replica); its state is lost, start a new cell")
+            raise CellNotFound(
+                f"{what} is unknown here: the replica that ran it ({holder}) no longer answers at this address "
+                f"(this is replica {replica.replica_id}: the holder stopped and this one took its address, or "
+                "its advertise_url names something other than the replica itself); start a new cell")
         try:
             url = await replica.membership.peer_url(holder)
         except StoreError as exc:
