@@ -51,8 +51,9 @@ def create_app(settings: Settings | None = None, services: Components | None = N
     app.state.services = svc
     install_error_handlers(app, router.routes)
     app.include_router(router)
-    # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.
-    app.add_middleware(ReplicaRouting, replica=svc.replica)
+    if svc.replica is not None:
+        # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.
+        app.add_middleware(ReplicaRouting, replica=svc.replica)
     app.add_middleware(RequestGate, keys=svc.keys, caps=BodyCaps(settings), decoder=decoder,
                        metrics_require_key=settings.metrics_require_key)
     return app

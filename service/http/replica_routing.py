@@ -29,14 +29,14 @@ _CELLS = "/v1/cells/"
 class ReplicaRouting:
     """ASGI middleware: serve this replica's cells, relay the others'."""
 
-    def __init__(self, app: Any, *, replica: Replica | None) -> None:
+    def __init__(self, app: Any, *, replica: Replica) -> None:
         self.app = app
         self.replica = replica
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         replica = self.replica
         path: str = scope.get("path", "")
-        if replica is None or scope["type"] != "http" or not path.startswith(_CELLS):
+        if scope["type"] != "http" or not path.startswith(_CELLS):
             await self.app(scope, receive, send)
             return
         cell_id = path[len(_CELLS):].split("/", 1)[0]
