@@ -44,6 +44,7 @@ class Membership:
         """List this replica before it takes requests (a failure stops the start: the store is down)."""
         await self._beat()
         self._beating = asyncio.ensure_future(self._keep_beating())
+        log.info("replica %s joined the cluster; peers reach it at %s", self.replica_id, self.url)
 
     async def close(self) -> None:
         if self._beating is not None:

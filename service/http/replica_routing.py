@@ -66,8 +66,9 @@ class ReplicaRouting:
                                    f"{exc}; retry shortly", retry_after=1) from None
         if url is None:
             raise CellNotFound(
-                f"{what} is unknown: the replica that ran it ({holder}) stopped (no heartbeat for "
-                f"{replica.ttl_seconds} s), and its state was lost with it; start a new cell")
+                f"{what} is unknown: the replica that ran it ({holder}) stopped (its heartbeat is gone: it shut "
+                f"down or was silent for {replica.ttl_seconds} s), and the cell's state was lost with it; "
+                "start a new cell")
         body = await _body(scope, receive)
         target = scope.get("raw_path") or scope["path"].encode()
         if scope.get("query_string"):
