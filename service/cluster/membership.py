@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Protocol
 
 from service.stores.errors import StoreError
@@ -18,6 +19,9 @@ log = logging.getLogger("codemode")
 
 # Renewals per TTL: two can be lost (a slow store, a busy loop) before peers see this replica as gone.
 BEATS_PER_TTL = 3
+# Replica ids come from cell ids callers send: however many they make up, the cache stays small
+# (an id no replica registered is never cached).
+_MAX_KNOWN = 1024
 
 
 class ReplicaDirectory(Protocol):
@@ -39,6 +43,9 @@ class Membership:
         self.url = url
         self.ttl_seconds = ttl_seconds
         self._beating: asyncio.Task[None] | None = None
+        # Peers' addresses, reused for one heartbeat period: a relay then needs no store round trip,
+        # and a dead peer is noticed at most one period later (so within 4/3 of the TTL).
+        self._known: dict[str, tuple[str, float]] = {}
 
     async def start(self) -> None:
         """List this replica before it takes requests (a failure stops the start: the store is down)."""
@@ -58,7 +65,22 @@ class Membership:
 
     async def peer_url(self, replica_id: str) -> str | None:
         """Where a live replica is reached; None if it stopped.  Raises StoreError while the store is down."""
-        return await self.directory.replica_url(replica_id)
+        now = time.monotonic()
+        known = self._known.get(replica_id)
+        if known is not None and known[1] > now:
+            return known[0]
+        url = await self.directory.replica_url(replica_id)
+        if url is None:
+            self._known.pop(replica_id, None)
+        else:
+            if len(self._known) >= _MAX_KNOWN:
+                self._known = {k: v for k, v in self._known.items() if v[1] > now}
+            self._known[replica_id] = (url, now + self.ttl_seconds / BEATS_PER_TTL)
+        return url
+
+    def forget_peer(self, replica_id: str) -> None:
+        """Look the peer up again next time (it did not answer at the address we had)."""
+        self._known.pop(replica_id, None)
 
     async def _beat(self) -> None:
         await self.directory.beat(self.replica_id, self.url, int(self.ttl_seconds * 1000))

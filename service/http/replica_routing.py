@@ -73,8 +73,12 @@ class ReplicaRouting:
         target = scope.get("raw_path") or scope["path"].encode()
         if scope.get("query_string"):
             target += b"?" + scope["query_string"]
-        return await replica.peers.open(url, scope["method"], target.decode("latin-1"), scope["headers"], body,
-                                        what=what)
+        try:
+            return await replica.peers.open(url, scope["method"], target.decode("latin-1"), scope["headers"], body,
+                                            what=what)
+        except ServiceError:
+            replica.membership.forget_peer(holder)
+            raise
 
 
 async def _body(scope: Scope, receive: Any) -> bytes:

@@ -173,7 +173,14 @@ def test_redis_outage_answers_503_and_local_cells_keep_running(cluster: Cluster)
         # Every replica's /readyz now fails; HAProxy keeps sending requests to them ("-open" servers).
         poll_until(lambda: httpx.get(f"{cluster.front}/healthz", timeout=10).headers["x-served-by"].endswith("-open"),
                    "HAProxy fails open to the replicas")
-        for r in (post(a, f"/v1/cells/{remote['cell_id']}/wait"),
+        def relayed_status() -> httpx.Response | None:
+            # A's address book may still hold B for one heartbeat period; then it needs the store.
+            r = httpx.get(f"{a}/v1/cells/{remote['cell_id']}", timeout=30)
+            assert r.status_code in (200, 503), r.text
+            return r if r.status_code == 503 else None
+
+        relayed = poll_until(relayed_status, "a relayed status needs the store")
+        for r in (relayed, post(a, f"/v1/cells/{remote['cell_id']}/wait"),
                   httpx.get(f"{cluster.front}/v1/sessions/s1/store", timeout=30)):
             assert r.status_code == 503, r.text
             assert r.headers["retry-after"] == "1"
