@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import httpx2
 
-from service.errors import ReplicaUnavailable
+from service.errors import InvalidRequest, ReplicaUnavailable
 
 FORWARDED_HEADER = "x-codemode-forwarded-by"
 # Hop-by-hop headers belong to one connection, not to the request or answer being relayed.
@@ -64,7 +64,10 @@ class PeerClient:
         """
         sent = [(k, v) for k, v in headers if k.lower() not in _HOP_BY_HOP and k.lower() != FORWARDED_HEADER.encode()]
         sent.append((FORWARDED_HEADER.encode(), self.replica_id.encode()))
-        request = self._client.build_request(method, base_url + target, headers=sent, content=body)
+        try:
+            request = self._client.build_request(method, base_url + target, headers=sent, content=body)
+        except httpx2.InvalidURL as exc:
+            raise InvalidRequest(f"this request for {what} cannot be passed to the replica holding it: {exc}") from None
         try:
             response = await self._client.send(request, stream=True)
         except httpx2.TransportError as exc:

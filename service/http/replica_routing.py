@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from typing import Any
 
 from service.cluster.identity import holder_of
@@ -24,6 +25,7 @@ from .request_gate import BODY_METHODS
 
 Scope = dict[str, Any]
 _CELLS = "/v1/cells/"
+_ACTION = re.compile(r"^[a-z_]{1,32}$")  # wait, cancel, events: one plain segment after the id
 
 
 class ReplicaRouting:
@@ -39,19 +41,21 @@ class ReplicaRouting:
         if scope["type"] != "http" or not path.startswith(_CELLS):
             await self.app(scope, receive, send)
             return
-        cell_id = path[len(_CELLS):].split("/", 1)[0]
+        cell_id, _, action = path[len(_CELLS):].partition("/")
         holder = holder_of(cell_id)
-        if holder is None or holder == replica.replica_id:
+        # Only a cell route is relayed (the target is rebuilt from checked parts, never the caller's raw path).
+        if holder is None or holder == replica.replica_id or (action and not _ACTION.match(action)):
             await self.app(scope, receive, send)
             return
         try:
-            response = await self._open(replica, holder, cell_id, scope, receive)
+            response = await self._open(replica, holder, cell_id, action, scope, receive)
         except ServiceError as exc:
             await error_response(exc)(scope, receive, send)
             return
         await _relay(response, receive, send)
 
-    async def _open(self, replica: Replica, holder: str, cell_id: str, scope: Scope, receive: Any) -> PeerResponse:
+    async def _open(self, replica: Replica, holder: str, cell_id: str, action: str, scope: Scope,
+                    receive: Any) -> PeerResponse:
         what = f"cell {cell_id}"
         if _header(scope, FORWARDED_HEADER.encode()) is not None:
             # Relayed here by a peer, yet held elsewhere: the holder's address now names another process.
@@ -70,12 +74,11 @@ class ReplicaRouting:
                 f"down or was silent for {replica.ttl_seconds} s), and the cell's state was lost with it; "
                 "start a new cell")
         body = await _body(scope, receive)
-        target = scope.get("raw_path") or scope["path"].encode()
+        target = _CELLS + cell_id + (f"/{action}" if action else "")
         if scope.get("query_string"):
-            target += b"?" + scope["query_string"]
+            target += "?" + scope["query_string"].decode("latin-1")
         try:
-            return await replica.peers.open(url, scope["method"], target.decode("latin-1"), scope["headers"], body,
-                                            what=what)
+            return await replica.peers.open(url, scope["method"], target, scope["headers"], body, what=what)
         except ServiceError:
             replica.membership.forget_peer(holder)
             raise

@@ -127,3 +127,20 @@ async def test_a_caller_who_leaves_stops_the_relay():
     await asyncio.wait_for(holder.closed.wait(), 10)
     await routing.replica.peers.close()
     server.close()
+
+
+@pytest.mark.parametrize("tail", ["/../../metrics", "/wait/extra", "/%2e%2e", "/WAIT"])
+async def test_only_cell_routes_are_relayed(tail):
+    """A path that is not /v1/cells/{id}[/action] is answered here (404), never passed to a peer."""
+    holder, server, routing, scope = await _setup()
+    served_here: list[str] = []
+
+    async def local(scope: Any, receive: Any, send: Any) -> None:
+        served_here.append(scope["path"])
+
+    routing.app = local
+    scope["path"] += tail
+    await routing(scope, None, None)
+    assert served_here == [scope["path"]] and holder.request_head == b""
+    await routing.replica.peers.close()
+    server.close()
