@@ -2,6 +2,7 @@
 
 ``python -m bench soak [--seconds N]``: the mixed benign/hostile soak of ``bench/soak.py`` instead.
 ``python -m bench density``: only the density figures (``bench/density.py``).
+``python -m bench replicas``: 1 vs 3 replicas behind HAProxy, and the cost of relaying a wait (``bench/replicas.py``).
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         from .soak import main as soak_main
 
         return soak_main(argv[1:])
+    if argv[:1] == ["replicas"]:
+        from .replicas import main as replicas_main
+
+        return replicas_main(argv[1:])
     if argv[:1] == ["density"]:
         from .density import main as density_main
 

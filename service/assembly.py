@@ -20,6 +20,8 @@ from .auth import KeyRing
 from .cells.dispatch import Dispatcher, base_dispatcher
 from .cells.pool import WorkerPool
 from .cells.registry import CellRegistry
+from .cluster.identity import cell_id_prefix
+from .cluster.replica import Replica, replica_for
 from .errors import ConfigError, InvalidRequest
 from .handlers.api_files import api_table, install_api_files
 from .handlers.cell_tools import ToolAccess, cell_tools
@@ -54,6 +56,7 @@ class Components:
     store: SessionStore | None
     results: ResultsBackend
     mcp: Any = None
+    replica: Replica | None = None  # with a shared (Redis) store: this process as one replica of many
     metrics: Metrics = field(default_factory=Metrics)
     _policies: dict[str, ToolPolicy | None] = field(default_factory=dict)
     _store_sweeper: asyncio.Task[None] | None = None
@@ -69,6 +72,8 @@ class Components:
             await self.mcp.start()
         await self.pool.start()
         self.cells.start()
+        if self.replica is not None:
+            await self.replica.start()  # peers find it only once it can serve its cells
         tune_process()
         if self.store is not None:
             self._store_sweeper = asyncio.ensure_future(self._sweep_store())
@@ -97,6 +102,8 @@ class Components:
         await self.pool.close()
         if self.mcp is not None:
             await self.mcp.close()
+        if self.replica is not None:
+            await self.replica.close()
         if self.store is not None:
             await self.store.close()
         await self.results.close()
@@ -202,10 +209,13 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
     cells = CellRegistry(settings, pool, dispatcher, prepare=access.prepare, retainer=saved)
     if isinstance(results, LocalResults):
         cells.sweepers.append(results.store.expire)
+    replica = replica_for(settings, session_store)
+    if replica is not None:
+        cells.cell_id_prefix = cell_id_prefix(replica.replica_id)
     if mcp is not None:
         cells.sweepers.append(mcp.close_idle)
     return Components(settings=settings, pool=pool, cells=cells, dispatcher=dispatcher, keys=KeyRing(settings),
-                    access=access, store=session_store, results=results, mcp=mcp)
+                    access=access, store=session_store, results=results, mcp=mcp, replica=replica)
 
 
 def _check_mcp_entries(settings: Settings, servers: list[tuple[str, str]], base: ToolPolicy) -> None:

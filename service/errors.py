@@ -11,6 +11,7 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── TooManyRequests              429: a per-tenant or parked-cell cap (``Retry-After``)
  ├── Overloaded                   503: no worker could be had in time (``Retry-After``)
  ├── StoreUnavailable             503: the session store does not answer
+ ├── ReplicaUnavailable           503: the replica holding a cell does not answer (``Retry-After``)
  ├── ResponseNotEncodable         500: an answer could not be written as JSON (retrying cannot help)
  ├── WorkerGone                   a worker's pipe closed or its frames cannot be read; the cell layer
  │                                always turns it into a ``runtime_unavailable`` envelope (never an HTTP answer)
@@ -134,6 +135,14 @@ class StoreUnavailable(ServiceError):
     """Raised when the session store backend does not answer."""
 
     code = "store_unavailable"
+    status = 503
+    error_type = "transient"
+
+
+class ReplicaUnavailable(ServiceError):
+    """Raised when the replica that holds a cell does not answer a forwarded request."""
+
+    code = "replica_unavailable"
     status = 503
     error_type = "transient"
 

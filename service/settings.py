@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
+import socket
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -91,6 +93,12 @@ class Settings(BaseSettings):
     max_connections: Int = setting("server", 1000, 1, 1_000_000,
                                    "open connections of `codemode serve`; further ones are closed at once")
     metrics_require_key: bool = setting("server", False, doc="GET /metrics needs a valid API key")
+    # Replicas sharing a redis:// store (service/cluster/): where peers reach this one, and how long
+    # after its last heartbeat a replica counts as stopped.
+    advertise_url: str = setting("server", "", doc="URL where peer replicas reach this one "
+                                 "(default http://<host>:<port>; the machine's name for a wildcard host)")
+    replica_ttl_seconds: Int = setting("server", 6, 2, 60,
+                                       "a replica without a heartbeat for this long is stopped; its cells fail")
     # [limits]: request defaults and the server's caps
     timeout_ms: Int = setting("limits", 10000, 100, 60000, "default wall clock per exec/wait call")
     max_timeout_ms: Int = setting("limits", 60000, 100, 60000, "largest timeout_ms a request may ask")
@@ -187,6 +195,13 @@ class Settings(BaseSettings):
         return self.store_url or f"sqlite:///{self.resolved_data_dir / 'store.sqlite3'}"
 
     @property
+    def resolved_advertise_url(self) -> str:
+        if self.advertise_url:
+            return self.advertise_url.rstrip("/")
+        host = socket.gethostname() if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+
+    @property
     def worker_cap(self) -> int:
         # Tenants never share a process, so in the worst case every parked cell is its own tenant's.
         return self.max_workers or (2 * self.workers + self.max_parked_cells)
@@ -201,6 +216,9 @@ class Settings(BaseSettings):
             raise ConfigError("timeout_ms is above max_timeout_ms", need_param="timeout_ms")
         if self.memory_limit_bytes > self.max_memory_limit_bytes:
             raise ConfigError("memory_limit_bytes is above max_memory_limit_bytes", need_param="memory_limit_bytes")
+        if self.advertise_url and not re.match(r"^https?://[^/?#\s]+(/[^?#\s]*)?$", self.advertise_url):
+            raise ConfigError(f"advertise_url {self.advertise_url!r} is not an http:// or https:// URL "
+                              "(e.g. http://10.0.0.5:8000)", need_param="advertise_url")
         if not self.api_keys and not _is_loopback(self.host):
             raise ConfigError(
                 f"refusing to bind {self.host!r} without API keys: add [[api_keys]] to the config file "

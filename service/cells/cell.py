@@ -46,8 +46,8 @@ class Cell:
 
     def __init__(self, spec: CellSpec, worker: Worker, pool: WorkerPool, dispatcher: Dispatcher,
                  on_park: Callable[[Cell], bool], on_end: Callable[[Cell], None],
-                 retainer: Retainer | None = None) -> None:
-        self.context = CellContext("cell_" + str(uuid.uuid4()), spec)
+                 retainer: Retainer | None = None, id_prefix: str = "cell_") -> None:
+        self.context = CellContext(id_prefix + str(uuid.uuid4()), spec)
         self.id = self.context.id
         self.spec = spec
         self.worker: Worker | None = worker

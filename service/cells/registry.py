@@ -72,6 +72,7 @@ class CellRegistry:
                                 tenant_max_streams=settings.tenant_max_event_streams)
         self.background = BackgroundCells(settings, self.events, hold=self._hold, release=self._unpark,
                                           running=self._counted, guarded=self._guarded, expired=self._expired)
+        self.cell_id_prefix = "cell_"  # replicas put their id in it (service/cluster/identity.py)
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -185,7 +186,8 @@ class CellRegistry:
         with slot:
             slot.enter_context(self._tenant_slot(spec.tenant))
             worker = await self.pool.acquire(spec.tenant)
-            cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer)
+            cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer,
+                        self.cell_id_prefix)
             self._cells[cell.id] = cell
             async with cell.wait_lock:
                 if self.prepare is not None:

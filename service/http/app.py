@@ -17,6 +17,7 @@ from .body_limits import BodyCaps
 from .error_responses import install_error_handlers
 from .events_route import events_router
 from .request_gate import RequestGate
+from .replica_routing import ReplicaRouting
 from .request_json import BodyDecoder
 from .routes import router
 
@@ -52,6 +53,9 @@ def create_app(settings: Settings | None = None, services: Components | None = N
     install_error_handlers(app, [*router.routes, *events_router.routes])
     app.include_router(router)
     app.include_router(events_router)
+    if svc.replica is not None:
+        # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.
+        app.add_middleware(ReplicaRouting, replica=svc.replica)
     app.add_middleware(RequestGate, keys=svc.keys, caps=BodyCaps(settings), decoder=decoder,
                        metrics_require_key=settings.metrics_require_key)
     return app

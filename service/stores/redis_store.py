@@ -36,6 +36,7 @@ _KEY_PREFIX = "codemode:store:"
 _TENANT_PREFIX = "codemode:tenant:"
 _EXPIRY_KEY = "codemode:expiry"
 _RUN_PREFIX = "codemode:run:"
+_REPLICA_PREFIX = "codemode:replica:"
 _EXPIRE_BATCH = 500
 _TIMEOUT_SECONDS = 5.0
 # A couple of quick reconnect attempts ride over a server restart; longer outages surface
@@ -327,6 +328,22 @@ class RedisSessionStore:
     async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
         """Forget the run's failure counters."""
         await self._call(self._client.delete(run_key(tenant, session_id, run_id)))
+
+    # Replicas sharing this store find each other here (service/cluster/membership.py): each one's
+    # key holds the URL where peers reach it and lives only as long as its heartbeats renew it.
+
+    async def beat(self, replica_id: str, url: str, ttl_ms: int) -> None:
+        """Say that ``replica_id`` is alive at ``url`` for the next ``ttl_ms``."""
+        await self._call(self._client.set(_REPLICA_PREFIX + replica_id, url, px=ttl_ms))
+
+    async def replica_url(self, replica_id: str) -> str | None:
+        """Where a live replica is reached; None once its heartbeats stopped."""
+        url = await self._call(self._client.get(_REPLICA_PREFIX + replica_id))
+        return None if url is None else str(url)
+
+    async def forget_replica(self, replica_id: str) -> None:
+        """Drop a stopping replica's key at once, rather than when its heartbeat expires."""
+        await self._call(self._client.delete(_REPLICA_PREFIX + replica_id))
 
     async def ping(self) -> None:
         """Raise StoreUnavailableError unless the server answers PING."""

@@ -1,0 +1,102 @@
+"""This replica's heartbeat in the shared store, and where the other live replicas are.
+
+Each replica renews ``codemode:replica:<id> = <advertise_url>`` with a TTL of
+``replica_ttl_seconds`` a few times per TTL.  When a replica dies its key expires, and a request
+for one of its cells answers "stopped" instead of waiting on an address nobody serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Protocol
+
+from service.stores.errors import StoreError
+
+log = logging.getLogger("codemode")
+
+# Renewals per TTL: two can be lost (a slow store, a busy loop) before peers see this replica as gone.
+BEATS_PER_TTL = 3
+# Replica ids come from cell ids callers send: however many they make up, the cache stays small
+# (an id no replica registered is never cached).
+_MAX_KNOWN = 1024
+
+
+class ReplicaDirectory(Protocol):
+    """The part of the Redis store that records live replicas (service/stores/redis_store.py)."""
+
+    async def beat(self, replica_id: str, url: str, ttl_ms: int) -> None: ...
+
+    async def replica_url(self, replica_id: str) -> str | None: ...
+
+    async def forget_replica(self, replica_id: str) -> None: ...
+
+
+class Membership:
+    """Keeps this replica listed while it runs; answers where a peer is (None: it stopped)."""
+
+    def __init__(self, directory: ReplicaDirectory, replica_id: str, url: str, ttl_seconds: float) -> None:
+        self.directory = directory
+        self.replica_id = replica_id
+        self.url = url
+        self.ttl_seconds = ttl_seconds
+        self._beating: asyncio.Task[None] | None = None
+        # Peers' addresses, reused for one heartbeat period: a relay then needs no store round trip,
+        # and a dead peer is noticed at most one period later (so within 4/3 of the TTL).
+        self._known: dict[str, tuple[str, float]] = {}
+
+    async def start(self) -> None:
+        """List this replica before it takes requests (a failure stops the start: the store is down)."""
+        await self._beat()
+        self._beating = asyncio.ensure_future(self._keep_beating())
+        log.info("replica %s joined the cluster; peers reach it at %s", self.replica_id, self.url)
+
+    async def close(self) -> None:
+        if self._beating is not None:
+            self._beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._beating
+            self._beating = None
+        # Its cells are closed with it: peers may say so now rather than after the TTL.
+        with contextlib.suppress(StoreError):
+            await self.directory.forget_replica(self.replica_id)
+
+    async def peer_url(self, replica_id: str) -> str | None:
+        """Where a live replica is reached; None if it stopped.  Raises StoreError while the store is down."""
+        now = time.monotonic()
+        known = self._known.get(replica_id)
+        if known is not None and known[1] > now:
+            return known[0]
+        url = await self.directory.replica_url(replica_id)
+        if url is None:
+            self._known.pop(replica_id, None)
+        else:
+            if len(self._known) >= _MAX_KNOWN:
+                self._known = {k: v for k, v in self._known.items() if v[1] > now}
+            self._known[replica_id] = (url, now + self.ttl_seconds / BEATS_PER_TTL)
+        return url
+
+    def forget_peer(self, replica_id: str) -> None:
+        """Look the peer up again next time (it did not answer at the address we had)."""
+        self._known.pop(replica_id, None)
+
+    async def _beat(self) -> None:
+        await self.directory.beat(self.replica_id, self.url, int(self.ttl_seconds * 1000))
+
+    async def _keep_beating(self) -> None:
+        failing = False
+        while True:
+            await asyncio.sleep(self.ttl_seconds / BEATS_PER_TTL)
+            try:
+                await self._beat()
+            except StoreError as exc:
+                if not failing:
+                    log.warning("replica %s could not renew its heartbeat (its cells are unreachable from "
+                                "other replicas until it can): %s", self.replica_id, exc)
+                failing = True
+                continue
+            if failing:
+                log.info("replica %s renews its heartbeat again", self.replica_id)
+            failing = False
