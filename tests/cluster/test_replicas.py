@@ -196,3 +196,37 @@ def test_redis_outage_answers_503_and_local_cells_keep_running(cluster: Cluster)
     poll_until(lambda: httpx.get(f"{a}/v1/cells/{remote['cell_id']}", timeout=10).status_code == 200,
                "a relayed status works again after Redis returns")
     assert answer(a, remote, 4)["value"] == 4
+
+
+def test_background_events_stream_through_another_replica(cluster: Cluster):
+    """A background cell started on A streams its events through B (relayed as they come), Last-Event-ID included."""
+    from tests.support.sse import events, read_until
+
+    a, b, _ = (r.base for r in cluster.replicas)
+    code = 'text("one"); await new Promise(r => setTimeout(r, 300)); text("two"); return 2'
+    r = post(a, "/v1/exec", {"code": code, "background": True})
+    assert r.status_code == 200 and r.json()["status"] == "running", r.text
+    cell_id = r.json()["cell_id"]
+    with httpx.stream("GET", f"{b}/v1/cells/{cell_id}/events", timeout=30) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        first = read_until(events(response), "output")
+    with httpx.stream("GET", f"{b}/v1/cells/{cell_id}/events", timeout=30,
+                      headers={"Last-Event-ID": str(first[-1].id)}) as response:
+        rest = read_until(events(response), "envelope")
+    texts = [e.data["text"] for e in first + rest if e.kind == "output"]
+    assert texts == ["one", "two"], first + rest
+    assert rest[-1].data["status"] == "completed" and rest[-1].data["value"] == 2
+
+
+def test_a_result_saved_on_one_replica_loads_on_another(cluster: Cluster):
+    """results.save on A, results.load of the same (session, run) on B: saved results live in Redis."""
+    a, b, _ = (r.base for r in cluster.replicas)
+    scope = {"session_id": f"s-{uuid.uuid4().hex[:8]}", "run_id": "turn-1"}
+    saved = post(a, "/v1/exec", {"code": "return (await results.save([1, 2, 3])).id", **scope}).json()
+    assert saved["status"] == "completed", saved
+    loaded = post(b, "/v1/exec", {"code": f"return await results.load({saved['value']!r})", **scope}).json()
+    assert loaded["status"] == "completed" and loaded["value"] == [1, 2, 3], loaded
+    other = post(b, "/v1/exec", {"code": f"try {{ return await results.load({saved['value']!r}); }} "
+                                         "catch (e) { return 'ERR ' + e.code; }",
+                                 "session_id": scope["session_id"], "run_id": "turn-2"}).json()
+    assert other["status"] == "completed" and str(other["value"]).startswith("ERR "), other  # another run: unseen
