@@ -21,6 +21,7 @@ from typing import Any
 
 from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
 from service.settings import Settings
+from service.tracing import NO_TRACING, TraceParent, Tracing
 
 from .cell import ABORT_MESSAGE, Cell, Retainer
 from .dispatch import CellContext, Dispatcher
@@ -48,12 +49,13 @@ class CellRegistry:
 
     def __init__(self, settings: Settings, pool: WorkerPool, dispatcher: Dispatcher,
                  prepare: Preparer | None = None,
-                 retainer: Retainer | None = None) -> None:
+                 retainer: Retainer | None = None, tracing: Tracing = NO_TRACING) -> None:
         self.settings = settings
         self.pool = pool
         self.dispatcher = dispatcher
         self.prepare = prepare
         self.retainer = retainer
+        self.tracing = tracing
         self._cells: dict[str, Cell] = {}
         self._parked: set[str] = set()
         self._finished = FinishedCells(settings.tenant_finished_kept, settings.max_tenants_tracked)
@@ -152,8 +154,9 @@ class CellRegistry:
 
     # ---- operations ------------------------------------------------------------------------------
 
-    async def exec(self, spec: CellSpec) -> dict[str, Any]:
-        """Start a cell and run its first leg."""
+    async def exec(self, spec: CellSpec, trace_parent: TraceParent = None) -> dict[str, Any]:
+        """Start a cell and run its first leg (traced as a child of ``trace_parent``, from its admission)."""
+        started_ns = time.time_ns() if self.tracing.enabled else None
         problem = await source_problem(spec.code)
         if problem is not None:
             return input_refusal(problem)
@@ -179,10 +182,11 @@ class CellRegistry:
                         self.pool.release(worker, recycle=True, cell_id=cell.id)
                         self._cells.pop(cell.id, None)
                         raise
-                return await self._guarded(cell, cell.start(spec.limits.timeout_ms))
+                return await self._guarded(cell, cell.start(spec.limits.timeout_ms), trace_parent, started_ns)
 
     async def wait(self, cell_id: str, tenant: str, *, timeout_ms: int | None,
-                   tool_results: list[dict[str, Any]], session_id: str | None = None) -> dict[str, Any]:
+                   tool_results: list[dict[str, Any]], session_id: str | None = None,
+                   trace_parent: TraceParent = None) -> dict[str, Any]:
         cell = self._get(cell_id, tenant)
         if session_id is not None and cell.spec.session_id != session_id:
             raise Forbidden("this cell belongs to a different session; wait with its own session_id")
@@ -198,12 +202,14 @@ class CellRegistry:
                 if problem is not None:
                     raise InvalidRequest(problem, need_param="tool_results")
                 self._unpark(cell)
-                return await self._guarded(cell, cell.resume(timeout, tool_results))
+                return await self._guarded(cell, cell.resume(timeout, tool_results), trace_parent)
 
-    @staticmethod
-    async def _guarded(cell: Cell, leg: Any) -> dict[str, Any]:
+    async def _guarded(self, cell: Cell, leg: Any, trace_parent: TraceParent = None,
+                       started_ns: int | None = None) -> dict[str, Any]:
         """Run a leg; if the service itself fails mid-leg, the cell ends instead of leaking its worker."""
         try:
+            if self.tracing.enabled:
+                leg = self.tracing.traced_leg(cell, leg, trace_parent, started_ns)
             return await leg  # type: ignore[no-any-return]
         except BaseException:
             if not cell.done:

@@ -118,7 +118,7 @@ async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
         client_tools=await svc.access.client_tools([t.model_dump(exclude_none=True) for t in body.client_tools]),
         tool_policy=svc.tool_policy_for(key),
     )
-    return _envelope(await svc.cells.exec(spec))
+    return _envelope(await svc.cells.exec(spec, svc.tracing.parent_from_scope(request.scope)))
 
 
 @router.post(
@@ -136,7 +136,8 @@ async def wait_cell(cell_id: CellId, request: Request, body: WaitRequest | None 
     results = [{"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results]
     return _envelope(
         await svc.cells.wait(
-            cell_id, key.tenant, timeout_ms=body.timeout_ms, tool_results=results, session_id=body.session_id
+            cell_id, key.tenant, timeout_ms=body.timeout_ms, tool_results=results, session_id=body.session_id,
+            trace_parent=svc.tracing.parent_from_scope(request.scope),
         )
     )
 
