@@ -10,6 +10,8 @@ TARGET_BARE_RATIO = 0.5
 TARGET_BIG_RATIO = 1.5
 #: PSS of the service and all its workers with this many cells parked (issue 11).
 TARGET_PARKED_PSS_MIB = {"256": 320, "1000": 768}
+#: The cells of the tracing figure (bench/tracing.py), in table order.
+TRACING_CELLS = ("return 1", "10 tool calls")
 
 
 def _verdict(ok: bool) -> str:
@@ -63,6 +65,8 @@ def render(r: dict[str, Any]) -> str:
 
     if "density" in r:
         rows.extend(density_rows(r["density"], number="5."))
+    if "tracing" in r:
+        rows.extend(tracing_rows(r["tracing"], number="6."))
 
     widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
     line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
@@ -114,3 +118,13 @@ def render_density(d: dict[str, Any]) -> str:
     line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
     head = line(("figure", "measured", "target", ""))
     return "\n".join([head, "-" * len(head), *(line(row) for row in rows)])
+
+
+def tracing_rows(t: dict[str, Any], number: str = "") -> list[tuple[str, str, str, str]]:
+    pad = " " * len(number)
+    rows = []
+    for i, name in enumerate(TRACING_CELLS):
+        f = t[name]
+        rows.append((f"{number if i == 0 else pad} in-process cells/s, {name}: tracing off / on",
+                     f"{f['off_cells_per_s']:.0f} / {f['on_cells_per_s']:.0f} ({f['on_over_off']:.2f}x)", "", ""))
+    return rows

@@ -213,12 +213,13 @@ def start_tracing(config: TracingConfig) -> Tracing:
     return Tracing(provider)
 
 
-def tracing_to(exporter: SpanExporter, config: TracingConfig = TracingConfig()) -> Tracing:
-    """Tracing that hands each span to ``exporter`` as it ends (tests: the SDK's ``InMemorySpanExporter``)."""
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+def tracing_to(exporter: SpanExporter, config: TracingConfig = TracingConfig(), *, batch: bool = False) -> Tracing:
+    """Tracing into ``exporter``: each span as it ends (tests: the SDK's ``InMemorySpanExporter``), or
+    in batches from a background thread like ``start_tracing`` (``batch=True``, the benchmark)."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
     provider = _provider(config)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider.add_span_processor(BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter))
     return Tracing(provider)
 
 
