@@ -125,6 +125,7 @@ def tracing_rows(t: dict[str, Any], number: str = "") -> list[tuple[str, str, st
     rows = []
     for i, name in enumerate(TRACING_CELLS):
         f = t[name]
-        rows.append((f"{number if i == 0 else pad} in-process cells/s, {name}: tracing off / on",
-                     f"{f['off_cells_per_s']:.0f} / {f['on_cells_per_s']:.0f} ({f['on_over_off']:.2f}x)", "", ""))
+        rows.append((f"{number if i == 0 else pad} in-process cells/s, {name}: tracing off / on / spans only",
+                     f"{f['off_cells_per_s']:.0f} / {f['on_cells_per_s']:.0f} ({f['on_over_off']:.2f}x) / "
+                     f"{f['spans_only_cells_per_s']:.0f} ({f['spans_only_over_off']:.2f}x)", "", ""))
     return rows

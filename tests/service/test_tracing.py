@@ -210,6 +210,14 @@ def test_console_exporter_writes_spans_to_stderr_and_keeps_stdout_for_the_envelo
     assert names["codemode.cell"]["resource"]["attributes"]["service.name"] == "console-test"
 
 
+def test_unsupported_exporter_stops_the_command_at_start(cli_env, monkeypatch, capsys):
+    """An exporter the service cannot run is a start-up error naming the variable, not a silent no-trace."""
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "jaeger")
+    assert main(["exec", str(cli_env / "cell.js")]) == 3
+    assert "cannot start: OTEL_TRACES_EXPORTER: 'jaeger' is not supported; use otlp, console or none" in \
+        capsys.readouterr().err
+
+
 def _json_objects(text: str) -> Iterator[dict[str, Any]]:
     """The JSON objects that start at the beginning of a line of ``text`` (the console exporter's spans)."""
     decoder, at = json.JSONDecoder(), 0
