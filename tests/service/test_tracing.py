@@ -6,6 +6,7 @@ the configuration tests run the real ``codemode exec`` with the ``OTEL_*`` varia
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -22,17 +23,20 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from service import tracing as tracing_module
 from service.assembly import build_components
+from service.cells.spec import CellSpec
 from service.cli import main
 from service.errors import ConfigError
 from service.http.app import create_app
 from service.settings import Settings
-from service.tracing import NO_TRACING, TracingConfig, start_tracing, tracing_to
+from service.tracing import NO_TRACING, Tracing, TracingConfig, start_tracing, tracing_to
 from tests.conftest import run, wait
 from tests.support.polling import poll_until
 from tests.support.tools import TEST_TOOLS
 
 ROOT = Path(__file__).resolve().parents[2]
+TRACING_MODULE = tracing_module.__file__
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 WAIT_PARENT_ID = "b7ad6b7169203331"
@@ -161,6 +165,44 @@ def test_cancelled_parked_cell_ends_its_pending_call_span(traced):
     (leg,), (call,) = _spans(exporter, env["cell_id"])
     assert call.attributes["codemode.outcome"] == "cancelled"
     assert call.status.status_code is trace.StatusCode.ERROR
+
+
+def _tracing_calls_per_cell(tmp: Path, tracing: Tracing) -> int:
+    """Run a cell with three tool calls on an in-process service and count the calls made, on this thread
+    (the event loop's), into service/tracing.py or OpenTelemetry while the cell ran."""
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call" and (frame.f_code.co_filename == TRACING_MODULE or "opentelemetry" in frame.f_code.co_filename):
+            calls += 1
+
+    async def scenario() -> None:
+        settings = Settings(workers=1, data_dir=str(tmp)).check()
+        svc = build_components(settings, extra_tools=TEST_TOOLS, tracing=tracing)
+        await svc.start()
+        try:
+            limits = svc.cells.limits(timeout_ms=5000, memory_limit_bytes=None, max_output_bytes=None)
+            spec = CellSpec(code="for (let i = 0; i < 3; i++) await echo({x: i}); return 1", tenant="local",
+                            limits=limits)
+            sys.setprofile(profile)
+            try:
+                env = await svc.cells.exec(spec)
+            finally:
+                sys.setprofile(None)
+            assert env["status"] == "completed", env
+        finally:
+            await svc.close()
+
+    asyncio.run(scenario())
+    return calls
+
+
+def test_tracing_off_runs_no_tracing_code_per_cell(tmp_path):
+    """Off, a cell and its host requests run no tracing code at all (no span, no attribute dict: a flag and
+    ``is None`` checks); on, the same cell does (the probe sees it)."""
+    assert _tracing_calls_per_cell(tmp_path / "off", NO_TRACING) == 0
+    assert _tracing_calls_per_cell(tmp_path / "on", tracing_to(InMemorySpanExporter())) > 0
 
 
 # ---- configuration -----------------------------------------------------------------------------
