@@ -165,7 +165,7 @@ class CellTrace:
 
     def call(self, method: str, args: list[Any]) -> trace.Span:
         """Start the span of one host request, made now by the guest."""
-        attributes: dict[str, Any] = {"codemode.method": method}
+        attributes: dict[str, Any] = {"codemode.method": _short(method)}
         if method == "tool" and args and isinstance(args[0], str):
             attributes["codemode.tool"] = _short(args[0])
         elif method == "mcp.call" and len(args) >= 2:
@@ -178,8 +178,7 @@ def end_call(span: trace.Span, request_bytes: int, reply_bytes: int | None, repl
              outcome: str | None = None) -> None:
     """End a host request's span: settled with ``reply`` (``{ok, error?}``), or ended by ``outcome``."""
     if outcome is None:
-        error = None if reply.get("ok") else reply.get("error")
-        outcome = "ok" if reply.get("ok") else str(error.get("code") or "error") if isinstance(error, dict) else "error"
+        outcome = _outcome(reply)
     attributes: dict[str, Any] = {"codemode.outcome": outcome, "codemode.request_bytes": request_bytes}
     if reply_bytes is not None:
         attributes["codemode.reply_bytes"] = reply_bytes
@@ -187,6 +186,14 @@ def end_call(span: trace.Span, request_bytes: int, reply_bytes: int | None, repl
     if outcome != "ok":
         span.set_status(trace.StatusCode.ERROR, outcome)
     span.end()
+
+
+def _outcome(reply: Any) -> str:
+    """``ok``, or the code of the guest's error (``tool_error``, ``program_data_budget``, ...)."""
+    if reply.get("ok"):
+        return "ok"
+    error = reply.get("error")
+    return _short(str(error.get("code") or "error")) if isinstance(error, dict) else "error"
 
 
 # ---- set-up -------------------------------------------------------------------------------------
