@@ -3,6 +3,7 @@
 ``python -m bench soak [--seconds N]``: the mixed benign/hostile soak of ``bench/soak.py`` instead.
 ``python -m bench density``: only the density figures (``bench/density.py``).
 ``python -m bench replicas``: 1 vs 3 replicas behind HAProxy, and the cost of relaying a wait (``bench/replicas.py``).
+``python -m bench tracing``: only tracing on versus off (``bench/tracing.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .inproc import run_inproc
 from .load import run_load, wrk_available
 from .report import render
 from .servers import Server, bare_server, codemode_server
+from .tracing import run_tracing
 
 EXEC_BODY = {"code": "return 1"}
 
@@ -78,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         from .density import main as density_main
 
         return density_main()
+    if argv[:1] == ["tracing"]:
+        from .tracing import main as tracing_main
+
+        return tracing_main()
     args = _parser().parse_args(argv)
     client = args.client
     if client == "auto":
@@ -97,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         results["bare"] = _http_figures(bare, client, args.seconds)
     results["inproc"] = run_inproc(n_round_trips=args.round_trips)
     results["density"] = run_density(args.workers)
+    results["tracing"] = run_tracing()
     results["loadavg_after"] = _loadavg()
     results["total_seconds"] = time.perf_counter() - started
     Path(args.out).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))

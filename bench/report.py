@@ -11,6 +11,9 @@ TARGET_BARE_RATIO = 0.22  # cells/s over the bare route's req/s at 16 (issue 11;
 TARGET_BIG_RATIO = 1.5
 #: PSS of the service and all its workers with this many cells parked (issue 11).
 TARGET_PARKED_PSS_MIB = {"256": 320, "1000": 768}
+#: The cells of the tracing figure (bench/tracing.py), in table order.
+TRACING_CELLS = ("return 1", "10 tool calls")
+TRACING_MODES = ("off", "spans only", "console", "otlp")
 
 
 def _verdict(ok: bool) -> str:
@@ -70,6 +73,8 @@ def render(r: dict[str, Any]) -> str:
 
     if "density" in r:
         rows.extend(density_rows(r["density"], number="5."))
+    if "tracing" in r:
+        rows.extend(tracing_rows(r["tracing"], number="6."))
 
     widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
     line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
@@ -121,3 +126,16 @@ def render_density(d: dict[str, Any]) -> str:
     line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
     head = line(("figure", "measured", "target", ""))
     return "\n".join([head, "-" * len(head), *(line(row) for row in rows)])
+
+
+def tracing_rows(t: dict[str, Any], number: str = "") -> list[tuple[str, str, str, str]]:
+    pad = " " * len(number)
+    modes = " / ".join(TRACING_MODES)
+    rows = []
+    for i, name in enumerate(TRACING_CELLS):
+        f = t[name]
+        rows.append((f"{number if i == 0 else pad} in-process {name}: cells/s, tracing {modes}",
+                     " / ".join(f"{f[m]['cells_per_s']:.0f}" for m in TRACING_MODES), "", ""))
+        rows.append((f"{pad}    service CPU per cell (us), tracing {modes}",
+                     " / ".join(f"{f[m]['cpu_us_per_cell']:.0f}" for m in TRACING_MODES), "", ""))
+    return rows

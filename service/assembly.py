@@ -39,6 +39,7 @@ from .tools.errors import ToolError
 from .tools.loader import load_plugins
 from .tools.plugin import ToolSpec
 from .tools.policy import ToolPolicy, mcp_entry_server
+from .tracing import NO_TRACING, Tracing, TracingConfig, start_tracing
 
 log = logging.getLogger("codemode")
 
@@ -58,6 +59,7 @@ class Components:
     mcp: Any = None
     replica: Replica | None = None  # with a shared (Redis) store: this process as one replica of many
     metrics: Metrics = field(default_factory=Metrics)
+    tracing: Tracing = NO_TRACING
     _policies: dict[str, ToolPolicy | None] = field(default_factory=dict)
     _store_sweeper: asyncio.Task[None] | None = None
 
@@ -107,6 +109,7 @@ class Components:
         if self.store is not None:
             await self.store.close()
         await self.results.close()
+        await self.tracing.close()
 
     async def readiness(self) -> dict[str, str]:
         checks = {"workers": "ok" if self.pool.ready else "no worker available"}
@@ -143,11 +146,13 @@ class Components:
 
 def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
                    dispatcher: Dispatcher | None = None, store: SessionStore | None | bool = True,
-                   results_clock: Callable[[], float] | None = None) -> Components:
+                   results_clock: Callable[[], float] | None = None,
+                   tracing: Tracing | None = None) -> Components:
     """Create (not start) the service parts for ``settings``.
 
     ``extra_tools`` adds tools defined in code (tests, embedding) to the plugins of the settings;
-    ``store=False`` runs without a session store; ``results_clock`` dates saved results (tests move it).
+    ``store=False`` runs without a session store; ``results_clock`` dates saved results (tests move it);
+    ``tracing`` defaults to what the ``OTEL_*`` environment asks for (``service.tracing``).
     With a ``redis://`` store URL saved results live in Redis too, shared by replicas.
     """
     pool = WorkerPool(
@@ -206,7 +211,8 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
         from .mcp.guest_requests import install_mcp
 
         install_mcp(dispatcher, cell_tools)
-    cells = CellRegistry(settings, pool, dispatcher, prepare=access.prepare, retainer=saved)
+    tracing = start_tracing(TracingConfig.from_env()) if tracing is None else tracing
+    cells = CellRegistry(settings, pool, dispatcher, prepare=access.prepare, retainer=saved, tracing=tracing)
     if isinstance(results, LocalResults):
         cells.sweepers.append(results.store.expire)
     replica = replica_for(settings, session_store)
@@ -215,7 +221,8 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
     if mcp is not None:
         cells.sweepers.append(mcp.close_idle)
     return Components(settings=settings, pool=pool, cells=cells, dispatcher=dispatcher, keys=KeyRing(settings),
-                    access=access, store=session_store, results=results, mcp=mcp, replica=replica)
+                      access=access, store=session_store, results=results, mcp=mcp, replica=replica,
+                      tracing=tracing)
 
 
 def _check_mcp_entries(settings: Settings, servers: list[tuple[str, str]], base: ToolPolicy) -> None:

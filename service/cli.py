@@ -77,9 +77,8 @@ async def _exec(settings: Any, args: argparse.Namespace) -> int:
     from .cells.spec import CellSpec
 
     code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
-    # One cell needs one warm worker, not a pool.
-    svc = build_components(settings.replace(workers=1))
     try:
+        svc = build_components(settings.replace(workers=1))  # one cell needs one warm worker, not a pool
         await svc.start()
     except ServiceError as exc:
         print(f"codemode: cannot start: {exc.message}", file=sys.stderr)

@@ -30,6 +30,7 @@ SOLE_IMPORTER = {
     "prometheus_client": "service/metrics.py",
     "orjson": "bridge/jsoncodec.py",
     "pydantic_settings": "service/settings.py",
+    "opentelemetry": "service/tracing.py",
 }
 
 

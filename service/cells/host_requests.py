@@ -28,6 +28,7 @@ from typing import Any
 from bridge import jsoncodec
 from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance, arguments_exceeded_message
 from bridge.messages import Reply
+from service.tracing import end_call
 
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
 from .request_caps import measure_request
@@ -51,6 +52,7 @@ class Pending:
     caller: NeedsCaller | None = None  # set when the API caller must answer it
     args_bytes: int = 0  # inbox bytes charged for ``args`` while the request is pending
     decision: asyncio.Future[tuple[bool, str | None]] | None = None  # the approval its handler awaits
+    span: Any = None  # its ``codemode.call`` span while tracing is on
 
     def public(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": f"req_{self.request_id}", "method": self.method}
@@ -88,6 +90,7 @@ class HostRequests:
         self._charged: dict[int, int] = {}  # request id -> inbox bytes of its queued reply
         self._in_flight: set[int] = set()  # ids whose handler task runs (a dropped one counts no more)
         self._closed = False
+        self.trace: Any = None  # service.tracing.CellTrace once a leg is traced; None while tracing is off
 
     # ---- questions the leg loop asks -------------------------------------------------------------
 
@@ -151,6 +154,8 @@ class HostRequests:
         pending = Pending(request_id, method, args if isinstance(args, list) else [args])
         self._pending[request_id] = pending
         self.count += 1
+        if self.trace is not None:
+            pending.span = self.trace.call(method, pending.args)
         route = self.dispatcher.route(method)
         if route is None:
             self.settle(request_id, False, {"message": f"unknown host method {method!r}", "code": "invalid_input"})
@@ -303,6 +308,8 @@ class HostRequests:
         else:
             reply["error"] = jsoncodec.loads(raw)
             self._ready.append((reply, None))
+        if pending.span is not None:
+            end_call(pending.span, pending.args_bytes, size, reply)
         self.wake.set()
 
     def drop(self, request_id: int) -> None:
@@ -315,6 +322,8 @@ class HostRequests:
         self.inbox.release(pending.args_bytes)
         if pending.task is not None:
             pending.task.cancel()
+        if pending.span is not None:
+            end_call(pending.span, pending.args_bytes, None, outcome="dropped")
 
     def _confirm(self, request_id: int) -> None:
         """The request settled or was dropped without waiting for approval: its effects count."""
@@ -338,6 +347,8 @@ class HostRequests:
         for p in self._pending.values():
             if p.task is not None:
                 p.task.cancel()
+            if p.span is not None:
+                end_call(p.span, p.args_bytes, None, outcome="cancelled")
         self._pending.clear()
         self._ready.clear()
         self._charged.clear()

@@ -24,6 +24,7 @@ from typing import Any
 
 from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
 from service.settings import Settings
+from service.tracing import NO_TRACING, TraceParent, Tracing
 
 from .background_cells import BackgroundCells
 from .cell import ABORT_MESSAGE, Cell, Retainer
@@ -53,12 +54,13 @@ class CellRegistry:
 
     def __init__(self, settings: Settings, pool: WorkerPool, dispatcher: Dispatcher,
                  prepare: Preparer | None = None,
-                 retainer: Retainer | None = None) -> None:
+                 retainer: Retainer | None = None, tracing: Tracing = NO_TRACING) -> None:
         self.settings = settings
         self.pool = pool
         self.dispatcher = dispatcher
         self.prepare = prepare
         self.retainer = retainer
+        self.tracing = tracing
         self._cells: dict[str, Cell] = {}
         self._parked: set[str] = set()
         self._finished = FinishedCells(settings.tenant_finished_kept, settings.max_tenants_tracked)
@@ -167,8 +169,9 @@ class CellRegistry:
 
     # ---- operations ------------------------------------------------------------------------------
 
-    async def exec(self, spec: CellSpec) -> dict[str, Any]:
-        """Start a cell and run its first leg."""
+    async def exec(self, spec: CellSpec, trace_parent: TraceParent = None) -> dict[str, Any]:
+        """Start a cell and run its first leg (traced as a child of ``trace_parent``, from its admission)."""
+        started_ns = time.time_ns() if self.tracing.enabled else None
         problem = await source_problem(spec.code)
         if problem is not None:
             return input_refusal(problem)
@@ -200,11 +203,13 @@ class CellRegistry:
                 if spec.background:
                     self.events.open(cell.id, spec.tenant)
                     return self.background.start(cell, slot.pop_all())
-                return self._published(cell, await self._guarded(cell, cell.start(spec.limits.timeout_ms)))
+                leg = cell.start(spec.limits.timeout_ms)
+                return self._published(cell, await self._guarded(cell, leg, trace_parent, started_ns))
 
     async def wait(self, cell_id: str, tenant: str, *, timeout_ms: int | None,
                    tool_results: list[dict[str, Any]], session_id: str | None = None,
-                   approvals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                   approvals: list[dict[str, Any]] | None = None,
+                   trace_parent: TraceParent = None) -> dict[str, Any]:
         run = self.background.get(cell_id, tenant)
         cell = run.cell if run is not None else self._get(cell_id, tenant)
         if session_id is not None and cell.spec.session_id != session_id:
@@ -230,7 +235,8 @@ class CellRegistry:
                 events = self.events.live(cell.id)
                 if events is not None:
                     events.status("running")
-                return self._published(cell, await self._guarded(cell, cell.resume(timeout, tool_results, approvals)))
+                leg = cell.resume(timeout, tool_results, approvals)
+                return self._published(cell, await self._guarded(cell, leg, trace_parent))
 
     def event_log(self, tenant: str, cell_id: str) -> EventLog:
         """The event log of a live or recently finished cell of ``tenant``; a live cell's starts with its status."""
@@ -278,10 +284,12 @@ class CellRegistry:
         if summary is not None:
             summary["expired"] = True
 
-    @staticmethod
-    async def _guarded(cell: Cell, leg: Any) -> dict[str, Any]:
+    async def _guarded(self, cell: Cell, leg: Any, trace_parent: TraceParent = None,
+                       started_ns: int | None = None) -> dict[str, Any]:
         """Run a leg; if the service itself fails mid-leg, the cell ends instead of leaking its worker."""
         try:
+            if self.tracing.enabled:
+                leg = self.tracing.traced_leg(cell, leg, trace_parent, started_ns)
             return await leg  # type: ignore[no-any-return]
         except BaseException:
             if not cell.done:

@@ -121,7 +121,7 @@ async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
         tool_policy=svc.tool_policy_for(key),
         require_approval=tuple(body.require_approval),
     )
-    return _envelope(await svc.cells.exec(spec))
+    return _envelope(await svc.cells.exec(spec, svc.tracing.parent_from_scope(request.scope)))
 
 
 @router.post(
@@ -142,6 +142,7 @@ async def wait_cell(cell_id: CellId, request: Request, body: WaitRequest | None 
         await svc.cells.wait(
             cell_id, key.tenant, timeout_ms=body.timeout_ms, tool_results=results, session_id=body.session_id,
             approvals=approvals,
+            trace_parent=svc.tracing.parent_from_scope(request.scope),
         )
     )
 

@@ -1,0 +1,321 @@
+"""OpenTelemetry traces: a span per cell leg, a child span per host request, parents from ``traceparent``.
+
+Spans are captured with the SDK's own ``InMemorySpanExporter`` behind ``service.tracing.tracing_to``;
+the configuration tests run the real ``codemode exec`` with the ``OTEL_*`` variables set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from service import tracing as tracing_module
+from service.assembly import build_components
+from service.cells.spec import CellSpec
+from service.cli import main
+from service.errors import ConfigError
+from service.http.app import create_app
+from service.settings import Settings
+from service.tracing import NO_TRACING, Tracing, TracingConfig, start_tracing, tracing_to
+from tests.conftest import run, wait
+from tests.support.polling import poll_until
+from tests.support.tools import TEST_TOOLS
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACING_MODULE = tracing_module.__file__
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+WAIT_PARENT_ID = "b7ad6b7169203331"
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, InMemorySpanExporter]]:
+    """A real service whose spans land in an in-memory exporter."""
+    exporter = InMemorySpanExporter()
+    settings = Settings(workers=2, data_dir=str(tmp_path_factory.mktemp("svc")), kill_grace_ms=500).check()
+    services = build_components(settings, extra_tools=TEST_TOOLS, tracing=tracing_to(exporter))
+    with TestClient(create_app(settings, services)) as client:
+        yield client, exporter
+
+
+def _spans(exporter: InMemorySpanExporter, cell_id: str) -> tuple[list[ReadableSpan], list[ReadableSpan]]:
+    """The cell's leg spans (in start order) and the call spans under any of them."""
+    legs = sorted((s for s in exporter.get_finished_spans()
+                   if s.name == "codemode.cell" and s.attributes["codemode.cell_id"] == cell_id),
+                  key=lambda s: s.start_time)
+    leg_ids = {s.context.span_id for s in legs}
+    calls = [s for s in exporter.get_finished_spans()
+             if s.name == "codemode.call" and s.parent is not None and s.parent.span_id in leg_ids]
+    return legs, calls
+
+
+def test_cell_calling_a_tool_is_one_leg_span_with_a_call_span_per_request(traced):
+    """One leg: a ``codemode.cell`` span with the cell's attributes, and under it one ``codemode.call`` per
+    host request (method, tool, request and reply bytes, outcome), inside the leg's time."""
+    client, exporter = traced
+    env = run(client, 'text("hello"); const v = await echo({x: 7}); '
+                      'try { await fail({message: "no"}) } catch (e) {} return v.echo', title="traced cell")
+    assert env["status"] == "completed" and env["value"] == 7, env
+    (leg,), calls = _spans(exporter, env["cell_id"])
+    assert leg.parent is None  # no traceparent: a new trace
+    assert leg.resource.attributes["service.name"] == "codemode"
+    attrs = dict(leg.attributes)
+    assert attrs["codemode.tenant"] == "local" and attrs["codemode.title"] == "traced cell"
+    assert attrs["codemode.status"] == "completed" and attrs["codemode.legs"] == 1
+    assert attrs["codemode.output_bytes"] == len(json.dumps([{"type": "text", "text": "hello"}],
+                                                             separators=(",", ":")))
+    assert "codemode.code" not in attrs
+    assert leg.status.status_code is trace.StatusCode.UNSET
+    by_tool = {c.attributes["codemode.tool"]: c for c in calls}
+    assert sorted(by_tool) == ["echo", "fail"]
+    echo, fail = by_tool["echo"], by_tool["fail"]
+    assert echo.attributes["codemode.method"] == "tool" and echo.attributes["codemode.outcome"] == "ok"
+    assert echo.attributes["codemode.request_bytes"] > 0 and echo.attributes["codemode.reply_bytes"] > 0
+    assert fail.attributes["codemode.outcome"] == "tool_error"
+    assert fail.status.status_code is trace.StatusCode.ERROR
+    for call in calls:
+        assert call.context.trace_id == leg.context.trace_id
+        assert leg.start_time <= call.start_time <= call.end_time <= leg.end_time
+
+
+def test_failed_cell_leg_span_carries_its_code_and_error_status(traced):
+    """A failed cell's leg span says ``failed`` with the envelope's code, and its span status is ERROR."""
+    client, exporter = traced
+    env = run(client, "throw new TypeError('nope')")
+    assert env["status"] == "failed", env
+    (leg,), _ = _spans(exporter, env["cell_id"])
+    assert leg.attributes["codemode.status"] == "failed"
+    assert leg.attributes["codemode.code"] == env["code"]
+    assert leg.status.status_code is trace.StatusCode.ERROR
+
+
+def test_parked_cell_has_a_span_per_leg_and_its_call_ends_when_it_settles(traced):
+    """A cell parked on a slow tool and resumed by wait gives two leg spans in one trace (the second under
+    the first); the call made in the first leg stays its child and ends when the tool finished, after the
+    first leg ended."""
+    client, exporter = traced
+    env = run(client, "return (await echo({x: 3, delay: 0.6})).echo", timeout_ms=150)
+    assert env["status"] == "waiting", env
+    done = wait(client, env["cell_id"], timeout_ms=5000)
+    assert done["status"] == "completed" and done["value"] == 3, done
+    (first, second), (call,) = _spans(exporter, env["cell_id"])
+    assert [first.attributes["codemode.legs"], second.attributes["codemode.legs"]] == [1, 2]
+    assert [first.attributes["codemode.status"], second.attributes["codemode.status"]] == ["waiting", "completed"]
+    assert second.parent.span_id == first.context.span_id
+    assert second.context.trace_id == first.context.trace_id
+    assert call.parent.span_id == first.context.span_id
+    assert call.end_time > first.end_time  # the tool outlived the leg that called it
+    assert call.end_time <= second.end_time
+    assert call.end_time - call.start_time >= 0.6e9
+    assert call.attributes["codemode.outcome"] == "ok"
+
+
+def test_traceparent_on_exec_and_wait_becomes_each_legs_parent(traced):
+    """An incoming W3C ``traceparent`` is the leg span's parent; a wait with its own links to the first leg."""
+    client, exporter = traced
+    r = client.post("/v1/exec", json={"code": "return (await echo({x: 1, delay: 0.4})).echo", "timeout_ms": 150},
+                    headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+    env = r.json()
+    assert env["status"] == "waiting", env
+    r = client.post(f"/v1/cells/{env['cell_id']}/wait", json={"timeout_ms": 5000},
+                    headers={"traceparent": f"00-{TRACE_ID}-{WAIT_PARENT_ID}-01"})
+    assert r.json()["status"] == "completed", r.text
+    (first, second), (call,) = _spans(exporter, env["cell_id"])
+    assert (first.context.trace_id, first.parent.span_id) == (int(TRACE_ID, 16), int(PARENT_ID, 16))
+    assert first.parent.is_remote
+    assert (second.context.trace_id, second.parent.span_id) == (int(TRACE_ID, 16), int(WAIT_PARENT_ID, 16))
+    assert [link.context.span_id for link in second.links] == [first.context.span_id]
+    assert call.context.trace_id == int(TRACE_ID, 16) and call.parent.span_id == first.context.span_id
+
+
+@pytest.mark.parametrize("header", [
+    "00-not-a-trace-01",
+    f"00-{'0' * 32}-{PARENT_ID}-01",  # the all-zero trace id is invalid
+    f"00-{TRACE_ID}-{PARENT_ID}-01" + "-x" * 100_000,  # over the propagator's length cap
+])
+def test_malformed_traceparent_starts_a_new_trace(traced, header):
+    """A traceparent that is not valid W3C is ignored: the cell runs and its leg is a new trace's root."""
+    client, exporter = traced
+    r = client.post("/v1/exec", json={"code": "return 1"}, headers={"traceparent": header})
+    assert r.status_code == 200 and r.json()["status"] == "completed", r.text
+    (leg,), _ = _spans(exporter, r.json()["cell_id"])
+    assert leg.parent is None and leg.context.trace_id != int(TRACE_ID, 16)
+
+
+def test_cancelled_parked_cell_ends_its_pending_call_span(traced):
+    """A parked cell's still-running call ends with the cell: outcome ``cancelled``."""
+    client, exporter = traced
+    env = run(client, "return (await echo({x: 1, delay: 30})).echo", timeout_ms=150)
+    assert env["status"] == "waiting", env
+    assert client.post(f"/v1/cells/{env['cell_id']}/cancel").json()["code"] == "aborted"
+    (leg,), (call,) = _spans(exporter, env["cell_id"])
+    assert call.attributes["codemode.outcome"] == "cancelled"
+    assert call.status.status_code is trace.StatusCode.ERROR
+
+
+def _tracing_calls_per_cell(tmp: Path, tracing: Tracing) -> int:
+    """Run a cell with three tool calls on an in-process service and count the calls made, on this thread
+    (the event loop's), into service/tracing.py or OpenTelemetry while the cell ran."""
+    calls = 0
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call" and (frame.f_code.co_filename == TRACING_MODULE or "opentelemetry" in frame.f_code.co_filename):
+            calls += 1
+
+    async def scenario() -> None:
+        settings = Settings(workers=1, data_dir=str(tmp)).check()
+        svc = build_components(settings, extra_tools=TEST_TOOLS, tracing=tracing)
+        await svc.start()
+        try:
+            limits = svc.cells.limits(timeout_ms=5000, memory_limit_bytes=None, max_output_bytes=None)
+            spec = CellSpec(code="for (let i = 0; i < 3; i++) await echo({x: i}); return 1", tenant="local",
+                            limits=limits)
+            sys.setprofile(profile)
+            try:
+                env = await svc.cells.exec(spec)
+            finally:
+                sys.setprofile(None)
+            assert env["status"] == "completed", env
+        finally:
+            await svc.close()
+
+    asyncio.run(scenario())
+    return calls
+
+
+def test_tracing_off_runs_no_tracing_code_per_cell(tmp_path):
+    """Off, a cell and its host requests run no tracing code at all (no span, no attribute dict: a flag and
+    ``is None`` checks); on, the same cell does (the probe sees it)."""
+    assert _tracing_calls_per_cell(tmp_path / "off", NO_TRACING) == 0
+    assert _tracing_calls_per_cell(tmp_path / "on", tracing_to(InMemorySpanExporter())) > 0
+
+
+# ---- configuration -----------------------------------------------------------------------------
+
+def test_exporter_choice_is_read_from_the_standard_variables():
+    """OTEL_TRACES_EXPORTER picks the exporters (default none); OTEL_SDK_DISABLED wins; bad values name the variable."""
+    assert TracingConfig.from_env({}).exporters == ()
+    assert TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "none"}).exporters == ()
+    assert TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "console"}).exporters == ("console",)
+    assert TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "otlp, Console"}).exporters == ("otlp", "console")
+    assert TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}).exporters == ()
+    otlp = TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SERVICE_NAME": "svc-a",
+                                   "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"})
+    assert (otlp.service_name, otlp.endpoint) == ("svc-a", "http://collector:4318/v1/traces")
+    with pytest.raises(ConfigError, match="OTEL_TRACES_EXPORTER: 'zipkin' is not supported") as exc:
+        TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "zipkin"})
+    assert exc.value.need_param == "OTEL_TRACES_EXPORTER"
+    with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' is not supported"):
+        TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+    assert start_tracing(TracingConfig.from_env({})) is NO_TRACING
+    assert NO_TRACING.provider is None and not NO_TRACING.enabled
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A clean environment for ``codemode exec`` (no CODEMODE_ or OTEL_ variables), data in tmp."""
+    for key in list(os.environ):
+        if key.startswith(("CODEMODE_", "OTEL_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("CODEMODE_DATA_DIR", str(tmp_path / "data"))
+    (tmp_path / "cell.js").write_text("await new Promise(r => setTimeout(r, 1)); return 2", encoding="utf-8")
+    return tmp_path
+
+
+def test_console_exporter_writes_spans_to_stderr_and_keeps_stdout_for_the_envelope(cli_env, monkeypatch, capsys):
+    """``OTEL_TRACES_EXPORTER=console``: ``codemode exec`` prints the envelope alone on stdout and the
+    cell and timer spans, as JSON, on stderr (flushed when the service closes)."""
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "console-test")
+    assert main(["exec", str(cli_env / "cell.js")]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["value"] == 2
+    names = {s["name"]: s for s in _json_objects(err)}
+    assert set(names) == {"codemode.cell", "codemode.call"}
+    assert names["codemode.call"]["attributes"]["codemode.method"] == "sleep"
+    assert names["codemode.call"]["parent_id"] == names["codemode.cell"]["context"]["span_id"]
+    assert names["codemode.cell"]["resource"]["attributes"]["service.name"] == "console-test"
+
+
+def test_unsupported_exporter_stops_the_command_at_start(cli_env, monkeypatch, capsys):
+    """An exporter the service cannot run is a start-up error naming the variable, not a silent no-trace."""
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "jaeger")
+    assert main(["exec", str(cli_env / "cell.js")]) == 3
+    assert "cannot start: OTEL_TRACES_EXPORTER: 'jaeger' is not supported; use otlp, console or none" in \
+        capsys.readouterr().err
+
+
+def _json_objects(text: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects that start at the beginning of a line of ``text`` (the console exporter's spans)."""
+    decoder, at = json.JSONDecoder(), 0
+    while (at := text.find("{", at)) >= 0:
+        if at == 0 or text[at - 1] == "\n":
+            value, at = decoder.raw_decode(text, at)
+            yield value
+        else:
+            at += 1
+
+
+def test_otlp_exporter_posts_spans_to_the_configured_endpoint(cli_env, monkeypatch, capsys):
+    """``OTEL_TRACES_EXPORTER=otlp`` sends the spans as OTLP/HTTP protobuf to ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
+    received: list[tuple[str, str, bytes]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers["Content-Type"], body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        assert main(["exec", str(cli_env / "cell.js")]) == 0
+        poll_until(lambda: received, "the collector received an export")
+    finally:
+        server.shutdown()
+        server.server_close()
+    path, content_type, body = received[0]
+    assert (path, content_type) == ("/v1/traces", "application/x-protobuf")
+    assert b"codemode.cell" in body and b"codemode.call" in body and b"codemode.cell_id" in body
+
+
+def test_tracing_off_imports_no_sdk_and_installs_no_provider(cli_env):
+    """With no OTEL_ variables a cell with host requests runs without the SDK ever imported, so no provider
+    exists and no span is made; the global provider is still the API's placeholder."""
+    probe = (
+        "import sys\n"
+        "from service.cli import main\n"
+        f"rc = main(['exec', {str(cli_env / 'cell.js')!r}])\n"
+        "from opentelemetry import trace\n"
+        "sdk = sorted(m for m in sys.modules if m.startswith('opentelemetry.sdk'))\n"
+        "print('PROBE', rc, sdk, type(trace.get_tracer_provider()).__name__, file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "CODEMODE_"))}
+    env.update(PYTHONPATH=str(ROOT), CODEMODE_DATA_DIR=str(cli_env / "data"))
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout)["value"] == 2, done.stderr
+    assert "PROBE 0 [] ProxyTracerProvider" in done.stderr, done.stderr
