@@ -15,7 +15,7 @@ from service.settings import Settings, load_settings
 
 from .body_limits import BodyCaps
 from .error_responses import install_error_handlers
-from .request_gate import RequestGate
+from .request_gate import MCP_PATH, RequestGate, api_key_of
 from .request_json import BodyDecoder
 from .routes import router
 
@@ -32,6 +32,8 @@ def create_app(settings: Settings | None = None, services: Components | None = N
 
     lag = LoopLagMonitor(svc.metrics)
     decoder = BodyDecoder()
+    caps = BodyCaps(settings)
+    mcp = mcp_endpoint(svc, caps.cap_for(MCP_PATH))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -39,7 +41,9 @@ def create_app(settings: Settings | None = None, services: Components | None = N
         try:
             await svc.start()
             try:
-                yield
+                # The MCP sessions' task group lives inside the service's lifetime.
+                async with mcp.run():
+                    yield
             finally:
                 await svc.close()
         finally:
@@ -50,9 +54,20 @@ def create_app(settings: Settings | None = None, services: Components | None = N
     app.state.services = svc
     install_error_handlers(app, router.routes)
     app.include_router(router)
-    app.add_middleware(RequestGate, keys=svc.keys, caps=BodyCaps(settings), decoder=decoder,
+    app.add_route(MCP_PATH, mcp, include_in_schema=False)
+    app.add_middleware(RequestGate, keys=svc.keys, caps=caps, decoder=decoder,
                        metrics_require_key=settings.metrics_require_key)
     return app
+
+
+def mcp_endpoint(svc: Components, max_body_bytes: int) -> Any:
+    """The MCP facade at ``/mcp``: the SDK's Streamable HTTP transport over the same services and keys."""
+    from service.mcp_server.facade import McpFacade
+    from service.mcp_server.sdk_server import HttpEndpoint
+
+    # The request gate resolved the caller's key before the SDK reads the request.
+    return HttpEndpoint(McpFacade(svc), lambda request: api_key_of(request), max_body_bytes=max_body_bytes,
+                        loopback_only=not svc.keys.enabled)
 
 
 def app_factory() -> Any:
