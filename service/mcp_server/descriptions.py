@@ -14,7 +14,7 @@ RESOURCE_PREFIX = "codemode://api/"
 _EXEC = """Run JavaScript in a fresh sandbox (QuickJS) as the body of an async function: top-level `await` \
 works and `return` gives the result (JSON). Nothing carries over between cells except results.save/load \
 (same session_id and run_id) and store/load (same session_id).
-- Tools are async globals taking one object: `const q = await quote_shipping({weight_kg: 2})`. Find tools with \
+- Tools are async globals taking one object: `const r = await tool_name({...})`. Find tools with \
 `await catalog.search("words")` (or the search_tools tool); each tool's TypeScript declaration is the resource \
 codemode://api/tools/<name>.d.ts (in a cell: `await API.read("tools/<name>.d.ts")`; `await API.list()` lists all).
 - MCP servers: `await MCP.<server>.<tool>({...})` returns the MCP result {content, structuredContent?, isError?}; \

@@ -74,6 +74,10 @@ def _waiting_text(envelope: Mapping[str, Any]) -> str:
         lines.append(f"- approval {call.get('id')} for tool {call.get('tool')}{why}, input: {_compact(call.get('input'))}")
     for call in answers:
         lines.append(f"- tool {call.get('tool')} ({call.get('id')}) needs your result, input: {_compact(call.get('input'))}")
+    running = [c for c in calls if isinstance(c, Mapping) and c not in approvals and c not in answers]
+    if running:
+        names = ", ".join(str(c.get("tool") or c.get("method")) for c in running)
+        lines.append(f"Still running on the host: {names}.")
     if approvals:
         lines.append(f"Decide with `wait` {{cell_id: {cell_id!r}, approvals: [{{id, approve: true|false, reason?}}]}}.")
     if answers:

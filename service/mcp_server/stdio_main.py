@@ -14,12 +14,10 @@ from collections.abc import Callable
 
 from service.assembly import build_components
 from service.auth import LOCAL_TENANT
-from service.settings import ApiKey, Settings
+from service.settings import API_KEY_VARIABLE, ApiKey, Settings
 
 from .facade import McpFacade
 from .sdk_server import serve_stdio
-
-API_KEY_ENV = "CODEMODE_API_KEY"
 
 
 async def run_stdio(settings: Settings) -> None:
@@ -31,7 +29,7 @@ async def run_stdio(settings: Settings) -> None:
     logging.basicConfig(stream=sys.stderr, format="%(levelname)s: %(name)s: %(message)s")
     logging.getLogger("codemode").setLevel(settings.log_level.upper())
     svc = build_components(settings)
-    key = stdio_key(svc.keys.resolve, os.environ.get(API_KEY_ENV))
+    key = stdio_key(svc.keys.resolve, os.environ.get(API_KEY_VARIABLE))
     await svc.start()
     try:
         await serve_stdio(McpFacade(svc), key)
