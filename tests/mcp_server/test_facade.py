@@ -93,6 +93,8 @@ async def test_bad_arguments_are_error_results_naming_the_argument(alpha: Client
     assert timeout.is_error is True and "timeout_ms" in text_of(timeout)
     bad_id = await alpha.call_tool("wait", {"cell_id": "../etc/passwd"})
     assert bad_id.is_error is True and "cell_id" in text_of(bad_id)
+    half_decision = await alpha.call_tool("wait", {"cell_id": "cell_1", "approvals": [{"id": "req_1"}]})
+    assert half_decision.is_error is True and "approvals.0.approve" in text_of(half_decision)
 
 
 async def test_wait_resumes_a_waiting_cell_and_cancel_ends_one(alpha: Client) -> None:
