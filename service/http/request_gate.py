@@ -70,7 +70,9 @@ class RequestGate:
         body, disconnect = await read_body(receive, cap)
         if disconnect is not None:
             raise PeerGone
-        if body and path != MCP_PATH and _is_json(_header(scope, b"content-type")):
+        if path == MCP_PATH:
+            await self.decoder.check_mcp_body(body)
+        elif body and _is_json(_header(scope, b"content-type")):
             scope[JSON_SCOPE] = await self.decoder.decode(body, tool_values_raw=path.endswith("/wait"))
         return _replay(body, receive)
 

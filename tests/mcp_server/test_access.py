@@ -67,6 +67,22 @@ def test_an_mcp_body_over_the_exec_cap_is_413(base_url: str) -> None:
     assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
 
 
+def test_a_large_mcp_body_of_many_small_values_is_refused_before_the_sdk(base_url: str) -> None:
+    """The SDK parses MCP bodies on the event loop: one over 256 KiB holding more than 10,000 JSON values
+    is refused (413) after a count in the helper process; a large body that is one code string is served."""
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {ALPHA}", "Mcp-Protocol-Version": "2025-06-18"}
+    results = ",".join(['{"id":"r","ok":true,"value":{}}'] * 20000)
+    many = ('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":'
+            '{"cell_id":"c","tool_results":[' + results + ']}}}')
+    assert len(many) > 256 * 1024
+    r = httpx.post(base_url + "/mcp", content=many, headers=headers)
+    assert r.status_code == 413 and "at most 10000 JSON values" in r.json()["error"]["message"], r.text
+    code = "return 7 // " + "x" * 300_000
+    one = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "exec", "arguments": {"code": code}}}
+    served = httpx.post(base_url + "/mcp", json=one, headers=headers, timeout=60)
+    assert served.status_code == 200 and served.json()["result"]["structuredContent"]["value"] == 7, served.text
+
+
 async def test_stdio_serves_the_tenant_of_its_api_key(config_file: Path, tmp_path: Path) -> None:
     """`codemode mcp` with CODEMODE_API_KEY=<beta's key> serves beta's catalog."""
     async with stdio_session(config_file, tmp_path, BETA) as beta:
