@@ -1,4 +1,5 @@
-"""``codemode`` command line: ``serve`` the HTTP API, or ``exec`` one cell and print its envelope."""
+"""``codemode`` command line: ``serve`` the HTTP API, ``exec`` one cell and print its envelope, or serve
+``mcp`` on stdin/stdout."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--max-output-bytes", type=int)
     ex.add_argument("--session-id")
     ex.add_argument("--run-id")
+    mcp = sub.add_parser("mcp", help="serve MCP on stdin/stdout for a desktop MCP client (logs to stderr)")
+    mcp.add_argument("--config", help="TOML config file (or CODEMODE_CONFIG)")
     return p
 
 
@@ -50,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         return STARTUP_FAILURE
     if args.command == "serve":
         return _serve(settings)
+    if args.command == "mcp":
+        return asyncio.run(_mcp(settings))
     return asyncio.run(_exec(settings, args))
 
 
@@ -68,6 +73,17 @@ def _serve(settings: Any) -> int:
     logging.basicConfig(format="%(levelname)s:     %(name)s: %(message)s")
     logging.getLogger("codemode").setLevel(settings.log_level.upper())
     serve(app, settings)
+    return 0
+
+
+async def _mcp(settings: Any) -> int:
+    from .mcp_server.stdio_main import run_stdio
+
+    try:
+        await run_stdio(settings)
+    except ServiceError as exc:
+        print(f"codemode: cannot start: {exc.message}", file=sys.stderr)
+        return STARTUP_FAILURE
     return 0
 
 

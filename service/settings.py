@@ -32,6 +32,8 @@ from .mcp.config import McpServerConfig
 MiB = 1024 * 1024
 ENV_PREFIX = "CODEMODE_"
 CONFIG_VARIABLE = ENV_PREFIX + "CONFIG"
+#: The API key a local process acts with (``codemode mcp`` serves as its tenant); not a server setting.
+API_KEY_VARIABLE = ENV_PREFIX + "API_KEY"
 
 
 def setting(table: str, default: Any, low: int | None = None, high: int | None = None, doc: str = "") -> Any:
@@ -270,7 +272,7 @@ class _Environment(EnvSettingsSource):
     def __init__(self, environ: Mapping[str, str]) -> None:
         for key in environ:
             upper = key.upper()
-            if upper.startswith(ENV_PREFIX) and upper not in ENV_NAMES and upper != CONFIG_VARIABLE:
+            if upper.startswith(ENV_PREFIX) and upper not in ENV_NAMES and upper not in (CONFIG_VARIABLE, API_KEY_VARIABLE):
                 suffix = upper[len(ENV_PREFIX):]
                 hint = _hint(suffix, {n[len(ENV_PREFIX):]: n for n in ENV_NAMES})
                 raise ConfigError(f"unknown environment variable {key}{hint}", need_param=key)

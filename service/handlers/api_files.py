@@ -14,6 +14,7 @@ from service.api_files.quick_index import IndexEntry
 from service.api_files.quick_index import quick_index as render_quick_index
 from service.api_files.table import ApiFileTable
 from service.cells.dispatch import Dispatcher, GuestError, HostCall
+from service.errors import InvalidRequest, NotFound
 from service.tools.catalog import CatalogView
 
 from .cell_tools import cell_tools
@@ -33,6 +34,24 @@ def api_table(view: CatalogView, servers: list[Any]) -> ApiFileTable:
 def quick_index(view: CatalogView) -> str:
     entries = [IndexEntry(e.callable_name, e.input_schema, e.output_schema, e.trusted) for e in view.entries()]
     return render_quick_index(entries)
+
+
+def list_api_files(table: ApiFileTable, prefix: str | None) -> dict[str, Any]:
+    """``table.list(prefix)`` for a caller outside a cell (HTTP, MCP): a bad prefix is InvalidRequest."""
+    try:
+        return table.list(prefix)
+    except ApiFileError as exc:
+        raise InvalidRequest(str(exc), need_param="prefix") from None
+
+
+def read_api_file(table: ApiFileTable, path: str) -> dict[str, Any]:
+    """``table.read(path)`` for a caller outside a cell: unknown is NotFound, malformed InvalidRequest."""
+    try:
+        return table.read(path)
+    except ApiFileError as exc:
+        if str(exc).startswith("Unknown API file"):
+            raise NotFound(str(exc)) from None
+        raise InvalidRequest(str(exc), need_param="path") from None
 
 
 def install_api_files(dispatcher: Dispatcher) -> None:

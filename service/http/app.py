@@ -16,8 +16,8 @@ from service.settings import Settings, load_settings
 from .body_limits import BodyCaps
 from .error_responses import install_error_handlers
 from .events_route import events_router
-from .request_gate import RequestGate
 from .replica_routing import ReplicaRouting
+from .request_gate import MCP_PATH, RequestGate, api_key_of
 from .request_json import BodyDecoder
 from .routes import router
 
@@ -34,6 +34,8 @@ def create_app(settings: Settings | None = None, services: Components | None = N
 
     lag = LoopLagMonitor(svc.metrics)
     decoder = BodyDecoder()
+    caps = BodyCaps(settings)
+    mcp = mcp_endpoint(svc, caps.cap_for(MCP_PATH))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -41,7 +43,9 @@ def create_app(settings: Settings | None = None, services: Components | None = N
         try:
             await svc.start()
             try:
-                yield
+                # The MCP sessions' task group lives inside the service's lifetime.
+                async with mcp.run():
+                    yield
             finally:
                 await svc.close()
         finally:
@@ -53,12 +57,23 @@ def create_app(settings: Settings | None = None, services: Components | None = N
     install_error_handlers(app, [*router.routes, *events_router.routes])
     app.include_router(router)
     app.include_router(events_router)
+    app.add_route(MCP_PATH, mcp, include_in_schema=False)
     if svc.replica is not None:
         # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.
         app.add_middleware(ReplicaRouting, replica=svc.replica)
-    app.add_middleware(RequestGate, keys=svc.keys, caps=BodyCaps(settings), decoder=decoder,
+    app.add_middleware(RequestGate, keys=svc.keys, caps=caps, decoder=decoder,
                        metrics_require_key=settings.metrics_require_key)
     return app
+
+
+def mcp_endpoint(svc: Components, max_body_bytes: int) -> Any:
+    """The MCP facade at ``/mcp``: the SDK's Streamable HTTP transport over the same services and keys."""
+    from service.mcp_server.facade import McpFacade
+    from service.mcp_server.sdk_server import HttpEndpoint
+
+    # The request gate resolved the caller's key before the SDK reads the request.
+    return HttpEndpoint(McpFacade(svc), lambda request: api_key_of(request), max_body_bytes=max_body_bytes,
+                        loopback_only=not svc.keys.enabled)
 
 
 def app_factory() -> Any:

@@ -14,7 +14,7 @@ OTHER_BODY_CAP = MiB
 
 
 class BodyCaps:
-    """``cap_for(path)``: exec bodies ``max_exec_body_bytes``; wait bodies the inbox allowance + 1 MiB."""
+    """``cap_for(path)``: exec and MCP bodies ``max_exec_body_bytes``; wait bodies the inbox allowance + 1 MiB."""
 
     def __init__(self, settings: Settings) -> None:
         self.exec_cap = settings.max_exec_body_bytes
@@ -22,7 +22,8 @@ class BodyCaps:
         self.wait_cap = settings.max_snapshot_bytes + MiB
 
     def cap_for(self, path: str) -> int:
-        if path == "/v1/exec":
+        # An MCP request carries at most an exec's code (the facade's wait takes no large client tool results).
+        if path in ("/v1/exec", "/mcp"):
             return self.exec_cap
         if path.endswith("/wait"):
             return self.wait_cap

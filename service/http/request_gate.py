@@ -27,6 +27,8 @@ Scope = dict[str, Any]
 API_KEY_SCOPE = "codemode.api_key"
 JSON_SCOPE = "codemode.json"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The MCP facade: authenticated and capped here like /v1, but its JSON-RPC body is the SDK's to parse.
+MCP_PATH = "/mcp"
 
 
 class RequestGate:
@@ -57,7 +59,7 @@ class RequestGate:
         """Check the request; return a ``receive`` that replays the body read here (or None)."""
         self.keys.check_peer(scope.get("client"))
         path: str = scope["path"]
-        if path.startswith("/v1/") or (path == "/metrics" and self.metrics_require_key):
+        if path.startswith("/v1/") or path == MCP_PATH or (path == "/metrics" and self.metrics_require_key):
             scope[API_KEY_SCOPE] = self.keys.resolve(_header(scope, b"authorization"))
         if scope["method"] not in BODY_METHODS:
             return None
@@ -68,7 +70,9 @@ class RequestGate:
         body, disconnect = await read_body(receive, cap)
         if disconnect is not None:
             raise PeerGone
-        if body and _is_json(_header(scope, b"content-type")):
+        if path == MCP_PATH:
+            await self.decoder.check_mcp_body(body)
+        elif body and _is_json(_header(scope, b"content-type")):
             scope[JSON_SCOPE] = await self.decoder.decode(body, tool_values_raw=path.endswith("/wait"))
         return _replay(body, receive)
 

@@ -16,11 +16,12 @@ import asyncio
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Callable
 from typing import Any
 
 from bridge import jsoncodec
 from service.cells.dispatch import RawJson
-from service.errors import InvalidRequest, Overloaded
+from service.errors import BodyTooLarge, InvalidRequest, Overloaded
 
 MiB = 1024 * 1024
 MAX_BODY_DEPTH = 128
@@ -32,6 +33,10 @@ WAIT_REST_BYTES = MiB
 
 TOO_DEEP = (f"request body is nested more than {MAX_BODY_DEPTH} levels deep; send flatter data "
             "(for example, pass deep structures as a JSON string or save them with results.save)")
+# An MCP body is parsed again by the SDK, on the event loop: past ``INLINE_BYTES`` it may hold this many values.
+MCP_MAX_VALUES = 10_000
+MCP_TOO_MANY_VALUES = (f"an MCP request over {INLINE_BYTES} bytes may hold at most {MCP_MAX_VALUES} JSON values; "
+                       "send large data as one string (code) or let a tool fetch it")
 WAIT_REST_TOO_LARGE = (f"a wait body may hold at most {WAIT_REST_BYTES} bytes besides tool_results[].value "
                        "(ids, ok flags, error messages); put data in value and keep errors short")
 
@@ -54,16 +59,29 @@ class BodyDecoder:
     async def decode(self, body: bytes, *, tool_values_raw: bool = False) -> Any:
         if len(body) <= INLINE_BYTES:
             return decode_body(body, tool_values_raw=tool_values_raw)
+        return _finish(await self._in_helper(_decode, body, tool_values_raw))
+
+    async def check_mcp_body(self, body: bytes) -> None:
+        """Refuse (413) a large MCP body of many small values before the SDK parses it on the loop.
+
+        The count runs in the helper process; a body that is not JSON passes, for the SDK to refuse.
+        """
+        if len(body) <= INLINE_BYTES:
+            return
+        count = await self._in_helper(count_values, body, MCP_MAX_VALUES)
+        if count > MCP_MAX_VALUES:
+            raise BodyTooLarge(MCP_TOO_MANY_VALUES)
+
+    async def _in_helper(self, work: Callable[..., Any], *args: Any) -> Any:
         if self._pool is None:
             # spawn: a fork of this process would copy its threads' locks and the worker pool's pipes.
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         try:
-            outcome = await asyncio.get_running_loop().run_in_executor(self._pool, _decode, body, tool_values_raw)
+            return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
         except BrokenProcessPool:
             self.close()  # the next large body starts a fresh helper
             raise Overloaded("the body decoder process stopped while decoding this request; retry it",
                              retry_after=1) from None
-        return _finish(outcome)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -106,6 +124,23 @@ def _detach_tool_values(body: Any) -> int:
             if isinstance(entry, dict) and "value" in entry:
                 entry["value"] = jsoncodec.dumps(entry["value"])
     return len(jsoncodec.dumps(body, default=lambda _: None))
+
+
+def count_values(body: bytes, stop_after: int) -> int:
+    """JSON values in ``body`` (containers, keys' values, items), counting stops past ``stop_after``; 0 if not JSON."""
+    try:
+        stack = [jsoncodec.loads(body)]
+    except jsoncodec.JSONDecodeError:
+        return 0
+    count = 0
+    while stack and count <= stop_after:
+        value = stack.pop()
+        count += 1
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return count
 
 
 def nested_deeper_than(value: Any, limit: int) -> bool:

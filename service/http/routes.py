@@ -7,11 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
 
-from service.api_files.errors import ApiFileError
 from service.assembly import Components
-from service.cells.spec import CellSpec
-from service.errors import InvalidRequest, NotFound, ServiceError, StoreUnavailable
-from service.handlers.api_files import quick_index
+from service.cell_requests import cell_spec
+from service.errors import NotFound, ServiceError, StoreUnavailable
+from service.handlers.api_files import list_api_files, quick_index, read_api_file
 from service.handlers.session_store import NETWORK_MARK_KEY
 from service.settings import ApiKey
 from service.stores.errors import StoreError
@@ -102,25 +101,7 @@ async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
     answer ``running`` at once while the cell runs on its own."""
     # The hot path resolves services and the key inline: each FastAPI dependency costs a solve.
     svc, key = _services_and_key(request)
-    limits = svc.cells.limits(
-        timeout_ms=body.timeout_ms,
-        memory_limit_bytes=body.memory_limit_bytes,
-        max_output_bytes=body.max_output_bytes,
-    )
-    spec = CellSpec(
-        code=body.code,
-        tenant=key.tenant,
-        limits=limits,
-        title=body.title,
-        session_id=body.session_id,
-        run_id=body.run_id,
-        restart_safe=body.restart_safe,
-        headless=body.headless,
-        background=body.background,
-        client_tools=await svc.access.client_tools([t.model_dump(exclude_none=True) for t in body.client_tools]),
-        tool_policy=svc.tool_policy_for(key),
-        require_approval=tuple(body.require_approval),
-    )
+    spec = await cell_spec(svc, key, body)
     return _envelope(await svc.cells.exec(spec, svc.tracing.parent_from_scope(request.scope)))
 
 
@@ -193,10 +174,7 @@ async def catalog(svc: ServicesDep, key: CallerDep,
 async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None) -> ORJSONResponse:
     """What ``API.list(prefix)`` returns in a guest of this key."""
     table = await svc.api_table_for(key)
-    try:
-        return ORJSONResponse(table.list(prefix))
-    except ApiFileError as exc:
-        raise InvalidRequest(str(exc), need_param="prefix") from None
+    return ORJSONResponse(list_api_files(table, prefix))
 
 
 @router.get(
@@ -208,12 +186,7 @@ async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None)
 async def api_file(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     """What ``API.read(path)`` returns in a guest of this key."""
     table = await svc.api_table_for(key)
-    try:
-        return ORJSONResponse(table.read(path))
-    except ApiFileError as exc:
-        if str(exc).startswith("Unknown API file"):
-            raise NotFound(str(exc)) from None
-        raise InvalidRequest(str(exc), need_param="path") from None
+    return ORJSONResponse(read_api_file(table, path))
 
 
 @router.delete(

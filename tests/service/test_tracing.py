@@ -319,3 +319,34 @@ def test_tracing_off_imports_no_sdk_and_installs_no_provider(cli_env):
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout)["value"] == 2, done.stderr
     assert "PROBE 0 [] ProxyTracerProvider" in done.stderr, done.stderr
+
+
+def test_mcp_tool_calls_take_their_parent_from_the_http_header_or_the_request_meta(traced):
+    """An MCP exec's leg is a child of the HTTP request's ``traceparent``, else of the MCP request's
+    ``_meta.traceparent`` (stdio has no headers); the facade passes it down like the HTTP API."""
+    from service.mcp_server.facade import McpFacade
+    from service.mcp_server.sdk_server import _trace_parent
+    from service.settings import ApiKey
+
+    client, exporter = traced
+    facade = McpFacade(client.app.state.services)
+    header = f"00-{TRACE_ID}-{PARENT_ID}-01"
+    meta = f"00-{TRACE_ID}-{WAIT_PARENT_ID}-01"
+
+    class _HttpRequest:  # what the SDK hands a handler over Streamable HTTP: a request with its ASGI scope
+        scope = {"type": "http", "headers": [(b"traceparent", header.encode())]}
+
+    from_header = _trace_parent(facade, _HttpRequest(), {"traceparent": meta})
+    from_meta = _trace_parent(facade, None, {"traceparent": meta, "other": 1})
+    key = ApiKey(key="", tenant="local")
+
+    async def exec_with(parent: object) -> str:
+        answer = await facade.call(key, "exec", {"code": "return 1"}, trace_parent=parent)
+        assert answer.structured is not None and answer.structured["status"] == "completed"
+        return str(answer.structured["cell_id"])
+
+    assert client.portal is not None  # the app's event loop, where its cells run
+    for parent, parent_id in ((from_header, PARENT_ID), (from_meta, WAIT_PARENT_ID)):
+        cell_id = client.portal.call(exec_with, parent)
+        (leg,), _ = _spans(exporter, cell_id)
+        assert (leg.context.trace_id, leg.parent.span_id) == (int(TRACE_ID, 16), int(parent_id, 16))

@@ -1,0 +1,241 @@
+"""The MCP facade without the SDK: its four tools and the declaration resources, for one caller's key.
+
+Every tool reaches the cell registry exactly as the HTTP routes do (``cell_spec`` builds the cell,
+``svc.cells`` runs it), so every limit, cap and tenant boundary of the HTTP API applies.  Arguments
+are validated with the HTTP request models themselves (same bounds, same patterns); a bad argument
+or a service error (capacity, unknown cell) is a tool result with ``is_error`` and a message naming
+the cause, which is what a model can act on.  ``sdk_server`` turns these plain answers into the SDK's
+types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from service.assembly import Components
+from service.cell_requests import cell_spec
+from service.errors import InvalidRequest, NotFound, ServiceError
+from service.handlers.api_files import list_api_files, quick_index, read_api_file
+from service.http.schemas import ID_PATTERN, CellEnvelope, ExecRequest, WaitRequest
+from service.mcp.guest_requests import search_mcp_tools
+from service.settings import ApiKey
+from service.tracing import TraceParent
+from service.tools.errors import SearchQueryError
+from service.tools.search import MAX_QUERY_CHARS
+from service.tools.untrusted import wrap_untrusted
+
+from . import descriptions
+from .descriptions import RESOURCE_PREFIX
+from .rendering import envelope_text
+
+DECLARATION_MIME = "text/typescript"
+EXEC_FIELDS = ("code", "title", "session_id", "run_id", "timeout_ms", "max_output_bytes")
+WAIT_FIELDS = ("timeout_ms", "tool_results", "approvals")  # besides cell_id
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """One tool result: ``text`` for the model, ``structured`` for programs, ``is_error`` for failures."""
+
+    text: str
+    structured: dict[str, Any] | None
+    is_error: bool
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    read_only: bool
+    destructive: bool
+
+
+@dataclass(frozen=True)
+class ResourceDef:
+    uri: str
+    name: str
+    description: str | None
+    size: int | None
+
+
+class _CellRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cell_id: str = Field(pattern=ID_PATTERN, description="cell id from an envelope")
+
+
+class _SearchArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="a few words naming the tool or its job")
+    limit: int | None = Field(default=None, ge=1, le=1000, description="most hits (clamped to the server's maximum)")
+
+
+class _SearchOut(BaseModel):
+    tools: list[dict[str, Any]]
+
+
+class McpFacade:
+    """The tools and resources one service offers over MCP; every method takes the caller's key."""
+
+    def __init__(self, svc: Components) -> None:
+        self.svc = svc
+        envelope_schema = CellEnvelope.model_json_schema(mode="serialization")
+        self._schemas = {
+            "exec": _subschema(ExecRequest, EXEC_FIELDS, required=("code",)),
+            "wait": _merged(_subschema(_CellRef, ("cell_id",), required=("cell_id",)),
+                            _subschema(WaitRequest, WAIT_FIELDS)),
+            "cancel": _subschema(_CellRef, ("cell_id",), required=("cell_id",)),
+            "search_tools": _subschema(_SearchArgs, ("query", "limit"), required=("query",)),
+        }
+        self._outputs: dict[str, dict[str, Any] | None] = {
+            "exec": envelope_schema, "wait": envelope_schema, "cancel": envelope_schema,
+            "search_tools": _SearchOut.model_json_schema(),
+        }
+
+    # ---- tools -----------------------------------------------------------------------------------
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        return self._schemas.get(name)
+
+    def tools(self, key: ApiKey) -> list[ToolDef]:
+        """The four tools; exec's description carries this key's quick index."""
+        settings = self.svc.settings
+        texts = {
+            "exec": descriptions.exec_description(settings, quick_index(self.svc.view_for(key))),
+            "wait": descriptions.WAIT_DESCRIPTION,
+            "cancel": descriptions.CANCEL_DESCRIPTION,
+            "search_tools": descriptions.SEARCH_DESCRIPTION,
+        }
+        return [ToolDef(name, texts[name], self._schemas[name], self._outputs[name],
+                        read_only=name == "search_tools", destructive=name == "cancel") for name in texts]
+
+    async def call(self, key: ApiKey, name: str, arguments: Mapping[str, Any] | None,
+                   trace_parent: TraceParent = None) -> ToolAnswer:
+        """Run one tool for ``key``; refusals and service errors are answers with ``is_error``."""
+        args = dict(arguments or {})
+        try:
+            if name == "exec":
+                return await self._exec(key, args, trace_parent)
+            if name == "wait":
+                return await self._wait(key, args, trace_parent)
+            if name == "cancel":
+                ref = _validated(_CellRef, args, ("cell_id",))
+                return _envelope_answer(await self.svc.cells.cancel(ref.cell_id, key.tenant))
+            if name == "search_tools":
+                return await self._search(key, args)
+        except ServiceError as exc:
+            return _error_answer(exc)
+        raise InvalidRequest(f"unknown tool {name[:128]!r}: this server has exec, wait, cancel and search_tools",
+                             need_param="name")
+
+    async def _exec(self, key: ApiKey, args: dict[str, Any], trace_parent: TraceParent) -> ToolAnswer:
+        body = _validated(ExecRequest, args, EXEC_FIELDS)
+        return _envelope_answer(await self.svc.cells.exec(await cell_spec(self.svc, key, body), trace_parent))
+
+    async def _wait(self, key: ApiKey, args: dict[str, Any], trace_parent: TraceParent) -> ToolAnswer:
+        ref = _validated(_CellRef, {k: args[k] for k in ("cell_id",) if k in args}, ("cell_id",))
+        body = _validated(WaitRequest, {k: v for k, v in args.items() if k != "cell_id"}, WAIT_FIELDS)
+        results = [{"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results]
+        approvals = [{"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals]
+        envelope = await self.svc.cells.wait(ref.cell_id, key.tenant, timeout_ms=body.timeout_ms,
+                                             tool_results=results, approvals=approvals, trace_parent=trace_parent)
+        return _envelope_answer(envelope)
+
+    async def _search(self, key: ApiKey, args: dict[str, Any]) -> ToolAnswer:
+        query = _validated(_SearchArgs, args, ("query", "limit"))
+        view = self.svc.view_for(key)
+        try:
+            native = view.search(query.query, query.limit)
+        except SearchQueryError as exc:
+            raise InvalidRequest(str(exc), need_param="query") from None
+        wanted = view.catalog.limits.clamp(query.limit)
+        remote: list[dict[str, Any]] = []
+        if len(native) < wanted:
+            access = self.svc.access
+            scope = access.mcp_scope(key.tenant, self.svc.tool_policy_for(key))
+            servers = await access.mcp_servers(scope, self.svc.settings.timeout_ms / 1000)
+            remote = search_mcp_tools(servers, query.query, wanted - len(native))
+        return ToolAnswer(_search_text(native, remote), {"tools": native + remote}, False)
+
+    # ---- resources -------------------------------------------------------------------------------
+
+    async def resources(self, key: ApiKey) -> list[ResourceDef]:
+        """The declaration files this key's cells see, as ``codemode://api/<path>`` resources."""
+        table = await self.svc.api_table_for(key)
+        return [ResourceDef(RESOURCE_PREFIX + f["path"], f["path"], f.get("description"), f.get("bytes"))
+                for f in list_api_files(table, None)["files"]]
+
+    async def read_resource(self, key: ApiKey, uri: str) -> str:
+        """The text of one declaration file; NotFound for anything else."""
+        if not uri.startswith(RESOURCE_PREFIX):
+            raise NotFound(f"unknown resource {uri[:200]!r}: this server's resources are {RESOURCE_PREFIX}<path> "
+                           "(list them with resources/list)")
+        table = await self.svc.api_table_for(key)
+        return str(read_api_file(table, uri[len(RESOURCE_PREFIX):])["content"])
+
+
+def _validated(model: type[M], args: dict[str, Any], fields: tuple[str, ...]) -> M:
+    """``args`` checked by ``model``; only ``fields`` are accepted, errors name the argument."""
+    unknown = sorted(set(args) - set(fields))
+    if unknown:
+        raise InvalidRequest(f"unknown argument {unknown[0][:64]!r}; this tool takes {', '.join(fields)}",
+                             need_param=unknown[0][:64])
+    try:
+        return model.model_validate(args)
+    except ValidationError as exc:
+        first = exc.errors()[0]  # a ValidationError has at least one
+        field = ".".join(str(p) for p in first["loc"]) or "arguments"
+        raise InvalidRequest(f"{field}: {first['msg']}", need_param=field) from None
+
+
+def _subschema(model: type[BaseModel], fields: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The JSON schema of ``model`` restricted to ``fields`` (the model stays the one source of the bounds)."""
+    full = model.model_json_schema()
+    schema: dict[str, Any] = {"type": "object",
+                              "properties": {k: v for k, v in full["properties"].items() if k in fields},
+                              "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    if "$defs" in full:
+        schema["$defs"] = full["$defs"]
+    return schema
+
+
+def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(first)
+    merged["properties"] = {**first["properties"], **second["properties"]}
+    defs = {**first.get("$defs", {}), **second.get("$defs", {})}
+    if defs:
+        merged["$defs"] = defs
+    return merged
+
+
+def _envelope_answer(envelope: Mapping[str, Any]) -> ToolAnswer:
+    return ToolAnswer(envelope_text(envelope), dict(envelope), envelope.get("status") == "failed")
+
+
+def _error_answer(exc: ServiceError) -> ToolAnswer:
+    """A refused request in words; its error body is not an envelope, so it has no structuredContent."""
+    err = exc.body()["error"]
+    retry = f" Retry after {exc.retry_after} s." if exc.retry_after is not None else ""
+    return ToolAnswer(f"Refused ({err['code']}, {err['error_type']}): {err['message']}{retry}", None, True)
+
+
+def _search_text(native: list[dict[str, Any]], remote: list[dict[str, Any]]) -> str:
+    if not native and not remote:
+        return "No tool matches; try other words, or read codemode://api/ resources (resources/list)."
+    lines = [f"- {h['callableName']} {h.get('input', 'unknown')} -> {h.get('output', '?')}: {h.get('description', '')} "
+             f"(declaration {RESOURCE_PREFIX}tools/{h['callableName']}.d.ts)" for h in native]
+    if remote:
+        # Remote MCP servers wrote these names and descriptions: data, not instructions.
+        mcp = "\n".join(f"- {h['callableName']}: {h.get('description', '')} (declaration {RESOURCE_PREFIX}{h['apiPath']})"
+                        for h in remote)
+        lines.append(wrap_untrusted(mcp, "mcp"))
+    return "\n".join(lines)

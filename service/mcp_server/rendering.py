@@ -1,0 +1,106 @@
+"""The model-facing text of a cell envelope (MCP ``content``); the envelope itself is ``structuredContent``.
+
+A model reads this text, a program reads the envelope (seed 002: two channels).  The text holds what
+the cell printed, then a compact rendering of its value, its pending calls or its error, and says in
+words what a truncation marker means, so a model never has to decode marker JSON.  Its size follows
+the envelope's, which the cell's ``max_output_bytes`` already bounds: every part is either a string
+the envelope carries or the compact JSON of a value it carries, plus fixed framing per part.
+
+Once a cell has seen network-derived data (``untrusted_content``), text entries arrive wrapped by the
+cell already; everything else rendered from data (JSON entries, the value, the error, warnings) is
+wrapped here the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bridge import jsoncodec
+from service.tools.untrusted import wrap_untrusted
+
+UNTRUSTED_SOURCE = "network"
+
+
+def envelope_text(envelope: Mapping[str, Any]) -> str:
+    """What a model should read of ``envelope``: output, then the outcome, then warnings."""
+    untrusted = envelope.get("untrusted_content") is True
+
+    def data(text: str) -> str:
+        return wrap_untrusted(text, UNTRUSTED_SOURCE) if untrusted else text
+
+    parts = [_output_entry(entry, data) for entry in envelope.get("output") or ()]
+    parts.append(_outcome(envelope, data))
+    parts += [data(f"Warning: {w}") for w in envelope.get("warnings") or ()]
+    return "\n".join(part for part in parts if part)
+
+
+def _output_entry(entry: Any, data: Any) -> str:
+    if not isinstance(entry, Mapping):
+        return ""
+    if entry.get("truncated") is True:
+        return data(marker_text("output", entry))
+    if entry.get("type") == "text":
+        return str(entry.get("text", ""))  # wrapped by the cell when untrusted
+    return data(_compact(entry.get("value")))
+
+
+def _outcome(envelope: Mapping[str, Any], data: Any) -> str:
+    status = envelope.get("status")
+    cell_id = envelope.get("cell_id")
+    if status == "completed":
+        value = envelope.get("value")
+        if value is None:
+            return ""
+        if isinstance(value, Mapping) and value.get("truncated") is True:
+            return data(reference_text(value) if "reference" in value else marker_text("result", value))
+        return data(f"Result: {_compact(value)}")
+    if status == "failed":
+        return data(f"Error ({envelope.get('code')}, {envelope.get('failure_phase')} phase): {envelope.get('error')}")
+    if status == "waiting":
+        return _waiting_text(envelope)
+    return (f"Cell {cell_id} is still running. Call `wait` with cell_id {cell_id!r} for its output and "
+            "result, or `cancel` to stop it.")
+
+
+def _waiting_text(envelope: Mapping[str, Any]) -> str:
+    cell_id = envelope.get("cell_id")
+    calls = envelope.get("pending_tool_calls") or []
+    lines = [f"Cell {cell_id} is waiting ({envelope.get('reason')}): it is parked, not finished."]
+    approvals = [c for c in calls if isinstance(c, Mapping) and c.get("method") == "approval"]
+    answers = [c for c in calls if isinstance(c, Mapping) and "input" in c and c.get("method") != "approval"]
+    for call in approvals:
+        why = f" ({call['reason']})" if call.get("reason") else ""
+        lines.append(f"- approval {call.get('id')} for tool {call.get('tool')}{why}, input: {_compact(call.get('input'))}")
+    for call in answers:
+        lines.append(f"- tool {call.get('tool')} ({call.get('id')}) needs your result, input: {_compact(call.get('input'))}")
+    running = [c for c in calls if isinstance(c, Mapping) and c not in approvals and c not in answers]
+    if running:
+        names = ", ".join(str(c.get("tool") or c.get("method")) for c in running)
+        lines.append(f"Still running on the host: {names}.")
+    if approvals:
+        lines.append(f"Decide with `wait` {{cell_id: {cell_id!r}, approvals: [{{id, approve: true|false, reason?}}]}}.")
+    if answers:
+        lines.append(f"Answer with `wait` {{cell_id: {cell_id!r}, tool_results: [{{id, ok, value|error}}]}}.")
+    if not approvals and not answers:
+        lines.append(f"Call `wait` with cell_id {cell_id!r} to let it continue (or `cancel` to stop it).")
+    return "\n".join(lines)
+
+
+def marker_text(what: str, marker: Mapping[str, Any]) -> str:
+    """A truncation marker in words: how much is missing, what to do, and the prefix that was kept."""
+    return (f"[{what} truncated: {marker.get('omittedBytes')} more bytes are not shown. {marker.get('guidance')} "
+            f"The first part of its JSON follows.]\n{marker.get('prefix', '')}")
+
+
+def reference_text(marker: Mapping[str, Any]) -> str:
+    """An automatic reference in words: the result was saved whole and can be loaded in a later cell."""
+    ref = marker.get("reference")
+    ref = ref if isinstance(ref, Mapping) else {}
+    return (f"[result too large for the output budget: saved whole as {ref.get('id')} ({ref.get('bytes')} bytes, "
+            f"shape {_compact(ref.get('shape'))}). {marker.get('guidance')}]\n"
+            f"Preview: {_compact(ref.get('preview'))}")
+
+
+def _compact(value: Any) -> str:
+    return jsoncodec.dumps_text(value)

@@ -1,0 +1,114 @@
+"""Who may use the facade: the HTTP API's keys and tenants over `/mcp`, the key of `codemode mcp`,
+and loopback-only Host checks on a server without keys."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import make_client
+from tests.mcp_server.conftest import ALPHA, BETA, http_client, stdio_parameters, stdio_session
+
+pytestmark = pytest.mark.anyio
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "probe", "version": "1"}}}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def test_a_second_tenant_sees_only_its_own_catalog_and_cells(base_url: str) -> None:
+    """beta's policy denies quote_shipping and the docs server: its exec description, resources and
+    search leave them out, its cells cannot call them, and alpha's cell ids are unknown to it."""
+    async with http_client(base_url, ALPHA) as alpha:
+        parked = await alpha.call_tool("exec", {"code": "await yield_control('hold'); return 1"})
+        assert parked.structured_content is not None and parked.structured_content["status"] == "waiting"
+        alpha_cell = parked.structured_content["cell_id"]
+    async with http_client(base_url, BETA) as beta:
+        tools = {t.name: t for t in (await beta.list_tools()).tools}
+        assert "- quote_shipping {" not in tools["exec"].description and "- list_carriers {" in tools["exec"].description
+        uris = {str(r.uri) for r in (await beta.list_resources()).resources}
+        assert "codemode://api/tools/list_carriers.d.ts" in uris
+        assert not {u for u in uris if "quote_shipping" in u or u.startswith("codemode://api/mcp/")}
+        found = await beta.call_tool("search_tools", {"query": "shipping quote echo"})
+        assert found.structured_content is not None
+        names = [h["callableName"] for h in found.structured_content["tools"]]
+        assert "quote_shipping" not in names and not [n for n in names if n.startswith("MCP.")]
+        denied = await beta.call_tool("exec", {"code": 'return typeof quote_shipping + " " + typeof MCP.docs'})
+        assert denied.structured_content is not None and denied.structured_content["value"] == "undefined undefined"
+        for tool in ("wait", "cancel"):
+            foreign = await beta.call_tool(tool, {"cell_id": alpha_cell})
+            assert foreign.is_error is True and "cell_not_found" in foreign.content[0].text
+    async with http_client(base_url, ALPHA) as alpha:  # the owner still has it
+        done = await alpha.call_tool("wait", {"cell_id": alpha_cell})
+        assert done.structured_content is not None and done.structured_content["value"] == 1
+
+
+async def test_a_missing_or_wrong_key_is_refused_before_the_sdk(base_url: str) -> None:
+    """Without a valid Bearer key `/mcp` answers 401 with the service's error body, and the SDK
+    client cannot connect."""
+    for headers in ({}, {"Authorization": "Bearer ck_wrong_0123456789"}, {"Authorization": f"Basic {ALPHA}"}):
+        r = httpx.post(base_url + "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **headers})
+        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized", r.text
+    with pytest.raises(Exception):  # noqa: B017 - the SDK wraps the 401 in its own error types
+        async with http_client(base_url, "ck_wrong_0123456789") as client:
+            await client.list_tools()
+    ok = httpx.post(base_url + "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {ALPHA}"})
+    assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "codemode"
+
+
+def test_an_mcp_body_over_the_exec_cap_is_413(base_url: str) -> None:
+    """`/mcp` bodies are capped like exec bodies, before the SDK reads them."""
+    r = httpx.post(base_url + "/mcp", content=b"x" * (2 * 1024 * 1024 + 1),
+                   headers={**MCP_HEADERS, "Authorization": f"Bearer {ALPHA}"})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
+
+
+def test_a_large_mcp_body_of_many_small_values_is_refused_before_the_sdk(base_url: str) -> None:
+    """The SDK parses MCP bodies on the event loop: one over 256 KiB holding more than 10,000 JSON values
+    is refused (413) after a count in the helper process; a large body that is one code string is served."""
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {ALPHA}", "Mcp-Protocol-Version": "2025-06-18"}
+    results = ",".join(['{"id":"r","ok":true,"value":{}}'] * 20000)
+    many = ('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":'
+            '{"cell_id":"c","tool_results":[' + results + ']}}}')
+    assert len(many) > 256 * 1024
+    r = httpx.post(base_url + "/mcp", content=many, headers=headers)
+    assert r.status_code == 413 and "at most 10000 JSON values" in r.json()["error"]["message"], r.text
+    code = "return 7 // " + "x" * 300_000
+    one = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "exec", "arguments": {"code": code}}}
+    served = httpx.post(base_url + "/mcp", json=one, headers=headers, timeout=60)
+    assert served.status_code == 200 and served.json()["result"]["structuredContent"]["value"] == 7, served.text
+
+
+async def test_stdio_serves_the_tenant_of_its_api_key(config_file: Path, tmp_path: Path) -> None:
+    """`codemode mcp` with CODEMODE_API_KEY=<beta's key> serves beta's catalog."""
+    async with stdio_session(config_file, tmp_path, BETA) as beta:
+        tools = {t.name: t for t in (await beta.list_tools()).tools}
+        assert "- quote_shipping {" not in tools["exec"].description and "- list_carriers {" in tools["exec"].description
+        uris = {str(r.uri) for r in (await beta.list_resources()).resources}
+        assert "codemode://api/tools/quote_shipping.d.ts" not in uris and "codemode://api/mcp/docs.d.ts" not in uris
+
+
+def test_stdio_refuses_an_unknown_api_key(config_file: Path, tmp_path: Path) -> None:
+    """An unknown CODEMODE_API_KEY stops `codemode mcp` at start with the reason on stderr, nothing on stdout."""
+    params = stdio_parameters(config_file, tmp_path, "ck_wrong_0123456789")
+    done = subprocess.run([params.command, *params.args], env=params.env, cwd=params.cwd, input=b"",
+                          capture_output=True, timeout=60)
+    assert done.returncode == 3 and done.stdout == b""
+    assert b"unknown API key" in done.stderr
+
+
+def test_without_keys_only_loopback_hosts_reach_the_facade(tmp_path: Path) -> None:
+    """A server without API keys serves /mcp only to requests naming a loopback Host (no DNS rebinding)."""
+    with make_client(tmp_path, workers=1) as client:
+        rebound = client.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "evil.example:8000"})
+        assert rebound.status_code in (403, 421), rebound.text
+        local = client.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "127.0.0.1:8000"})
+        assert local.status_code == 200 and local.json()["result"]["serverInfo"]["name"] == "codemode"
+        foreign_origin = client.post("/mcp", json=INITIALIZE, headers={
+            **MCP_HEADERS, "Host": "127.0.0.1:8000", "Origin": "http://evil.example"})
+        assert foreign_origin.status_code == 403, foreign_origin.text
+
