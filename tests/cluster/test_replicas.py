@@ -203,6 +203,11 @@ def test_background_events_stream_through_another_replica(cluster: Cluster):
     from tests.support.sse import events, read_until
 
     a, b, _ = (r.base for r in cluster.replicas)
+    # After a Redis restart (an earlier test) B sees A again only at A's next heartbeat.
+    probe = exec_parked(a)
+    poll_until(lambda: httpx.get(f"{b}/v1/cells/{probe['cell_id']}", timeout=10).status_code == 200,
+               "B relays to A again", timeout_s=3 * REPLICA_TTL_SECONDS)
+    post(a, f"/v1/cells/{probe['cell_id']}/cancel")
     code = 'text("one"); await new Promise(r => setTimeout(r, 300)); text("two"); return 2'
     r = post(a, "/v1/exec", {"code": code, "background": True})
     assert r.status_code == 200 and r.json()["status"] == "running", r.text
