@@ -11,7 +11,17 @@ from . import transport
 from .client import DEFAULT_TIMEOUT_S, Approver
 from .events import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_RECONNECTS, Resume, aiter_events
 from .models import CellEvent, Envelope, PendingCall
-from .tools import ClientTools, RunState, approval, missing_handler, no_approver, split_pending, tool_result, tool_set
+from .tools import (
+    ClientTools,
+    RunState,
+    approval,
+    handler_for,
+    missing_handler,
+    no_approver,
+    split_pending,
+    tool_result,
+    tool_set,
+)
 from .wire import allowance, cell_path, exec_body, file_path, wait_body
 
 
@@ -105,7 +115,7 @@ class AsyncClient:
         session_id, timeout_ms = fields.get("session_id"), fields.get("timeout_ms")
         while not env.is_final:
             calls, approvals = split_pending(env)
-            results = list(await asyncio.gather(*(self._call(tools.handlers.get(c.tool or ""), c) for c in calls)))
+            results = list(await asyncio.gather(*(self._call(handler_for(tools.handlers, c.tool), c) for c in calls)))
             answers = [approval(a, await _maybe_await(approve(a))) if approve is not None else no_approver(a)
                        for a in approvals]
             env = state.seen(await self.wait(env.cell_id, timeout_ms=timeout_ms, tool_results=results,

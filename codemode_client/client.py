@@ -9,7 +9,17 @@ from . import transport
 
 from .events import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_RECONNECTS, Resume, iter_events
 from .models import CellEvent, Envelope, PendingCall
-from .tools import ClientTools, RunState, approval, missing_handler, no_approver, split_pending, tool_result, tool_set
+from .tools import (
+    ClientTools,
+    RunState,
+    approval,
+    handler_for,
+    missing_handler,
+    no_approver,
+    split_pending,
+    tool_result,
+    tool_set,
+)
 from .wire import allowance, cell_path, exec_body, file_path, wait_body
 
 #: Longer than the service's largest ``timeout_ms`` (60 s), so a long wait is not cut off by the client.
@@ -125,7 +135,7 @@ class Client:
         session_id, timeout_ms = fields.get("session_id"), fields.get("timeout_ms")
         while not env.is_final:
             calls, approvals = split_pending(env)
-            results = [self._call(tools.handlers.get(call.tool or ""), call) for call in calls]
+            results = [self._call(handler_for(tools.handlers, call.tool), call) for call in calls]
             answers = [approval(a, approve(a)) if approve is not None else no_approver(a) for a in approvals]
             env = state.seen(self.wait(env.cell_id, timeout_ms=timeout_ms, tool_results=results,
                                        approvals=answers, session_id=session_id))

@@ -5,8 +5,10 @@ Shared by the blocking and the asyncio client; nothing here does I/O or calls a 
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
@@ -77,6 +79,43 @@ def tool_set(client_tools: ClientTools | None) -> ToolSet:
         if fn is not None:
             tools.handlers[decl["name"]] = fn
     return tools
+
+
+# ---- which handler a pending call is for ----------------------------------------------------------
+
+# A pending call names the tool by its callable name (the guest global), which is the declared name
+# only when that is a plain identifier: SPEC §7.2 spells the others out, and these follow it.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_$]")
+_START = re.compile(r"^[A-Za-z_$]")
+_RESERVED_PREFIXES = ("__codemode", "__openclaw")
+
+
+def _base_name(name: str) -> str:
+    base = _UNSAFE.sub("_", name)
+    return base if _START.match(base) and not base.startswith(_RESERVED_PREFIXES) else "tool_" + base
+
+
+def _hashed_as(name: str, callable_name: str) -> bool:
+    """Whether ``callable_name`` is ``name``'s spelling with the sha256 suffix (a reserved or taken name)."""
+    base = _base_name(name)
+    if not callable_name.startswith(base + "_"):
+        return False
+    suffix = callable_name[len(base) + 1:]
+    digest = hashlib.sha256(f"client:{name}".encode()).hexdigest()
+    return (len(suffix) >= 8 and digest.startswith(suffix)) or suffix.startswith(digest + "_")
+
+
+def handler_for(handlers: Mapping[str, Callable[..., Any]], callable_name: str | None) -> Callable[..., Any] | None:
+    """The handler of the client tool a pending call names by its callable name."""
+    if callable_name is None:
+        return None
+    if callable_name in handlers:
+        return handlers[callable_name]
+    # Of several names spelled alike ("get-x", "get.x") the first by tool id keeps the plain spelling.
+    plain = sorted(n for n in handlers if _base_name(n) == callable_name)
+    if plain:
+        return handlers[plain[0]]
+    return next((fn for n, fn in handlers.items() if _hashed_as(n, callable_name)), None)
 
 
 # ---- answers ------------------------------------------------------------------------------------

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import threading
 
 import pytest
@@ -202,3 +204,22 @@ async def test_async_run_with_async_and_plain_handlers(base_url: str):
             await client.status("cell_00000000-0000-0000-0000-000000000000")
         assert (await client.catalog())["tools"] and (await client.api_files())["files"]
         assert (await client.api_file("results.d.ts"))["bytes"] > 0
+
+
+def sha8(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def test_run_finds_handlers_of_names_that_are_not_plain_identifiers(client: Client):
+    """Pending calls name tools by their callable name: run() maps 'get-weather', '1st', a reserved word,
+    a reserved prefix and a name spelled like another ('get.weather', hashed) back to their handlers."""
+    tools = {"get-weather": lambda p: "w", "1st": lambda p: "first", "text": lambda p: "t",
+             "__codemode_x": lambda p: "x", "get.weather": lambda p: "w2"}
+    plugin = json.dumps(sorted(t["callableName"] for t in client.catalog()["tools"]))
+    code = (f"const plugin = {plugin};"
+            "const names = (await API.list('tools/')).files.map(f => f.path.slice(6, -5)).filter(n => !plugin.includes(n));"
+            "return Object.fromEntries(await Promise.all(names.map(async n => [n, await globalThis[n]({})])));")
+    env = client.run(code, client_tools=tools)
+    assert env.status == "completed", env.error
+    assert env.value == {"get_weather": "w", "tool_1st": "first", "tool___codemode_x": "x",
+                         f"text_{sha8('client:text')}": "t", f"get_weather_{sha8('client:get.weather')}": "w2"}

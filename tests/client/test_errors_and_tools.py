@@ -22,7 +22,7 @@ from codemode_client import (
     ServiceUnavailableError,
 )
 from codemode_client.errors import api_error
-from codemode_client.tools import NO_APPROVER_REASON, approval, no_approver, tool_result, tool_set
+from codemode_client.tools import NO_APPROVER_REASON, approval, handler_for, no_approver, tool_result, tool_set
 from codemode_client.wire import exec_body, file_path, segment, wait_body
 from tests.client.sse_server import HANG, sse_server
 
@@ -175,3 +175,23 @@ def test_tool_results_from_values_and_exceptions():
     assert tool_result(call, error=KeyError("k")) == {
         "id": "req_1", "ok": False, "error": {"message": "KeyError: 'k'", "name": "KeyError"}}
     assert tool_result(call, value=float("nan"))["ok"] is False
+
+
+def test_handlers_are_found_by_callable_name():
+    """Exact names, sanitised spellings (first by name when two collide), tool_ prefixes and hash suffixes
+    (8+ hex chars of sha256('client:<name>'), or the full digest and a counter) find their handler."""
+    import hashlib
+
+    def digest(name: str) -> str:
+        return hashlib.sha256(f"client:{name}".encode()).hexdigest()
+
+    handlers = {n: (lambda n=n: n) for n in ("plain", "get-x", "get.x", "9lives", "text", "__openclaw_y")}
+    found = {name: (fn() if (fn := handler_for(handlers, name)) else None) for name in [
+        "plain", "get_x", f"get_x_{digest('get.x')[:8]}", f"get_x_{digest('get-x')[:10]}", "tool_9lives",
+        f"text_{digest('text')[:8]}", f"text_{digest('text')}_2", "tool___openclaw_y",
+        f"text_{digest('text')[:6]}", "text_deadbeef", "nothing", None]}
+    assert found == {
+        "plain": "plain", "get_x": "get-x", f"get_x_{digest('get.x')[:8]}": "get.x",
+        f"get_x_{digest('get-x')[:10]}": "get-x", "tool_9lives": "9lives", f"text_{digest('text')[:8]}": "text",
+        f"text_{digest('text')}_2": "text", "tool___openclaw_y": "__openclaw_y",
+        f"text_{digest('text')[:6]}": None, "text_deadbeef": None, "nothing": None, None: None}
