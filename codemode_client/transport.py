@@ -22,6 +22,12 @@ CONNECT_TIMEOUT_S = 10.0
 EVENT_STREAM = "text/event-stream"
 
 
+def _base(base_url: str) -> str:
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must be an http:// or https:// URL, like http://127.0.0.1:8000, not {base_url!r:.80}")
+    return base_url.rstrip("/")
+
+
 def _headers(api_key: str | None) -> dict[str, str]:
     headers = {"Accept": "application/json", "User-Agent": "codemode-client"}
     if api_key is not None:
@@ -70,7 +76,7 @@ class SyncHttp:
 
     def __init__(self, base_url: str, api_key: str | None, timeout: float | None,
                  http_client: httpx.Client | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = _base(base_url)
         self.headers = _headers(api_key)
         self._owned = http_client is None
         self._client = http_client if http_client is not None else httpx.Client(timeout=_timeout(timeout))
@@ -121,7 +127,7 @@ class AsyncHttp:
 
     def __init__(self, base_url: str, api_key: str | None, timeout: float | None,
                  http_client: httpx.AsyncClient | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = _base(base_url)
         self.headers = _headers(api_key)
         self._owned = http_client is None
         self._client = http_client if http_client is not None else httpx.AsyncClient(timeout=_timeout(timeout))

@@ -19,6 +19,7 @@ from codemode_client import (
     TransportError,
 )
 from tests.client.conftest import API_KEY
+from tests.support.live_server import free_port
 from tests.support.polling import poll_until
 
 
@@ -123,9 +124,10 @@ def test_second_concurrent_wait_raises_conflict(client: Client, base_url: str):
 
 def test_unreachable_service_raises_transport_error():
     """Nothing listening: TransportError naming the URL, status None."""
-    with Client("http://127.0.0.1:9") as nowhere, pytest.raises(TransportError) as caught:
+    port = free_port()  # bound and released: nothing listens there
+    with Client(f"http://127.0.0.1:{port}") as nowhere, pytest.raises(TransportError) as caught:
         nowhere.status("cell_1")
-    assert caught.value.status is None and "127.0.0.1:9/v1/cells/cell_1" in str(caught.value)
+    assert caught.value.status is None and f"127.0.0.1:{port}/v1/cells/cell_1" in str(caught.value)
 
 
 # ---- run() ---------------------------------------------------------------------------------------

@@ -195,3 +195,9 @@ def test_handlers_are_found_by_callable_name():
         f"get_x_{digest('get-x')[:10]}": "get-x", "tool_9lives": "9lives", f"text_{digest('text')[:8]}": "text",
         f"text_{digest('text')}_2": "text", "tool___openclaw_y": "__openclaw_y",
         f"text_{digest('text')[:6]}": None, "text_deadbeef": None, "nothing": None, None: None}
+
+
+def test_a_base_url_without_scheme_is_refused_at_once():
+    """'localhost:8000' is a ValueError naming the expected form, before any request."""
+    with pytest.raises(ValueError, match="http:// or https:// URL"):
+        Client("localhost:8000")
