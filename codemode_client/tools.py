@@ -5,6 +5,7 @@ Shared by the blocking and the asyncio client; nothing here does I/O or calls a 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -33,6 +34,8 @@ class ToolSet:
 
 
 def _description(fn: Callable[..., Any]) -> str | None:
+    while isinstance(fn, functools.partial):
+        fn = fn.func  # a partial's own docstring describes functools.partial, not the tool
     doc = inspect.getdoc(fn)
     return doc[:MAX_DESCRIPTION_CHARS] if doc else None
 
@@ -44,8 +47,9 @@ def _declaration(spec: Mapping[str, Any], handler: Callable[..., Any] | None) ->
         raise ValueError(f"a client tool spec needs a non-empty string 'name': {spec!r:.200}")
     if handler is not None and not callable(handler):
         raise TypeError(f"client tool {name!r}: its handler is not callable ({type(handler).__name__})")
-    if decl.get("description") is None and handler is not None and _description(handler):
-        decl["description"] = _description(handler)
+    description = _description(handler) if handler is not None and decl.get("description") is None else None
+    if description:
+        decl["description"] = description
     return decl
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from codemode_client import (
@@ -122,12 +124,13 @@ def documented(params):
 
 def test_mapping_form_declares_an_open_object_schema_and_the_docstring():
     """{name: callable}: input_schema {"type": "object"}, description from the docstring (cleaned)."""
-    tools = tool_set({"lookup": documented, "bare": lambda p: p})
+    tools = tool_set({"lookup": documented, "bare": lambda p: p, "partial": functools.partial(documented)})
     assert tools.declarations == [
         {"name": "lookup", "input_schema": {"type": "object"}, "description": "Looks things up.\n\nSecond paragraph."},
         {"name": "bare", "input_schema": {"type": "object"}},
+        {"name": "partial", "input_schema": {"type": "object"}, "description": "Looks things up.\n\nSecond paragraph."},
     ]
-    assert tools.handlers == {"lookup": documented, "bare": tools.handlers["bare"]}
+    assert list(tools.handlers) == ["lookup", "bare", "partial"] and tools.handlers["lookup"] is documented
 
 
 def test_list_forms_keep_the_spec_and_strip_the_handler():
