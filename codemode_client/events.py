@@ -3,7 +3,8 @@
 The service numbers a cell's events and resumes after the id it is sent, so a reconnect neither loses
 nor repeats events.  The stream is over after the ``envelope`` event; a connection that ends (or
 breaks, or stays silent past ``idle_timeout``, several heartbeats) before it is reopened, up to
-``max_reconnects`` times in a row without an event in between, then ``EventStreamError``.
+``max_reconnects`` times in a row without an event in between, then ``EventStreamError``.  A
+reconnection refused for capacity (429/503) counts as one more break, after its ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
-from .errors import EventStreamError, TransportError
+from .errors import (
+    CodemodeError,
+    EventStreamError,
+    RateLimitError,
+    ServiceUnavailableError,
+    TransportError,
+)
 from .models import CellEvent, EnvelopeEvent
 from .sse import SseParser, cell_event
 from .transport import AsyncHttp, SyncHttp
@@ -54,7 +61,14 @@ class Resume:
                     return events[: i + 1]
         return events
 
-    def broke(self, cause: BaseException | None) -> float:
+    def may_retry(self, exc: CodemodeError) -> bool:
+        """A broken connection may be retried; so may a capacity refusal of a reconnection (the service
+        may still count the stream that just broke against the caller's cap)."""
+        if isinstance(exc, TransportError):
+            return True
+        return isinstance(exc, (RateLimitError, ServiceUnavailableError)) and self.breaks > 0
+
+    def broke(self, cause: CodemodeError | None) -> float:
         """Seconds to pause before reconnecting; raises once the breaks in a row pass the bound."""
         self.breaks += 1
         if self.breaks > self.max_reconnects:
@@ -63,6 +77,8 @@ class Resume:
                 f"the event stream of {self.cell_id} ended {self.breaks} times in a row before the cell's "
                 f"envelope (last: {how}); resume with events(cell_id, last_event_id={self.last_event_id!r}) "
                 "or read the outcome with wait()", last_event_id=self.last_event_id) from cause
+        if cause is not None and cause.retry_after is not None:
+            return min(cause.retry_after, MAX_SERVER_DELAY_S)
         if self.retry_ms is not None:
             return min(self.retry_ms / 1000, MAX_SERVER_DELAY_S)
         return min(FIRST_DELAY_S * 2.0 ** (self.breaks - 1), MAX_DELAY_S)
@@ -71,15 +87,18 @@ class Resume:
 def iter_events(http: SyncHttp, resume: Resume, idle_timeout: float | None) -> Iterator[CellEvent]:
     path = cell_path(resume.cell_id, "events")
     while True:
-        cause: BaseException | None = None
+        cause: CodemodeError | None = None
         parser = resume.parser()
         try:
-            with http.stream(path, headers=last_event_header(resume.last_event_id), read_timeout=idle_timeout) as chunks:
+            headers = last_event_header(resume.last_event_id)
+            with http.stream(path, headers=headers, read_timeout=idle_timeout) as chunks:
                 for chunk in chunks:
                     yield from resume.take(parser, chunk)
                     if resume.done:
                         return
-        except TransportError as exc:
+        except CodemodeError as exc:
+            if not resume.may_retry(exc):
+                raise
             cause = exc
         time.sleep(resume.broke(cause))
 
@@ -87,7 +106,7 @@ def iter_events(http: SyncHttp, resume: Resume, idle_timeout: float | None) -> I
 async def aiter_events(http: AsyncHttp, resume: Resume, idle_timeout: float | None) -> AsyncIterator[CellEvent]:
     path = cell_path(resume.cell_id, "events")
     while True:
-        cause: BaseException | None = None
+        cause: CodemodeError | None = None
         parser = resume.parser()
         try:
             async with http.stream(path, headers=last_event_header(resume.last_event_id),
@@ -97,6 +116,8 @@ async def aiter_events(http: AsyncHttp, resume: Resume, idle_timeout: float | No
                         yield event
                     if resume.done:
                         return
-        except TransportError as exc:
+        except CodemodeError as exc:
+            if not resume.may_retry(exc):
+                raise
             cause = exc
         await asyncio.sleep(resume.broke(cause))

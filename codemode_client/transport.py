@@ -24,7 +24,8 @@ EVENT_STREAM = "text/event-stream"
 
 def _base(base_url: str) -> str:
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-        raise ValueError(f"base_url must be an http:// or https:// URL, like http://127.0.0.1:8000, not {base_url!r:.80}")
+        raise ValueError(
+            f"base_url must be an http:// or https:// URL, like http://127.0.0.1:8000, not {base_url!r:.80}")
     return base_url.rstrip("/")
 
 
@@ -90,8 +91,9 @@ class SyncHttp:
             content = _encode(body)
             headers["Content-Type"] = "application/json"
         try:
-            response = self._client.request(method, url, content=content, params=params, headers=headers,
-                                            timeout=_timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT)
+            response = self._client.request(
+                method, url, content=content, params=params, headers=headers,
+                timeout=_timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT)
         except httpx.HTTPError as exc:
             raise _wrapped(exc, method, url) from exc
         return _answer(response)

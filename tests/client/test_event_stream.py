@@ -14,6 +14,7 @@ from codemode_client import (
     NotFoundError,
     OutputEvent,
     ProtocolError,
+    RateLimitError,
     StatusEvent,
 )
 from tests.client.sse_server import HANG, SSE_HEAD, event, sse_server
@@ -141,3 +142,36 @@ def test_closing_a_stream_early_ends_it():
         assert isinstance(first, StatusEvent) and stream.last_event_id == "1"
         with pytest.raises(StopIteration):
             next(stream)
+
+
+def test_a_capacity_refusal_of_a_reconnection_is_retried_after_retry_after():
+    """A 429 answering the reconnection (the broken stream still counted) is one more break, not the end."""
+    body = b'{"error": {"code": "too_many_requests", "message": "event stream cap", "error_type": "transient"}}'
+    refusal = (f"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 0\r\n"
+               f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+    def script(n: int, headers: dict[str, str]) -> list[object]:
+        if n == 0:
+            return [SSE_HEAD + b"retry: 0\n" + event(1, "status", '{"status": "running"}')]
+        if n == 1:
+            return [refusal]
+        return [SSE_HEAD, event(2, "envelope", ENVELOPE)]
+
+    with sse_server(script) as (base, seen), Client(base) as client:
+        events = list(client.events("cell_1"))
+    assert [e.id for e in events] == [1, 2]
+    assert [h.get("last-event-id") for _, h in seen.requests] == [None, "1", "1"]
+
+
+def test_a_capacity_refusal_of_the_first_connection_raises():
+    """Refused before any stream was open: RateLimitError with its retry_after, for the caller to decide."""
+    body = b'{"error": {"code": "too_many_requests", "message": "event stream cap", "error_type": "transient"}}'
+
+    def script(n: int, headers: dict[str, str]) -> list[object]:
+        return [(f"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 2\r\n"
+                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body]
+
+    with sse_server(script) as (base, seen), Client(base) as client:
+        with pytest.raises(RateLimitError) as caught:
+            list(client.events("cell_1"))
+    assert caught.value.retry_after == 2.0 and len(seen.requests) == 1
