@@ -35,8 +35,9 @@ function done(summary, latency, requests)
   local b = 0
   for _, t in ipairs(threads) do b = b + t:get("bad") end
   local e = summary.errors
-  io.write(string.format("BENCH %d %d %d %d %d %d\\n", summary.requests, summary.duration,
-    latency:percentile(50), latency:percentile(99), b, e.connect + e.read + e.write + e.timeout))
+  io.write(string.format("BENCH %d %d %d %d %d %d %d\\n", summary.requests, summary.duration,
+    latency:percentile(50), latency:percentile(99), latency:percentile(99.9), b,
+    e.connect + e.read + e.write + e.timeout))
 end
 """
 
@@ -49,6 +50,7 @@ class LoadResult:
     seconds: float
     p50_ms: float
     p99_ms: float
+    p999_ms: float
     rps: float
     bad: int
     client_cpu_pct: float  # of one core
@@ -76,10 +78,11 @@ def run_wrk(url: str, body: dict[str, Any], concurrency: int, seconds: float) ->
     finally:
         os.unlink(script)
     line = next(ln for ln in out.splitlines() if ln.startswith("BENCH "))
-    requests, duration_us, p50_us, p99_us, bad, sock_err = (int(x) for x in line.split()[1:])
+    requests, duration_us, p50_us, p99_us, p999_us, bad, sock_err = (int(x) for x in line.split()[1:])
     secs = duration_us / 1e6
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return LoadResult("wrk", concurrency, requests, secs, p50_us / 1000, p99_us / 1000, requests / secs,
+    return LoadResult("wrk", concurrency, requests, secs, p50_us / 1000, p99_us / 1000, p999_us / 1000,
+                      requests / secs,
                       bad + sock_err, 100 * cpu / secs)
 
 
@@ -124,7 +127,7 @@ def run_python(url: str, body: dict[str, Any], concurrency: int, seconds: float)
     lat.sort()
     n = len(lat)
     pct = (lambda q: lat[min(n - 1, int(q * n))] * 1000) if n else (lambda q: float("nan"))
-    return LoadResult("python", concurrency, n, secs, pct(0.50), pct(0.99), n / secs, bad[0], 100 * cpu / secs)
+    return LoadResult("python", concurrency, n, secs, pct(0.50), pct(0.99), pct(0.999), n / secs, bad[0], 100 * cpu / secs)
 
 
 def run_load(kind: str, url: str, body: dict[str, Any], concurrency: int, seconds: float) -> LoadResult:

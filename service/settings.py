@@ -67,6 +67,7 @@ class ToolSettings:
     deny: tuple[str, ...] = ()
     profile: str | None = None
     entry_points: bool = True
+    approve: tuple[str, ...] = ()  # calls of these wait for the API caller's approval (service.tools.approvals)
 
 
 class Settings(BaseSettings):
@@ -142,8 +143,8 @@ class Settings(BaseSettings):
     max_tenants_tracked: Int = setting("tenants", 10000, 1, 1_000_000,
                                        "tenants whose finished-cell summaries are kept (least recent dropped)")
     # Structured tables of the file
-    api_keys: tuple[ApiKey, ...] = section("api_keys", (), "[[api_keys]]: key, tenant, tools narrowing")
-    tools: ToolSettings = section("tools", ToolSettings(), "[tools]: plugins, allow, deny, profile, entry_points")
+    api_keys: tuple[ApiKey, ...] = section("api_keys", (), "[[api_keys]]: key, tenant, tools narrowing and approvals")
+    tools: ToolSettings = section("tools", ToolSettings(), "[tools]: plugins, allow, deny, profile, entry_points, approve")
     # Built and checked by McpServerConfig itself (its own messages), not coerced by pydantic.
     mcp_servers: Annotated[tuple[McpServerConfig, ...], SkipValidation] = section(
         "mcp.servers", (), "[mcp.servers.<name>]: one MCP server each")

@@ -63,6 +63,7 @@ CONTRACT = {
     "service.tools.errors.OutputContractError": "output_contract",
     "service.tools.errors.InvalidContractError": "invalid_contract",
     "service.tools.errors.ToolBlockedError": "blocked",
+    "service.tools.errors.ApprovalDeniedError": "approval_denied",
     "service.tools.errors.UnknownToolError": "unknown_tool",
     "service.tools.errors.LoopGuardError": "loop_guard",
     "service.tools.errors.CallBudgetError": "call_budget_exceeded",

@@ -123,8 +123,9 @@ class Cell:
         }
         return config
 
-    async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]]) -> dict[str, Any]:
-        """A wait leg: settle caller answers and yields, then run until the next stop.
+    async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]],
+                     approvals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """A wait leg: settle caller answers (results, approvals) and yields, then run until the next stop.
 
         The leg takes its runtime's process when it has replies to deliver; another cell's leg
         running there first is waited for, within this leg's budget (``_leg``).
@@ -133,6 +134,7 @@ class Cell:
         self.last_active = time.monotonic()
         for result in tool_results:
             self.requests.settle_caller(result)
+        self.requests.settle_approvals(approvals or [])
         self.requests.settle_yields()
         return await self._leg(budget_ms)
 
@@ -223,8 +225,10 @@ class Cell:
             if self._worker_running:
                 assert self.worker is not None
                 try:
-                    msg = await asyncio.wait_for(self.worker.recv(), max(deadline + grace - loop.time(), 0.001))
-                except asyncio.TimeoutError:
+                    # timeout_at, not wait_for: on 3.11 wait_for wraps the read in a task of its own
+                    async with asyncio.timeout_at(max(deadline + grace, loop.time() + 0.001)):
+                        msg = await self.worker.recv()
+                except TimeoutError:
                     # A native operation that ignores the engine interrupt: the kill is the limit.
                     # It also ends the cells parked in this process (they fail runtime_unavailable).
                     self.worker.kill("another cell sharing this worker process ignored its deadline and the "
@@ -270,8 +274,9 @@ class Cell:
                 self.pool.lend(self.worker)
             wake = self.requests.wake
             wake.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(wake.wait(), remaining)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await wake.wait()
 
     def _on_idle(self, msg: IdleFrame) -> None:
         self.output.extend(msg["output"])

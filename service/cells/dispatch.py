@@ -6,6 +6,8 @@ A handler is an ``async`` function of a ``HostCall``; what it returns is the JSO
 it raises as ``GuestError`` becomes a rejected ``Error`` in the guest (with ``code``), and
 ``NeedsCaller`` hands the request to the API caller (client tools, yields).  Anything else a
 handler raises is a host bug: the guest sees a sanitised ``tool_error`` and the cell goes on.
+A handler whose call needs a person's approval awaits ``call.ask_approval(tool, input, reason)``:
+the cell parks with an ``approval`` entry and the handler goes on (or not) with the answer.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class NeedsCaller(Exception):
     def __init__(self, kind: str, *, tool: str | None = None, input: Any = None,
                  reason: str | None = None) -> None:
         super().__init__(kind)
-        self.kind = kind  # "yield" | "client_tool"
+        self.kind = kind  # "yield" | "client_tool" | "approval"
         self.tool = tool
         self.input = input
         self.reason = reason
@@ -84,6 +86,8 @@ class HostCall:
     request_id: int
     method: str
     args: list[Any]
+    #: (tool, input, reason) -> (approved, the approver's reason); parks the cell until answered.
+    ask_approval: Callable[[str, Any, str], Awaitable[tuple[bool, str | None]]] | None = None
 
 
 Handler = Callable[[HostCall], Awaitable[Any]]

@@ -10,11 +10,17 @@ A request's JSON arguments are held on the host until it settles (a client tool 
 for the API caller, maybe for as long as the cell stays parked), so they are charged to the same
 allowance from arrival to settlement, cancel or the cell's end; arguments that do not fit are refused
 in the guest, catchably, and the cell goes on.
+
+A handler may ask the API caller to approve its call (``HostCall.ask_approval``): the request then
+parks the cell as an ``approval`` entry while its handler task waits, and goes on in that same task
+once approved, so nothing of the cell is ever run twice.  A request waiting for approval has started
+no side effect: ``side_effects_started`` counts it only once approved.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,10 +50,15 @@ class Pending:
     task: asyncio.Task[None] | None = None
     caller: NeedsCaller | None = None  # set when the API caller must answer it
     args_bytes: int = 0  # inbox bytes charged for ``args`` while the request is pending
+    decision: asyncio.Future[tuple[bool, str | None]] | None = None  # the approval its handler awaits
 
     def public(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": f"req_{self.request_id}", "method": self.method}
-        if self.caller is not None and self.caller.kind == "client_tool":
+        if self.caller is not None and self.caller.kind == "approval":
+            out.update(method="approval", tool=self.caller.tool, input=self.caller.input)
+            if self.caller.reason is not None:
+                out["reason"] = self.caller.reason
+        elif self.caller is not None and self.caller.kind == "client_tool":
             out["tool"] = self.caller.tool
             out["input"] = self.caller.input
         elif self.method == "tool" and self.args:
@@ -69,7 +80,8 @@ class HostRequests:
         self.max_request_bytes = max_request_bytes
         self.make_call = make_call
         self.wake = asyncio.Event()  # set whenever a reply is ready or the caller is needed
-        self.side_effects_started = False
+        self._effects_started = False
+        self._unconfirmed: set[int] = set()  # side-effect requests that may still ask for approval
         self.count = 0
         self._pending: dict[int, Pending] = {}
         self._ready: list[ReadyReply] = []
@@ -96,12 +108,36 @@ class HostRequests:
     def public(self) -> list[dict[str, Any]]:
         return [p.public() for p in self._pending.values()]
 
+    @property
+    def side_effects_started(self) -> bool:
+        """Whether a request that may have side effects was dispatched (approved, if it asked).
+
+        A request whose handler has not yet said whether it needs approval counts as started, and
+        once reported true this stays true: an envelope never takes back what an earlier one said.
+        """
+        if self._unconfirmed:
+            self._effects_started = True
+        return self._effects_started
+
     def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
         """Return the problem with caller-supplied results (by index), or None when all apply."""
         for i, result in enumerate(tool_results):
             p = self._pending.get(request_number(result.get("id")))
             if p is None or p.caller is None or p.caller.kind != "client_tool":
                 return f"tool_results[{i}].id {result.get('id')!r} is not a pending client tool call of this cell"
+        return None
+
+    def check_approvals(self, approvals: list[dict[str, Any]]) -> str | None:
+        """Return the problem with caller-supplied approval answers (by index), or None when all apply."""
+        seen: set[int] = set()
+        for i, answer in enumerate(approvals):
+            number = request_number(answer.get("id"))
+            p = self._pending.get(number)
+            if p is None or p.caller is None or p.caller.kind != "approval":
+                return f"approvals[{i}].id {answer.get('id')!r} is not a pending approval of this cell"
+            if number in seen:
+                return f"approvals[{i}].id {answer.get('id')!r} is answered twice in this body; answer it once"
+            seen.add(number)
         return None
 
     # ---- requests in ---------------------------------------------------------------------------
@@ -125,9 +161,11 @@ class HostRequests:
             self.settle(request_id, False, refusal)
             return
         if route.side_effects:
-            self.side_effects_started = True
+            self._unconfirmed.add(request_id)
         self._in_flight.add(request_id)
-        pending.task = asyncio.ensure_future(self._run(route.handler, self.make_call(request_id, method, pending.args)))
+        call = self.make_call(request_id, method, pending.args)
+        call.ask_approval = functools.partial(self._ask_approval, request_id)
+        pending.task = asyncio.ensure_future(self._run(route.handler, call))
 
     def _charge_args(self, pending: Pending) -> dict[str, Any] | None:
         """Charge the request's argument bytes to the inbox; return the guest error if they do not fit."""
@@ -182,6 +220,44 @@ class HostRequests:
         p.args = []
         self.wake.set()
 
+    async def _ask_approval(self, request_id: int, tool: str, input: Any, reason: str) -> tuple[bool, str | None]:
+        """Park the request as an approval entry until the API caller answers; (approved, reason)."""
+        p = self._pending.get(request_id)
+        if p is None:
+            return False, "the request is no longer pending"
+        try:
+            raw = jsoncodec.dumps(input)
+        except TypeError as exc:
+            raise GuestError(f"the input of {tool} is not JSON: {exc}", "invalid_input", name="TypeError") from None
+        # The copy shown to the caller is held beside the handler's own: charged until the request settles.
+        if not self.inbox.admit(len(raw)):
+            raise GuestError(arguments_exceeded_message(len(raw), self.inbox.capacity, self.inbox.used),
+                             "program_data_budget", name="RangeError")
+        p.args_bytes += len(raw)
+        held = jsoncodec.fragment(raw)
+        decision: asyncio.Future[tuple[bool, str | None]] = asyncio.get_running_loop().create_future()
+        p.caller = NeedsCaller("approval", tool=tool, input=held, reason=reason)
+        p.decision = decision
+        self._unconfirmed.discard(request_id)  # nothing is dispatched unless it is approved
+        self.wake.set()
+        try:
+            return await decision
+        finally:
+            p.caller, p.decision = None, None
+
+    def settle_approvals(self, approvals: list[dict[str, Any]]) -> None:
+        """Answer approval entries with the API caller's ``{id, approve, reason?}`` (checked before)."""
+        for answer in approvals:
+            p = self._pending.get(request_number(answer.get("id")))
+            if p is None or p.decision is None or p.decision.done():
+                continue
+            approved = bool(answer.get("approve"))
+            if approved:
+                self._effects_started = True  # the approved call is dispatched now
+            p.caller = None  # its handler goes on: the leg waits for it like any host work
+            reason = answer.get("reason")
+            p.decision.set_result((approved, reason if isinstance(reason, str) and reason else None))
+
     def settle_caller(self, result: dict[str, Any]) -> None:
         """Settle a client tool call with the API caller's ``{id, ok, value?, error?}``."""
         request_id = request_number(result.get("id"))
@@ -203,6 +279,7 @@ class HostRequests:
     def settle(self, request_id: int, ok: bool, value: Any) -> None:
         """Queue one reply for the guest, charging it to the inbox (or refusing it)."""
         pending = self._pending.pop(request_id, None)
+        self._confirm(request_id)
         if pending is None or self._closed:
             return  # cancelled timer, or a late completion after the cell ended: discarded
         self.inbox.release(pending.args_bytes)  # the reply, charged below, takes over from the arguments
@@ -227,12 +304,19 @@ class HostRequests:
     def drop(self, request_id: int) -> None:
         """The guest no longer waits for this request (a cleared timer): cancel its task."""
         pending = self._pending.pop(request_id, None)
+        self._confirm(request_id)
         self._in_flight.discard(request_id)  # at once: the guest may start a new one in the same frame
         if pending is None:
             return
         self.inbox.release(pending.args_bytes)
         if pending.task is not None:
             pending.task.cancel()
+
+    def _confirm(self, request_id: int) -> None:
+        """The request settled or was dropped without waiting for approval: its effects count."""
+        if request_id in self._unconfirmed:
+            self._unconfirmed.discard(request_id)
+            self._effects_started = True
 
     # ---- replies out ---------------------------------------------------------------------------
 
@@ -244,6 +328,9 @@ class HostRequests:
     def close(self) -> None:
         """The cell ended: cancel every task and release the whole inbox."""
         self._closed = True
+        # Requests still running count as started; those waiting for approval never ran.
+        self._effects_started = self.side_effects_started
+        self._unconfirmed.clear()
         for p in self._pending.values():
             if p.task is not None:
                 p.task.cancel()

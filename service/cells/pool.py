@@ -16,11 +16,8 @@ is stopped when the last one leaves.  When a worker process dies (crash, SIGKILL
 deadline + grace), every cell whose runtime it held is told, and each fails on its own with
 ``runtime_unavailable``.
 
-Admission is fair across tenants: a running new cell holds one of ``workers`` *slots* (a parked cell
-gives its slot back), callers that find no free slot wait in a queue per tenant, and a freed slot
-goes to the waiting tenant that holds the fewest slots (ties: the one served longest ago).  So a
-tenant flooding the pool holds at most its share while others wait, and another tenant's cell
-waits at most for one running cell to end.
+Admission is fair across tenants (``admission.py``): a running new cell holds one of ``workers``
+slots until its first leg ends.
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from bridge.messages import WorkerOptions
 from service.errors import Overloaded, WorkerGone
 
+from .admission import Admission
 from .worker_process import Worker, start_worker
 
 if TYPE_CHECKING:
@@ -61,11 +59,8 @@ class WorkerPool:
         self._parked = 0
         self._spawning = 0
         self._changed = asyncio.Condition()
-        self._slots: dict[str, int] = {}  # tenant -> running slots held
-        self._queues: dict[str, deque[asyncio.Future[None]]] = {}  # tenant -> callers waiting for a slot
-        self._served: dict[str, int] = {}  # tenant -> when it last got a slot (grant counter)
-        self._grants = 0
-        self._slot_cells: dict[str, str] = {}  # cell id -> tenant, for new cells whose first leg holds a slot
+        self._hungry = 0  # callers blocked in _worker_for (the only listeners on _changed)
+        self.admission = Admission(size, self._no_worker)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
         self.spawned = 0
@@ -83,7 +78,7 @@ class WorkerPool:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        workers = list(self._fresh) + [w for ws in self._assigned.values() for w in ws]
+        workers = self.workers()
         self._fresh.clear()
         self._assigned.clear()
         for w in workers:
@@ -120,11 +115,11 @@ class WorkerPool:
         """A running slot (fair across tenants), then a process for a new cell, held for its first leg."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_s
-        await self._admit(tenant, deadline - loop.time())
+        await self.admission.admit(tenant, deadline - loop.time())
         try:
             worker = await self._worker_for(tenant, deadline)
         except BaseException:
-            self._give_back(tenant)
+            self.admission.give_back(tenant)
             raise
         worker.slot_pending = True  # the cell attached next (at once, by the caller) holds the slot
         return worker
@@ -144,8 +139,13 @@ class WorkerPool:
                 if remaining <= 0:
                     raise self._no_worker()
                 starved = True
-                with contextlib.suppress(asyncio.TimeoutError):
+                self._hungry += 1
+                try:
                     await asyncio.wait_for(self._changed.wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass
+                finally:
+                    self._hungry -= 1
 
     def _no_worker(self) -> Overloaded:
         return Overloaded(
@@ -186,7 +186,7 @@ class WorkerPool:
         worker.cells[cell_id] = on_lost
         if worker.slot_pending:
             worker.slot_pending = False
-            self._slot_cells[cell_id] = worker.tenant or ""
+            self.admission.hold_for(cell_id, worker.tenant or "")
 
     async def reserve(self, worker: Worker, cell_id: str, timeout: float, abort: asyncio.Event) -> bool:
         """Hold ``worker`` for a resumed cell's leg: at once if free, else after the legs before it.
@@ -248,81 +248,17 @@ class WorkerPool:
                 return
         self._notify()
 
-    # -- fair admission ---------------------------------------------------------------------------
+    # -- fair admission (admission.py) ------------------------------------------------------------
 
     def running_slots(self, tenant: str) -> int:
-        return self._slots.get(tenant, 0)
+        return self.admission.running_slots(tenant)
 
     def queued(self, tenant: str) -> int:
-        """Callers of ``tenant`` waiting for a running slot."""
-        return len(self._queues.get(tenant, ()))
-
-    async def _admit(self, tenant: str, timeout: float) -> None:
-        if not self._queues and sum(self._slots.values()) < self.size:
-            self._grant_to(tenant)
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queues.setdefault(tenant, deque()).append(waiter)
-        self._grant()
-        try:
-            await asyncio.wait_for(asyncio.shield(waiter), max(timeout, 0.001))
-        except asyncio.TimeoutError:
-            if not self._abandon(tenant, waiter):
-                raise self._no_worker() from None
-        except BaseException:
-            if self._abandon(tenant, waiter):
-                self._give_back(tenant)
-            raise
-
-    def _abandon(self, tenant: str, waiter: asyncio.Future[None]) -> bool:
-        """Stop waiting; return whether the slot was granted meanwhile (the caller then holds it)."""
-        if waiter.done() and not waiter.cancelled():
-            return True
-        waiter.cancel()
-        self._drop_waiter(tenant, waiter)
-        return False
-
-    def _grant_to(self, tenant: str) -> None:
-        self._slots[tenant] = self._slots.get(tenant, 0) + 1
-        self._grants += 1
-        self._served[tenant] = self._grants
-
-    def _grant(self) -> None:
-        """Hand free slots to waiting tenants, fewest slots held first, then least recently served."""
-        while self._queues and sum(self._slots.values()) < self.size:
-            tenant = min(self._queues, key=lambda t: (self._slots.get(t, 0), self._served.get(t, 0)))
-            waiter = self._queues[tenant].popleft()
-            if not self._queues[tenant]:
-                del self._queues[tenant]
-            if waiter.done():
-                continue  # gave up already
-            self._grant_to(tenant)
-            waiter.set_result(None)
-
-    def _drop_waiter(self, tenant: str, waiter: asyncio.Future[None]) -> None:
-        queue = self._queues.get(tenant)
-        if queue is None:
-            return
-        with contextlib.suppress(ValueError):
-            queue.remove(waiter)
-        if not queue:
-            del self._queues[tenant]
-
-    def _give_back(self, tenant: str) -> None:
-        held = self._slots.get(tenant, 0) - 1
-        if held > 0:
-            self._slots[tenant] = held
-        else:
-            self._slots.pop(tenant, None)
-            if tenant not in self._queues:
-                self._served.pop(tenant, None)  # keep the table bounded by active tenants
-        self._grant()
+        return self.admission.queued(tenant)
 
     def vacate(self, worker: Worker, cell_id: str) -> None:
         """The cell's first leg ended (parked or done): the running slot it held goes to the next caller."""
-        tenant = self._slot_cells.pop(cell_id, None)
-        if tenant is not None:
-            self._give_back(tenant)
+        self.admission.vacate(cell_id)
 
     def set_parked(self, parked: int) -> None:
         """How many cells are parked (reported only: parking never starts a process)."""
@@ -344,10 +280,11 @@ class WorkerPool:
         if recycle or worker.dead or worker.cells_run >= self.max_cells or self._closed:
             worker.retiring = True
         if holding:
-            self._unhold(worker)
+            self._unhold(worker)  # notifies, or hands the process straight to a waiting resume
+        else:
+            self._notify()
         self._tidy(worker)
         self._top_up()
-        self._notify()
 
     def _tidy(self, worker: Worker) -> None:
         """Stop a worker nobody needs: retiring and empty, dead, or one idle empty process too many."""
@@ -417,11 +354,13 @@ class WorkerPool:
         task.add_done_callback(self._tasks.discard)
 
     def _notify(self) -> None:
-        async def notify() -> None:
-            async with self._changed:
-                self._changed.notify_all()
+        # A task only when someone listens: releases are per cell, hungry callers are rare.
+        if self._hungry:
+            self._background(self._wake())
 
-        self._background(notify())
+    async def _wake(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
 
     async def _spawn_into_fresh(self, counted: bool = False) -> None:
         if not counted:
@@ -439,8 +378,7 @@ class WorkerPool:
             return
         self._fresh.append(worker)
         self._background(self._watch(worker))
-        async with self._changed:
-            self._changed.notify_all()
+        await self._wake()
 
     async def spawn(self) -> Worker:
         """Start one worker process and wait for its ``ready`` frame."""

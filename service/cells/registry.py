@@ -182,7 +182,8 @@ class CellRegistry:
                 return await self._guarded(cell, cell.start(spec.limits.timeout_ms))
 
     async def wait(self, cell_id: str, tenant: str, *, timeout_ms: int | None,
-                   tool_results: list[dict[str, Any]], session_id: str | None = None) -> dict[str, Any]:
+                   tool_results: list[dict[str, Any]], session_id: str | None = None,
+                   approvals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         cell = self._get(cell_id, tenant)
         if session_id is not None and cell.spec.session_id != session_id:
             raise Forbidden("this cell belongs to a different session; wait with its own session_id")
@@ -197,8 +198,11 @@ class CellRegistry:
                 problem = cell.check_tool_results(tool_results)
                 if problem is not None:
                     raise InvalidRequest(problem, need_param="tool_results")
+                problem = cell.requests.check_approvals(approvals or [])
+                if problem is not None:
+                    raise InvalidRequest(problem, need_param="approvals")
                 self._unpark(cell)
-                return await self._guarded(cell, cell.resume(timeout, tool_results))
+                return await self._guarded(cell, cell.resume(timeout, tool_results, approvals))
 
     @staticmethod
     async def _guarded(cell: Cell, leg: Any) -> dict[str, Any]:

@@ -14,13 +14,14 @@ from typing import Any
 
 from service.api_files.table import ApiFileTable
 from service.cells.dispatch import CellContext, HostCall
-from service.errors import InvalidRequest
+from service.errors import ConfigError, InvalidRequest
 from service.settings import Settings
 from service.stores.cell_writes import CellStoreWrites
 from service.tools.catalog import CatalogView, ToolCatalog, compile_client_tools
+from service.tools.approvals import KEY, REQUEST, SERVER, ApprovalRules, unknown_entry
 from service.tools.errors import ToolError
 from service.tools.plugin import ToolContext
-from service.tools.policy import McpVisibility, ToolPolicy
+from service.tools.policy import McpVisibility, PolicySubject, ToolPolicy, parse_entries
 from service.handlers.saved_results import DEFAULT_RUN  # a session without a run_id: the same run
 from service.tools.run_budget import Breaker, FailureLimits, MemoryRunCounters, RunCounters, RunLedger
 from service.tools.session import CallSession
@@ -78,6 +79,41 @@ class ToolAccess:
         self.run_counters = run_counters or MemoryRunCounters(settings.session_ttl_seconds)
         self.failure_limits = FailureLimits(settings.tool_failures_per_run, settings.failures_per_run)
         self.breaker = Breaker()
+        self.approvals = ApprovalRules().adding(SERVER, self._configured_approvals())
+
+    def _configured_approvals(self) -> tuple[str, ...]:
+        """`[tools] approve`, after checking it and every key's `tools.approve` (ConfigError naming the entry)."""
+        servers = [n for pair in (self.mcp.identifiers() if self.mcp is not None else []) for n in pair]
+        tables = [("tools.approve", list(self.settings.tools.approve))]
+        tables += [(f"api_keys[{i}].tools.approve", key.tools["approve"]) for i, key in enumerate(self.settings.api_keys)
+                   if isinstance(key.tools, Mapping) and "approve" in key.tools]
+        checked: list[tuple[str, ...]] = []
+        for where, raw in tables:
+            try:
+                entries = parse_entries(raw, where)
+            except ToolError as exc:
+                raise ConfigError(str(exc), need_param=where) from None
+            problem = unknown_entry(entries, where, self.catalog.subjects, servers)
+            if problem is not None:
+                raise ConfigError(problem, need_param=where)
+            checked.append(entries)
+        return checked[0]
+
+    def approvals_for(self, cell: CellContext, view: CatalogView, servers: list[str]) -> ApprovalRules:
+        """The cell's approval rules: the server's, its key's and its exec's (422 for a bad exec entry)."""
+        policy = cell.spec.tool_policy
+        rules = self.approvals.adding(KEY, policy.approve if isinstance(policy, ToolPolicy) else ())
+        if not cell.spec.require_approval:
+            return rules
+        try:
+            entries = parse_entries(list(cell.spec.require_approval), "require_approval")
+        except ToolError as exc:
+            raise InvalidRequest(str(exc), need_param="require_approval") from None
+        subjects = [PolicySubject(e.tool_name, e.tool_id, e.plugin_id, e.source) for e in view.entries()]
+        problem = unknown_entry(entries, "require_approval", subjects, servers)
+        if problem is not None:
+            raise InvalidRequest(problem, need_param="require_approval")
+        return rules.adding(REQUEST, entries)
 
     def ledger(self, cell: CellContext) -> RunLedger:
         """The failure budget of the cell's run; a cell without a session is a run of its own."""
@@ -124,11 +160,14 @@ class ToolAccess:
         # A server that is slow to connect may take at most the cell's own time budget.
         servers = await self.mcp_servers(mcp, cell.spec.limits.timeout_ms / 1000)
         down = mcp.unavailable() if mcp is not None else []
+        shown = [n for s in servers for n in (s.identifier, s.name)] + [n for pair in down for n in pair]
+        approvals = self.approvals_for(cell, view, shown)
         ledger = self.ledger(cell)
         await ledger.refresh()
         blocked = ledger.blocked()
         session = CallSession(view, max_calls=self.settings.max_calls_per_cell,
-                              max_searches=self.settings.max_searches_per_cell, ledger=ledger, breaker=self.breaker)
+                              max_searches=self.settings.max_searches_per_cell, ledger=ledger, breaker=self.breaker,
+                              approvals=approvals)
         cell.tools = CellTools(view=view, session=session, mcp_servers=servers, mcp=mcp)
         cell.guest_config = {
             # Tools blocked for the run when the cell starts say so on their handles (catalog.all()).

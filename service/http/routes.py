@@ -117,6 +117,7 @@ async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
         headless=body.headless,
         client_tools=await svc.access.client_tools([t.model_dump(exclude_none=True) for t in body.client_tools]),
         tool_policy=svc.tool_policy_for(key),
+        require_approval=tuple(body.require_approval),
     )
     return _envelope(await svc.cells.exec(spec))
 
@@ -129,14 +130,16 @@ async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
     summary="Resume a waiting cell",
 )
 async def wait_cell(cell_id: CellId, request: Request, body: WaitRequest | None = None) -> ORJSONResponse:
-    """Resume a parked cell (optionally with client tool results) until its next stop."""
+    """Resume a parked cell (optionally with client tool results and approval answers) until its next stop."""
     svc, key = _services_and_key(request)
     body = body or WaitRequest()
     # Not model_dump(): it would copy every (possibly megabytes of) result value on the event loop.
     results = [{"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results]
+    approvals = [{"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals]
     return _envelope(
         await svc.cells.wait(
-            cell_id, key.tenant, timeout_ms=body.timeout_ms, tool_results=results, session_id=body.session_id
+            cell_id, key.tenant, timeout_ms=body.timeout_ms, tool_results=results, session_id=body.session_id,
+            approvals=approvals,
         )
     )
 

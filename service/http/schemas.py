@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+
+from service.tools.approvals import MAX_REASON_CHARS, MAX_REQUEST_ENTRIES
 
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 # Cell ids are opaque; in paths they are held to the same characters as session ids.
@@ -33,6 +35,10 @@ class ExecRequest(BaseModel):
     client_tools: list[ClientToolDecl] = Field(default_factory=list, max_length=128)
     restart_safe: StrictBool = False
     headless: StrictBool = False
+    require_approval: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+        default_factory=list, max_length=MAX_REQUEST_ENTRIES,
+        description="tool names, tool ids, plugin ids, mcp:<server> or mcp:<server>/<tool> whose calls in this "
+                    "cell wait for approval (added to the server's and the key's)")
 
     @field_validator("code")
     @classmethod
@@ -50,14 +56,23 @@ class ToolResultIn(BaseModel):
     error: Any = None
 
 
+class ApprovalIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(max_length=64, description="the id of a pending entry with method \"approval\"")
+    approve: StrictBool
+    reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS, description="shown to the guest when denied")
+
+
 class WaitRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={"examples": [{"timeout_ms": 10000},
-                                        {"tool_results": [{"id": "req_1", "ok": True, "value": {"temp": 21}}]}]},
+                                        {"tool_results": [{"id": "req_1", "ok": True, "value": {"temp": 21}}]},
+                                        {"approvals": [{"id": "req_2", "approve": False, "reason": "not today"}]}]},
     )
     timeout_ms: int | None = None
     tool_results: list[ToolResultIn] = Field(default_factory=list)
+    approvals: list[ApprovalIn] = Field(default_factory=list, max_length=4096)
     session_id: str | None = Field(default=None, pattern=SESSION_PATTERN)
 
 
@@ -86,9 +101,11 @@ class TruncatedOutput(BaseModel):
 class PendingCall(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str
-    method: str
+    method: str = Field(description='"tool" (a client tool: answer with tool_results), "approval" (answer with '
+                                    'approvals), "yield", or the host work still running')
     tool: str | None = None
-    input: Any = None
+    input: Any = Field(default=None, description="client tools and approvals: the call's input")
+    reason: str | None = Field(default=None, description="approvals: why the call needs approval")
 
 
 class CellTelemetry(BaseModel):

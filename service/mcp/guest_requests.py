@@ -8,12 +8,14 @@ message naming the server; they never fail the cell by themselves.  ``catalog.se
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
 
-from service.tools.errors import ToolCallError
+from service.tools.approvals import denial_message
+from service.tools.errors import ApprovalDeniedError, ToolCallError
 
 from .errors import McpError
 
@@ -24,8 +26,10 @@ class McpCell(Protocol):
     """The part of a cell's handler state that MCP requests use."""
 
     mcp: Any  # service.mcp.scope.McpScope: the tenant's connections under its tool policy
+    mcp_servers: list[Any]  # views of the servers connected when the cell started
     mcp_calls: int
-    session: Any  # service.tools.session.CallSession: its ledger is the run's failure budget
+    session: Any  # service.tools.session.CallSession: its ledger is the run's failure budget and
+    #               its approvals say which calls wait for the API caller's approval
 
 
 def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCell]) -> None:
@@ -60,11 +64,26 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
             raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
         state.mcp_calls += 1
         call.cell.telemetry.call_count += 1
+        await approved(call, state, server, tool, value, name)
         result = await guarded(call, scope(call).call_tool(server, tool, value, deadline_s=deadline(call)))
         if isinstance(result, dict) and result.get("isError") is True:
             # isError results resolve (the MCP contract) but count against the run like any failure.
             await state.session.ledger.record(name)
         return result
+
+    async def approved(call: HostCall, state: McpCell, server: Any, tool: Any, value: Any, name: str) -> None:
+        servers, tools = mcp_names(state, server, tool)
+        reason = state.session.approvals.mcp(servers, tools, name)
+        if reason is None:
+            return
+        if call.ask_approval is None:
+            denied = ApprovalDeniedError(f"{name} was not run: {reason}, and this cell cannot ask for it", tool=name)
+        else:
+            ok, why = await call.ask_approval(name, value, reason)
+            if ok:
+                return
+            denied = ApprovalDeniedError(denial_message(name, why), tool=name)
+        raise GuestError(denied.message, denied.code, extra=denied.to_guest())
 
     async def api(call: HostCall) -> Any:
         server, tool, options = (list(call.args) + [None, None, None])[:3]
@@ -98,6 +117,26 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
     dispatcher.register("mcp.resources.read", resources_read, side_effects=False)
     dispatcher.register("mcp.prompts.list", prompts_list, side_effects=False)
     dispatcher.register("mcp.prompts.get", prompts_get, side_effects=False)
+
+
+def mcp_names(state: McpCell, server: Any, tool: Any) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """Every spelling of the server and tool a guest called (guest identifiers and configured names).
+
+    The tool's spellings are None when no view of its server knows it yet (not connected): the
+    approval rules then treat every `mcp:<server>/<tool>` entry of that server as matching.
+    """
+    if not isinstance(server, str) or not isinstance(tool, str) or state.mcp is None:
+        return (str(server),), None
+    name = state.mcp.hub.server_name(server)
+    servers = (server,) if name is None else (server, name)
+    views = [v for v in state.mcp_servers if v.identifier == server]
+    with contextlib.suppress(McpError):
+        views.insert(0, state.mcp.hub.view(server, state.mcp.tenant))  # the freshest tool list
+    for view in views:
+        found = view.tool(tool)
+        if found is not None:
+            return servers, (found.identifier, found.name)
+    return servers, None
 
 
 async def _now(fn: Any, *args: Any) -> Any:

@@ -4,6 +4,7 @@ Plugin authors import from here: ``from service.tools import ToolRegistry, ToolR
 """
 
 from service.tools.errors import ToolCallError, ToolConfigError, ToolError
+from service.tools.approvals import NeedsApproval
 from service.tools.hooks import AfterResult, Block, HookCall
 from service.tools.plugin import ToolContext, ToolRegistry, ToolResult, ToolSpec, define_tool
 
@@ -11,6 +12,7 @@ __all__ = [
     "AfterResult",
     "Block",
     "HookCall",
+    "NeedsApproval",
     "ToolCallError",
     "ToolConfigError",
     "ToolContext",

@@ -145,6 +145,11 @@ class ToolCatalog:
         """Native tools enabled by the base policy."""
         return tuple(n.spec for n in self._natives)
 
+    @property
+    def subjects(self) -> tuple[PolicySubject, ...]:
+        """Every loaded native tool, enabled or not, as policy entries see it."""
+        return self._all_subjects
+
     def unmatched_entries(self, policy: ToolPolicy) -> list[str]:
         """Policy entries that select no known tool or plugin (worth a start-up warning)."""
         return [e for e in policy.entries() if not any(s.matches(e) for s in self._all_subjects)]

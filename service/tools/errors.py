@@ -19,6 +19,7 @@ ToolError                        tool_system_error: base
       ├── ToolExecutionError     tool_error (shared with ToolCallError, which a plugin may raise itself):
       │                          execute() or a hook raised, or the tool reported failure
       ├── ToolBlockedError       blocked: a before-hook refused the call
+      ├── ApprovalDeniedError    approval_denied: the call needed approval and was denied; it never ran
       ├── ToolDisabledError      tool_blocked: the tool failed too often in this run (or non-retriably)
       ├── FailureBudgetError     failure_budget_exhausted: the run had too many tool failures
       ├── UnknownToolError       unknown_tool: no such tool in this cell (also denied tools)
@@ -165,6 +166,12 @@ class ToolBlockedError(ToolCallError):
     """A before-hook refused the call."""
 
     code = "blocked"
+
+
+class ApprovalDeniedError(ToolCallError):
+    """The call needed a person's approval and was denied (or could not be asked); it never ran."""
+
+    code = "approval_denied"
 
 
 class ToolDisabledError(ToolCallError):

@@ -1,4 +1,8 @@
-"""Before/after hooks around every native tool call, and the after-hook result merge."""
+"""Before/after hooks around every native tool call, and the after-hook result merge.
+
+A before-hook returns None (go on), new arguments, ``Block(reason)`` (refuse the call) or
+``NeedsApproval(reason)`` (service.tools.approvals: the call waits for the API caller's approval).
+"""
 
 from __future__ import annotations
 

@@ -19,6 +19,10 @@ list restricts a kind of tool (native or MCP) only when it names at least one en
 `allow = ["mcp:docs"]` leaves native tools alone and `allow = ["echo"]` leaves MCP alone; an empty
 allow list allows nothing.  A server named only tool by tool is visible with just those tools and
 without its resources and prompts.  Profiles govern native tools only.
+
+`approve` (same entry spelling) lists tools whose calls wait for a person's approval; it never
+changes what is visible.  It is parsed here with the rest of a key's `tools` table and applied by
+service.tools.approvals.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from typing import Any
 
 from service.tools.errors import ToolConfigError
 
-__all__ = ["GROUPS", "MCP_ALL", "PROFILES", "McpAccess", "McpVisibility", "PolicySubject", "ToolPolicy"]
+__all__ = ["GROUPS", "MCP_ALL", "PROFILES", "McpAccess", "McpVisibility", "PolicySubject", "ToolPolicy",
+           "parse_entries"]
 
 GROUP_CORE = "group:core"
 GROUP_PLUGINS = "group:plugins"
@@ -40,7 +45,7 @@ PROFILES: Mapping[str, tuple[str, ...]] = {
     "minimal": (GROUP_CORE,),
     "full": (GROUP_CORE, GROUP_PLUGINS),
 }
-_KEYS = ("allow", "deny", "profile")
+_KEYS = ("allow", "deny", "profile", "approve")
 _MAX_ENTRY_CHARS = 256
 MCP_PREFIX = "mcp:"
 MCP_ALL = "mcp:*"
@@ -84,17 +89,21 @@ class PolicySubject:
 
 @dataclass(frozen=True)
 class ToolPolicy:
-    """An allow/deny/profile triple; `allow=None` means no allow list was given."""
+    """An allow/deny/profile triple; `allow=None` means no allow list was given.
+
+    `approve` rides along (entries whose calls need approval); visibility never looks at it.
+    """
 
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] = ()
     profile: str | None = None
+    approve: tuple[str, ...] = ()
 
     @classmethod
     def from_config(
         cls, data: Mapping[str, Any] | None, *, where: str = "tools", ignore: Iterable[str] = ()
     ) -> ToolPolicy:
-        """Parse `{allow, deny, profile}`; errors name the bad key or entry (e.g. `tools.allow[1]`)."""
+        """Parse `{allow, deny, profile, approve}`; errors name the bad key or entry (e.g. `tools.allow[1]`)."""
         if data is None:
             return cls()
         if not isinstance(data, Mapping):
@@ -112,9 +121,10 @@ class ToolPolicy:
                 f"{where}.profile: unknown profile {profile!r}; expected one of {', '.join(PROFILES)}"
             )
         return cls(
-            allow=None if allow is None else _entries(allow, f"{where}.allow"),
-            deny=_entries(data.get("deny") or (), f"{where}.deny"),
+            allow=None if allow is None else parse_entries(allow, f"{where}.allow"),
+            deny=parse_entries(data.get("deny") or (), f"{where}.deny"),
             profile=profile,
+            approve=parse_entries(data.get("approve") or (), f"{where}.approve"),
         )
 
     @property
@@ -196,7 +206,8 @@ class McpVisibility:
         return all(p.mcp_tool(server, tool) for p in self.policies)
 
 
-def _entries(raw: Any, where: str) -> tuple[str, ...]:
+def parse_entries(raw: Any, where: str) -> tuple[str, ...]:
+    """Policy entries checked one by one; ToolConfigError names the bad one (`tools.allow[1]`)."""
     if isinstance(raw, str) or not isinstance(raw, (list, tuple)):
         raise ToolConfigError(f"{where} must be a list of strings, got {type(raw).__name__}")
     out: list[str] = []

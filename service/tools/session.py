@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
+from service.tools.approvals import ApprovalRules, AskApproval, NeedsApproval, denial_message, hook_reason
 from service.tools.contracts import ValidationDeferred
 from service.tools.errors import (
+    ApprovalDeniedError,
     CallBudgetError,
     SearchBudgetError,
     ClientToolCall,
@@ -26,6 +28,7 @@ from service.tools.errors import (
 from service.tools.failures import exception_error_type, failure_of_result, warning_of_result
 from service.tools.hooks import Block, HookCall, maybe_await, merge_after_result
 from service.tools.plugin import ToolContext, ToolResult
+from service.tools.policy import PolicySubject
 from service.tools.run_budget import Breaker, FailureLimits, MemoryRunCounters, RunLedger
 from service.tools.untrusted import wrap_untrusted
 
@@ -81,7 +84,8 @@ class CallSession:
     """Tool calls of one cell. Not thread-safe; use from the cell's event loop."""
 
     def __init__(self, view: CatalogView, *, max_calls: int, max_searches: int = DEFAULT_MAX_SEARCHES,
-                 ledger: RunLedger | None = None, breaker: Breaker | None = None) -> None:
+                 ledger: RunLedger | None = None, breaker: Breaker | None = None,
+                 approvals: ApprovalRules | None = None) -> None:
         for name, cap in (("max_calls", max_calls), ("max_searches", max_searches)):
             if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
                 raise ValueError(f"{name} must be a non-negative integer")
@@ -98,6 +102,7 @@ class CallSession:
         self.ledger = ledger or RunLedger(MemoryRunCounters(ttl_seconds=86400), "", "", "cell",
                                           limits=FailureLimits())
         self.breaker = breaker or Breaker()
+        self.approvals = approvals or ApprovalRules()
         self.retries = 0
         self.warnings: list[str] = []
 
@@ -130,10 +135,12 @@ class CallSession:
         return (await self.call_detailed(callable_name, params, ctx)).details
 
     async def call_detailed(self, callable_name: str, params: Any, ctx: ToolContext, *,
-                            deadline: float | None = None) -> CallOutcome:
+                            deadline: float | None = None, ask: AskApproval | None = None) -> CallOutcome:
         """Like `call`, but returns text, error flag and network provenance too.
 
-        ``deadline`` (event-loop time) bounds the retries of an idempotent tool.
+        ``deadline`` (event-loop time) bounds the retries of an idempotent tool; time spent waiting
+        for an approval through ``ask`` is added to it.  Without ``ask``, a call that needs approval
+        is refused (``approval_denied``): nobody could be asked.
         """
         entry = self.view.require(callable_name)
         name = entry.callable_name
@@ -150,9 +157,14 @@ class CallSession:
         await _checked(entry.contract.check_input, caller_input, name)
         self._guard_loop(entry, caller_input)
         # Hooks and the tool get their own copy, so the caller's selector stays intact for output checks.
-        prepared, rewritten = await self._run_before_hooks(entry, copy.deepcopy(caller_input), ctx)
+        prepared, rewritten, asked = await self._run_before_hooks(entry, copy.deepcopy(caller_input), ctx)
         if rewritten:
             await _checked(entry.contract.check_input, prepared, name, error=InputContractError)
+        reason = asked or self.approvals.native(
+            PolicySubject(entry.tool_name, entry.tool_id, entry.plugin_id, entry.source))
+        if reason is not None:
+            waited = await _approve(name, prepared, reason, ask)
+            deadline = None if deadline is None else deadline + waited
         if entry.source == "client":
             raise ClientToolCall(
                 call_id=ctx.call_id, tool_name=entry.tool_name, callable_name=name, params=prepared
@@ -225,8 +237,11 @@ class CallSession:
             entry.tool_name, entry.callable_name, entry.tool_id, entry.plugin_id, entry.source, params, ctx
         )
 
-    async def _run_before_hooks(self, entry: ToolEntry, params: Any, ctx: ToolContext) -> tuple[Any, bool]:
+    async def _run_before_hooks(self, entry: ToolEntry, params: Any,
+                                ctx: ToolContext) -> tuple[Any, bool, str | None]:
+        """The arguments after every before-hook, whether any ran, and why a hook asked for approval."""
         ran = False
+        asked: str | None = None
         for hook in self.view.catalog.hooks:
             if hook.before is None:
                 continue
@@ -241,9 +256,12 @@ class CallSession:
                 raise ToolBlockedError(
                     f"{entry.callable_name} was blocked: {outcome.reason}", tool=entry.callable_name
                 )
-            if outcome is not None:
+            if isinstance(outcome, NeedsApproval):
+                # Later hooks still run: one of them may block the call, and then nobody is asked.
+                asked = asked or hook_reason(entry.callable_name, outcome)
+            elif outcome is not None:
                 params = outcome
-        return params, ran
+        return params, ran, asked
 
     async def _execute(self, entry: ToolEntry, params: Any, ctx: ToolContext, deadline: float | None) -> ToolResult:
         assert entry.spec is not None
@@ -284,6 +302,18 @@ class CallSession:
             except Exception as exc:  # noqa: BLE001
                 raise _sanitised(entry, exc, stage="an after-hook", started=True) from None
         return result
+
+
+async def _approve(name: str, prepared: Any, reason: str, ask: AskApproval | None) -> float:
+    """Wait for the API caller's approval of one call; return the seconds it took, or raise if denied."""
+    if ask is None:
+        raise ApprovalDeniedError(f"{name} was not run: {reason}, and this cell cannot ask for it", tool=name)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    approved, why = await ask(name, prepared, reason)
+    if not approved:
+        raise ApprovalDeniedError(denial_message(name, why), tool=name)
+    return loop.time() - started
 
 
 async def _checked(check: Any, *args: Any, **kwargs: Any) -> Any:

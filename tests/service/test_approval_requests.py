@@ -1,0 +1,91 @@
+"""The approval seam of one cell's host requests (HostRequests), with a real dispatcher and handlers.
+
+The HTTP tests show the behaviour end to end; these pin what they cannot reach cheaply: the copy of
+the input shown for approval is charged to the cell's inbox, and ``side_effects_started`` moves only
+when an approval is granted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bridge import jsoncodec
+from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
+from service.cells.host_requests import HostRequests
+from service.cells.spec import CellLimits, CellSpec
+from tests.support.polling import apoll_until
+
+pytestmark = pytest.mark.anyio
+RAN: list[Any] = []
+
+
+async def guarded(call: HostCall) -> Any:
+    """A side-effect handler that asks for approval first, like the tool and MCP handlers do."""
+    assert call.ask_approval is not None
+    approved, why = await call.ask_approval("send", call.args[0], "send needs approval")
+    if not approved:
+        raise GuestError(f"denied: {why}", "approval_denied")
+    RAN.append(call.args[0])
+    return "sent"
+
+
+def requests(inbox_bytes: int = 1 << 20) -> HostRequests:
+    dispatcher = Dispatcher()
+    dispatcher.register("send", guarded)
+    limits = CellLimits(10000, 1 << 26, 65536, 1 << 20, 500, 16, 1 << 20)
+    cell = CellContext("cell_test", CellSpec(code="", tenant="t", limits=limits))
+    return HostRequests(dispatcher, inbox_bytes, 16, lambda rid, method, args: HostCall(cell, rid, method, args))
+
+
+async def test_effects_start_only_when_approved():
+    hr = requests()
+    hr.dispatch(1, "send", [{"to": "ann"}])
+    await apoll_until(lambda: hr.needs_caller, "the request asks for approval")
+    assert jsoncodec.loads(jsoncodec.dumps(hr.public())) == [
+        {"id": "req_1", "method": "approval", "tool": "send", "input": {"to": "ann"}, "reason": "send needs approval"}]
+    assert hr.side_effects_started is False and RAN == []
+    assert hr.check_approvals([{"id": "req_1", "approve": True}]) is None
+    hr.settle_approvals([{"id": "req_1", "approve": True}])
+    assert hr.side_effects_started is True and not hr.needs_caller
+    await apoll_until(lambda: hr.has_ready, "the approved call settles")
+    [(reply, payload)] = hr.take_ready()[0]
+    assert reply == {"id": 1, "ok": True} and payload == b'"sent"' and RAN == [{"to": "ann"}]
+    RAN.clear()
+
+
+async def test_denied_request_settles_with_the_reason_and_no_effects():
+    hr = requests()
+    hr.dispatch(1, "send", [{"to": "bob"}])
+    await apoll_until(lambda: hr.needs_caller, "the request asks for approval")
+    hr.settle_approvals([{"id": "req_1", "approve": False, "reason": "no"}])
+    await apoll_until(lambda: hr.has_ready, "the denied call settles")
+    [(reply, _)], charged = hr.take_ready()
+    assert reply["ok"] is False and reply["error"]["code"] == "approval_denied" and "no" in reply["error"]["message"]
+    assert hr.side_effects_started is False and RAN == []
+    assert hr.inbox.used == charged  # only the queued reply: the arguments and the shown copy were released
+
+
+async def test_shown_input_is_charged_to_the_inbox():
+    """Arguments of 600 bytes fit a 1000-byte inbox once; the copy shown for approval does not fit beside them."""
+    hr = requests(inbox_bytes=1000)
+    hr.dispatch(1, "send", ["x" * 600])
+    await apoll_until(lambda: hr.has_ready, "the request is refused")
+    [(reply, _)] = hr.take_ready()[0]
+    assert reply["ok"] is False and reply["error"]["code"] == "program_data_budget", reply
+    assert not hr.needs_caller and RAN == []
+    small = requests(inbox_bytes=1000)
+    small.dispatch(1, "send", ["x" * 300])
+    await apoll_until(lambda: small.needs_caller, "the request asks for approval")
+    assert small.inbox.used >= 600  # the arguments and the copy shown to the caller
+    small.close()
+    assert small.inbox.used == 0 and RAN == []
+
+
+async def test_closing_the_cell_discards_a_pending_approval():
+    hr = requests()
+    hr.dispatch(1, "send", [{"to": "cat"}])
+    await apoll_until(lambda: hr.needs_caller, "the request asks for approval")
+    hr.close()
+    assert hr.side_effects_started is False and RAN == []
