@@ -112,6 +112,14 @@ class Settings(BaseSettings):
     max_search_limit: Int = setting("limits", 50, 1, 50, "catalog.search largest limit")
     max_request_bytes: Int = setting("limits", 8 * MiB, 1024, 256 * MiB, "JSON arguments of one guest request")
     max_exec_body_bytes: Int = setting("limits", 2 * MiB, 1024, 64 * MiB, "exec request body cap")
+    # Event streams (GET /v1/cells/{id}/events)
+    events_heartbeat_seconds: Int = setting("limits", 15, 1, 3600, "keep-alive comment on an idle event stream")
+    events_buffer_bytes: Int = setting("limits", MiB, 4096, 256 * MiB,
+                                       "encoded events one cell's log keeps (oldest dropped first)")
+    events_retain_seconds: Int = setting("limits", 60, 1, 86400,
+                                         "a finished cell's events stay readable this long after its result went out")
+    events_retained_bytes: Int = setting("limits", 64 * MiB, MiB, 1 << 40,
+                                         "event logs of finished cells kept in all (oldest dropped first)")
     # [workers]
     workers: Int = setting("workers", 4, 1, 256, "warm worker processes for running cells")
     max_workers: Int = setting("workers", 0, 0, 65536,
@@ -133,6 +141,7 @@ class Settings(BaseSettings):
     tenant_max_parked_cells: Int = setting("tenants", 256, 1, 65536,
                                            "parked cells per tenant (within max_parked_cells)")
     tenant_max_waits: Int = setting("tenants", 16, 1, 100000, "concurrent wait calls per tenant")
+    tenant_max_event_streams: Int = setting("tenants", 16, 1, 100000, "open event streams per tenant")
     tenant_results_bytes: Int = setting("tenants", 64 * MiB, 1024, 1 << 40, "saved-result bytes per tenant")
     results_max_bytes: Int = setting("tenants", 512 * MiB, 1024, 1 << 40, "saved-result bytes of all tenants")
     tenant_store_bytes: Int = setting("tenants", 32 * MiB, 1024, 1 << 40, "session-store bytes per tenant")

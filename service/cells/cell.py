@@ -82,6 +82,7 @@ class Cell:
         self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
         self._abort_event = asyncio.Event()
         self._lost_task: asyncio.Task[None] | None = None  # kept referenced until it ran
+        self.park_when_blocked = False  # background cells park at once instead of waiting inline
         pool.attach(worker, self.id, self._process_lost)
 
     # ---- public operations ---------------------------------------------------------------------
@@ -267,7 +268,7 @@ class Cell:
                     continue  # abort, loss and the deadline are checked again with the process held
                 await self._deliver(int(remaining * 1000))
                 continue
-            if self.requests.needs_caller or remaining <= margin:
+            if self.requests.needs_caller or remaining <= margin or self.park_when_blocked:
                 return await self._park()
             if self._holding:  # waiting for host work: other cells' legs may run in the process meanwhile
                 self._holding = False
@@ -317,7 +318,8 @@ class Cell:
         self.last_active = time.monotonic()
         projection = self.output.project(None)
         envelope = envelopes.waiting(self.id, output=projection.output, reason=self.requests.reason(),
-                                     pending_tool_calls=self.requests.public(), **self._common())
+                                     pending_tool_calls=self.requests.public(),
+                                     **self._common(report=not self.park_when_blocked))
         self._mark_untrusted(envelope)
         return envelope
 
@@ -426,9 +428,10 @@ class Cell:
                 warnings.append(f"end-of-cell step failed: {type(exc).__name__}: {exc}")
         return warnings
 
-    def _common(self) -> dict[str, Any]:
-        """The fields every leg's envelope carries, as of now."""
-        return {"bridge_dispatch_started": self.bridge_dispatch_started, "replay_safe": self.replay_safe,
+    def _common(self, *, report: bool = True) -> dict[str, Any]:
+        """The fields every leg's envelope carries, as of now (``report``: a caller is shown them)."""
+        started = self.bridge_dispatch_started if report else self.requests.side_effects_may_have_started()
+        return {"bridge_dispatch_started": started, "replay_safe": self.spec.restart_safe or not started,
                 "telemetry": self._telemetry((time.perf_counter() - self._leg_started) * 1000)}
 
     def _telemetry(self, wall_ms: float) -> dict[str, Any]:

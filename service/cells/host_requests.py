@@ -119,6 +119,10 @@ class HostRequests:
             self._effects_started = True
         return self._effects_started
 
+    def side_effects_may_have_started(self) -> bool:
+        """``side_effects_started`` without committing to it: for a background leg's stop nobody is shown."""
+        return self._effects_started or bool(self._unconfirmed)
+
     def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
         """Return the problem with caller-supplied results (by index), or None when all apply."""
         for i, result in enumerate(tool_results):

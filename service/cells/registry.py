@@ -7,6 +7,9 @@ Finished cells leave a small, bounded summary (no value, no output, the error's 
 each tenant are kept.
 Per-tenant quotas (``tenant_max_parked_cells``, ``tenant_max_waits``) keep one tenant from taking
 every parked slot or wait; each refusal is a 429 naming the setting that raises it.
+A background cell (``background_cells.py``) has an event log (``events.py``) from its exec on; any
+other cell gets one when a reader first asks for its events (its output already went out in its
+envelopes), so cells nobody watches pay nothing for the stream.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from typing import Any
 from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
 from service.settings import Settings
 
+from .background_cells import BackgroundCells
 from .cell import ABORT_MESSAGE, Cell, Retainer
 from .dispatch import CellContext, Dispatcher
 from .envelopes import finished_summary, input_refusal
+from .events import EventLog, EventLogs
 from .finished import FinishedCells
 from .pool import WorkerPool
 from .source_checks import source_problem
@@ -61,6 +66,12 @@ class CellRegistry:
         self._sweeper: asyncio.Task[None] | None = None
         self.counts: dict[str, int] = {"completed": 0, "failed": 0, "waiting": 0}
         self.sweepers: list[Callable[[], Any]] = []  # other periodic expiry (saved results)
+        self.events = EventLogs(buffer_bytes=settings.events_buffer_bytes,
+                                retain_seconds=settings.events_retain_seconds,
+                                retained_bytes=settings.events_retained_bytes,
+                                tenant_max_streams=settings.tenant_max_event_streams)
+        self.background = BackgroundCells(settings, self.events, hold=self._hold, release=self._unpark,
+                                          running=self._counted, guarded=self._guarded, expired=self._expired)
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -73,11 +84,14 @@ class CellRegistry:
         for cell in list(self._cells.values()):
             with contextlib.suppress(Exception):
                 await cell.cancel("the service is shutting down")
+        self.background.close()
 
     async def _sweep(self) -> None:
         while True:
             await asyncio.sleep(1.0)
             await self.expire_idle()
+            self.background.sweep()
+            self.events.sweep()
             for sweep in self.sweepers:
                 sweep()
 
@@ -167,7 +181,9 @@ class CellRegistry:
                 f"parked-cells quota reached: tenant {spec.tenant!r} has {parked} parked cells (cap "
                 f"tenant_max_parked_cells={self.settings.tenant_max_parked_cells}); wait on, cancel or let "
                 "them finish first", retry_after=1)
-        with self._tenant_slot(spec.tenant):
+        slot = contextlib.ExitStack()
+        with slot:
+            slot.enter_context(self._tenant_slot(spec.tenant))
             worker = await self.pool.acquire(spec.tenant)
             cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer)
             self._cells[cell.id] = cell
@@ -179,18 +195,25 @@ class CellRegistry:
                         self.pool.release(worker, recycle=True, cell_id=cell.id)
                         self._cells.pop(cell.id, None)
                         raise
-                return await self._guarded(cell, cell.start(spec.limits.timeout_ms))
+                if spec.background:
+                    self.events.open(cell.id, spec.tenant)
+                    return self.background.start(cell, slot.pop_all())
+                return self._published(cell, await self._guarded(cell, cell.start(spec.limits.timeout_ms)))
 
     async def wait(self, cell_id: str, tenant: str, *, timeout_ms: int | None,
                    tool_results: list[dict[str, Any]], session_id: str | None = None,
                    approvals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        cell = self._get(cell_id, tenant)
+        run = self.background.get(cell_id, tenant)
+        cell = run.cell if run is not None else self._get(cell_id, tenant)
         if session_id is not None and cell.spec.session_id != session_id:
             raise Forbidden("this cell belongs to a different session; wait with its own session_id")
-        if cell.wait_lock.locked():
+        if cell.wait_lock.locked() and run is None:
             raise WaitInProgress("cell is already being resumed by another wait; retry when it returns")
         timeout = cell.spec.limits.timeout_ms if timeout_ms is None else timeout_ms
         _check_range("timeout_ms", timeout, 100, self.settings.max_timeout_ms)
+        if run is not None:
+            with self._wait_slot(tenant):
+                return await self.background.wait(run, timeout, tool_results, approvals or [])
         with self._tenant_slot(tenant), self._wait_slot(tenant):
             async with cell.wait_lock:
                 if cell.done:
@@ -202,7 +225,56 @@ class CellRegistry:
                 if problem is not None:
                     raise InvalidRequest(problem, need_param="approvals")
                 self._unpark(cell)
-                return await self._guarded(cell, cell.resume(timeout, tool_results, approvals))
+                events = self.events.live(cell.id)
+                if events is not None:
+                    events.status("running")
+                return self._published(cell, await self._guarded(cell, cell.resume(timeout, tool_results, approvals)))
+
+    def event_log(self, tenant: str, cell_id: str) -> EventLog:
+        """The event log of a live or recently finished cell of ``tenant``; a live cell's starts with its status."""
+        events = self.events.find(tenant, cell_id)
+        if events is not None:
+            return events
+        cell = self._cells.get(cell_id)
+        if cell is None or cell.spec.tenant != tenant or cell.done:
+            raise CellNotFound(NOT_FOUND + " (or its events are no longer kept)")
+        events = self.events.open(cell_id, tenant)
+        snapshot = cell.snapshot()
+        events.status(snapshot["status"])
+        if snapshot["status"] == "waiting":
+            events.pending(snapshot["reason"], snapshot["pending_tool_calls"])
+        return events
+
+    def _published(self, cell: Cell, envelope: dict[str, Any]) -> dict[str, Any]:
+        """Put a leg's stop on the cell's event stream (its end is published by ``_end``)."""
+        events = self.events.live(cell.id)
+        if events is not None and envelope.get("status") == "waiting":
+            events.output(list(envelope["output"]))
+            events.status("waiting")
+            events.pending(envelope["reason"], envelope["pending_tool_calls"])
+        return envelope
+
+    def _hold(self, cell: Cell) -> None:
+        """A background cell holds a parked slot from its exec on (admitted by exec's checks)."""
+        self._parked.add(cell.id)
+        self._gate(cell.spec.tenant).parked += 1
+        self.pool.set_parked(len(self._parked))
+
+    @contextlib.contextmanager
+    def _counted(self, tenant: str):  # type: ignore[no-untyped-def]
+        """A background leg counts as one of the tenant's running calls (it was admitted at exec)."""
+        gate = self._gate(tenant)
+        gate.running += 1
+        try:
+            yield
+        finally:
+            gate.running -= 1
+            self._forget_idle_gate(tenant)
+
+    def _expired(self, tenant: str, cell_id: str) -> None:
+        summary = self._finished.get(tenant, cell_id)
+        if summary is not None:
+            summary["expired"] = True
 
     @staticmethod
     async def _guarded(cell: Cell, leg: Any) -> dict[str, Any]:
@@ -215,10 +287,16 @@ class CellRegistry:
             raise
 
     async def cancel(self, cell_id: str, tenant: str) -> dict[str, Any]:
+        run = self.background.get(cell_id, tenant)
+        if run is not None:
+            return await self.background.cancel(run)
         cell = self._get(cell_id, tenant)
         return await cell.cancel(ABORT_MESSAGE)
 
     def status(self, cell_id: str, tenant: str) -> dict[str, Any]:
+        run = self.background.get(cell_id, tenant)
+        if run is not None and run.cell.final is None:
+            return run.snapshot()
         cell = self._cells.get(cell_id)
         if cell is not None and cell.spec.tenant == tenant:
             return cell.snapshot()
@@ -275,7 +353,13 @@ class CellRegistry:
             self.pool.set_parked(len(self._parked))
 
     def _end(self, cell: Cell) -> None:
-        self._unpark(cell)
+        background = self.background.get(cell.id, cell.spec.tenant) is not None
+        events = self.events.live(cell.id)
+        if events is not None:
+            events.final(cell.final or {}, undelivered=background)
+        if not self.background.ended(cell):  # a background cell keeps its parked slot until collected
+            self._unpark(cell)
+            self.events.retire(cell.id)
         if log.isEnabledFor(logging.INFO):
             final = cell.final or {}
             log.info("cell %s tenant=%s title=%r status=%s code=%s legs=%d calls=%d", cell.id, cell.spec.tenant,

@@ -51,6 +51,7 @@ class CellSpec:
     run_id: str | None = None
     restart_safe: bool = False
     headless: bool = False
+    background: bool = False  # runs leg after leg on its own after exec answered "running"
     client_tools: tuple[Any, ...] = ()  # compiled once per exec (service.tools.catalog.ToolEntry)
     tool_policy: Any = None  # the API key's tool narrowing (service.tools.policy.ToolPolicy)
     require_approval: tuple[str, ...] = ()  # the exec's approval entries (service.tools.approvals)

@@ -15,6 +15,7 @@ from service.settings import Settings, load_settings
 
 from .body_limits import BodyCaps
 from .error_responses import install_error_handlers
+from .events_route import events_router
 from .request_gate import RequestGate
 from .request_json import BodyDecoder
 from .routes import router
@@ -48,8 +49,9 @@ def create_app(settings: Settings | None = None, services: Components | None = N
 
     app = FastAPI(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.services = svc
-    install_error_handlers(app, router.routes)
+    install_error_handlers(app, [*router.routes, *events_router.routes])
     app.include_router(router)
+    app.include_router(events_router)
     app.add_middleware(RequestGate, keys=svc.keys, caps=BodyCaps(settings), decoder=decoder,
                        metrics_require_key=settings.metrics_require_key)
     return app

@@ -29,7 +29,7 @@ def install_error_handlers(app: FastAPI, routes: Sequence[BaseRoute] = ()) -> No
     async def on_validation_error(_: Request, exc: Exception) -> ORJSONResponse:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0] if exc.errors() else {}
-        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
         field = ".".join(loc) or "body"
         message = f"{field}: {first.get('msg', 'invalid value')}"
         if field == "body":

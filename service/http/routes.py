@@ -98,7 +98,8 @@ def _envelope(body: dict[str, Any]) -> ORJSONResponse:
     "/v1/exec", response_model=CellEnvelope, responses=ERROR_RESPONSES, tags=["cells"], summary="Run a cell"
 )
 async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
-    """Start a cell and run it until it completes, fails, or parks (``waiting``)."""
+    """Start a cell and run it until it completes, fails, or parks (``waiting``); with ``background``,
+    answer ``running`` at once while the cell runs on its own."""
     # The hot path resolves services and the key inline: each FastAPI dependency costs a solve.
     svc, key = _services_and_key(request)
     limits = svc.cells.limits(
@@ -115,6 +116,7 @@ async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
         run_id=body.run_id,
         restart_safe=body.restart_safe,
         headless=body.headless,
+        background=body.background,
         client_tools=await svc.access.client_tools([t.model_dump(exclude_none=True) for t in body.client_tools]),
         tool_policy=svc.tool_policy_for(key),
         require_approval=tuple(body.require_approval),

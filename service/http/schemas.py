@@ -39,6 +39,8 @@ class ExecRequest(BaseModel):
         default_factory=list, max_length=MAX_REQUEST_ENTRIES,
         description="tool names, tool ids, plugin ids, mcp:<server> or mcp:<server>/<tool> whose calls in this "
                     "cell wait for approval (added to the server's and the key's)")
+    background: StrictBool = Field(
+        default=False, description="answer `running` at once; the cell runs on its own (see /v1/cells/{id}/events)")
 
     @field_validator("code")
     @classmethod

@@ -108,3 +108,16 @@ def test_running_status_during_a_leg(client, validator):
         client.post(f"/v1/cells/{env['cell_id']}/cancel")
         leg.join(10)
     check(validator, box["r"].json())
+
+
+def test_background_envelopes(client, validator):
+    """A background exec's `running`, a wait that times out while it runs (with output), GET while it runs, and
+    its final envelope all match the schema."""
+    started = check(validator, run(client, 'text("a"); await echo({x: 1, delay: 0.5}); return 1', background=True))
+    assert started["status"] == "running" and started["output"] == []
+    cell_id = started["cell_id"]
+    check(validator, client.get(f"/v1/cells/{cell_id}").json())
+    still = check(validator, client.post(f"/v1/cells/{cell_id}/wait", json={"timeout_ms": 100}).json())
+    assert still["status"] == "running", still
+    done = check(validator, client.post(f"/v1/cells/{cell_id}/wait", json={"timeout_ms": 20000}).json())
+    assert done["status"] == "completed"
