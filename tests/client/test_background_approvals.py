@@ -1,8 +1,4 @@
-"""The client over background cells, their event stream and approvals, through a real server.
-
-Each test skips, saying which server branch it needs, when the running server refuses the field
-(probed once per server in conftest.py); merged, they run.
-"""
+"""The client over background cells, their event stream and approvals, through a real server."""
 
 from __future__ import annotations
 
@@ -28,7 +24,6 @@ def texts(events: list[object]) -> list[str | None]:
     return [e.entry.text for e in events if isinstance(e, OutputEvent)]
 
 
-@pytest.mark.usefixtures("needs_background")
 def test_background_cell_streams_output_while_it_sleeps_and_calls_a_tool(client: Client):
     """exec(background=True) answers running at once; the stream brings a, b, c as produced, then the
     envelope, which does not repeat them."""
@@ -44,7 +39,6 @@ def test_background_cell_streams_output_while_it_sleeps_and_calls_a_tool(client:
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
 
 
-@pytest.mark.usefixtures("needs_background")
 def test_events_resume_after_last_event_id_without_duplicates(client: Client):
     """Leave the stream after two events and reopen it with last_event_id: the rest arrive once each."""
     started = client.exec(STREAMING, background=True)
@@ -58,7 +52,6 @@ def test_events_resume_after_last_event_id_without_duplicates(client: Client):
     assert texts(events) == ["a", "b", "c"] and isinstance(events[-1], EnvelopeEvent)
 
 
-@pytest.mark.usefixtures("needs_background")
 def test_run_drives_a_background_cell_with_a_client_tool(client: Client):
     """run(background=True) waits through running answers, calls the client tool, returns the final envelope."""
     env = client.run('text("x"); const r = await lookup({q: 2}); await new Promise(r => setTimeout(r, 100)); '
@@ -67,7 +60,6 @@ def test_run_drives_a_background_cell_with_a_client_tool(client: Client):
 
 
 @pytest.mark.anyio
-@pytest.mark.usefixtures("needs_background")
 async def test_async_events_stream_to_the_envelope(base_url: str):
     """AsyncClient.events yields the same typed events, ending with the envelope."""
     async with AsyncClient(base_url, API_KEY) as client:
@@ -89,7 +81,6 @@ try {{
 """
 
 
-@pytest.mark.usefixtures("needs_approvals")
 def test_run_approves_a_call_and_the_tool_runs(client: Client):
     """The approver sees the pending entry (tool, input); approved, the guest's await gets the tool's result."""
     asked = []
@@ -104,7 +95,6 @@ def test_run_approves_a_call_and_the_tool_runs(client: Client):
     assert env.bridge_dispatch_started
 
 
-@pytest.mark.usefixtures("needs_approvals")
 def test_run_denies_with_the_approvers_reason(client: Client):
     """(False, reason): the guest's call rejects with approval_denied and the reason; nothing was dispatched."""
     env = client.run(APPROVAL_CODE, approve=lambda call: (False, "over budget"), require_approval=["quote_shipping"])
@@ -113,14 +103,12 @@ def test_run_denies_with_the_approvers_reason(client: Client):
     assert env.bridge_dispatch_started is False
 
 
-@pytest.mark.usefixtures("needs_approvals")
 def test_run_without_an_approver_denies_saying_so(client: Client):
     """approve=None: denied, the message says no approver was given."""
     env = client.run(APPROVAL_CODE, require_approval=["quote_shipping"])
     assert env.value["code"] == "approval_denied" and NO_APPROVER_REASON in env.value["message"], env.value
 
 
-@pytest.mark.usefixtures("needs_approvals")
 def test_run_answers_a_client_tool_and_an_approval_in_one_cell(client: Client):
     """One cell needing both: run() calls the client tool and asks the approver, then returns the value."""
     code = f"const q = await quote_shipping({QUOTE}); const n = await note({{text: q.currency}}); return n"
@@ -129,7 +117,6 @@ def test_run_answers_a_client_tool_and_an_approval_in_one_cell(client: Client):
     assert env.status == "completed" and env.value == "noted USD", env.error
 
 
-@pytest.mark.usefixtures("needs_background", "needs_approvals")
 def test_a_backend_hears_the_approval_on_the_stream_and_answers_it(client: Client):
     """Start in the background, do nothing until the pending event, answer the approval, read the envelope
     from the stream: no polling request, and the cell runs once."""

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 from codemode_client import Client
 from examples import client_quickstart
 
 
-@pytest.mark.usefixtures("needs_approvals")
 def test_quote_order_runs_the_client_tool_and_the_approved_call(client: Client, capsys):
     """run() answers lookup_order and the approval; the value carries the quote's price."""
     value = client_quickstart.quote_order(client)
@@ -16,7 +13,6 @@ def test_quote_order_runs_the_client_tool_and_the_approved_call(client: Client, 
     assert "quoted A-17" in capsys.readouterr().out
 
 
-@pytest.mark.usefixtures("needs_background", "needs_approvals")
 def test_watch_cell_follows_the_stream_and_answers_the_approval(client: Client, capsys):
     """The events loop prints both outputs, answers the approval and returns the envelope's value."""
     value = client_quickstart.watch_cell(client)

@@ -1,8 +1,7 @@
 """run()'s loop over the wire contract, against a scripted service: what it sends for each stop.
 
-Approvals and background cells arrive on other branches; these tests pin what the client sends for
-them (CONTRACTS.md) whatever the server it runs against. The integration tests in
-test_background_approvals.py run the same flows through a real server once it has them.
+These pin what the client sends for each kind of stop, exactly; test_background_approvals.py runs
+the same flows through a real server.
 """
 
 from __future__ import annotations
