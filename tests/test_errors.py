@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 
-PACKAGES = ("bridge", "guest_runtime", "service")
+PACKAGES = ("bridge", "guest_runtime", "service", "codemode_client")
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
 
 #: Control-flow signals: not failures, so outside the trees (each module says why in a comment).
@@ -193,6 +193,7 @@ def test_each_package_has_its_one_root(our_modules: list) -> None:
         "service.mcp": "service.mcp.errors.McpError",
         "service.stores": "service.stores.errors.StorageError",
         "service.api_files": "service.api_files.errors.ApiFileError",
+        "codemode_client": "codemode_client.errors.CodemodeError",
     }
 
 

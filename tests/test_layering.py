@@ -109,7 +109,7 @@ def test_third_party_library_has_one_importer(library):
 # ---- dependencies --------------------------------------------------------------------------------
 
 #: Packages that ship (pyproject's setuptools include); the rest of our code runs only in development.
-SHIPPED = PACKAGES + ("examples",)
+SHIPPED = PACKAGES + ("examples", "codemode_client")
 DEVELOPMENT = ("bench", "tests")
 OURS = set(SHIPPED + DEVELOPMENT)
 #: Private modules of other distributions we import on purpose: (our module, private import) -> why.

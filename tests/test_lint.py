@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ruff_finds_no_undefined_names_or_unused_imports():
     """`ruff check` (rules in pyproject.toml) passes over every Python package and the tests."""
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "service", "bridge", "guest_runtime", "examples", "bench", "tests"],
+        [sys.executable, "-m", "ruff", "check", "service", "bridge", "guest_runtime", "codemode_client", "examples", "bench",
+         "tests"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,188 @@
+"""Client tools and approvals for ``run()``: declarations from callables, and answers from their results.
+
+Shared by the blocking and the asyncio client; nothing here does I/O or calls a handler itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Union
+
+from .models import Envelope, OutputEntry, PendingCall
+
+#: The service's caps on a declaration (service/http/schemas.py ClientToolDecl).
+MAX_DESCRIPTION_CHARS = 4096
+OPEN_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object"}
+NO_APPROVER_REASON = "no approver was given to run(): pass approve=callable to answer approval requests"
+
+#: ``{name: callable}``, or a list of ``(spec, callable)`` pairs and spec dicts holding a ``handler``.
+ClientTools = Union[Mapping[str, Callable[..., Any]], Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class ToolSet:
+    """The declarations sent with ``exec`` and the callable answering each tool."""
+
+    declarations: list[dict[str, Any]] = field(default_factory=list)
+    handlers: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+
+def _description(fn: Callable[..., Any]) -> str | None:
+    while isinstance(fn, functools.partial):
+        fn = fn.func  # a partial's own docstring describes functools.partial, not the tool
+    doc = inspect.getdoc(fn)
+    return doc[:MAX_DESCRIPTION_CHARS] if doc else None
+
+
+def _declaration(spec: Mapping[str, Any], handler: Callable[..., Any] | None) -> dict[str, Any]:
+    decl = {k: v for k, v in spec.items() if k != "handler"}
+    name = decl.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a client tool spec needs a non-empty string 'name': {spec!r:.200}")
+    if handler is not None and not callable(handler):
+        raise TypeError(f"client tool {name!r}: its handler is not callable ({type(handler).__name__})")
+    description = _description(handler) if handler is not None and decl.get("description") is None else None
+    if description:
+        decl["description"] = description
+    return decl
+
+
+def tool_set(client_tools: ClientTools | None) -> ToolSet:
+    """Declarations and handlers from any of the accepted forms (a spec dict without handler declares only)."""
+    tools = ToolSet()
+    if client_tools is None:
+        return tools
+    if isinstance(client_tools, Mapping):
+        pairs: list[tuple[Mapping[str, Any], Any]] = []
+        for name, fn in client_tools.items():
+            if not callable(fn):
+                raise TypeError(f"client tool {name!r}: {type(fn).__name__} is not callable")
+            pairs.append(({"name": name, "input_schema": dict(OPEN_OBJECT_SCHEMA)}, fn))
+    elif isinstance(client_tools, (str, bytes)) or not isinstance(client_tools, Sequence):
+        raise TypeError("client_tools takes {name: callable} or a list of (spec, callable) pairs / spec dicts")
+    else:
+        pairs = []
+        for item in client_tools:
+            if isinstance(item, Mapping):
+                pairs.append((item, item.get("handler")))
+            elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Mapping):
+                pairs.append((item[0], item[1]))
+            else:
+                raise TypeError(f"client_tools entry {item!r:.100}: expected a spec dict or a (spec, callable) pair")
+    for spec, fn in pairs:
+        decl = _declaration(spec, fn)
+        if decl["name"] in tools.handlers or any(d["name"] == decl["name"] for d in tools.declarations):
+            raise ValueError(f"client tool {decl['name']!r} is declared twice")
+        tools.declarations.append(decl)
+        if fn is not None:
+            tools.handlers[decl["name"]] = fn
+    return tools
+
+
+# ---- which handler a pending call is for ----------------------------------------------------------
+
+# A pending call names the tool by its callable name (the guest global), which is the declared name
+# only when that is a plain identifier: SPEC §7.2 spells the others out, and these follow it.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_$]")
+_START = re.compile(r"^[A-Za-z_$]")
+_RESERVED_PREFIXES = ("__codemode", "__openclaw")
+
+
+def _base_name(name: str) -> str:
+    base = _UNSAFE.sub("_", name)
+    return base if _START.match(base) and not base.startswith(_RESERVED_PREFIXES) else "tool_" + base
+
+
+def _hashed_as(name: str, callable_name: str) -> bool:
+    """Whether ``callable_name`` is ``name``'s spelling with the sha256 suffix (a reserved or taken name)."""
+    base = _base_name(name)
+    if not callable_name.startswith(base + "_"):
+        return False
+    suffix = callable_name[len(base) + 1:]
+    digest = hashlib.sha256(f"client:{name}".encode()).hexdigest()
+    return (len(suffix) >= 8 and digest.startswith(suffix)) or suffix.startswith(digest + "_")
+
+
+def handler_for(handlers: Mapping[str, Callable[..., Any]], callable_name: str | None) -> Callable[..., Any] | None:
+    """The handler of the client tool a pending call names by its callable name."""
+    if callable_name is None:
+        return None
+    if callable_name in handlers:
+        return handlers[callable_name]
+    # Of several names spelled alike ("get-x", "get.x") the first by tool id keeps the plain spelling.
+    plain = sorted(n for n in handlers if _base_name(n) == callable_name)
+    if plain:
+        return handlers[plain[0]]
+    return next((fn for n, fn in handlers.items() if _hashed_as(n, callable_name)), None)
+
+
+# ---- answers ------------------------------------------------------------------------------------
+
+
+def _failure(exc: BaseException) -> dict[str, Any]:
+    return {"message": f"{type(exc).__name__}: {exc}", "name": type(exc).__name__}
+
+
+def tool_result(call: PendingCall, *, value: Any = None, error: BaseException | None = None) -> dict[str, Any]:
+    """The ``tool_results`` entry for a finished handler: its value, or ``ok: false`` with the error."""
+    if error is not None:
+        return {"id": call.id, "ok": False, "error": _failure(error)}
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return {"id": call.id, "ok": False,
+                "error": {"message": f"client tool {call.tool!r} returned a value that is not JSON: {exc}"}}
+    return {"id": call.id, "ok": True, "value": value}
+
+
+def missing_handler(call: PendingCall) -> dict[str, Any]:
+    return {"id": call.id, "ok": False,
+            "error": {"message": f"no handler for client tool {call.tool!r} was given to run()"}}
+
+
+def approval(call: PendingCall, decision: Any) -> dict[str, Any]:
+    """The ``approvals`` entry from an approver's answer: ``bool`` or ``(bool, reason)``."""
+    reason: Any = None
+    if isinstance(decision, tuple) and len(decision) == 2:
+        decision, reason = decision
+    if not isinstance(decision, bool) or not (reason is None or isinstance(reason, str)):
+        raise TypeError(f"the approver must return a bool or (bool, reason: str | None), not {decision!r:.100}")
+    answer: dict[str, Any] = {"id": call.id, "approve": decision}
+    if reason is not None:
+        answer["reason"] = reason
+    return answer
+
+
+def no_approver(call: PendingCall) -> dict[str, Any]:
+    return {"id": call.id, "approve": False, "reason": NO_APPROVER_REASON}
+
+
+# ---- the run loop's bookkeeping ----------------------------------------------------------------
+
+
+@dataclass
+class RunState:
+    """What ``run()`` has seen so far: every output entry, across the exec and each wait."""
+
+    output: list[OutputEntry] = field(default_factory=list)
+
+    def seen(self, env: Envelope) -> Envelope:
+        self.output.extend(env.output)
+        return env
+
+    def final(self, env: Envelope) -> Envelope:
+        """The last envelope, its ``output`` holding the whole run's output in order (``raw`` as sent)."""
+        return replace(env, output=tuple(self.output))
+
+
+def split_pending(env: Envelope) -> tuple[list[PendingCall], list[PendingCall]]:
+    """The client tool calls and the approvals of a waiting envelope (yields and host calls need no answer)."""
+    calls = [p for p in env.pending_tool_calls if p.is_client_tool]
+    approvals = [p for p in env.pending_tool_calls if p.is_approval]
+    return calls, approvals
