@@ -8,13 +8,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 
 from tests.stores.conftest import start_redis_server, stop_redis_server
 from tests.support.live_server import ROOT, free_port, live_process
@@ -81,35 +79,14 @@ def _replica(workdir: Path, redis_url: str, workers: int, env: dict[str, str]) -
 @contextmanager
 def _haproxy(workdir: Path, replicas: list[Replica]) -> Iterator[str]:
     port = free_port()
-    env = {**os.environ, "CODEMODE_FRONT": f"127.0.0.1:{port}"}
+    env = {"CODEMODE_FRONT": f"127.0.0.1:{port}"}
     for slot in range(HAPROXY_SLOTS):
         env[f"CODEMODE_REPLICA_{slot + 1}"] = replicas[slot % len(replicas)].base.removeprefix("http://")
-    log = workdir / "haproxy.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen([haproxy_binary(), "-db", "-f", str(HAPROXY_CONFIG)], env=env,
-                                   stdout=out, stderr=subprocess.STDOUT)
     front = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"haproxy exited with {process.returncode}: {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(front + "/readyz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"haproxy did not answer: {log.read_text()[-2000:]}")
-            time.sleep(0.05)
+    argv = [haproxy_binary(), "-db", "-f", str(HAPROXY_CONFIG)]
+    # Ready once HAProxy has seen a healthy replica: before that it answers 503 itself.
+    with live_process(argv, front + "/readyz", workdir, env, ready=lambda r: r.status_code == 200):
         yield front
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
 
 
 @contextmanager

@@ -3,30 +3,27 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
+from bench.servers import free_port  # one helper for the bench and the tests
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
 def live_process(argv: Sequence[str], probe_url: str, workdir: Path,
-                 env: dict[str, str] | None = None, config: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
+                 env: dict[str, str] | None = None, config: str | None = None,
+                 ready: Callable[[httpx.Response], bool] = lambda response: True,
+                 ) -> Iterator[subprocess.Popen[bytes]]:
     """Start ``argv`` (CODEMODE_ settings from ``env``, TOML from ``config``), wait until
-    ``probe_url`` answers, yield the process, then stop it."""
+    ``probe_url`` answers (and the answer is ``ready``), yield the process, then stop it."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CODEMODE_")}
     environ["CODEMODE_DATA_DIR"] = str(workdir / "data")
     environ["PYTHONPATH"] = str(ROOT)
@@ -44,8 +41,8 @@ def live_process(argv: Sequence[str], probe_url: str, workdir: Path,
             if proc.poll() is not None:
                 raise RuntimeError(f"server exited with {proc.returncode}: {log.read_text()[-2000:]}")
             try:
-                httpx.get(probe_url, timeout=1.0)
-                break
+                if ready(httpx.get(probe_url, timeout=1.0)):
+                    break
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
