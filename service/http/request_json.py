@@ -85,7 +85,9 @@ class BodyDecoder:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            # wait=True: the helper is told to stop and joined (at most one body's decode away); without
+            # waiting, the service exits first and the helper is left running, orphaned.
+            self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
 

@@ -102,3 +102,45 @@ def test_a_dead_decoder_process_is_replaced():
             decoder.close()
 
     asyncio.run(scenario())
+
+
+def test_stopping_the_service_stops_its_decoder_helper(tmp_path):
+    """After a large body started the decoder's helper process, SIGTERM to `codemode serve` leaves no
+    process of its behind (the helper used to be left running, orphaned, with its resource tracker)."""
+    import os
+    import sys
+
+    import httpx
+
+    from bench.servers import descendants
+    from tests.support.live_server import free_port, live_process
+    from tests.support.polling import poll_until
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+            "--workers", "1", "--log-level", "warning"]
+    with live_process(argv, base + "/healthz", tmp_path) as proc:
+        big = {"code": "return 1;" + " " * (INLINE_BYTES + 1024)}
+        assert httpx.post(base + "/v1/exec", json=big, timeout=30).json()["value"] == 1
+        family = descendants(proc.pid)
+        assert len(family) >= 2  # workers, and now the helper (and its resource tracker)
+
+    def all_gone() -> bool:
+        for pid in family:
+            try:
+                with open(f"/proc/{pid}/stat") as stat:
+                    if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
+                        return False
+            except FileNotFoundError:
+                continue
+        return True
+
+    try:
+        poll_until(all_gone, "every process of the stopped service exits", timeout_s=10)
+    finally:
+        for pid in family:  # never leave strays behind, even when the assertion failed
+            try:
+                os.kill(pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
