@@ -93,6 +93,26 @@ def dumps_text(value: Any) -> str:
     return dumps(value).decode("utf-8")
 
 
+# JavaScript writes numbers from 2**63 up to 1e21 with all their digits (174680538877714140000); the host
+# parses them as floats and writes them in exponent form, up to two bytes longer (1.7468053887771414e+20).
+# Only such a run of digits makes the host's text longer than the guest's.
+_LONG_DIGIT_RUN = re.compile(r"[0-9]{19}")
+
+
+def as_host_writes(json_text: str) -> str:
+    """Guest JSON text as the host will write it into an envelope, so byte budgets measure what is sent.
+
+    Re-encodes only text holding a run of 19 digits (a linear scan otherwise); anything else the host
+    writes no longer than the guest did.
+    """
+    if _LONG_DIGIT_RUN.search(json_text) is None:
+        return json_text
+    try:
+        return dumps_text(loads(json_text))
+    except (JSONDecodeError, JSONEncodeError):
+        return json_text  # not JSON after all: measured as it is, and refused where it is parsed
+
+
 def dumps_pretty(value: Any) -> str:
     """Indented JSON for people (the CLI)."""
     try:

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.errors import InvalidSource, OutputLimitExceeded, OutputStateClosed
+from bridge.jsoncodec import as_host_writes
 from bridge.refs import shrink_descriptor
 from bridge.truncation import (
     TRUNCATION_GUIDANCE,
@@ -95,6 +96,7 @@ class OutputCapture:
 
     def add(self, entry_json: str) -> None:
         """Record one entry given as compact JSON text."""
+        entry_json = as_host_writes(entry_json)
         size = utf8_size(entry_json)
         self.total_bytes += size
         self.total_entries += 1
@@ -123,6 +125,7 @@ class OutputCapture:
 
 def capture_value(json_text: str, limit_bytes: int) -> dict[str, Any]:
     """Return the value source: the whole JSON text, or a safe prefix and the true size."""
+    json_text = as_host_writes(json_text)
     size = utf8_size(json_text)
     if size <= limit_bytes:
         return {"json": json_text}
@@ -214,17 +217,6 @@ def _value_source(source: Any) -> _Chunk:
     return chunk
 
 
-def _shown_size(value: _Chunk, room: int) -> int:
-    """The value's size in the envelope, computed exactly only when that decides whether it fits ``room``.
-
-    The envelope re-encodes the guest's JSON, and the encoders write large numbers differently
-    (JS 12345678901234567000, the host 1.2345678901234567e+19): at most 10% longer, never more.
-    """
-    if value.size > room or value.size + value.size // 10 + 2 <= room:
-        return value.size
-    return json_size(_parse(value.text))
-
-
 def _parse(text: str) -> Any:
     try:
         return parse_json(text)
@@ -295,8 +287,8 @@ class OutputState:
             return None
         value = _value_source(final.source)
         pending = self._pending()
-        room = self._max - self._committed - (pending.size if pending else 0)
-        fits = (pending is None or pending.complete) and value.complete and _shown_size(value, room) <= room
+        fits = (pending is None or pending.complete) and (pending.size if pending else 0) + value.size <= (
+            self._max - self._committed)
         return value.text if value.complete and value.text[:1] in ("{", "[") and not fits else None
 
     # -- internals
@@ -360,7 +352,7 @@ class OutputState:
     ) -> Projection:
         output_size = pending.size if pending else 0
         output_whole = pending is None or pending.complete
-        if output_whole and value.complete and _shown_size(value, available - output_size) <= available - output_size:
+        if output_whole and value.complete and output_size + value.size <= available:
             output, _, _ = self._project_output(pending, available, True)
             return Projection(output=output, value=_parse(value.text), committed_bytes=self._committed)
         container = value.text[:1] in ("{", "[")
@@ -374,7 +366,7 @@ class OutputState:
             reserve = min(reserve, value.size)
         output, output_cost, output_truncated = self._project_output(pending, available - reserve, True)
         left = available - output_cost
-        if value.complete and _shown_size(value, left) <= left:
+        if value.complete and value.size <= left:
             return Projection(
                 output=output,
                 value=_parse(value.text),

@@ -457,3 +457,22 @@ def test_state_delivers_exactly_the_entry_cap_whole() -> None:
     projection = state.project(json_value(1))
     assert not projection.output_truncated
     assert [o["text"] for o in projection.output] == [str(i) for i in range(MAX_OUTPUT_ENTRIES)]
+
+
+def test_numbers_javascript_writes_in_full_are_measured_as_the_host_writes_them() -> None:
+    """JS writes 174680538877714140000 (21 bytes), the envelope 1.7468053887771414e+20 (22): entries and the
+    final value are measured as sent, so a budget that fits the guest's text exactly is never overrun."""
+    pad = text_entry("x" * 1000)
+    js_entry = '{"type":"json","value":[174680538877714140000,-92233720368547758090,"12345678901234567890"]}'
+    js_value = "[123456789012345678900,1.5e-7]"
+    sent = [orjson.dumps(orjson.loads(t)).decode() for t in (js_entry, js_value)]
+    assert len(sent[0]) > len(js_entry) and len(sent[1]) > len(js_value)  # the case this guards
+    guest_total = len(array_text([pad, js_entry])) + len(js_value)
+    final = FinalValue(capture_value(js_value, 1 << 20))
+    _, (projection,) = run_legs(guest_total, [[pad, js_entry]], final)
+    assert leg_cost(projection) <= guest_total  # before, everything was shown: 4 bytes over
+    assert projection.output_truncated or projection.value_truncated
+    sent_total = len(array_text([pad, sent[0]])) + len(sent[1])
+    _, (projection,) = run_legs(sent_total, [[pad, js_entry]], FinalValue(capture_value(js_value, 1 << 20)))
+    assert leg_cost(projection) == sent_total and not projection.output_truncated  # all shown, as sent
+    assert capture_value("[1,2]", 100) == {"json": "[1,2]"}  # ordinary text is kept as it is
