@@ -1402,5 +1402,88 @@ async def _slowloris(c: Caller) -> None:
             w.close()
 
 
+# ---- this stop's endpoints: event streams, approvals, the MCP facade ---------------------------------
+
+
+@case("event_streams_flood_one_tenant")
+async def _event_stream_flood(c: Caller) -> None:
+    """40 event streams of one tenant at once: at most its cap (16) open, the rest 429 naming the setting;
+    another tenant's cell is served meanwhile and the streams' cell still ends when cancelled."""
+    env = await c.cell("await new Promise(r => setTimeout(r, 20000)); return 1", background=True)
+    cell_id = env["cell_id"]
+    statuses: list[int] = []
+    refusals: list[Any] = []
+
+    async def open_stream() -> httpx.Response:
+        request = c.http.build_request("GET", f"/v1/cells/{cell_id}/events", headers=c.auth(), timeout=10.0)
+        response = await c.http.send(request, stream=True)
+        statuses.append(response.status_code)
+        if response.status_code != 200:
+            await response.aread()
+            refusals.append(response.json())
+        return response
+
+    streams = await asyncio.gather(*(open_stream() for _ in range(40)))
+    try:
+        assert statuses.count(200) <= 16 and set(statuses) <= {200, 429}, statuses
+        assert refusals and all("tenant_max_event_streams" in r["error"]["message"] for r in refusals), refusals[:1]
+        other = await c.exec("return 40 + 2", tenant="beta")
+        expect_status(other, 200)
+        expect_fast(other, 2.0)
+    finally:
+        for response in streams:
+            await response.aclose()
+        ans = await c.request("POST", f"/v1/cells/{cell_id}/cancel")
+        expect_status(ans, 200)
+
+
+@case("event_stream_bad_last_event_ids")
+async def _bad_last_event_ids(c: Caller) -> None:
+    """Last-Event-ID that is huge, negative, not a number or 10,000 digits: a fast 422 naming the header."""
+    env = await c.cell("text('x'); await new Promise(r => setTimeout(r, 20000)); return 1", background=True)
+    try:
+        for value in ("99999999999999999999999999", "-1", "abc", "1" * 10_000, "1 2"):
+            ans = await c.request("GET", f"/v1/cells/{env['cell_id']}/events", headers={"last-event-id": value})
+            expect_status(ans, 422)
+            assert ans.body["error"]["need_param"] == "Last-Event-ID", ans
+            expect_fast(ans, 1.0)
+    finally:
+        expect_status(await c.request("POST", f"/v1/cells/{env['cell_id']}/cancel"), 200)
+
+
+@case("approval_answer_bombs")
+async def _approval_bombs(c: Caller) -> None:
+    """A wait carrying 5,000 approvals, or one with a 100 KiB reason or id, is 422 naming `approvals`; the
+    cell stays waiting and its call never ran."""
+    env = await c.cell("return await t({})", client_tools=[{"name": "t"}], require_approval=["t"])
+    try:
+        assert env["status"] == "waiting", brief(env)
+        cid = env["cell_id"]
+        bodies = [
+            {"approvals": [{"id": f"req_{i}", "approve": True} for i in range(5000)]},
+            {"approvals": [{"id": "req_1", "approve": False, "reason": "r" * 100_000}]},
+            {"approvals": [{"id": "req_" + "9" * 100_000, "approve": True}]},
+        ]
+        for body in bodies:
+            ans = await c.request("POST", f"/v1/cells/{cid}/wait", json_body=body)
+            expect_status(ans, 422)
+            assert ans.body["error"].get("need_param", "").startswith("approvals"), ans
+        status = await c.request("GET", f"/v1/cells/{cid}")
+        assert status.body["status"] == "waiting", status
+    finally:
+        await c.cancel(env)
+
+
+@case("mcp_body_of_many_small_values")
+async def _mcp_value_bomb(c: Caller) -> None:
+    """A 1.9 MB MCP request of 60,000 small objects is refused (413) before the SDK parses it on the loop."""
+    params = {"name": "exec", "arguments": {"code": "return 1", "pad": [{"a": 1}] * 60_000}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    ans = await c.request("POST", "/mcp", json_body=body,
+                          headers={"accept": "application/json, text/event-stream"})
+    expect_status(ans, 413)
+    expect_fast(ans, 2.0)
+
+
 def soak_cases() -> list[Case]:
     return [c for c in CASES if c.soak]
