@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
@@ -104,9 +105,7 @@ class SqliteSessionStore:
         costs = check_pending(sets, deletes, self._limits)
 
         def run(conn: sqlite3.Connection) -> None:
-            # IMMEDIATE takes the write lock before reading, so the total cannot change under us.
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_transaction(conn):
                 now = self._clock()
                 _drop_expired(conn, "tenant = ? AND expires_at <= ?", (tenant, now))
                 current = dict(
@@ -153,11 +152,6 @@ class SqliteSessionStore:
                     )
                 else:
                     conn.execute("DELETE FROM sessions WHERE tenant = ? AND session_id = ?", (tenant, session_id))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
 
         await self._run(run)
 
@@ -177,19 +171,13 @@ class SqliteSessionStore:
         """Drop every entry of one session; return whether it had any."""
 
         def run(conn: sqlite3.Connection) -> bool:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_transaction(conn):
                 live = conn.execute(
                     "SELECT 1 FROM sessions WHERE tenant = ? AND session_id = ? AND expires_at > ?",
                     (tenant, session_id, self._clock()),
                 ).fetchone()
                 conn.execute("DELETE FROM session_entries WHERE tenant = ? AND session_id = ?", (tenant, session_id))
                 conn.execute("DELETE FROM sessions WHERE tenant = ? AND session_id = ?", (tenant, session_id))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
             return live is not None
 
         return await self._run(run)
@@ -216,8 +204,7 @@ class SqliteSessionStore:
                 return removed
 
     def _expire_batch(self, conn: sqlite3.Connection) -> int:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _write_transaction(conn):
             count = _drop_expired(
                 conn,
                 "expires_at <= ? LIMIT ?",
@@ -227,11 +214,6 @@ class SqliteSessionStore:
             conn.execute("DELETE FROM run_failures WHERE (tenant, session_id, run_id, tool) IN"
                          " (SELECT tenant, session_id, run_id, tool FROM run_failures WHERE expires_at <= ? LIMIT ?)",
                          (self._clock(), _EXPIRE_BATCH))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         return count
 
     async def add_run_failure(self, tenant: str, session_id: str, run_id: str, tool: str,
@@ -240,8 +222,7 @@ class SqliteSessionStore:
         run_key = (tenant, session_id, run_id)
 
         def run(conn: sqlite3.Connection) -> RunFailures:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_transaction(conn):
                 now = self._clock()
                 expires = now + self._limits.session_ttl_seconds
                 conn.execute("DELETE FROM run_failures WHERE tenant = ? AND session_id = ? AND run_id = ?"
@@ -255,11 +236,6 @@ class SqliteSessionStore:
                 conn.execute("UPDATE run_failures SET expires_at = ? WHERE tenant = ? AND session_id = ?"
                              " AND run_id = ?", (expires, *run_key))
                 found = _run_failures(conn, run_key, now)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
             return found
 
         return await self._run(run)
@@ -354,6 +330,20 @@ def _run_failures(conn: sqlite3.Connection, run_key: tuple[str, str, str], now: 
         " AND run_id = ? AND expires_at > ?", (*run_key, now)).fetchall()
     return RunFailures(failures={tool: int(n) for tool, n, _ in rows},
                        blocked={tool: reason for tool, _, reason in rows if reason is not None})
+
+
+@contextlib.contextmanager
+def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction: IMMEDIATE takes the write lock before anything is read, so totals cannot
+    change under the checks; committed at the end, rolled back on any failure."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _drop_expired(conn: sqlite3.Connection, where: str, params: tuple[object, ...]) -> int:
