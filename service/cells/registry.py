@@ -160,12 +160,8 @@ class CellRegistry:
                 f"tenant_max_concurrency={self.settings.tenant_max_concurrency}); retry after one finishes",
                 retry_after=1,
             )
-        gate.running += 1
-        try:
+        with self._counted(tenant):
             yield
-        finally:
-            gate.running -= 1
-            self._forget_idle_gate(tenant)
 
     # ---- operations ------------------------------------------------------------------------------
 
@@ -270,7 +266,8 @@ class CellRegistry:
 
     @contextlib.contextmanager
     def _counted(self, tenant: str):  # type: ignore[no-untyped-def]
-        """A background leg counts as one of the tenant's running calls (it was admitted at exec)."""
+        """One of the tenant's running calls, counted without a cap check (``_tenant_slot`` checks first;
+        a background leg was admitted at its exec)."""
         gate = self._gate(tenant)
         gate.running += 1
         try:
