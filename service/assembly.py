@@ -161,7 +161,7 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
         max_cells=settings.worker_max_cells,
         frame_cap=settings.max_snapshot_bytes + settings.max_request_bytes + 16 * 1024 * 1024,
         options={"rlimit_as_bytes": settings.rlimit_as_bytes, "rlimit_cpu_seconds": settings.worker_cpu_seconds,
-                 "stack_bytes": 1024 * 1024},
+                 "stack_bytes": 1024 * 1024, "nice": settings.worker_nice},
         acquire_timeout_s=settings.acquire_timeout_ms / 1000,
         max_runtimes=settings.worker_max_runtimes,
         max_parked_bytes=settings.worker_max_parked_bytes,

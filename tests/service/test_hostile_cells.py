@@ -146,3 +146,19 @@ def test_worker_near_its_cpu_limit_is_replaced_between_cells(tmp_path):
                 break
         assert pool.recycled == recycled + 1
         assert run(c, "return 'fresh'")["value"] == "fresh"
+
+
+def test_guest_code_runs_at_a_lower_priority_than_the_service(tmp_path):
+    """Workers add ``worker_nice`` (default 10) to their niceness, so a busy guest never preempts the event loop."""
+    import os
+
+    from tests.conftest import make_client
+
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    for setting, expected in ((None, min(19, own + 10)), (3, min(19, own + 3)), (0, own)):
+        extra = {} if setting is None else {"worker_nice": setting}
+        with make_client(tmp_path / f"nice{setting}", workers=1, **extra) as c:
+            assert run(c, "return 1")["value"] == 1
+            pids = [w.pid for w in c.app.state.services.pool.workers()]
+            assert pids and all(os.getpriority(os.PRIO_PROCESS, pid) == expected for pid in pids), (
+                setting, [os.getpriority(os.PRIO_PROCESS, pid) for pid in pids])
