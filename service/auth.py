@@ -14,6 +14,8 @@ LOCAL_TENANT = "local"
 
 # Starlette's TestClient names its in-process peer this way; no network socket can.
 IN_PROCESS_PEER = "testclient"
+#: Peer texts answered without parsing an address (the ones every local request carries).
+_LOOPBACK_TEXTS = frozenset((IN_PROCESS_PEER, "127.0.0.1", "::1"))
 
 NO_KEYS_REMOTE_PEER = (
     "this service has no API keys configured, so it only answers callers on this machine (loopback); "
@@ -27,6 +29,7 @@ class KeyRing:
     def __init__(self, settings: Settings) -> None:
         self._keys = settings.api_keys
         self._encoded = tuple(entry.key.encode() for entry in settings.api_keys)
+        self._local = ApiKey(key="", tenant=LOCAL_TENANT)  # every caller of a server without keys
 
     @property
     def enabled(self) -> bool:
@@ -39,7 +42,7 @@ class KeyRing:
 
     def resolve(self, authorization: str | None) -> ApiKey:
         if not self._keys:
-            return ApiKey(key="", tenant=LOCAL_TENANT)
+            return self._local
         if not authorization:
             raise Unauthorized("missing Authorization header: send 'Authorization: Bearer <api key>'")
         scheme, _, token = authorization.partition(" ")
@@ -62,7 +65,7 @@ def is_loopback_peer(client: Any) -> bool:
     if client is None:
         return True
     host = client[0] if isinstance(client, (tuple, list)) and client else client
-    if host == IN_PROCESS_PEER:
+    if isinstance(host, str) and host in _LOOPBACK_TEXTS:
         return True
     try:
         address = ipaddress.ip_address(str(host).split("%", 1)[0])

@@ -44,7 +44,8 @@ class Admission:
         self._grant()
         try:
             async with asyncio.timeout(max(timeout, 0.001)):
-                await asyncio.shield(waiter)  # a timeout cancels this wait, never the grant
+                # A grant that lands as the wait is cancelled stands: ``_abandon`` sees the result.
+                await waiter
         except TimeoutError:
             if not self._abandon(tenant, waiter):
                 raise self._refuse() from None

@@ -55,8 +55,9 @@ class Cell:
         self.dispatcher = dispatcher
         self.status = CellStatus.RUNNING
         self.output = OutputState(spec.limits.max_output_bytes)
+        context = self.context  # not ``self``: a cell its requests point back to is freed only by the collector
         self.requests = HostRequests(dispatcher, spec.limits.inbox_bytes, spec.limits.max_pending_requests,
-                                     lambda request_id, method, args: HostCall(self.context, request_id, method, args),
+                                     lambda request_id, method, args: HostCall(context, request_id, method, args),
                                      max_request_bytes=spec.limits.max_request_bytes)
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None

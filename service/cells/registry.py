@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -112,6 +113,17 @@ class CellRegistry:
 
     def limits(self, *, timeout_ms: int | None, memory_limit_bytes: int | None,
                max_output_bytes: int | None) -> CellLimits:
+        if timeout_ms is None and memory_limit_bytes is None and max_output_bytes is None:
+            return self._default_limits
+        return self._limits(timeout_ms, memory_limit_bytes, max_output_bytes)
+
+    @functools.cached_property
+    def _default_limits(self) -> CellLimits:
+        """The limits of a request that sets none (most requests): built once, shared (immutable)."""
+        return self._limits(None, None, None)
+
+    def _limits(self, timeout_ms: int | None, memory_limit_bytes: int | None,
+                max_output_bytes: int | None) -> CellLimits:
         s = self.settings
         timeout = s.timeout_ms if timeout_ms is None else timeout_ms
         memory = s.memory_limit_bytes if memory_limit_bytes is None else memory_limit_bytes

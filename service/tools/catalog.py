@@ -105,6 +105,9 @@ class ToolCatalog:
         self.limits = limits
         self._all_subjects = all_subjects
         self._hint_cache: dict[str, tuple[str | None, str | None]] = {}
+        # Views of a tenant policy alone (no client tools, no request policy): policies are immutable
+        # and parsed once per API key, so this holds one view per key; views are read-only.
+        self._views: dict[ToolPolicy | None, CatalogView] = {}
 
     @classmethod
     def build(
@@ -166,6 +169,15 @@ class ToolCatalog:
         `client_tools` may be declarations or the entries `compile_client_tools` made from them
         (an exec request compiles its schemas once, off the event loop, before a worker is taken).
         """
+        if not client_tools and request_policy is None:
+            cached = self._views.get(tenant_policy)
+            if cached is None:
+                cached = self._views[tenant_policy] = self._view(tenant_policy, None, ())
+            return cached
+        return self._view(tenant_policy, request_policy, client_tools)
+
+    def _view(self, tenant_policy: ToolPolicy | None, request_policy: ToolPolicy | None,
+              client_tools: Sequence[ClientTool | Mapping[str, Any] | ToolEntry]) -> CatalogView:
         compiled = [t for t in client_tools if isinstance(t, ToolEntry)]
         declared = [t for t in client_tools if not isinstance(t, ToolEntry)]
         clients = compiled + list(compile_client_tools(declared, self.limits.schemas)) if declared else compiled
