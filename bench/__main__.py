@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -35,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=4.0, help="duration of each HTTP load phase")
     p.add_argument("--workers", type=int, default=4, help="CODEMODE_WORKERS of the served service")
     p.add_argument("--round-trips", type=int, default=1000, help="host round trips per kind in figure 2")
+    p.add_argument("--ratio-rounds", type=int, default=3,
+                   help="alternating codemode / bare rounds at concurrency 16 behind the throughput ratio")
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results.json"))
     return p
 
@@ -57,6 +60,21 @@ def _http_figures(server: Server, client: str, seconds: float) -> dict[str, Any]
         "server_cpu_ms_per_req": 1000 * (cpu1[0] - cpu0[0]) / n,
         "workers_cpu_ms_per_req": 1000 * (cpu1[1] - cpu0[1]) / n,
     }
+
+
+def _ratio_rounds(svc: Server, bare: Server, client: str, seconds: float, rounds: int) -> dict[str, Any]:
+    """cells/s over bare req/s at 16, from rounds that alternate the two servers.
+
+    The machine's speed drifts by tens of percent within minutes (other tenants of the host), so
+    one codemode phase followed by one bare phase compares two different machines; alternating
+    and taking the median lets the drift hit both sides alike.
+    """
+    ratios: list[float] = []
+    for _ in range(rounds):
+        cells = run_load(client, svc.base + "/v1/exec", EXEC_BODY, 16, seconds)
+        plain = run_load(client, bare.base + "/v1/exec", EXEC_BODY, 16, seconds)
+        ratios.append(cells.rps / plain.rps)
+    return {"ratios": ratios, "median": statistics.median(ratios)}
 
 
 def _loadavg() -> float:
@@ -101,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     with codemode_server(args.workers) as svc, bare_server() as bare:
         results["codemode"] = _http_figures(svc, client, args.seconds)
         results["bare"] = _http_figures(bare, client, args.seconds)
+        results["ratio"] = _ratio_rounds(svc, bare, client, args.seconds, args.ratio_rounds)
     results["inproc"] = run_inproc(n_round_trips=args.round_trips)
     results["density"] = run_density(args.workers)
     results["tracing"] = run_tracing()

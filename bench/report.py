@@ -50,7 +50,15 @@ def render(r: dict[str, Any]) -> str:
         add(f"   {label}: requests (bad answers)", f"{c1['requests'] + c16['requests']} ({bad})", "0 bad",
             _verdict(bad == 0))
     ratio = cm["c16"]["rps"] / bare["c16"]["rps"]
-    add("   cells/s / bare req/s @16", f"{ratio:.2f}", f">= {TARGET_BARE_RATIO}", _verdict(ratio >= TARGET_BARE_RATIO))
+    if "ratio" in r:  # alternating rounds: the figure the target is judged on
+        add("   cells/s / bare req/s @16, the phases above", f"{ratio:.2f}")
+        rounds = r["ratio"]["ratios"]
+        ratio = r["ratio"]["median"]
+        add(f"   cells/s / bare req/s @16, median of {len(rounds)} alternating rounds",
+            f"{ratio:.2f} (rounds: {', '.join(f'{x:.2f}' for x in rounds)})", f">= {TARGET_BARE_RATIO}",
+            _verdict(ratio >= TARGET_BARE_RATIO))
+    else:
+        add("   cells/s / bare req/s @16", f"{ratio:.2f}", f">= {TARGET_BARE_RATIO}", _verdict(ratio >= TARGET_BARE_RATIO))
 
     rt = ip["round_trip_us"]
     n = ip["round_trips"]

@@ -180,8 +180,10 @@ class CellRun:
                 self.capture.add(jsoncodec.well_formed(entry))  # output entries are JSON texts inside take()'s
             done = snap["done"]
             if done is not None and snap["required"] == 0:
-                engine.cancel_timers()
-                cancels = snap["cancels"] + jsoncodec.loads(engine.take())["cancels"]
+                cancels = snap["cancels"]
+                if snap["outstanding"]:  # only timers are left: nobody awaits them, they are dropped
+                    engine.cancel_timers()
+                    cancels = cancels + jsoncodec.loads(engine.take())["cancels"]
                 return self.finish(done, cancels)
             if snap["outstanding"] == 0:
                 # A rejection nobody handled (e.g. a timer the host refused) explains the stall better.
