@@ -39,7 +39,6 @@ class WorkerOptions(TypedDict, total=False):
     rlimit_as_bytes: int  # RLIMIT_AS; 0: none
     rlimit_cpu_seconds: int  # RLIMIT_CPU; 0: none (the worker retires itself at 80 % of it)
     stack_bytes: int  # the guest engine's stack
-    nice: int  # niceness the worker adds to its own at start (0: none)
 
 
 class GuestConfig(TypedDict):

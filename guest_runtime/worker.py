@@ -9,7 +9,6 @@ limit (the service then replaces it) or when its stdin closes.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
 import sys
@@ -274,7 +273,7 @@ def _bridge_code(code: str) -> str:
     return "invalid_input" if code in ("invalid_input", "input_contract") else "internal_error"
 
 
-def _apply_process_limits(options: WorkerOptions) -> None:
+def _apply_rlimits(options: WorkerOptions) -> None:
     address_space = int(options.get("rlimit_as_bytes", 0))
     if address_space > 0:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
@@ -283,14 +282,6 @@ def _apply_process_limits(options: WorkerOptions) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # a guest has no business writing files
-    nice = int(options.get("nice", 0))
-    if nice > 0:
-        # Guest code yields the CPU to the service: when the event loop wakes a worker with a frame,
-        # the kernel would otherwise often run the worker on the loop's own CPU and preempt it,
-        # stalling every other request for the length of a cell.  Lowering one's own priority needs
-        # no privilege, and a worker cannot raise it back.
-        with contextlib.suppress(OSError):
-            os.nice(nice)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     fd_out = os.dup(1)
     os.dup2(2, 1)
     channel = Channel(0, fd_out, int(options.get("frame_cap", 264 * 1024 * 1024)))
-    _apply_process_limits(options)
+    _apply_rlimits(options)
     cpu_limit = float(options.get("rlimit_cpu_seconds", 0)) or float("inf")
     # Guests see UTC dates whatever zone the host runs in.
     os.environ["TZ"] = "UTC"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -44,8 +45,9 @@ class WorkerPool:
 
     def __init__(self, *, size: int, cap: int, max_cells: int, frame_cap: int, options: WorkerOptions,
                  acquire_timeout_s: float, max_runtimes: int = 64, max_parked_bytes: int = 256 << 20,
-                 snapshot_bytes: int = 10 << 20) -> None:
+                 snapshot_bytes: int = 10 << 20, nice: int = 0) -> None:
         self.size = size
+        self.nice = nice
         self.cap = max(cap, size)
         self.max_cells = max_cells
         self.max_runtimes = max_runtimes
@@ -277,7 +279,7 @@ class WorkerPool:
             worker.drop(cell_id)
         self.vacate(worker, cell_id)
         worker.cells_run += 1
-        if recycle or worker.dead or worker.cells_run >= self.max_cells or self._closed:
+        if recycle or worker.dead or worker.cells_run >= worker.max_cells or self._closed:
             worker.retiring = True
         if holding:
             self._unhold(worker)  # notifies, or hands the process straight to a waiting resume
@@ -382,6 +384,9 @@ class WorkerPool:
 
     async def spawn(self) -> Worker:
         """Start one worker process and wait for its ``ready`` frame."""
-        worker = await start_worker(self.options, self.frame_cap)
+        worker = await start_worker(self.options, self.frame_cap, nice=self.nice)
+        # Each process draws its own cell budget (80-100% of max_cells): processes started together
+        # are then not all replaced at once, a burst of process starts in the middle of serving.
+        worker.max_cells = random.randint(max(1, self.max_cells * 4 // 5), self.max_cells)
         self.spawned += 1
         return worker

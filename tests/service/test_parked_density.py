@@ -182,6 +182,15 @@ def test_replacements_are_started_ahead_of_need(tmp_path):
         assert pool.recycled >= 6 and pool.starved == 0
 
 
+def test_processes_started_together_are_not_retired_together(tmp_path):
+    """Each process draws its own cell budget in 80-100% of worker_max_cells: no burst of replacements."""
+    with make_client(tmp_path, workers=4, worker_max_cells=1000) as c:
+        budgets = [w.max_cells for w in c.app.state.services.pool.workers()]
+        assert len(budgets) >= 4 and all(800 <= b <= 1000 for b in budgets), budgets
+        # 201 possible budgets each: four equal draws happen about once in 8 million runs.
+        assert len(set(budgets)) > 1, budgets
+
+
 def test_a_process_takes_new_cells_only_within_its_runtime_and_heap_caps(tmp_path):
     """worker_max_runtimes and worker_max_parked_bytes spread parked cells over more processes."""
     with make_client(tmp_path, workers=2, worker_max_runtimes=3) as c:
