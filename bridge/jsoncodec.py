@@ -12,6 +12,7 @@ too, but only after the fast path failed, so well-formed data pays nothing.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from typing import Any
@@ -33,10 +34,6 @@ _ESCAPES = re.compile(
     r"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}(?:\\u[dD][c-fC-F][0-9a-fA-F]{2})?|\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 )
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-
-
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -69,17 +66,32 @@ def _repair(value: Any) -> Any:
     return value
 
 
-def dumps(value: Any, *, default: Callable[[Any], Any] | None = None) -> bytes:
-    """Compact JSON of ``value`` as UTF-8 bytes; non-finite floats become null, as in JS."""
+def dumps(value: Any, *, default: Callable[[Any], Any] | None = None, sort_keys: bool = False) -> bytes:
+    """Compact JSON of ``value`` as UTF-8 bytes; non-finite floats become null, as in JS.
+
+    ``sort_keys``: object keys in sorted order, so equal values give equal bytes (digests).
+    """
+    option = orjson.OPT_SORT_KEYS if sort_keys else None
     try:
-        return orjson.dumps(value, default=default)
+        return orjson.dumps(value, default=default, option=option)
     except orjson.JSONEncodeError as exc:
         if "surrogates not allowed" not in str(exc):
             raise JSONEncodeError(str(exc)) from None
     try:
-        return orjson.dumps(_repair(value), default=default)
+        return orjson.dumps(_repair(value), default=default, option=option)
     except (orjson.JSONEncodeError, RecursionError) as exc:
         raise JSONEncodeError(str(exc)) from None
+
+
+def copied(value: Any) -> Any:
+    """A deep copy of JSON data: a round trip through the codec, many times faster than ``copy.deepcopy``.
+
+    Integers beyond 64 bits (which the codec refuses) fall back to ``copy.deepcopy``.
+    """
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except (orjson.JSONEncodeError, orjson.JSONDecodeError, RecursionError):
+        return copy.deepcopy(value)
 
 
 def fragment(data: bytes) -> Any:

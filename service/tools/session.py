@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import hashlib
 import json
 from collections import Counter
@@ -157,7 +156,7 @@ class CallSession:
         await _checked(entry.contract.check_input, caller_input, name)
         self._guard_loop(entry, caller_input)
         # Hooks and the tool get their own copy, so the caller's selector stays intact for output checks.
-        prepared, rewritten, asked = await self._run_before_hooks(entry, copy.deepcopy(caller_input), ctx)
+        prepared, rewritten, asked = await self._run_before_hooks(entry, jsoncodec.copied(caller_input), ctx)
         if rewritten:
             await _checked(entry.contract.check_input, prepared, name, error=InputContractError)
         reason = asked or self.approvals.native(
@@ -218,11 +217,11 @@ class CallSession:
 
     def _guard_loop(self, entry: ToolEntry, params: Any) -> None:
         try:
-            canonical = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        except (TypeError, ValueError, RecursionError):
+            canonical = jsoncodec.dumps(params, sort_keys=True)
+        except jsoncodec.JSONEncodeError:
             return
         # A digest, not the text: a cell may make hundreds of calls with megabytes of arguments each.
-        key = (entry.tool_id, hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest())
+        key = (entry.tool_id, hashlib.sha256(canonical).hexdigest())
         self._repeats[key] += 1
         if self._repeats[key] > LOOP_GUARD_LIMIT:
             raise LoopGuardError(
@@ -270,7 +269,7 @@ class CallSession:
         for attempt in range(1, attempts + 1):
             try:
                 # Each attempt gets its own copy: a failed attempt may have changed its arguments.
-                given = params if attempt == attempts else copy.deepcopy(params)
+                given = params if attempt == attempts else jsoncodec.copied(params)
                 raw = await maybe_await(entry.spec.execute(ctx.call_id, given, ctx))
             except ToolCallError as exc:
                 exc.effect_started = True

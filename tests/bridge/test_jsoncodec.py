@@ -83,3 +83,22 @@ def test_any_js_string_decodes_well_formed(s):
     # Nested one level, as output entries travel inside the worker's snapshot text.
     entry = jsoncodec.well_formed(jsoncodec.loads(_as_js_would_write(text)))
     assert jsoncodec.loads(entry) == _well_formed(s)
+
+
+def test_sorted_dumps_gives_equal_bytes_for_equal_objects():
+    a = {"b": [1, {"y": 2, "x": 1}], "a": "\u00e9"}
+    b = {"a": "\u00e9", "b": [1, {"x": 1, "y": 2}]}
+    assert jsoncodec.dumps(a, sort_keys=True) == jsoncodec.dumps(b, sort_keys=True) == \
+        '{"a":"\u00e9","b":[1,{"x":1,"y":2}]}'.encode()
+    assert jsoncodec.dumps(a) != jsoncodec.dumps(b)  # without sorting, insertion order shows
+
+
+def test_copied_is_an_equal_value_that_shares_nothing():
+    value = {"a": [1, 2.5, -0.0, None, True, {"deep": ["x"]}], "big": 2**64 + 1, "s": "\ud800 lone"}
+    copy = jsoncodec.copied(value)
+    assert copy == value and copy["s"] == "\ud800 lone"  # nothing repaired, nothing rounded
+    copy["a"][5]["deep"].append("y")
+    assert value["a"][5]["deep"] == ["x"]
+    plain = {"k": [{"n": 1}]}
+    copy = jsoncodec.copied(plain)  # the codec round trip (no fallback needed)
+    assert copy == plain and copy["k"][0] is not plain["k"][0]
