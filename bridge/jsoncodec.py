@@ -90,7 +90,7 @@ def copied(value: Any) -> Any:
     """
     try:
         return orjson.loads(orjson.dumps(value))
-    except (orjson.JSONEncodeError, orjson.JSONDecodeError, RecursionError):
+    except (orjson.JSONEncodeError, RecursionError):
         return copy.deepcopy(value)
 
 

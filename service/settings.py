@@ -148,8 +148,8 @@ class Settings(BaseSettings):
     worker_cpu_seconds: Int = setting("workers", 3600, 1, 1 << 30,
                                       "RLIMIT_CPU of a worker; it is replaced after using 80% of it")
     worker_nice: Int = setting("workers", 10, 0, 19,
-                               "niceness workers add to their own; 0: none (the event loop then competes "
-                               "with guest code for the CPU)")
+                               "niceness steps workers run below the service; 0: the same priority (the "
+                               "event loop then competes with guest code for the CPU)")
     # [tenants]: per-tenant quotas, so one tenant cannot take what another needs
     tenant_max_parked_cells: Int = setting("tenants", 256, 1, 65536,
                                            "parked cells per tenant (within max_parked_cells)")

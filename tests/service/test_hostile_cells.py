@@ -149,7 +149,7 @@ def test_worker_near_its_cpu_limit_is_replaced_between_cells(tmp_path):
 
 
 def test_guest_code_runs_at_a_lower_priority_than_the_service(tmp_path):
-    """Workers add ``worker_nice`` (default 10) to their niceness, so a busy guest never preempts the event loop."""
+    """Workers run ``worker_nice`` (default 10) niceness steps below the service: a busy guest never preempts the loop."""
     import os
 
     from tests.conftest import make_client
