@@ -133,7 +133,8 @@ def test_worker_near_its_cpu_limit_is_replaced_between_cells(tmp_path):
     from tests.conftest import make_client
 
     spin = "const end = Date.now() + 400; let n = 0; while (Date.now() < end) n++; return n > 0"
-    with make_client(tmp_path, workers=1, worker_cpu_seconds=3) as c:
+    # worker_nice=0: the cells must burn CPU, and a lowered priority would let a busy machine starve them.
+    with make_client(tmp_path, workers=1, worker_cpu_seconds=3, worker_nice=0) as c:
         pool = c.app.state.services.pool
         recycled = pool.recycled
         # Each cell burns at most 0.4 s of CPU, so the worker crosses 2.4 s (80%) between cells,
