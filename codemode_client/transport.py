@@ -72,28 +72,48 @@ def _stream_answer(response: httpx.Response) -> None:
         raise ProtocolError(f"GET {response.request.url}: expected {EVENT_STREAM}, got {kind or 'no content type'}")
 
 
-class SyncHttp:
-    """Blocking JSON requests and event streams against one service."""
+class _Http:
+    """What both transports share: the base URL, the headers and each request's arguments."""
 
-    def __init__(self, base_url: str, api_key: str | None, timeout: float | None,
-                 http_client: httpx.Client | None = None) -> None:
+    def __init__(self, base_url: str, api_key: str | None, client: Any) -> None:
         self.base_url = _base(base_url)
         self.headers = _headers(api_key)
-        self._owned = http_client is None
-        self._client = http_client if http_client is not None else httpx.Client(timeout=_timeout(timeout))
+        self._owned = client is None
+        self._client = client
 
-    def request(self, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None,
-                timeout: float | None = None) -> Any:
-        url = self.base_url + path
+    def _request_args(self, path: str, body: Any, params: Mapping[str, str] | None,
+                      timeout: float | None) -> tuple[str, dict[str, Any]]:
+        """The URL and the httpx arguments of one JSON request."""
         headers = dict(self.headers)
         content = None
         if body is not None:
             content = _encode(body)
             headers["Content-Type"] = "application/json"
+        return self.base_url + path, {
+            "content": content, "params": params, "headers": headers,
+            "timeout": _timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT}
+
+    def _stream_args(self, path: str, headers: Mapping[str, str],
+                     read_timeout: float | None) -> tuple[str, dict[str, Any]]:
+        """The URL and the httpx arguments of one event stream."""
+        return self.base_url + path, {"headers": {**self.headers, "Accept": EVENT_STREAM, **headers},
+                                      "timeout": _timeout(read_timeout)}
+
+
+class SyncHttp(_Http):
+    """Blocking JSON requests and event streams against one service."""
+
+    def __init__(self, base_url: str, api_key: str | None, timeout: float | None,
+                 http_client: httpx.Client | None = None) -> None:
+        super().__init__(base_url, api_key, http_client)
+        if http_client is None:
+            self._client = httpx.Client(timeout=_timeout(timeout))
+
+    def request(self, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None,
+                timeout: float | None = None) -> Any:
+        url, args = self._request_args(path, body, params, timeout)
         try:
-            response = self._client.request(
-                method, url, content=content, params=params, headers=headers,
-                timeout=_timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT)
+            response = self._client.request(method, url, **args)
         except httpx.HTTPError as exc:
             raise _wrapped(exc, method, url) from exc
         return _answer(response)
@@ -101,10 +121,9 @@ class SyncHttp:
     @contextmanager
     def stream(self, path: str, *, headers: Mapping[str, str], read_timeout: float | None) -> Iterator[Iterator[bytes]]:
         """An open event stream's bytes as they arrive (raises before yielding if the answer is not a stream)."""
-        url = self.base_url + path
+        url, args = self._stream_args(path, headers, read_timeout)
         try:
-            with self._client.stream("GET", url, headers={**self.headers, "Accept": EVENT_STREAM, **headers},
-                                     timeout=_timeout(read_timeout)) as response:
+            with self._client.stream("GET", url, **args) as response:
                 if response.status_code != 200:
                     response.read()
                 _stream_answer(response)
@@ -124,28 +143,20 @@ class SyncHttp:
             self._client.close()
 
 
-class AsyncHttp:
+class AsyncHttp(_Http):
     """``SyncHttp`` for asyncio."""
 
     def __init__(self, base_url: str, api_key: str | None, timeout: float | None,
                  http_client: httpx.AsyncClient | None = None) -> None:
-        self.base_url = _base(base_url)
-        self.headers = _headers(api_key)
-        self._owned = http_client is None
-        self._client = http_client if http_client is not None else httpx.AsyncClient(timeout=_timeout(timeout))
+        super().__init__(base_url, api_key, http_client)
+        if http_client is None:
+            self._client = httpx.AsyncClient(timeout=_timeout(timeout))
 
     async def request(self, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None,
                       timeout: float | None = None) -> Any:
-        url = self.base_url + path
-        headers = dict(self.headers)
-        content = None
-        if body is not None:
-            content = _encode(body)
-            headers["Content-Type"] = "application/json"
+        url, args = self._request_args(path, body, params, timeout)
         try:
-            response = await self._client.request(
-                method, url, content=content, params=params, headers=headers,
-                timeout=_timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT)
+            response = await self._client.request(method, url, **args)
         except httpx.HTTPError as exc:
             raise _wrapped(exc, method, url) from exc
         return _answer(response)
@@ -153,10 +164,9 @@ class AsyncHttp:
     @asynccontextmanager
     async def stream(self, path: str, *, headers: Mapping[str, str],
                      read_timeout: float | None) -> AsyncIterator[AsyncIterator[bytes]]:
-        url = self.base_url + path
+        url, args = self._stream_args(path, headers, read_timeout)
         try:
-            async with self._client.stream("GET", url, headers={**self.headers, "Accept": EVENT_STREAM, **headers},
-                                           timeout=_timeout(read_timeout)) as response:
+            async with self._client.stream("GET", url, **args) as response:
                 if response.status_code != 200:
                     await response.aread()
                 _stream_answer(response)
