@@ -20,11 +20,7 @@ import asyncio
 import os
 import statistics
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -37,6 +33,7 @@ from service.settings import Settings
 from service.tracing import NO_TRACING, Tracing, tracing_to
 
 from .report import TRACING_CELLS, TRACING_MODES, tracing_rows
+from .servers import otlp_collector
 from .tools import BenchTools
 
 CODE = {"return 1": "return 1", "10 tool calls": "for (let i = 0; i < 10; i++) await nop({i}); return 1"}
@@ -55,31 +52,6 @@ async def _rate(svc: Any, code: str, cells: int) -> tuple[float, float]:
     return cells / (time.perf_counter() - started), (time.process_time() - cpu) * 1e6 / cells
 
 
-@contextmanager
-def _otlp_sink() -> Iterator[tuple[str, list[int]]]:
-    """A loopback HTTP endpoint that accepts OTLP posts; yields its URL and the sizes it received."""
-    received: list[int] = []
-
-    class Sink(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            received.append(len(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces", received
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 async def _figures(tmp: str, *, cells: int, rounds: int) -> dict[str, Any]:
     counted = 0
 
@@ -90,12 +62,12 @@ async def _figures(tmp: str, *, cells: int, rounds: int) -> dict[str, Any]:
             return str(span.to_json()) + "\n" if serialise else ""
         return formatter
 
-    with open(os.devnull, "w") as devnull, _otlp_sink() as (url, posted):
+    with open(os.devnull, "w") as devnull, otlp_collector() as (collector, posts):
         tracings: dict[str, Tracing] = {
             "off": NO_TRACING,
             "spans only": tracing_to(ConsoleSpanExporter(out=devnull, formatter=counting(False)), batch=True),
             "console": tracing_to(ConsoleSpanExporter(out=devnull, formatter=counting(True)), batch=True),
-            "otlp": tracing_to(OTLPSpanExporter(endpoint=url), batch=True),
+            "otlp": tracing_to(OTLPSpanExporter(endpoint=collector + "/v1/traces"), batch=True),
         }
         assert tuple(tracings) == TRACING_MODES
         modes = list(tracings.items())
@@ -117,6 +89,7 @@ async def _figures(tmp: str, *, cells: int, rounds: int) -> dict[str, Any]:
             for tracing in tracings.values():
                 await tracing.close()  # flushes: every span is counted or posted by now
     expected = sum(2 * rounds * cells * SPANS_PER_CELL[name] for name in CODE)  # the two console modes
+    posted = [len(body) for _, _, body in posts]
     if counted != expected or not posted:
         raise RuntimeError(f"traced rounds exported {counted} spans to the console exporters (expected "
                            f"{expected}) and {len(posted)} OTLP posts")

@@ -11,9 +11,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from service.errors import ConfigError
 from service.http.app import create_app
 from service.settings import Settings
 from service.tracing import NO_TRACING, Tracing, TracingConfig, start_tracing, tracing_to
+from bench.servers import otlp_collector
 from tests.conftest import run, wait
 from tests.support.polling import poll_until
 from tests.support.tools import TEST_TOOLS
@@ -273,31 +272,11 @@ def _json_objects(text: str) -> Iterator[dict[str, Any]]:
 
 def test_otlp_exporter_posts_spans_to_the_configured_endpoint(cli_env, monkeypatch, capsys):
     """``OTEL_TRACES_EXPORTER=otlp`` sends the spans as OTLP/HTTP protobuf to ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
-    received: list[tuple[str, str, bytes]] = []
-
-    class Collector(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append((self.path, self.headers["Content-Type"], body))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with otlp_collector() as (endpoint, received):
         monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
         assert main(["exec", str(cli_env / "cell.js")]) == 0
         poll_until(lambda: received, "the collector received an export")
-    finally:
-        server.shutdown()
-        server.server_close()
     path, content_type, body = received[0]
     assert (path, content_type) == ("/v1/traces", "application/x-protobuf")
     assert b"codemode.cell" in body and b"codemode.call" in body and b"codemode.cell_id" in body
