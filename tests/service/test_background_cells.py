@@ -91,7 +91,8 @@ def test_second_concurrent_wait_is_409(client):
 def test_cancel_answers_the_final_envelope_with_undelivered_output(client):
     """Cancel ends a sleeping background cell: `aborted`, with the output no one was shown; then it is gone."""
     cell_id = start(client, 'text("started");' + SLEEP.format(ms=60000) + "return 1")
-    poll_until(lambda: client.get(f"/v1/cells/{cell_id}").json()["telemetry"]["legs"] >= 1, "the first leg ran")
+    # `legs` counts a leg as it starts; heap_bytes is set by the worker's first report, which carries the output
+    poll_until(lambda: client.get(f"/v1/cells/{cell_id}").json()["telemetry"]["heap_bytes"] > 0, "the first leg ran")
     final = client.post(f"/v1/cells/{cell_id}/cancel").json()
     assert final["status"] == "failed" and final["code"] == "aborted" and texts(final) == ["started"], final
     assert client.post(f"/v1/cells/{cell_id}/wait", json={}).status_code == 404
@@ -142,7 +143,7 @@ def test_background_cells_hold_parked_slots_until_their_result_is_collected(smal
 def test_a_cell_sleeping_between_legs_holds_no_worker_slot(small):
     """With one worker slot, a background cell asleep on a long timer does not keep another cell from running."""
     sleeping = start(small, SLEEP.format(ms=60000) + "return 1")
-    poll_until(lambda: small.get(f"/v1/cells/{sleeping}").json()["telemetry"]["legs"] >= 1, "its first leg ran")
+    poll_until(lambda: small.get(f"/v1/cells/{sleeping}").json()["telemetry"]["heap_bytes"] > 0, "it sleeps")
     assert run(small, "return 5", timeout_ms=2000)["value"] == 5
     small.post(f"/v1/cells/{sleeping}/cancel")
 
