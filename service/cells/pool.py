@@ -64,6 +64,7 @@ class WorkerPool:
         self._hungry = 0  # callers blocked in _worker_for (the only listeners on _changed)
         self.admission = Admission(size, self._no_worker)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._alive: set[Worker] = set()  # every process started and not yet seen to end
         self._closed = False
         self.spawned = 0
         self.recycled = 0
@@ -80,7 +81,7 @@ class WorkerPool:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        workers = self.workers()
+        workers = list(self._alive)  # retired ones too: their watchers were just cancelled
         self._fresh.clear()
         self._assigned.clear()
         for w in workers:
@@ -309,7 +310,6 @@ class WorkerPool:
         self.recycled += 1
         worker.kill()
         self._forget(worker)
-        self._background(self._reap(worker))
 
     def _forget(self, worker: Worker) -> None:
         ws = self._assigned.get(worker.tenant or "")
@@ -320,14 +320,12 @@ class WorkerPool:
         with contextlib.suppress(ValueError):
             self._fresh.remove(worker)
 
-    async def _reap(self, worker: Worker) -> None:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(worker.proc.wait(), 5.0)
-
     async def _watch(self, worker: Worker) -> None:
         """Notice a worker process's death, whoever caused it, and tell every cell it held."""
         await worker.proc.wait()
         worker.dead = True
+        worker.close_input()
+        self._alive.discard(worker)
         self._forget(worker)
         reason = await worker.exit_reason()
         while worker.waiters:
@@ -385,6 +383,7 @@ class WorkerPool:
     async def spawn(self) -> Worker:
         """Start one worker process and wait for its ``ready`` frame."""
         worker = await start_worker(self.options, self.frame_cap, nice=self.nice)
+        self._alive.add(worker)
         # Each process draws its own cell budget (80-100% of max_cells): processes started together
         # are then not all replaced at once, a burst of process starts in the middle of serving.
         worker.max_cells = random.randint(max(1, self.max_cells * 4 // 5), self.max_cells)

@@ -114,6 +114,16 @@ class Worker:
         if self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
+        self.close_input()
+
+    def close_input(self) -> None:
+        """Close our end of the process's stdin; nothing more is sent to it.
+
+        Left open, the transport closes it from ``__del__``, which raises "Event loop is closed" when
+        the garbage collector gets there after the loop has stopped.
+        """
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
 
 
 async def start_worker(options: WorkerOptions, frame_cap: int, *, nice: int = 0) -> Worker:
