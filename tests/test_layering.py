@@ -34,6 +34,7 @@ SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
     "orjson": "bridge/jsoncodec.py",
     "pydantic_settings": "service/settings.py",
     "opentelemetry": "service/tracing.py",
+    "httpx2": "service/outbound_http.py",
 }
 
 

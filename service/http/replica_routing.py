@@ -15,9 +15,10 @@ import re
 from typing import Any
 
 from service.cluster.identity import holder_of
-from service.cluster.peers import FORWARDED_HEADER, PeerResponse
+from service.cluster.peers import FORWARDED_HEADER
 from service.cluster.replica import Replica
 from service.errors import CellNotFound, ServiceError, StoreUnavailable
+from service.outbound_http import StreamedAnswer
 from service.stores.errors import StoreError
 
 from .error_responses import error_response
@@ -55,7 +56,7 @@ class ReplicaRouting:
         await _relay(response, receive, send)
 
     async def _open(self, replica: Replica, holder: str, cell_id: str, action: str, scope: Scope,
-                    receive: Any) -> PeerResponse:
+                    receive: Any) -> StreamedAnswer:
         what = f"cell {cell_id}"
         if _header(scope, FORWARDED_HEADER.encode()) is not None:
             # Relayed here by a peer, yet held elsewhere: the holder's address now names another process.
@@ -99,7 +100,7 @@ async def _body(scope: Scope, receive: Any) -> bytes:
     return b"".join(chunks)
 
 
-async def _relay(response: PeerResponse, receive: Any, send: Any) -> None:
+async def _relay(response: StreamedAnswer, receive: Any, send: Any) -> None:
     """Pass the holder's answer on as it arrives; stop when either side goes away."""
 
     async def pump() -> None:

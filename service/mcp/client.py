@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
 import anyio
-import httpx2
 import mcp_types
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+
+from service.outbound_http import TRANSPORT_ERRORS as _HTTP_TRANSPORT_ERRORS
+from service.outbound_http import mcp_http_client
 
 from .arguments import shape_native, shape_tool_result
 from .config import McpServerConfig
@@ -40,16 +42,11 @@ _INVALID_PARAMS = mcp_types.INVALID_PARAMS
 _MAX_LIST_PAGES = 100
 _CLOSE_WAIT_S = 8.0
 _CLIENT_INFO = mcp_types.Implementation(name="codemode", version="1")
-# The timeouts the SDK gives the client it would build itself: 30 s to connect, write or wait for a
-# pooled connection, 300 s between reads because a server may hold an event stream open. Every request
-# also runs under its own deadline (``_call``). Redirects stay off: the transport follows them itself,
-# and only within the endpoint's origin.
-_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 # Failures of the pipe or socket under the session: the server is gone, not merely unhappy.
-_TRANSPORT_ERRORS = (
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     EOFError,
-    httpx2.TransportError,
+    *_HTTP_TRANSPORT_ERRORS,
     anyio.BrokenResourceError,
     anyio.ClosedResourceError,
     anyio.EndOfStream,
@@ -220,9 +217,7 @@ class McpConnection:
             )
             return stdio_client(params, errlog=sys.stderr)
         assert cfg.url is not None
-        http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=dict(cfg.headers), timeout=_HTTP_TIMEOUT, follow_redirects=False)
-        )
+        http = await stack.enter_async_context(mcp_http_client(dict(cfg.headers)))
         return streamable_http_client(cfg.url, http_client=http)
 
     # ---- requests --------------------------------------------------------------------------------
