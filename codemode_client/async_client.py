@@ -15,7 +15,6 @@ from .tools import (
     ClientTools,
     RunState,
     approval,
-    handler_for,
     missing_handler,
     no_approver,
     split_pending,
@@ -115,7 +114,7 @@ class AsyncClient:
         session_id, timeout_ms = fields.get("session_id"), fields.get("timeout_ms")
         while not env.is_final:
             calls, approvals = split_pending(env)
-            results = list(await asyncio.gather(*(self._call(handler_for(tools.handlers, c.tool), c) for c in calls)))
+            results = list(await asyncio.gather(*(self._call(tools.handler(c), c) for c in calls)))
             answers = [approval(a, await _maybe_await(approve(a))) if approve is not None else no_approver(a)
                        for a in approvals]
             env = state.seen(await self.wait(env.cell_id, timeout_ms=timeout_ms, tool_results=results,

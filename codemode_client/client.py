@@ -13,7 +13,6 @@ from .tools import (
     ClientTools,
     RunState,
     approval,
-    handler_for,
     missing_handler,
     no_approver,
     split_pending,
@@ -135,7 +134,7 @@ class Client:
         session_id, timeout_ms = fields.get("session_id"), fields.get("timeout_ms")
         while not env.is_final:
             calls, approvals = split_pending(env)
-            results = [self._call(handler_for(tools.handlers, call.tool), call) for call in calls]
+            results = [self._call(tools.handler(call), call) for call in calls]
             answers = [approval(a, approve(a)) if approve is not None else no_approver(a) for a in approvals]
             env = state.seen(self.wait(env.cell_id, timeout_ms=timeout_ms, tool_results=results,
                                        approvals=answers, session_id=session_id))

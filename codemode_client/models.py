@@ -55,9 +55,10 @@ class PendingCall:
 
     id: str
     method: str
-    tool: str | None = None
+    tool: str | None = None  # the callable name the guest called
     input: Any = None
     reason: str | None = None
+    name: str | None = None  # client tools: the name as declared in client_tools
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -67,7 +68,7 @@ class PendingCall:
         if not isinstance(call_id, str) or not isinstance(method, str):
             raise ProtocolError(f"a pending call without a string id and method: {dict(entry)!r:.200}")
         return cls(call_id, method, _str_or_none(entry.get("tool")), entry.get("input"),
-                   _str_or_none(entry.get("reason")), raw=entry)
+                   _str_or_none(entry.get("reason")), _str_or_none(entry.get("name")), raw=entry)
 
     @property
     def is_approval(self) -> bool:

@@ -6,10 +6,8 @@ Shared by the blocking and the asyncio client; nothing here does I/O or calls a 
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
@@ -31,6 +29,10 @@ class ToolSet:
 
     declarations: list[dict[str, Any]] = field(default_factory=list)
     handlers: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    def handler(self, call: PendingCall) -> Callable[..., Any] | None:
+        """The handler of the client tool a pending call is for (by the name it was declared with)."""
+        return self.handlers.get(call.name) if call.name is not None else None
 
 
 def _description(fn: Callable[..., Any]) -> str | None:
@@ -85,43 +87,6 @@ def tool_set(client_tools: ClientTools | None) -> ToolSet:
     return tools
 
 
-# ---- which handler a pending call is for ----------------------------------------------------------
-
-# A pending call names the tool by its callable name (the guest global), which is the declared name
-# only when that is a plain identifier: SPEC §7.2 spells the others out, and these follow it.
-_UNSAFE = re.compile(r"[^A-Za-z0-9_$]")
-_START = re.compile(r"^[A-Za-z_$]")
-_RESERVED_PREFIXES = ("__codemode", "__openclaw")
-
-
-def _base_name(name: str) -> str:
-    base = _UNSAFE.sub("_", name)
-    return base if _START.match(base) and not base.startswith(_RESERVED_PREFIXES) else "tool_" + base
-
-
-def _hashed_as(name: str, callable_name: str) -> bool:
-    """Whether ``callable_name`` is ``name``'s spelling with the sha256 suffix (a reserved or taken name)."""
-    base = _base_name(name)
-    if not callable_name.startswith(base + "_"):
-        return False
-    suffix = callable_name[len(base) + 1:]
-    digest = hashlib.sha256(f"client:{name}".encode()).hexdigest()
-    return (len(suffix) >= 8 and digest.startswith(suffix)) or suffix.startswith(digest + "_")
-
-
-def handler_for(handlers: Mapping[str, Callable[..., Any]], callable_name: str | None) -> Callable[..., Any] | None:
-    """The handler of the client tool a pending call names by its callable name."""
-    if callable_name is None:
-        return None
-    if callable_name in handlers:
-        return handlers[callable_name]
-    # Of several names spelled alike ("get-x", "get.x") the first by tool id keeps the plain spelling.
-    plain = sorted(n for n in handlers if _base_name(n) == callable_name)
-    if plain:
-        return handlers[plain[0]]
-    return next((fn for n, fn in handlers.items() if _hashed_as(n, callable_name)), None)
-
-
 # ---- answers ------------------------------------------------------------------------------------
 
 
@@ -143,7 +108,7 @@ def tool_result(call: PendingCall, *, value: Any = None, error: BaseException | 
 
 def missing_handler(call: PendingCall) -> dict[str, Any]:
     return {"id": call.id, "ok": False,
-            "error": {"message": f"no handler for client tool {call.tool!r} was given to run()"}}
+            "error": {"message": f"no handler for client tool {call.name or call.tool!r} was given to run()"}}
 
 
 def approval(call: PendingCall, decision: Any) -> dict[str, Any]:

@@ -52,12 +52,13 @@ class NeedsCaller(Exception):
     """Raised by a handler when the API caller must answer this request (it parks the cell)."""
 
     def __init__(self, kind: str, *, tool: str | None = None, input: Any = None,
-                 reason: str | None = None) -> None:
+                 reason: str | None = None, name: str | None = None) -> None:
         super().__init__(kind)
         self.kind = kind  # "yield" | "client_tool" | "approval"
-        self.tool = tool
+        self.tool = tool  # the callable name the guest called
         self.input = input
         self.reason = reason
+        self.name = name  # client tools: the name the caller declared
 
 
 @dataclass(eq=False)

@@ -61,8 +61,7 @@ class Pending:
             if self.caller.reason is not None:
                 out["reason"] = self.caller.reason
         elif self.caller is not None and self.caller.kind == "client_tool":
-            out["tool"] = self.caller.tool
-            out["input"] = self.caller.input
+            out.update(tool=self.caller.tool, name=self.caller.name, input=self.caller.input)
         elif self.method == "tool" and self.args:
             out["tool"] = self.args[0]
         elif self.method == "mcp.call" and len(self.args) >= 2:
@@ -225,7 +224,7 @@ class HostRequests:
                 self.settle(request_id, False, {"message": f"client tool input is not JSON: {exc}",
                                                 "code": "invalid_input", "name": "TypeError"})
                 return
-        p.caller = NeedsCaller(need.kind, tool=need.tool, input=held, reason=need.reason)
+        p.caller = NeedsCaller(need.kind, tool=need.tool, input=held, reason=need.reason, name=need.name)
         p.args = []
         self.wake.set()
 

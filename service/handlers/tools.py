@@ -32,7 +32,8 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
             outcome = await state.session.call_detailed(name, params, tool_context(call), deadline=deadline,
                                                         ask=call.ask_approval)
         except ClientToolCall as need:
-            raise NeedsCaller("client_tool", tool=need.callable_name, input=need.params) from None
+            raise NeedsCaller("client_tool", tool=need.callable_name, name=need.tool_name,
+                              input=need.params) from None
         except ToolCallError as exc:
             if getattr(exc, "untrusted", False):
                 call.cell.network_content = True

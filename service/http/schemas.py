@@ -105,7 +105,9 @@ class PendingCall(BaseModel):
     id: str
     method: str = Field(description='"tool" (a client tool: answer with tool_results), "approval" (answer with '
                                     'approvals), "yield", or the host work still running')
-    tool: str | None = None
+    tool: str | None = Field(default=None, description="tool and MCP calls, approvals: the callable name the "
+                                                       "guest called")
+    name: str | None = Field(default=None, description="client tools: the tool's name as declared in client_tools")
     input: Any = Field(default=None, description="client tools and approvals: the call's input")
     reason: str | None = Field(default=None, description="approvals: why the call needs approval")
 

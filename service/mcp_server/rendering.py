@@ -73,7 +73,7 @@ def _waiting_text(envelope: Mapping[str, Any]) -> str:
         why = f" ({call['reason']})" if call.get("reason") else ""
         lines.append(f"- approval {call.get('id')} for tool {call.get('tool')}{why}, input: {_compact(call.get('input'))}")
     for call in answers:
-        lines.append(f"- tool {call.get('tool')} ({call.get('id')}) needs your result, input: {_compact(call.get('input'))}")
+        lines.append(f"- tool {call.get('name') or call.get('tool')} ({call.get('id')}) needs your result, input: {_compact(call.get('input'))}")
     running = [c for c in calls if isinstance(c, Mapping) and c not in approvals and c not in answers]
     if running:
         names = ", ".join(str(c.get("tool") or c.get("method")) for c in running)

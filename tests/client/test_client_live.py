@@ -213,8 +213,8 @@ def sha8(text: str) -> str:
 
 
 def test_run_finds_handlers_of_names_that_are_not_plain_identifiers(client: Client):
-    """Pending calls name tools by their callable name: run() maps 'get-weather', '1st', a reserved word,
-    a reserved prefix and a name spelled like another ('get.weather', hashed) back to their handlers."""
+    """Pending calls carry the declared name beside the callable name: run() finds the handlers of 'get-weather',
+    '1st', a reserved word, a reserved prefix and a name spelled like another ('get.weather', hashed)."""
     tools = {"get-weather": lambda p: "w", "1st": lambda p: "first", "text": lambda p: "t",
              "__codemode_x": lambda p: "x", "get.weather": lambda p: "w2"}
     plugin = json.dumps(sorted(t["callableName"] for t in client.catalog()["tools"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ from codemode_client import (
     ServiceUnavailableError,
 )
 from codemode_client.errors import api_error
-from codemode_client.tools import NO_APPROVER_REASON, approval, handler_for, no_approver, tool_result, tool_set
+from codemode_client.tools import NO_APPROVER_REASON, approval, no_approver, tool_result, tool_set
 from codemode_client.wire import exec_body, file_path, segment, wait_body
 from tests.client.sse_server import HANG, sse_server
 
@@ -180,24 +181,18 @@ def test_tool_results_from_values_and_exceptions():
     assert tool_result(call, value=float("nan"))["ok"] is False
 
 
-def test_handlers_are_found_by_callable_name():
-    """Exact names, sanitised spellings (first by name when two collide), tool_ prefixes and hash suffixes
-    (8+ hex chars of sha256('client:<name>'), or the full digest and a counter) find their handler."""
-    import hashlib
+def test_handlers_are_found_by_the_declared_name_not_the_callable_name():
+    """A pending call's ``name`` (as declared) picks the handler; its callable name does not, nor does a
+    call without a name (host work, or a service that does not send one)."""
+    tools = tool_set({"get-x": lambda p: "x", "get_x": lambda p: "underscore"})
 
-    def digest(name: str) -> str:
-        return hashlib.sha256(f"client:{name}".encode()).hexdigest()
+    def found(**entry: Any) -> Any:
+        fn = tools.handler(PendingCall.parse({"id": "req_1", "method": "tool", **entry}))
+        return fn({}) if fn else None
 
-    handlers = {n: (lambda n=n: n) for n in ("plain", "get-x", "get.x", "9lives", "text", "__openclaw_y")}
-    found = {name: (fn() if (fn := handler_for(handlers, name)) else None) for name in [
-        "plain", "get_x", f"get_x_{digest('get.x')[:8]}", f"get_x_{digest('get-x')[:10]}", "tool_9lives",
-        f"text_{digest('text')[:8]}", f"text_{digest('text')}_2", "tool___openclaw_y",
-        f"text_{digest('text')[:6]}", "text_deadbeef", "nothing", None]}
-    assert found == {
-        "plain": "plain", "get_x": "get-x", f"get_x_{digest('get.x')[:8]}": "get.x",
-        f"get_x_{digest('get-x')[:10]}": "get-x", "tool_9lives": "9lives", f"text_{digest('text')[:8]}": "text",
-        f"text_{digest('text')}_2": "text", "tool___openclaw_y": "__openclaw_y",
-        f"text_{digest('text')[:6]}": None, "text_deadbeef": None, "nothing": None, None: None}
+    assert found(tool="get_x", name="get-x") == "x"
+    assert found(tool="get_x_1a2b3c4d", name="get_x") == "underscore"
+    assert found(tool="get_x") is None and found(tool="other", name="other") is None
 
 
 def test_a_base_url_without_scheme_is_refused_at_once():

@@ -23,7 +23,7 @@ def envelope(status: str, **fields: Any) -> dict[str, Any]:
 
 APPROVAL = {"id": "req_1", "method": "approval", "tool": "quote_shipping", "input": {"weight_kg": 2},
             "reason": "quote_shipping needs approval"}
-CLIENT_CALL = {"id": "req_2", "method": "tool", "tool": "lookup", "input": {"q": "x"}}
+CLIENT_CALL = {"id": "req_2", "method": "tool", "tool": "lookup", "name": "lookup", "input": {"q": "x"}}
 HOST_CALL = {"id": "req_3", "method": "tool", "tool": "slow_host_tool"}
 
 SCRIPT = [

@@ -33,13 +33,27 @@ def wait(client: TestClient, cell_id: str, results: list[dict[str, Any]], status
 
 
 def test_client_tool_call_parks_with_pending_call_and_input(client):
-    """Calling a client tool parks the cell: waiting/pending_tools with id, method, tool and input."""
+    """Calling a client tool parks the cell: waiting/pending_tools with id, method, tool, name and input."""
     env = exec_cell(client, 'return await get_weather({city: "Oslo"})')
     assert env["status"] == "waiting", env
     assert env["reason"] == "pending_tools"
     [call] = env["pending_tool_calls"]
     assert call["id"].startswith("req_")
-    assert call == {"id": call["id"], "method": "tool", "tool": "get_weather", "input": {"city": "Oslo"}}
+    assert call == {"id": call["id"], "method": "tool", "tool": "get_weather", "name": "get_weather",
+                    "input": {"city": "Oslo"}}
+    client.post(f"/v1/cells/{env['cell_id']}/cancel")
+
+
+def test_a_pending_client_call_names_the_tool_as_declared_beside_its_callable_name(client):
+    """`name` is the declared name, whatever spelling the guest global got (`tool`): a caller dispatches on it."""
+    env = exec_cell(client, "const cls = catalog.all().find(h => h.toolName === 'class').callableName;"
+                            "return await Promise.all([open_ticket({}), tool_9lives({}), globalThis[cls]({})])",
+                    tools=[{"name": "open-ticket"}, {"name": "9lives"}, {"name": "class"}])
+    assert env["status"] == "waiting", env
+    named = {call["name"]: call["tool"] for call in env["pending_tool_calls"]}
+    assert named.keys() == {"open-ticket", "9lives", "class"}, named
+    assert named["open-ticket"] == "open_ticket" and named["9lives"] == "tool_9lives"
+    assert re.fullmatch(r"class_[0-9a-f]{8}", named["class"]), named
     client.post(f"/v1/cells/{env['cell_id']}/cancel")
 
 
