@@ -20,7 +20,7 @@ from service.errors import InvalidRequest, WaitInProgress
 from service.settings import Settings
 
 from .background import BackgroundRun, LegStart, running_envelope
-from .cell import ABORT_MESSAGE, Cell
+from .cell import Cell
 from .events import EventLogs
 
 Guard = Callable[[Cell, Awaitable[dict[str, Any]]], Awaitable[dict[str, Any]]]
@@ -90,13 +90,9 @@ class BackgroundCells:
                 raise InvalidRequest(f"{field}: this background cell is running and asks nothing of the "
                                      f"caller now; wait without {field}", need_param=field)
             await run.until_stopped(timeout_ms / 1000)
-            return self._collect(run) if cell.final is not None else run.answer()
+            return self.collect(run) if cell.final is not None else run.answer()
         finally:
             run.waiter = False
-
-    async def cancel(self, run: BackgroundRun) -> dict[str, Any]:
-        await run.cell.cancel(ABORT_MESSAGE)
-        return self._collect(run)
 
     def ended(self, cell: Cell) -> bool:
         """The cell ended; True if it is a background cell (its slot stays held until collected)."""
@@ -107,7 +103,8 @@ class BackgroundCells:
         cell.requests.wake.set()  # a driver waiting for host work sees the end at once
         return True
 
-    def _collect(self, run: BackgroundRun) -> dict[str, Any]:
+    def collect(self, run: BackgroundRun) -> dict[str, Any]:
+        """The ended cell's final envelope, handed over once: its slot and event log are let go."""
         answer = run.answer()
         self._drop(run)
         return answer

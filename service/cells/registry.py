@@ -106,7 +106,7 @@ class CellRegistry:
                    if i in self._cells and now - self._cells[i].last_active > ttl
                    and not self._cells[i].wait_lock.locked()]
         for cell in expired:
-            await cell.cancel(f"cell expired after {ttl}s idle; start a new cell", EndReason.EXPIRED)
+            await self._stop(cell, f"cell expired after {ttl}s idle; start a new cell", EndReason.EXPIRED)
         return len(expired)
 
     # ---- limits ----------------------------------------------------------------------------------
@@ -305,12 +305,19 @@ class CellRegistry:
                 await cell.abandon()
             raise
 
-    async def cancel(self, cell_id: str, tenant: str) -> dict[str, Any]:
+    async def cancel(self, cell_id: str, tenant: str, trace_parent: TraceParent = None) -> dict[str, Any]:
         run = self.background.get(cell_id, tenant)
-        if run is not None:
-            return await self.background.cancel(run)
-        cell = self._get(cell_id, tenant)
-        return await cell.cancel(ABORT_MESSAGE)
+        cell = run.cell if run is not None else self._get(cell_id, tenant)
+        final = await self._stop(cell, ABORT_MESSAGE, EndReason.CANCELLED, trace_parent)
+        return self.background.collect(run) if run is not None else final
+
+    async def _stop(self, cell: Cell, message: str, reason: EndReason, trace_parent: TraceParent = None
+                    ) -> dict[str, Any]:
+        """Cancel or expire a cell.  One that is parked ends here, outside any leg: traced, this gets a
+        ``codemode.cell`` span of its own, so the cell's trace shows how it ended."""
+        if self.tracing.enabled and not cell.done and not cell.wait_lock.locked():
+            return await self._guarded(cell, cell.cancel(message, reason), trace_parent)
+        return await cell.cancel(message, reason)
 
     def status(self, cell_id: str, tenant: str) -> dict[str, Any]:
         run = self.background.get(cell_id, tenant)

@@ -135,9 +135,10 @@ async def wait_cell(cell_id: CellId, request: Request, body: WaitRequest | None 
     tags=["cells"],
     summary="Cancel a cell",
 )
-async def cancel_cell(cell_id: CellId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def cancel_cell(cell_id: CellId, request: Request) -> ORJSONResponse:
     """Abort a cell; answers its final envelope (``failed``, code ``aborted``)."""
-    return _envelope(await svc.cells.cancel(cell_id, key.tenant))
+    svc, key = _services_and_key(request)
+    return _envelope(await svc.cells.cancel(cell_id, key.tenant, svc.tracing.parent_from_scope(request.scope)))
 
 
 @router.get(

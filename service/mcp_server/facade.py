@@ -127,7 +127,7 @@ class McpFacade:
                 return await self._wait(key, args, trace_parent)
             if name == "cancel":
                 ref = _validated(_CellRef, args, ("cell_id",))
-                return _envelope_answer(await self.svc.cells.cancel(ref.cell_id, key.tenant))
+                return _envelope_answer(await self.svc.cells.cancel(ref.cell_id, key.tenant, trace_parent))
             if name == "search_tools":
                 return await self._search(key, args)
         except ServiceError as exc:

@@ -155,15 +155,46 @@ def test_malformed_traceparent_starts_a_new_trace(traced, header):
     assert leg.parent is None and leg.context.trace_id != int(TRACE_ID, 16)
 
 
-def test_cancelled_parked_cell_ends_its_pending_call_span(traced):
-    """A parked cell's still-running call ends with the cell: outcome ``cancelled``."""
+def test_a_cancelled_parked_cell_ends_its_trace_with_a_span_and_its_pending_call(traced):
+    """Cancelling a parked cell adds a last ``codemode.cell`` span (failed, ``aborted``), parented by the
+    cancel's ``traceparent``; the still-running call ends with the cell: outcome ``cancelled``."""
     client, exporter = traced
     env = run(client, "return (await echo({x: 1, delay: 30})).echo", timeout_ms=150)
     assert env["status"] == "waiting", env
-    assert client.post(f"/v1/cells/{env['cell_id']}/cancel").json()["code"] == "aborted"
-    (leg,), (call,) = _spans(exporter, env["cell_id"])
+    r = client.post(f"/v1/cells/{env['cell_id']}/cancel", headers={"traceparent": f"00-{TRACE_ID}-{WAIT_PARENT_ID}-01"})
+    assert r.json()["code"] == "aborted", r.text
+    (leg, ending), (call,) = _spans(exporter, env["cell_id"])
+    assert leg.attributes["codemode.status"] == "waiting"
+    assert (ending.attributes["codemode.status"], ending.attributes["codemode.code"]) == ("failed", "aborted")
+    assert ending.status.status_code is trace.StatusCode.ERROR
+    assert (ending.context.trace_id, ending.parent.span_id) == (int(TRACE_ID, 16), int(WAIT_PARENT_ID, 16))
     assert call.attributes["codemode.outcome"] == "cancelled"
     assert call.status.status_code is trace.StatusCode.ERROR
+
+
+def test_a_parked_cell_that_expires_ends_its_trace_with_a_span(tmp_path):
+    """An expired parked cell's last span joins its own trace (no request to take a parent from)."""
+    exporter = InMemorySpanExporter()
+    settings = Settings(workers=1, data_dir=str(tmp_path), cell_ttl_seconds=1).check()
+    services = build_components(settings, extra_tools=TEST_TOOLS, tracing=tracing_to(exporter))
+    with TestClient(create_app(settings, services)) as client:
+        env = run(client, "await yield_control('later'); return 1")
+        assert env["status"] == "waiting", env
+        poll_until(lambda: client.get(f"/v1/cells/{env['cell_id']}").json()["status"] == "failed", "the cell expires")
+    (leg, ending), _ = _spans(exporter, env["cell_id"])
+    assert (ending.attributes["codemode.status"], ending.attributes["codemode.code"]) == ("failed", "aborted")
+    assert ending.context.trace_id == leg.context.trace_id and ending.parent.span_id == leg.context.span_id
+
+
+def test_cancelling_a_cell_in_its_leg_adds_no_second_span(traced):
+    """A cell cancelled while its leg runs ends in that leg's span: the cancel adds none."""
+    client, exporter = traced
+    cell_id = client.post("/v1/exec", json={"code": "while (true) {}", "background": True,
+                                            "timeout_ms": 20000}).json()["cell_id"]
+    poll_until(lambda: client.get(f"/v1/cells/{cell_id}").json()["telemetry"]["legs"] == 1, "the leg runs")
+    assert client.post(f"/v1/cells/{cell_id}/cancel").json()["code"] == "aborted"
+    (leg,), _ = _spans(exporter, cell_id)
+    assert (leg.attributes["codemode.status"], leg.attributes["codemode.code"]) == ("failed", "aborted")
 
 
 def _tracing_calls_per_cell(tmp: Path, tracing: Tracing) -> int:
