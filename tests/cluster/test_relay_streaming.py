@@ -71,27 +71,34 @@ async def _setup() -> tuple[StreamingHolder, asyncio.Server, ReplicaRouting, dic
     return holder, server, routing, scope
 
 
+class Caller:
+    """The ASGI caller's side of the relay: what was sent to it, a chunk arrived, and whether it left."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.got_chunk = asyncio.Event()
+        self.left = asyncio.Event()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+        if message.get("body"):
+            self.got_chunk.set()
+
+    async def receive(self) -> dict[str, Any]:
+        await self.left.wait()
+        return {"type": "http.disconnect"}
+
+
 async def test_chunks_reach_the_caller_as_the_holder_sends_them():
     """Each chunk is passed on before the holder sends the next; the caller's headers reach the holder."""
     holder, server, routing, scope = await _setup()
-    sent: list[dict[str, Any]] = []
-    got_chunk = asyncio.Event()
-    left = asyncio.Event()
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-        if message.get("body"):
-            got_chunk.set()
-
-    async def receive() -> dict[str, Any]:
-        await left.wait()
-        return {"type": "http.disconnect"}
-
-    relay = asyncio.ensure_future(routing(scope, receive, send))
+    caller = Caller()
+    sent = caller.sent
+    relay = asyncio.ensure_future(routing(scope, caller.receive, caller.send))
     for chunk in (b"event: output\n\n", b"event: status\n\n"):
-        got_chunk.clear()
+        caller.got_chunk.clear()
         await holder.release.put(chunk)
-        await asyncio.wait_for(got_chunk.wait(), 10)
+        await asyncio.wait_for(caller.got_chunk.wait(), 10)
         assert sent[-1]["body"] == chunk and sent[-1]["more_body"] is True
     await holder.release.put(None)
     await asyncio.wait_for(relay, 10)
@@ -108,21 +115,11 @@ async def test_chunks_reach_the_caller_as_the_holder_sends_them():
 async def test_a_caller_who_leaves_stops_the_relay():
     """When the caller disconnects mid-stream the relay returns and its connection to the holder closes."""
     holder, server, routing, scope = await _setup()
-    got_chunk = asyncio.Event()
-    left = asyncio.Event()
-
-    async def send(message: dict[str, Any]) -> None:
-        if message.get("body"):
-            got_chunk.set()
-
-    async def receive() -> dict[str, Any]:
-        await left.wait()
-        return {"type": "http.disconnect"}
-
-    relay = asyncio.ensure_future(routing(scope, receive, send))
+    caller = Caller()
+    relay = asyncio.ensure_future(routing(scope, caller.receive, caller.send))
     await holder.release.put(b"event: output\n\n")
-    await asyncio.wait_for(got_chunk.wait(), 10)
-    left.set()
+    await asyncio.wait_for(caller.got_chunk.wait(), 10)
+    caller.left.set()
     await asyncio.wait_for(relay, 10)
     await asyncio.wait_for(holder.closed.wait(), 10)
     await routing.replica.peers.close()
