@@ -31,13 +31,21 @@ EXEC_BODY = {"code": "return 1"}
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    p.add_argument("--client", choices=("auto", "wrk", "python"), default="auto",
-                   help="HTTP load generator (auto: wrk when installed, else the Python client)")
+    p.add_argument(
+        "--client",
+        choices=("auto", "wrk", "python"),
+        default="auto",
+        help="HTTP load generator (auto: wrk when installed, else the Python client)",
+    )
     p.add_argument("--seconds", type=float, default=4.0, help="duration of each HTTP load phase")
     p.add_argument("--workers", type=int, default=4, help="CODEMODE_WORKERS of the served service")
     p.add_argument("--round-trips", type=int, default=1000, help="host round trips per kind in figure 2")
-    p.add_argument("--ratio-rounds", type=int, default=3,
-                   help="alternating codemode / bare rounds at concurrency 16 behind the throughput ratio")
+    p.add_argument(
+        "--ratio-rounds",
+        type=int,
+        default=3,
+        help="alternating codemode / bare rounds at concurrency 16 behind the throughput ratio",
+    )
     p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results.json"))
     return p
 
@@ -52,7 +60,8 @@ def _http_figures(server: Server, client: str, seconds: float) -> dict[str, Any]
     span = t1 - t0
     n = max(1, c16.requests)
     return {
-        "c1": c1.as_dict(), "c16": c16.as_dict(),
+        "c1": c1.as_dict(),
+        "c16": c16.as_dict(),
         # During the c16 phase: the uvicorn process and its live worker children (workers recycled
         # mid-phase take their CPU with them, so the workers' figure is a lower bound).
         "server_cpu_pct": 100 * (cpu1[0] - cpu0[0]) / span,
@@ -113,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench: load generator = {client}; {os.cpu_count()} CPUs; running (about a minute)...", flush=True)
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-        "client": client, "seconds_per_phase": args.seconds, "service_workers": args.workers,
+        "client": client,
+        "seconds_per_phase": args.seconds,
+        "service_workers": args.workers,
         "loadavg_before": _loadavg(),
     }
     with codemode_server(args.workers) as svc, bare_server() as bare:

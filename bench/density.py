@@ -18,8 +18,10 @@ import httpx
 from .servers import Server, codemode_server, descendants
 
 #: Each cell keeps an id and a 1 KiB string of its own in its heap; the resume returns both.
-PARK = ("globalThis.state = {{id: {n}, tag: 'cell-{n}-'.padEnd(1024, 'x')}}; await yield_control('park'); "
-        "return [state.id, state.tag.length, state.tag.startsWith('cell-{n}-')]")
+PARK = (
+    "globalThis.state = {{id: {n}, tag: 'cell-{n}-'.padEnd(1024, 'x')}}; await yield_control('park'); "
+    "return [state.id, state.tag.length, state.tag.startsWith('cell-{n}-')]"
+)
 STEPS = (256, 1000)
 #: The default of ``worker_max_runtimes`` (the bench runs with default settings).
 RUNTIMES_PER_PROCESS = 64
@@ -108,7 +110,8 @@ def run_density(workers: int = 4) -> dict[str, Any]:
             _settle(client)
             mib, nworkers = total_pss_mib(server)
             out["steps"][str(target)] = {
-                "pss_mib": mib, "processes": nworkers + 1,
+                "pss_mib": mib,
+                "processes": nworkers + 1,
                 "pss_per_parked_kib": (mib - base_mib) * 1024 / target,
             }
         out["spawned_while_parking"] = _metric(client, "codemode_workers_spawned") - spawned_before

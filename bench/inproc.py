@@ -32,8 +32,7 @@ class CellRunner:
 
     async def run(self, code: str, *, memory_limit_bytes: int | None = None) -> tuple[Any, float]:
         """The completed cell's value and its host wall time in ms (raises if it did not complete)."""
-        limits = self.svc.cells.limits(timeout_ms=60000, memory_limit_bytes=memory_limit_bytes,
-                                       max_output_bytes=None)
+        limits = self.svc.cells.limits(timeout_ms=60000, memory_limit_bytes=memory_limit_bytes, max_output_bytes=None)
         t0 = time.perf_counter()
         env = await self.svc.cells.exec(CellSpec(code=code, tenant=LOCAL_TENANT, limits=limits, headless=True))
         wall = (time.perf_counter() - t0) * 1000
@@ -71,13 +70,16 @@ return {ms, length: JSON.stringify(v).length};
 
 
 def _guest_parse_code(rows: int) -> str:
-    return BIG_JS_BUILDER + f"""
+    return (
+        BIG_JS_BUILDER
+        + f"""
 const text = JSON.stringify(makeBig({rows}));
 const t = Date.now();
 const v = JSON.parse(text);
 const ms = Date.now() - t;
 return {{ms, length: text.length, rows: v.length}};
 """
+    )
 
 
 SMALL_TOOL_CODE = """
@@ -98,11 +100,19 @@ return {{ms: Date.now() - t, total}};
 
 async def _figures(tmp: str, *, n_round_trips: int, repeats: int, pages: int) -> dict[str, Any]:
     tools = BenchTools()
-    settings = Settings().replace(
-        data_dir=tmp, workers=2, log_level="warning", max_snapshot_bytes=INBOX_BYTES,
-        # Room for N calls in flight at once and 2N calls per cell; the defaults are 128 and 200.
-        max_pending_requests=max(128, n_round_trips), max_calls_per_cell=max(200, 2 * n_round_trips + 10),
-    ).check()
+    settings = (
+        Settings()
+        .replace(
+            data_dir=tmp,
+            workers=2,
+            log_level="warning",
+            max_snapshot_bytes=INBOX_BYTES,
+            # Room for N calls in flight at once and 2N calls per cell; the defaults are 128 and 200.
+            max_pending_requests=max(128, n_round_trips),
+            max_calls_per_cell=max(200, 2 * n_round_trips + 10),
+        )
+        .check()
+    )
     svc = build_components(settings, extra_tools=tools.specs())
     await svc.start()
     try:
@@ -142,8 +152,14 @@ async def _figures(tmp: str, *, n_round_trips: int, repeats: int, pages: int) ->
 
         v, wall = await runner.run(_pages_code(pages))
         assert v["total"] == pages * PAGE_BYTES, v
-        paging = {"pages": pages, "page_bytes": PAGE_BYTES, "inbox_bytes": INBOX_BYTES,
-                  "guest_ms": v["ms"], "cell_wall_ms": wall, "per_page_ms": v["ms"] / pages}
+        paging = {
+            "pages": pages,
+            "page_bytes": PAGE_BYTES,
+            "inbox_bytes": INBOX_BYTES,
+            "guest_ms": v["ms"],
+            "cell_wall_ms": wall,
+            "per_page_ms": v["ms"] / pages,
+        }
     finally:
         await svc.close()
     return {"round_trip_us": round_trip, "round_trips": n_round_trips, "big_reply": big, "paging": paging}

@@ -72,7 +72,10 @@ def run_wrk(url: str, body: dict[str, Any], concurrency: int, seconds: float) ->
         out = subprocess.run(
             ["wrk", "-t1", f"-c{concurrency}", f"-d{max(1, round(seconds))}s", "--timeout", "10s", "-s", script, url],
             env={**os.environ, "BENCH_BODY": orjson.dumps(body).decode()},
-            capture_output=True, text=True, check=True, timeout=seconds + 30,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=seconds + 30,
         ).stdout
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
@@ -81,9 +84,18 @@ def run_wrk(url: str, body: dict[str, Any], concurrency: int, seconds: float) ->
     requests, duration_us, p50_us, p99_us, p999_us, bad, sock_err = (int(x) for x in line.split()[1:])
     secs = duration_us / 1e6
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return LoadResult("wrk", concurrency, requests, secs, p50_us / 1000, p99_us / 1000, p999_us / 1000,
-                      requests / secs,
-                      bad + sock_err, 100 * cpu / secs)
+    return LoadResult(
+        "wrk",
+        concurrency,
+        requests,
+        secs,
+        p50_us / 1000,
+        p99_us / 1000,
+        p999_us / 1000,
+        requests / secs,
+        bad + sock_err,
+        100 * cpu / secs,
+    )
 
 
 async def _connection(host: str, port: int, request: bytes, deadline: float, lat: list[float], bad: list[int]) -> None:
@@ -110,8 +122,10 @@ def run_python(url: str, body: dict[str, Any], concurrency: int, seconds: float)
     hostport, path = rest.split("/", 1)
     host, port = hostport.split(":")
     data = orjson.dumps(body)
-    request = (f"POST /{path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\n"
-               f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+    request = (
+        f"POST /{path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\n\r\n"
+    ).encode() + data
     lat: list[float] = []
     bad = [0]
 
@@ -127,7 +141,9 @@ def run_python(url: str, body: dict[str, Any], concurrency: int, seconds: float)
     lat.sort()
     n = len(lat)
     pct = (lambda q: lat[min(n - 1, int(q * n))] * 1000) if n else (lambda q: float("nan"))
-    return LoadResult("python", concurrency, n, secs, pct(0.50), pct(0.99), pct(0.999), n / secs, bad[0], 100 * cpu / secs)
+    return LoadResult(
+        "python", concurrency, n, secs, pct(0.50), pct(0.99), pct(0.999), n / secs, bad[0], 100 * cpu / secs
+    )
 
 
 def run_load(kind: str, url: str, body: dict[str, Any], concurrency: int, seconds: float) -> LoadResult:

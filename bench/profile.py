@@ -33,8 +33,10 @@ def _drive(port: int, client: str, concurrency: int, seconds: float) -> None:
                 break
         except httpx.HTTPError:
             time.sleep(0.1)
-    code = ("from bench.load import run_load; "
-            f"print(run_load({client!r}, {base + '/v1/exec'!r}, {{'code': 'return 1'}}, {concurrency}, {seconds}))")
+    code = (
+        "from bench.load import run_load; "
+        f"print(run_load({client!r}, {base + '/v1/exec'!r}, {{'code': 'return 1'}}, {concurrency}, {seconds}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     print(out.stdout.strip(), file=sys.stderr)
 
@@ -48,9 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--dump", help="also write the raw pstats file here")
     p.add_argument("--sort", default="tottime")
-    p.add_argument("--wall", action="store_true",
-                   help="profile wall time (default: CPU time of the event-loop thread, which leaves out "
-                        "time lost to preemption by workers and other processes on a small machine)")
+    p.add_argument(
+        "--wall",
+        action="store_true",
+        help="profile wall time (default: CPU time of the event-loop thread, which leaves out "
+        "time lost to preemption by workers and other processes on a small machine)",
+    )
     args = p.parse_args(argv)
 
     import uvicorn
@@ -61,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="codemode-bench-profile-") as tmp:
         settings = Settings().replace(data_dir=tmp, workers=args.workers, port=port, log_level="warning").check()
-        server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                              log_level="warning"))
+        server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
         profiler = cProfile.Profile() if args.wall else cProfile.Profile(time.thread_time)
 
         def load_then_stop() -> None:

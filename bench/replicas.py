@@ -72,15 +72,21 @@ def _wait_costs(cluster: Cluster, waits: int) -> dict[str, float]:
                 (local if base == holder else relayed).append(ms)
         http.post(f"{holder}/v1/cells/{cell['cell_id']}/cancel")
     local_ms, relayed_ms = statistics.median(local), statistics.median(relayed)
-    return {"local_wait_p50_ms": local_ms, "relayed_wait_p50_ms": relayed_ms, "ratio": relayed_ms / local_ms,
-            "relay_cost_ms": relayed_ms - local_ms}
+    return {
+        "local_wait_p50_ms": local_ms,
+        "relayed_wait_p50_ms": relayed_ms,
+        "ratio": relayed_ms / local_ms,
+        "relay_cost_ms": relayed_ms - local_ms,
+    }
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     client = args.client if args.client != "auto" else ("wrk" if wrk_available() else "python")
-    print(f"bench replicas: {os.cpu_count()} CPUs, {args.workers} workers per replica, load generator {client}",
-          flush=True)
+    print(
+        f"bench replicas: {os.cpu_count()} CPUs, {args.workers} workers per replica, load generator {client}",
+        flush=True,
+    )
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="codemode-bench-replicas-") as tmp:
         for n in (1, 3):
@@ -90,9 +96,13 @@ def main(argv: list[str]) -> int:
                     figures["waits"] = _wait_costs(cluster, args.waits)
     for n in (1, 3):
         f = figures[n]
-        print(f"  {n} replica{'s' if n > 1 else ' '} through HAProxy, exec c16: {f['rps']:7.0f} req/s   "
-              f"p50 {f['p50_ms']:6.2f} ms   p99 {f['p99_ms']:6.2f} ms   bad {f['bad']}")
+        print(
+            f"  {n} replica{'s' if n > 1 else ' '} through HAProxy, exec c16: {f['rps']:7.0f} req/s   "
+            f"p50 {f['p50_ms']:6.2f} ms   p99 {f['p99_ms']:6.2f} ms   bad {f['bad']}"
+        )
     w = figures["waits"]
-    print(f"  wait on the holder: p50 {w['local_wait_p50_ms']:.2f} ms; relayed through another replica: "
-          f"p50 {w['relayed_wait_p50_ms']:.2f} ms; ratio {w['ratio']:.2f} (+{w['relay_cost_ms']:.2f} ms)")
+    print(
+        f"  wait on the holder: p50 {w['local_wait_p50_ms']:.2f} ms; relayed through another replica: "
+        f"p50 {w['relayed_wait_p50_ms']:.2f} ms; ratio {w['ratio']:.2f} (+{w['relay_cost_ms']:.2f} ms)"
+    )
     return 0

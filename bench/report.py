@@ -34,31 +34,59 @@ def render(r: dict[str, Any]) -> str:
     for label, fig in (("codemode return 1", cm), ("bare FastAPI route", bare)):
         c1, c16 = fig["c1"], fig["c16"]
         is_cm = fig is cm
-        add(f"1. {label}: p50 / p99 / p99.9 @1", _tail(c1),
-            f"p50 <= {TARGET_P50_MS} ms" if is_cm else "", _verdict(c1["p50_ms"] <= TARGET_P50_MS) if is_cm else "")
+        add(
+            f"1. {label}: p50 / p99 / p99.9 @1",
+            _tail(c1),
+            f"p50 <= {TARGET_P50_MS} ms" if is_cm else "",
+            _verdict(c1["p50_ms"] <= TARGET_P50_MS) if is_cm else "",
+        )
         tail = c16["p99_ms"] / c16["p50_ms"]
-        add(f"   {label}: p50 / p99 / p99.9 @16", _tail(c16),
-            f"p99 <= {TARGET_TAIL} x p50" if is_cm else "", f"{_verdict(tail <= TARGET_TAIL)} ({tail:.2f}x)" if is_cm else "")
+        add(
+            f"   {label}: p50 / p99 / p99.9 @16",
+            _tail(c16),
+            f"p99 <= {TARGET_TAIL} x p50" if is_cm else "",
+            f"{_verdict(tail <= TARGET_TAIL)} ({tail:.2f}x)" if is_cm else "",
+        )
         add(f"   {label}: req/s @1", f"{c1['rps']:.0f}")
-        add(f"   {label}: req/s @16", f"{c16['rps']:.0f}",
-            f">= {TARGET_CELLS_PER_S}" if is_cm else "", _verdict(c16["rps"] >= TARGET_CELLS_PER_S) if is_cm else "")
-        add(f"   {label}: CPU @16 server / workers / client",
-            f"{fig['server_cpu_pct']:.0f}% / {fig['workers_cpu_pct']:.0f}% / {c16['client_cpu_pct']:.0f}% of a core")
-        add(f"   {label}: CPU per request server / workers",
-            f"{fig['server_cpu_ms_per_req']:.2f} / {fig['workers_cpu_ms_per_req']:.2f} ms")
+        add(
+            f"   {label}: req/s @16",
+            f"{c16['rps']:.0f}",
+            f">= {TARGET_CELLS_PER_S}" if is_cm else "",
+            _verdict(c16["rps"] >= TARGET_CELLS_PER_S) if is_cm else "",
+        )
+        add(
+            f"   {label}: CPU @16 server / workers / client",
+            f"{fig['server_cpu_pct']:.0f}% / {fig['workers_cpu_pct']:.0f}% / {c16['client_cpu_pct']:.0f}% of a core",
+        )
+        add(
+            f"   {label}: CPU per request server / workers",
+            f"{fig['server_cpu_ms_per_req']:.2f} / {fig['workers_cpu_ms_per_req']:.2f} ms",
+        )
         bad = c1["bad"] + c16["bad"]
-        add(f"   {label}: requests (bad answers)", f"{c1['requests'] + c16['requests']} ({bad})", "0 bad",
-            _verdict(bad == 0))
+        add(
+            f"   {label}: requests (bad answers)",
+            f"{c1['requests'] + c16['requests']} ({bad})",
+            "0 bad",
+            _verdict(bad == 0),
+        )
     ratio = cm["c16"]["rps"] / bare["c16"]["rps"]
     if "ratio" in r:  # alternating rounds: the figure the target is judged on
         add("   cells/s / bare req/s @16, the phases above", f"{ratio:.2f}")
         rounds = r["ratio"]["ratios"]
         ratio = r["ratio"]["median"]
-        add(f"   cells/s / bare req/s @16, median of {len(rounds)} alternating rounds",
-            f"{ratio:.2f} (rounds: {', '.join(f'{x:.2f}' for x in rounds)})", f">= {TARGET_BARE_RATIO}",
-            _verdict(ratio >= TARGET_BARE_RATIO))
+        add(
+            f"   cells/s / bare req/s @16, median of {len(rounds)} alternating rounds",
+            f"{ratio:.2f} (rounds: {', '.join(f'{x:.2f}' for x in rounds)})",
+            f">= {TARGET_BARE_RATIO}",
+            _verdict(ratio >= TARGET_BARE_RATIO),
+        )
     else:
-        add("   cells/s / bare req/s @16", f"{ratio:.2f}", f">= {TARGET_BARE_RATIO}", _verdict(ratio >= TARGET_BARE_RATIO))
+        add(
+            "   cells/s / bare req/s @16",
+            f"{ratio:.2f}",
+            f">= {TARGET_BARE_RATIO}",
+            _verdict(ratio >= TARGET_BARE_RATIO),
+        )
 
     rt = ip["round_trip_us"]
     n = ip["round_trips"]
@@ -72,12 +100,20 @@ def render(r: dict[str, Any]) -> str:
     add(f"3. {mib:.1f} MiB tool reply into the guest", f"{big['tool_reply_ms']:.0f} ms (guest clock)")
     add("   guest JSON.parse of the same text", f"{big['guest_parse_ms']:.0f} ms")
     add("   small tool reply (baseline)", f"{big['small_reply_ms']:.0f} ms")
-    add("   tool reply / guest JSON.parse", f"{big['ratio']:.2f}x", f"<= {TARGET_BIG_RATIO}x",
-        _verdict(big["ratio"] <= TARGET_BIG_RATIO))
+    add(
+        "   tool reply / guest JSON.parse",
+        f"{big['ratio']:.2f}x",
+        f"<= {TARGET_BIG_RATIO}x",
+        _verdict(big["ratio"] <= TARGET_BIG_RATIO),
+    )
 
     pg = ip["paging"]
-    add(f"4. {pg['pages']} x {pg['page_bytes'] // 1024} KiB pages, {pg['inbox_bytes'] // (1024 * 1024)} MiB inbox",
-        f"{pg['guest_ms']:.0f} ms total, {pg['per_page_ms']:.2f} ms/page", "all pages arrive", "ok")
+    add(
+        f"4. {pg['pages']} x {pg['page_bytes'] // 1024} KiB pages, {pg['inbox_bytes'] // (1024 * 1024)} MiB inbox",
+        f"{pg['guest_ms']:.0f} ms total, {pg['per_page_ms']:.2f} ms/page",
+        "all pages arrive",
+        "ok",
+    )
 
     if "density" in r:
         rows.extend(density_rows(r["density"], number="5."))
@@ -87,10 +123,13 @@ def render(r: dict[str, Any]) -> str:
     widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
     line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
     head = line(("figure", "measured", "target", ""))
-    out = [f"load generator: {r['client']} ({r['seconds_per_phase']:.0f} s per phase); "
-           f"service workers: {r['service_workers']}; CPUs: {r['machine']['cpus']}; "
-           f"load average before/after: {r['loadavg_before']:.1f}/{r['loadavg_after']:.1f} (other processes skew figures)",
-           head, "-" * len(head)]
+    out = [
+        f"load generator: {r['client']} ({r['seconds_per_phase']:.0f} s per phase); "
+        f"service workers: {r['service_workers']}; CPUs: {r['machine']['cpus']}; "
+        f"load average before/after: {r['loadavg_before']:.1f}/{r['loadavg_after']:.1f} (other processes skew figures)",
+        head,
+        "-" * len(head),
+    ]
     out += [line(row) for row in rows]
     return "\n".join(out)
 
@@ -99,32 +138,77 @@ def density_rows(d: dict[str, Any], number: str = "") -> list[tuple[str, str, st
     rows: list[tuple[str, str, str, str]] = []
     pad = " " * len(number)
     base = d["baseline"]
-    rows.append((f"{number} PSS, service + workers, 0 parked", f"{base['pss_mib']:.0f} MiB ({base['processes']} processes)",
-                 "", ""))
+    rows.append(
+        (
+            f"{number} PSS, service + workers, 0 parked",
+            f"{base['pss_mib']:.0f} MiB ({base['processes']} processes)",
+            "",
+            "",
+        )
+    )
     for count, step in d["steps"].items():
         target = TARGET_PARKED_PSS_MIB.get(count)
-        rows.append((f"{pad} PSS, service + workers, {count} parked",
-                     f"{step['pss_mib']:.0f} MiB ({step['processes']} processes)",
-                     f"<= {target} MiB" if target else "", _verdict(step["pss_mib"] <= target) if target else ""))
+        rows.append(
+            (
+                f"{pad} PSS, service + workers, {count} parked",
+                f"{step['pss_mib']:.0f} MiB ({step['processes']} processes)",
+                f"<= {target} MiB" if target else "",
+                _verdict(step["pss_mib"] <= target) if target else "",
+            )
+        )
         rows.append((f"{pad} PSS per parked cell ({count})", f"{step['pss_per_parked_kib']:.0f} KiB", "", ""))
     # Parking itself starts nothing; a new cell that finds its tenant's processes full takes a warm
     # fresh one, and the pool starts that one's replacement in the background.
     most = -(-max(int(k) for k in d["steps"]) // d["runtimes_per_process"])
-    rows.append((f"{pad} processes started while parking (off the request path)", f"{d['spawned_while_parking']:.0f}",
-                 f"<= {most} (1 per {d['runtimes_per_process']} runtimes)",
-                 _verdict(d["spawned_while_parking"] <= most)))
-    rows.append((f"{pad} park (exec that parks): p50 / p99",
-                 f"{d['park']['p50_ms']:.2f} / {d['park']['p99_ms']:.2f} ms", "", ""))
-    rows.append((f"{pad} resume (wait to completion): p50 / p99",
-                 f"{d['resume']['p50_ms']:.2f} / {d['resume']['p99_ms']:.2f} ms", "", ""))
-    rows.append((f"{pad} cells resumed with their own state", f"{d['resumed'] - d['resumed_wrong']} / {d['resumed']}",
-                 "all", _verdict(d["resumed_wrong"] == 0)))
+    rows.append(
+        (
+            f"{pad} processes started while parking (off the request path)",
+            f"{d['spawned_while_parking']:.0f}",
+            f"<= {most} (1 per {d['runtimes_per_process']} runtimes)",
+            _verdict(d["spawned_while_parking"] <= most),
+        )
+    )
+    rows.append(
+        (
+            f"{pad} park (exec that parks): p50 / p99",
+            f"{d['park']['p50_ms']:.2f} / {d['park']['p99_ms']:.2f} ms",
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            f"{pad} resume (wait to completion): p50 / p99",
+            f"{d['resume']['p50_ms']:.2f} / {d['resume']['p99_ms']:.2f} ms",
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            f"{pad} cells resumed with their own state",
+            f"{d['resumed'] - d['resumed_wrong']} / {d['resumed']}",
+            "all",
+            _verdict(d["resumed_wrong"] == 0),
+        )
+    )
     none, parked = d["new_cell_beside_none"], d["new_cell_beside_parked"]
-    rows.append((f"{pad} new cell p50 at the client: beside 0 / beside {parked['parked']} parked",
-                 f"{none['p50_ms']:.2f} / {parked['p50_ms']:.2f} ms", "", ""))
-    rows.append((f"{pad} new cell p50 in the service (leg): beside 0 / beside {parked['parked']} parked",
-                 f"{none['leg_p50_ms']:.2f} / {parked['leg_p50_ms']:.2f} ms", "about equal",
-                 _verdict(parked["leg_p50_ms"] <= 1.25 * none["leg_p50_ms"] + 0.1)))
+    rows.append(
+        (
+            f"{pad} new cell p50 at the client: beside 0 / beside {parked['parked']} parked",
+            f"{none['p50_ms']:.2f} / {parked['p50_ms']:.2f} ms",
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            f"{pad} new cell p50 in the service (leg): beside 0 / beside {parked['parked']} parked",
+            f"{none['leg_p50_ms']:.2f} / {parked['leg_p50_ms']:.2f} ms",
+            "about equal",
+            _verdict(parked["leg_p50_ms"] <= 1.25 * none["leg_p50_ms"] + 0.1),
+        )
+    )
     return rows
 
 
@@ -142,8 +226,20 @@ def tracing_rows(t: dict[str, Any], number: str = "") -> list[tuple[str, str, st
     rows = []
     for i, name in enumerate(TRACING_CELLS):
         f = t[name]
-        rows.append((f"{number if i == 0 else pad} in-process {name}: cells/s, tracing {modes}",
-                     " / ".join(f"{f[m]['cells_per_s']:.0f}" for m in TRACING_MODES), "", ""))
-        rows.append((f"{pad}    service CPU per cell (us), tracing {modes}",
-                     " / ".join(f"{f[m]['cpu_us_per_cell']:.0f}" for m in TRACING_MODES), "", ""))
+        rows.append(
+            (
+                f"{number if i == 0 else pad} in-process {name}: cells/s, tracing {modes}",
+                " / ".join(f"{f[m]['cells_per_s']:.0f}" for m in TRACING_MODES),
+                "",
+                "",
+            )
+        )
+        rows.append(
+            (
+                f"{pad}    service CPU per cell (us), tracing {modes}",
+                " / ".join(f"{f[m]['cpu_us_per_cell']:.0f}" for m in TRACING_MODES),
+                "",
+                "",
+            )
+        )
     return rows

@@ -105,8 +105,13 @@ class Server:
         full_env["PYTHONPATH"] = root + os.pathsep + full_env.get("PYTHONPATH", "")
         self.log_path = Path(self.tmp) / "server.log"
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, *argv, "--port", str(self.port)], env=full_env, cwd=root,
-                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, *argv, "--port", str(self.port)],
+            env=full_env,
+            cwd=root,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         self.base = f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout_s: float = 30.0) -> None:
@@ -150,8 +155,11 @@ class Server:
 
 
 def codemode_server(workers: int, env: dict[str, str] | None = None) -> Server:
-    return Server("codemode", ["-m", "service.cli", "serve", "--log-level", "warning"],
-                  env={"CODEMODE_WORKERS": str(workers), **(env or {})})
+    return Server(
+        "codemode",
+        ["-m", "service.cli", "serve", "--log-level", "warning"],
+        env={"CODEMODE_WORKERS": str(workers), **(env or {})},
+    )
 
 
 def bare_server() -> Server:

@@ -77,8 +77,15 @@ def _mix(skip: tuple[str, ...]) -> list[Any]:
     return [c for c in soak_cases() if not (skip and c.id.startswith(skip))]
 
 
-async def _hostile_loop(http: httpx.AsyncClient, tenant: str, deadline: float, stats: TenantStats,
-                        start: int, server: LiveServer, cases: list[Any]) -> None:
+async def _hostile_loop(
+    http: httpx.AsyncClient,
+    tenant: str,
+    deadline: float,
+    stats: TenantStats,
+    start: int,
+    server: LiveServer,
+    cases: list[Any],
+) -> None:
     for case in itertools.islice(itertools.cycle(cases), start, None):
         if time.monotonic() >= deadline:
             return
@@ -120,8 +127,9 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:8.1f}"
 
 
-def run_soak(seconds: float = 30.0, workers: int = 4, benign_loops: int = 2, hostile: bool = True,
-             skip: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_soak(
+    seconds: float = 30.0, workers: int = 4, benign_loops: int = 2, hostile: bool = True, skip: tuple[str, ...] = ()
+) -> dict[str, Any]:
     cases = _mix(skip) if hostile else []
     tmp = Path(tempfile.mkdtemp(prefix="codemode-soak-"))
     server = LiveServer(tmp, workers=workers)
@@ -141,36 +149,57 @@ def run_soak(seconds: float = 30.0, workers: int = 4, benign_loops: int = 2, hos
     finally:
         server.stop()
     health = [lat for _, lat in probe.samples]
-    return {"seconds": elapsed, "stats": stats, "rss_start": rss_start, "rss_end": rss_end, "alive": alive,
-            "healthz": health, "healthz_failures": probe.failures, "cases": [c.id for c in cases],
-            "hostile": hostile, "workers": workers}
+    return {
+        "seconds": elapsed,
+        "stats": stats,
+        "rss_start": rss_start,
+        "rss_end": rss_end,
+        "alive": alive,
+        "healthz": health,
+        "healthz_failures": probe.failures,
+        "cases": [c.id for c in cases],
+        "hostile": hostile,
+        "workers": workers,
+    }
 
 
 def render(result: dict[str, Any]) -> str:
     stats: dict[str, TenantStats] = result["stats"]
-    lines = [f"soak: {result['seconds']:.1f} s, 4 tenants, {result['workers']} workers; hostile mix "
-             f"({len(result['cases'])} cases): {'on' if result['hostile'] else 'off'}", "",
-             "tenant   benign      p50 ms   p99 ms   max ms  benign-bad  hostile-runs  hostile-violations"]
+    lines = [
+        f"soak: {result['seconds']:.1f} s, 4 tenants, {result['workers']} workers; hostile mix "
+        f"({len(result['cases'])} cases): {'on' if result['hostile'] else 'off'}",
+        "",
+        "tenant   benign      p50 ms   p99 ms   max ms  benign-bad  hostile-runs  hostile-violations",
+    ]
     total = Counter[int]()
     for tenant, s in stats.items():
         lat = s.latencies
         total.update(s.statuses)
-        lines.append(f"{tenant:8} {len(lat):6}  {_ms(percentile(lat, 0.5))} {_ms(percentile(lat, 0.99))} "
-                     f"{_ms(max(lat, default=float('nan')))}  {sum(s.benign_bad.values()):10}  {s.hostile_runs:12}  "
-                     f"{sum(s.hostile_violations.values()):18}")
+        lines.append(
+            f"{tenant:8} {len(lat):6}  {_ms(percentile(lat, 0.5))} {_ms(percentile(lat, 0.99))} "
+            f"{_ms(max(lat, default=float('nan')))}  {sum(s.benign_bad.values()):10}  {s.hostile_runs:12}  "
+            f"{sum(s.hostile_violations.values()):18}"
+        )
     five = sum(n for status, n in total.items() if status >= 500)
     unanswered = sum(s.unanswered for s in stats.values())
-    lines += ["", f"HTTP statuses: {dict(sorted(total.items()))}",
-              f"5xx answers: {five}" + ("" if five == 0 else "   <-- must be 0"),
-              f"requests without an answer (timeout/connection lost): {unanswered}"
-              + ("" if unanswered == 0 else "   <-- must be 0")]
+    lines += [
+        "",
+        f"HTTP statuses: {dict(sorted(total.items()))}",
+        f"5xx answers: {five}" + ("" if five == 0 else "   <-- must be 0"),
+        f"requests without an answer (timeout/connection lost): {unanswered}"
+        + ("" if unanswered == 0 else "   <-- must be 0"),
+    ]
     health = result["healthz"]
-    lines.append(f"/healthz: {len(health)} probes, p50 {percentile(health, 0.5) * 1000:.1f} ms, "
-                 f"p99 {percentile(health, 0.99) * 1000:.1f} ms, max {max(health, default=0) * 1000:.0f} ms, "
-                 f"failed probes {result['healthz_failures']}")
+    lines.append(
+        f"/healthz: {len(health)} probes, p50 {percentile(health, 0.5) * 1000:.1f} ms, "
+        f"p99 {percentile(health, 0.99) * 1000:.1f} ms, max {max(health, default=0) * 1000:.0f} ms, "
+        f"failed probes {result['healthz_failures']}"
+    )
     (s0, w0), (s1, w1) = result["rss_start"], result["rss_end"]
-    lines.append(f"RSS service {s0 / MiB:.0f} -> {s1 / MiB:.0f} MiB ({(s1 - s0) / MiB:+.0f}); workers {w0 / MiB:.0f} -> "
-                 f"{w1 / MiB:.0f} MiB ({(w1 - w0) / MiB:+.0f}); total {(s1 + w1 - s0 - w0) / MiB:+.0f} MiB")
+    lines.append(
+        f"RSS service {s0 / MiB:.0f} -> {s1 / MiB:.0f} MiB ({(s1 - s0) / MiB:+.0f}); workers {w0 / MiB:.0f} -> "
+        f"{w1 / MiB:.0f} MiB ({(w1 - w0) / MiB:+.0f}); total {(s1 + w1 - s0 - w0) / MiB:+.0f} MiB"
+    )
     lines.append(f"service answered /healthz after the run: {result['alive']}")
     bad = Counter[str]()
     violations = Counter[str]()
@@ -180,8 +209,10 @@ def render(result: dict[str, Any]) -> str:
     if bad:
         lines.append("benign failures: " + ", ".join(f"{k} x{n}" for k, n in bad.most_common(8)))
     if violations:
-        lines.append("hostile cases answered against the contract: "
-                     + ", ".join(f"{k} x{n}" for k, n in violations.most_common()))
+        lines.append(
+            "hostile cases answered against the contract: "
+            + ", ".join(f"{k} x{n}" for k, n in violations.most_common())
+        )
     return "\n".join(lines)
 
 

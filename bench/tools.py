@@ -22,8 +22,9 @@ function makeBig(n) {
 
 
 def big_rows(n: int) -> list[dict[str, Any]]:
-    return [{"id": i, "name": f"item-{i}", "tags": ["alpha", "beta"], "score": i % 100, "ok": i % 2 == 0}
-            for i in range(n)]
+    return [
+        {"id": i, "name": f"item-{i}", "tags": ["alpha", "beta"], "score": i % 100, "ok": i % 2 == 0} for i in range(n)
+    ]
 
 
 def rows_for(target_bytes: int) -> int:
@@ -60,7 +61,8 @@ class BenchTools:
         open_schema = {"type": "object", "properties": {}, "additionalProperties": True}
         return [
             ToolSpec(name="nop", description="Returns {ok: true}.", execute=nop, input_schema=open_schema),
-            ToolSpec(name="big", description="Returns a fixed ~10 MiB array of rows.", execute=big,
-                     input_schema=open_schema),
+            ToolSpec(
+                name="big", description="Returns a fixed ~10 MiB array of rows.", execute=big, input_schema=open_schema
+            ),
             ToolSpec(name="page", description="Returns one 512 KiB page.", execute=page, input_schema=open_schema),
         ]

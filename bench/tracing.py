@@ -60,6 +60,7 @@ async def _figures(tmp: str, *, cells: int, rounds: int) -> dict[str, Any]:
             nonlocal counted
             counted += 1
             return str(span.to_json()) + "\n" if serialise else ""
+
         return formatter
 
     with open(os.devnull, "w") as devnull, otlp_collector() as (collector, posts):
@@ -80,7 +81,7 @@ async def _figures(tmp: str, *, cells: int, rounds: int) -> dict[str, Any]:
                 svc.cells.tracing = NO_TRACING
                 await _rate(svc, code, 20)  # warm both workers and the code paths
                 for i in range(rounds):
-                    for mode, tracing in modes[i % len(modes):] + modes[:i % len(modes)]:
+                    for mode, tracing in modes[i % len(modes) :] + modes[: i % len(modes)]:
                         svc.cells.tracing = tracing  # same workers, same warm state: only tracing differs
                         rates[name][mode].append(await _rate(svc, code, cells))
         finally:
@@ -91,15 +92,24 @@ async def _figures(tmp: str, *, cells: int, rounds: int) -> dict[str, Any]:
     expected = sum(2 * rounds * cells * SPANS_PER_CELL[name] for name in CODE)  # the two console modes
     posted = [len(body) for _, _, body in posts]
     if counted != expected or not posted:
-        raise RuntimeError(f"traced rounds exported {counted} spans to the console exporters (expected "
-                           f"{expected}) and {len(posted)} OTLP posts")
-    result: dict[str, Any] = {"cells_per_round": cells, "rounds": rounds, "console_spans": counted,
-                              "otlp_posts": len(posted), "otlp_bytes": sum(posted)}
+        raise RuntimeError(
+            f"traced rounds exported {counted} spans to the console exporters (expected "
+            f"{expected}) and {len(posted)} OTLP posts"
+        )
+    result: dict[str, Any] = {
+        "cells_per_round": cells,
+        "rounds": rounds,
+        "console_spans": counted,
+        "otlp_posts": len(posted),
+        "otlp_bytes": sum(posted),
+    }
     for name in CODE:
         figure: dict[str, Any] = {"rounds": rates[name]}
         for mode in tracings:
-            figure[mode] = {"cells_per_s": statistics.median(r for r, _ in rates[name][mode]),
-                            "cpu_us_per_cell": statistics.median(c for _, c in rates[name][mode])}
+            figure[mode] = {
+                "cells_per_s": statistics.median(r for r, _ in rates[name][mode]),
+                "cpu_us_per_cell": statistics.median(c for _, c in rates[name][mode]),
+            }
         result[name] = figure
     return result
 
@@ -113,7 +123,9 @@ def main() -> int:
     t = run_tracing()
     for row in tracing_rows(t):
         print("  ".join(cell for cell in row if cell))
-    print(f"({t['rounds']} rotating rounds of {t['cells_per_round']} sequential cells per mode, medians; "
-          f"{t['console_spans']} spans through the console exporters, {t['otlp_posts']} OTLP posts "
-          f"of {t['otlp_bytes']} bytes)")
+    print(
+        f"({t['rounds']} rotating rounds of {t['cells_per_round']} sequential cells per mode, medians; "
+        f"{t['console_spans']} spans through the console exporters, {t['otlp_posts']} OTLP posts "
+        f"of {t['otlp_bytes']} bytes)"
+    )
     return 0

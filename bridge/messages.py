@@ -159,11 +159,26 @@ WorkerFrame = ReadyFrame | IdleFrame | DoneFrame
 # ---- builders ----------------------------------------------------------------------------------
 
 
-def run_frame(*, cell_id: str, code: str, budget_ms: int, memory_limit_bytes: int, max_output_bytes: int,
-              value_capture_bytes: int, config: GuestConfig) -> RunFrame:
-    return {"t": "run", "cell_id": cell_id, "code": code, "budget_ms": budget_ms,
-            "memory_limit_bytes": memory_limit_bytes, "max_output_bytes": max_output_bytes,
-            "value_capture_bytes": value_capture_bytes, "config": config}
+def run_frame(
+    *,
+    cell_id: str,
+    code: str,
+    budget_ms: int,
+    memory_limit_bytes: int,
+    max_output_bytes: int,
+    value_capture_bytes: int,
+    config: GuestConfig,
+) -> RunFrame:
+    return {
+        "t": "run",
+        "cell_id": cell_id,
+        "code": code,
+        "budget_ms": budget_ms,
+        "memory_limit_bytes": memory_limit_bytes,
+        "max_output_bytes": max_output_bytes,
+        "value_capture_bytes": value_capture_bytes,
+        "config": config,
+    }
 
 
 def settle_frame(rt: str, budget_ms: int, replies: list[Reply]) -> SettleFrame:
@@ -178,18 +193,50 @@ def ready_frame(pid: int) -> ReadyFrame:
     return {"t": "ready", "pid": pid}
 
 
-def idle_frame(*, rt: str, requests: list[GuestRequest], cancels: list[int], output: list[dict[str, Any]],
-               outstanding: int, cpu_ms: float, heap_bytes: int) -> IdleFrame:
-    return {"t": "idle", "rt": rt, "requests": requests, "cancels": cancels, "output": output,
-            "outstanding": outstanding, "cpu_ms": cpu_ms, "heap_bytes": heap_bytes}
+def idle_frame(
+    *,
+    rt: str,
+    requests: list[GuestRequest],
+    cancels: list[int],
+    output: list[dict[str, Any]],
+    outstanding: int,
+    cpu_ms: float,
+    heap_bytes: int,
+) -> IdleFrame:
+    return {
+        "t": "idle",
+        "rt": rt,
+        "requests": requests,
+        "cancels": cancels,
+        "output": output,
+        "outstanding": outstanding,
+        "cpu_ms": cpu_ms,
+        "heap_bytes": heap_bytes,
+    }
 
 
-def done_frame(*, rt: str, value: dict[str, Any] | None = None, error: GuestFailure | None = None,
-               output: list[dict[str, Any]], cancels: list[int], cpu_ms: float, heap_bytes: int,
-               recycle: bool) -> DoneFrame:
+def done_frame(
+    *,
+    rt: str,
+    value: dict[str, Any] | None = None,
+    error: GuestFailure | None = None,
+    output: list[dict[str, Any]],
+    cancels: list[int],
+    cpu_ms: float,
+    heap_bytes: int,
+    recycle: bool,
+) -> DoneFrame:
     """A completed cell when ``error`` is None (then ``value`` is its value source), else a failed one."""
-    frame: DoneFrame = {"t": "done", "rt": rt, "ok": error is None, "output": output, "cancels": cancels,
-                        "cpu_ms": cpu_ms, "heap_bytes": heap_bytes, "recycle": recycle}
+    frame: DoneFrame = {
+        "t": "done",
+        "rt": rt,
+        "ok": error is None,
+        "output": output,
+        "cancels": cancels,
+        "cpu_ms": cpu_ms,
+        "heap_bytes": heap_bytes,
+        "recycle": recycle,
+    }
     if error is None:
         assert value is not None, "a completed cell's done frame carries its value source"
         frame["value"] = value

@@ -70,14 +70,6 @@ NOT_RETAINED_BUDGET = "reference exceeds output budget"
 _TYPICAL_REFERENCE_ID = "result_" + "0" * 36
 
 
-
-
-
-
-
-
-
-
 # ---------------------------------------------------------------- worker side
 
 
@@ -288,7 +280,8 @@ class OutputState:
         value = _value_source(final.source)
         pending = self._pending()
         fits = (pending is None or pending.complete) and (pending.size if pending else 0) + value.size <= (
-            self._max - self._committed)
+            self._max - self._committed
+        )
         return value.text if value.complete and value.text[:1] in ("{", "[") and not fits else None
 
     # -- internals
@@ -308,9 +301,7 @@ class OutputState:
         size = 2 + sum(c.size for c in chunks) + entries - 1
         return _Pending(chunks, known, size, complete)
 
-    def _project_output(
-        self, pending: _Pending | None, allotment: int, required: bool
-    ) -> tuple[list[Any], int, bool]:
+    def _project_output(self, pending: _Pending | None, allotment: int, required: bool) -> tuple[list[Any], int, bool]:
         """Return (output list, its cost in the view, truncated)."""
         if pending is None:
             return [], 0, False
@@ -357,8 +348,9 @@ class OutputState:
             return Projection(output=output, value=_parse(value.text), committed_bytes=self._committed)
         container = value.text[:1] in ("{", "[")
         retain = retain if container else None
-        smallest = json_size({"truncated": True, "prefix": "", "omittedBytes": value.size,
-                              "guidance": TRUNCATION_GUIDANCE})
+        smallest = json_size(
+            {"truncated": True, "prefix": "", "omittedBytes": value.size, "guidance": TRUNCATION_GUIDANCE}
+        )
         if retain is not None:
             smallest = max(smallest, json_size(_reference_marker({"id": _TYPICAL_REFERENCE_ID})))
         reserve = max(available // 2, smallest)

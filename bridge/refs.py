@@ -45,8 +45,6 @@ _LIMITED = "limited traversal; "
 _INDEX = re.compile(r"\[\d+\]")
 
 
-
-
 def describe_reference(ref_id: str, json_text: str) -> dict[str, Any]:
     """Describe a saved JSON value in at most ``DESCRIPTOR_MAX_BYTES`` of compact JSON."""
     try:
@@ -231,8 +229,7 @@ def _sampled_preview(value: Any, walk: _Walk) -> dict[str, Any]:
             "length": len(items),
             "at": _sample_indices(len(items)),
             "samples": [
-                _clip(items[i], SAMPLE_LEVELS, SAMPLE_FIELDS, SAMPLE_STRING_BYTES)
-                for i in _sample_indices(len(items))
+                _clip(items[i], SAMPLE_LEVELS, SAMPLE_FIELDS, SAMPLE_STRING_BYTES) for i in _sample_indices(len(items))
             ],
         }
         for path, items in largest
@@ -277,8 +274,7 @@ def _preview_candidates(preview: Any) -> Iterator[Any]:
         arrays = arrays[:1]
         for levels, fields, string_bytes in _SAMPLE_LADDER:
             arrays = [
-                {**a, "samples": [_clip(s, levels, fields, string_bytes) for s in a.get("samples", [])]}
-                for a in arrays
+                {**a, "samples": [_clip(s, levels, fields, string_bytes) for s in a.get("samples", [])]} for a in arrays
             ]
             scalars = [(p, _clip(v, 0, 0, string_bytes)) for p, v in scalars]
             yield _sampled(scalars, arrays)

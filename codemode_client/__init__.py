@@ -1,10 +1,10 @@
 """Python client of the codemode service (depends on httpx and the standard library only).
 
-    from codemode_client import Client
+from codemode_client import Client
 
-    with Client("http://127.0.0.1:8000", api_key=None) as cm:
-        env = cm.run("return await lookup({q: 'x'})", client_tools={"lookup": lookup})
-        print(env.status, env.value)
+with Client("http://127.0.0.1:8000", api_key=None) as cm:
+    env = cm.run("return await lookup({q: 'x'})", client_tools={"lookup": lookup})
+    print(env.status, env.value)
 """
 
 from __future__ import annotations
@@ -41,9 +41,32 @@ from .models import (
 )
 
 __all__ = [
-    "ApiError", "AsyncClient", "AsyncEventStream", "AuthenticationError", "BadRequestError", "CellEvent", "Client",
-    "CodemodeError", "ConflictError", "Envelope", "EnvelopeEvent", "EventStream", "EventStreamError", "NotFoundError",
-    "OutputEntry", "OutputEvent", "PayloadTooLargeError", "PendingCall", "PendingEvent", "PermissionDeniedError",
-    "ProtocolError", "RateLimitError", "RequestTimeoutError", "ServerError", "ServiceUnavailableError",
-    "StatusEvent", "TransportError", "UnknownEvent",
+    "ApiError",
+    "AsyncClient",
+    "AsyncEventStream",
+    "AuthenticationError",
+    "BadRequestError",
+    "CellEvent",
+    "Client",
+    "CodemodeError",
+    "ConflictError",
+    "Envelope",
+    "EnvelopeEvent",
+    "EventStream",
+    "EventStreamError",
+    "NotFoundError",
+    "OutputEntry",
+    "OutputEvent",
+    "PayloadTooLargeError",
+    "PendingCall",
+    "PendingEvent",
+    "PermissionDeniedError",
+    "ProtocolError",
+    "RateLimitError",
+    "RequestTimeoutError",
+    "ServerError",
+    "ServiceUnavailableError",
+    "StatusEvent",
+    "TransportError",
+    "UnknownEvent",
 ]

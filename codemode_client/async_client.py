@@ -64,9 +64,16 @@ class AsyncClient:
     (hand blocking work to a thread yourself).  ``http_client`` takes an ``httpx.AsyncClient``.
     """
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float | None = DEFAULT_TIMEOUT_S,
-                 http_client: Any = None, events_idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
-                 max_reconnects: int = DEFAULT_MAX_RECONNECTS) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        http_client: Any = None,
+        events_idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
+        max_reconnects: int = DEFAULT_MAX_RECONNECTS,
+    ) -> None:
         self.timeout = timeout
         self.events_idle_timeout = events_idle_timeout
         self.max_reconnects = max_reconnects
@@ -74,15 +81,27 @@ class AsyncClient:
 
     async def exec(self, code: str, **fields: Any) -> Envelope:
         body = exec_body(code, **fields)
-        return Envelope.parse(await self._http.request(
-            "POST", "/v1/exec", body=body, timeout=allowance(self.timeout, body.get("timeout_ms"))))
+        return Envelope.parse(
+            await self._http.request(
+                "POST", "/v1/exec", body=body, timeout=allowance(self.timeout, body.get("timeout_ms"))
+            )
+        )
 
-    async def wait(self, cell_id: str, *, timeout_ms: int | None = None,
-                   tool_results: Sequence[Mapping[str, Any]] | None = None,
-                   approvals: Sequence[Mapping[str, Any]] | None = None, session_id: str | None = None) -> Envelope:
+    async def wait(
+        self,
+        cell_id: str,
+        *,
+        timeout_ms: int | None = None,
+        tool_results: Sequence[Mapping[str, Any]] | None = None,
+        approvals: Sequence[Mapping[str, Any]] | None = None,
+        session_id: str | None = None,
+    ) -> Envelope:
         body = wait_body(timeout_ms=timeout_ms, tool_results=tool_results, approvals=approvals, session_id=session_id)
-        return Envelope.parse(await self._http.request(
-            "POST", cell_path(cell_id, "wait"), body=body, timeout=allowance(self.timeout, timeout_ms)))
+        return Envelope.parse(
+            await self._http.request(
+                "POST", cell_path(cell_id, "wait"), body=body, timeout=allowance(self.timeout, timeout_ms)
+            )
+        )
 
     async def cancel(self, cell_id: str) -> Envelope:
         return Envelope.parse(await self._http.request("POST", cell_path(cell_id, "cancel")))
@@ -105,8 +124,9 @@ class AsyncClient:
     async def api_file(self, path: str) -> dict[str, Any]:
         return await self._http.request("GET", "/v1/api/files/" + file_path(path))  # type: ignore[no-any-return]
 
-    async def run(self, code: str, *, client_tools: ClientTools | None = None, approve: Approver | None = None,
-                  **fields: Any) -> Envelope:
+    async def run(
+        self, code: str, *, client_tools: ClientTools | None = None, approve: Approver | None = None, **fields: Any
+    ) -> Envelope:
         """``Client.run`` for asyncio; the client tool calls of one stop run concurrently."""
         tools = tool_set(client_tools)
         state = RunState()
@@ -115,10 +135,15 @@ class AsyncClient:
         while not env.is_final:
             calls, approvals = split_pending(env)
             results = list(await asyncio.gather(*(self._call(tools.handler(c), c) for c in calls)))
-            answers = [approval(a, await _maybe_await(approve(a))) if approve is not None else no_approver(a)
-                       for a in approvals]
-            env = state.seen(await self.wait(env.cell_id, timeout_ms=timeout_ms, tool_results=results,
-                                             approvals=answers, session_id=session_id))
+            answers = [
+                approval(a, await _maybe_await(approve(a))) if approve is not None else no_approver(a)
+                for a in approvals
+            ]
+            env = state.seen(
+                await self.wait(
+                    env.cell_id, timeout_ms=timeout_ms, tool_results=results, approvals=answers, session_id=session_id
+                )
+            )
         return state.final(env)
 
     @staticmethod

@@ -65,9 +65,16 @@ class Client:
     a test app; it is then not closed by ``close()``.
     """
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float | None = DEFAULT_TIMEOUT_S,
-                 http_client: Any = None, events_idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
-                 max_reconnects: int = DEFAULT_MAX_RECONNECTS) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        http_client: Any = None,
+        events_idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
+        max_reconnects: int = DEFAULT_MAX_RECONNECTS,
+    ) -> None:
         self.timeout = timeout
         self.events_idle_timeout = events_idle_timeout
         self.max_reconnects = max_reconnects
@@ -78,16 +85,26 @@ class Client:
     def exec(self, code: str, **fields: Any) -> Envelope:
         """Start a cell (``POST /v1/exec``); fields as the API's (``timeout_ms``, ``client_tools``, ...)."""
         body = exec_body(code, **fields)
-        return Envelope.parse(self._http.request(
-            "POST", "/v1/exec", body=body, timeout=allowance(self.timeout, body.get("timeout_ms"))))
+        return Envelope.parse(
+            self._http.request("POST", "/v1/exec", body=body, timeout=allowance(self.timeout, body.get("timeout_ms")))
+        )
 
-    def wait(self, cell_id: str, *, timeout_ms: int | None = None,
-             tool_results: Sequence[Mapping[str, Any]] | None = None,
-             approvals: Sequence[Mapping[str, Any]] | None = None, session_id: str | None = None) -> Envelope:
+    def wait(
+        self,
+        cell_id: str,
+        *,
+        timeout_ms: int | None = None,
+        tool_results: Sequence[Mapping[str, Any]] | None = None,
+        approvals: Sequence[Mapping[str, Any]] | None = None,
+        session_id: str | None = None,
+    ) -> Envelope:
         """Resume a cell until its next stop, answering client tool calls and approvals."""
         body = wait_body(timeout_ms=timeout_ms, tool_results=tool_results, approvals=approvals, session_id=session_id)
-        return Envelope.parse(self._http.request(
-            "POST", cell_path(cell_id, "wait"), body=body, timeout=allowance(self.timeout, timeout_ms)))
+        return Envelope.parse(
+            self._http.request(
+                "POST", cell_path(cell_id, "wait"), body=body, timeout=allowance(self.timeout, timeout_ms)
+            )
+        )
 
     def cancel(self, cell_id: str) -> Envelope:
         """Abort a cell; its final envelope (``failed``, code ``aborted``)."""
@@ -120,8 +137,9 @@ class Client:
 
     # ---- the whole loop ------------------------------------------------------------------------------
 
-    def run(self, code: str, *, client_tools: ClientTools | None = None, approve: Approver | None = None,
-            **fields: Any) -> Envelope:
+    def run(
+        self, code: str, *, client_tools: ClientTools | None = None, approve: Approver | None = None, **fields: Any
+    ) -> Envelope:
         """Run a cell to its end: call client tools, ask ``approve`` about approvals, wait through yields.
 
         A handler's exception goes back to the guest as a failed tool call; ``approve(call)`` returns
@@ -136,8 +154,11 @@ class Client:
             calls, approvals = split_pending(env)
             results = [self._call(tools.handler(call), call) for call in calls]
             answers = [approval(a, approve(a)) if approve is not None else no_approver(a) for a in approvals]
-            env = state.seen(self.wait(env.cell_id, timeout_ms=timeout_ms, tool_results=results,
-                                       approvals=answers, session_id=session_id))
+            env = state.seen(
+                self.wait(
+                    env.cell_id, timeout_ms=timeout_ms, tool_results=results, approvals=answers, session_id=session_id
+                )
+            )
         return state.final(env)
 
     @staticmethod

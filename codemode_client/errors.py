@@ -33,8 +33,9 @@ class CodemodeError(Exception):
 
     code = "codemode_error"
 
-    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, code: str | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
@@ -48,9 +49,18 @@ class ApiError(CodemodeError):
 
     code = "api_error"
 
-    def __init__(self, message: str, *, status: int, code: str | None = None, retry_after: float | None = None,
-                 error_type: str | None = None, need_param: str | None = None, non_retriable: bool | None = None,
-                 body: Any = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        code: str | None = None,
+        retry_after: float | None = None,
+        error_type: str | None = None,
+        need_param: str | None = None,
+        non_retriable: bool | None = None,
+        body: Any = None,
+    ) -> None:
         super().__init__(message, status=status, code=code, retry_after=retry_after)
         self.error_type = error_type
         self.need_param = need_param
@@ -176,8 +186,12 @@ def api_error(status: int, headers: Mapping[str, str], content: bytes) -> ApiErr
     detail = body.get("error") if isinstance(body, dict) else None
     if not isinstance(detail, dict):
         text = content[:200].decode("utf-8", "replace")
-        return cls(f"HTTP {status} without the service's error body: {text!r}", status=status,
-                   retry_after=_retry_after(headers), body=body)
+        return cls(
+            f"HTTP {status} without the service's error body: {text!r}",
+            status=status,
+            retry_after=_retry_after(headers),
+            body=body,
+        )
     code = detail.get("code")
     need_param = detail.get("need_param")
     return cls(

@@ -76,7 +76,9 @@ class Resume:
             raise EventStreamError(
                 f"the event stream of {self.cell_id} ended {self.breaks} times in a row before the cell's "
                 f"envelope (last: {how}); resume with events(cell_id, last_event_id={self.last_event_id!r}) "
-                "or read the outcome with wait()", last_event_id=self.last_event_id) from cause
+                "or read the outcome with wait()",
+                last_event_id=self.last_event_id,
+            ) from cause
         if cause is not None and cause.retry_after is not None:
             return min(cause.retry_after, MAX_SERVER_DELAY_S)
         if self.retry_ms is not None:
@@ -109,8 +111,9 @@ async def aiter_events(http: AsyncHttp, resume: Resume, idle_timeout: float | No
         cause: CodemodeError | None = None
         parser = resume.parser()
         try:
-            async with http.stream(path, headers=last_event_header(resume.last_event_id),
-                                   read_timeout=idle_timeout) as chunks:
+            async with http.stream(
+                path, headers=last_event_header(resume.last_event_id), read_timeout=idle_timeout
+            ) as chunks:
                 async for chunk in chunks:
                     for event in resume.take(parser, chunk):
                         yield event

@@ -67,8 +67,15 @@ class PendingCall:
         call_id, method = entry.get("id"), entry.get("method")
         if not isinstance(call_id, str) or not isinstance(method, str):
             raise ProtocolError(f"a pending call without a string id and method: {dict(entry)!r:.200}")
-        return cls(call_id, method, _str_or_none(entry.get("tool")), entry.get("input"),
-                   _str_or_none(entry.get("reason")), _str_or_none(entry.get("name")), raw=entry)
+        return cls(
+            call_id,
+            method,
+            _str_or_none(entry.get("tool")),
+            entry.get("input"),
+            _str_or_none(entry.get("reason")),
+            _str_or_none(entry.get("name")),
+            raw=entry,
+        )
 
     @property
     def is_approval(self) -> bool:

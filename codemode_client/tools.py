@@ -101,14 +101,20 @@ def tool_result(call: PendingCall, *, value: Any = None, error: BaseException | 
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        return {"id": call.id, "ok": False,
-                "error": {"message": f"client tool {call.tool!r} returned a value that is not JSON: {exc}"}}
+        return {
+            "id": call.id,
+            "ok": False,
+            "error": {"message": f"client tool {call.tool!r} returned a value that is not JSON: {exc}"},
+        }
     return {"id": call.id, "ok": True, "value": value}
 
 
 def missing_handler(call: PendingCall) -> dict[str, Any]:
-    return {"id": call.id, "ok": False,
-            "error": {"message": f"no handler for client tool {call.name or call.tool!r} was given to run()"}}
+    return {
+        "id": call.id,
+        "ok": False,
+        "error": {"message": f"no handler for client tool {call.name or call.tool!r} was given to run()"},
+    }
 
 
 def approval(call: PendingCall, decision: Any) -> dict[str, Any]:

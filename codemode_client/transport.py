@@ -25,7 +25,8 @@ EVENT_STREAM = "text/event-stream"
 def _base(base_url: str) -> str:
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
         raise ValueError(
-            f"base_url must be an http:// or https:// URL, like http://127.0.0.1:8000, not {base_url!r:.80}")
+            f"base_url must be an http:// or https:// URL, like http://127.0.0.1:8000, not {base_url!r:.80}"
+        )
     return base_url.rstrip("/")
 
 
@@ -61,7 +62,8 @@ def _answer(response: httpx.Response) -> Any:
     except ValueError:
         raise ProtocolError(
             f"{response.request.method} {response.request.url}: HTTP 200 whose body is not JSON: "
-            f"{response.content[:200]!r}") from None
+            f"{response.content[:200]!r}"
+        ) from None
 
 
 def _stream_answer(response: httpx.Response) -> None:
@@ -81,8 +83,9 @@ class _Http:
         self._owned = client is None
         self._client = client
 
-    def _request_args(self, path: str, body: Any, params: Mapping[str, str] | None,
-                      timeout: float | None) -> tuple[str, dict[str, Any]]:
+    def _request_args(
+        self, path: str, body: Any, params: Mapping[str, str] | None, timeout: float | None
+    ) -> tuple[str, dict[str, Any]]:
         """The URL and the httpx arguments of one JSON request."""
         headers = dict(self.headers)
         content = None
@@ -90,27 +93,41 @@ class _Http:
             content = _encode(body)
             headers["Content-Type"] = "application/json"
         return self.base_url + path, {
-            "content": content, "params": params, "headers": headers,
-            "timeout": _timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT}
+            "content": content,
+            "params": params,
+            "headers": headers,
+            "timeout": _timeout(timeout) if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+        }
 
-    def _stream_args(self, path: str, headers: Mapping[str, str],
-                     read_timeout: float | None) -> tuple[str, dict[str, Any]]:
+    def _stream_args(
+        self, path: str, headers: Mapping[str, str], read_timeout: float | None
+    ) -> tuple[str, dict[str, Any]]:
         """The URL and the httpx arguments of one event stream."""
-        return self.base_url + path, {"headers": {**self.headers, "Accept": EVENT_STREAM, **headers},
-                                      "timeout": _timeout(read_timeout)}
+        return self.base_url + path, {
+            "headers": {**self.headers, "Accept": EVENT_STREAM, **headers},
+            "timeout": _timeout(read_timeout),
+        }
 
 
 class SyncHttp(_Http):
     """Blocking JSON requests and event streams against one service."""
 
-    def __init__(self, base_url: str, api_key: str | None, timeout: float | None,
-                 http_client: httpx.Client | None = None) -> None:
+    def __init__(
+        self, base_url: str, api_key: str | None, timeout: float | None, http_client: httpx.Client | None = None
+    ) -> None:
         super().__init__(base_url, api_key, http_client)
         if http_client is None:
             self._client = httpx.Client(timeout=_timeout(timeout))
 
-    def request(self, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None,
-                timeout: float | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
         url, args = self._request_args(path, body, params, timeout)
         try:
             response = self._client.request(method, url, **args)
@@ -146,14 +163,22 @@ class SyncHttp(_Http):
 class AsyncHttp(_Http):
     """``SyncHttp`` for asyncio."""
 
-    def __init__(self, base_url: str, api_key: str | None, timeout: float | None,
-                 http_client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self, base_url: str, api_key: str | None, timeout: float | None, http_client: httpx.AsyncClient | None = None
+    ) -> None:
         super().__init__(base_url, api_key, http_client)
         if http_client is None:
             self._client = httpx.AsyncClient(timeout=_timeout(timeout))
 
-    async def request(self, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None,
-                      timeout: float | None = None) -> Any:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
         url, args = self._request_args(path, body, params, timeout)
         try:
             response = await self._client.request(method, url, **args)
@@ -162,8 +187,9 @@ class AsyncHttp(_Http):
         return _answer(response)
 
     @asynccontextmanager
-    async def stream(self, path: str, *, headers: Mapping[str, str],
-                     read_timeout: float | None) -> AsyncIterator[AsyncIterator[bytes]]:
+    async def stream(
+        self, path: str, *, headers: Mapping[str, str], read_timeout: float | None
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
         url, args = self._stream_args(path, headers, read_timeout)
         try:
             async with self._client.stream("GET", url, **args) as response:

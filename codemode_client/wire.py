@@ -32,18 +32,36 @@ def cell_path(cell_id: str, action: str = "") -> str:
     return f"/v1/cells/{segment(cell_id, 'cell_id')}" + (f"/{action}" if action else "")
 
 
-def exec_body(code: str, *, title: str | None = None, session_id: str | None = None, run_id: str | None = None,
-              timeout_ms: int | None = None, memory_limit_bytes: int | None = None,
-              max_output_bytes: int | None = None, client_tools: ClientTools | None = None,
-              restart_safe: bool | None = None, headless: bool | None = None, background: bool | None = None,
-              require_approval: Sequence[str] | None = None, extra: Mapping[str, Any] | None = None,
-              ) -> dict[str, Any]:
+def exec_body(
+    code: str,
+    *,
+    title: str | None = None,
+    session_id: str | None = None,
+    run_id: str | None = None,
+    timeout_ms: int | None = None,
+    memory_limit_bytes: int | None = None,
+    max_output_bytes: int | None = None,
+    client_tools: ClientTools | None = None,
+    restart_safe: bool | None = None,
+    headless: bool | None = None,
+    background: bool | None = None,
+    require_approval: Sequence[str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """``POST /v1/exec``'s body; fields left at None are not sent, so the service's defaults apply."""
     body: dict[str, Any] = {"code": code}
-    fields = {"title": title, "session_id": session_id, "run_id": run_id, "timeout_ms": timeout_ms,
-              "memory_limit_bytes": memory_limit_bytes, "max_output_bytes": max_output_bytes,
-              "restart_safe": restart_safe, "headless": headless, "background": background,
-              "require_approval": list(require_approval) if require_approval is not None else None}
+    fields = {
+        "title": title,
+        "session_id": session_id,
+        "run_id": run_id,
+        "timeout_ms": timeout_ms,
+        "memory_limit_bytes": memory_limit_bytes,
+        "max_output_bytes": max_output_bytes,
+        "restart_safe": restart_safe,
+        "headless": headless,
+        "background": background,
+        "require_approval": list(require_approval) if require_approval is not None else None,
+    }
     body.update({k: v for k, v in fields.items() if v is not None})
     declarations = tool_set(client_tools).declarations
     if declarations:
@@ -52,8 +70,13 @@ def exec_body(code: str, *, title: str | None = None, session_id: str | None = N
     return body
 
 
-def wait_body(*, timeout_ms: int | None = None, tool_results: Sequence[Mapping[str, Any]] | None = None,
-              approvals: Sequence[Mapping[str, Any]] | None = None, session_id: str | None = None) -> dict[str, Any]:
+def wait_body(
+    *,
+    timeout_ms: int | None = None,
+    tool_results: Sequence[Mapping[str, Any]] | None = None,
+    approvals: Sequence[Mapping[str, Any]] | None = None,
+    session_id: str | None = None,
+) -> dict[str, Any]:
     """``POST /v1/cells/{id}/wait``'s body (empty lists are not sent: a service without approvals accepts it)."""
     body: dict[str, Any] = {}
     if timeout_ms is not None:

@@ -35,8 +35,9 @@ return {order: order.order_id, price: quote.price, currency: quote.currency};
 
 def quote_order(cm: Client) -> Any:
     """One call runs the cell to its end: lookup_order runs here, quote_shipping only once approved."""
-    env = cm.run(QUOTE_ORDER, client_tools={"lookup_order": lookup_order}, approve=approve,
-                 require_approval=["quote_shipping"])
+    env = cm.run(
+        QUOTE_ORDER, client_tools={"lookup_order": lookup_order}, approve=approve, require_approval=["quote_shipping"]
+    )
     if env.status != "completed":
         raise RuntimeError(f"{env.code}: {env.error}")
     print(env.text, env.value)

@@ -134,8 +134,12 @@ class CellRun:
         """A later slice: settle the host's replies, then run until the next stop."""
         self._slice_cpu = time.process_time()
         # Payload frames follow the settle frame; read them all before anything can fail.
-        settles = [(r["id"], True, self.channel.read_raw()) if r["ok"]
-                   else (r["id"], False, jsoncodec.dumps_text(r.get("error") or {})) for r in reply["replies"]]
+        settles = [
+            (r["id"], True, self.channel.read_raw())
+            if r["ok"]
+            else (r["id"], False, jsoncodec.dumps_text(r.get("error") or {}))
+            for r in reply["replies"]
+        ]
         self.deadline = time.monotonic() + reply["budget_ms"] / 1000
 
         def settle_and_loop() -> bool | None:
@@ -188,7 +192,9 @@ class CellRun:
                 # A rejection nobody handled (e.g. a timer the host refused) explains the stall better.
                 unhandled = engine.unhandled_rejections()
                 if unhandled:
-                    return self.fail("Unhandled promise rejection: " + map_stack(unhandled[0]), "guest", "internal_error")
+                    return self.fail(
+                        "Unhandled promise rejection: " + map_stack(unhandled[0]), "guest", "internal_error"
+                    )
                 return self.fail(PENDING_WITHOUT_HOST_WORK, "guest", "internal_error", recycle=False)
             try:
                 self.write_idle(snap)
@@ -200,15 +206,17 @@ class CellRun:
 
     def write_idle(self, snap: dict[str, Any]) -> None:
         engine = self.engine
-        self.channel.write(idle_frame(
-            rt=self.rt,
-            requests=snap["requests"],
-            cancels=snap["cancels"],
-            output=self.capture.drain(),
-            outstanding=snap["outstanding"],
-            cpu_ms=self._spent_ms(),
-            heap_bytes=engine.heap_bytes(),
-        ))
+        self.channel.write(
+            idle_frame(
+                rt=self.rt,
+                requests=snap["requests"],
+                cancels=snap["cancels"],
+                output=self.capture.drain(),
+                outstanding=snap["outstanding"],
+                cpu_ms=self._spent_ms(),
+                heap_bytes=engine.heap_bytes(),
+            )
+        )
 
     def finish(self, done: dict[str, Any], cancels: list[int]) -> bool:
         engine = self.engine
@@ -225,7 +233,9 @@ class CellRun:
             unhandled = engine.unhandled_rejections()
             if unhandled:
                 return self.fail(
-                    "Unhandled promise rejection: " + map_stack(unhandled[0]), "guest", "internal_error",
+                    "Unhandled promise rejection: " + map_stack(unhandled[0]),
+                    "guest",
+                    "internal_error",
                     cancels=cancels,
                 )
             # The JSON text of a value may be as large as the capture allowance; the copies it
@@ -234,38 +244,52 @@ class CellRun:
             self.send_done(value=capture_value(text, self.msg["value_capture_bytes"]), cancels=cancels)
             return False
         if done.get("oom"):
-            return self.fail("memory limit exceeded: InternalError: out of memory", "guest",
-                             "memory_limit_exceeded", recycle=True, cancels=cancels)
+            return self.fail(
+                "memory limit exceeded: InternalError: out of memory",
+                "guest",
+                "memory_limit_exceeded",
+                recycle=True,
+                cancels=cancels,
+            )
         if done["bridge"]:
             return self.fail(map_stack(done["error"]), "bridge", _bridge_code(done["code"]), cancels=cancels)
         return self.fail(map_stack(done["error"]), "guest", "internal_error", cancels=cancels)
 
-    def fail(self, text: str, phase: Phase, code: str, *, recycle: bool = False,
-             cancels: list[int] | None = None) -> bool:
+    def fail(
+        self, text: str, phase: Phase, code: str, *, recycle: bool = False, cancels: list[int] | None = None
+    ) -> bool:
         # The host shows at most max_output_bytes of an error (longer ones end "[error truncated]"),
         # so a longer cut keeps that marker honest while the frame stays small.
         text = text[: self.msg["max_output_bytes"] + CAPTURE_SLACK_BYTES]
         self.send_done(error=guest_failure(text, phase, code), recycle=recycle, cancels=cancels or [])
         return recycle
 
-    def send_done(self, *, value: dict[str, Any] | None = None, error: GuestFailure | None = None,
-                  recycle: bool = False, cancels: list[int]) -> None:
+    def send_done(
+        self,
+        *,
+        value: dict[str, Any] | None = None,
+        error: GuestFailure | None = None,
+        recycle: bool = False,
+        cancels: list[int],
+    ) -> None:
         try:
             heap = self.engine.heap_bytes()
         except Exception:  # noqa: BLE001 - a dying engine must still let us report the cell
             heap = 0
         # Retire the worker well before its RLIMIT_CPU could kill it in the middle of a later cell.
         worn_out = time.process_time() > CPU_RECYCLE_FRACTION * self.cpu_limit_s
-        self.channel.write(done_frame(
-            rt=self.rt,
-            value=value,
-            error=error,
-            output=self.capture.drain(),
-            cancels=cancels,
-            cpu_ms=self._spent_ms(),
-            heap_bytes=heap,
-            recycle=recycle or worn_out,
-        ))
+        self.channel.write(
+            done_frame(
+                rt=self.rt,
+                value=value,
+                error=error,
+                output=self.capture.drain(),
+                cancels=cancels,
+                cpu_ms=self._spent_ms(),
+                heap_bytes=heap,
+                recycle=recycle or worn_out,
+            )
+        )
 
 
 def _bridge_code(code: str) -> str:

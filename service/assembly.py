@@ -68,8 +68,9 @@ class Components:
             try:
                 await self.store.ping()
             except StoreError as exc:
-                raise ConfigError(f"session store {self.settings.resolved_store_url} does not answer: {exc}",
-                                  need_param="store_url") from None
+                raise ConfigError(
+                    f"session store {self.settings.resolved_store_url} does not answer: {exc}", need_param="store_url"
+                ) from None
         if self.mcp is not None:
             await self.mcp.start()
         await self.pool.start()
@@ -125,7 +126,9 @@ class Components:
         """The key's tool narrowing (``[[api_keys]] tools = {deny = [...]}``), parsed once."""
         if key.key not in self._policies:
             try:
-                self._policies[key.key] = ToolPolicy.from_config(key.tools, where="api_keys.tools") if key.tools else None
+                self._policies[key.key] = (
+                    ToolPolicy.from_config(key.tools, where="api_keys.tools") if key.tools else None
+                )
             except ToolError as exc:
                 raise InvalidRequest(f"this API key's tool policy is invalid: {exc}") from None
         return self._policies[key.key]
@@ -144,10 +147,15 @@ class Components:
         return api_table(self.access.view_for(policy), servers)
 
 
-def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = (),
-                   dispatcher: Dispatcher | None = None, store: SessionStore | None | bool = True,
-                   results_clock: Callable[[], float] | None = None,
-                   tracing: Tracing | None = None) -> Components:
+def build_components(
+    settings: Settings,
+    *,
+    extra_tools: Sequence[ToolSpec] = (),
+    dispatcher: Dispatcher | None = None,
+    store: SessionStore | None | bool = True,
+    results_clock: Callable[[], float] | None = None,
+    tracing: Tracing | None = None,
+) -> Components:
     """Create (not start) the service parts for ``settings``.
 
     ``extra_tools`` adds tools defined in code (tests, embedding) to the plugins of the settings;
@@ -160,8 +168,11 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
         cap=settings.worker_cap,
         max_cells=settings.worker_max_cells,
         frame_cap=settings.max_snapshot_bytes + settings.max_request_bytes + 16 * 1024 * 1024,
-        options={"rlimit_as_bytes": settings.rlimit_as_bytes, "rlimit_cpu_seconds": settings.worker_cpu_seconds,
-                 "stack_bytes": 1024 * 1024},
+        options={
+            "rlimit_as_bytes": settings.rlimit_as_bytes,
+            "rlimit_cpu_seconds": settings.worker_cpu_seconds,
+            "stack_bytes": 1024 * 1024,
+        },
         nice=settings.worker_nice,
         acquire_timeout_s=settings.acquire_timeout_ms / 1000,
         max_runtimes=settings.worker_max_runtimes,
@@ -171,14 +182,19 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
     try:
         loaded = load_plugins(settings.tools.plugins, entry_points=settings.tools.entry_points)
         t = settings.tools
-        policy = ToolPolicy.from_config({
-            **({"allow": list(t.allow)} if t.allow else {}),  # no allow list: every non-optional tool
-            "deny": list(t.deny),
-            **({"profile": t.profile} if t.profile else {}),
-        })
+        policy = ToolPolicy.from_config(
+            {
+                **({"allow": list(t.allow)} if t.allow else {}),  # no allow list: every non-optional tool
+                "deny": list(t.deny),
+                **({"profile": t.profile} if t.profile else {}),
+            }
+        )
         catalog = ToolCatalog.build(
-            list(loaded.tools) + list(extra_tools), loaded.hooks, policy,
-            limits=CatalogLimits(settings.search_default_limit, settings.max_search_limit))
+            list(loaded.tools) + list(extra_tools),
+            loaded.hooks,
+            policy,
+            limits=CatalogLimits(settings.search_default_limit, settings.max_search_limit),
+        )
     except ToolError as exc:
         raise ConfigError(f"tools: {exc}", need_param="tools") from None
     session_store: SessionStore | None = None
@@ -196,9 +212,11 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
         mcp = McpHub(settings.mcp_servers)
     _check_mcp_entries(settings, mcp.identifiers() if mcp is not None else [], policy)
     try:
-        results = open_results(settings.resolved_store_url if store is True else "",
-                               ResultsLimits(tenant_max_bytes=settings.tenant_results_bytes,
-                                             max_bytes=settings.results_max_bytes), results_clock)
+        results = open_results(
+            settings.resolved_store_url if store is True else "",
+            ResultsLimits(tenant_max_bytes=settings.tenant_results_bytes, max_bytes=settings.results_max_bytes),
+            results_clock,
+        )
     except StoreError as exc:
         raise ConfigError(str(exc), need_param="store_url") from None
     access = ToolAccess(settings, catalog, mcp, tool_policy=policy, run_counters=session_store)
@@ -221,9 +239,19 @@ def build_components(settings: Settings, *, extra_tools: Sequence[ToolSpec] = ()
         cells.cell_id_prefix = cell_id_prefix(replica.replica_id)
     if mcp is not None:
         cells.sweepers.append(mcp.close_idle)
-    return Components(settings=settings, pool=pool, cells=cells, dispatcher=dispatcher, keys=KeyRing(settings),
-                      access=access, store=session_store, results=results, mcp=mcp, replica=replica,
-                      tracing=tracing)
+    return Components(
+        settings=settings,
+        pool=pool,
+        cells=cells,
+        dispatcher=dispatcher,
+        keys=KeyRing(settings),
+        access=access,
+        store=session_store,
+        results=results,
+        mcp=mcp,
+        replica=replica,
+        tracing=tracing,
+    )
 
 
 def _check_mcp_entries(settings: Settings, servers: list[tuple[str, str]], base: ToolPolicy) -> None:

@@ -44,8 +44,13 @@ def main(argv: list[str] | None = None) -> int:
 
     overrides: dict[str, Any] = {}
     if args.command == "serve":
-        overrides = {"host": args.host, "port": args.port, "workers": args.workers,
-                     "store_url": args.store_url, "log_level": args.log_level}
+        overrides = {
+            "host": args.host,
+            "port": args.port,
+            "workers": args.workers,
+            "store_url": args.store_url,
+            "log_level": args.log_level,
+        }
     try:
         settings = load_settings(config_path=args.config, overrides=overrides)
     except ServiceError as exc:
@@ -100,14 +105,20 @@ async def _exec(settings: Any, args: argparse.Namespace) -> int:
         print(f"codemode: cannot start: {exc.message}", file=sys.stderr)
         return STARTUP_FAILURE
     try:
-        limits = svc.cells.limits(timeout_ms=args.timeout_ms, memory_limit_bytes=args.memory_limit_bytes,
-                                  max_output_bytes=args.max_output_bytes)
-        spec = CellSpec(code=code, tenant=LOCAL_TENANT, limits=limits, session_id=args.session_id,
-                        run_id=args.run_id, headless=True)
+        limits = svc.cells.limits(
+            timeout_ms=args.timeout_ms,
+            memory_limit_bytes=args.memory_limit_bytes,
+            max_output_bytes=args.max_output_bytes,
+        )
+        spec = CellSpec(
+            code=code, tenant=LOCAL_TENANT, limits=limits, session_id=args.session_id, run_id=args.run_id, headless=True
+        )
         envelope = await svc.cells.exec(spec)
         # A cell parked on host work gets the rest of its time budget from wait legs.
-        while envelope["status"] == "waiting" and envelope.get("reason") != "yield" and not any(
-            "input" in call for call in envelope.get("pending_tool_calls", [])
+        while (
+            envelope["status"] == "waiting"
+            and envelope.get("reason") != "yield"
+            and not any("input" in call for call in envelope.get("pending_tool_calls", []))
         ):
             envelope = await svc.cells.wait(envelope["cell_id"], LOCAL_TENANT, timeout_ms=None, tool_results=[])
     except ServiceError as exc:

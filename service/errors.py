@@ -42,8 +42,14 @@ class ServiceError(Exception):
     # a cell's side effects: only the subclasses that a retry can cure say ``transient``.
     error_type: ErrorType = "recoverable"
 
-    def __init__(self, message: str, *, need_param: str | None = None, retry_after: int | None = None,
-                 non_retriable: bool | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        need_param: str | None = None,
+        retry_after: int | None = None,
+        non_retriable: bool | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.need_param = need_param

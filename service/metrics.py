@@ -42,8 +42,10 @@ class _Collector:
         live.add_metric(["parked"], cells["parked"])
         live.add_metric(["running"], cells["live"] - cells["parked"])
         yield live
-        held = GaugeMetricFamily("codemode_cell_held_bytes",
-                                 "Program data held for live cells: pending request arguments and unconsumed replies")
+        held = GaugeMetricFamily(
+            "codemode_cell_held_bytes",
+            "Program data held for live cells: pending request arguments and unconsumed replies",
+        )
         held.add_metric([], cells["held_bytes"])
         yield held
         workers = GaugeMetricFamily("codemode_workers", "Worker processes", labels=["state"])
@@ -71,7 +73,8 @@ class Metrics:
         self.loop_lag = Histogram(
             "codemode_event_loop_lag_seconds",
             "How late the event loop ran a timer (how long something held the loop)",
-            buckets=LAG_BUCKETS, registry=self.registry,
+            buckets=LAG_BUCKETS,
+            registry=self.registry,
         )
 
     def render(self, cells: Counted, pool: Counted) -> tuple[bytes, str]:

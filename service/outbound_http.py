@@ -39,14 +39,14 @@ class PeerTransport:
     def __init__(self, read_timeout_seconds: float, keepalive_expiry_seconds: float) -> None:
         self._client = httpx2.AsyncClient(
             timeout=httpx2.Timeout(connect=2.0, read=read_timeout_seconds, write=30.0, pool=5.0),
-            limits=httpx2.Limits(max_connections=None, max_keepalive_connections=64,
-                                 keepalive_expiry=keepalive_expiry_seconds),
+            limits=httpx2.Limits(
+                max_connections=None, max_keepalive_connections=64, keepalive_expiry=keepalive_expiry_seconds
+            ),
             follow_redirects=False,
             trust_env=False,  # a proxy from the environment must not sit between replicas
         )
 
-    async def open(self, method: str, url: str, headers: Iterable[tuple[bytes, bytes]],
-                   body: bytes) -> StreamedAnswer:
+    async def open(self, method: str, url: str, headers: Iterable[tuple[bytes, bytes]], body: bytes) -> StreamedAnswer:
         """Send one request; the body of the answer is read by the caller, who closes it."""
         try:
             request = self._client.build_request(method, url, headers=list(headers), content=body)

@@ -83,24 +83,34 @@ class Settings(BaseSettings):
     # [server]
     host: str = setting("server", "127.0.0.1", doc="bind address")
     port: Int = setting("server", 8000, 0, 65535, "bind port")
-    data_dir: str = setting("server", "", doc="directory for the default SQLite store (default ~/.local/share/codemode)")
+    data_dir: str = setting(
+        "server", "", doc="directory for the default SQLite store (default ~/.local/share/codemode)"
+    )
     store_url: str = setting("server", "", doc="sqlite:///PATH or redis://HOST:PORT/DB")
     log_level: str = setting("server", "info", doc="uvicorn log level")
     # Connection hygiene of `codemode serve` (a peer that trickles bytes must not hold a socket forever).
-    header_read_timeout_seconds: Int = setting("server", 10, 1, 3600,
-                                               "close a connection whose request headers take longer")
-    body_read_timeout_seconds: Int = setting("server", 60, 1, 3600,
-                                             "close a connection whose request body takes longer after its headers")
+    header_read_timeout_seconds: Int = setting(
+        "server", 10, 1, 3600, "close a connection whose request headers take longer"
+    )
+    body_read_timeout_seconds: Int = setting(
+        "server", 60, 1, 3600, "close a connection whose request body takes longer after its headers"
+    )
     keep_alive_timeout_seconds: Int = setting("server", 5, 1, 3600, "close an idle keep-alive connection")
-    max_connections: Int = setting("server", 1000, 1, 1_000_000,
-                                   "open connections of `codemode serve`; further ones are closed at once")
+    max_connections: Int = setting(
+        "server", 1000, 1, 1_000_000, "open connections of `codemode serve`; further ones are closed at once"
+    )
     metrics_require_key: bool = setting("server", False, doc="GET /metrics needs a valid API key")
     # Replicas sharing a redis:// store (service/cluster/): where peers reach this one, and how long
     # after its last heartbeat a replica counts as stopped.
-    advertise_url: str = setting("server", "", doc="URL where peer replicas reach this one "
-                                 "(default http://<host>:<port>; the machine's name for a wildcard host)")
-    replica_ttl_seconds: Int = setting("server", 6, 2, 60,
-                                       "a replica without a heartbeat for this long is stopped; its cells fail")
+    advertise_url: str = setting(
+        "server",
+        "",
+        doc="URL where peer replicas reach this one "
+        "(default http://<host>:<port>; the machine's name for a wildcard host)",
+    )
+    replica_ttl_seconds: Int = setting(
+        "server", 6, 2, 60, "a replica without a heartbeat for this long is stopped; its cells fail"
+    )
     # [limits]: request defaults and the server's caps
     timeout_ms: Int = setting("limits", 10000, 100, 60000, "default wall clock per exec/wait call")
     max_timeout_ms: Int = setting("limits", 60000, 100, 60000, "largest timeout_ms a request may ask")
@@ -113,10 +123,12 @@ class Settings(BaseSettings):
     results_ttl_seconds: Int = setting("limits", 3600, 1, 86400, "lifetime of saved results")
     max_calls_per_cell: Int = setting("limits", 200, 1, 100000, "tool calls one cell may make")
     max_searches_per_cell: Int = setting("limits", 200, 1, 100000, "catalog.search calls one cell may make")
-    tool_failures_per_run: Int = setting("limits", 4, 1, 1000,
-                                         "counted failures of one tool before it is blocked for the run")
-    failures_per_run: Int = setting("limits", 8, 1, 10000,
-                                    "counted tool failures of a run before every tool call is refused")
+    tool_failures_per_run: Int = setting(
+        "limits", 4, 1, 1000, "counted failures of one tool before it is blocked for the run"
+    )
+    failures_per_run: Int = setting(
+        "limits", 8, 1, 10000, "counted tool failures of a run before every tool call is refused"
+    )
     max_pending_requests: Int = setting("limits", 128, 1, 4096, "host requests one cell may have in flight")
     search_default_limit: Int = setting("limits", 8, 1, 50, "catalog.search default limit")
     max_search_limit: Int = setting("limits", 50, 1, 50, "catalog.search largest limit")
@@ -124,52 +136,74 @@ class Settings(BaseSettings):
     max_exec_body_bytes: Int = setting("limits", 2 * MiB, 1024, 64 * MiB, "exec request body cap")
     # Event streams (GET /v1/cells/{id}/events)
     events_heartbeat_seconds: Int = setting("limits", 15, 1, 3600, "keep-alive comment on an idle event stream")
-    events_buffer_bytes: Int = setting("limits", MiB, 4096, 256 * MiB,
-                                       "encoded events one cell's log keeps (oldest dropped first)")
-    events_retain_seconds: Int = setting("limits", 60, 1, 86400,
-                                         "a finished cell's events stay readable this long after its result went out")
-    events_retained_bytes: Int = setting("limits", 64 * MiB, MiB, 1 << 40,
-                                         "event logs of finished cells kept in all (oldest dropped first)")
+    events_buffer_bytes: Int = setting(
+        "limits", MiB, 4096, 256 * MiB, "encoded events one cell's log keeps (oldest dropped first)"
+    )
+    events_retain_seconds: Int = setting(
+        "limits", 60, 1, 86400, "a finished cell's events stay readable this long after its result went out"
+    )
+    events_retained_bytes: Int = setting(
+        "limits", 64 * MiB, MiB, 1 << 40, "event logs of finished cells kept in all (oldest dropped first)"
+    )
     # [workers]
     workers: Int = setting("workers", 4, 1, 256, "warm worker processes for running cells")
-    max_workers: Int = setting("workers", 0, 0, 65536,
-                               "hard cap on worker processes (0: 2 x workers + max_parked_cells)")
-    worker_max_runtimes: Int = setting("workers", 64, 1, 4096,
-                                       "cells (one tenant's) whose QuickJS runtimes one worker process holds")
-    worker_max_parked_bytes: Int = setting("workers", 256 * MiB, MiB, 1 << 40,
-                                           "a worker takes a new cell only while its parked heaps plus "
-                                           "max_snapshot_bytes fit in this")
+    max_workers: Int = setting(
+        "workers", 0, 0, 65536, "hard cap on worker processes (0: 2 x workers + max_parked_cells)"
+    )
+    worker_max_runtimes: Int = setting(
+        "workers", 64, 1, 4096, "cells (one tenant's) whose QuickJS runtimes one worker process holds"
+    )
+    worker_max_parked_bytes: Int = setting(
+        "workers",
+        256 * MiB,
+        MiB,
+        1 << 40,
+        "a worker takes a new cell only while its parked heaps plus max_snapshot_bytes fit in this",
+    )
     worker_max_cells: Int = setting("workers", 10000, 1, 1_000_000, "cells a worker runs before it is recycled")
     kill_grace_ms: Int = setting("workers", 1000, 50, 60000, "SIGKILL a worker this long past its deadline")
     acquire_timeout_ms: Int = setting("workers", 5000, 10, 120000, "wait for a free worker before 503")
     tenant_max_concurrency: Int = setting("workers", 32, 1, 100000, "running exec/wait calls per tenant")
-    worker_rlimit_as_bytes: Int = setting("workers", 0, 0, 1 << 44,
-                                          "RLIMIT_AS of workers (0: max memory + parked bytes + 1 GiB)")
-    worker_cpu_seconds: Int = setting("workers", 3600, 1, 1 << 30,
-                                      "RLIMIT_CPU of a worker; it is replaced after using 80% of it")
-    worker_nice: Int = setting("workers", 10, 0, 19,
-                               "niceness steps workers run below the service; 0: the same priority (the "
-                               "event loop then competes with guest code for the CPU)")
+    worker_rlimit_as_bytes: Int = setting(
+        "workers", 0, 0, 1 << 44, "RLIMIT_AS of workers (0: max memory + parked bytes + 1 GiB)"
+    )
+    worker_cpu_seconds: Int = setting(
+        "workers", 3600, 1, 1 << 30, "RLIMIT_CPU of a worker; it is replaced after using 80% of it"
+    )
+    worker_nice: Int = setting(
+        "workers",
+        10,
+        0,
+        19,
+        "niceness steps workers run below the service; 0: the same priority (the "
+        "event loop then competes with guest code for the CPU)",
+    )
     # [tenants]: per-tenant quotas, so one tenant cannot take what another needs
-    tenant_max_parked_cells: Int = setting("tenants", 256, 1, 65536,
-                                           "parked cells per tenant (within max_parked_cells)")
+    tenant_max_parked_cells: Int = setting(
+        "tenants", 256, 1, 65536, "parked cells per tenant (within max_parked_cells)"
+    )
     tenant_max_waits: Int = setting("tenants", 16, 1, 100000, "concurrent wait calls per tenant")
     tenant_max_event_streams: Int = setting("tenants", 16, 1, 100000, "open event streams per tenant")
     tenant_results_bytes: Int = setting("tenants", 64 * MiB, 1024, 1 << 40, "saved-result bytes per tenant")
     results_max_bytes: Int = setting("tenants", 512 * MiB, 1024, 1 << 40, "saved-result bytes of all tenants")
     tenant_store_bytes: Int = setting("tenants", 32 * MiB, 1024, 1 << 40, "session-store bytes per tenant")
     tenant_max_sessions: Int = setting("tenants", 1000, 1, 10_000_000, "sessions with stored data per tenant")
-    session_ttl_seconds: Int = setting("tenants", 7 * 86400, 60, 10 * 365 * 86400,
-                                       "a session's stored data is removed this long after its last write")
+    session_ttl_seconds: Int = setting(
+        "tenants", 7 * 86400, 60, 10 * 365 * 86400, "a session's stored data is removed this long after its last write"
+    )
     tenant_finished_kept: Int = setting("tenants", 1000, 1, 1_000_000, "finished-cell summaries kept per tenant")
-    max_tenants_tracked: Int = setting("tenants", 10000, 1, 1_000_000,
-                                       "tenants whose finished-cell summaries are kept (least recent dropped)")
+    max_tenants_tracked: Int = setting(
+        "tenants", 10000, 1, 1_000_000, "tenants whose finished-cell summaries are kept (least recent dropped)"
+    )
     # Structured tables of the file
     api_keys: tuple[ApiKey, ...] = section("api_keys", (), "[[api_keys]]: key, tenant, tools narrowing and approvals")
-    tools: ToolSettings = section("tools", ToolSettings(), "[tools]: plugins, allow, deny, profile, entry_points, approve")
+    tools: ToolSettings = section(
+        "tools", ToolSettings(), "[tools]: plugins, allow, deny, profile, entry_points, approve"
+    )
     # Built and checked by McpServerConfig itself (its own messages), not coerced by pydantic.
     mcp_servers: Annotated[tuple[McpServerConfig, ...], SkipValidation] = section(
-        "mcp.servers", (), "[mcp.servers.<name>]: one MCP server each")
+        "mcp.servers", (), "[mcp.servers.<name>]: one MCP server each"
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -222,8 +256,10 @@ class Settings(BaseSettings):
         if self.memory_limit_bytes > self.max_memory_limit_bytes:
             raise ConfigError("memory_limit_bytes is above max_memory_limit_bytes", need_param="memory_limit_bytes")
         if self.advertise_url and not re.match(r"^https?://[^/?#\s]+(/[^?#\s]*)?$", self.advertise_url):
-            raise ConfigError(f"advertise_url {self.advertise_url!r} is not an http:// or https:// URL "
-                              "(e.g. http://10.0.0.5:8000)", need_param="advertise_url")
+            raise ConfigError(
+                f"advertise_url {self.advertise_url!r} is not an http:// or https:// URL (e.g. http://10.0.0.5:8000)",
+                need_param="advertise_url",
+            )
         if not self.api_keys and not _is_loopback(self.host):
             raise ConfigError(
                 f"refusing to bind {self.host!r} without API keys: add [[api_keys]] to the config file "
@@ -251,7 +287,8 @@ def _toml_path(name: str, info: FieldInfo) -> tuple[str, ...]:
 TOML_PATHS: dict[tuple[str, ...], str] = {_toml_path(n, i): n for n, i in Settings.model_fields.items()}
 # Scalars (declared with setting()) are also environment variables; structured sections are file only.
 ENV_NAMES: dict[str, str] = {
-    ENV_PREFIX + name.upper(): name for name, info in Settings.model_fields.items()
+    ENV_PREFIX + name.upper(): name
+    for name, info in Settings.model_fields.items()
     if isinstance(info.json_schema_extra, dict) and "table" in info.json_schema_extra
 }
 
@@ -275,9 +312,13 @@ class _Environment(EnvSettingsSource):
     def __init__(self, environ: Mapping[str, str]) -> None:
         for key in environ:
             upper = key.upper()
-            if upper.startswith(ENV_PREFIX) and upper not in ENV_NAMES and upper not in (CONFIG_VARIABLE, API_KEY_VARIABLE):
-                suffix = upper[len(ENV_PREFIX):]
-                hint = _hint(suffix, {n[len(ENV_PREFIX):]: n for n in ENV_NAMES})
+            if (
+                upper.startswith(ENV_PREFIX)
+                and upper not in ENV_NAMES
+                and upper not in (CONFIG_VARIABLE, API_KEY_VARIABLE)
+            ):
+                suffix = upper[len(ENV_PREFIX) :]
+                hint = _hint(suffix, {n[len(ENV_PREFIX) :]: n for n in ENV_NAMES})
                 raise ConfigError(f"unknown environment variable {key}{hint}", need_param=key)
         self._environ = {k.lower(): v for k, v in environ.items() if k.upper() in ENV_NAMES}
         super().__init__(Settings)
@@ -326,8 +367,9 @@ def _file_values(data: dict[str, Any]) -> dict[str, Any]:
             elif not any(p[: len(path)] == path for p in TOML_PATHS):
                 raise ConfigError(f"unknown config key {_dotted(path)}{_file_hint(path)}", need_param=_dotted(path))
             elif not isinstance(value, dict):
-                raise ConfigError(f"config {_dotted(path)} must be a table ([{_dotted(path)}])",
-                                  need_param=_dotted(path))
+                raise ConfigError(
+                    f"config {_dotted(path)} must be a table ([{_dotted(path)}])", need_param=_dotted(path)
+                )
             else:
                 walk(value, path)
 
@@ -404,11 +446,13 @@ def _validated(values: Mapping[str, Any], where: Callable[[str], str]) -> Settin
         name = str(error["loc"][0])
         info = Settings.model_fields.get(name)
         if info is None:
-            raise ConfigError(f"unknown setting {name}{_hint(name, {n: n for n in Settings.model_fields})}",
-                              need_param=name) from None
+            raise ConfigError(
+                f"unknown setting {name}{_hint(name, {n: n for n in Settings.model_fields})}", need_param=name
+            ) from None
         if len(error["loc"]) == 1:
-            raise ConfigError(f"{where(name)} = {error['input']!r} is not allowed: it must be {_allowed(info)}",
-                              need_param=name) from None
+            raise ConfigError(
+                f"{where(name)} = {error['input']!r} is not allowed: it must be {_allowed(info)}", need_param=name
+            ) from None
         # Inside a table: name the entry, not its input (it may hold a key or a header secret).
         inner = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"][1:])
         raise ConfigError(f"{where(name)}{inner}: {error['msg']}", need_param=name) from None
@@ -427,7 +471,10 @@ def load_settings(
     layers: list[tuple[dict[str, Any], Callable[[str], str]]] = [
         (_ConfigFile(path)() if path else {}, lambda name: f"config {paths[name]}"),
         (_Environment(env)(), lambda name: f"environment variable {ENV_PREFIX}{name.upper()}"),
-        ({k: v for k, v in (overrides or {}).items() if v is not None}, lambda name: f"flag --{name.replace('_', '-')}"),
+        (
+            {k: v for k, v in (overrides or {}).items() if v is not None},
+            lambda name: f"flag --{name.replace('_', '-')}",
+        ),
     ]
     merged: dict[str, Any] = {}
     for values, where in layers:

@@ -62,21 +62,30 @@ class TracingConfig:
         names = tuple(n.strip().lower() for n in env.get("OTEL_TRACES_EXPORTER", "none").split(",") if n.strip())
         unknown = [n for n in names if n not in EXPORTERS]
         if unknown:
-            raise ConfigError(f"OTEL_TRACES_EXPORTER: {', '.join(map(repr, unknown))} is not supported; "
-                              "use otlp, console or none", need_param="OTEL_TRACES_EXPORTER")
+            raise ConfigError(
+                f"OTEL_TRACES_EXPORTER: {', '.join(map(repr, unknown))} is not supported; use otlp, console or none",
+                need_param="OTEL_TRACES_EXPORTER",
+            )
         if "none" in names and len(names) > 1:
-            raise ConfigError("OTEL_TRACES_EXPORTER: 'none' cannot be combined with other exporters",
-                              need_param="OTEL_TRACES_EXPORTER")
+            raise ConfigError(
+                "OTEL_TRACES_EXPORTER: 'none' cannot be combined with other exporters",
+                need_param="OTEL_TRACES_EXPORTER",
+            )
         exporters = tuple(dict.fromkeys(n for n in names if n != "none"))
         if "otlp" in exporters:
             for var in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
                 protocol = env.get(var, PROTOCOL).strip()
                 if protocol != PROTOCOL:
-                    raise ConfigError(f"{var}: {protocol!r} is not supported; this service exports OTLP over "
-                                      f"{PROTOCOL} (unset it or set {PROTOCOL})", need_param=var)
-        endpoint = (env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                    or (env["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/traces"
-                        if env.get("OTEL_EXPORTER_OTLP_ENDPOINT") else "http://localhost:4318/v1/traces"))
+                    raise ConfigError(
+                        f"{var}: {protocol!r} is not supported; this service exports OTLP over "
+                        f"{PROTOCOL} (unset it or set {PROTOCOL})",
+                        need_param=var,
+                    )
+        endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or (
+            env["OTEL_EXPORTER_OTLP_ENDPOINT"].rstrip("/") + "/v1/traces"
+            if env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            else "http://localhost:4318/v1/traces"
+        )
         return cls(exporters, env.get("OTEL_SERVICE_NAME") or None, endpoint)
 
 
@@ -109,8 +118,9 @@ class Tracing:
 
     # ---- spans -----------------------------------------------------------------------------------
 
-    async def traced_leg(self, cell: Any, leg: Awaitable[dict[str, Any]], parent: TraceParent,
-                         started_ns: int | None = None) -> dict[str, Any]:
+    async def traced_leg(
+        self, cell: Any, leg: Awaitable[dict[str, Any]], parent: TraceParent, started_ns: int | None = None
+    ) -> dict[str, Any]:
         """Run one leg of ``cell`` inside its ``codemode.cell`` span; calls made meanwhile become children."""
         assert self._tracer is not None
         calls: CellTrace | None = cell.requests.trace
@@ -120,10 +130,17 @@ class Tracing:
         elif calls is not None:
             parent = trace.set_span_in_context(trace.NonRecordingSpan(calls.first_leg))
         title = cell.spec.title
-        span = self._tracer.start_span("codemode.cell", context=parent, links=links, start_time=started_ns,
-                                       attributes={"codemode.tenant": _short(cell.spec.tenant),
-                                                   "codemode.cell_id": cell.id,
-                                                   **({"codemode.title": _short(title)} if title else {})})
+        span = self._tracer.start_span(
+            "codemode.cell",
+            context=parent,
+            links=links,
+            start_time=started_ns,
+            attributes={
+                "codemode.tenant": _short(cell.spec.tenant),
+                "codemode.cell_id": cell.id,
+                **({"codemode.title": _short(title)} if title else {}),
+            },
+        )
         if calls is None:
             calls = cell.requests.trace = CellTrace(self._tracer, span.get_span_context())
         calls.leg = trace.set_span_in_context(span)
@@ -136,9 +153,14 @@ class Tracing:
             span.end()
             raise
         status, code = envelope.get("status"), envelope.get("code")
-        span.set_attributes({"codemode.status": str(status), "codemode.legs": cell.telemetry.legs,
-                             "codemode.output_bytes": cell.output.committed_bytes - output_before,
-                             **({"codemode.code": str(code)} if code else {})})
+        span.set_attributes(
+            {
+                "codemode.status": str(status),
+                "codemode.legs": cell.telemetry.legs,
+                "codemode.output_bytes": cell.output.committed_bytes - output_before,
+                **({"codemode.code": str(code)} if code else {}),
+            }
+        )
         if status == "failed":
             span.set_status(trace.StatusCode.ERROR, str(code))
         span.end()
@@ -174,8 +196,9 @@ class CellTrace:
         return self._tracer.start_span("codemode.call", context=self.leg, attributes=attributes)
 
 
-def end_call(span: trace.Span, request_bytes: int, reply_bytes: int | None, reply: Any = None,
-             outcome: str | None = None) -> None:
+def end_call(
+    span: trace.Span, request_bytes: int, reply_bytes: int | None, reply: Any = None, outcome: str | None = None
+) -> None:
     """End a host request's span: settled with ``reply`` (``{ok, error?}``), or ended by ``outcome``."""
     if outcome is None:
         outcome = _outcome(reply)
@@ -197,6 +220,7 @@ def _outcome(reply: Any) -> str:
 
 
 # ---- set-up -------------------------------------------------------------------------------------
+
 
 def start_tracing(config: TracingConfig) -> Tracing:
     """The tracing ``config`` asks for: ``NO_TRACING`` (nothing imported, no provider) or an SDK provider
@@ -242,6 +266,7 @@ def _provider(config: TracingConfig) -> TracerProvider:
 
 
 # ---- helpers ------------------------------------------------------------------------------------
+
 
 class _AsgiHeaders(Getter[Iterable[tuple[bytes, bytes]]]):
     """Reads header values from an ASGI scope's raw ``(name, value)`` list (names are lower case)."""

@@ -20,8 +20,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def make_client(tmp: Path, *, results_clock: Callable[[], float] | None = None,
-                extra_tools: Sequence[Any] = TEST_TOOLS, **overrides: Any) -> TestClient:
+def make_client(
+    tmp: Path,
+    *,
+    results_clock: Callable[[], float] | None = None,
+    extra_tools: Sequence[Any] = TEST_TOOLS,
+    **overrides: Any,
+) -> TestClient:
     """A TestClient over a fully wired app; use it as a context manager (runs the lifespan).
 
     ``results_clock`` dates saved results, so retention tests move time instead of waiting it out;

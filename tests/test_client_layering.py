@@ -30,14 +30,21 @@ def test_httpx_has_one_importer_in_the_client():
 
 def test_importing_the_client_loads_nothing_of_the_service():
     """In a fresh interpreter, importing codemode_client leaves service, bridge, guest_runtime and pydantic unloaded."""
-    probe = ("import sys, codemode_client; "
-             "print(sorted(m for m in ('service', 'bridge', 'guest_runtime', 'pydantic', 'fastapi') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    probe = (
+        "import sys, codemode_client; "
+        "print(sorted(m for m in ('service', 'bridge', 'guest_runtime', 'pydantic', 'fastapi') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
     assert out.stdout.strip() == "[]"
 
 
 def test_no_client_module_over_the_line_cap():
     """Every client module stays under the same line cap as the service's."""
-    long = {m: n for m in CLIENT_IMPORTS
-            if (n := len((ROOT / m).read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    long = {
+        m: n
+        for m in CLIENT_IMPORTS
+        if (n := len((ROOT / m).read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
     assert long == {}

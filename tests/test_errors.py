@@ -115,7 +115,9 @@ def _modules() -> list[types.ModuleType]:
 
 def _exceptions(modules: list[types.ModuleType]) -> list[type[BaseException]]:
     return [
-        obj for module in modules for obj in vars(module).values()
+        obj
+        for module in modules
+        for obj in vars(module).values()
         if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == module.__name__
     ]
 
@@ -142,8 +144,9 @@ def _tree_of(module: str, trees: dict[str, Tree]) -> Tree | None:
     return None
 
 
-def problems(classes: list[type[BaseException]], trees: dict[str, Tree], signals: set[str],
-             shared: dict[str, str]) -> list[str]:
+def problems(
+    classes: list[type[BaseException]], trees: dict[str, Tree], signals: set[str], shared: dict[str, str]
+) -> list[str]:
     """Every breach of the rules above, one line each (empty when the code base conforms)."""
     found: list[str] = []
     codes: dict[tuple[str, str], str] = {}

@@ -1,4 +1,4 @@
-"""Static checks that catch bugs before a test does: pyflakes rules and syntax errors (ruff)."""
+"""Static checks that catch bugs before a test does (ruff lint rules), and the one code format (ruff format)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,34 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_ruff_finds_no_undefined_names_or_unused_imports():
     """`ruff check` (rules in pyproject.toml) passes over every Python package and the tests."""
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "service", "bridge", "guest_runtime", "codemode_client", "examples", "bench",
-         "tests"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "service",
+            "bridge",
+            "guest_runtime",
+            "codemode_client",
+            "examples",
+            "bench",
+            "tests",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_tree_is_ruff_formatted():
+    """`ruff format --check` finds nothing to change: the tree has one layout, so the line cap measures code."""
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr

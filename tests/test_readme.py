@@ -14,7 +14,7 @@ def test_readme_config_example_loads(tmp_path):
     text = README.read_text(encoding="utf-8")
     start = text.index("```toml\n[limits]") + len("```toml\n")
     config = tmp_path / "codemode.toml"
-    config.write_text(text[start:text.index("```", start)], encoding="utf-8")
+    config.write_text(text[start : text.index("```", start)], encoding="utf-8")
     settings = load_settings(environ={}, config_path=str(config))
     assert [k.tenant for k in settings.api_keys] == ["acme"]
     assert settings.tools.plugins == ("examples.plugins.shipping",)

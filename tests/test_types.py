@@ -19,6 +19,9 @@ def test_mypy_finds_no_type_errors():
     command = [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", "--python-executable", sys.executable]
     result = subprocess.run(
         [*command, "bridge", "guest_runtime", "service", "codemode_client"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -53,9 +53,7 @@ _QUOTE_OUTPUT = {
 }
 
 
-@define_tool(
-    name="quote_shipping", label="Quote shipping", input_schema=QuoteInput, output_schema=_QUOTE_OUTPUT
-)
+@define_tool(name="quote_shipping", label="Quote shipping", input_schema=QuoteInput, output_schema=_QUOTE_OUTPUT)
 async def quote_shipping(call_id: str, params: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Price a parcel between two countries; returns carrier, price in USD and transit days."""
     quote = QuoteInput.model_validate(params)
@@ -124,9 +122,7 @@ async def track_package(call_id: str, params: dict[str, Any], ctx: ToolContext) 
     number = params["tracking_number"]
     steps = int(hashlib.sha256(number.encode()).hexdigest(), 16) % 3 + 1
     places = ["Origin depot", "Sorting hub", "Destination depot"]
-    events = [
-        {"day": i + 1, "location": places[i], "note": f"Scanned at {places[i].lower()}"} for i in range(steps)
-    ]
+    events = [{"day": i + 1, "location": places[i], "note": f"Scanned at {places[i].lower()}"} for i in range(steps)]
     status = ["label_created", "in_transit", "delivered"][steps - 1]
     details = {"tracking_number": number, "status": status, "events": events}
     return ToolResult(details=details, text=f"{number}: {status} ({steps} scans)")
@@ -228,8 +224,12 @@ async def cancel_shipment(call_id: str, params: dict[str, Any], ctx: ToolContext
     if shipment is None or shipment["status"] == "delivered":
         # Recoverable: another shipment id may work, so the failure never counts against the run.
         return ToolResult(
-            details={"shipment_id": params["shipment_id"], "cancelled": False, "error_type": "recoverable",
-                     "need_param": "shipment_id"},
+            details={
+                "shipment_id": params["shipment_id"],
+                "cancelled": False,
+                "error_type": "recoverable",
+                "need_param": "shipment_id",
+            },
             text="only undelivered shipments can be cancelled",
             is_error=True,
         )

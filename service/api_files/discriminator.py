@@ -22,8 +22,6 @@ _ANNOTATION_KEYS = frozenset({"version", "inputProperty", "mapping"})
 _MAX_PROPERTY_CHARS = 256
 
 
-
-
 @dataclass(frozen=True)
 class OutputVariants:
     """A validated annotation: which input property selects which root branch."""

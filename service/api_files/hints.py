@@ -159,9 +159,7 @@ class _HintRenderer:
         properties = schema.get("properties")
         properties = properties if isinstance(properties, Mapping) else {}
         required_raw = schema.get("required")
-        required = (
-            [name for name in required_raw if isinstance(name, str)] if isinstance(required_raw, list) else []
-        )
+        required = [name for name in required_raw if isinstance(name, str)] if isinstance(required_raw, list) else []
         names = [name for name in properties if isinstance(name, str)]
         if any(name not in properties for name in required):
             self.complete = False

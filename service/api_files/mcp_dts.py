@@ -110,9 +110,7 @@ def render_mcp_index(servers: Sequence[McpServerDecl]) -> str:
         "// argument; each server's declarations are in mcp/<server>.d.ts.",
     ]
     for server in servers:
-        extras = [
-            name for name, on in (("resources", server.has_resources), ("prompts", server.has_prompts)) if on
-        ]
+        extras = [name for name, on in (("resources", server.has_resources), ("prompts", server.has_prompts)) if on]
         count = len(server.tools)
         summary = f"{count} tool{'' if count == 1 else 's'}" + "".join(f", {extra}" for extra in extras)
         lines.append(f"//   MCP.{server.identifier}: {_comment(server.server_name)} ({summary})")

@@ -97,9 +97,7 @@ def schema_to_ts(schema: object, limits: TsLimits = DEFAULT_TS_LIMITS) -> str:
     return _Renderer(limits).render(schema, 0).text
 
 
-def schema_type(
-    schema: object, namespace: TsNamespace, limits: TsLimits = DEFAULT_TS_LIMITS
-) -> TsType:
+def schema_type(schema: object, namespace: TsNamespace, limits: TsLimits = DEFAULT_TS_LIMITS) -> TsType:
     """Render a JSON Schema whose local references become named types of `namespace`.
 
     The declarations are returned, not added: the caller adds them if it keeps the text.
@@ -169,9 +167,7 @@ class _Renderer:
             description = target.get("description") if isinstance(target, Mapping) else None
             rendered.append(TsDeclaration(name, body, description if isinstance(description, str) else None))
         cyclic = names_reaching_cycles(eager)
-        return tuple(
-            TsDeclaration(d.name, "unknown", d.description) if d.name in cyclic else d for d in rendered
-        )
+        return tuple(TsDeclaration(d.name, "unknown", d.description) if d.name in cyclic else d for d in rendered)
 
     def _reference(self, ref: object) -> _Ts:
         if self._namespace is None:
@@ -222,11 +218,7 @@ class _Renderer:
         properties = schema.get("properties")
         properties = properties if isinstance(properties, Mapping) else {}
         required_raw = schema.get("required")
-        required = (
-            {name for name in required_raw if isinstance(name, str)}
-            if isinstance(required_raw, list)
-            else set()
-        )
+        required = {name for name in required_raw if isinstance(name, str)} if isinstance(required_raw, list) else set()
         members: list[TsMember] = []
         for name, sub in properties.items():
             if not isinstance(name, str):

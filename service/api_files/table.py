@@ -54,9 +54,7 @@ class ApiFileTable:
                 if path in entries:
                     raise ValueError(f"duplicate MCP server identifier {server.identifier!r}")
                 entries[path] = _Entry(
-                    _well_formed(
-                        f"MCP.{server.identifier}: tools of MCP server {one_line(server.server_name)}"
-                    ),
+                    _well_formed(f"MCP.{server.identifier}: tools of MCP server {one_line(server.server_name)}"),
                     _server_renderer(server),
                     lazy=False,
                 )

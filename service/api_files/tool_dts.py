@@ -66,9 +66,7 @@ def render_tool_declaration(
         variants = None
     if variants is not None and output_schema is not None:
         if not _bounded_without_refs(output_schema):
-            lines.append(
-                "// Reference-bearing or structurally complex output schemas keep the complete output union."
-            )
+            lines.append("// Reference-bearing or structurally complex output schemas keep the complete output union.")
         else:
             narrowed = _discriminated(callable_name, input_type, optional, output_schema, variants, doc)
             if narrowed is not None:
@@ -79,9 +77,7 @@ def render_tool_declaration(
             )
     output_type = _umbrella_output(output_schema, types)
     if output_type is None:
-        lines.append(
-            f"// The output declaration exceeds {TOOL_OUTPUT_MAX_CHARS} characters; it stays `unknown`."
-        )
+        lines.append(f"// The output declaration exceeds {TOOL_OUTPUT_MAX_CHARS} characters; it stays `unknown`.")
         output_type = "unknown"
     lines.extend(types.block())
     lines.extend(doc)
@@ -170,9 +166,7 @@ def _discriminated(
     ]
     output_lines.append(f"type {prefix}Output = {' | '.join(branch_names)};")
     output_lines.append(f"type {prefix}OutputByInput = {{")
-    output_lines.extend(
-        f"    {ts_string(value)}: {branch_names[index]};" for value, index in variants.mapping.items()
-    )
+    output_lines.extend(f"    {ts_string(value)}: {branch_names[index]};" for value, index in variants.mapping.items())
     output_lines.append("};")
     output_lines.append(
         f"type {prefix}OutputFor<S> = S extends keyof {prefix}OutputByInput"

@@ -33,8 +33,10 @@ LegStart = Callable[[int], Awaitable[dict[str, Any]]]
 #: Runs one leg of the run's cell under its wait lock; None when the cell had already ended.
 LegRunner = Callable[["BackgroundRun", LegStart, int], Awaitable["dict[str, Any] | None"]]
 
-EXPIRED_MESSAGE = ("cell expired: a background cell runs on its own for at most cell_ttl_seconds ({ttl}s) after the "
-                   "exec or wait that started it; wait on it sooner or split the work into shorter cells")
+EXPIRED_MESSAGE = (
+    "cell expired: a background cell runs on its own for at most cell_ttl_seconds ({ttl}s) after the "
+    "exec or wait that started it; wait on it sooner or split the work into shorter cells"
+)
 SERVICE_FAILED = "the service failed while running this cell in the background; start it again"
 
 
@@ -136,9 +138,13 @@ class BackgroundRun:
         cell = self.cell
         if not self.active or cell.final is not None:
             return cell.snapshot()
-        return envelopes.status_snapshot(cell.id, status="running",
-                                         bridge_dispatch_started=cell.bridge_dispatch_started,
-                                         replay_safe=cell.replay_safe, telemetry=cell.telemetry.public(0.0))
+        return envelopes.status_snapshot(
+            cell.id,
+            status="running",
+            bridge_dispatch_started=cell.bridge_dispatch_started,
+            replay_safe=cell.replay_safe,
+            telemetry=cell.telemetry.public(0.0),
+        )
 
     def answer(self) -> dict[str, Any]:
         """The envelope for a wait or a cancel: the cell's state with the output nobody was shown yet."""

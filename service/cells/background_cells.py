@@ -29,9 +29,17 @@ Guard = Callable[[Cell, Awaitable[dict[str, Any]]], Awaitable[dict[str, Any]]]
 class BackgroundCells:
     """Background runs by cell id, until their result is collected."""
 
-    def __init__(self, settings: Settings, events: EventLogs, *, hold: Callable[[Cell], None],
-                 release: Callable[[Cell], None], running: Callable[[str], AbstractContextManager[Any]],
-                 guarded: Guard, expired: Callable[[str, str], None]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        events: EventLogs,
+        *,
+        hold: Callable[[Cell], None],
+        release: Callable[[Cell], None],
+        running: Callable[[str], AbstractContextManager[Any]],
+        guarded: Guard,
+        expired: Callable[[str, str], None],
+    ) -> None:
         self.settings = settings
         self.events = events
         self._hold = hold
@@ -67,8 +75,9 @@ class BackgroundCells:
                     return None
                 return await self._guarded(cell, start(budget_ms))
 
-    async def wait(self, run: BackgroundRun, timeout_ms: int, tool_results: list[dict[str, Any]],
-                   approvals: list[dict[str, Any]]) -> dict[str, Any]:
+    async def wait(
+        self, run: BackgroundRun, timeout_ms: int, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         """Until the cell ends or needs the caller, or ``timeout_ms``; resumes a cell stopped for the caller."""
         if run.waiter:
             raise WaitInProgress("cell is already being waited on by another wait; retry when it returns")
@@ -87,8 +96,11 @@ class BackgroundCells:
                         run.start(lambda budget_ms: cell.resume(budget_ms, tool_results, approvals))
             elif (tool_results or approvals) and cell.final is None:
                 field = "tool_results" if tool_results else "approvals"
-                raise InvalidRequest(f"{field}: this background cell is running and asks nothing of the "
-                                     f"caller now; wait without {field}", need_param=field)
+                raise InvalidRequest(
+                    f"{field}: this background cell is running and asks nothing of the "
+                    f"caller now; wait without {field}",
+                    need_param=field,
+                )
             await run.until_stopped(timeout_ms / 1000)
             return self.collect(run) if cell.final is not None else run.answer()
         finally:

@@ -37,16 +37,26 @@ if TYPE_CHECKING:
 TIMEOUT_MESSAGE = "cell timeout exceeded"
 ABORT_MESSAGE = "cell aborted: it was cancelled or expired; start a new cell"
 SNAPSHOT_MESSAGE = "cell snapshot limit exceeded: its heap is over max_snapshot_bytes, so it cannot be parked"
-UNSENDABLE_MESSAGE = ("the cell's result could not be encoded as JSON ({detail}), so its store writes were not "
-                      "committed; return and emit plain JSON data (valid Unicode text, moderate nesting)")
+UNSENDABLE_MESSAGE = (
+    "the cell's result could not be encoded as JSON ({detail}), so its store writes were not "
+    "committed; return and emit plain JSON data (valid Unicode text, moderate nesting)"
+)
 
 
 class Cell:
     """A running or parked cell and its worker."""
 
-    def __init__(self, spec: CellSpec, worker: Worker, pool: WorkerPool, dispatcher: Dispatcher,
-                 on_park: Callable[[Cell], bool], on_end: Callable[[Cell], None],
-                 retainer: Retainer | None = None, id_prefix: str = "cell_") -> None:
+    def __init__(
+        self,
+        spec: CellSpec,
+        worker: Worker,
+        pool: WorkerPool,
+        dispatcher: Dispatcher,
+        on_park: Callable[[Cell], bool],
+        on_end: Callable[[Cell], None],
+        retainer: Retainer | None = None,
+        id_prefix: str = "cell_",
+    ) -> None:
         self.context = CellContext(id_prefix + str(uuid.uuid4()), spec)
         self.id = self.context.id
         self.spec = spec
@@ -56,9 +66,13 @@ class Cell:
         self.status = CellStatus.RUNNING
         self.output = OutputState(spec.limits.max_output_bytes)
         context = self.context  # not ``self``: a cell its requests point back to is freed only by the collector
-        self.requests = HostRequests(dispatcher, spec.limits.inbox_bytes, spec.limits.max_pending_requests,
-                                     lambda request_id, method, args: HostCall(context, request_id, method, args),
-                                     max_request_bytes=spec.limits.max_request_bytes)
+        self.requests = HostRequests(
+            dispatcher,
+            spec.limits.inbox_bytes,
+            spec.limits.max_pending_requests,
+            lambda request_id, method, args: HostCall(context, request_id, method, args),
+            max_request_bytes=spec.limits.max_request_bytes,
+        )
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None
         self.last_active = time.monotonic()
@@ -91,17 +105,20 @@ class Cell:
         self._started = True
         limits = self.spec.limits
         try:
-            await self.worker.send(run_frame(
-                cell_id=self.id,
-                code=self.spec.code,
-                budget_ms=budget_ms,
-                memory_limit_bytes=limits.memory_limit_bytes,
-                max_output_bytes=limits.max_output_bytes,
-                # Retention needs the whole value; otherwise a bounded prefix is all the host can show.
-                value_capture_bytes=max(limits.max_output_bytes, limits.inbox_bytes)
-                if self._retains else limits.max_output_bytes,
-                config=self._guest_config(),
-            ))
+            await self.worker.send(
+                run_frame(
+                    cell_id=self.id,
+                    code=self.spec.code,
+                    budget_ms=budget_ms,
+                    memory_limit_bytes=limits.memory_limit_bytes,
+                    max_output_bytes=limits.max_output_bytes,
+                    # Retention needs the whole value; otherwise a bounded prefix is all the host can show.
+                    value_capture_bytes=max(limits.max_output_bytes, limits.inbox_bytes)
+                    if self._retains
+                    else limits.max_output_bytes,
+                    config=self._guest_config(),
+                )
+            )
         except WorkerGone as exc:
             return await self._end_failed(exc.message, "host", "runtime_unavailable", recycle=True)
         self._worker_running = True
@@ -118,8 +135,9 @@ class Cell:
         }
         return config
 
-    async def resume(self, budget_ms: int, tool_results: list[dict[str, Any]],
-                     approvals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    async def resume(
+        self, budget_ms: int, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         """A wait leg: settle caller answers (results, approvals) and yields, then run until the next stop.
 
         The leg takes its runtime's process when it has replies to deliver; another cell's leg
@@ -149,8 +167,9 @@ class Cell:
                 await self._lost(f"{reason}; this parked cell's runtime was in that process")
 
     async def _lost(self, reason: str) -> dict[str, Any]:
-        return await self._end_failed(reason + "; the cell was lost, start it again", "host",
-                                      "runtime_unavailable", recycle=True)
+        return await self._end_failed(
+            reason + "; the cell was lost, start it again", "host", "runtime_unavailable", recycle=True
+        )
 
     def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
         """Return the problem with caller-supplied results (by index), or None when all apply."""
@@ -185,8 +204,9 @@ class Cell:
         """End the cell after a service fault in its leg (the caller already holds ``wait_lock``)."""
         if self.worker is not None and self._alone_in_worker:
             self.worker.kill()
-        await self._end_failed("the service failed while running this cell; start it again",
-                               "host", "runtime_unavailable", recycle=True)
+        await self._end_failed(
+            "the service failed while running this cell; start it again", "host", "runtime_unavailable", recycle=True
+        )
 
     def snapshot(self) -> dict[str, Any]:
         """Status without resuming."""
@@ -196,11 +216,14 @@ class Cell:
         # end-of-cell steps): "running", never an outcome without its error or value.
         waiting = self.status is CellStatus.WAITING
         return envelopes.status_snapshot(
-            self.id, status="waiting" if waiting else "running",
-            bridge_dispatch_started=self.bridge_dispatch_started, replay_safe=self.replay_safe,
+            self.id,
+            status="waiting" if waiting else "running",
+            bridge_dispatch_started=self.bridge_dispatch_started,
+            replay_safe=self.replay_safe,
             telemetry=self._telemetry(0.0),
             reason=self.requests.reason() if waiting else None,
-            pending_tool_calls=self.requests.public() if waiting else None)
+            pending_tool_calls=self.requests.public() if waiting else None,
+        )
 
     @property
     def replay_safe(self) -> bool:
@@ -226,8 +249,10 @@ class Cell:
                 except TimeoutError:
                     # A native operation that ignores the engine interrupt: the kill is the limit.
                     # It also ends the cells parked in this process (they fail runtime_unavailable).
-                    self.worker.kill("another cell sharing this worker process ignored its deadline and the "
-                                     "process was killed (SIGKILL at deadline + kill_grace_ms)")
+                    self.worker.kill(
+                        "another cell sharing this worker process ignored its deadline and the "
+                        "process was killed (SIGKILL at deadline + kill_grace_ms)"
+                    )
                     return await self._end_failed(TIMEOUT_MESSAGE, "guest", "timeout", recycle=True)
                 except WorkerGone as exc:
                     if self._aborted:
@@ -242,21 +267,27 @@ class Cell:
                     return await self._on_done(msg)
                 if msg["t"] != "idle":
                     self.worker.kill()
-                    return await self._end_failed(f"worker sent an unexpected {msg['t']!r} frame; the cell was lost, "
-                                                  "start it again", "host", "runtime_unavailable", recycle=True)
+                    return await self._end_failed(
+                        f"worker sent an unexpected {msg['t']!r} frame; the cell was lost, start it again",
+                        "host",
+                        "runtime_unavailable",
+                        recycle=True,
+                    )
                 self._on_idle(msg)
                 continue
             if self._aborted:
                 return await self._end_failed(self._aborted, "host", "aborted", recycle=False)
             if self.worker is None or self.worker.dead:
-                return await self._lost("worker process is gone" if self.worker is None
-                                        else await self.worker.exit_reason())
+                return await self._lost(
+                    "worker process is gone" if self.worker is None else await self.worker.exit_reason()
+                )
             remaining = deadline - loop.time()
             if self.requests.has_ready and remaining > margin:
                 if not self._holding:  # lent while waiting: take the process back (after others' slices)
                     try:
-                        self._holding = await self.pool.reserve(self.worker, self.id, remaining - margin,
-                                                                self._abort_event)
+                        self._holding = await self.pool.reserve(
+                            self.worker, self.id, remaining - margin, self._abort_event
+                        )
                     except WorkerGone as exc:
                         return await self._lost(exc.message)
                     continue  # abort, loss and the deadline are checked again with the process held
@@ -304,16 +335,24 @@ class Cell:
         if not self._on_park(self):
             return await self._end_failed(
                 "too many parked cells on this server: the cell could not be parked; retry later "
-                "or use a longer timeout_ms", "host", "runtime_unavailable", recycle=False)
+                "or use a longer timeout_ms",
+                "host",
+                "runtime_unavailable",
+                recycle=False,
+            )
         if self.worker is not None:
             self.pool.park(self.worker, self.id, self.telemetry.heap_bytes, holding=self._holding)
             self._holding = False
         self.status = CellStatus.WAITING
         self.last_active = time.monotonic()
         projection = self.output.project(None)
-        envelope = envelopes.waiting(self.id, output=projection.output, reason=self.requests.reason(),
-                                     pending_tool_calls=self.requests.public(),
-                                     **self._common(report=not self.park_when_blocked))
+        envelope = envelopes.waiting(
+            self.id,
+            output=projection.output,
+            reason=self.requests.reason(),
+            pending_tool_calls=self.requests.public(),
+            **self._common(report=not self.park_when_blocked),
+        )
         self._mark_untrusted(envelope)
         return envelope
 
@@ -336,14 +375,16 @@ class Cell:
     async def _end_completed(self, value_source: dict[str, Any], *, recycle: bool) -> dict[str, Any]:
         retainer = self._retainer if self._retains else None
         retention = Retention(retainer, self.context, value_source) if retainer is not None else None
-        return await self._end(lambda: self._completed_envelope(value_source, retention), recycle=recycle,
-                               retention=retention)
+        return await self._end(
+            lambda: self._completed_envelope(value_source, retention), recycle=recycle, retention=retention
+        )
 
     async def _end_failed(self, message: str, phase: str, code: str, *, recycle: bool) -> dict[str, Any]:
         return await self._end(lambda: (self._failed_envelope(message, phase, code), None), recycle=recycle)
 
-    def _completed_envelope(self, value_source: dict[str, Any],
-                            retention: Retention | None) -> tuple[dict[str, Any], str | None]:
+    def _completed_envelope(
+        self, value_source: dict[str, Any], retention: Retention | None
+    ) -> tuple[dict[str, Any], str | None]:
         """The envelope of a completed cell, and the id of the saved result it shows (or None)."""
         try:
             projection = self.output.project(FinalValue(value_source), retention.retain if retention else None)
@@ -363,8 +404,13 @@ class Cell:
     def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
         return envelopes.failed(self.id, error=error, code=code, phase=phase, output=output, **self._common())
 
-    async def _end(self, build: Callable[[], tuple[dict[str, Any], str | None]], *,
-                   recycle: bool, retention: Retention | None = None) -> dict[str, Any]:
+    async def _end(
+        self,
+        build: Callable[[], tuple[dict[str, Any], str | None]],
+        *,
+        recycle: bool,
+        retention: Retention | None = None,
+    ) -> dict[str, Any]:
         """End the cell: free what it holds, build and encode its final envelope, then commit.
 
         The end-of-cell hooks (store writes) run only after the envelope is encoded, so a result
@@ -375,8 +421,13 @@ class Cell:
         self.end_reason = self.end_reason or EndReason.FINISHED
         self.requests.close()
         if self.worker is not None:
-            self.pool.release(self.worker, recycle=recycle or self.worker.dead, cell_id=self.id,
-                              holding=self._holding, drop=not self._runtime_gone)
+            self.pool.release(
+                self.worker,
+                recycle=recycle or self.worker.dead,
+                cell_id=self.id,
+                holding=self._holding,
+                drop=not self._runtime_gone,
+            )
             self._holding = False
             self.worker = None
         if retention is not None:
@@ -398,8 +449,9 @@ class Cell:
         self._on_end(self)
         return self.final
 
-    def _encode_final(self, build: Callable[[], tuple[dict[str, Any], str | None]]
-                      ) -> tuple[dict[str, Any], bytes, str | None]:
+    def _encode_final(
+        self, build: Callable[[], tuple[dict[str, Any], str | None]]
+    ) -> tuple[dict[str, Any], bytes, str | None]:
         """The final envelope, its encoding and the saved-result id it shows."""
         try:
             envelope, reference_id = build()
@@ -423,8 +475,11 @@ class Cell:
     def _common(self, *, report: bool = True) -> dict[str, Any]:
         """The fields every leg's envelope carries, as of now (``report``: a caller is shown them)."""
         started = self.bridge_dispatch_started if report else self.requests.side_effects_may_have_started()
-        return {"bridge_dispatch_started": started, "replay_safe": self.spec.restart_safe or not started,
-                "telemetry": self._telemetry((time.perf_counter() - self._leg_started) * 1000)}
+        return {
+            "bridge_dispatch_started": started,
+            "replay_safe": self.spec.restart_safe or not started,
+            "telemetry": self._telemetry((time.perf_counter() - self._leg_started) * 1000),
+        }
 
     def _telemetry(self, wall_ms: float) -> dict[str, Any]:
         return self.telemetry.public(wall_ms)

@@ -25,8 +25,9 @@ from .spec import CellSpec, Telemetry
 class GuestError(Exception):
     """Raised by a handler to reject the guest's promise with an Error carrying ``code``."""
 
-    def __init__(self, message: str, code: str = "tool_error", name: str = "Error",
-                 extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, message: str, code: str = "tool_error", name: str = "Error", extra: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -51,8 +52,15 @@ class RawJson:
 class NeedsCaller(Exception):
     """Raised by a handler when the API caller must answer this request (it parks the cell)."""
 
-    def __init__(self, kind: str, *, tool: str | None = None, input: Any = None,
-                 reason: str | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        *,
+        tool: str | None = None,
+        input: Any = None,
+        reason: str | None = None,
+        name: str | None = None,
+    ) -> None:
         super().__init__(kind)
         self.kind = kind  # "yield" | "client_tool" | "approval"
         self.tool = tool  # the callable name the guest called

@@ -28,8 +28,18 @@ SUMMARY_TEXT_BYTES = 2048
 #: Warnings a finished cell's summary keeps.
 SUMMARY_WARNINGS = 8
 #: Fields of a final envelope that a summary keeps: its outcome, never its data (value, output).
-SUMMARY_FIELDS = ("status", "cell_id", "error", "code", "failure_phase", "warnings",
-                  "bridge_dispatch_started", "replay_safe", "untrusted_content", "telemetry")
+SUMMARY_FIELDS = (
+    "status",
+    "cell_id",
+    "error",
+    "code",
+    "failure_phase",
+    "warnings",
+    "bridge_dispatch_started",
+    "replay_safe",
+    "untrusted_content",
+    "telemetry",
+)
 
 
 class SealedEnvelope(dict[str, Any]):
@@ -54,44 +64,110 @@ def finished_summary(envelope: dict[str, Any]) -> dict[str, Any]:
     if isinstance(summary.get("error"), str):
         summary["error"] = truncate_error(summary["error"], SUMMARY_TEXT_BYTES)
     if isinstance(summary.get("warnings"), list):
-        summary["warnings"] = [truncate_error(str(w), SUMMARY_TEXT_BYTES)
-                               for w in summary["warnings"][:SUMMARY_WARNINGS]]
+        summary["warnings"] = [
+            truncate_error(str(w), SUMMARY_TEXT_BYTES) for w in summary["warnings"][:SUMMARY_WARNINGS]
+        ]
     return summary
 
 
-def completed(cell_id: str, *, value: Any, output: list[Any], bridge_dispatch_started: bool, replay_safe: bool,
-              telemetry: dict[str, Any]) -> dict[str, Any]:
-    return {"status": "completed", "cell_id": cell_id, "output": output,
-            "bridge_dispatch_started": bridge_dispatch_started, "replay_safe": replay_safe,
-            "telemetry": telemetry, "value": value}
+def completed(
+    cell_id: str,
+    *,
+    value: Any,
+    output: list[Any],
+    bridge_dispatch_started: bool,
+    replay_safe: bool,
+    telemetry: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "status": "completed",
+        "cell_id": cell_id,
+        "output": output,
+        "bridge_dispatch_started": bridge_dispatch_started,
+        "replay_safe": replay_safe,
+        "telemetry": telemetry,
+        "value": value,
+    }
 
 
-def waiting(cell_id: str, *, output: list[Any], reason: str, pending_tool_calls: list[dict[str, Any]],
-            bridge_dispatch_started: bool, replay_safe: bool, telemetry: dict[str, Any]) -> dict[str, Any]:
-    return {"status": "waiting", "cell_id": cell_id, "output": output,
-            "bridge_dispatch_started": bridge_dispatch_started, "replay_safe": replay_safe,
-            "telemetry": telemetry, "reason": reason, "pending_tool_calls": pending_tool_calls}
+def waiting(
+    cell_id: str,
+    *,
+    output: list[Any],
+    reason: str,
+    pending_tool_calls: list[dict[str, Any]],
+    bridge_dispatch_started: bool,
+    replay_safe: bool,
+    telemetry: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "status": "waiting",
+        "cell_id": cell_id,
+        "output": output,
+        "bridge_dispatch_started": bridge_dispatch_started,
+        "replay_safe": replay_safe,
+        "telemetry": telemetry,
+        "reason": reason,
+        "pending_tool_calls": pending_tool_calls,
+    }
 
 
-def failed(cell_id: str, *, error: str, code: str, phase: Phase | str, output: list[Any],
-           bridge_dispatch_started: bool, replay_safe: bool, telemetry: dict[str, Any]) -> dict[str, Any]:
-    return {"status": "failed", "cell_id": cell_id, "output": output,
-            "bridge_dispatch_started": bridge_dispatch_started, "replay_safe": replay_safe,
-            "telemetry": telemetry, "error": error, "code": code, "failure_phase": phase}
+def failed(
+    cell_id: str,
+    *,
+    error: str,
+    code: str,
+    phase: Phase | str,
+    output: list[Any],
+    bridge_dispatch_started: bool,
+    replay_safe: bool,
+    telemetry: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "status": "failed",
+        "cell_id": cell_id,
+        "output": output,
+        "bridge_dispatch_started": bridge_dispatch_started,
+        "replay_safe": replay_safe,
+        "telemetry": telemetry,
+        "error": error,
+        "code": code,
+        "failure_phase": phase,
+    }
 
 
 def input_refusal(message: str) -> dict[str, Any]:
     """The envelope of a cell refused before any worker was involved (it gets an id it never uses)."""
-    return failed("cell_" + str(uuid.uuid4()), error=message, code="invalid_input", phase="input", output=[],
-                  bridge_dispatch_started=False, replay_safe=True, telemetry=Telemetry().public(0.0))
+    return failed(
+        "cell_" + str(uuid.uuid4()),
+        error=message,
+        code="invalid_input",
+        phase="input",
+        output=[],
+        bridge_dispatch_started=False,
+        replay_safe=True,
+        telemetry=Telemetry().public(0.0),
+    )
 
 
-def status_snapshot(cell_id: str, *, status: Literal["running", "waiting"], bridge_dispatch_started: bool,
-                    replay_safe: bool, telemetry: dict[str, Any], reason: str | None = None,
-                    pending_tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def status_snapshot(
+    cell_id: str,
+    *,
+    status: Literal["running", "waiting"],
+    bridge_dispatch_started: bool,
+    replay_safe: bool,
+    telemetry: dict[str, Any],
+    reason: str | None = None,
+    pending_tool_calls: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """A live cell's status without resuming it; a waiting one names what it waits for (no output)."""
-    out: dict[str, Any] = {"status": status, "cell_id": cell_id, "bridge_dispatch_started": bridge_dispatch_started,
-                           "replay_safe": replay_safe, "telemetry": telemetry}
+    out: dict[str, Any] = {
+        "status": status,
+        "cell_id": cell_id,
+        "bridge_dispatch_started": bridge_dispatch_started,
+        "replay_safe": replay_safe,
+        "telemetry": telemetry,
+    }
     if status == "waiting":
         out["reason"] = reason
         out["pending_tool_calls"] = pending_tool_calls

@@ -36,8 +36,10 @@ EVENT_OVERHEAD_BYTES = 96
 LOG_OVERHEAD_BYTES = 2048
 #: An envelope not yet encoded for a reader is held as objects: charged at this many times its JSON size.
 UNENCODED_FACTOR = 3
-DROPPED_MESSAGE = ("events {first}..{last} of this cell were dropped (over events_buffer_bytes, or one event larger "
-                   "than the buffer); GET /v1/cells/{{id}} shows its status, wait answers its undelivered output")
+DROPPED_MESSAGE = (
+    "events {first}..{last} of this cell were dropped (over events_buffer_bytes, or one event larger "
+    "than the buffer); GET /v1/cells/{{id}} shows its status, wait answers its undelivered output"
+)
 
 
 class Event:
@@ -45,8 +47,9 @@ class Event:
 
     __slots__ = ("id", "kind", "cost", "_data", "_envelope")
 
-    def __init__(self, event_id: int, kind: str, data: bytes | None, *, envelope: dict[str, Any] | None = None,
-                 size: int = 0) -> None:
+    def __init__(
+        self, event_id: int, kind: str, data: bytes | None, *, envelope: dict[str, Any] | None = None, size: int = 0
+    ) -> None:
         self.id = event_id
         self.kind = kind
         self._data = data
@@ -186,8 +189,15 @@ def _dropped(first: int, last: int) -> Event:
 class EventLogs:
     """The event logs of this process: live cells', then finished cells' for a while; reader counts."""
 
-    def __init__(self, *, buffer_bytes: int, retain_seconds: float, retained_bytes: int, tenant_max_streams: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        buffer_bytes: int,
+        retain_seconds: float,
+        retained_bytes: int,
+        tenant_max_streams: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.buffer_bytes = buffer_bytes
         self.retain_seconds = retain_seconds
         self.retained_bytes = retained_bytes
@@ -238,7 +248,9 @@ class EventLogs:
         if open_streams >= self.tenant_max_streams:
             raise TooManyRequests(
                 f"event-streams quota reached: tenant {tenant!r} has {open_streams} open event streams (cap "
-                f"tenant_max_event_streams={self.tenant_max_streams}); close one first", retry_after=1)
+                f"tenant_max_event_streams={self.tenant_max_streams}); close one first",
+                retry_after=1,
+            )
         self._streams[tenant] = open_streams + 1
         released = False
 

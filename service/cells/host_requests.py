@@ -72,9 +72,15 @@ class Pending:
 class HostRequests:
     """The pending requests and settled replies of one cell."""
 
-    def __init__(self, dispatcher: Dispatcher, inbox_bytes: int, max_in_flight: int,
-                 make_call: Callable[[int, str, list[Any]], HostCall], *,
-                 max_request_bytes: int = 256 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        inbox_bytes: int,
+        max_in_flight: int,
+        make_call: Callable[[int, str, list[Any]], HostCall],
+        *,
+        max_request_bytes: int = 256 * 1024 * 1024,
+    ) -> None:
         self.dispatcher = dispatcher
         self.inbox = InboxAllowance(inbox_bytes)
         self.max_in_flight = max_in_flight
@@ -160,9 +166,16 @@ class HostRequests:
             self.settle(request_id, False, {"message": f"unknown host method {method!r}", "code": "invalid_input"})
             return
         if len(self._in_flight) >= self.max_in_flight:
-            self.settle(request_id, False, {
-                "message": f"too many host requests in flight (limit {self.max_in_flight}); "
-                           "await some before starting more", "code": "invalid_input", "name": "RangeError"})
+            self.settle(
+                request_id,
+                False,
+                {
+                    "message": f"too many host requests in flight (limit {self.max_in_flight}); "
+                    "await some before starting more",
+                    "code": "invalid_input",
+                    "name": "RangeError",
+                },
+            )
             return
         refusal = self._charge_args(pending)
         if refusal is not None:
@@ -183,8 +196,11 @@ class HostRequests:
         if size <= UNREFUSED_ARGS_BYTES:
             self.inbox.charge(size)
         elif not self.inbox.admit(size):
-            return {"message": arguments_exceeded_message(size, self.inbox.capacity, self.inbox.used),
-                    "code": "program_data_budget", "name": "RangeError"}
+            return {
+                "message": arguments_exceeded_message(size, self.inbox.capacity, self.inbox.used),
+                "code": "program_data_budget",
+                "name": "RangeError",
+            }
         pending.args_bytes = size
         return None
 
@@ -200,8 +216,11 @@ class HostRequests:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a host bug must not take the cell or service down
-            self.settle(call.request_id, False, {
-                "message": f"host request {call.method} failed: {type(exc).__name__}: {exc}", "code": "tool_error"})
+            self.settle(
+                call.request_id,
+                False,
+                {"message": f"host request {call.method} failed: {type(exc).__name__}: {exc}", "code": "tool_error"},
+            )
             return
         finally:
             self._in_flight.discard(call.request_id)
@@ -221,8 +240,11 @@ class HostRequests:
             try:
                 held = jsoncodec.fragment(jsoncodec.dumps(need.input))
             except TypeError as exc:
-                self.settle(request_id, False, {"message": f"client tool input is not JSON: {exc}",
-                                                "code": "invalid_input", "name": "TypeError"})
+                self.settle(
+                    request_id,
+                    False,
+                    {"message": f"client tool input is not JSON: {exc}", "code": "invalid_input", "name": "TypeError"},
+                )
                 return
         p.caller = NeedsCaller(need.kind, tool=need.tool, input=held, reason=need.reason, name=need.name)
         p.args = []
@@ -239,8 +261,11 @@ class HostRequests:
             raise GuestError(f"the input of {tool} is not JSON: {exc}", "invalid_input", name="TypeError") from None
         # The copy shown to the caller is held beside the handler's own: charged until the request settles.
         if not self.inbox.admit(len(raw)):
-            raise GuestError(arguments_exceeded_message(len(raw), self.inbox.capacity, self.inbox.used),
-                             "program_data_budget", name="RangeError")
+            raise GuestError(
+                arguments_exceeded_message(len(raw), self.inbox.capacity, self.inbox.used),
+                "program_data_budget",
+                name="RangeError",
+            )
         p.args_bytes += len(raw)
         held = jsoncodec.fragment(raw)
         decision: asyncio.Future[tuple[bool, str | None]] = asyncio.get_running_loop().create_future()

@@ -40,12 +40,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("codemode.workers")
 
+
 class WorkerPool:
     """Warm workers, each holding one tenant's runtimes; fresh replacements started ahead of need."""
 
-    def __init__(self, *, size: int, cap: int, max_cells: int, frame_cap: int, options: WorkerOptions,
-                 acquire_timeout_s: float, max_runtimes: int = 64, max_parked_bytes: int = 256 << 20,
-                 snapshot_bytes: int = 10 << 20, nice: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        size: int,
+        cap: int,
+        max_cells: int,
+        frame_cap: int,
+        options: WorkerOptions,
+        acquire_timeout_s: float,
+        max_runtimes: int = 64,
+        max_parked_bytes: int = 256 << 20,
+        snapshot_bytes: int = 10 << 20,
+        nice: int = 0,
+    ) -> None:
         self.size = size
         self.nice = nice
         self.cap = max(cap, size)
@@ -153,12 +165,19 @@ class WorkerPool:
     def _no_worker(self) -> Overloaded:
         return Overloaded(
             f"no worker became free within {self.acquire_timeout_s:.1f}s (acquire_timeout_ms); retry shortly "
-            "or lower the number of concurrent cells", retry_after=1)
+            "or lower the number of concurrent cells",
+            retry_after=1,
+        )
 
     def _takes_new_cells(self, w: Worker) -> bool:
-        return (not w.dead and not w.retiring and not w.busy and not w.waiters
-                and len(w.cells) < self.max_runtimes
-                and w.parked_bytes + self.snapshot_bytes <= self.max_parked_bytes)
+        return (
+            not w.dead
+            and not w.retiring
+            and not w.busy
+            and not w.waiters
+            and len(w.cells) < self.max_runtimes
+            and w.parked_bytes + self.snapshot_bytes <= self.max_parked_bytes
+        )
 
     def _take(self, tenant: str) -> Worker | None:
         # Pack: the process of this tenant that already holds the most runtimes, so parked cells
@@ -207,8 +226,7 @@ class WorkerPool:
             aborted: asyncio.Future[Any] = asyncio.ensure_future(abort.wait())
             either: set[asyncio.Future[Any]] = {waiter, aborted}
             try:
-                await asyncio.wait(either, timeout=max(timeout, 0.001),
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(either, timeout=max(timeout, 0.001), return_when=asyncio.FIRST_COMPLETED)
             except BaseException:
                 if waiter.done() and not waiter.cancelled():
                     self._unhold(worker)  # granted just as the caller went away: pass it on
@@ -267,8 +285,7 @@ class WorkerPool:
         """How many cells are parked (reported only: parking never starts a process)."""
         self._parked = parked
 
-    def release(self, worker: Worker, *, recycle: bool, cell_id: str, holding: bool = True,
-                drop: bool = False) -> None:
+    def release(self, worker: Worker, *, recycle: bool, cell_id: str, holding: bool = True, drop: bool = False) -> None:
         """A cell whose runtime lived in ``worker`` ended.
 
         ``holding``: its leg held the process; ``drop``: its runtime is still in the worker's table
@@ -298,8 +315,9 @@ class WorkerPool:
         if worker.retiring or worker.dead:
             self._retire(worker)
             return
-        idle_empty = sum(1 for ws in self._assigned.values() for w in ws
-                         if not w.busy and not w.cells and not w.waiters)
+        idle_empty = sum(
+            1 for ws in self._assigned.values() for w in ws if not w.busy and not w.cells and not w.waiters
+        )
         if idle_empty > self.size:
             self._retire(worker)
 

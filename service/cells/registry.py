@@ -53,9 +53,15 @@ class _TenantGate:
 class CellRegistry:
     """Owns every cell of this process."""
 
-    def __init__(self, settings: Settings, pool: WorkerPool, dispatcher: Dispatcher,
-                 prepare: Preparer | None = None,
-                 retainer: Retainer | None = None, tracing: Tracing = NO_TRACING) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: WorkerPool,
+        dispatcher: Dispatcher,
+        prepare: Preparer | None = None,
+        retainer: Retainer | None = None,
+        tracing: Tracing = NO_TRACING,
+    ) -> None:
         self.settings = settings
         self.pool = pool
         self.dispatcher = dispatcher
@@ -69,12 +75,21 @@ class CellRegistry:
         self._sweeper: asyncio.Task[None] | None = None
         self.counts: dict[str, int] = {"completed": 0, "failed": 0, "waiting": 0}
         self.sweepers: list[Callable[[], Any]] = []  # other periodic expiry (saved results)
-        self.events = EventLogs(buffer_bytes=settings.events_buffer_bytes,
-                                retain_seconds=settings.events_retain_seconds,
-                                retained_bytes=settings.events_retained_bytes,
-                                tenant_max_streams=settings.tenant_max_event_streams)
-        self.background = BackgroundCells(settings, self.events, hold=self._hold, release=self._unpark,
-                                          running=self._counted, guarded=self._guarded, expired=self._expired)
+        self.events = EventLogs(
+            buffer_bytes=settings.events_buffer_bytes,
+            retain_seconds=settings.events_retain_seconds,
+            retained_bytes=settings.events_retained_bytes,
+            tenant_max_streams=settings.tenant_max_event_streams,
+        )
+        self.background = BackgroundCells(
+            settings,
+            self.events,
+            hold=self._hold,
+            release=self._unpark,
+            running=self._counted,
+            guarded=self._guarded,
+            expired=self._expired,
+        )
         self.cell_id_prefix = "cell_"  # replicas put their id in it (service/cluster/identity.py)
 
     # ---- life cycle --------------------------------------------------------------------------------
@@ -102,17 +117,20 @@ class CellRegistry:
     async def expire_idle(self) -> int:
         now = time.monotonic()
         ttl = self.settings.cell_ttl_seconds
-        expired = [self._cells[i] for i in list(self._parked)
-                   if i in self._cells and now - self._cells[i].last_active > ttl
-                   and not self._cells[i].wait_lock.locked()]
+        expired = [
+            self._cells[i]
+            for i in list(self._parked)
+            if i in self._cells and now - self._cells[i].last_active > ttl and not self._cells[i].wait_lock.locked()
+        ]
         for cell in expired:
             await self._stop(cell, f"cell expired after {ttl}s idle; start a new cell", EndReason.EXPIRED)
         return len(expired)
 
     # ---- limits ----------------------------------------------------------------------------------
 
-    def limits(self, *, timeout_ms: int | None, memory_limit_bytes: int | None,
-               max_output_bytes: int | None) -> CellLimits:
+    def limits(
+        self, *, timeout_ms: int | None, memory_limit_bytes: int | None, max_output_bytes: int | None
+    ) -> CellLimits:
         if timeout_ms is None and memory_limit_bytes is None and max_output_bytes is None:
             return self._default_limits
         return self._limits(timeout_ms, memory_limit_bytes, max_output_bytes)
@@ -122,8 +140,9 @@ class CellRegistry:
         """The limits of a request that sets none (most requests): built once, shared (immutable)."""
         return self._limits(None, None, None)
 
-    def _limits(self, timeout_ms: int | None, memory_limit_bytes: int | None,
-                max_output_bytes: int | None) -> CellLimits:
+    def _limits(
+        self, timeout_ms: int | None, memory_limit_bytes: int | None, max_output_bytes: int | None
+    ) -> CellLimits:
         s = self.settings
         timeout = s.timeout_ms if timeout_ms is None else timeout_ms
         memory = s.memory_limit_bytes if memory_limit_bytes is None else memory_limit_bytes
@@ -155,7 +174,9 @@ class CellRegistry:
         if gate.waits >= self.settings.tenant_max_waits:
             raise TooManyRequests(
                 f"concurrent-waits quota reached: tenant {tenant!r} has {gate.waits} waits in progress (cap "
-                f"tenant_max_waits={self.settings.tenant_max_waits}); retry after one returns", retry_after=1)
+                f"tenant_max_waits={self.settings.tenant_max_waits}); retry after one returns",
+                retry_after=1,
+            )
         gate.waits += 1
         try:
             yield
@@ -186,19 +207,24 @@ class CellRegistry:
         if len(self._parked) >= self.settings.max_parked_cells:
             raise TooManyRequests(
                 f"too many parked cells ({len(self._parked)}, cap max_parked_cells="
-                f"{self.settings.max_parked_cells}): finish or cancel waiting cells first", retry_after=1)
+                f"{self.settings.max_parked_cells}): finish or cancel waiting cells first",
+                retry_after=1,
+            )
         parked = self._gate(spec.tenant).parked
         if parked >= self.settings.tenant_max_parked_cells:
             raise TooManyRequests(
                 f"parked-cells quota reached: tenant {spec.tenant!r} has {parked} parked cells (cap "
                 f"tenant_max_parked_cells={self.settings.tenant_max_parked_cells}); wait on, cancel or let "
-                "them finish first", retry_after=1)
+                "them finish first",
+                retry_after=1,
+            )
         slot = contextlib.ExitStack()
         with slot:
             slot.enter_context(self._tenant_slot(spec.tenant))
             worker = await self.pool.acquire(spec.tenant)
-            cell = Cell(spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer,
-                        self.cell_id_prefix)
+            cell = Cell(
+                spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer, self.cell_id_prefix
+            )
             self._cells[cell.id] = cell
             async with cell.wait_lock:
                 if self.prepare is not None:
@@ -214,10 +240,17 @@ class CellRegistry:
                 leg = cell.start(spec.limits.timeout_ms)
                 return self._published(cell, await self._guarded(cell, leg, trace_parent, started_ns))
 
-    async def wait(self, cell_id: str, tenant: str, *, timeout_ms: int | None,
-                   tool_results: list[dict[str, Any]], session_id: str | None = None,
-                   approvals: list[dict[str, Any]] | None = None,
-                   trace_parent: TraceParent = None) -> dict[str, Any]:
+    async def wait(
+        self,
+        cell_id: str,
+        tenant: str,
+        *,
+        timeout_ms: int | None,
+        tool_results: list[dict[str, Any]],
+        session_id: str | None = None,
+        approvals: list[dict[str, Any]] | None = None,
+        trace_parent: TraceParent = None,
+    ) -> dict[str, Any]:
         run = self.background.get(cell_id, tenant)
         cell = run.cell if run is not None else self._get(cell_id, tenant)
         if session_id is not None and cell.spec.session_id != session_id:
@@ -293,8 +326,9 @@ class CellRegistry:
         if summary is not None:
             summary["expired"] = True
 
-    async def _guarded(self, cell: Cell, leg: Any, trace_parent: TraceParent = None,
-                       started_ns: int | None = None) -> dict[str, Any]:
+    async def _guarded(
+        self, cell: Cell, leg: Any, trace_parent: TraceParent = None, started_ns: int | None = None
+    ) -> dict[str, Any]:
         """Run a leg; if the service itself fails mid-leg, the cell ends instead of leaking its worker."""
         try:
             if self.tracing.enabled:
@@ -311,8 +345,9 @@ class CellRegistry:
         final = await self._stop(cell, ABORT_MESSAGE, EndReason.CANCELLED, trace_parent)
         return self.background.collect(run) if run is not None else final
 
-    async def _stop(self, cell: Cell, message: str, reason: EndReason, trace_parent: TraceParent = None
-                    ) -> dict[str, Any]:
+    async def _stop(
+        self, cell: Cell, message: str, reason: EndReason, trace_parent: TraceParent = None
+    ) -> dict[str, Any]:
         """Cancel or expire a cell.  One that is parked ends here, outside any leg: traced, this gets a
         ``codemode.cell`` span of its own, so the cell's trace shows how it ended."""
         if self.tracing.enabled and not cell.done and not cell.wait_lock.locked():
@@ -353,14 +388,17 @@ class CellRegistry:
     def _gone_message(self, cell_id: str, tenant: str) -> str:
         summary = self._finished.get(tenant, cell_id) or {}
         if summary.get("expired"):
-            return (f"{NOT_FOUND}: it expired after {self.settings.cell_ttl_seconds}s idle and its pending work "
-                    "was discarded; start a new cell")
+            return (
+                f"{NOT_FOUND}: it expired after {self.settings.cell_ttl_seconds}s idle and its pending work "
+                "was discarded; start a new cell"
+            )
         return NOT_FOUND + ": it already finished and its result was delivered"
 
     def _park(self, cell: Cell) -> bool:
         gate = self._gate(cell.spec.tenant)
-        if cell.id not in self._parked and (len(self._parked) >= self.settings.max_parked_cells
-                                            or gate.parked >= self.settings.tenant_max_parked_cells):
+        if cell.id not in self._parked and (
+            len(self._parked) >= self.settings.max_parked_cells or gate.parked >= self.settings.tenant_max_parked_cells
+        ):
             return False
         if cell.id not in self._parked:
             gate.parked += 1
@@ -388,16 +426,25 @@ class CellRegistry:
             self.events.retire(cell.id)
         if log.isEnabledFor(logging.INFO):
             final = cell.final or {}
-            log.info("cell %s tenant=%s title=%r status=%s code=%s legs=%d calls=%d", cell.id, cell.spec.tenant,
-                     cell.spec.title, final.get("status"), final.get("code", "-"), cell.telemetry.legs,
-                     cell.telemetry.call_count)
+            log.info(
+                "cell %s tenant=%s title=%r status=%s code=%s legs=%d calls=%d",
+                cell.id,
+                cell.spec.tenant,
+                cell.spec.title,
+                final.get("status"),
+                final.get("code", "-"),
+                cell.telemetry.legs,
+                cell.telemetry.call_count,
+            )
         self._cells.pop(cell.id, None)
         self.counts["completed" if cell.status is CellStatus.COMPLETED else "failed"] += 1
-        self._finished.add(cell.spec.tenant, cell.id, {"snapshot": finished_summary(cell.final or {}),
-                                                       "expired": cell.end_reason is EndReason.EXPIRED})
+        self._finished.add(
+            cell.spec.tenant,
+            cell.id,
+            {"snapshot": finished_summary(cell.final or {}), "expired": cell.end_reason is EndReason.EXPIRED},
+        )
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
     if not (low <= value <= high):
         raise InvalidRequest(f"{name} must be between {low} and {high} (got {value})", need_param=name)
-

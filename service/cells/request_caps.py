@@ -23,9 +23,15 @@ def measure_request(args: Any, max_request_bytes: int) -> tuple[int, GuestError 
     except jsoncodec.JSONEncodeError:
         return 0, GuestError(
             f"request arguments are nested too deep or are not JSON; values may nest at most "
-            f"{jsoncodec.MAX_NESTING} levels of arrays/objects", code="invalid_input", name="TypeError")
+            f"{jsoncodec.MAX_NESTING} levels of arrays/objects",
+            code="invalid_input",
+            name="TypeError",
+        )
     if size > max_request_bytes:
         return size, GuestError(
             f"request arguments are {size} bytes of JSON, over the {max_request_bytes}-byte "
-            "max_request_bytes cap; pass less data per call", code="invalid_input", name="RangeError")
+            "max_request_bytes cap; pass less data per call",
+            code="invalid_input",
+            name="RangeError",
+        )
     return size, None

@@ -54,8 +54,9 @@ _MODULE_CALL = re.compile(r"(?<![\w$.])(?:require|import)\s*+\(")
 _MODULE_STATEMENT = re.compile(r"(?:^|[;{}\n])[^\S\n]*+(?:import\s*+[\w${*'\"]|export\s++[\w{*])")
 
 # Where a `/` starts a regex literal rather than a division (after these, or at the start).
-_REGEX_AFTER = frozenset(("", "(", ",", "=", ":", "[", "!", "&", "|", "?", "{", "}", ";", "+", "-", "*",
-                          "%", "<", ">", "~", "^"))
+_REGEX_AFTER = frozenset(
+    ("", "(", ",", "=", ":", "[", "!", "&", "|", "?", "{", "}", ";", "+", "-", "*", "%", "<", ">", "~", "^")
+)
 _STOP_TOP = re.compile(r"[\"'`/]")
 _STOP_IN_SUBSTITUTION = re.compile(r"[\"'`/{}]")  # inside `${...}` braces decide where code ends
 _STRING = {
@@ -73,8 +74,7 @@ def looks_like_shell(code: str) -> bool:
     lines = [m.group().rstrip() for m in itertools.islice(_CONTENT_LINE.finditer(code), 6)]
     if not lines:
         return False
-    if ("-c" in code and _SHELL_ANYWHERE.search(code)
-            and not _JS_HINTS.search(code.split("\n", 1)[0].split("-c", 1)[0])):
+    if "-c" in code and _SHELL_ANYWHERE.search(code) and not _JS_HINTS.search(code.split("\n", 1)[0].split("-c", 1)[0]):
         return True
     if len(lines) > 5 or any(len(ln) > MAX_SHELL_LINE for ln in lines):
         return False

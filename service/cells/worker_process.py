@@ -131,8 +131,14 @@ async def start_worker(options: WorkerOptions, frame_cap: int, *, nice: int = 0)
     # Workers get a minimal environment: nothing of the service's secrets reaches a guest process.
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME", "TZ")}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "guest_runtime.worker", jsoncodec.dumps_text(options),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=None, env=env,
+        sys.executable,
+        "-m",
+        "guest_runtime.worker",
+        jsoncodec.dumps_text(options),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=None,
+        env=env,
         limit=1 << 20,
     )
     if nice > 0:

@@ -93,8 +93,12 @@ class Membership:
                 await self._beat()
             except StoreError as exc:
                 if not failing:
-                    log.warning("replica %s could not renew its heartbeat (its cells are unreachable from "
-                                "other replicas until it can): %s", self.replica_id, exc)
+                    log.warning(
+                        "replica %s could not renew its heartbeat (its cells are unreachable from "
+                        "other replicas until it can): %s",
+                        self.replica_id,
+                        exc,
+                    )
                 failing = True
                 continue
             if failing:

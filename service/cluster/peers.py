@@ -15,10 +15,20 @@ from service.outbound_http import PeerTransport, StreamedAnswer
 
 FORWARDED_HEADER = "x-codemode-forwarded-by"
 # Hop-by-hop headers belong to one connection, not to the request or answer being relayed.
-_HOP_BY_HOP = frozenset({
-    b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailer",
-    b"transfer-encoding", b"upgrade", b"host", b"content-length",
-})
+_HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
+        b"content-length",
+    }
+)
 # Peers close idle keep-alive connections after keep_alive_timeout_seconds (5 s by default):
 # give ours up sooner so a request is never written to a connection the peer is closing.
 _KEEPALIVE_EXPIRY_SECONDS = 2.0
@@ -33,8 +43,9 @@ class PeerClient:
         # backstop for a peer whose machine vanished without closing the connection.
         self._transport = PeerTransport(read_timeout_seconds, _KEEPALIVE_EXPIRY_SECONDS)
 
-    async def open(self, base_url: str, method: str, target: str, headers: Iterable[tuple[bytes, bytes]],
-                   body: bytes, *, what: str) -> StreamedAnswer:
+    async def open(
+        self, base_url: str, method: str, target: str, headers: Iterable[tuple[bytes, bytes]], body: bytes, *, what: str
+    ) -> StreamedAnswer:
         """Send one request to the peer at ``base_url``; the answer's body is read by the caller.
 
         ``target`` is the path and query; ``what`` names the cell for error messages.

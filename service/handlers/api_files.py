@@ -22,12 +22,19 @@ from .cell_tools import cell_tools
 
 def api_table(view: CatalogView, servers: list[Any]) -> ApiFileTable:
     """The declaration files of the tools in ``view`` and of the MCP ``servers``."""
-    tools = [ToolDecl(e.callable_name, e.description, e.input_schema, e.output_schema, e.trusted)
-             for e in view.entries()]
-    mcp = [McpServerDecl(s.identifier, s.name,
-                         tuple(McpToolDecl(t.identifier, t.name, t.description or "", t.input_schema)
-                               for t in s.tools),
-                         s.has_resources, s.has_prompts) for s in servers]
+    tools = [
+        ToolDecl(e.callable_name, e.description, e.input_schema, e.output_schema, e.trusted) for e in view.entries()
+    ]
+    mcp = [
+        McpServerDecl(
+            s.identifier,
+            s.name,
+            tuple(McpToolDecl(t.identifier, t.name, t.description or "", t.input_schema) for t in s.tools),
+            s.has_resources,
+            s.has_prompts,
+        )
+        for s in servers
+    ]
     return ApiFileTable(tools, mcp)
 
 

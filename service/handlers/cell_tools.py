@@ -52,8 +52,13 @@ def cell_tools(cell: CellContext) -> CellTools:
 
 def tool_context(call: HostCall) -> ToolContext:
     spec = call.cell.spec
-    return ToolContext(tenant=spec.tenant, session_id=spec.session_id, run_id=spec.run_id,
-                       cell_id=call.cell.id, call_id=f"req_{call.request_id}")
+    return ToolContext(
+        tenant=spec.tenant,
+        session_id=spec.session_id,
+        run_id=spec.run_id,
+        cell_id=call.cell.id,
+        call_id=f"req_{call.request_id}",
+    )
 
 
 def sync_counters(call: HostCall) -> None:
@@ -69,8 +74,14 @@ def sync_counters(call: HostCall) -> None:
 class ToolAccess:
     """The tools a tenant's cells see: the catalog under the base and key policies, and the MCP hub."""
 
-    def __init__(self, settings: Settings, catalog: ToolCatalog, mcp: Any = None,
-                 tool_policy: ToolPolicy | None = None, run_counters: RunCounters | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: ToolCatalog,
+        mcp: Any = None,
+        tool_policy: ToolPolicy | None = None,
+        run_counters: RunCounters | None = None,
+    ) -> None:
         self.settings = settings
         self.catalog = catalog
         self.mcp = mcp
@@ -85,8 +96,11 @@ class ToolAccess:
         """`[tools] approve`, after checking it and every key's `tools.approve` (ConfigError naming the entry)."""
         servers = [n for pair in (self.mcp.identifiers() if self.mcp is not None else []) for n in pair]
         tables = [("tools.approve", list(self.settings.tools.approve))]
-        tables += [(f"api_keys[{i}].tools.approve", key.tools["approve"]) for i, key in enumerate(self.settings.api_keys)
-                   if isinstance(key.tools, Mapping) and "approve" in key.tools]
+        tables += [
+            (f"api_keys[{i}].tools.approve", key.tools["approve"])
+            for i, key in enumerate(self.settings.api_keys)
+            if isinstance(key.tools, Mapping) and "approve" in key.tools
+        ]
         checked: list[tuple[str, ...]] = []
         for where, raw in tables:
             try:
@@ -121,8 +135,9 @@ class ToolAccess:
         if spec.session_id is None:
             own = MemoryRunCounters(self.settings.session_ttl_seconds, max_runs=1)
             return RunLedger(own, spec.tenant, "", cell.id, self.failure_limits)
-        return RunLedger(self.run_counters, spec.tenant, spec.session_id, spec.run_id or DEFAULT_RUN,
-                         self.failure_limits)
+        return RunLedger(
+            self.run_counters, spec.tenant, spec.session_id, spec.run_id or DEFAULT_RUN, self.failure_limits
+        )
 
     def view_for(self, policy: ToolPolicy | None, client_tools: Sequence[Any] = ()) -> CatalogView:
         try:
@@ -165,15 +180,22 @@ class ToolAccess:
         ledger = self.ledger(cell)
         await ledger.refresh()
         blocked = ledger.blocked()
-        session = CallSession(view, max_calls=self.settings.max_calls_per_cell,
-                              max_searches=self.settings.max_searches_per_cell, ledger=ledger, breaker=self.breaker,
-                              approvals=approvals)
+        session = CallSession(
+            view,
+            max_calls=self.settings.max_calls_per_cell,
+            max_searches=self.settings.max_searches_per_cell,
+            ledger=ledger,
+            breaker=self.breaker,
+            approvals=approvals,
+        )
         cell.tools = CellTools(view=view, session=session, mcp_servers=servers, mcp=mcp)
         cell.guest_config = {
             # Tools blocked for the run when the cell starts say so on their handles (catalog.all()).
             "tools": [{**h, "blocked": True} if h.get("callableName") in blocked else h for h in view.handles()],
-            "mcp": [{"identifier": s.identifier, "serverName": s.name,
-                     "tools": [t.identifier for t in s.tools]} for s in servers],
+            "mcp": [
+                {"identifier": s.identifier, "serverName": s.name, "tools": [t.identifier for t in s.tools]}
+                for s in servers
+            ],
             "mcpUnavailable": [{"identifier": ident, "serverName": name} for ident, name in down],
             "maxRequestBytes": cell.spec.limits.max_request_bytes,
             "maxQueuedRequests": MAX_QUEUED_REQUESTS,

@@ -46,8 +46,9 @@ class SavedResults:
         try:
             ref = await self._save(cell, json_text)
         except ResultsError as exc:
-            reason = {"results_capacity": "result-store capacity",
-                      "results_quota": "saved-results quota"}.get(exc.code, "result data allowance")
+            reason = {"results_capacity": "result-store capacity", "results_quota": "saved-results quota"}.get(
+                exc.code, "result data allowance"
+            )
             return NotRetained(f"{reason}: {exc}")
         except StoreError as exc:
             return NotRetained(f"saved results unavailable: {exc}")
@@ -62,14 +63,20 @@ class SavedResults:
 
     async def _save(self, cell: CellContext, json_text: str) -> str:
         """Keep JSON for the cell's run (inbox-sized allowance, TTL, network provenance)."""
-        return await self.results.save(result_scope(cell), json_text, cell.spec.limits.inbox_bytes,
-                                       self.settings.results_ttl_seconds, network=cell.network_content)
+        return await self.results.save(
+            result_scope(cell),
+            json_text,
+            cell.spec.limits.inbox_bytes,
+            self.settings.results_ttl_seconds,
+            network=cell.network_content,
+        )
 
     @staticmethod
     def _allowed(call: HostCall) -> None:
         if call.cell.spec.restart_safe:
-            raise GuestError("results are not available in restart-safe cells: a replay could not see them",
-                             "results_unavailable")
+            raise GuestError(
+                "results are not available in restart-safe cells: a replay could not see them", "results_unavailable"
+            )
 
     async def _save_request(self, call: HostCall) -> Any:
         self._allowed(call)
@@ -104,5 +111,8 @@ class SavedResults:
 
 def _unavailable(exc: StoreError) -> GuestError:
     """The shared results store is down or unreachable: a transient failure the guest may retry."""
-    return GuestError(f"saved results are unavailable for now: {exc}; retry shortly", "store_unavailable",
-                      extra={"errorType": "transient"})
+    return GuestError(
+        f"saved results are unavailable for now: {exc}; retry shortly",
+        "store_unavailable",
+        extra={"errorType": "transient"},
+    )

@@ -25,8 +25,11 @@ NETWORK_MARK_KEY = "\u0000codemode:network"
 
 def store_limits(settings: Settings) -> StoreLimits:
     """The session-store limits: fixed per-session sizes (SPEC §6) and the tenant quotas of the settings."""
-    return StoreLimits(max_tenant_bytes=settings.tenant_store_bytes, max_tenant_sessions=settings.tenant_max_sessions,
-                       session_ttl_seconds=settings.session_ttl_seconds)
+    return StoreLimits(
+        max_tenant_bytes=settings.tenant_store_bytes,
+        max_tenant_sessions=settings.tenant_max_sessions,
+        session_ttl_seconds=settings.session_ttl_seconds,
+    )
 
 
 class SessionStoreHandlers:
@@ -47,8 +50,7 @@ class SessionStoreHandlers:
         if self.store is None:
             raise GuestError("the session store is not configured on this server", "store_unavailable")
         if spec.session_id is None:
-            raise GuestError("store/load need a session: send session_id with the exec request",
-                             "store_unavailable")
+            raise GuestError("store/load need a session: send session_id with the exec request", "store_unavailable")
         if spec.restart_safe or spec.headless:
             raise GuestError("store/load are not available in restart-safe or headless cells", "store_unavailable")
         state = cell_tools(call.cell)
@@ -97,15 +99,16 @@ class SessionStoreHandlers:
         except StoreLimitError as exc:
             return [f"the cell's store writes were not saved: {exc}"]
         except StoreError as exc:
-            return [f"session store persistence could not be confirmed ({exc}); the cell's store writes "
-                    "may not have been saved"]
+            return [
+                f"session store persistence could not be confirmed ({exc}); the cell's store writes "
+                "may not have been saved"
+            ]
         return []
 
 
 def _check_key(key: Any) -> None:
     if isinstance(key, str) and key.startswith("\u0000"):
-        raise GuestError("store keys may not start with a NUL character (reserved)", "store_type",
-                         name="TypeError")
+        raise GuestError("store keys may not start with a NUL character (reserved)", "store_type", name="TypeError")
 
 
 def _write(writes: CellStoreWrites, key: Any, text: str | None) -> None:

@@ -29,11 +29,11 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
         # Retries of an idempotent tool stay within one cell timeout of the call's start.
         deadline = asyncio.get_running_loop().time() + call.cell.spec.limits.timeout_ms / 1000
         try:
-            outcome = await state.session.call_detailed(name, params, tool_context(call), deadline=deadline,
-                                                        ask=call.ask_approval)
+            outcome = await state.session.call_detailed(
+                name, params, tool_context(call), deadline=deadline, ask=call.ask_approval
+            )
         except ClientToolCall as need:
-            raise NeedsCaller("client_tool", tool=need.callable_name, name=need.tool_name,
-                              input=need.params) from None
+            raise NeedsCaller("client_tool", tool=need.callable_name, name=need.tool_name, input=need.params) from None
         except ToolCallError as exc:
             if getattr(exc, "untrusted", False):
                 call.cell.network_content = True

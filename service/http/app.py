@@ -61,8 +61,9 @@ def create_app(settings: Settings | None = None, services: Components | None = N
     if svc.replica is not None:
         # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.
         app.add_middleware(ReplicaRouting, replica=svc.replica)
-    app.add_middleware(RequestGate, keys=svc.keys, caps=caps, decoder=decoder,
-                       metrics_require_key=settings.metrics_require_key)
+    app.add_middleware(
+        RequestGate, keys=svc.keys, caps=caps, decoder=decoder, metrics_require_key=settings.metrics_require_key
+    )
     return app
 
 
@@ -72,8 +73,12 @@ def mcp_endpoint(svc: Components, max_body_bytes: int) -> Any:
     from service.mcp_server.sdk_server import HttpEndpoint
 
     # The request gate resolved the caller's key before the SDK reads the request.
-    return HttpEndpoint(McpFacade(svc), lambda request: api_key_of(request), max_body_bytes=max_body_bytes,
-                        loopback_only=not svc.keys.enabled)
+    return HttpEndpoint(
+        McpFacade(svc),
+        lambda request: api_key_of(request),
+        max_body_bytes=max_body_bytes,
+        loopback_only=not svc.keys.enabled,
+    )
 
 
 def app_factory() -> Any:

@@ -60,5 +60,7 @@ async def read_body(receive: Callable[[], Awaitable[dict[str, Any]]], cap: int) 
 
 
 def too_large_message(cap: int) -> str:
-    return (f"request body is over the {cap}-byte cap for this endpoint; send less code or smaller "
-            "tool results (large data belongs in tools or results.save, not in the request)")
+    return (
+        f"request body is over the {cap}-byte cap for this endpoint; send less code or smaller "
+        "tool results (large data belongs in tools or results.save, not in the request)"
+    )

@@ -82,11 +82,17 @@ async def stream(log: EventLog, after: int, heartbeat_s: float) -> AsyncIterator
     status_code=200,
     responses={
         # Refusals are the usual JSON error body (the route's own media type is the event stream).
-        **{code: {"description": ERROR_RESPONSES[code]["description"],
-                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
-           for code in (401, 403, 404, 422, 429)},
-        200: {"description": "Server-Sent Events: status, output, pending, dropped, then envelope",
-              "content": {"text/event-stream": {"schema": {"type": "string"}, "example": EVENTS_EXAMPLE}}},
+        **{
+            code: {
+                "description": ERROR_RESPONSES[code]["description"],
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+            }
+            for code in (401, 403, 404, 422, 429)
+        },
+        200: {
+            "description": "Server-Sent Events: status, output, pending, dropped, then envelope",
+            "content": {"text/event-stream": {"schema": {"type": "string"}, "example": EVENTS_EXAMPLE}},
+        },
     },
     tags=["cells"],
     summary="Cell events (Server-Sent Events)",
@@ -94,9 +100,14 @@ async def stream(log: EventLog, after: int, heartbeat_s: float) -> AsyncIterator
 async def cell_events(
     cell_id: CellId,
     request: Request,
-    last_event_id: Annotated[str | None, Header(
-        alias=LAST_EVENT_ID, pattern=r"^[0-9]{1,18}$",
-        description="resume after this event id (what an EventSource sends on reconnect)")] = None,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            alias=LAST_EVENT_ID,
+            pattern=r"^[0-9]{1,18}$",
+            description="resume after this event id (what an EventSource sends on reconnect)",
+        ),
+    ] = None,
 ) -> EventStreamResponse:
     """Events of a live or just-finished cell of this key's tenant: ``status``, ``output`` (one output entry
     each), ``pending`` (the calls the cell waits for), ``dropped`` (ids a full buffer lost), and last the
@@ -109,8 +120,11 @@ async def cell_events(
         log = svc.cells.event_log(key.tenant, cell_id)
         after = int(last_event_id) if last_event_id is not None else 0
         if after > log.last_id:
-            raise InvalidRequest(f"{LAST_EVENT_ID} {after} is past this cell's last event ({log.last_id}); "
-                                 "resume with an id this stream sent", need_param=LAST_EVENT_ID)
+            raise InvalidRequest(
+                f"{LAST_EVENT_ID} {after} is past this cell's last event ({log.last_id}); "
+                "resume with an id this stream sent",
+                need_param=LAST_EVENT_ID,
+            )
     except BaseException:
         release()
         raise

@@ -42,7 +42,7 @@ class ReplicaRouting:
         if scope["type"] != "http" or not path.startswith(_CELLS):
             await self.app(scope, receive, send)
             return
-        cell_id, _, action = path[len(_CELLS):].partition("/")
+        cell_id, _, action = path[len(_CELLS) :].partition("/")
         holder = holder_of(cell_id)
         # Only a cell route is relayed (the target is rebuilt from checked parts, never the caller's raw path).
         if holder is None or holder == replica.replica_id or (action and not _ACTION.match(action)):
@@ -55,25 +55,30 @@ class ReplicaRouting:
             return
         await _relay(response, receive, send)
 
-    async def _open(self, replica: Replica, holder: str, cell_id: str, action: str, scope: Scope,
-                    receive: Any) -> StreamedAnswer:
+    async def _open(
+        self, replica: Replica, holder: str, cell_id: str, action: str, scope: Scope, receive: Any
+    ) -> StreamedAnswer:
         what = f"cell {cell_id}"
         if _header(scope, FORWARDED_HEADER.encode()) is not None:
             # Relayed here by a peer, yet held elsewhere: the holder's address now names another process.
             raise CellNotFound(
                 f"{what} is unknown here: the replica that ran it ({holder}) no longer answers at this address "
                 f"(this is replica {replica.replica_id}: the holder stopped and this one took its address, or "
-                "its advertise_url names something other than the replica itself); start a new cell")
+                "its advertise_url names something other than the replica itself); start a new cell"
+            )
         try:
             url = await replica.membership.peer_url(holder)
         except StoreError as exc:
-            raise StoreUnavailable(f"the shared store that says which replica holds {what} is unavailable: "
-                                   f"{exc}; retry shortly", retry_after=1) from None
+            raise StoreUnavailable(
+                f"the shared store that says which replica holds {what} is unavailable: {exc}; retry shortly",
+                retry_after=1,
+            ) from None
         if url is None:
             raise CellNotFound(
                 f"{what} is unknown: the replica that ran it ({holder}) stopped (its heartbeat is gone: it shut "
                 f"down or was silent for {replica.ttl_seconds} s), and the cell's state was lost with it; "
-                "start a new cell")
+                "start a new cell"
+            )
         body = await _body(scope, receive)
         target = _CELLS + cell_id + (f"/{action}" if action else "")
         if scope.get("query_string"):

@@ -34,8 +34,9 @@ MCP_PATH = "/mcp"
 class RequestGate:
     """ASGI middleware: peer check, authentication, body cap and JSON decoding, in that order."""
 
-    def __init__(self, app: Any, *, keys: KeyRing, caps: BodyCaps, decoder: BodyDecoder,
-                 metrics_require_key: bool) -> None:
+    def __init__(
+        self, app: Any, *, keys: KeyRing, caps: BodyCaps, decoder: BodyDecoder, metrics_require_key: bool
+    ) -> None:
         self.app = app
         self.keys = keys
         self.caps = caps

@@ -31,14 +31,20 @@ INLINE_BYTES = 256 * 1024
 # What a wait body may hold besides its tool result values (ids, flags, error messages).
 WAIT_REST_BYTES = MiB
 
-TOO_DEEP = (f"request body is nested more than {MAX_BODY_DEPTH} levels deep; send flatter data "
-            "(for example, pass deep structures as a JSON string or save them with results.save)")
+TOO_DEEP = (
+    f"request body is nested more than {MAX_BODY_DEPTH} levels deep; send flatter data "
+    "(for example, pass deep structures as a JSON string or save them with results.save)"
+)
 # An MCP body is parsed again by the SDK, on the event loop: past ``INLINE_BYTES`` it may hold this many values.
 MCP_MAX_VALUES = 10_000
-MCP_TOO_MANY_VALUES = (f"an MCP request over {INLINE_BYTES} bytes may hold at most {MCP_MAX_VALUES} JSON values; "
-                       "send large data as one string (code) or let a tool fetch it")
-WAIT_REST_TOO_LARGE = (f"a wait body may hold at most {WAIT_REST_BYTES} bytes besides tool_results[].value "
-                       "(ids, ok flags, error messages); put data in value and keep errors short")
+MCP_TOO_MANY_VALUES = (
+    f"an MCP request over {INLINE_BYTES} bytes may hold at most {MCP_MAX_VALUES} JSON values; "
+    "send large data as one string (code) or let a tool fetch it"
+)
+WAIT_REST_TOO_LARGE = (
+    f"a wait body may hold at most {WAIT_REST_BYTES} bytes besides tool_results[].value "
+    "(ids, ok flags, error messages); put data in value and keep errors short"
+)
 
 
 def decode_body(body: bytes, *, tool_values_raw: bool = False) -> Any:
@@ -80,8 +86,9 @@ class BodyDecoder:
             return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
         except BrokenProcessPool:
             self.close()  # the next large body starts a fresh helper
-            raise Overloaded("the body decoder process stopped while decoding this request; retry it",
-                             retry_after=1) from None
+            raise Overloaded(
+                "the body decoder process stopped while decoding this request; retry it", retry_after=1
+            ) from None
 
     def close(self) -> None:
         if self._pool is not None:

@@ -55,10 +55,13 @@ API_READ_EXAMPLE = {
 }
 END_RUN_EXAMPLE = {"session_id": "s1", "run_id": "turn-7", "expired_results": 2}
 RUN_EXAMPLE = {
-    "session_id": "s1", "run_id": "turn-7",
-    "failures": {"fetch_page": 4, "quote_shipping": 1}, "total_failures": 5,
+    "session_id": "s1",
+    "run_id": "turn-7",
+    "failures": {"fetch_page": 4, "quote_shipping": 1},
+    "total_failures": 5,
     "blocked": [{"tool": "fetch_page", "reason": "it failed 4 times in this run (limit 4 per tool per run)"}],
-    "budget_exhausted": False, "limits": {"tool_failures_per_run": 4, "failures_per_run": 8},
+    "budget_exhausted": False,
+    "limits": {"tool_failures_per_run": 4, "failures_per_run": 8},
     "saved_results": {"count": 1, "bytes": 2048},
 }
 STORE_KEYS_EXAMPLE = {"session_id": "s1", "keys": [{"key": "cursor", "bytes": 12}], "total_bytes": 12}
@@ -93,9 +96,7 @@ def _envelope(body: dict[str, Any]) -> ORJSONResponse:
     return ORJSONResponse(body)
 
 
-@router.post(
-    "/v1/exec", response_model=CellEnvelope, responses=ERROR_RESPONSES, tags=["cells"], summary="Run a cell"
-)
+@router.post("/v1/exec", response_model=CellEnvelope, responses=ERROR_RESPONSES, tags=["cells"], summary="Run a cell")
 async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
     """Start a cell and run it until it completes, fails, or parks (``waiting``); with ``background``,
     answer ``running`` at once while the cell runs on its own."""
@@ -121,7 +122,11 @@ async def wait_cell(cell_id: CellId, request: Request, body: WaitRequest | None 
     approvals = [{"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals]
     return _envelope(
         await svc.cells.wait(
-            cell_id, key.tenant, timeout_ms=body.timeout_ms, tool_results=results, session_id=body.session_id,
+            cell_id,
+            key.tenant,
+            timeout_ms=body.timeout_ms,
+            tool_results=results,
+            session_id=body.session_id,
             approvals=approvals,
             trace_parent=svc.tracing.parent_from_scope(request.scope),
         )
@@ -159,8 +164,9 @@ async def cell_status(cell_id: CellId, svc: ServicesDep, key: CallerDep) -> ORJS
     tags=["tools"],
     summary="Tool catalog and quick index",
 )
-async def catalog(svc: ServicesDep, key: CallerDep,
-                  session_id: Annotated[str | None, Query(pattern=SESSION_PATTERN)] = None) -> ORJSONResponse:
+async def catalog(
+    svc: ServicesDep, key: CallerDep, session_id: Annotated[str | None, Query(pattern=SESSION_PATTERN)] = None
+) -> ORJSONResponse:
     """Handle metadata of every tool visible to this key, and the quick index for agent prompts."""
     view = svc.view_for(key)
     return ORJSONResponse({"tools": view.handles(), "quick_index": quick_index(view)})
@@ -222,9 +228,14 @@ async def run_status(session_id: SessionId, run_id: RunId, svc: ServicesDep, key
         count, size = await svc.results.usage(ResultScope(key.tenant, session_id, run_id))
     except StoreError as exc:
         raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
-    return ORJSONResponse({"session_id": session_id, "run_id": run_id,
-                           **run_report(state, svc.access.failure_limits),
-                           "saved_results": {"count": count, "bytes": size}})
+    return ORJSONResponse(
+        {
+            "session_id": session_id,
+            "run_id": run_id,
+            **run_report(state, svc.access.failure_limits),
+            "saved_results": {"count": count, "bytes": size},
+        }
+    )
 
 
 @router.get(
@@ -286,13 +297,16 @@ async def readyz(svc: ServicesDep) -> ORJSONResponse:
     """The worker pool has workers and the session store answers."""
     checks = await svc.readiness()
     ok = all(v == "ok" for v in checks.values())
-    return ORJSONResponse(
-        {"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503
-    )
+    return ORJSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
 
 
-@router.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=PlainTextResponse,
-            responses={401: ERROR_RESPONSES[401]})
+@router.get(
+    "/metrics",
+    tags=["ops"],
+    summary="Prometheus metrics",
+    response_class=PlainTextResponse,
+    responses={401: ERROR_RESPONSES[401]},
+)
 async def metrics(svc: ServicesDep) -> PlainTextResponse:
     """Prometheus text exposition (with ``metrics_require_key``, only for a valid API key)."""
     body, content_type = svc.metrics.render(svc.cells, svc.pool)

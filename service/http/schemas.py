@@ -36,11 +36,14 @@ class ExecRequest(BaseModel):
     restart_safe: StrictBool = False
     headless: StrictBool = False
     require_approval: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
-        default_factory=list, max_length=MAX_REQUEST_ENTRIES,
+        default_factory=list,
+        max_length=MAX_REQUEST_ENTRIES,
         description="tool names, tool ids, plugin ids, mcp:<server> or mcp:<server>/<tool> whose calls in this "
-                    "cell wait for approval (added to the server's and the key's)")
+        "cell wait for approval (added to the server's and the key's)",
+    )
     background: StrictBool = Field(
-        default=False, description="answer `running` at once; the cell runs on its own (see /v1/cells/{id}/events)")
+        default=False, description="answer `running` at once; the cell runs on its own (see /v1/cells/{id}/events)"
+    )
 
     @field_validator("code")
     @classmethod
@@ -60,7 +63,7 @@ class ToolResultIn(BaseModel):
 
 class ApprovalIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    id: str = Field(max_length=64, description="the id of a pending entry with method \"approval\"")
+    id: str = Field(max_length=64, description='the id of a pending entry with method "approval"')
     approve: StrictBool
     reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS, description="shown to the guest when denied")
 
@@ -68,9 +71,13 @@ class ApprovalIn(BaseModel):
 class WaitRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"timeout_ms": 10000},
-                                        {"tool_results": [{"id": "req_1", "ok": True, "value": {"temp": 21}}]},
-                                        {"approvals": [{"id": "req_2", "approve": False, "reason": "not today"}]}]},
+        json_schema_extra={
+            "examples": [
+                {"timeout_ms": 10000},
+                {"tool_results": [{"id": "req_1", "ok": True, "value": {"temp": 21}}]},
+                {"approvals": [{"id": "req_2", "approve": False, "reason": "not today"}]},
+            ]
+        },
     )
     timeout_ms: int | None = None
     tool_results: list[ToolResultIn] = Field(default_factory=list)
@@ -103,10 +110,13 @@ class TruncatedOutput(BaseModel):
 class PendingCall(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str
-    method: str = Field(description='"tool" (a client tool: answer with tool_results), "approval" (answer with '
-                                    'approvals), "yield", or the host work still running')
-    tool: str | None = Field(default=None, description="tool and MCP calls, approvals: the callable name the "
-                                                       "guest called")
+    method: str = Field(
+        description='"tool" (a client tool: answer with tool_results), "approval" (answer with '
+        'approvals), "yield", or the host work still running'
+    )
+    tool: str | None = Field(
+        default=None, description="tool and MCP calls, approvals: the callable name the guest called"
+    )
     name: str | None = Field(default=None, description="client tools: the tool's name as declared in client_tools")
     input: Any = Field(default=None, description="client tools and approvals: the call's input")
     reason: str | None = Field(default=None, description="approvals: why the call needs approval")
@@ -130,19 +140,37 @@ class CellEnvelope(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{
-            "status": "completed", "cell_id": "cell_7b0c6f2e-3f57-4a53-9a4e-1f1d0c8b9a10", "value": 2,
-            "output": [{"type": "text", "text": "hi"}], "bridge_dispatch_started": False, "replay_safe": True,
-            "telemetry": {"wall_ms": 1.2, "guest_cpu_ms": 0.4, "call_count": 0, "search_count": 0,
-                          "describe_count": 0, "host_requests": 0, "legs": 1, "heap_bytes": 262144, "retries": 0},
-        }]},
+        json_schema_extra={
+            "examples": [
+                {
+                    "status": "completed",
+                    "cell_id": "cell_7b0c6f2e-3f57-4a53-9a4e-1f1d0c8b9a10",
+                    "value": 2,
+                    "output": [{"type": "text", "text": "hi"}],
+                    "bridge_dispatch_started": False,
+                    "replay_safe": True,
+                    "telemetry": {
+                        "wall_ms": 1.2,
+                        "guest_cpu_ms": 0.4,
+                        "call_count": 0,
+                        "search_count": 0,
+                        "describe_count": 0,
+                        "host_requests": 0,
+                        "legs": 1,
+                        "heap_bytes": 262144,
+                        "retries": 0,
+                    },
+                }
+            ]
+        },
     )
     # "running" only from GET /v1/cells/{id} while a leg is in progress.
     status: Literal["completed", "waiting", "failed", "running"]
     cell_id: str
     value: Any = Field(default=None, description="completed only")
     output: list[TextOutput | JsonOutput | TruncatedOutput] = Field(
-        default_factory=list, description="entries not delivered before; absent from GET /v1/cells/{id}")
+        default_factory=list, description="entries not delivered before; absent from GET /v1/cells/{id}"
+    )
     warnings: list[str] | None = None
     reason: Literal["pending_tools", "yield"] | None = Field(default=None, description="waiting only")
     pending_tool_calls: list[PendingCall] | None = Field(default=None, description="waiting only")
@@ -150,7 +178,8 @@ class CellEnvelope(BaseModel):
     code: str | None = Field(default=None, description="failed only")
     failure_phase: Literal["input", "guest", "bridge", "host"] | None = Field(default=None, description="failed only")
     untrusted_content: bool | None = Field(
-        default=None, description="present (true) once the cell has seen network-derived data")
+        default=None, description="present (true) once the cell has seen network-derived data"
+    )
     bridge_dispatch_started: bool
     replay_safe: bool
     telemetry: CellTelemetry
@@ -165,17 +194,32 @@ class ErrorDetail(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "error": {"code": "cell_not_found", "message": "cell is unavailable or expired",
-                  "error_type": "recoverable"}}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "error": {
+                        "code": "cell_not_found",
+                        "message": "cell is unavailable or expired",
+                        "error_type": "recoverable",
+                    }
+                }
+            ]
+        }
+    )
     error: ErrorDetail
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text}
     for code, text in {
-        401: "missing or unknown API key", 403: "not allowed for this key", 404: "unknown or expired",
-        409: "another wait runs", 413: "body too large", 422: "invalid field (need_param names it)",
-        429: "tenant or parked-cell cap (Retry-After)", 503: "no capacity or store down (Retry-After)",
+        401: "missing or unknown API key",
+        403: "not allowed for this key",
+        404: "unknown or expired",
+        409: "another wait runs",
+        413: "body too large",
+        422: "invalid field (need_param names it)",
+        429: "tenant or parked-cell cap (Retry-After)",
+        503: "no capacity or store down (Retry-After)",
     }.items()
 }

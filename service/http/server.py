@@ -104,12 +104,23 @@ def ensure_descriptors(max_connections: int) -> None:
     if target > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     if target < need:
-        log.warning("max_connections=%d needs %d file descriptors but the hard limit is %d; "
-                    "lower max_connections or raise the limit", max_connections, need, hard)
+        log.warning(
+            "max_connections=%d needs %d file descriptors but the hard limit is %d; "
+            "lower max_connections or raise the limit",
+            max_connections,
+            need,
+            hard,
+        )
 
 
 def serve(app: Any, settings: Settings) -> None:
     """Run ``app`` on the configured host and port until interrupted."""
     ensure_descriptors(settings.max_connections)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level,
-                http=guarded_protocol(settings), timeout_keep_alive=settings.keep_alive_timeout_seconds)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        http=guarded_protocol(settings),
+        timeout_keep_alive=settings.keep_alive_timeout_seconds,
+    )

@@ -27,9 +27,7 @@ def prepare_arguments(input_schema: Any, value: Any, *, label: str = "MCP tool")
                 arguments[key] = copy.deepcopy(prop["default"])
     required = schema.get("required")
     missing = (
-        [key for key in required if isinstance(key, str) and key not in arguments]
-        if isinstance(required, list)
-        else []
+        [key for key in required if isinstance(key, str) and key not in arguments] if isinstance(required, list) else []
     )
     if missing:
         raise McpInvalidInput(f"{label} is missing required argument(s): {', '.join(missing)}")

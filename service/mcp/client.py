@@ -201,9 +201,7 @@ class McpConnection:
         except BaseException as exc:  # noqa: BLE001 - the runner's outcome is reported to open()
             self._failure = exc
             if self._client is not None:
-                log.warning(
-                    "MCP server '%s' connection ended: %s", self.config.name, type(_unwrap(exc)).__name__
-                )
+                log.warning("MCP server '%s' connection ended: %s", self.config.name, type(_unwrap(exc)).__name__)
         finally:
             self._dead = True
             self._ready.set()
@@ -212,9 +210,7 @@ class McpConnection:
     async def _transport(self, stack: AsyncExitStack) -> Any:
         cfg = self.config
         if cfg.command is not None:
-            params = StdioServerParameters(
-                command=cfg.command, args=list(cfg.args), env=dict(cfg.env), cwd=cfg.cwd
-            )
+            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env), cwd=cfg.cwd)
             return stdio_client(params, errlog=sys.stderr)
         assert cfg.url is not None
         http = await stack.enter_async_context(mcp_http_client(dict(cfg.headers)))
@@ -225,17 +221,13 @@ class McpConnection:
     async def call_tool(self, name: str, arguments: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Call one tool; the raw result shaped for the guest (``isError`` resolves)."""
         client = self._session()
-        result = await self._call(
-            f"tool '{name}'", lambda: client.call_tool(name, arguments), timeout_s, tool=name
-        )
+        result = await self._call(f"tool '{name}'", lambda: client.call_tool(name, arguments), timeout_s, tool=name)
         return shape_tool_result(result.model_dump(mode="json", by_alias=True, exclude_none=True))
 
     async def list_resources(self, cursor: str | None, timeout_s: float) -> dict[str, Any]:
         """One page of resources in the MCP shape."""
         client = self._session()
-        return self._native(
-            await self._call("resources/list", lambda: client.list_resources(cursor=cursor), timeout_s)
-        )
+        return self._native(await self._call("resources/list", lambda: client.list_resources(cursor=cursor), timeout_s))
 
     async def list_resource_templates(self, cursor: str | None, timeout_s: float) -> dict[str, Any]:
         """One page of resource templates in the MCP shape."""
@@ -251,16 +243,12 @@ class McpConnection:
     async def list_prompts(self, cursor: str | None, timeout_s: float) -> dict[str, Any]:
         """One page of prompts in the MCP shape."""
         client = self._session()
-        return self._native(
-            await self._call("prompts/list", lambda: client.list_prompts(cursor=cursor), timeout_s)
-        )
+        return self._native(await self._call("prompts/list", lambda: client.list_prompts(cursor=cursor), timeout_s))
 
     async def get_prompt(self, name: str, arguments: dict[str, str], timeout_s: float) -> dict[str, Any]:
         """Render one prompt in the MCP shape."""
         client = self._session()
-        return self._native(
-            await self._call(f"prompt '{name}'", lambda: client.get_prompt(name, arguments), timeout_s)
-        )
+        return self._native(await self._call(f"prompt '{name}'", lambda: client.get_prompt(name, arguments), timeout_s))
 
     async def _list_all_tools(self) -> tuple[ToolInfo, ...]:
         client = self._session()
@@ -268,10 +256,7 @@ class McpConnection:
         cursor: str | None = None
         for _ in range(_MAX_LIST_PAGES):
             page = await client.list_tools(cursor=cursor)
-            tools += [
-                ToolInfo(t.name, t.description or "", dict(t.input_schema), t.output_schema)
-                for t in page.tools
-            ]
+            tools += [ToolInfo(t.name, t.description or "", dict(t.input_schema), t.output_schema) for t in page.tools]
             cursor = page.next_cursor
             if not cursor:
                 break
@@ -343,18 +328,12 @@ class McpConnection:
         if exc.code == _REQUEST_TIMEOUT:
             return self._timeout(what, tool=tool)
         if exc.code == _INVALID_PARAMS:
-            return McpInvalidInput(
-                f"MCP server '{server}' rejected {what}: {exc.message}", server=server, tool=tool
-            )
-        return McpProtocolError(
-            f"MCP server '{server}' failed {what}: {exc.message}", server=server, tool=tool
-        )
+            return McpInvalidInput(f"MCP server '{server}' rejected {what}: {exc.message}", server=server, tool=tool)
+        return McpProtocolError(f"MCP server '{server}' failed {what}: {exc.message}", server=server, tool=tool)
 
     def _timeout(self, what: str, *, tool: str | None = None) -> McpTimeout:
         server = self.config.name
-        return McpTimeout(
-            f"MCP server '{server}' did not answer {what} before the deadline", server=server, tool=tool
-        )
+        return McpTimeout(f"MCP server '{server}' did not answer {what} before the deadline", server=server, tool=tool)
 
     def _unavailable_from(self, failure: BaseException | None) -> McpUnavailable:
         server = self.config.name

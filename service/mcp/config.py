@@ -55,14 +55,10 @@ class McpServerConfig:
         if not isinstance(self.name, str) or not self.name:
             raise McpConfigError("MCP server entry needs a non-empty name")
         if (self.command is None) == (self.url is None):
-            raise McpConfigError(
-                f"{where} needs exactly one of 'command' (stdio) or 'url' (HTTP)", server=self.name
-            )
+            raise McpConfigError(f"{where} needs exactly one of 'command' (stdio) or 'url' (HTTP)", server=self.name)
         if self.command is not None and (not isinstance(self.command, str) or not self.command):
             raise McpConfigError(f"{where}: 'command' must be a non-empty string", server=self.name)
-        if self.url is not None and (
-            not isinstance(self.url, str) or not self.url.startswith(("http://", "https://"))
-        ):
+        if self.url is not None and (not isinstance(self.url, str) or not self.url.startswith(("http://", "https://"))):
             raise McpConfigError(f"{where}: 'url' must be an http:// or https:// URL", server=self.name)
         if not all(isinstance(a, str) for a in self.args):
             raise McpConfigError(f"{where}: 'args' must be strings", server=self.name)
@@ -70,9 +66,7 @@ class McpServerConfig:
             if not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
                 raise McpConfigError(f"{where}: '{label}' must map strings to strings", server=self.name)
         if self.url is not None and (self.env or self.cwd is not None or self.args):
-            raise McpConfigError(
-                f"{where}: 'args', 'env' and 'cwd' apply to stdio servers only", server=self.name
-            )
+            raise McpConfigError(f"{where}: 'args', 'env' and 'cwd' apply to stdio servers only", server=self.name)
         if self.command is not None and self.headers:
             raise McpConfigError(f"{where}: 'headers' apply to HTTP servers only", server=self.name)
         if isinstance(self.timeout_ms, bool) or not isinstance(self.timeout_ms, int) or self.timeout_ms <= 0:

@@ -160,9 +160,16 @@ def search_mcp_tools(servers: list[Any], query: Any, limit: int) -> list[dict[st
     out = []
     for _, _, _, server, tool in scored[:limit]:
         description = (tool.description or "")[:512]
-        out.append({"callableName": f"MCP.{server.identifier}.{tool.identifier}", "toolName": tool.name,
-                    "description": description, "source": "mcp", "apiPath": f"mcp/{server.identifier}.d.ts",
-                    "mcp": [server.identifier, tool.identifier]})
+        out.append(
+            {
+                "callableName": f"MCP.{server.identifier}.{tool.identifier}",
+                "toolName": tool.name,
+                "description": description,
+                "source": "mcp",
+                "apiPath": f"mcp/{server.identifier}.d.ts",
+                "mcp": [server.identifier, tool.identifier],
+            }
+        )
     return out
 
 

@@ -39,6 +39,8 @@ _T = TypeVar("_T")
 LIST_RETRY_AFTER_S = 5.0
 #: The tenant of callers that name none (tests, single-tenant use).
 DEFAULT_TENANT = "default"
+
+
 @dataclass
 class _Slot:
     """One connection to one server: the shared one, or one tenant's."""
@@ -153,9 +155,7 @@ class McpHub:
             except McpUnavailable as exc:
                 log.warning("%s", exc.message)
         wanted = [
-            slot
-            for slot in slots
-            if slot.failed_at is None or now - slot.failed_at >= LIST_RETRY_AFTER_S or slot.alive
+            slot for slot in slots if slot.failed_at is None or now - slot.failed_at >= LIST_RETRY_AFTER_S or slot.alive
         ]
         budget = math.inf if deadline_s is None else deadline_s
         for slot in slots:
@@ -188,7 +188,10 @@ class McpHub:
         return root_header(self.views(tenant))
 
     def api_server(
-        self, server_identifier: str, tool: str | None = None, schema: bool = False,
+        self,
+        server_identifier: str,
+        tool: str | None = None,
+        schema: bool = False,
         tenant: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """``MCP.<server>.$api(tool?, {schema?})``: the server or single-tool header."""
@@ -237,7 +240,11 @@ class McpHub:
         return await self._request(slot, deadline_s, call)
 
     async def list_resources(
-        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float,
+        self,
+        server_identifier: str,
+        *,
+        cursor: str | None = None,
+        deadline_s: float,
         tenant: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """``MCP.<server>.resources.list()``: one page in the MCP shape."""
@@ -245,7 +252,11 @@ class McpHub:
         return await self._request(slot, deadline_s, lambda conn, t: conn.list_resources(cursor, t))
 
     async def list_resource_templates(
-        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float,
+        self,
+        server_identifier: str,
+        *,
+        cursor: str | None = None,
+        deadline_s: float,
         tenant: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """One page of resource templates in the MCP shape."""
@@ -260,7 +271,11 @@ class McpHub:
         return await self._request(slot, deadline_s, lambda conn, t: conn.read_resource(uri, t))
 
     async def list_prompts(
-        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float,
+        self,
+        server_identifier: str,
+        *,
+        cursor: str | None = None,
+        deadline_s: float,
         tenant: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """``MCP.<server>.prompts.list()``: one page in the MCP shape."""
@@ -268,7 +283,12 @@ class McpHub:
         return await self._request(slot, deadline_s, lambda conn, t: conn.list_prompts(cursor, t))
 
     async def get_prompt(
-        self, server_identifier: str, name: str, arguments: Any = None, *, deadline_s: float,
+        self,
+        server_identifier: str,
+        name: str,
+        arguments: Any = None,
+        *,
+        deadline_s: float,
         tenant: str = DEFAULT_TENANT,
     ) -> dict[str, Any]:
         """``MCP.<server>.prompts.get(name, args)`` in the MCP shape; argument values become strings."""
@@ -280,9 +300,7 @@ class McpHub:
 
     # ---- internals -------------------------------------------------------------------------------
 
-    async def _request(
-        self, slot: _Slot, deadline_s: float, op: Callable[[McpConnection, float], Awaitable[_T]]
-    ) -> _T:
+    async def _request(self, slot: _Slot, deadline_s: float, op: Callable[[McpConnection, float], Awaitable[_T]]) -> _T:
         budget = max(min(slot.config.timeout_ms / 1000, deadline_s), 0.0)
         end = time.monotonic() + budget
         slot.active += 1
@@ -305,9 +323,7 @@ class McpHub:
             return conn
         name = slot.config.name
         if self._closed:
-            raise McpUnavailable(
-                f"MCP server '{name}' is unavailable: the service is shutting down", server=name
-            )
+            raise McpUnavailable(f"MCP server '{name}' is unavailable: the service is shutting down", server=name)
         try:
             await asyncio.wait_for(slot.lock.acquire(), timeout=max(timeout_s, 0.001))
         except TimeoutError:
@@ -328,9 +344,7 @@ class McpHub:
                 raise
             if self._closed:  # closed while this connection opened: nobody else will close it
                 self._close_later(fresh)
-                raise McpUnavailable(
-                    f"MCP server '{name}' is unavailable: the service is shutting down", server=name
-                )
+                raise McpUnavailable(f"MCP server '{name}' is unavailable: the service is shutting down", server=name)
             slot.conn, slot.failed_at = fresh, None
             slot.view = _view_of(slot.identifier, slot.config.name, fresh)
             return fresh

@@ -66,15 +66,17 @@ class McpScope:
         self, server_identifier: str, *, cursor: str | None = None, deadline_s: float
     ) -> dict[str, Any]:
         self._check(server_identifier, whole=True)
-        return await self.hub.list_resources(server_identifier, cursor=cursor, deadline_s=deadline_s,
-                                             tenant=self.tenant)
+        return await self.hub.list_resources(
+            server_identifier, cursor=cursor, deadline_s=deadline_s, tenant=self.tenant
+        )
 
     async def list_resource_templates(
         self, server_identifier: str, *, cursor: str | None = None, deadline_s: float
     ) -> dict[str, Any]:
         self._check(server_identifier, whole=True)
-        return await self.hub.list_resource_templates(server_identifier, cursor=cursor, deadline_s=deadline_s,
-                                                      tenant=self.tenant)
+        return await self.hub.list_resource_templates(
+            server_identifier, cursor=cursor, deadline_s=deadline_s, tenant=self.tenant
+        )
 
     async def read_resource(self, server_identifier: str, uri: str, *, deadline_s: float) -> dict[str, Any]:
         self._check(server_identifier, whole=True)
@@ -84,21 +86,22 @@ class McpScope:
         self, server_identifier: str, *, cursor: str | None = None, deadline_s: float
     ) -> dict[str, Any]:
         self._check(server_identifier, whole=True)
-        return await self.hub.list_prompts(server_identifier, cursor=cursor, deadline_s=deadline_s,
-                                           tenant=self.tenant)
+        return await self.hub.list_prompts(server_identifier, cursor=cursor, deadline_s=deadline_s, tenant=self.tenant)
 
     async def get_prompt(
         self, server_identifier: str, name: str, arguments: Any = None, *, deadline_s: float
     ) -> dict[str, Any]:
         self._check(server_identifier, whole=True)
-        return await self.hub.get_prompt(server_identifier, name, arguments, deadline_s=deadline_s,
-                                         tenant=self.tenant)
+        return await self.hub.get_prompt(server_identifier, name, arguments, deadline_s=deadline_s, tenant=self.tenant)
 
     # ---- internals -------------------------------------------------------------------------------
 
     def _check(self, server_identifier: Any, *, whole: bool = False) -> None:
-        access = self._access.get(server_identifier, McpAccess.NONE) if isinstance(server_identifier, str) \
+        access = (
+            self._access.get(server_identifier, McpAccess.NONE)
+            if isinstance(server_identifier, str)
             else McpAccess.NONE
+        )
         if access is McpAccess.NONE:
             raise McpUnknownTool(f"Unknown MCP server: {server_identifier}")
         if whole and access is not McpAccess.ALL:
@@ -113,8 +116,10 @@ class McpScope:
         """The view without hidden tools; without resources and prompts unless shown as a whole."""
         whole = self._access.get(view.identifier) is McpAccess.ALL
         tools = tuple(
-            tool for tool in view.tools
+            tool
+            for tool in view.tools
             if self.visibility.tool((view.name, view.identifier), (tool.name, tool.identifier))
         )
-        return replace(view, tools=tools, has_resources=view.has_resources and whole,
-                       has_prompts=view.has_prompts and whole)
+        return replace(
+            view, tools=tools, has_resources=view.has_resources and whole, has_prompts=view.has_prompts and whole
+        )

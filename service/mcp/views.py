@@ -50,8 +50,7 @@ def root_header(views: Sequence[McpServerView]) -> dict[str, Any]:
             'or read its declarations with API.read("mcp/<server>.d.ts").'
         ),
         "servers": [
-            {"identifier": view.identifier, "serverName": view.name, "toolCount": len(view.tools)}
-            for view in views
+            {"identifier": view.identifier, "serverName": view.name, "toolCount": len(view.tools)} for view in views
         ],
         "note": UNTRUSTED_NOTE,
     }

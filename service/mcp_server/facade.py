@@ -89,13 +89,16 @@ class McpFacade:
         envelope_schema = CellEnvelope.model_json_schema(mode="serialization")
         self._schemas = {
             "exec": _subschema(ExecRequest, EXEC_FIELDS, required=("code",)),
-            "wait": _merged(_subschema(_CellRef, ("cell_id",), required=("cell_id",)),
-                            _subschema(WaitRequest, WAIT_FIELDS)),
+            "wait": _merged(
+                _subschema(_CellRef, ("cell_id",), required=("cell_id",)), _subschema(WaitRequest, WAIT_FIELDS)
+            ),
             "cancel": _subschema(_CellRef, ("cell_id",), required=("cell_id",)),
             "search_tools": _subschema(_SearchArgs, ("query", "limit"), required=("query",)),
         }
         self._outputs: dict[str, dict[str, Any] | None] = {
-            "exec": envelope_schema, "wait": envelope_schema, "cancel": envelope_schema,
+            "exec": envelope_schema,
+            "wait": envelope_schema,
+            "cancel": envelope_schema,
             "search_tools": _SearchOut.model_json_schema(),
         }
 
@@ -113,11 +116,21 @@ class McpFacade:
             "cancel": descriptions.CANCEL_DESCRIPTION,
             "search_tools": descriptions.SEARCH_DESCRIPTION,
         }
-        return [ToolDef(name, texts[name], self._schemas[name], self._outputs[name],
-                        read_only=name == "search_tools", destructive=name == "cancel") for name in texts]
+        return [
+            ToolDef(
+                name,
+                texts[name],
+                self._schemas[name],
+                self._outputs[name],
+                read_only=name == "search_tools",
+                destructive=name == "cancel",
+            )
+            for name in texts
+        ]
 
-    async def call(self, key: ApiKey, name: str, arguments: Mapping[str, Any] | None,
-                   trace_parent: TraceParent = None) -> ToolAnswer:
+    async def call(
+        self, key: ApiKey, name: str, arguments: Mapping[str, Any] | None, trace_parent: TraceParent = None
+    ) -> ToolAnswer:
         """Run one tool for ``key``; refusals and service errors are answers with ``is_error``."""
         args = dict(arguments or {})
         try:
@@ -132,8 +145,9 @@ class McpFacade:
                 return await self._search(key, args)
         except ServiceError as exc:
             return _error_answer(exc)
-        raise InvalidRequest(f"unknown tool {name[:128]!r}: this server has exec, wait, cancel and search_tools",
-                             need_param="name")
+        raise InvalidRequest(
+            f"unknown tool {name[:128]!r}: this server has exec, wait, cancel and search_tools", need_param="name"
+        )
 
     async def _exec(self, key: ApiKey, args: dict[str, Any], trace_parent: TraceParent) -> ToolAnswer:
         body = _validated(ExecRequest, args, EXEC_FIELDS)
@@ -144,8 +158,14 @@ class McpFacade:
         body = _validated(WaitRequest, {k: v for k, v in args.items() if k != "cell_id"}, WAIT_FIELDS)
         results = [{"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results]
         approvals = [{"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals]
-        envelope = await self.svc.cells.wait(ref.cell_id, key.tenant, timeout_ms=body.timeout_ms,
-                                             tool_results=results, approvals=approvals, trace_parent=trace_parent)
+        envelope = await self.svc.cells.wait(
+            ref.cell_id,
+            key.tenant,
+            timeout_ms=body.timeout_ms,
+            tool_results=results,
+            approvals=approvals,
+            trace_parent=trace_parent,
+        )
         return _envelope_answer(envelope)
 
     async def _search(self, key: ApiKey, args: dict[str, Any]) -> ToolAnswer:
@@ -169,24 +189,29 @@ class McpFacade:
     async def resources(self, key: ApiKey) -> list[ResourceDef]:
         """The declaration files this key's cells see, as ``codemode://api/<path>`` resources."""
         table = await self.svc.api_table_for(key)
-        return [ResourceDef(RESOURCE_PREFIX + f["path"], f["path"], f.get("description"), f.get("bytes"))
-                for f in list_api_files(table, None)["files"]]
+        return [
+            ResourceDef(RESOURCE_PREFIX + f["path"], f["path"], f.get("description"), f.get("bytes"))
+            for f in list_api_files(table, None)["files"]
+        ]
 
     async def read_resource(self, key: ApiKey, uri: str) -> str:
         """The text of one declaration file; NotFound for anything else."""
         if not uri.startswith(RESOURCE_PREFIX):
-            raise NotFound(f"unknown resource {uri[:200]!r}: this server's resources are {RESOURCE_PREFIX}<path> "
-                           "(list them with resources/list)")
+            raise NotFound(
+                f"unknown resource {uri[:200]!r}: this server's resources are {RESOURCE_PREFIX}<path> "
+                "(list them with resources/list)"
+            )
         table = await self.svc.api_table_for(key)
-        return str(read_api_file(table, uri[len(RESOURCE_PREFIX):])["content"])
+        return str(read_api_file(table, uri[len(RESOURCE_PREFIX) :])["content"])
 
 
 def _validated(model: type[M], args: dict[str, Any], fields: tuple[str, ...]) -> M:
     """``args`` checked by ``model``; only ``fields`` are accepted, errors name the argument."""
     unknown = sorted(set(args) - set(fields))
     if unknown:
-        raise InvalidRequest(f"unknown argument {unknown[0][:64]!r}; this tool takes {', '.join(fields)}",
-                             need_param=unknown[0][:64])
+        raise InvalidRequest(
+            f"unknown argument {unknown[0][:64]!r}; this tool takes {', '.join(fields)}", need_param=unknown[0][:64]
+        )
     try:
         return model.model_validate(args)
     except ValidationError as exc:
@@ -198,9 +223,11 @@ def _validated(model: type[M], args: dict[str, Any], fields: tuple[str, ...]) ->
 def _subschema(model: type[BaseModel], fields: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, Any]:
     """The JSON schema of ``model`` restricted to ``fields`` (the model stays the one source of the bounds)."""
     full = model.model_json_schema()
-    schema: dict[str, Any] = {"type": "object",
-                              "properties": {k: v for k, v in full["properties"].items() if k in fields},
-                              "additionalProperties": False}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {k: v for k, v in full["properties"].items() if k in fields},
+        "additionalProperties": False,
+    }
     if required:
         schema["required"] = list(required)
     if "$defs" in full:
@@ -231,11 +258,16 @@ def _error_answer(exc: ServiceError) -> ToolAnswer:
 def _search_text(native: list[dict[str, Any]], remote: list[dict[str, Any]]) -> str:
     if not native and not remote:
         return "No tool matches; try other words, or read codemode://api/ resources (resources/list)."
-    lines = [f"- {h['callableName']} {h.get('input', 'unknown')} -> {h.get('output', '?')}: {h.get('description', '')} "
-             f"(declaration {RESOURCE_PREFIX}tools/{h['callableName']}.d.ts)" for h in native]
+    lines = [
+        f"- {h['callableName']} {h.get('input', 'unknown')} -> {h.get('output', '?')}: {h.get('description', '')} "
+        f"(declaration {RESOURCE_PREFIX}tools/{h['callableName']}.d.ts)"
+        for h in native
+    ]
     if remote:
         # Remote MCP servers wrote these names and descriptions: data, not instructions.
-        mcp = "\n".join(f"- {h['callableName']}: {h.get('description', '')} (declaration {RESOURCE_PREFIX}{h['apiPath']})"
-                        for h in remote)
+        mcp = "\n".join(
+            f"- {h['callableName']}: {h.get('description', '')} (declaration {RESOURCE_PREFIX}{h['apiPath']})"
+            for h in remote
+        )
         lines.append(wrap_untrusted(mcp, "mcp"))
     return "\n".join(lines)

@@ -59,8 +59,10 @@ def _outcome(envelope: Mapping[str, Any], data: Any) -> str:
         return data(f"Error ({envelope.get('code')}, {envelope.get('failure_phase')} phase): {envelope.get('error')}")
     if status == "waiting":
         return _waiting_text(envelope)
-    return (f"Cell {cell_id} is still running. Call `wait` with cell_id {cell_id!r} for its output and "
-            "result, or `cancel` to stop it.")
+    return (
+        f"Cell {cell_id} is still running. Call `wait` with cell_id {cell_id!r} for its output and "
+        "result, or `cancel` to stop it."
+    )
 
 
 def _waiting_text(envelope: Mapping[str, Any]) -> str:
@@ -71,9 +73,13 @@ def _waiting_text(envelope: Mapping[str, Any]) -> str:
     answers = [c for c in calls if isinstance(c, Mapping) and "input" in c and c.get("method") != "approval"]
     for call in approvals:
         why = f" ({call['reason']})" if call.get("reason") else ""
-        lines.append(f"- approval {call.get('id')} for tool {call.get('tool')}{why}, input: {_compact(call.get('input'))}")
+        lines.append(
+            f"- approval {call.get('id')} for tool {call.get('tool')}{why}, input: {_compact(call.get('input'))}"
+        )
     for call in answers:
-        lines.append(f"- tool {call.get('name') or call.get('tool')} ({call.get('id')}) needs your result, input: {_compact(call.get('input'))}")
+        lines.append(
+            f"- tool {call.get('name') or call.get('tool')} ({call.get('id')}) needs your result, input: {_compact(call.get('input'))}"
+        )
     running = [c for c in calls if isinstance(c, Mapping) and c not in approvals and c not in answers]
     if running:
         names = ", ".join(str(c.get("tool") or c.get("method")) for c in running)
@@ -89,17 +95,21 @@ def _waiting_text(envelope: Mapping[str, Any]) -> str:
 
 def marker_text(what: str, marker: Mapping[str, Any]) -> str:
     """A truncation marker in words: how much is missing, what to do, and the prefix that was kept."""
-    return (f"[{what} truncated: {marker.get('omittedBytes')} more bytes are not shown. {marker.get('guidance')} "
-            f"The first part of its JSON follows.]\n{marker.get('prefix', '')}")
+    return (
+        f"[{what} truncated: {marker.get('omittedBytes')} more bytes are not shown. {marker.get('guidance')} "
+        f"The first part of its JSON follows.]\n{marker.get('prefix', '')}"
+    )
 
 
 def reference_text(marker: Mapping[str, Any]) -> str:
     """An automatic reference in words: the result was saved whole and can be loaded in a later cell."""
     ref = marker.get("reference")
     ref = ref if isinstance(ref, Mapping) else {}
-    return (f"[result too large for the output budget: saved whole as {ref.get('id')} ({ref.get('bytes')} bytes, "
-            f"shape {_compact(ref.get('shape'))}). {marker.get('guidance')}]\n"
-            f"Preview: {_compact(ref.get('preview'))}")
+    return (
+        f"[result too large for the output budget: saved whole as {ref.get('id')} ({ref.get('bytes')} bytes, "
+        f"shape {_compact(ref.get('shape'))}). {marker.get('guidance')}]\n"
+        f"Preview: {_compact(ref.get('preview'))}"
+    )
 
 
 def _compact(value: Any) -> str:

@@ -42,40 +42,59 @@ def build_server(facade: McpFacade, key_of: KeyOf) -> Server[Any]:
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         key = key_of(ctx.request)
-        return types.ListToolsResult(tools=[
-            types.Tool(name=t.name, description=t.description, input_schema=t.input_schema,
-                       output_schema=t.output_schema,
-                       annotations=types.ToolAnnotations(read_only_hint=t.read_only, destructive_hint=t.destructive,
-                                                         open_world_hint=not t.read_only))
-            for t in facade.tools(key)
-        ])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=t.name,
+                    description=t.description,
+                    input_schema=t.input_schema,
+                    output_schema=t.output_schema,
+                    annotations=types.ToolAnnotations(
+                        read_only_hint=t.read_only, destructive_hint=t.destructive, open_world_hint=not t.read_only
+                    ),
+                )
+                for t in facade.tools(key)
+            ]
+        )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         key = key_of(ctx.request)
         parent = _trace_parent(facade, ctx.request, params.meta)
         answer = await _translated(facade.call(key, params.name, params.arguments, trace_parent=parent))
-        return types.CallToolResult(content=[types.TextContent(type="text", text=answer.text)],
-                                    structured_content=answer.structured, is_error=answer.is_error)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=answer.text)],
+            structured_content=answer.structured,
+            is_error=answer.is_error,
+        )
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
         key = key_of(ctx.request)
         found = await _translated(facade.resources(key))
-        return types.ListResourcesResult(resources=[
-            types.Resource(uri=r.uri, name=r.name, description=r.description, mime_type=DECLARATION_MIME, size=r.size)
-            for r in found
-        ])
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=r.uri, name=r.name, description=r.description, mime_type=DECLARATION_MIME, size=r.size
+                )
+                for r in found
+            ]
+        )
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         key = key_of(ctx.request)
         uri = str(params.uri)
         text = await _translated(facade.read_resource(key, uri))
-        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=DECLARATION_MIME,
-                                                                             text=text)])
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type=DECLARATION_MIME, text=text)]
+        )
 
     return Server(
-        "codemode", version=__version__, instructions=SERVER_INSTRUCTIONS,
-        on_list_tools=list_tools, on_call_tool=call_tool,
-        on_list_resources=list_resources, on_read_resource=read_resource,
+        "codemode",
+        version=__version__,
+        instructions=SERVER_INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
         # Input schemas do not depend on the caller: header validation need not list the tools.
         get_tool_input_schema=facade.input_schema,
     )
@@ -89,8 +108,9 @@ def _trace_parent(facade: McpFacade, request: Any, meta: Any) -> Any:
     scope = getattr(request, "scope", None)
     parent = tracing.parent_from_scope(scope) if isinstance(scope, dict) else None
     if parent is None and isinstance(meta, dict):
-        parent = tracing.parent_from_headers({k: v for k, v in meta.items()
-                                              if k in ("traceparent", "tracestate") and isinstance(v, str)})
+        parent = tracing.parent_from_headers(
+            {k: v for k, v in meta.items() if k in ("traceparent", "tracestate") and isinstance(v, str)}
+        )
     return parent
 
 
@@ -114,18 +134,25 @@ class HttpEndpoint:
         self._max_body_bytes = max_body_bytes
         # Without API keys anyone who can make this machine's browser send a request could run code:
         # only loopback Host and Origin headers are accepted then (no DNS rebinding).
-        self._security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        ) if loopback_only else None
+        self._security = (
+            TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"],
+                allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+            )
+            if loopback_only
+            else None
+        )
         self._manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
         # A session manager runs once; each lifespan gets its own.
         manager = StreamableHTTPSessionManager(
-            app=self._server, stateless=True, json_response=True, security_settings=self._security,
+            app=self._server,
+            stateless=True,
+            json_response=True,
+            security_settings=self._security,
             max_request_body_size=self._max_body_bytes,
         )
         async with manager.run():
@@ -137,8 +164,9 @@ class HttpEndpoint:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if self._manager is None:
-            raise Overloaded("the MCP endpoint is not running (the service is starting or stopping); retry shortly",
-                             retry_after=1)
+            raise Overloaded(
+                "the MCP endpoint is not running (the service is starting or stopping); retry shortly", retry_after=1
+            )
         await self._manager.handle_request(scope, receive, send)
 
 

@@ -73,7 +73,7 @@ def open_store(url: str, limits: StoreLimits, clock: Callable[[], float] = time.
 
 def _open_sqlite(url: str, limits: StoreLimits, clock: Callable[[], float]) -> SessionStore:
     prefix = "sqlite:///"
-    raw = url[len(prefix):] if url.startswith(prefix) else ""
+    raw = url[len(prefix) :] if url.startswith(prefix) else ""
     if not raw or raw == ":memory:" or "?" in raw or "\0" in raw:
         raise StoreConfigError(f"invalid SQLite store URL {url!r}: it must name a file; {_ACCEPTED}")
     path = Path(raw)
@@ -103,9 +103,13 @@ def _redis_params(url: str) -> dict[str, Any]:
     db_text = parts.path.strip("/") or "0"
     if not db_text.isdigit():
         raise StoreConfigError(f"invalid Redis database {db_text!r} in store URL {shown!r}; {_ACCEPTED}")
-    return {"host": parts.hostname, "port": port, "db": int(db_text),
-            "username": unquote(parts.username) if parts.username else None,
-            "password": unquote(parts.password) if parts.password else None}
+    return {
+        "host": parts.hostname,
+        "port": port,
+        "db": int(db_text),
+        "username": unquote(parts.username) if parts.username else None,
+        "password": unquote(parts.password) if parts.password else None,
+    }
 
 
 def _open_redis(url: str, limits: StoreLimits, clock: Callable[[], float]) -> SessionStore:

@@ -35,9 +35,7 @@ class SessionStore(Protocol):
         """Return the committed entries of one session (empty if it has none)."""
         ...
 
-    async def commit(
-        self, tenant: str, session_id: str, sets: Mapping[str, str], deletes: Collection[str]
-    ) -> None:
+    async def commit(self, tenant: str, session_id: str, sets: Mapping[str, str], deletes: Collection[str]) -> None:
         """Apply ``deletes`` then ``sets`` atomically, re-checking limits against the current state.
 
         Raises ``StoreKeyError``/``StoreTypeError`` for a bad key or value, ``StoreLimitError``
@@ -63,8 +61,9 @@ class SessionStore(Protocol):
         """Remove the data of sessions past their TTL; return how many sessions were removed."""
         ...
 
-    async def add_run_failure(self, tenant: str, session_id: str, run_id: str, tool: str,
-                              block_reason: str | None = None) -> RunFailures:
+    async def add_run_failure(
+        self, tenant: str, session_id: str, run_id: str, tool: str, block_reason: str | None = None
+    ) -> RunFailures:
         """Count one failure of ``tool`` in the run (and block it with ``block_reason`` unless it
         already is) atomically; return the run's counters after the change.
 

@@ -26,8 +26,9 @@ class CellStoreWrites:
     completes and the caller commits ``pending()``; a failed cell simply drops this object.
     """
 
-    def __init__(self, snapshot: Mapping[str, str], limits: StoreLimits,
-                 tenant_usage: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self, snapshot: Mapping[str, str], limits: StoreLimits, tenant_usage: tuple[int, int] | None = None
+    ) -> None:
         """``tenant_usage`` is the tenant's ``(bytes, sessions)`` when the snapshot was read; with it,
         writes over the tenant's quotas are refused at the call site too (the commit re-checks)."""
         self._committed = dict(snapshot)

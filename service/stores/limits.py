@@ -44,8 +44,14 @@ class StoreLimits:
     session_ttl_seconds: float = 7 * 86400
 
     def __post_init__(self) -> None:
-        for name in ("max_key_chars", "max_value_bytes", "max_total_bytes", "max_tenant_bytes",
-                     "max_tenant_sessions", "session_ttl_seconds"):
+        for name in (
+            "max_key_chars",
+            "max_value_bytes",
+            "max_total_bytes",
+            "max_tenant_bytes",
+            "max_tenant_sessions",
+            "session_ttl_seconds",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"StoreLimits.{name} must be at least 1")
 
@@ -63,9 +69,7 @@ def check_key(key: object, limits: StoreLimits) -> bytes:
         raise StoreKeyError("store key must be well-formed Unicode (no lone surrogates)") from None
     units = len(key) + sum(1 for ch in key if ord(ch) > 0xFFFF)
     if not 1 <= units <= limits.max_key_chars:
-        raise StoreKeyError(
-            f"store key must be a string of 1-{limits.max_key_chars} characters, got {units}"
-        )
+        raise StoreKeyError(f"store key must be a string of 1-{limits.max_key_chars} characters, got {units}")
     return encoded
 
 
@@ -92,9 +96,7 @@ def charged_total(sizes: Mapping[str, int]) -> int:
 def check_value_size(size: int, limits: StoreLimits) -> None:
     """Raise StoreLimitError if a value of ``size`` bytes is too large."""
     if size > limits.max_value_bytes:
-        raise StoreLimitError(
-            f"store value is {size} bytes; the limit is {limits.max_value_bytes} bytes of JSON"
-        )
+        raise StoreLimitError(f"store value is {size} bytes; the limit is {limits.max_value_bytes} bytes of JSON")
 
 
 def total_limit_error(total: int, limits: StoreLimits) -> StoreLimitError:
@@ -111,9 +113,7 @@ def check_total(total: int, limits: StoreLimits) -> None:
         raise total_limit_error(total, limits)
 
 
-def check_pending(
-    sets: Mapping[str, str], deletes: Collection[str], limits: StoreLimits
-) -> dict[str, tuple[int, int]]:
+def check_pending(sets: Mapping[str, str], deletes: Collection[str], limits: StoreLimits) -> dict[str, tuple[int, int]]:
     """Validate a commit's keys and values; return key -> (value bytes, charged bytes) for the sets."""
     for key in deletes:
         check_key(key, limits)
@@ -126,8 +126,9 @@ def check_pending(
     return costs
 
 
-def check_tenant(old_session: int, new_session: int, tenant_bytes: int, tenant_sessions: int,
-                 limits: StoreLimits) -> None:
+def check_tenant(
+    old_session: int, new_session: int, tenant_bytes: int, tenant_sessions: int, limits: StoreLimits
+) -> None:
     """Raise StoreQuotaError if replacing a session total of ``old_session`` bytes by ``new_session``
     would take the tenant over its quotas (``tenant_bytes``/``tenant_sessions`` include the old state).
 

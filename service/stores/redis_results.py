@@ -78,7 +78,9 @@ end
 # KEYS: entry, run, charges, tenant, total, expiry.  ARGV: now, expires_at, keep_ms, scope, id, size,
 # charge, max_entries, allowance, tenant max, total max, network, value, sweep batch.
 # A retry of a save the server already applied (its reply was lost) finds the entry and changes nothing.
-_SAVE_LUA = _PRELUDE + """
+_SAVE_LUA = (
+    _PRELUDE
+    + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
 local now, scope, id = ARGV[1], ARGV[4], ARGV[5]
 local size, charge = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -102,6 +104,7 @@ redis.call('ZADD', KEYS[6], ARGV[2], id .. ':' .. charge .. ':' .. scope)
 for i = 1, 6 do extend(KEYS[i], tonumber(ARGV[3])) end
 return {0, 0}
 """
+)
 
 # KEYS: entry.  ARGV: scope, now.  Another scope's entry reads as missing.
 _LOAD_LUA = """
@@ -111,16 +114,21 @@ return {f[3], f[4]}
 """
 
 # KEYS: entry.  ARGV: scope, now, id.  Returns 1 when a live entry of the scope was deleted.
-_DELETE_LUA = _PRELUDE + """
+_DELETE_LUA = (
+    _PRELUDE
+    + """
 local f = redis.call('HMGET', KEYS[1], 's', 'x')
 if not f[1] or f[1] ~= ARGV[1] then return 0 end
 forget_id(ARGV[3], ARGV[1])
 if tonumber(f[2]) <= tonumber(ARGV[2]) then return 0 end
 return 1
 """
+)
 
 # KEYS: run, charges.  ARGV: scope, now.  Returns how many live entries the run had.
-_END_RUN_LUA = _PRELUDE + """
+_END_RUN_LUA = (
+    _PRELUDE
+    + """
 local live = 0
 local flat = redis.call('HGETALL', KEYS[2])
 for i = 1, #flat, 2 do
@@ -132,6 +140,7 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do redis.call('DEL', P
 redis.call('DEL', KEYS[1], KEYS[2])
 return live
 """
+)
 
 # KEYS: run, charges.  ARGV: now, overhead.
 _USAGE_LUA = """
@@ -175,8 +184,9 @@ class RedisResultsStore:
         self._usage = link.script(_USAGE_LUA)
         self._expire = link.script(_EXPIRE_LUA)
 
-    async def save(self, scope: ResultScope, json_text: str, byte_allowance: int, ttl_seconds: float,
-                   *, network: bool = False) -> str:
+    async def save(
+        self, scope: ResultScope, json_text: str, byte_allowance: int, ttl_seconds: float, *, network: bool = False
+    ) -> str:
         """Keep ``json_text`` for the run and return its id ``result_<uuid4>``; caps are checked in Redis."""
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
@@ -186,13 +196,34 @@ class RedisResultsStore:
         result_id = f"result_{uuid.uuid4()}"
         now = self._clock()
         limits = self._limits
-        outcome, amount = await self._link.call(self._save(
-            keys=[self._entry(result_id), PREFIX + "run:" + text, PREFIX + "charges:" + text,
-                  PREFIX + "tenant:" + scope.tenant, PREFIX + "total", PREFIX + "expiry"],
-            args=[_score(now), _score(now + ttl_seconds), int((ttl_seconds + GRACE_SECONDS) * 1000), text,
-                  result_id, size, size + ENTRY_OVERHEAD, limits.max_entries, byte_allowance,
-                  _number(limits.tenant_max_bytes), _number(limits.max_bytes), int(network), json_text,
-                  SWEEP_BATCH]))
+        outcome, amount = await self._link.call(
+            self._save(
+                keys=[
+                    self._entry(result_id),
+                    PREFIX + "run:" + text,
+                    PREFIX + "charges:" + text,
+                    PREFIX + "tenant:" + scope.tenant,
+                    PREFIX + "total",
+                    PREFIX + "expiry",
+                ],
+                args=[
+                    _score(now),
+                    _score(now + ttl_seconds),
+                    int((ttl_seconds + GRACE_SECONDS) * 1000),
+                    text,
+                    result_id,
+                    size,
+                    size + ENTRY_OVERHEAD,
+                    limits.max_entries,
+                    byte_allowance,
+                    _number(limits.tenant_max_bytes),
+                    _number(limits.max_bytes),
+                    int(network),
+                    json_text,
+                    SWEEP_BATCH,
+                ],
+            )
+        )
         if outcome == 1:
             raise capacity_error(limits.max_entries)
         if outcome == 2:
@@ -207,8 +238,9 @@ class RedisResultsStore:
         """Return ``(json_text, network)``, or raise ResultUnavailableError (also for another scope's id)."""
         if not isinstance(result_id, str) or not _ID.fullmatch(result_id):
             raise ResultUnavailableError()
-        found = await self._link.call(self._load(keys=[self._entry(result_id)],
-                                                 args=[_scope_text(ResultScope(*scope)), _score(self._clock())]))
+        found = await self._link.call(
+            self._load(keys=[self._entry(result_id)], args=[_scope_text(ResultScope(*scope)), _score(self._clock())])
+        )
         if not found:
             raise ResultUnavailableError()
         network, text = found
@@ -218,22 +250,29 @@ class RedisResultsStore:
         """Forget one saved result; return whether this scope had it live."""
         if not isinstance(result_id, str) or not _ID.fullmatch(result_id):
             return False
-        removed = await self._link.call(self._delete(
-            keys=[self._entry(result_id)], args=[_scope_text(ResultScope(*scope)), _score(self._clock()), result_id]))
+        removed = await self._link.call(
+            self._delete(
+                keys=[self._entry(result_id)], args=[_scope_text(ResultScope(*scope)), _score(self._clock()), result_id]
+            )
+        )
         return int(removed) == 1
 
     async def end_run(self, scope: ResultScope) -> int:
         """Drop every saved result of the run; return how many were still live."""
         text = _scope_text(ResultScope(*scope))
-        live = await self._link.call(self._end_run(
-            keys=[PREFIX + "run:" + text, PREFIX + "charges:" + text], args=[text, _score(self._clock())]))
+        live = await self._link.call(
+            self._end_run(keys=[PREFIX + "run:" + text, PREFIX + "charges:" + text], args=[text, _score(self._clock())])
+        )
         return int(live)
 
     async def usage(self, scope: ResultScope) -> tuple[int, int]:
         """Return ``(count, bytes)`` of the run's live saved results."""
         text = _scope_text(ResultScope(*scope))
-        count, size = await self._link.call(self._usage(
-            keys=[PREFIX + "run:" + text, PREFIX + "charges:" + text], args=[_score(self._clock()), ENTRY_OVERHEAD]))
+        count, size = await self._link.call(
+            self._usage(
+                keys=[PREFIX + "run:" + text, PREFIX + "charges:" + text], args=[_score(self._clock()), ENTRY_OVERHEAD]
+            )
+        )
         return int(count), int(size)
 
     async def expire(self) -> int:

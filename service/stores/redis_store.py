@@ -203,8 +203,10 @@ def run_key(tenant: str, session_id: str, run_id: str) -> str:
 
 
 def _run_failures(fields: dict[str, str]) -> RunFailures:
-    return RunFailures(failures={k[2:]: int(v) for k, v in fields.items() if k.startswith("n:")},
-                       blocked={k[2:]: v for k, v in fields.items() if k.startswith("b:")})
+    return RunFailures(
+        failures={k[2:]: int(v) for k, v in fields.items() if k.startswith("n:")},
+        blocked={k[2:]: v for k, v in fields.items() if k.startswith("b:")},
+    )
 
 
 def _tenant_keys(tenant: str) -> tuple[str, str]:
@@ -249,14 +251,15 @@ class RedisSessionStore:
 
     async def get_all(self, tenant: str, session_id: str) -> dict[str, str]:
         """Return the committed entries of one session (none once it expired)."""
-        flat = await self._call(self._read_script(
-            keys=[session_key(tenant, session_id), _tenant_keys(tenant)[0]],
-            args=[session_id, _score(self._clock())]))
+        flat = await self._call(
+            self._read_script(
+                keys=[session_key(tenant, session_id), _tenant_keys(tenant)[0]],
+                args=[session_id, _score(self._clock())],
+            )
+        )
         return dict(zip(flat[::2], flat[1::2]))
 
-    async def commit(
-        self, tenant: str, session_id: str, sets: Mapping[str, str], deletes: Collection[str]
-    ) -> None:
+    async def commit(self, tenant: str, session_id: str, sets: Mapping[str, str], deletes: Collection[str]) -> None:
         """Apply deletes then sets atomically, or nothing if a limit is exceeded."""
         if not sets and not deletes:
             return
@@ -266,9 +269,17 @@ class RedisSessionStore:
         limits = self._limits
         now = self._clock()
         args: list[Any] = [
-            limits.max_total_bytes, limits.max_tenant_bytes, limits.max_tenant_sessions, _score(now),
-            _score(now + limits.session_ttl_seconds), max(1, int(limits.session_ttl_seconds * 1000)),
-            session_key(tenant, ""), _member_prefix(tenant), session_id, len(deletes), *deletes,
+            limits.max_total_bytes,
+            limits.max_tenant_bytes,
+            limits.max_tenant_sessions,
+            _score(now),
+            _score(now + limits.session_ttl_seconds),
+            max(1, int(limits.session_ttl_seconds * 1000)),
+            session_key(tenant, ""),
+            _member_prefix(tenant),
+            session_id,
+            len(deletes),
+            *deletes,
         ]
         for key, text in sets.items():
             args += (key, text)
@@ -291,33 +302,46 @@ class RedisSessionStore:
 
     async def delete_session(self, tenant: str, session_id: str) -> bool:
         """Drop every entry of one session; return whether it had any."""
-        removed = await self._call(self._delete_script(
-            keys=self._keys(tenant, session_id),
-            args=[session_id, _score(self._clock()), _member_prefix(tenant) + session_id]))
+        removed = await self._call(
+            self._delete_script(
+                keys=self._keys(tenant, session_id),
+                args=[session_id, _score(self._clock()), _member_prefix(tenant) + session_id],
+            )
+        )
         return int(removed) > 0
 
     async def usage(self, tenant: str) -> tuple[int, int]:
         """Return ``(bytes, sessions)`` of the tenant's live sessions."""
-        total, count = await self._call(self._usage_script(keys=list(_tenant_keys(tenant)),
-                                                           args=[_score(self._clock())]))
+        total, count = await self._call(
+            self._usage_script(keys=list(_tenant_keys(tenant)), args=[_score(self._clock())])
+        )
         return int(total), int(count)
 
     async def expire(self) -> int:
         """Remove every session past its TTL, in batches (each batch is one atomic script)."""
         removed = 0
         while True:
-            batch = int(await self._call(self._expire_script(
-                keys=[_EXPIRY_KEY], args=[_score(self._clock()), _EXPIRE_BATCH, _KEY_PREFIX, _TENANT_PREFIX])))
+            batch = int(
+                await self._call(
+                    self._expire_script(
+                        keys=[_EXPIRY_KEY], args=[_score(self._clock()), _EXPIRE_BATCH, _KEY_PREFIX, _TENANT_PREFIX]
+                    )
+                )
+            )
             removed += batch
             if batch < _EXPIRE_BATCH:
                 return removed
 
-    async def add_run_failure(self, tenant: str, session_id: str, run_id: str, tool: str,
-                              block_reason: str | None = None) -> RunFailures:
+    async def add_run_failure(
+        self, tenant: str, session_id: str, run_id: str, tool: str, block_reason: str | None = None
+    ) -> RunFailures:
         """Count one failure of ``tool`` (blocking it with ``block_reason``) in one script."""
         ttl_ms = max(1, int(self._limits.session_ttl_seconds * 1000))
-        flat = await self._call(self._run_failure_script(
-            keys=[run_key(tenant, session_id, run_id)], args=[tool, ttl_ms, block_reason or ""]))
+        flat = await self._call(
+            self._run_failure_script(
+                keys=[run_key(tenant, session_id, run_id)], args=[tool, ttl_ms, block_reason or ""]
+            )
+        )
         return _run_failures(dict(zip(flat[::2], flat[1::2])))
 
     async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures:
@@ -364,8 +388,18 @@ class RedisLink:
     bounds each socket operation, and a couple of quick retries ride over a server restart.
     """
 
-    def __init__(self, host: str, port: int, db: int, *, username: str | None, password: str | None,
-                 label: str, timeout_seconds: float = _TIMEOUT_SECONDS, retries: int = _RETRIES) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        db: int,
+        *,
+        username: str | None,
+        password: str | None,
+        label: str,
+        timeout_seconds: float = _TIMEOUT_SECONDS,
+        retries: int = _RETRIES,
+    ) -> None:
         self.where = f"redis://{host}:{port}/{db}"
         self._label = label
         self.client = aioredis.Redis(

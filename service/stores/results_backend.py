@@ -33,8 +33,9 @@ class ResultsBackend(Protocol):
     ``StoreUnavailableError`` when a shared backend cannot be reached.
     """
 
-    async def save(self, scope: ResultScope, json_text: str, byte_allowance: int, ttl_seconds: float,
-                   *, network: bool = False) -> str: ...
+    async def save(
+        self, scope: ResultScope, json_text: str, byte_allowance: int, ttl_seconds: float, *, network: bool = False
+    ) -> str: ...
 
     async def load_entry(self, scope: ResultScope, result_id: object) -> tuple[str, bool]: ...
 
@@ -53,11 +54,13 @@ class LocalResults:
     """``ResultsBackend`` over the in-memory store of this process (nothing in it awaits)."""
 
     def __init__(self, limits: ResultsLimits, clock: Callable[[], float] = time.monotonic) -> None:
-        self.store = ResultsStore(limits.max_entries, clock, tenant_max_bytes=limits.tenant_max_bytes,
-                                  max_bytes=limits.max_bytes)
+        self.store = ResultsStore(
+            limits.max_entries, clock, tenant_max_bytes=limits.tenant_max_bytes, max_bytes=limits.max_bytes
+        )
 
-    async def save(self, scope: ResultScope, json_text: str, byte_allowance: int, ttl_seconds: float,
-                   *, network: bool = False) -> str:
+    async def save(
+        self, scope: ResultScope, json_text: str, byte_allowance: int, ttl_seconds: float, *, network: bool = False
+    ) -> str:
         return self.store.save(scope, json_text, byte_allowance, ttl_seconds, network=network)
 
     async def load_entry(self, scope: ResultScope, result_id: object) -> tuple[str, bool]:

@@ -31,27 +31,32 @@ ENTRY_OVERHEAD = 256
 
 
 def capacity_error(max_entries: int) -> ResultsCapacityError:
-    return ResultsCapacityError(f"result store is full: at most {max_entries} saved results per run; "
-                                "delete references you no longer need with results.delete(id)")
+    return ResultsCapacityError(
+        f"result store is full: at most {max_entries} saved results per run; "
+        "delete references you no longer need with results.delete(id)"
+    )
 
 
 def allowance_error(size: int, used: int, allowance: int) -> ResultsAllowanceError:
     return ResultsAllowanceError(
         f"saving {size} bytes would exceed this run's saved-results allowance "
-        f"({used} of {allowance} bytes used); save a narrower value or delete references")
+        f"({used} of {allowance} bytes used); save a narrower value or delete references"
+    )
 
 
 def tenant_quota_error(used: int, limit: int) -> ResultsQuotaError:
     return ResultsQuotaError(
         f"saved-results quota reached: this tenant's saved results hold {used} of {limit} bytes "
         "(tenant_results_bytes); end finished runs (DELETE /v1/sessions/{session_id}/runs/{run_id}) "
-        "or delete references to make room")
+        "or delete references to make room"
+    )
 
 
 def total_quota_error(used: int, limit: int) -> ResultsQuotaError:
     return ResultsQuotaError(
         f"saved-results capacity of this service reached ({used} of {limit} bytes, results_max_bytes); "
-        "save a narrower value or retry after older results expire")
+        "save a narrower value or retry after older results expire"
+    )
 
 
 class ResultScope(NamedTuple):
@@ -77,8 +82,14 @@ class ResultsStore:
     abandoned runs do not hold memory until they are ended.
     """
 
-    def __init__(self, max_entries: int = 64, clock: Callable[[], float] = time.monotonic, *,
-                 tenant_max_bytes: int | None = None, max_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        max_entries: int = 64,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        tenant_max_bytes: int | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self._max_entries = max_entries
@@ -89,8 +100,9 @@ class ResultsStore:
         self._tenant_bytes: dict[str, int] = {}  # charged bytes (size + overhead) per tenant
         self._total_bytes = 0
 
-    def save(self, scope: ResultScope, json_text: str, byte_allowance: int, ttl_seconds: float,
-             *, network: bool = False) -> str:
+    def save(
+        self, scope: ResultScope, json_text: str, byte_allowance: int, ttl_seconds: float, *, network: bool = False
+    ) -> str:
         """Keep ``json_text`` for the run and return its id ``result_<uuid4>``."""
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")

@@ -94,9 +94,7 @@ class SqliteSessionStore:
 
         return await self._run(run)
 
-    async def commit(
-        self, tenant: str, session_id: str, sets: Mapping[str, str], deletes: Collection[str]
-    ) -> None:
+    async def commit(self, tenant: str, session_id: str, sets: Mapping[str, str], deletes: Collection[str]) -> None:
         """Apply deletes then sets in one transaction, or nothing if a limit is exceeded."""
         if not sets and not deletes:
             return
@@ -138,10 +136,7 @@ class SqliteSessionStore:
                     " ON CONFLICT (tenant, session_id, key) DO UPDATE SET"
                     " value = excluded.value, value_bytes = excluded.value_bytes,"
                     " charged_bytes = excluded.charged_bytes",
-                    [
-                        (tenant, session_id, key, sets[key], size, charged)
-                        for key, (size, charged) in costs.items()
-                    ],
+                    [(tenant, session_id, key, sets[key], size, charged) for key, (size, charged) in costs.items()],
                 )
                 if current:
                     conn.execute(
@@ -211,13 +206,16 @@ class SqliteSessionStore:
                 (self._clock(), _EXPIRE_BATCH),
             )
             # Left-over expired counters go at the next sweep; reads ignore them meanwhile.
-            conn.execute("DELETE FROM run_failures WHERE (tenant, session_id, run_id, tool) IN"
-                         " (SELECT tenant, session_id, run_id, tool FROM run_failures WHERE expires_at <= ? LIMIT ?)",
-                         (self._clock(), _EXPIRE_BATCH))
+            conn.execute(
+                "DELETE FROM run_failures WHERE (tenant, session_id, run_id, tool) IN"
+                " (SELECT tenant, session_id, run_id, tool FROM run_failures WHERE expires_at <= ? LIMIT ?)",
+                (self._clock(), _EXPIRE_BATCH),
+            )
         return count
 
-    async def add_run_failure(self, tenant: str, session_id: str, run_id: str, tool: str,
-                              block_reason: str | None = None) -> RunFailures:
+    async def add_run_failure(
+        self, tenant: str, session_id: str, run_id: str, tool: str, block_reason: str | None = None
+    ) -> RunFailures:
         """Count one failure of ``tool`` (blocking it with ``block_reason``) in one transaction."""
         run_key = (tenant, session_id, run_id)
 
@@ -225,16 +223,21 @@ class SqliteSessionStore:
             with _write_transaction(conn):
                 now = self._clock()
                 expires = now + self._limits.session_ttl_seconds
-                conn.execute("DELETE FROM run_failures WHERE tenant = ? AND session_id = ? AND run_id = ?"
-                             " AND expires_at <= ?", (*run_key, now))
+                conn.execute(
+                    "DELETE FROM run_failures WHERE tenant = ? AND session_id = ? AND run_id = ? AND expires_at <= ?",
+                    (*run_key, now),
+                )
                 conn.execute(
                     "INSERT INTO run_failures (tenant, session_id, run_id, tool, failures, block_reason, expires_at)"
                     " VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (tenant, session_id, run_id, tool) DO UPDATE SET"
                     " failures = failures + 1, block_reason = COALESCE(block_reason, excluded.block_reason)",
-                    (*run_key, tool, block_reason, expires))
+                    (*run_key, tool, block_reason, expires),
+                )
                 # The whole run lives on from its latest failure.
-                conn.execute("UPDATE run_failures SET expires_at = ? WHERE tenant = ? AND session_id = ?"
-                             " AND run_id = ?", (expires, *run_key))
+                conn.execute(
+                    "UPDATE run_failures SET expires_at = ? WHERE tenant = ? AND session_id = ? AND run_id = ?",
+                    (expires, *run_key),
+                )
                 found = _run_failures(conn, run_key, now)
             return found
 
@@ -246,9 +249,12 @@ class SqliteSessionStore:
 
     async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
         """Forget the run's failure counters."""
-        await self._run(lambda conn: conn.execute(
-            "DELETE FROM run_failures WHERE tenant = ? AND session_id = ? AND run_id = ?",
-            (tenant, session_id, run_id)))
+        await self._run(
+            lambda conn: conn.execute(
+                "DELETE FROM run_failures WHERE tenant = ? AND session_id = ? AND run_id = ?",
+                (tenant, session_id, run_id),
+            )
+        )
 
     async def ping(self) -> None:
         """Open the file if needed and run a trivial query."""
@@ -294,9 +300,7 @@ class SqliteSessionStore:
         try:
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
-                raise StoreConfigError(
-                    f"SQLite session store at {self._path} cannot use WAL journaling (got {mode!r})"
-                )
+                raise StoreConfigError(f"SQLite session store at {self._path} cannot use WAL journaling (got {mode!r})")
             # FULL fsyncs the WAL at every commit: a completed cell's writes survive a crash.
             conn.execute("PRAGMA synchronous=FULL")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -327,9 +331,13 @@ class SqliteSessionStore:
 def _run_failures(conn: sqlite3.Connection, run_key: tuple[str, str, str], now: float) -> RunFailures:
     rows = conn.execute(
         "SELECT tool, failures, block_reason FROM run_failures WHERE tenant = ? AND session_id = ?"
-        " AND run_id = ? AND expires_at > ?", (*run_key, now)).fetchall()
-    return RunFailures(failures={tool: int(n) for tool, n, _ in rows},
-                       blocked={tool: reason for tool, _, reason in rows if reason is not None})
+        " AND run_id = ? AND expires_at > ?",
+        (*run_key, now),
+    ).fetchall()
+    return RunFailures(
+        failures={tool: int(n) for tool, n, _ in rows},
+        blocked={tool: reason for tool, _, reason in rows if reason is not None},
+    )
 
 
 @contextlib.contextmanager

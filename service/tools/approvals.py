@@ -20,8 +20,18 @@ from typing import Any
 
 from service.tools.policy import GROUPS, MCP_ALL, MCP_PREFIX, PolicySubject, is_mcp_entry, mcp_entry_server
 
-__all__ = ["KEY", "MAX_REASON_CHARS", "MAX_REQUEST_ENTRIES", "REQUEST", "SERVER", "ApprovalRules", "AskApproval", "NeedsApproval",
-           "denial_message", "unknown_entry"]
+__all__ = [
+    "KEY",
+    "MAX_REASON_CHARS",
+    "MAX_REQUEST_ENTRIES",
+    "REQUEST",
+    "SERVER",
+    "ApprovalRules",
+    "AskApproval",
+    "NeedsApproval",
+    "denial_message",
+    "unknown_entry",
+]
 
 #: Where an entry came from, as the pending entry's reason names it.
 SERVER = "the server's [tools] approve"
@@ -76,12 +86,13 @@ class ApprovalRules:
 def _mcp_match(entry: str, servers: set[str], tools: set[str] | None) -> bool:
     if entry == MCP_ALL:
         return True
-    server, _, tool = entry[len(MCP_PREFIX):].partition("/")
+    server, _, tool = entry[len(MCP_PREFIX) :].partition("/")
     return server in servers and (not tool or tools is None or tool in tools)
 
 
-def unknown_entry(entries: Sequence[str], where: str, subjects: Sequence[PolicySubject],
-                  servers: Iterable[str]) -> str | None:
+def unknown_entry(
+    entries: Sequence[str], where: str, subjects: Sequence[PolicySubject], servers: Iterable[str]
+) -> str | None:
     """The problem with the first entry naming no tool of `subjects` and no server of `servers`, or None."""
     server_names = {"*", *servers}
     for index, entry in enumerate(entries):
@@ -92,8 +103,10 @@ def unknown_entry(entries: Sequence[str], where: str, subjects: Sequence[PolicyS
                 known = ", ".join(sorted(server_names - {"*"})) or "(none)"
                 return f"{where}[{index}]: {entry!r} names no MCP server here; servers: {known}"
         elif not any(s.matches(entry, groups=False) for s in subjects):
-            return (f"{where}[{index}]: {entry!r} names no tool, tool id or plugin id here; a misspelt "
-                    "approval entry would let calls run unasked, so it is refused")
+            return (
+                f"{where}[{index}]: {entry!r} names no tool, tool id or plugin id here; a misspelt "
+                "approval entry would let calls run unasked, so it is refused"
+            )
     return None
 
 

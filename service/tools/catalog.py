@@ -39,9 +39,7 @@ class CatalogLimits:
         if self.search_default_limit < 1:
             raise ToolConfigError("search_default_limit must be at least 1")
         # A lowered maximum also lowers the default (reference checklist 93).
-        object.__setattr__(
-            self, "search_default_limit", min(self.search_default_limit, self.max_search_limit)
-        )
+        object.__setattr__(self, "search_default_limit", min(self.search_default_limit, self.max_search_limit))
 
     def clamp(self, limit: Any) -> int:
         """The effective result count for a requested limit."""
@@ -176,8 +174,12 @@ class ToolCatalog:
             return cached
         return self._view(tenant_policy, request_policy, client_tools)
 
-    def _view(self, tenant_policy: ToolPolicy | None, request_policy: ToolPolicy | None,
-              client_tools: Sequence[ClientTool | Mapping[str, Any] | ToolEntry]) -> CatalogView:
+    def _view(
+        self,
+        tenant_policy: ToolPolicy | None,
+        request_policy: ToolPolicy | None,
+        client_tools: Sequence[ClientTool | Mapping[str, Any] | ToolEntry],
+    ) -> CatalogView:
         compiled = [t for t in client_tools if isinstance(t, ToolEntry)]
         declared = [t for t in client_tools if not isinstance(t, ToolEntry)]
         clients = compiled + list(compile_client_tools(declared, self.limits.schemas)) if declared else compiled
@@ -277,8 +279,9 @@ class CatalogView:
         if not isinstance(query, str):
             return []
         if self._index is None:
-            self._index = SearchIndex([SearchDoc(e.callable_name, e.tool_name, e.label or "", e.description)
-                                       for e in self._entries.values()])
+            self._index = SearchIndex(
+                [SearchDoc(e.callable_name, e.tool_name, e.label or "", e.description) for e in self._entries.values()]
+            )
         keys = self._index.rank(query)[: self.catalog.limits.clamp(limit)]
         return [self.handle(key) for key in keys]
 

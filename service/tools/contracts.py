@@ -45,7 +45,12 @@ from service.tools.errors import (
 )
 
 __all__ = [
-    "MAX_DETAIL_BYTES", "MAX_DETAILS", "MAX_VALIDATION_STEPS", "ToolContract", "ValidationDeferred", "accepts",
+    "MAX_DETAIL_BYTES",
+    "MAX_DETAILS",
+    "MAX_VALIDATION_STEPS",
+    "ToolContract",
+    "ValidationDeferred",
+    "accepts",
     "schema_problem",
 ]
 
@@ -156,9 +161,7 @@ class ToolContract:
         self.ensure_usable(tool)
         details = _errors(self._input, params, reveal_keys=True, tool=tool, max_steps=max_steps)
         if details:
-            lead = (
-                "invalid input" if error is InvalidInputError else "arguments prepared by a hook are invalid"
-            )
+            lead = "invalid input" if error is InvalidInputError else "arguments prepared by a hook are invalid"
             raise error(
                 f"{tool}: {lead}: {'; '.join(details)}",
                 tool=tool,
@@ -187,7 +190,11 @@ class ToolContract:
                 continue
             seen.add(key)
             details = _errors(
-                self._output_validator(schema, key, tool_input), value, reveal_keys=False, tool=tool, max_steps=max_steps
+                self._output_validator(schema, key, tool_input),
+                value,
+                reveal_keys=False,
+                tool=tool,
+                max_steps=max_steps,
             )
             if details:
                 raise OutputContractError(
@@ -296,9 +303,7 @@ def _describe(err: ValidationError, reveal_keys: bool) -> list[str]:
     path, kw, rule = err.json_path, str(err.validator), err.validator_value
     if kw == "required" and isinstance(err.instance, dict) and isinstance(rule, list):
         missing = [p for p in rule if p not in err.instance]
-        return [f"{path}: missing required property {_show(p)}" for p in missing] or [
-            f"{path}: fails required"
-        ]
+        return [f"{path}: missing required property {_show(p)}" for p in missing] or [f"{path}: fails required"]
     if kw == "type":
         got = json_type(err.instance, integers=True) or type(err.instance).__name__
         return [f"{path}: expected {_show_types(rule)}, got {got}"]

@@ -147,8 +147,16 @@ class ToolExecutionError(ToolCallError):
 
     code = "tool_error"
 
-    def __init__(self, message: str, *, reported: Any = None, fields: dict[str, Any] | None = None,
-                 recoverable: bool = False, non_retriable: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        reported: Any = None,
+        fields: dict[str, Any] | None = None,
+        recoverable: bool = False,
+        non_retriable: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(message, **kwargs)
         self.reported = reported
         self.fields = fields or {}

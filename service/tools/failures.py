@@ -52,13 +52,17 @@ def failure_of_result(result: ToolResult, tool: str, *, untrusted: bool) -> Tool
         return None
     reason = _first_text(own, order) or (result.text or "").strip()
     if not reason:
-        reason = (f"{tool} reported a failure without giving a reason; error.details holds everything "
-                  "it returned")
+        reason = f"{tool} reported a failure without giving a reason; error.details holds everything it returned"
     fields, recoverable, non_retriable = _seed_fields(own)
     return ToolExecutionError(
         truncated(f"{tool} failed: {reason}", _MAX_REASON_BYTES),
-        tool=tool, effect_started=True, untrusted=untrusted,
-        reported=details, fields=fields, recoverable=recoverable, non_retriable=non_retriable,
+        tool=tool,
+        effect_started=True,
+        untrusted=untrusted,
+        reported=details,
+        fields=fields,
+        recoverable=recoverable,
+        non_retriable=non_retriable,
     )
 
 

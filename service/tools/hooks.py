@@ -115,8 +115,7 @@ def merge_after_result(result: Any, override: Any) -> Any:
         override = AfterResult(**override)
     if not isinstance(override, AfterResult):
         raise TypeError(
-            "after-hook must return None, a ToolResult, an AfterResult or a dict, "
-            f"got {type(override).__name__}"
+            f"after-hook must return None, a ToolResult, an AfterResult or a dict, got {type(override).__name__}"
         )
     if override.details is not UNSET:
         details = override.details

@@ -26,8 +26,6 @@ _MAX_MEM = 2 * 1024 * 1024
 _CACHED = 512
 
 
-
-
 def _options() -> Any:
     options = re2.Options()
     options.max_mem = _MAX_MEM

@@ -103,9 +103,7 @@ class ToolSpec:
         if self.plugin_id:
             where = f'plugin "{self.plugin_id}" {where}'
         if not isinstance(self.name, str) or not self.name.strip() or len(self.name) > _MAX_NAME_CHARS:
-            raise ToolConfigError(
-                f"{where}: name must be a non-empty string of at most {_MAX_NAME_CHARS} chars"
-            )
+            raise ToolConfigError(f"{where}: name must be a non-empty string of at most {_MAX_NAME_CHARS} chars")
         if not isinstance(self.description, str):
             raise ToolConfigError(f"{where}: description must be a string")
         if self.label is not None and not isinstance(self.label, str):
@@ -125,9 +123,7 @@ class ToolSpec:
             "input_schema_json",
             input_json if input_json is not None else copy.deepcopy(EMPTY_INPUT_SCHEMA),
         )
-        object.__setattr__(
-            self, "output_schema_json", schema_dict(self.output_schema, what=f"{where}: output_schema")
-        )
+        object.__setattr__(self, "output_schema_json", schema_dict(self.output_schema, what=f"{where}: output_schema"))
 
     @property
     def tool_id(self) -> str:
@@ -197,9 +193,7 @@ class ToolRegistry:
         elif fields:
             raise ToolConfigError(f'plugin "{self.plugin_id}": pass a ToolSpec or keyword fields, not both')
         if not isinstance(spec, ToolSpec):
-            raise ToolConfigError(
-                f'plugin "{self.plugin_id}": add_tool expects a ToolSpec, got {type(spec).__name__}'
-            )
+            raise ToolConfigError(f'plugin "{self.plugin_id}": add_tool expects a ToolSpec, got {type(spec).__name__}')
         if spec.plugin_id not in (None, self.plugin_id):
             raise ToolConfigError(
                 f'plugin "{self.plugin_id}": tool "{spec.name}" declares plugin_id "{spec.plugin_id}"'
@@ -207,8 +201,7 @@ class ToolRegistry:
         stored = replace(spec, plugin_id=self.plugin_id, source=self.source)
         if any(t.tool_id == stored.tool_id for t in self._tools):
             raise ToolConfigError(
-                f'plugin "{self.plugin_id}": tool id "{stored.tool_id}" is registered twice; '
-                "give each tool a unique id"
+                f'plugin "{self.plugin_id}": tool id "{stored.tool_id}" is registered twice; give each tool a unique id'
             )
         self._tools.append(stored)
         return stored

@@ -34,8 +34,16 @@ from typing import Any
 
 from service.tools.errors import ToolConfigError
 
-__all__ = ["GROUPS", "MCP_ALL", "PROFILES", "McpAccess", "McpVisibility", "PolicySubject", "ToolPolicy",
-           "parse_entries"]
+__all__ = [
+    "GROUPS",
+    "MCP_ALL",
+    "PROFILES",
+    "McpAccess",
+    "McpVisibility",
+    "PolicySubject",
+    "ToolPolicy",
+    "parse_entries",
+]
 
 GROUP_CORE = "group:core"
 GROUP_PLUGINS = "group:plugins"
@@ -65,7 +73,7 @@ def is_mcp_entry(entry: str) -> bool:
 
 def mcp_entry_server(entry: str) -> str:
     """The server part of an `mcp:` entry (`*` for `mcp:*`)."""
-    return entry[len(MCP_PREFIX):].split("/", 1)[0]
+    return entry[len(MCP_PREFIX) :].split("/", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -107,9 +115,7 @@ class ToolPolicy:
         if data is None:
             return cls()
         if not isinstance(data, Mapping):
-            raise ToolConfigError(
-                f"{where} must be a table with allow/deny/profile, got {type(data).__name__}"
-            )
+            raise ToolConfigError(f"{where} must be a table with allow/deny/profile, got {type(data).__name__}")
         skip = set(ignore)
         unknown = sorted(str(k) for k in data if k not in _KEYS and k not in skip)
         if unknown:
@@ -228,8 +234,6 @@ def parse_entries(raw: Any, where: str) -> tuple[str, ...]:
 
 
 def _check_mcp_entry(entry: str, at: str) -> None:
-    server, slash, tool = entry[len(MCP_PREFIX):].partition("/")
+    server, slash, tool = entry[len(MCP_PREFIX) :].partition("/")
     if not server or (slash and not tool) or (server == "*" and slash):
-        raise ToolConfigError(
-            f"{at}: {entry!r} is not an MCP entry; use mcp:<server>, mcp:<server>/<tool> or mcp:*"
-        )
+        raise ToolConfigError(f"{at}: {entry!r} is not an MCP entry; use mcp:<server>, mcp:<server>/<tool> or mcp:*")

@@ -39,8 +39,9 @@ _MAX_BLOCK_REASON_CHARS = 300
 class RunCounters(Protocol):
     """Where a run's counters live: the session store or ``MemoryRunCounters``."""
 
-    async def add_run_failure(self, tenant: str, session_id: str, run_id: str, tool: str,
-                              block_reason: str | None = None) -> RunFailures: ...
+    async def add_run_failure(
+        self, tenant: str, session_id: str, run_id: str, tool: str, block_reason: str | None = None
+    ) -> RunFailures: ...
 
     async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures: ...
 
@@ -59,15 +60,15 @@ class MemoryRunCounters:
     At most ``max_runs`` runs are kept (the least recently failed go first), each for ``ttl_seconds``.
     """
 
-    def __init__(self, ttl_seconds: float, max_runs: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ttl_seconds: float, max_runs: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
         self._ttl = ttl_seconds
         self._max_runs = max_runs
         self._clock = clock
         self._runs: OrderedDict[tuple[str, str, str], tuple[float, dict[str, int], dict[str, str]]] = OrderedDict()
 
-    async def add_run_failure(self, tenant: str, session_id: str, run_id: str, tool: str,
-                              block_reason: str | None = None) -> RunFailures:
+    async def add_run_failure(
+        self, tenant: str, session_id: str, run_id: str, tool: str, block_reason: str | None = None
+    ) -> RunFailures:
         key = (tenant, session_id, run_id)
         _, failures, blocked = self._live(key) or (0.0, {}, {})
         failures[tool] = failures.get(tool, 0) + 1
@@ -101,8 +102,15 @@ class RunLedger:
     a store outage must not stop every tool call.
     """
 
-    def __init__(self, counters: RunCounters, tenant: str, session_id: str, run_id: str,
-                 limits: FailureLimits, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        counters: RunCounters,
+        tenant: str,
+        session_id: str,
+        run_id: str,
+        limits: FailureLimits,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._counters = counters
         self._run = (tenant, session_id, run_id)
         self.limits = limits
@@ -133,12 +141,15 @@ class RunLedger:
             raise FailureBudgetError(
                 f"{tool} was not called: this run already had {state.total} tool failures, its limit "
                 f"({self.limits.failures_per_run}). Stop calling tools; report to the user what failed and why.",
-                tool=tool)
+                tool=tool,
+            )
         reason = self._block_reason(tool)
         if reason is not None:
             raise ToolDisabledError(
                 f"{tool} is blocked for the rest of this run: {reason}. Do not call it again; use another "
-                "tool or report the problem to the user.", tool=tool)
+                "tool or report the problem to the user.",
+                tool=tool,
+            )
 
     async def record(self, tool: str, *, non_retriable: bool = False, reason: str = "") -> None:
         """Count one failure of ``tool``; a non-retriable one blocks it at once."""
@@ -171,15 +182,17 @@ def block_reason(state: RunFailures, tool: str, limits: FailureLimits) -> str | 
 
 def run_report(state: RunFailures, limits: FailureLimits) -> dict[str, object]:
     """The run's counters as ``GET /v1/sessions/{session_id}/runs/{run_id}`` shows them."""
-    blocked = {tool: reason for tool in sorted(set(state.failures) | set(state.blocked))
-               if (reason := block_reason(state, tool, limits)) is not None}
+    blocked = {
+        tool: reason
+        for tool in sorted(set(state.failures) | set(state.blocked))
+        if (reason := block_reason(state, tool, limits)) is not None
+    }
     return {
         "failures": dict(sorted(state.failures.items())),
         "total_failures": state.total,
         "blocked": [{"tool": tool, "reason": reason} for tool, reason in blocked.items()],
         "budget_exhausted": state.total >= limits.failures_per_run,
-        "limits": {"tool_failures_per_run": limits.tool_failures_per_run,
-                   "failures_per_run": limits.failures_per_run},
+        "limits": {"tool_failures_per_run": limits.tool_failures_per_run, "failures_per_run": limits.failures_per_run},
     }
 
 

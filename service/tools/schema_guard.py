@@ -31,11 +31,21 @@ class SchemaLimits:
     max_expanded: int = 20_000  # subschemas visited when references are followed
 
 
-
-
 #: Keywords whose value is one subschema (or, for `items`/`additionalItems`, possibly an array).
-_ONE = ("additionalProperties", "unevaluatedProperties", "propertyNames", "items", "additionalItems",
-        "unevaluatedItems", "contains", "not", "if", "then", "else", "contentSchema")
+_ONE = (
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "items",
+    "additionalItems",
+    "unevaluatedItems",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contentSchema",
+)
 #: Keywords whose value is an array of subschemas.
 _MANY = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 #: Keywords whose value maps names to subschemas.

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 from service.tools.errors import SearchQueryError
 
-__all__ = ["MAX_QUERY_CHARS", "MAX_QUERY_TERMS", "SearchDoc", "SearchIndex", "query_terms",
-           "tokens"]
+__all__ = ["MAX_QUERY_CHARS", "MAX_QUERY_TERMS", "SearchDoc", "SearchIndex", "query_terms", "tokens"]
 
 MAX_QUERY_CHARS = 512
 MAX_QUERY_TERMS = 16
@@ -32,8 +31,6 @@ _NAME_WEIGHT = 3
 # Words of a description that are indexed: the lead says what a tool does, and it bounds the
 # index a cell builds over 128 client tools of 4 KiB descriptions to a few milliseconds.
 _DESCRIPTION_WORDS = 256
-
-
 
 
 @dataclass(frozen=True)
@@ -76,12 +73,14 @@ def query_terms(query: str) -> list[str]:
     if len(query) > MAX_QUERY_CHARS:
         raise SearchQueryError(
             f"catalog.search query is {len(query)} characters (limit {MAX_QUERY_CHARS}): "
-            "search with a few words that name the tool or what it does")
+            "search with a few words that name the tool or what it does"
+        )
     terms = list(dict.fromkeys(tokens(query)))
     if len(terms) > MAX_QUERY_TERMS:
         raise SearchQueryError(
             f"catalog.search query has {len(terms)} distinct words (limit {MAX_QUERY_TERMS}): "
-            "search with fewer, more specific words")
+            "search with fewer, more specific words"
+        )
     return terms
 
 
@@ -140,4 +139,3 @@ class SearchIndex:
                 scored.append((-round(score, 9), d.key))
         scored.sort()
         return [key for _, key in scored]
-

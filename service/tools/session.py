@@ -82,9 +82,16 @@ class CallOutcome:
 class CallSession:
     """Tool calls of one cell. Not thread-safe; use from the cell's event loop."""
 
-    def __init__(self, view: CatalogView, *, max_calls: int, max_searches: int = DEFAULT_MAX_SEARCHES,
-                 ledger: RunLedger | None = None, breaker: Breaker | None = None,
-                 approvals: ApprovalRules | None = None) -> None:
+    def __init__(
+        self,
+        view: CatalogView,
+        *,
+        max_calls: int,
+        max_searches: int = DEFAULT_MAX_SEARCHES,
+        ledger: RunLedger | None = None,
+        breaker: Breaker | None = None,
+        approvals: ApprovalRules | None = None,
+    ) -> None:
         for name, cap in (("max_calls", max_calls), ("max_searches", max_searches)):
             if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
                 raise ValueError(f"{name} must be a non-negative integer")
@@ -98,8 +105,7 @@ class CallSession:
         self.network_used = False
         self._repeats: Counter[tuple[str, str]] = Counter()
         # Without a run of its own (tests, embedding), the session is a run by itself.
-        self.ledger = ledger or RunLedger(MemoryRunCounters(ttl_seconds=86400), "", "", "cell",
-                                          limits=FailureLimits())
+        self.ledger = ledger or RunLedger(MemoryRunCounters(ttl_seconds=86400), "", "", "cell", limits=FailureLimits())
         self.breaker = breaker or Breaker()
         self.approvals = approvals or ApprovalRules()
         self.retries = 0
@@ -118,7 +124,8 @@ class CallSession:
         if self.search_count >= self.max_searches:
             raise SearchBudgetError(
                 f"catalog.search was refused: this cell already searched {self.search_count} times, its "
-                "budget. Keep the handles you found (or use catalog.all()) instead of searching again.")
+                "budget. Keep the handles you found (or use catalog.all()) instead of searching again."
+            )
         self.record_search()
         found = self.view.search(query, limit)
         blocked = self.ledger.blocked()
@@ -133,8 +140,15 @@ class CallSession:
         """Run one call and return the JSON details; raises ToolCallError or ClientToolCall."""
         return (await self.call_detailed(callable_name, params, ctx)).details
 
-    async def call_detailed(self, callable_name: str, params: Any, ctx: ToolContext, *,
-                            deadline: float | None = None, ask: AskApproval | None = None) -> CallOutcome:
+    async def call_detailed(
+        self,
+        callable_name: str,
+        params: Any,
+        ctx: ToolContext,
+        *,
+        deadline: float | None = None,
+        ask: AskApproval | None = None,
+    ) -> CallOutcome:
         """Like `call`, but returns text, error flag and network provenance too.
 
         ``deadline`` (event-loop time) bounds the retries of an idempotent tool; time spent waiting
@@ -160,14 +174,13 @@ class CallSession:
         if rewritten:
             await _checked(entry.contract.check_input, prepared, name, error=InputContractError)
         reason = asked or self.approvals.native(
-            PolicySubject(entry.tool_name, entry.tool_id, entry.plugin_id, entry.source))
+            PolicySubject(entry.tool_name, entry.tool_id, entry.plugin_id, entry.source)
+        )
         if reason is not None:
             waited = await _approve(name, prepared, reason, ask)
             deadline = None if deadline is None else deadline + waited
         if entry.source == "client":
-            raise ClientToolCall(
-                call_id=ctx.call_id, tool_name=entry.tool_name, callable_name=name, params=prepared
-            )
+            raise ClientToolCall(call_id=ctx.call_id, tool_name=entry.tool_name, callable_name=name, params=prepared)
         try:
             outcome = await self._run(entry, caller_input, prepared, ctx, deadline)
         except ToolCallError as exc:
@@ -176,8 +189,9 @@ class CallSession:
         self.breaker.record(ctx.tenant, entry.tool_id, ok=True)
         return outcome
 
-    async def _run(self, entry: ToolEntry, caller_input: Any, prepared: Any, ctx: ToolContext,
-                   deadline: float | None) -> CallOutcome:
+    async def _run(
+        self, entry: ToolEntry, caller_input: Any, prepared: Any, ctx: ToolContext, deadline: float | None
+    ) -> CallOutcome:
         name = entry.callable_name
         result = await self._execute(entry, prepared, ctx, deadline)
         result = await self._run_after_hooks(entry, prepared, ctx, result)
@@ -232,12 +246,9 @@ class CallSession:
             )
 
     def _hook_call(self, entry: ToolEntry, params: Any, ctx: ToolContext) -> HookCall:
-        return HookCall(
-            entry.tool_name, entry.callable_name, entry.tool_id, entry.plugin_id, entry.source, params, ctx
-        )
+        return HookCall(entry.tool_name, entry.callable_name, entry.tool_id, entry.plugin_id, entry.source, params, ctx)
 
-    async def _run_before_hooks(self, entry: ToolEntry, params: Any,
-                                ctx: ToolContext) -> tuple[Any, bool, str | None]:
+    async def _run_before_hooks(self, entry: ToolEntry, params: Any, ctx: ToolContext) -> tuple[Any, bool, str | None]:
         """The arguments after every before-hook, whether any ran, and why a hook asked for approval."""
         ran = False
         asked: str | None = None
@@ -252,9 +263,7 @@ class CallSession:
             except Exception as exc:  # noqa: BLE001 - a hook bug must not crash the host
                 raise _sanitised(entry, exc, stage="a before-hook", started=False) from None
             if isinstance(outcome, Block):
-                raise ToolBlockedError(
-                    f"{entry.callable_name} was blocked: {outcome.reason}", tool=entry.callable_name
-                )
+                raise ToolBlockedError(f"{entry.callable_name} was blocked: {outcome.reason}", tool=entry.callable_name)
             if isinstance(outcome, NeedsApproval):
                 # Later hooks still run: one of them may block the call, and then nobody is asked.
                 asked = asked or hook_reason(entry.callable_name, outcome)
@@ -286,9 +295,7 @@ class CallSession:
             return raw if isinstance(raw, ToolResult) else ToolResult(details=raw)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    async def _run_after_hooks(
-        self, entry: ToolEntry, params: Any, ctx: ToolContext, result: ToolResult
-    ) -> ToolResult:
+    async def _run_after_hooks(self, entry: ToolEntry, params: Any, ctx: ToolContext, result: ToolResult) -> ToolResult:
         for hook in self.view.catalog.hooks:
             if hook.after is None:
                 continue
@@ -337,8 +344,9 @@ def _time_left(deadline: float | None) -> float:
     return deadline - asyncio.get_running_loop().time()
 
 
-def _sanitised(entry: ToolEntry, exc: Exception, *, stage: str, started: bool,
-               error_type: str | None = None) -> ToolExecutionError:
+def _sanitised(
+    entry: ToolEntry, exc: Exception, *, stage: str, started: bool, error_type: str | None = None
+) -> ToolExecutionError:
     text = str(exc)
     message = f"{entry.callable_name} failed in {stage}: {type(exc).__name__}" + (f": {text}" if text else "")
     raw = message.encode("utf-8")
@@ -347,7 +355,10 @@ def _sanitised(entry: ToolEntry, exc: Exception, *, stage: str, started: bool,
     if entry.network:
         message = wrap_untrusted(message, entry.callable_name)
     return ToolExecutionError(
-        message, tool=entry.callable_name, effect_started=started, untrusted=entry.network,
+        message,
+        tool=entry.callable_name,
+        effect_started=started,
+        untrusted=entry.network,
         fields={"errorType": error_type} if error_type else None,
     )
 

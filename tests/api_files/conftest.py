@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.tsc import run_tsc
 
+
 @pytest.fixture
 def tsc_run(tmp_path: Path) -> Callable[[Mapping[str, str]], subprocess.CompletedProcess[str]]:
     """Write files into a fresh project directory and run the real `tsc --strict --noEmit` on it."""

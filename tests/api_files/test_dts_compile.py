@@ -35,9 +35,7 @@ def discriminated(variants: dict[str, dict], prop: str = "action") -> dict:
 
 def big_variant(index: int) -> dict:
     """A closed object branch with many long-named fields."""
-    return closed(
-        {f"field_{index}_{n}_with_a_rather_long_descriptive_name": {"type": "string"} for n in range(12)}
-    )
+    return closed({f"field_{index}_{n}_with_a_rather_long_descriptive_name": {"type": "string"} for n in range(12)})
 
 
 def deep_object(levels: int) -> dict:
@@ -268,9 +266,7 @@ CORPUS: list[tuple[str, str, dict | None, dict | None]] = [
         "Line one */\n\n  * star line\n/* opener */\nlast */",
         {
             "type": OBJ,
-            "properties": {
-                "q": {"type": "string", "description": "Query */ text\nsecond line", "default": "a*/b"}
-            },
+            "properties": {"q": {"type": "string", "description": "Query */ text\nsecond line", "default": "a*/b"}},
         },
         None,
     ),
@@ -382,9 +378,7 @@ CORPUS: list[tuple[str, str, dict | None, dict | None]] = [
             {
                 "list": closed({"jobs": {"type": "array", "items": closed({"id": {"type": "string"}})}}),
                 "status": closed({"ready": {"type": "boolean"}}),
-                "remove": closed(
-                    {"removed": {"type": "boolean"}, "sessionCleanup": {"const": "pending"}}, ["removed"]
-                ),
+                "remove": closed({"removed": {"type": "boolean"}, "sessionCleanup": {"const": "pending"}}, ["removed"]),
             }
         ),
     ),
@@ -414,9 +408,7 @@ CORPUS: list[tuple[str, str, dict | None, dict | None]] = [
         "many_actions",
         "64 small variants narrow.",
         {"type": OBJ, "properties": {"action": {"enum": ACTIONS_64}}, "required": ["action"]},
-        discriminated(
-            {name: closed({f"result{n}": {"type": "integer"}}) for n, name in enumerate(ACTIONS_64)}
-        ),
+        discriminated({name: closed({f"result{n}": {"type": "integer"}}) for n, name in enumerate(ACTIONS_64)}),
     ),
     (
         "huge_actions",
@@ -648,9 +640,7 @@ void main;
 """
 
 
-USE_ROOT = (
-    "async function f(): Promise<number> {\n    return (await MCP.$api()).servers.length;\n}\nvoid f;\n"
-)
+USE_ROOT = "async function f(): Promise<number> {\n    return (await MCP.$api()).servers.length;\n}\nvoid f;\n"
 
 
 def _tools() -> list[ToolDecl]:
@@ -706,11 +696,7 @@ def test_mcp_index_compiles_with_its_references(tsc_check):
 def test_usage_that_misuses_a_narrowed_branch_fails_to_compile(tsc_run):
     """The compile check really type-checks: reading another branch's field after narrowing is an error."""
     files = _all_files(ApiFileTable(_tools(), []))
-    bad = (
-        "async function m(): Promise<boolean> {\n"
-        "    return (await automations({ action: 'list' })).ready;\n"
-        "}\n"
-    )
+    bad = "async function m(): Promise<boolean> {\n    return (await automations({ action: 'list' })).ready;\n}\n"
     completed = tsc_run({**files, "bad.ts": bad})
     assert completed.returncode != 0
     assert "bad.ts" in completed.stdout and "ready" in completed.stdout

@@ -101,11 +101,7 @@ OUTPUT_INCOMPLETE = [
     closed(
         {
             "a": closed(
-                {
-                    "b": closed(
-                        {"c": closed({"d": closed({"e": closed({"f": closed({"g": {"type": "string"}})})})})}
-                    )
-                }
+                {"b": closed({"c": closed({"d": closed({"e": closed({"f": closed({"g": {"type": "string"}})})})})})}
             )
         }
     ),

@@ -18,9 +18,7 @@ ISSUE = McpToolDecl(
         "required": ["title", "body"],
     },
 )
-SERVER = McpServerDecl(
-    "github", "GitHub", (ISSUE, McpToolDecl("delete2", "delete", "Delete.", None)), True, True
-)
+SERVER = McpServerDecl("github", "GitHub", (ISSUE, McpToolDecl("delete2", "delete", "Delete.", None)), True, True)
 
 
 def test_server_file_declares_tools_with_docs():

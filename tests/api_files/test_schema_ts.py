@@ -96,7 +96,11 @@ def test_rendering_does_not_depend_on_the_hash_seed():
     for seed in ("1", "2"):
         completed = subprocess.run(
             [sys.executable, "-c", script, json.dumps(SEED_SCHEMA)],
-            capture_output=True, text=True, timeout=60, check=True, cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            cwd=ROOT,
             env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)},
         )
         assert json.loads(completed.stdout) == here, seed
@@ -151,7 +155,10 @@ def test_recursive_reference_is_a_named_recursive_type():
         "$defs": {
             "Tree": {
                 "type": "object",
-                "properties": {"value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/Tree"}}},
+                "properties": {
+                    "value": {"type": "integer"},
+                    "children": {"type": "array", "items": {"$ref": "#/$defs/Tree"}},
+                },
                 "required": ["value"],
             }
         },
@@ -161,7 +168,8 @@ def test_recursive_reference_is_a_named_recursive_type():
     assert text == "t.Tree"
     assert declared == {"Tree": "type Tree = {\n    value: number;\n    children?: t.Tree[];\n};"}
     assert _declared({"type": "object", "properties": {"up": {"$ref": "#"}}}) == (
-        "{ up?: t.Type; }", {"Type": "type Type = {\n    up?: t.Type;\n};"}
+        "{ up?: t.Type; }",
+        {"Type": "type Type = {\n    up?: t.Type;\n};"},
     )
 
 
@@ -207,7 +215,16 @@ def test_definition_names_become_valid_distinct_identifiers():
     schema = {"type": "object", "properties": {f"p{i}": {"$ref": f"#/$defs/{e}"} for i, e in enumerate(escaped)}}
     text, declared = _declared({**schema, "$defs": defs})
     assert list(declared) == [
-        "My_def", "T1abc", "A_b_c_d", "Type", "Record_", "Caf", "String", "Delete", "My_def2", "T",
+        "My_def",
+        "T1abc",
+        "A_b_c_d",
+        "Type",
+        "Record_",
+        "Caf",
+        "String",
+        "Delete",
+        "My_def2",
+        "T",
     ]
     assert text.startswith("{ p0?: t.My_def; p1?: t.T1abc; p2?: t.A_b_c_d;")
 
@@ -228,7 +245,11 @@ def test_eager_reference_cycles_declare_unknown():
     }
     _, declared = _declared(schema)
     assert {name: text.split(" = ", 1)[1] for name, text in declared.items()} == {
-        "A": "unknown;", "B": "unknown;", "M": "unknown;", "S": "unknown;", "Via": "unknown;",
+        "A": "unknown;",
+        "B": "unknown;",
+        "M": "unknown;",
+        "S": "unknown;",
+        "Via": "unknown;",
         "Ok": "string | t.Ok[];",
     }
 

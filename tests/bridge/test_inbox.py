@@ -36,12 +36,15 @@ def test_refused_reply_charges_nothing_and_room_returns_after_release() -> None:
     assert inbox.admit(41)
 
 
-@pytest.mark.parametrize(("capacity", "sizes", "admitted"), [
-    (100, [100], [True]),
-    (100, [0, 100, 1], [True, True, False]),
-    (100, [50, 50, 1], [True, True, False]),
-    (0, [0, 1], [True, False]),
-])
+@pytest.mark.parametrize(
+    ("capacity", "sizes", "admitted"),
+    [
+        (100, [100], [True]),
+        (100, [0, 100, 1], [True, True, False]),
+        (100, [50, 50, 1], [True, True, False]),
+        (0, [0, 1], [True, False]),
+    ],
+)
 def test_admission_table(capacity: int, sizes: list[int], admitted: list[bool]) -> None:
     """An exact fit is admitted; anything past capacity is not."""
     inbox = InboxAllowance(capacity)

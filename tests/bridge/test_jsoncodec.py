@@ -21,15 +21,18 @@ def _well_formed(s: str) -> str:
     return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    (r'"a\ud800b"', "a\ufffdb"),
-    (r'"\udfff"', "\ufffd"),
-    (r'"\udc00\ud800"', "\ufffd\ufffd"),  # a low then a high surrogate is two lone ones
-    (r'"\ud83d\ude00"', "😀"),  # a pair stays a pair
-    (r'"\\ud800"', "\\ud800"),  # an escaped backslash, then plain text
-    (r'"\\\ud800"', "\\\ufffd"),  # an escaped backslash, then a lone surrogate escape
-    (r'{"\ud800":[1,"\uDC00"]}', {"\ufffd": [1, "\ufffd"]}),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (r'"a\ud800b"', "a\ufffdb"),
+        (r'"\udfff"', "\ufffd"),
+        (r'"\udc00\ud800"', "\ufffd\ufffd"),  # a low then a high surrogate is two lone ones
+        (r'"\ud83d\ude00"', "😀"),  # a pair stays a pair
+        (r'"\\ud800"', "\\ud800"),  # an escaped backslash, then plain text
+        (r'"\\\ud800"', "\\\ufffd"),  # an escaped backslash, then a lone surrogate escape
+        (r'{"\ud800":[1,"\uDC00"]}', {"\ufffd": [1, "\ufffd"]}),
+    ],
+)
 def test_loads_turns_escaped_lone_surrogates_into_replacement_characters(text, expected):
     """Decoding JSON with an escaped lone surrogate yields U+FFFD instead of failing."""
     assert jsoncodec.loads(text) == expected
@@ -88,8 +91,11 @@ def test_any_js_string_decodes_well_formed(s):
 def test_sorted_dumps_gives_equal_bytes_for_equal_objects():
     a = {"b": [1, {"y": 2, "x": 1}], "a": "\u00e9"}
     b = {"a": "\u00e9", "b": [1, {"x": 1, "y": 2}]}
-    assert jsoncodec.dumps(a, sort_keys=True) == jsoncodec.dumps(b, sort_keys=True) == \
-        '{"a":"\u00e9","b":[1,{"x":1,"y":2}]}'.encode()
+    assert (
+        jsoncodec.dumps(a, sort_keys=True)
+        == jsoncodec.dumps(b, sort_keys=True)
+        == '{"a":"\u00e9","b":[1,{"x":1,"y":2}]}'.encode()
+    )
     assert jsoncodec.dumps(a) != jsoncodec.dumps(b)  # without sorting, insertion order shows
 
 

@@ -111,7 +111,7 @@ def test_capture_of_many_tiny_entries_is_bounded_in_items() -> None:
     for i in range(100_000):
         capture.add(text_entry(str(i)))
     items = capture.drain()
-    assert len(items) <= (1024 + CAPTURE_SLACK_BYTES) // len(text_entry('0')) + 2
+    assert len(items) <= (1024 + CAPTURE_SLACK_BYTES) // len(text_entry("0")) + 2
     assert items[-1]["entries"] + sum(1 for i in items[:-1]) == 100_000
 
 
@@ -133,8 +133,9 @@ def test_capture_value(text: str, limit: int, expected: dict) -> None:
 
 def test_small_output_and_value_are_delivered_whole() -> None:
     """Output and value within budget arrive unchanged."""
-    _, (projection,) = run_legs(1024, [[text_entry("hi"), '{"type":"json","value":{"a":[1,2]}}']],
-                                json_value({"ok": True}))
+    _, (projection,) = run_legs(
+        1024, [[text_entry("hi"), '{"type":"json","value":{"a":[1,2]}}']], json_value({"ok": True})
+    )
     assert projection.output == [{"type": "text", "text": "hi"}, {"type": "json", "value": {"a": [1, 2]}}]
     assert projection.value == {"ok": True}
     assert not (projection.output_truncated or projection.value_truncated)
@@ -234,10 +235,12 @@ def test_random_legs_keep_the_invariant(seed: int) -> None:
     """For random legs, committed + view <= max on every leg; whole entries arrive once in order."""
     rng = random.Random(seed)
     max_bytes = rng.choice([1024, 1500, 3000, 8192])
-    alphabet = "aé€🦞\n\"\\"
+    alphabet = 'aé€🦞\n"\\'
     legs = [
-        [text_entry("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400))))
-         for _ in range(rng.randint(0, 6))]
+        [
+            text_entry("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400))))
+            for _ in range(rng.randint(0, 6))
+        ]
         for _ in range(rng.randint(1, 6))
     ]
     final = rng.choice([json_value({"k": "v" * rng.randint(0, 3000)}), FinalError("Error: " + "e" * 3000)])
@@ -326,16 +329,16 @@ def test_reference_descriptor_shrinks_to_a_small_budget() -> None:
     """At the minimum budget with large output the descriptor shrinks but keeps its id."""
     rid = "result_" + "2" * 36
     entries = [text_entry("o" * 500) for _ in range(10)]
-    _, (projection,) = run_legs(1024, [entries], json_value(big_object()),
-                                lambda text: describe_reference(rid, text))
+    _, (projection,) = run_legs(1024, [entries], json_value(big_object()), lambda text: describe_reference(rid, text))
     assert projection.value["reference"]["id"] == rid
     assert leg_cost(projection) <= 1024
 
 
 def test_not_retained_gives_a_plain_marker_with_the_reason() -> None:
     """When retain refuses, the value is a plain marker whose guidance says why."""
-    _, (projection,) = run_legs(2048, [[]], json_value(big_object()),
-                                lambda text: NotRetained("result-store capacity reached (64 entries)"))
+    _, (projection,) = run_legs(
+        2048, [[]], json_value(big_object()), lambda text: NotRetained("result-store capacity reached (64 entries)")
+    )
     marker = projection.value
     assert marker["guidance"].startswith("Not retained: result-store capacity reached")
     assert "reference" not in marker and "prefix" in marker and projection.error is None
@@ -343,8 +346,7 @@ def test_not_retained_gives_a_plain_marker_with_the_reason() -> None:
 
 def test_reference_too_big_for_the_budget_is_released() -> None:
     """A descriptor that cannot fit is reported for release and a plain marker is shown."""
-    _, (projection,) = run_legs(1024, [[]], json_value(big_object()),
-                                lambda text: {"id": "result_" + "9" * 2000})
+    _, (projection,) = run_legs(1024, [[]], json_value(big_object()), lambda text: {"id": "result_" + "9" * 2000})
     assert projection.release_reference_id == "result_" + "9" * 2000
     assert projection.reference_id is None
     assert projection.value["guidance"].startswith("Not retained: reference exceeds output budget")

@@ -38,8 +38,9 @@ PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 _any_chars = st.characters(codec=None, exclude_categories=())  # lone surrogates included
 _tricky_chars = st.sampled_from(['"', "\\", "\n", "\x00", "\x1f", "é", "€", "🦞", "\ud800", "\udfff", "u", "d"])
 any_strings = st.text(st.one_of(_any_chars, _tricky_chars), max_size=40)
-_well_formed_chars = st.one_of(st.characters(exclude_categories=("Cs",)),
-                               _tricky_chars.filter(lambda c: not _is_surrogate(c)))
+_well_formed_chars = st.one_of(
+    st.characters(exclude_categories=("Cs",)), _tricky_chars.filter(lambda c: not _is_surrogate(c))
+)
 well_formed_strings = st.text(_well_formed_chars, max_size=40)
 
 
@@ -48,11 +49,18 @@ def _is_surrogate(c: str) -> bool:
 
 
 def _json_values(strings: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
-    scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1),
-                        st.floats(allow_nan=False, allow_infinity=False), strings)
-    return st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                       st.dictionaries(strings, inner, max_size=4)),
-                        max_leaves=20)
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        strings,
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(strings, inner, max_size=4)),
+        max_leaves=20,
+    )
 
 
 def _nest(value: Any, depth: int) -> Any:
@@ -143,8 +151,12 @@ def test_truncation_marker_is_valid_json_within_the_budget(text: str, hidden: in
     """A marker is None only when the empty one does not fit; else it is JSON within the budget."""
     size = utf8_size(text) + hidden  # the text may be only the known prefix of larger data
     marker = truncation_marker(text, size, budget)
-    empty = {"truncated": True, "prefix": "", "omittedBytes": size,
-             "guidance": "Output truncated; rerun with narrower args."}
+    empty = {
+        "truncated": True,
+        "prefix": "",
+        "omittedBytes": size,
+        "guidance": "Output truncated; rerun with narrower args.",
+    }
     if marker is None:
         assert json_size(empty) > budget
         return
@@ -169,7 +181,7 @@ def test_truncate_error_fits_and_keeps_the_leading_cause(message: str, limit: in
 
 
 @PROPERTY
-@given(st.one_of(json_texts, st.text(max_size=40), st.integers(1, 50_000).map(lambda d: "{\"a\":" * d)))
+@given(st.one_of(json_texts, st.text(max_size=40), st.integers(1, 50_000).map(lambda d: '{"a":' * d)))
 def test_parse_json_returns_a_value_or_raises_value_error(text: str) -> None:
     """Any text parses or raises ValueError, however deep (no RecursionError escapes)."""
     try:
@@ -181,14 +193,15 @@ def test_parse_json_returns_a_value_or_raises_value_error(text: str) -> None:
 # ---- output projection -----------------------------------------------------------------------
 
 _entries = st.one_of(
-    st.text(_well_formed_chars, max_size=400)
-    .map(lambda s: orjson.dumps({"type": "text", "text": s}).decode()),
-    st.tuples(_json_values(well_formed_strings), st.integers(0, 60))
-    .map(lambda vd: orjson.dumps({"type": "json", "value": _nest(*vd)}).decode()),
+    st.text(_well_formed_chars, max_size=400).map(lambda s: orjson.dumps({"type": "text", "text": s}).decode()),
+    st.tuples(_json_values(well_formed_strings), st.integers(0, 60)).map(
+        lambda vd: orjson.dumps({"type": "json", "value": _nest(*vd)}).decode()
+    ),
 )
 _finals = st.one_of(
     st.tuples(_json_values(well_formed_strings), st.integers(0, 3000))
-    .map(lambda vp: {"v": vp[0], "pad": "x" * vp[1]}).map(lambda v: FinalValue(capture_value(js_json(v), 1 << 20))),
+    .map(lambda vp: {"v": vp[0], "pad": "x" * vp[1]})
+    .map(lambda v: FinalValue(capture_value(js_json(v), 1 << 20))),
     st.integers(0, 4000).map(lambda n: FinalError("Error: " + "e" * n)),
 )
 
@@ -229,8 +242,13 @@ _ref_ids = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=
 
 
 @PROPERTY
-@given(_ref_ids, st.one_of(_json_values(well_formed_strings),
-                           st.tuples(_json_values(well_formed_strings), st.integers(0, 120)).map(lambda vd: _nest(*vd))))
+@given(
+    _ref_ids,
+    st.one_of(
+        _json_values(well_formed_strings),
+        st.tuples(_json_values(well_formed_strings), st.integers(0, 120)).map(lambda vd: _nest(*vd)),
+    ),
+)
 def test_reference_descriptor_round_trips(ref_id: str, value: Any) -> None:
     """A descriptor keeps the id and true size, is JSON within its cap, and shows small values whole."""
     text = js_json(value)
@@ -277,8 +295,12 @@ def test_frames_round_trip(message: Any) -> None:
 
 
 @PROPERTY
-@given(st.one_of(_json_values(any_strings),
-                 st.tuples(_json_values(well_formed_strings), st.integers(200, 400)).map(lambda vd: _nest(*vd))))
+@given(
+    st.one_of(
+        _json_values(any_strings),
+        st.tuples(_json_values(well_formed_strings), st.integers(200, 400)).map(lambda vd: _nest(*vd)),
+    )
+)
 def test_frames_of_lone_surrogates_or_deep_values_round_trip_or_are_refused(message: Any) -> None:
     """A message the codec cannot write is a FrameDecodeError; anything encoded decodes to JSON."""
     try:

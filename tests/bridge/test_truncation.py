@@ -20,9 +20,7 @@ from bridge.truncation import (
 )
 
 # An escape (a surrogate-pair escape counts as one unit) or one character.
-_UNIT = re.compile(
-    r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\.|.", re.S
-)
+_UNIT = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\.|.", re.S)
 
 
 def _boundaries(json_text: str) -> list[int]:
@@ -39,7 +37,7 @@ SAMPLES = {
     "three-byte": orjson.dumps({"t": "€漢" * 200}).decode(),
     "four-byte": orjson.dumps({"t": "🦞😀" * 150}).decode(),
     "escapes": orjson.dumps({"t": 'a"b\\c\nd\te\x01\x1f' * 60}).decode(),
-    "mixed": orjson.dumps([{"k": "é🦞\n\"x\\", "n": i} for i in range(60)]).decode(),
+    "mixed": orjson.dumps([{"k": 'é🦞\n"x\\', "n": i} for i in range(60)]).decode(),
     "pair-escapes": '["' + "\\ud83e\\udd9e\\u00e9x" * 80 + '"]',
     "escaped-backslash-then-u": '["' + "\\\\u0041\\\\" * 80 + '"]',
 }

@@ -54,8 +54,11 @@ def test_events_resume_after_last_event_id_without_duplicates(client: Client):
 
 def test_run_drives_a_background_cell_with_a_client_tool(client: Client):
     """run(background=True) waits through running answers, calls the client tool, returns the final envelope."""
-    env = client.run('text("x"); const r = await lookup({q: 2}); await new Promise(r => setTimeout(r, 100)); '
-                     'return r.n * 10', client_tools={"lookup": lambda p: {"n": p["q"]}}, background=True)
+    env = client.run(
+        'text("x"); const r = await lookup({q: 2}); await new Promise(r => setTimeout(r, 100)); return r.n * 10',
+        client_tools={"lookup": lambda p: {"n": p["q"]}},
+        background=True,
+    )
     assert env.status == "completed" and env.value == 20, env.error
 
 
@@ -112,8 +115,12 @@ def test_run_without_an_approver_denies_saying_so(client: Client):
 def test_run_answers_a_client_tool_and_an_approval_in_one_cell(client: Client):
     """One cell needing both: run() calls the client tool and asks the approver, then returns the value."""
     code = f"const q = await quote_shipping({QUOTE}); const n = await note({{text: q.currency}}); return n"
-    env = client.run(code, client_tools={"note": lambda p: "noted " + p["text"]}, approve=lambda call: True,
-                     require_approval=["quote_shipping"])
+    env = client.run(
+        code,
+        client_tools={"note": lambda p: "noted " + p["text"]},
+        approve=lambda call: True,
+        require_approval=["quote_shipping"],
+    )
     assert env.status == "completed" and env.value == "noted USD", env.error
 
 

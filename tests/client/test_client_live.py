@@ -40,8 +40,9 @@ def test_guest_failure_is_an_envelope_not_an_exception(client: Client):
 
 def test_parked_cell_status_wait_and_cancel(client: Client):
     """A cell parked on a timer: status shows it waiting, wait resumes it, cancel ends another with aborted."""
-    env = client.exec('text("before"); await new Promise(r => setTimeout(r, 300)); text("after"); return 1',
-                      timeout_ms=100)
+    env = client.exec(
+        'text("before"); await new Promise(r => setTimeout(r, 300)); text("after"); return 1', timeout_ms=100
+    )
     assert env.status == "waiting" and [e.text for e in env.output] == ["before"]
     assert client.status(env.cell_id).status == "waiting"
     done = client.wait(env.cell_id, timeout_ms=5000)
@@ -59,7 +60,8 @@ def test_catalog_and_api_files(client: Client):
     assert "quote_shipping" in catalog["quick_index"]
     files = client.api_files(prefix="tools/")
     assert {"path": "tools/quote_shipping.d.ts"}.items() <= next(
-        f for f in files["files"] if f["path"] == "tools/quote_shipping.d.ts").items()
+        f for f in files["files"] if f["path"] == "tools/quote_shipping.d.ts"
+    ).items()
     assert all(f["path"].startswith("tools/") for f in files["files"])
     read = client.api_file("tools/quote_shipping.d.ts")
     assert read["path"] == "tools/quote_shipping.d.ts" and "quote_shipping" in read["content"]
@@ -111,12 +113,14 @@ def test_second_concurrent_wait_raises_conflict(client: Client, base_url: str):
     waiter = threading.Thread(target=lambda: first.update(env=client.wait(env.cell_id, timeout_ms=10000)))
     waiter.start()
     with Client(base_url, API_KEY) as other:
+
         def conflict() -> bool:
             try:
                 other.wait(env.cell_id, timeout_ms=100)
             except ConflictError as exc:
                 return exc.code == "wait_in_progress" and exc.status == 409
             return False
+
         assert poll_until(conflict, "a second wait refused with 409")
     waiter.join(30)
     assert getattr(first["env"], "value") == 1
@@ -165,12 +169,18 @@ def test_run_answers_client_tools_and_yields(client: Client):
 
 def test_run_takes_spec_lists(client: Client):
     """client_tools as (spec, callable) pairs and spec dicts with a handler; the spec's schema and description are declared."""
-    spec = {"name": "double", "description": "Doubles n.", "input_schema": {
-        "type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}}
+    spec = {
+        "name": "double",
+        "description": "Doubles n.",
+        "input_schema": {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]},
+    }
     tools = [(spec, lambda p: p["n"] * 2), {"name": "triple", "handler": lambda p: p["n"] * 3}]
-    env = client.run('let code = null; try { await double({}) } catch (e) { code = e.code } '
-                     'return [await double({n: 2}), await triple({n: 2}), code, '
-                     '(await API.read("tools/double.d.ts")).content.includes("Doubles n.")]', client_tools=tools)
+    env = client.run(
+        "let code = null; try { await double({}) } catch (e) { code = e.code } "
+        "return [await double({n: 2}), await triple({n: 2}), code, "
+        '(await API.read("tools/double.d.ts")).content.includes("Doubles n.")]',
+        client_tools=tools,
+    )
     assert env.value == [4, 6, "invalid_input", True], env.error
 
 
@@ -196,9 +206,10 @@ async def test_async_run_with_async_and_plain_handlers(base_url: str):
         return params["i"]
 
     async with AsyncClient(base_url, API_KEY) as client:
-        env = await client.run("const r = await Promise.all([slow({i: 1}), slow({i: 2})]); "
-                               "return [...r, await plain({})]",
-                               client_tools={"slow": slow, "plain": lambda p: "plain"})
+        env = await client.run(
+            "const r = await Promise.all([slow({i: 1}), slow({i: 2})]); return [...r, await plain({})]",
+            client_tools={"slow": slow, "plain": lambda p: "plain"},
+        )
         assert env.status == "completed" and env.value == [1, 2, "plain"], env.error
         status = await client.exec("return 5")
         assert status.value == 5
@@ -215,13 +226,25 @@ def sha8(text: str) -> str:
 def test_run_finds_handlers_of_names_that_are_not_plain_identifiers(client: Client):
     """Pending calls carry the declared name beside the callable name: run() finds the handlers of 'get-weather',
     '1st', a reserved word, a reserved prefix and a name spelled like another ('get.weather', hashed)."""
-    tools = {"get-weather": lambda p: "w", "1st": lambda p: "first", "text": lambda p: "t",
-             "__codemode_x": lambda p: "x", "get.weather": lambda p: "w2"}
+    tools = {
+        "get-weather": lambda p: "w",
+        "1st": lambda p: "first",
+        "text": lambda p: "t",
+        "__codemode_x": lambda p: "x",
+        "get.weather": lambda p: "w2",
+    }
     plugin = json.dumps(sorted(t["callableName"] for t in client.catalog()["tools"]))
-    code = (f"const plugin = {plugin};"
-            "const names = (await API.list('tools/')).files.map(f => f.path.slice(6, -5)).filter(n => !plugin.includes(n));"
-            "return Object.fromEntries(await Promise.all(names.map(async n => [n, await globalThis[n]({})])));")
+    code = (
+        f"const plugin = {plugin};"
+        "const names = (await API.list('tools/')).files.map(f => f.path.slice(6, -5)).filter(n => !plugin.includes(n));"
+        "return Object.fromEntries(await Promise.all(names.map(async n => [n, await globalThis[n]({})])));"
+    )
     env = client.run(code, client_tools=tools)
     assert env.status == "completed", env.error
-    assert env.value == {"get_weather": "w", "tool_1st": "first", "tool___codemode_x": "x",
-                         f"text_{sha8('client:text')}": "t", f"get_weather_{sha8('client:get.weather')}": "w2"}
+    assert env.value == {
+        "get_weather": "w",
+        "tool_1st": "first",
+        "tool___codemode_x": "x",
+        f"text_{sha8('client:text')}": "t",
+        f"get_weather_{sha8('client:get.weather')}": "w2",
+    }

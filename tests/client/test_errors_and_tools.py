@@ -32,18 +32,28 @@ from tests.client.sse_server import HANG, sse_server
 
 def body(code: str, **extra: object) -> bytes:
     import json
-    return json.dumps({"error": {"code": code, "message": f"{code} happened", "error_type": "recoverable",
-                                 **extra}}).encode()
+
+    return json.dumps(
+        {"error": {"code": code, "message": f"{code} happened", "error_type": "recoverable", **extra}}
+    ).encode()
 
 
-@pytest.mark.parametrize("status, cls, code", [
-    (400, BadRequestError, "invalid_request"), (401, AuthenticationError, "unauthorized"),
-    (403, PermissionDeniedError, "forbidden"), (404, NotFoundError, "cell_not_found"),
-    (405, BadRequestError, "invalid_request"), (409, ConflictError, "wait_in_progress"),
-    (413, PayloadTooLargeError, "body_too_large"), (422, BadRequestError, "invalid_request"),
-    (429, RateLimitError, "too_many_requests"), (500, ServerError, "service_error"),
-    (503, ServiceUnavailableError, "store_unavailable"),
-])
+@pytest.mark.parametrize(
+    "status, cls, code",
+    [
+        (400, BadRequestError, "invalid_request"),
+        (401, AuthenticationError, "unauthorized"),
+        (403, PermissionDeniedError, "forbidden"),
+        (404, NotFoundError, "cell_not_found"),
+        (405, BadRequestError, "invalid_request"),
+        (409, ConflictError, "wait_in_progress"),
+        (413, PayloadTooLargeError, "body_too_large"),
+        (422, BadRequestError, "invalid_request"),
+        (429, RateLimitError, "too_many_requests"),
+        (500, ServerError, "service_error"),
+        (503, ServiceUnavailableError, "store_unavailable"),
+    ],
+)
 def test_status_picks_the_class_and_the_body_gives_the_code(status, cls, code):
     """Each status maps to its class; code, message and status come from the answer."""
     err = api_error(status, {}, body(code))
@@ -75,6 +85,7 @@ def test_no_answer_in_time_raises_request_timeout():
 
 def test_a_200_that_is_not_json_raises_protocol_error():
     """HTTP 200 with a body that is not JSON is a ProtocolError, not a crash in json.loads."""
+
     def script(n: int, headers: dict[str, str]) -> list[object]:
         return [b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"]
 
@@ -88,10 +99,24 @@ def test_a_200_that_is_not_json_raises_protocol_error():
 def test_exec_body_sends_only_what_was_given():
     """Fields left at None are not sent; booleans and lists are; unknown keywords are a TypeError."""
     assert exec_body("return 1") == {"code": "return 1"}
-    full = exec_body("x", title="t", timeout_ms=100, headless=False, background=True, require_approval=("a",),
-                     extra={"future_field": 1})
-    assert full == {"code": "x", "title": "t", "timeout_ms": 100, "headless": False, "background": True,
-                    "require_approval": ["a"], "future_field": 1}
+    full = exec_body(
+        "x",
+        title="t",
+        timeout_ms=100,
+        headless=False,
+        background=True,
+        require_approval=("a",),
+        extra={"future_field": 1},
+    )
+    assert full == {
+        "code": "x",
+        "title": "t",
+        "timeout_ms": 100,
+        "headless": False,
+        "background": True,
+        "require_approval": ["a"],
+        "future_field": 1,
+    }
     with pytest.raises(TypeError):
         exec_body("x", timeout=5)  # type: ignore[call-arg]
 
@@ -100,7 +125,10 @@ def test_wait_body_leaves_out_empty_answers():
     """A wait without answers sends {} (a server without approvals accepts it)."""
     assert wait_body(tool_results=[], approvals=[]) == {}
     assert wait_body(timeout_ms=5, approvals=[{"id": "req_1", "approve": True}], session_id="s") == {
-        "timeout_ms": 5, "approvals": [{"id": "req_1", "approve": True}], "session_id": "s"}
+        "timeout_ms": 5,
+        "approvals": [{"id": "req_1", "approve": True}],
+        "session_id": "s",
+    }
 
 
 def test_path_segments_are_encoded_and_never_collapse():
@@ -137,22 +165,28 @@ def test_mapping_form_declares_an_open_object_schema_and_the_docstring():
 def test_list_forms_keep_the_spec_and_strip_the_handler():
     """(spec, fn) pairs and spec dicts with 'handler'; a spec's own description wins over the docstring;
     a spec without handler is declared only."""
-    tools = tool_set([({"name": "a", "description": "own"}, documented), {"name": "b", "handler": documented},
-                      {"name": "c"}])
-    assert tools.declarations == [{"name": "a", "description": "own"},
-                                  {"name": "b", "description": "Looks things up.\n\nSecond paragraph."},
-                                  {"name": "c"}]
+    tools = tool_set(
+        [({"name": "a", "description": "own"}, documented), {"name": "b", "handler": documented}, {"name": "c"}]
+    )
+    assert tools.declarations == [
+        {"name": "a", "description": "own"},
+        {"name": "b", "description": "Looks things up.\n\nSecond paragraph."},
+        {"name": "c"},
+    ]
     assert set(tools.handlers) == {"a", "b"}
 
 
-@pytest.mark.parametrize("bad, error, match", [
-    ({"x": 3}, TypeError, "not callable"),
-    ([{"name": "x"}, {"name": "x"}], ValueError, "declared twice"),
-    ([{"description": "no name"}], ValueError, "non-empty string 'name'"),
-    (["lookup"], TypeError, "expected a spec dict"),
-    ("lookup", TypeError, "client_tools takes"),
-    ([({"name": "x"}, "not a function")], TypeError, "handler is not callable"),
-])
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        ({"x": 3}, TypeError, "not callable"),
+        ([{"name": "x"}, {"name": "x"}], ValueError, "declared twice"),
+        ([{"description": "no name"}], ValueError, "non-empty string 'name'"),
+        (["lookup"], TypeError, "expected a spec dict"),
+        ("lookup", TypeError, "client_tools takes"),
+        ([({"name": "x"}, "not a function")], TypeError, "handler is not callable"),
+    ],
+)
 def test_malformed_client_tools_are_refused_before_anything_is_sent(bad, error, match):
     """Each malformed form raises TypeError or ValueError naming the problem."""
     with pytest.raises(error, match=match):
@@ -177,7 +211,10 @@ def test_tool_results_from_values_and_exceptions():
     call = PendingCall("req_1", "tool", "t", {})
     assert tool_result(call, value=[1]) == {"id": "req_1", "ok": True, "value": [1]}
     assert tool_result(call, error=KeyError("k")) == {
-        "id": "req_1", "ok": False, "error": {"message": "KeyError: 'k'", "name": "KeyError"}}
+        "id": "req_1",
+        "ok": False,
+        "error": {"message": "KeyError: 'k'", "name": "KeyError"},
+    }
     assert tool_result(call, value=float("nan"))["ok"] is False
 
 

@@ -19,10 +19,23 @@ from codemode_client import (
 )
 from tests.client.sse_server import HANG, SSE_HEAD, event, sse_server
 
-ENVELOPE = json.dumps({"status": "completed", "cell_id": "cell_1", "value": 7, "output": [],
-                       "bridge_dispatch_started": False, "replay_safe": True, "telemetry": {}})
-FIRST = SSE_HEAD + b"retry: 0\n" + event(1, "status", '{"status": "running"}') + event(
-    2, "output", '{"type": "text", "text": "a"}')
+ENVELOPE = json.dumps(
+    {
+        "status": "completed",
+        "cell_id": "cell_1",
+        "value": 7,
+        "output": [],
+        "bridge_dispatch_started": False,
+        "replay_safe": True,
+        "telemetry": {},
+    }
+)
+FIRST = (
+    SSE_HEAD
+    + b"retry: 0\n"
+    + event(1, "status", '{"status": "running"}')
+    + event(2, "output", '{"type": "text", "text": "a"}')
+)
 # Event 3 cut off in the middle of its data line, then the connection closes.
 CUT = b'id: 3\nevent: output\ndata: {"type": "te'
 REST = event(3, "output", '{"type": "text", "text": "b"}') + b": keep-alive\n\n" + event(4, "envelope", ENVELOPE)
@@ -70,6 +83,7 @@ async def test_async_stream_resumes_after_a_cut_event_without_loss_or_duplicates
 
 def test_a_silent_connection_is_reopened_after_the_idle_timeout():
     """Only heartbeats for longer than events_idle_timeout: the client reconnects, resuming after the id it was given."""
+
     def script(n: int, headers: dict[str, str]) -> list[object]:
         if n == 0:
             return [SSE_HEAD + b"retry: 0\n: keep-alive\n\n", HANG]
@@ -83,6 +97,7 @@ def test_a_silent_connection_is_reopened_after_the_idle_timeout():
 
 def test_reconnects_are_bounded_when_no_event_arrives():
     """A stream that keeps closing without an event raises EventStreamError after max_reconnects retries."""
+
     def script(n: int, headers: dict[str, str]) -> list[object]:
         return [SSE_HEAD + b"retry: 0\n: keep-alive\n\n"]
 
@@ -95,6 +110,7 @@ def test_reconnects_are_bounded_when_no_event_arrives():
 
 def test_progress_resets_the_reconnect_bound():
     """Connections that each deliver an event before dropping keep the stream alive past max_reconnects."""
+
     def script(n: int, headers: dict[str, str]) -> list[object]:
         if n < 4:
             return [SSE_HEAD + b"retry: 0\n" + event(n + 1, "status", '{"status": "running"}')]
@@ -123,8 +139,11 @@ def test_an_error_answer_raises_at_once_with_its_code():
 
 def test_an_answer_that_is_not_an_event_stream_raises_protocol_error():
     """HTTP 200 with a JSON content type is not a stream: ProtocolError naming what came."""
+
     def script(n: int, headers: dict[str, str]) -> list[object]:
-        return [b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"]
+        return [
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+        ]
 
     with sse_server(script) as (base, _), Client(base) as client:
         with pytest.raises(ProtocolError, match="application/json"):
@@ -133,6 +152,7 @@ def test_an_answer_that_is_not_an_event_stream_raises_protocol_error():
 
 def test_closing_a_stream_early_ends_it():
     """Closing the stream after one event ends the iteration; last_event_id says where to resume."""
+
     def script(n: int, headers: dict[str, str]) -> list[object]:
         return [SSE_HEAD + event(1, "status", '{"status": "running"}'), HANG]
 
@@ -147,8 +167,10 @@ def test_closing_a_stream_early_ends_it():
 def test_a_capacity_refusal_of_a_reconnection_is_retried_after_retry_after():
     """A 429 answering the reconnection (the broken stream still counted) is one more break, not the end."""
     body = b'{"error": {"code": "too_many_requests", "message": "event stream cap", "error_type": "transient"}}'
-    refusal = (f"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 0\r\n"
-               f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+    refusal = (
+        f"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 0\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
 
     def script(n: int, headers: dict[str, str]) -> list[object]:
         if n == 0:
@@ -168,8 +190,13 @@ def test_a_capacity_refusal_of_the_first_connection_raises():
     body = b'{"error": {"code": "too_many_requests", "message": "event stream cap", "error_type": "transient"}}'
 
     def script(n: int, headers: dict[str, str]) -> list[object]:
-        return [(f"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 2\r\n"
-                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body]
+        return [
+            (
+                f"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 2\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            ).encode()
+            + body
+        ]
 
     with sse_server(script) as (base, seen), Client(base) as client:
         with pytest.raises(RateLimitError) as caught:

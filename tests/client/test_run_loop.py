@@ -17,19 +17,35 @@ from codemode_client.tools import NO_APPROVER_REASON
 
 
 def envelope(status: str, **fields: Any) -> dict[str, Any]:
-    return {"status": status, "cell_id": "cell_1", "output": [], "bridge_dispatch_started": False,
-            "replay_safe": True, "telemetry": {}, **fields}
+    return {
+        "status": status,
+        "cell_id": "cell_1",
+        "output": [],
+        "bridge_dispatch_started": False,
+        "replay_safe": True,
+        "telemetry": {},
+        **fields,
+    }
 
 
-APPROVAL = {"id": "req_1", "method": "approval", "tool": "quote_shipping", "input": {"weight_kg": 2},
-            "reason": "quote_shipping needs approval"}
+APPROVAL = {
+    "id": "req_1",
+    "method": "approval",
+    "tool": "quote_shipping",
+    "input": {"weight_kg": 2},
+    "reason": "quote_shipping needs approval",
+}
 CLIENT_CALL = {"id": "req_2", "method": "tool", "tool": "lookup", "name": "lookup", "input": {"q": "x"}}
 HOST_CALL = {"id": "req_3", "method": "tool", "tool": "slow_host_tool"}
 
 SCRIPT = [
     envelope("running", output=[{"type": "text", "text": "1"}]),
-    envelope("waiting", reason="pending_tools", pending_tool_calls=[APPROVAL, CLIENT_CALL, HOST_CALL],
-             output=[{"type": "text", "text": "2"}]),
+    envelope(
+        "waiting",
+        reason="pending_tools",
+        pending_tool_calls=[APPROVAL, CLIENT_CALL, HOST_CALL],
+        output=[{"type": "text", "text": "2"}],
+    ),
     envelope("waiting", reason="yield", pending_tool_calls=[{"id": "req_4", "method": "yield"}]),
     envelope("completed", value="done", output=[{"type": "json", "value": 3}]),
 ]
@@ -65,8 +81,11 @@ def check_requests(service: Scripted, approval_answer: dict[str, Any]) -> None:
     # running: wait again with nothing to answer; waiting: one approval and one client result (the host
     # tool's call is not the caller's to answer); yield: nothing to answer.
     assert waits[0][1] == {"session_id": "s1"}
-    assert waits[1][1] == {"session_id": "s1", "approvals": [approval_answer],
-                           "tool_results": [{"id": "req_2", "ok": True, "value": {"found": "x"}}]}
+    assert waits[1][1] == {
+        "session_id": "s1",
+        "approvals": [approval_answer],
+        "tool_results": [{"id": "req_2", "ok": True, "value": {"found": "x"}}],
+    }
     assert waits[2][1] == {"session_id": "s1"}
 
 
@@ -79,11 +98,15 @@ def test_run_answers_approvals_client_tools_and_yields(scripted: Scripted):
         return False, "not today"
 
     with Client("http://testserver", http_client=scripted.sync()) as client:
-        env = client.run("x", client_tools={"lookup": lambda p: {"found": p["q"]}}, approve=approve,
-                         background=True, session_id="s1")
+        env = client.run(
+            "x", client_tools={"lookup": lambda p: {"found": p["q"]}}, approve=approve, background=True, session_id="s1"
+        )
     assert env.status == "completed" and env.value == "done"
-    assert [(e.kind, e.text, e.value) for e in env.output] == [("text", "1", None), ("text", "2", None),
-                                                               ("json", None, 3)]
+    assert [(e.kind, e.text, e.value) for e in env.output] == [
+        ("text", "1", None),
+        ("text", "2", None),
+        ("json", None, 3),
+    ]
     assert env.raw == SCRIPT[-1]
     assert seen == [("req_1", "quote_shipping", {"weight_kg": 2}, "quote_shipping needs approval", True)]
     check_requests(scripted, {"id": "req_1", "approve": False, "reason": "not today"})
@@ -99,6 +122,7 @@ def test_without_an_approver_approvals_are_denied_saying_why(scripted: Scripted)
 @pytest.mark.anyio
 async def test_async_run_awaits_an_async_approver(scripted: Scripted):
     """AsyncClient.run awaits the approver and the handler; True is sent as approve: true without reason."""
+
     async def approve(call):
         return True
 
@@ -107,8 +131,7 @@ async def test_async_run_awaits_an_async_approver(scripted: Scripted):
 
     http = httpx.AsyncClient(transport=scripted.transport)
     async with AsyncClient("http://testserver", http_client=http) as client:
-        env = await client.run("x", client_tools={"lookup": lookup}, approve=approve, background=True,
-                               session_id="s1")
+        env = await client.run("x", client_tools={"lookup": lookup}, approve=approve, background=True, session_id="s1")
     await http.aclose()
     assert env.value == "done"
     check_requests(scripted, {"id": "req_1", "approve": True})
@@ -116,6 +139,7 @@ async def test_async_run_awaits_an_async_approver(scripted: Scripted):
 
 def test_an_approver_that_raises_stops_run(scripted: Scripted):
     """The approver's own exception propagates (the cell stays parked; nothing is guessed for it)."""
+
     def approve(call):
         raise RuntimeError("approver is down")
 

@@ -10,25 +10,36 @@ import codemode_client.sse as sse
 from codemode_client import EnvelopeEvent, OutputEvent, PendingEvent, ProtocolError, StatusEvent, UnknownEvent
 from codemode_client.sse import SseEvent, SseParser, cell_event
 
-ENVELOPE = {"status": "completed", "cell_id": "cell_1", "value": 42, "output": [],
-            "bridge_dispatch_started": False, "replay_safe": True, "telemetry": {"wall_ms": 1.0}}
+ENVELOPE = {
+    "status": "completed",
+    "cell_id": "cell_1",
+    "value": 42,
+    "output": [],
+    "bridge_dispatch_started": False,
+    "replay_safe": True,
+    "telemetry": {"wall_ms": 1.0},
+}
 
 STREAM = (
     ": keep-alive\n"
     "retry: 1500\n"
-    "id: 1\nevent: status\ndata: {\"status\": \"running\"}\n\n"
+    'id: 1\nevent: status\ndata: {"status": "running"}\n\n'
     ": keep-alive\r\n"
-    "id: 2\r\nevent: output\r\ndata: {\"type\": \"text\",\r\ndata:  \"text\": \"h\u00e9llo \U0001F600\"}\r\n\r\n"
-    "id: 3\revent: pending\rdata: {\"reason\": \"pending_tools\", \"pending_tool_calls\": "
-    "[{\"id\": \"req_1\", \"method\": \"tool\", \"tool\": \"lookup\", \"input\": {\"q\": 1}}]}\r\r"
+    'id: 2\r\nevent: output\r\ndata: {"type": "text",\r\ndata:  "text": "h\u00e9llo \U0001f600"}\r\n\r\n'
+    'id: 3\revent: pending\rdata: {"reason": "pending_tools", "pending_tool_calls": '
+    '[{"id": "req_1", "method": "tool", "tool": "lookup", "input": {"q": 1}}]}\r\r'
     f"id: 4\nevent: envelope\ndata: {json.dumps(ENVELOPE)}\n\n"
 ).encode("utf-8")
 
 EXPECTED = [
     SseEvent("status", '{"status": "running"}', "1"),
-    SseEvent("output", '{"type": "text",\n "text": "h\u00e9llo \U0001F600"}', "2"),
-    SseEvent("pending", '{"reason": "pending_tools", "pending_tool_calls": '
-                        '[{"id": "req_1", "method": "tool", "tool": "lookup", "input": {"q": 1}}]}', "3"),
+    SseEvent("output", '{"type": "text",\n "text": "h\u00e9llo \U0001f600"}', "2"),
+    SseEvent(
+        "pending",
+        '{"reason": "pending_tools", "pending_tool_calls": '
+        '[{"id": "req_1", "method": "tool", "tool": "lookup", "input": {"q": 1}}]}',
+        "3",
+    ),
     SseEvent("envelope", json.dumps(ENVELOPE), "4"),
 ]
 
@@ -55,23 +66,30 @@ def test_every_split_point_gives_the_same_events():
 
 def test_one_byte_at_a_time():
     """A stream arriving one byte per read parses exactly as when it arrives whole."""
-    events, parser = parse([STREAM[i:i + 1] for i in range(len(STREAM))])
+    events, parser = parse([STREAM[i : i + 1] for i in range(len(STREAM))])
     assert events == EXPECTED and parser.comments == 2
 
 
 def test_field_rules():
     """One leading space is dropped, a field without colon has an empty value, unnamed events are
     'message', data-less events are not dispatched, a NUL id and a non-digit retry are ignored."""
-    events, parser = parse([
-        b"data:  two spaces\n\n"
-        b"data\n\n"
-        b"event: nothing\n\n"
-        b"id: 7\nretry: 12a\ndata: x\n\n"
-        b"id: 8\x00\ndata: y\n\n"
-        b"unknown: field\ndata:z\n\n"
-    ])
-    assert events == [SseEvent("message", " two spaces", None), SseEvent("message", "", None),
-                      SseEvent("message", "x", "7"), SseEvent("message", "y", "7"), SseEvent("message", "z", "7")]
+    events, parser = parse(
+        [
+            b"data:  two spaces\n\n"
+            b"data\n\n"
+            b"event: nothing\n\n"
+            b"id: 7\nretry: 12a\ndata: x\n\n"
+            b"id: 8\x00\ndata: y\n\n"
+            b"unknown: field\ndata:z\n\n"
+        ]
+    )
+    assert events == [
+        SseEvent("message", " two spaces", None),
+        SseEvent("message", "", None),
+        SseEvent("message", "x", "7"),
+        SseEvent("message", "y", "7"),
+        SseEvent("message", "z", "7"),
+    ]
     assert parser.retry_ms is None
 
 
@@ -118,7 +136,7 @@ def test_cell_events_are_typed():
     status, output, pending, envelope = (cell_event(e) for e in EXPECTED)
     assert isinstance(status, StatusEvent) and status.id == 1 and status.status == "running"
     assert isinstance(output, OutputEvent) and output.entry.kind == "text"
-    assert output.entry.text == "h\u00e9llo \U0001F600"
+    assert output.entry.text == "h\u00e9llo \U0001f600"
     assert isinstance(pending, PendingEvent) and pending.reason == "pending_tools"
     (call,) = pending.pending_tool_calls
     assert call.id == "req_1" and call.tool == "lookup" and call.input == {"q": 1} and call.is_client_tool

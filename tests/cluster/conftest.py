@@ -14,6 +14,7 @@ REPLICA_TTL_SECONDS = 2
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running_cluster(tmp_path_factory.mktemp("cluster"), 3,
-                         env={"CODEMODE_REPLICA_TTL_SECONDS": str(REPLICA_TTL_SECONDS)}) as c:
+    with running_cluster(
+        tmp_path_factory.mktemp("cluster"), 3, env={"CODEMODE_REPLICA_TTL_SECONDS": str(REPLICA_TTL_SECONDS)}
+    ) as c:
         yield c

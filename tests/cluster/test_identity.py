@@ -24,8 +24,10 @@ def test_cell_ids_name_their_replica_and_restarts_get_a_new_one():
     assert len({new_replica_id() for _ in range(100)}) == 100
 
 
-@pytest.mark.parametrize("cell_id", ["cell_3019a25a-c79d-4920-b8cc-967506f817df", "cell_nope", "cell_abc.def",
-                                     "cell_0123456789ab." + "x" * 36, ""])
+@pytest.mark.parametrize(
+    "cell_id",
+    ["cell_3019a25a-c79d-4920-b8cc-967506f817df", "cell_nope", "cell_abc.def", "cell_0123456789ab." + "x" * 36, ""],
+)
 def test_ids_no_replica_made_name_no_holder(cell_id):
     """Single-machine ids and made-up ids name no replica: they are answered locally (404)."""
     assert holder_of(cell_id) is None

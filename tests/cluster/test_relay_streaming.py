@@ -58,16 +58,23 @@ async def _setup() -> tuple[StreamingHolder, asyncio.Server, ReplicaRouting, dic
     async def peer_url(replica_id: str) -> str | None:
         return f"http://127.0.0.1:{port}" if replica_id == "bbbbbbbbbbbb" else None
 
-    replica = SimpleNamespace(replica_id="aaaaaaaaaaaa", ttl_seconds=2, peers=peers,
-                              membership=SimpleNamespace(peer_url=peer_url))
+    replica = SimpleNamespace(
+        replica_id="aaaaaaaaaaaa", ttl_seconds=2, peers=peers, membership=SimpleNamespace(peer_url=peer_url)
+    )
 
     async def never_local(scope: Any, receive: Any, send: Any) -> None:
         raise AssertionError("a cell of another replica was served locally")
 
     routing = ReplicaRouting(never_local, replica=replica)  # type: ignore[arg-type]
     cell = cell_id_prefix("bbbbbbbbbbbb") + str(uuid.uuid4())
-    scope = {"type": "http", "method": "GET", "path": f"/v1/cells/{cell}/events", "raw_path": None,
-             "query_string": b"", "headers": [(b"authorization", b"Bearer k"), (b"last-event-id", b"7")]}
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": f"/v1/cells/{cell}/events",
+        "raw_path": None,
+        "query_string": b"",
+        "headers": [(b"authorization", b"Bearer k"), (b"last-event-id", b"7")],
+    }
     return holder, server, routing, scope
 
 

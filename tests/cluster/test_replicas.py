@@ -112,8 +112,10 @@ def test_second_concurrent_wait_is_409_across_replicas(cluster: Cluster):
     holder = threading.Thread(target=lambda: first.append(answer_raw(b, env, 1, timeout_ms=20000)))
     holder.start()
     try:
-        poll_until(lambda: httpx.get(f"{c}/v1/cells/{cell}", timeout=10).json()["status"] == "running",
-                   "the first wait reports running")
+        poll_until(
+            lambda: httpx.get(f"{c}/v1/cells/{cell}", timeout=10).json()["status"] == "running",
+            "the first wait reports running",
+        )
         second = post(c, f"/v1/cells/{cell}/wait", {"timeout_ms": 1000})
         assert second.status_code == 409, second.text
         assert second.json()["error"]["code"] == "wait_in_progress"
@@ -171,8 +173,11 @@ def test_redis_outage_answers_503_and_local_cells_keep_running(cluster: Cluster)
     cluster.stop_redis()
     try:
         # Every replica's /readyz now fails; HAProxy keeps sending requests to them ("-open" servers).
-        poll_until(lambda: httpx.get(f"{cluster.front}/healthz", timeout=10).headers["x-served-by"].endswith("-open"),
-                   "HAProxy fails open to the replicas")
+        poll_until(
+            lambda: httpx.get(f"{cluster.front}/healthz", timeout=10).headers["x-served-by"].endswith("-open"),
+            "HAProxy fails open to the replicas",
+        )
+
         def relayed_status() -> httpx.Response | None:
             # A's address book may still hold B for one heartbeat period; then it needs the store.
             r = httpx.get(f"{a}/v1/cells/{remote['cell_id']}", timeout=30)
@@ -180,8 +185,11 @@ def test_redis_outage_answers_503_and_local_cells_keep_running(cluster: Cluster)
             return r if r.status_code == 503 else None
 
         relayed = poll_until(relayed_status, "a relayed status needs the store")
-        for r in (relayed, post(a, f"/v1/cells/{remote['cell_id']}/wait"),
-                  httpx.get(f"{cluster.front}/v1/sessions/s1/store", timeout=30)):
+        for r in (
+            relayed,
+            post(a, f"/v1/cells/{remote['cell_id']}/wait"),
+            httpx.get(f"{cluster.front}/v1/sessions/s1/store", timeout=30),
+        ):
             assert r.status_code == 503, r.text
             assert r.headers["retry-after"] == "1"
             assert r.json()["error"]["code"] == "store_unavailable"
@@ -193,8 +201,10 @@ def test_redis_outage_answers_503_and_local_cells_keep_running(cluster: Cluster)
     finally:
         cluster.restart_redis()
     # The replicas renew their heartbeats on their own once the store is back.
-    poll_until(lambda: httpx.get(f"{a}/v1/cells/{remote['cell_id']}", timeout=10).status_code == 200,
-               "a relayed status works again after Redis returns")
+    poll_until(
+        lambda: httpx.get(f"{a}/v1/cells/{remote['cell_id']}", timeout=10).status_code == 200,
+        "a relayed status works again after Redis returns",
+    )
     assert answer(a, remote, 4)["value"] == 4
 
 
@@ -205,8 +215,11 @@ def test_background_events_stream_through_another_replica(cluster: Cluster):
     a, b, _ = (r.base for r in cluster.replicas)
     # After a Redis restart (an earlier test) B sees A again only at A's next heartbeat.
     probe = exec_parked(a)
-    poll_until(lambda: httpx.get(f"{b}/v1/cells/{probe['cell_id']}", timeout=10).status_code == 200,
-               "B relays to A again", timeout_s=3 * REPLICA_TTL_SECONDS)
+    poll_until(
+        lambda: httpx.get(f"{b}/v1/cells/{probe['cell_id']}", timeout=10).status_code == 200,
+        "B relays to A again",
+        timeout_s=3 * REPLICA_TTL_SECONDS,
+    )
     post(a, f"/v1/cells/{probe['cell_id']}/cancel")
     code = 'text("one"); await new Promise(r => setTimeout(r, 300)); text("two"); return 2'
     r = post(a, "/v1/exec", {"code": code, "background": True})
@@ -215,8 +228,9 @@ def test_background_events_stream_through_another_replica(cluster: Cluster):
     with httpx.stream("GET", f"{b}/v1/cells/{cell_id}/events", timeout=30) as response:
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
         first = read_until(events(response), "output")
-    with httpx.stream("GET", f"{b}/v1/cells/{cell_id}/events", timeout=30,
-                      headers={"Last-Event-ID": str(first[-1].id)}) as response:
+    with httpx.stream(
+        "GET", f"{b}/v1/cells/{cell_id}/events", timeout=30, headers={"Last-Event-ID": str(first[-1].id)}
+    ) as response:
         rest = read_until(events(response), "envelope")
     texts = [e.data["text"] for e in first + rest if e.kind == "output"]
     assert texts == ["one", "two"], first + rest
@@ -231,7 +245,13 @@ def test_a_result_saved_on_one_replica_loads_on_another(cluster: Cluster):
     assert saved["status"] == "completed", saved
     loaded = post(b, "/v1/exec", {"code": f"return await results.load({saved['value']!r})", **scope}).json()
     assert loaded["status"] == "completed" and loaded["value"] == [1, 2, 3], loaded
-    other = post(b, "/v1/exec", {"code": f"try {{ return await results.load({saved['value']!r}); }} "
-                                         "catch (e) { return 'ERR ' + e.code; }",
-                                 "session_id": scope["session_id"], "run_id": "turn-2"}).json()
+    other = post(
+        b,
+        "/v1/exec",
+        {
+            "code": f"try {{ return await results.load({saved['value']!r}); }} catch (e) {{ return 'ERR ' + e.code; }}",
+            "session_id": scope["session_id"],
+            "run_id": "turn-2",
+        },
+    ).json()
     assert other["status"] == "completed" and str(other["value"]).startswith("ERR "), other  # another run: unseen

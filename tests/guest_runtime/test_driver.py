@@ -72,25 +72,32 @@ def test_snapshot_and_value_texts_have_no_lone_surrogates():
 def test_too_deep_values_are_refused_for_requests_and_marked_in_output():
     """Past 200 levels: tool arguments reject with a TypeError naming the cap; emitted values get a marker."""
     deep = "let v = 1; for (let i = 0; i < 250; i++) v = [v];"
-    message = _value(deep + "try { await results.save(v); return 'saved' } catch (e) { return e.name + ': ' + e.message }")
+    message = _value(
+        deep + "try { await results.save(v); return 'saved' } catch (e) { return e.name + ': ' + e.message }"
+    )
     assert message.startswith("TypeError: value is nested more than 200 levels deep")
     value = _value(deep + "return v")
     depth = 0
     while isinstance(value, list):
         value, depth = value[0], depth + 1
     assert depth == 200 and value.startswith("[Nested too deep")
-    assert _value("let v = 1; for (let i = 0; i < 200; i++) v = [v]; await results.save(v).catch(() => 0); return 1") == 1
+    assert (
+        _value("let v = 1; for (let i = 0; i < 200; i++) v = [v]; await results.save(v).catch(() => 0); return 1") == 1
+    )
 
 
 def test_pending_cap_rejects_catchably_and_timers_throw():
     """Over maxPendingRequests a request rejects and setTimeout throws, both RangeError; none is queued."""
-    engine, snap = _run("""
+    engine, snap = _run(
+        """
         let made = 0, thrown = null;
         try { for (let i = 0; i < 10; i++) { setTimeout(() => {}, 5); made++; } } catch (e) { thrown = e.name; }
         const refused = await results.save(1).then(() => 'queued', e => e.name + ': ' + e.message);
         text(JSON.stringify([made, thrown, refused]));
         await new Promise(() => {});
-    """, maxPendingRequests=4)
+    """,
+        maxPendingRequests=4,
+    )
     made, thrown, refused = jsoncodec.loads(jsoncodec.loads(snap["output"][0])["text"])
     assert (made, thrown) == (4, "RangeError")
     assert refused.startswith("RangeError: too many host requests pending (limit 4")
@@ -99,11 +106,15 @@ def test_pending_cap_rejects_catchably_and_timers_throw():
 
 def test_burst_bytes_cap_rejects_the_rest_of_a_burst():
     """Requests of one synchronous burst carry at most maxQueuedBytes characters; the rest reject catchably."""
-    value = _value("""
+    value = _value(
+        """
         const s = 'x'.repeat(1000);
         const out = await Promise.all([1, 2, 3, 4].map(() => results.save(s).then(() => 'ok', e => e.name)));
         return out;
-    """, maxQueuedBytes=2500, replies={"results.save": "{}"})
+    """,
+        maxQueuedBytes=2500,
+        replies={"results.save": "{}"},
+    )
     assert value == ["ok", "ok", "RangeError", "RangeError"]
 
 
@@ -123,7 +134,9 @@ def test_index_setters_on_builtin_prototypes_cannot_touch_the_snapshot():
 def test_cell_code_that_breaks_a_hook_call_is_a_guest_fault():
     """A Promise species getter that throws inside the host's start call fails the cell as GuestFault."""
     engine = _engine()
-    engine.compile("Object.defineProperty(Promise.prototype, 'constructor', { get() { throw new Error('mine') } })", 2.0)
+    engine.compile(
+        "Object.defineProperty(Promise.prototype, 'constructor', { get() { throw new Error('mine') } })", 2.0
+    )
     with pytest.raises(GuestFault, match="mine"):
         engine.start(time.monotonic() + 2.0)
 

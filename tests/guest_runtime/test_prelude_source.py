@@ -81,7 +81,11 @@ def test_locate_maps_closure_lines_to_files():
     """Line numbers of the joined text map back to each file's own lines."""
     source = prelude_source.PreludeSource("", ((3, "a.js"), (10, "b.js")))
     assert [source.locate(n) for n in (1, 3, 9, 10, 12)] == [
-        "<prelude closure>:1", "a.js:1", "a.js:7", "b.js:1", "b.js:3",
+        "<prelude closure>:1",
+        "a.js:1",
+        "a.js:7",
+        "b.js:1",
+        "b.js:3",
     ]
 
 

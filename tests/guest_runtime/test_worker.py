@@ -30,8 +30,13 @@ ROOT = Path(__file__).resolve().parents[2]
 class WorkerProcess:
     def __init__(self) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "guest_runtime.worker", "{}"], cwd=ROOT, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "guest_runtime.worker", "{}"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
         self.ready = self.recv()
 
     def send(self, message: HostFrame) -> None:
@@ -57,9 +62,17 @@ class WorkerProcess:
         return msg
 
     def start(self, code: str) -> None:
-        self.send(run_frame(cell_id="c", code=code, budget_ms=3000, memory_limit_bytes=32 << 20,
-                            max_output_bytes=65536, value_capture_bytes=65536,
-                            config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}))
+        self.send(
+            run_frame(
+                cell_id="c",
+                code=code,
+                budget_ms=3000,
+                memory_limit_bytes=32 << 20,
+                max_output_bytes=65536,
+                value_capture_bytes=65536,
+                config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
+            )
+        )
 
 
 @pytest.fixture(scope="module")
@@ -72,14 +85,18 @@ def worker() -> Iterator[WorkerProcess]:
 
 CASES = {
     "lone surrogate in an error message": (r"throw new Error('x\ud800')", "Error: x\ufffd"),
-    "deep tool arguments": ("let v = 1; for (let i = 0; i < 254; i++) v = [v]; await results.save(v)",
-                            "TypeError: value is nested more than 200 levels deep"),
+    "deep tool arguments": (
+        "let v = 1; for (let i = 0; i < 254; i++) v = [v]; await results.save(v)",
+        "TypeError: value is nested more than 200 levels deep",
+    ),
     "species getter that throws in the start call": (
         "Object.defineProperty(Promise.prototype, 'constructor', {get() { throw new Error('species') }})",
-        "Error: species"),
+        "Error: species",
+    ),
     "a stall with an unhandled rejection": (
         "void Promise.reject(new RangeError('lost')); await new Promise(() => {})",
-        "Unhandled promise rejection: RangeError: lost"),
+        "Unhandled promise rejection: RangeError: lost",
+    ),
 }
 
 
@@ -114,9 +131,17 @@ def test_frames_carry_exactly_their_typed_fields(worker):
 
 
 def _start(worker: WorkerProcess, rt: str, code: str) -> dict[str, Any]:
-    worker.send(run_frame(cell_id=rt, code=code, budget_ms=3000, memory_limit_bytes=32 << 20,
-                          max_output_bytes=65536, value_capture_bytes=65536,
-                          config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20}))
+    worker.send(
+        run_frame(
+            cell_id=rt,
+            code=code,
+            budget_ms=3000,
+            memory_limit_bytes=32 << 20,
+            max_output_bytes=65536,
+            value_capture_bytes=65536,
+            config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
+        )
+    )
     return worker.recv()
 
 
@@ -151,5 +176,3 @@ def test_unhandled_rejections_stay_with_their_runtime(worker):
     assert done_b["ok"] and done_b["value"] == {"json": "2"}, done_b
     done_a = _settle(worker, "ra", a["requests"][0]["id"], "null")
     assert not done_a["ok"] and "mine" in done_a["error"]["text"], done_a
-
-

@@ -26,9 +26,7 @@ async def test_crash_fails_in_flight_calls_and_next_call_restarts() -> None:
     """A tool that kills its server fails every in-flight call with mcp_unavailable; the next call works."""
     hub = McpHub([stdio_config(name="crashy")])
     try:
-        assert (await hub.call_tool("crashy", "add", {"a": 1, "b": 2}, deadline_s=D))[
-            "structuredContent"
-        ] == {"sum": 3}
+        assert (await hub.call_tool("crashy", "add", {"a": 1, "b": 2}, deadline_s=D))["structuredContent"] == {"sum": 3}
         errors: list[McpError] = []
 
         async def expect_failure(tool: str, args: dict) -> None:
@@ -44,9 +42,7 @@ async def test_crash_fails_in_flight_calls_and_next_call_restarts() -> None:
             tg.start_soon(expect_failure, "crash", {})
         assert [e.code for e in errors] == ["mcp_unavailable", "mcp_unavailable"]
         assert all("'crashy'" in e.message for e in errors)
-        assert (await hub.call_tool("crashy", "add", {"a": 2, "b": 2}, deadline_s=D))[
-            "structuredContent"
-        ] == {"sum": 4}
+        assert (await hub.call_tool("crashy", "add", {"a": 2, "b": 2}, deadline_s=D))["structuredContent"] == {"sum": 4}
     finally:
         await hub.close()
 
@@ -117,17 +113,13 @@ async def test_unreachable_servers_never_stop_the_hub(tmp_path: Path) -> None:
 
 async def test_wrong_header_is_unavailable_and_right_header_connects(http_server: HttpServer) -> None:
     """Configured headers reach the HTTP server: without the token it refuses, with it the call works."""
-    hub = McpHub(
-        [http_config(http_server, name="bad", headers={"X-Test-Token": "wrong"}), http_config(http_server)]
-    )
+    hub = McpHub([http_config(http_server, name="bad", headers={"X-Test-Token": "wrong"}), http_config(http_server)])
     try:
         with pytest.raises(McpError) as info:
             await hub.call_tool("bad", "echo", {"text": "x"}, deadline_s=D)
         assert info.value.code == "mcp_unavailable" and "'bad'" in info.value.message
         assert "wrong" not in info.value.message
-        assert (await hub.call_tool("tests", "echo", {"text": "ok"}, deadline_s=D))["content"][0][
-            "text"
-        ] == "ok"
+        assert (await hub.call_tool("tests", "echo", {"text": "ok"}, deadline_s=D))["content"][0]["text"] == "ok"
     finally:
         await hub.close()
 
@@ -144,9 +136,7 @@ async def test_env_reaches_the_stdio_server() -> None:
 
 async def test_server_that_never_initializes_is_bounded_by_the_deadline() -> None:
     """A stdio command that never speaks MCP fails the call with mcp_timeout at the deadline."""
-    silent = McpServerConfig(
-        name="silent", command=sys.executable, args=("-c", "import time; time.sleep(60)")
-    )
+    silent = McpServerConfig(name="silent", command=sys.executable, args=("-c", "import time; time.sleep(60)"))
     hub = McpHub([silent])
     try:
         started = time.monotonic()

@@ -127,9 +127,7 @@ async def test_hanging_tool_is_bounded_by_the_deadline(hub: McpHub) -> None:
     assert info.value.code == "mcp_timeout"
     assert "'tests'" in info.value.message and "hang" in info.value.message
     # The connection is still usable afterwards.
-    assert (await hub.call_tool("tests", "add", {"a": 1, "b": 1}, deadline_s=D))["structuredContent"] == {
-        "sum": 2
-    }
+    assert (await hub.call_tool("tests", "add", {"a": 1, "b": 1}, deadline_s=D))["structuredContent"] == {"sum": 2}
 
 
 async def test_resources_list_and_read(hub: McpHub) -> None:
@@ -141,9 +139,7 @@ async def test_resources_list_and_read(hub: McpHub) -> None:
         ]
     }
     read = await hub.read_resource("tests", "docs://readme", deadline_s=D)
-    assert read == {
-        "contents": [{"uri": "docs://readme", "mimeType": "text/plain", "text": "Read me first."}]
-    }
+    assert read == {"contents": [{"uri": "docs://readme", "mimeType": "text/plain", "text": "Read me first."}]}
     page = await hub.read_resource("tests", "docs://pages/intro", deadline_s=D)
     assert page["contents"][0]["text"] == "Page intro"
     templates = await hub.list_resource_templates("tests", deadline_s=D)

@@ -32,9 +32,11 @@ async def test_hidden_server_is_absent_and_refused_before_connecting() -> None:
     hub = McpHub([stdio_config(name="docs")])
     try:
         hidden = scope(hub, deny=["mcp:docs"])
-        for attempt in (hidden.call_tool("docs", "echo", {"text": "x"}, deadline_s=D),
-                        hidden.list_resources("docs", deadline_s=D),
-                        hidden.get_prompt("docs", "greet", {"name": "x"}, deadline_s=D)):
+        for attempt in (
+            hidden.call_tool("docs", "echo", {"text": "x"}, deadline_s=D),
+            hidden.list_resources("docs", deadline_s=D),
+            hidden.get_prompt("docs", "greet", {"name": "x"}, deadline_s=D),
+        ):
             with pytest.raises(McpUnknownTool, match="Unknown MCP server: docs"):
                 await attempt
         with pytest.raises(McpUnknownTool, match="Unknown MCP server: docs"):

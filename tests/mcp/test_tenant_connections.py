@@ -37,8 +37,9 @@ async def test_crash_by_one_tenant_and_another_tenants_in_flight_call(per_tenant
 
         async def in_flight() -> None:
             try:
-                result = await hub.call_tool("lab", "sleep_echo", {"seconds": 1, "value": "b"}, deadline_s=D,
-                                             tenant="b")
+                result = await hub.call_tool(
+                    "lab", "sleep_echo", {"seconds": 1, "value": "b"}, deadline_s=D, tenant="b"
+                )
                 outcome["b"] = result["structuredContent"]["value"]
             except McpError as exc:
                 outcome["b"] = exc.code

@@ -77,8 +77,9 @@ def stdio_parameters(config_file: Path, data_dir: Path, key: str | None) -> Stdi
     env.update({"PYTHONPATH": str(ROOT), "CODEMODE_DATA_DIR": str(data_dir), "CODEMODE_WORKERS": "1"})
     if key is not None:
         env["CODEMODE_API_KEY"] = key
-    return StdioServerParameters(command=sys.executable, args=["-m", "service.cli", "mcp", "--config", str(config_file)],
-                                 env=env, cwd=str(ROOT))
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "service.cli", "mcp", "--config", str(config_file)], env=env, cwd=str(ROOT)
+    )
 
 
 @asynccontextmanager

@@ -14,9 +14,12 @@ from tests.mcp_server.conftest import ALPHA, BETA, http_client, stdio_parameters
 
 pytestmark = pytest.mark.anyio
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                         "clientInfo": {"name": "probe", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}},
+}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -29,7 +32,9 @@ async def test_a_second_tenant_sees_only_its_own_catalog_and_cells(base_url: str
         alpha_cell = parked.structured_content["cell_id"]
     async with http_client(base_url, BETA) as beta:
         tools = {t.name: t for t in (await beta.list_tools()).tools}
-        assert "- quote_shipping {" not in tools["exec"].description and "- list_carriers {" in tools["exec"].description
+        assert (
+            "- quote_shipping {" not in tools["exec"].description and "- list_carriers {" in tools["exec"].description
+        )
         uris = {str(r.uri) for r in (await beta.list_resources()).resources}
         assert "codemode://api/tools/list_carriers.d.ts" in uris
         assert not {u for u in uris if "quote_shipping" in u or u.startswith("codemode://api/mcp/")}
@@ -62,8 +67,11 @@ async def test_a_missing_or_wrong_key_is_refused_before_the_sdk(base_url: str) -
 
 def test_an_mcp_body_over_the_exec_cap_is_413(base_url: str) -> None:
     """`/mcp` bodies are capped like exec bodies, before the SDK reads them."""
-    r = httpx.post(base_url + "/mcp", content=b"x" * (2 * 1024 * 1024 + 1),
-                   headers={**MCP_HEADERS, "Authorization": f"Bearer {ALPHA}"})
+    r = httpx.post(
+        base_url + "/mcp",
+        content=b"x" * (2 * 1024 * 1024 + 1),
+        headers={**MCP_HEADERS, "Authorization": f"Bearer {ALPHA}"},
+    )
     assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
 
 
@@ -72,8 +80,10 @@ def test_a_large_mcp_body_of_many_small_values_is_refused_before_the_sdk(base_ur
     is refused (413) after a count in the helper process; a large body that is one code string is served."""
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {ALPHA}", "Mcp-Protocol-Version": "2025-06-18"}
     results = ",".join(['{"id":"r","ok":true,"value":{}}'] * 20000)
-    many = ('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":'
-            '{"cell_id":"c","tool_results":[' + results + ']}}}')
+    many = (
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":'
+        '{"cell_id":"c","tool_results":[' + results + "]}}}"
+    )
     assert len(many) > 256 * 1024
     r = httpx.post(base_url + "/mcp", content=many, headers=headers)
     assert r.status_code == 413 and "at most 10000 JSON values" in r.json()["error"]["message"], r.text
@@ -87,7 +97,9 @@ async def test_stdio_serves_the_tenant_of_its_api_key(config_file: Path, tmp_pat
     """`codemode mcp` with CODEMODE_API_KEY=<beta's key> serves beta's catalog."""
     async with stdio_session(config_file, tmp_path, BETA) as beta:
         tools = {t.name: t for t in (await beta.list_tools()).tools}
-        assert "- quote_shipping {" not in tools["exec"].description and "- list_carriers {" in tools["exec"].description
+        assert (
+            "- quote_shipping {" not in tools["exec"].description and "- list_carriers {" in tools["exec"].description
+        )
         uris = {str(r.uri) for r in (await beta.list_resources()).resources}
         assert "codemode://api/tools/quote_shipping.d.ts" not in uris and "codemode://api/mcp/docs.d.ts" not in uris
 
@@ -95,8 +107,9 @@ async def test_stdio_serves_the_tenant_of_its_api_key(config_file: Path, tmp_pat
 def test_stdio_refuses_an_unknown_api_key(config_file: Path, tmp_path: Path) -> None:
     """An unknown CODEMODE_API_KEY stops `codemode mcp` at start with the reason on stderr, nothing on stdout."""
     params = stdio_parameters(config_file, tmp_path, "ck_wrong_0123456789")
-    done = subprocess.run([params.command, *params.args], env=params.env, cwd=params.cwd, input=b"",
-                          capture_output=True, timeout=60)
+    done = subprocess.run(
+        [params.command, *params.args], env=params.env, cwd=params.cwd, input=b"", capture_output=True, timeout=60
+    )
     assert done.returncode == 3 and done.stdout == b""
     assert b"unknown API key" in done.stderr
 
@@ -108,7 +121,7 @@ def test_without_keys_only_loopback_hosts_reach_the_facade(tmp_path: Path) -> No
         assert rebound.status_code in (403, 421), rebound.text
         local = client.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "127.0.0.1:8000"})
         assert local.status_code == 200 and local.json()["result"]["serverInfo"]["name"] == "codemode"
-        foreign_origin = client.post("/mcp", json=INITIALIZE, headers={
-            **MCP_HEADERS, "Host": "127.0.0.1:8000", "Origin": "http://evil.example"})
+        foreign_origin = client.post(
+            "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "127.0.0.1:8000", "Origin": "http://evil.example"}
+        )
         assert foreign_origin.status_code == 403, foreign_origin.text
-

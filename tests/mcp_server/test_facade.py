@@ -23,8 +23,9 @@ return {carrier: quote.carrier, sum: sum.structuredContent.sum};
 
 
 @pytest.fixture(scope="module", params=["http", "stdio"])
-async def alpha(request: pytest.FixtureRequest, config_file: Path,
-                tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+async def alpha(
+    request: pytest.FixtureRequest, config_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Client]:
     """A connected client of tenant alpha (every tool) on one transport."""
     if request.param == "http":
         async with http_client(request.getfixturevalue("base_url"), ALPHA) as client:
@@ -121,16 +122,22 @@ async def test_declaration_resources_are_what_a_cell_reads(alpha: Client) -> Non
     """resources/list names every declaration file as codemode://api/<path>; resources/read returns
     exactly what API.read gives a cell of the same key."""
     uris = [str(r.uri) for r in (await alpha.list_resources()).resources]
-    assert {"codemode://api/results.d.ts", "codemode://api/tools/quote_shipping.d.ts",
-            "codemode://api/mcp/index.d.ts", "codemode://api/mcp/docs.d.ts"} <= set(uris)
+    assert {
+        "codemode://api/results.d.ts",
+        "codemode://api/tools/quote_shipping.d.ts",
+        "codemode://api/mcp/index.d.ts",
+        "codemode://api/mcp/docs.d.ts",
+    } <= set(uris)
     for path in ("tools/quote_shipping.d.ts", "mcp/docs.d.ts"):
         read = await alpha.read_resource(f"codemode://api/{path}")
         (contents,) = read.contents
         cell = await alpha.call_tool("exec", {"code": f'return (await API.read("{path}")).content'})
         assert cell.structured_content is not None
         assert contents.text == cell.structured_content["value"]
-    assert "declare function quote_shipping(" in (await alpha.read_resource(
-        "codemode://api/tools/quote_shipping.d.ts")).contents[0].text
+    assert (
+        "declare function quote_shipping("
+        in (await alpha.read_resource("codemode://api/tools/quote_shipping.d.ts")).contents[0].text
+    )
 
 
 async def test_reading_an_unknown_resource_is_a_protocol_error(alpha: Client) -> None:

@@ -44,7 +44,8 @@ async def test_effects_start_only_when_approved():
     hr.dispatch(1, "send", [{"to": "ann"}])
     await apoll_until(lambda: hr.needs_caller, "the request asks for approval")
     assert jsoncodec.loads(jsoncodec.dumps(hr.public())) == [
-        {"id": "req_1", "method": "approval", "tool": "send", "input": {"to": "ann"}, "reason": "send needs approval"}]
+        {"id": "req_1", "method": "approval", "tool": "send", "input": {"to": "ann"}, "reason": "send needs approval"}
+    ]
     assert hr.side_effects_started is False and RAN == []
     assert hr.check_approvals([{"id": "req_1", "approve": True}]) is None
     hr.settle_approvals([{"id": "req_1", "approve": True}])

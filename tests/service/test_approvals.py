@@ -30,8 +30,9 @@ WEATHER = {"name": "get_weather", "input_schema": {"type": "object", "properties
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     keys = (ApiKey("k-plain", "acme"), ApiKey("k-strict", "acme", tools={"approve": ["blob"]}))
-    with make_client(tmp_path_factory.mktemp("approvals"), tools=ToolSettings(plugins=(PLUGIN,), approve=("echo",)),
-                     api_keys=keys) as c:
+    with make_client(
+        tmp_path_factory.mktemp("approvals"), tools=ToolSettings(plugins=(PLUGIN,), approve=("echo",)), api_keys=keys
+    ) as c:
         yield c
 
 
@@ -95,10 +96,13 @@ def test_configured_approval_parks_then_approved_runs_once_without_replay(client
 def test_denied_call_rejects_catchably_with_reason_and_never_runs(client):
     """Denied: the guest's await rejects with code approval_denied and the approver's reason; the tool never ran."""
     before = runs("echo")
-    env = exec_cell(client, """
+    env = exec_cell(
+        client,
+        """
         try { await echo({x: 1}); return "ran"; }
         catch (e) { return {code: e.code, message: e.message, effect: e.effectStatus, isError: e instanceof Error}; }
-    """)
+    """,
+    )
     entry = one_approval(env)
     done = wait(client, env["cell_id"], approvals=[{"id": entry["id"], "approve": False, "reason": "not on a Friday"}])
     assert done["status"] == "completed", done
@@ -139,13 +143,16 @@ def test_exec_require_approval_shows_the_input_that_will_run(client):
     assert exec_cell(client, 'return await pay({amount: 5, to: "x"})')["value"] == {"paid": 5, "to": "x"}
 
 
-@pytest.mark.parametrize(("entries", "problem"), [
-    (["paay"], "require_approval[0]: 'paay' names no tool"),
-    (["mcp:nowhere"], "names no MCP server"),
-    (["mcp:bad/"], "is not an MCP entry"),
-    (["group:nope"], "unknown group"),
-    ([" pay"], "surrounding spaces"),
-])
+@pytest.mark.parametrize(
+    ("entries", "problem"),
+    [
+        (["paay"], "require_approval[0]: 'paay' names no tool"),
+        (["mcp:nowhere"], "names no MCP server"),
+        (["mcp:bad/"], "is not an MCP entry"),
+        (["group:nope"], "unknown group"),
+        ([" pay"], "surrounding spaces"),
+    ],
+)
 def test_bad_require_approval_entries_are_422_naming_the_entry(client, entries, problem):
     r = client.post("/v1/exec", json={"code": "return 1", "require_approval": entries}, headers=PLAIN)
     assert r.status_code == 422, r.text
@@ -160,11 +167,14 @@ def test_require_approval_is_bounded(client):
 def test_before_hook_asks_for_one_call(client):
     """The hook asks only for payments over 100: a small one runs at once, a large one waits with the hook's reason."""
     before = runs("pay")
-    env = exec_cell(client, """
+    env = exec_cell(
+        client,
+        """
         const small = await pay({amount: 10, to: "ann"});
         const large = await pay({amount: 500, to: "bob"});
         return [small, large];
-    """)
+    """,
+    )
     entry = one_approval(env)
     assert runs("pay") == before + 1
     assert entry["input"] == {"amount": 500, "to": "bob"}
@@ -175,19 +185,25 @@ def test_before_hook_asks_for_one_call(client):
 
 def test_a_blocking_hook_wins_over_approval(client):
     """A call a hook blocks is refused at once: nobody is asked to approve it."""
-    env = exec_cell(client, 'try { await pay({amount: 500, to: "nobody"}); } catch (e) { return e.code; }',
-                    require_approval=["pay"])
+    env = exec_cell(
+        client, 'try { await pay({amount: 500, to: "nobody"}); } catch (e) { return e.code; }', require_approval=["pay"]
+    )
     assert env["status"] == "completed" and env["value"] == "blocked", env
 
 
 def test_wait_answers_client_tools_and_approvals_together(client):
     """One wait carries tool_results for a client tool and an approval for a native call."""
-    env = exec_cell(client, "return await Promise.all([get_weather({city: 'Oslo'}), echo({x: 7})])",
-                    client_tools=[WEATHER])
+    env = exec_cell(
+        client, "return await Promise.all([get_weather({city: 'Oslo'}), echo({x: 7})])", client_tools=[WEATHER]
+    )
     pending = {p["method"]: p for p in env["pending_tool_calls"]}
     assert set(pending) == {"tool", "approval"}, env
-    done = wait(client, env["cell_id"], tool_results=[{"id": pending["tool"]["id"], "ok": True, "value": 21}],
-                approvals=[{"id": pending["approval"]["id"], "approve": True}])
+    done = wait(
+        client,
+        env["cell_id"],
+        tool_results=[{"id": pending["tool"]["id"], "ok": True, "value": 21}],
+        approvals=[{"id": pending["approval"]["id"], "approve": True}],
+    )
     assert done["status"] == "completed", done
     assert done["value"][0] == 21 and done["value"][1]["echo"] == 7
 
@@ -195,17 +211,29 @@ def test_wait_answers_client_tools_and_approvals_together(client):
 def test_wait_refuses_bad_approval_answers_and_the_cell_stays_waiting(client):
     """Unknown id, an approval answer for a client tool call, an approval id in tool_results, the same id twice:
     each is a 422 naming the field and index, and the cell still waits for a good answer."""
-    env = exec_cell(client, "return await Promise.all([get_weather({city: 'Oslo'}), echo({x: 8})])",
-                    client_tools=[WEATHER])
+    env = exec_cell(
+        client, "return await Promise.all([get_weather({city: 'Oslo'}), echo({x: 8})])", client_tools=[WEATHER]
+    )
     pending = {p["method"]: p["id"] for p in env["pending_tool_calls"]}
     cell = env["cell_id"]
     bad = [
-        ({"approvals": [{"id": pending["approval"], "approve": True}, {"id": "req_999", "approve": True}]},
-         "approvals", "approvals[1].id 'req_999' is not a pending approval"),
+        (
+            {"approvals": [{"id": pending["approval"], "approve": True}, {"id": "req_999", "approve": True}]},
+            "approvals",
+            "approvals[1].id 'req_999' is not a pending approval",
+        ),
         ({"approvals": [{"id": pending["tool"], "approve": True}]}, "approvals", "approvals[0].id"),
         ({"tool_results": [{"id": pending["approval"], "ok": True, "value": 1}]}, "tool_results", "tool_results[0].id"),
-        ({"approvals": [{"id": pending["approval"], "approve": True}, {"id": pending["approval"], "approve": False}]},
-         "approvals", "approvals[1].id"),
+        (
+            {
+                "approvals": [
+                    {"id": pending["approval"], "approve": True},
+                    {"id": pending["approval"], "approve": False},
+                ]
+            },
+            "approvals",
+            "approvals[1].id",
+        ),
     ]
     before = runs("echo")
     for body, field, message in bad:
@@ -213,8 +241,12 @@ def test_wait_refuses_bad_approval_answers_and_the_cell_stays_waiting(client):
         assert error["need_param"] == field and message in error["message"], (body, error)
     assert runs("echo") == before
     assert client.get(f"/v1/cells/{cell}", headers=PLAIN).json()["status"] == "waiting"
-    done = wait(client, cell, tool_results=[{"id": pending["tool"], "ok": True, "value": 1}],
-                approvals=[{"id": pending["approval"], "approve": True}])
+    done = wait(
+        client,
+        cell,
+        tool_results=[{"id": pending["tool"], "ok": True, "value": 1}],
+        approvals=[{"id": pending["approval"], "approve": True}],
+    )
     assert done["status"] == "completed" and runs("echo") == before + 1
 
 
@@ -233,8 +265,9 @@ def test_cancelled_cell_never_runs_its_pending_call(client):
     final = client.post(f"/v1/cells/{env['cell_id']}/cancel", headers=PLAIN).json()
     assert final["code"] == "aborted" and final["bridge_dispatch_started"] is False
     assert runs("echo") == before
-    r = client.post(f"/v1/cells/{env['cell_id']}/wait", json={"approvals": [{"id": "req_1", "approve": True}]},
-                    headers=PLAIN)
+    r = client.post(
+        f"/v1/cells/{env['cell_id']}/wait", json={"approvals": [{"id": "req_1", "approve": True}]}, headers=PLAIN
+    )
     assert r.status_code == 404 and runs("echo") == before
 
 
@@ -249,12 +282,15 @@ def test_expired_cell_never_runs_its_pending_call(tmp_path):
         assert runs("echo") == before
 
 
-@pytest.mark.parametrize(("tools", "keys", "where"), [
-    (ToolSettings(approve=("ehco",)), (), "tools.approve[0]: 'ehco' names no tool"),
-    (ToolSettings(approve=("mcp:nowhere",)), (), "tools.approve[0]: 'mcp:nowhere' names no MCP server"),
-    (ToolSettings(), (ApiKey("k", "t", tools={"approve": ["echo", "blbo"]}),), "api_keys[0].tools.approve[1]"),
-    (ToolSettings(), (ApiKey("k", "t", tools={"approve": "echo"}),), "api_keys[0].tools.approve must be a list"),
-])
+@pytest.mark.parametrize(
+    ("tools", "keys", "where"),
+    [
+        (ToolSettings(approve=("ehco",)), (), "tools.approve[0]: 'ehco' names no tool"),
+        (ToolSettings(approve=("mcp:nowhere",)), (), "tools.approve[0]: 'mcp:nowhere' names no MCP server"),
+        (ToolSettings(), (ApiKey("k", "t", tools={"approve": ["echo", "blbo"]}),), "api_keys[0].tools.approve[1]"),
+        (ToolSettings(), (ApiKey("k", "t", tools={"approve": "echo"}),), "api_keys[0].tools.approve must be a list"),
+    ],
+)
 def test_misspelt_configured_approvals_stop_the_service_at_start(tmp_path, tools, keys, where):
     """An approval entry that names nothing would let calls run unasked: it is refused at start."""
     settings = Settings(workers=1, data_dir=str(tmp_path)).replace(tools=tools, api_keys=keys)

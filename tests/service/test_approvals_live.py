@@ -28,8 +28,10 @@ PAY = 'try { return await pay({amount: 3, to: "ann"}); } catch (e) { return {cod
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Path]]:
     workdir = tmp_path_factory.mktemp("approvals-live")
     log = workdir / "payments.log"
-    with codemode_serve(workdir, env={LOG_VARIABLE: str(log)}, config=CONFIG) as base, \
-            httpx.Client(base_url=base, timeout=30) as http:
+    with (
+        codemode_serve(workdir, env={LOG_VARIABLE: str(log)}, config=CONFIG) as base,
+        httpx.Client(base_url=base, timeout=30) as http,
+    ):
         yield http, log
 
 
@@ -48,8 +50,11 @@ def test_denied_call_never_runs_and_approved_call_runs_once(live):
     denied = post(http, "/v1/exec", {"code": PAY})
     [entry] = denied["pending_tool_calls"]
     assert entry["method"] == "approval" and entry["tool"] == "pay" and payments(log) == []
-    final = post(http, f"/v1/cells/{denied['cell_id']}/wait",
-                 {"approvals": [{"id": entry["id"], "approve": False, "reason": "budget frozen"}]})
+    final = post(
+        http,
+        f"/v1/cells/{denied['cell_id']}/wait",
+        {"approvals": [{"id": entry["id"], "approve": False, "reason": "budget frozen"}]},
+    )
     assert final["value"]["code"] == "approval_denied" and "budget frozen" in final["value"]["message"]
     assert payments(log) == []
 

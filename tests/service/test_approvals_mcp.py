@@ -22,8 +22,11 @@ from tests.mcp.conftest import SERVER_SCRIPT
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     servers = (McpServerConfig(name="docs", command=sys.executable, args=(SERVER_SCRIPT, "stdio"), timeout_ms=10000),)
-    with make_client(tmp_path_factory.mktemp("mcp-approvals"), mcp_servers=servers,
-                     tools=ToolSettings(approve=("mcp:docs/create-issue",))) as c:
+    with make_client(
+        tmp_path_factory.mktemp("mcp-approvals"),
+        mcp_servers=servers,
+        tools=ToolSettings(approve=("mcp:docs/create-issue",)),
+    ) as c:
         yield c
 
 
@@ -35,8 +38,9 @@ def exec_cell(client: TestClient, code: str, **fields: Any) -> dict[str, Any]:
 
 def approve(client: TestClient, env: dict[str, Any], ok: bool, reason: str | None = None) -> dict[str, Any]:
     [entry] = env["pending_tool_calls"]
-    r = client.post(f"/v1/cells/{env['cell_id']}/wait",
-                    json={"approvals": [{"id": entry["id"], "approve": ok, "reason": reason}]})
+    r = client.post(
+        f"/v1/cells/{env['cell_id']}/wait", json={"approvals": [{"id": entry["id"], "approve": ok, "reason": reason}]}
+    )
     assert r.status_code == 200, r.text
     return r.json()  # type: ignore[no-any-return]
 
@@ -58,8 +62,11 @@ def test_mcp_tool_waits_for_approval_then_runs(client):
 
 
 def test_denied_mcp_call_rejects_with_approval_denied(client):
-    env = exec_cell(client, "try { await MCP.docs.createIssue({title: 'x'}); return 'ran'; } "
-                            "catch (e) { return [e.code, e.message, e.tool]; }")
+    env = exec_cell(
+        client,
+        "try { await MCP.docs.createIssue({title: 'x'}); return 'ran'; } "
+        "catch (e) { return [e.code, e.message, e.tool]; }",
+    )
     done = approve(client, env, False, "duplicate")
     code, message, tool = done["value"]
     assert code == "approval_denied" and message.endswith("approval was denied: duplicate")
@@ -69,7 +76,9 @@ def test_denied_mcp_call_rejects_with_approval_denied(client):
 def test_other_tools_of_the_server_run_unasked_unless_the_exec_names_the_server(client):
     quick = exec_cell(client, "return (await MCP.docs.add({a: 1, b: 2})).structuredContent")
     assert quick["status"] == "completed" and quick["value"] == {"sum": 3}, quick
-    env = exec_cell(client, "return (await MCP.docs.add({a: 1, b: 2})).structuredContent", require_approval=["mcp:docs"])
+    env = exec_cell(
+        client, "return (await MCP.docs.add({a: 1, b: 2})).structuredContent", require_approval=["mcp:docs"]
+    )
     [entry] = env["pending_tool_calls"]
     assert entry["tool"] == "MCP.docs.add" and "require_approval lists 'mcp:docs'" in entry["reason"]
     assert approve(client, env, True)["value"] == {"sum": 3}

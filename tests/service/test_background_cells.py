@@ -35,8 +35,9 @@ def texts(envelope: dict[str, Any]) -> list[str]:
 def test_exec_answers_at_once_and_wait_answers_only_new_output(client):
     """exec answers `running` before the cell's 300 ms timer fires; a short wait answers `running` with the output so
     far; the next wait blocks until the cell completes and answers only the rest; the result is then delivered."""
-    cell_id = start(client, 'text("a");' + SLEEP.format(ms=300) + 'text("b"); await echo({x: 1, delay: 0.2});'
-                    'text("c"); return "v"')
+    cell_id = start(
+        client, 'text("a");' + SLEEP.format(ms=300) + 'text("b"); await echo({x: 1, delay: 0.2});text("c"); return "v"'
+    )
     assert client.get(f"/v1/cells/{cell_id}").json()["status"] == "running"
     first = wait(client, cell_id, timeout_ms=100)
     assert first["status"] == "running" and texts(first) in ([], ["a"]), first
@@ -51,8 +52,9 @@ def test_exec_answers_at_once_and_wait_answers_only_new_output(client):
 
 def test_a_cell_that_needs_its_caller_waits_for_a_wait(client):
     """The run stops at a client tool call (status waiting with the call); the wait's answer resumes it."""
-    cell_id = start(client, 'text("asking"); const v = await ask({q: 1}); text("got " + v); return v * 2',
-                    client_tools=ASK)
+    cell_id = start(
+        client, 'text("asking"); const v = await ask({q: 1}); text("got " + v); return v * 2', client_tools=ASK
+    )
     parked = wait(client, cell_id)
     assert parked["status"] == "waiting" and parked["reason"] == "pending_tools", parked
     assert texts(parked) == ["asking"]
@@ -168,14 +170,19 @@ def test_a_finished_cells_events_are_still_readable(client):
 def test_a_background_cell_stops_for_an_approval_and_runs_the_call_once_approved(client):
     """A background cell whose call needs approval stops (`waiting`, an approval entry) without running it; the
     wait's approval resumes it in the background; a denial in a second call rejects catchably."""
-    cell_id = start(client, 'const a = await echo({x: 1}); let b; try { await echo({x: 2}); } '
-                    'catch (e) { b = e.code; } return [a.echo, b]', require_approval=["echo"])
+    cell_id = start(
+        client,
+        "const a = await echo({x: 1}); let b; try { await echo({x: 2}); } catch (e) { b = e.code; } return [a.echo, b]",
+        require_approval=["echo"],
+    )
     parked = wait(client, cell_id)
     assert parked["status"] == "waiting" and parked["bridge_dispatch_started"] is False, parked
     [entry] = parked["pending_tool_calls"]
     assert entry["method"] == "approval" and entry["tool"] == "echo" and entry["input"] == {"x": 1}
-    r = client.post(f"/v1/cells/{cell_id}/wait", json={"approvals": [{"id": entry["id"], "approve": True}],
-                                                       "tool_results": [{"id": entry["id"], "ok": True}]})
+    r = client.post(
+        f"/v1/cells/{cell_id}/wait",
+        json={"approvals": [{"id": entry["id"], "approve": True}], "tool_results": [{"id": entry["id"], "ok": True}]},
+    )
     assert r.status_code == 422, r.text  # an approval entry is not answered by a tool result
     second = wait(client, cell_id, approvals=[{"id": entry["id"], "approve": True}])
     assert second["status"] == "waiting", second

@@ -18,10 +18,15 @@ from tests.support.live_server import codemode_serve
 from tests.support.polling import poll_until
 from tests.support.sse import SseEvent, events, read_until
 
-KEYS = {"alpha": "ck_test_bg_alpha_0123456789", "beta": "ck_test_bg_beta_0123456789",
-        "gamma": "ck_test_bg_gamma_0123456789"}
-CONFIG = "\n".join(["[tools]", 'plugins = ["tests.support.echo_plugin"]', ""] + [
-    line for tenant, key in KEYS.items() for line in ("[[api_keys]]", f'key = "{key}"', f'tenant = "{tenant}"', "")])
+KEYS = {
+    "alpha": "ck_test_bg_alpha_0123456789",
+    "beta": "ck_test_bg_beta_0123456789",
+    "gamma": "ck_test_bg_gamma_0123456789",
+}
+CONFIG = "\n".join(
+    ["[tools]", 'plugins = ["tests.support.echo_plugin"]', ""]
+    + [line for tenant, key in KEYS.items() for line in ("[[api_keys]]", f'key = "{key}"', f'tenant = "{tenant}"', "")]
+)
 ENV = {"CODEMODE_EVENTS_HEARTBEAT_SECONDS": "1", "CODEMODE_TENANT_MAX_EVENT_STREAMS": "2"}
 ASK = [{"name": "ask", "description": "Ask the caller"}]
 
@@ -63,9 +68,12 @@ def texts(seen: list[SseEvent]) -> list[str]:
 def test_output_streams_while_the_cell_sleeps_on_a_timer_and_a_tool(http):
     """Each output entry arrives as its own event when produced (the timer's gap shows between them); the
     cell stops for its client tool with a pending event; the wait that answers it repeats none of that output."""
-    cell_id = start(http, 'text("before"); await new Promise(r => setTimeout(r, 800)); text("after timer");'
-                          'await echo({x: 1, delay: 0.3}); text("after tool"); return await ask({q: 1});',
-                    client_tools=ASK)
+    cell_id = start(
+        http,
+        'text("before"); await new Promise(r => setTimeout(r, 800)); text("after timer");'
+        'await echo({x: 1, delay: 0.3}); text("after tool"); return await ask({q: 1});',
+        client_tools=ASK,
+    )
     with http.stream("GET", f"/v1/cells/{cell_id}/events") as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
@@ -96,8 +104,12 @@ def test_output_streams_while_the_cell_sleeps_on_a_timer_and_a_tool(http):
 
 def test_last_event_id_resumes_without_duplicates(http):
     """A reader that drops mid-cell reconnects with Last-Event-ID and gets exactly the events after it."""
-    cell_id = start(http, 'for (let i = 0; i < 3; i++) { text("tick " + i); await new Promise(r => setTimeout(r, 50)); }'
-                          'return await ask({});', client_tools=ASK)
+    cell_id = start(
+        http,
+        'for (let i = 0; i < 3; i++) { text("tick " + i); await new Promise(r => setTimeout(r, 50)); }'
+        "return await ask({});",
+        client_tools=ASK,
+    )
     with http.stream("GET", f"/v1/cells/{cell_id}/events") as response:
         first = read_until(events(response), "pending")
     assert texts(first) == ["tick 0", "tick 1", "tick 2"]
@@ -166,15 +178,20 @@ def test_streams_per_tenant_are_capped_and_a_closed_stream_frees_its_slot(base):
 def test_a_stalled_reader_does_not_hold_the_cell(http, base):
     """A reader that never reads (its socket buffers fill) does not slow the cell: it completes with its
     8 MiB of output, and the wait answers it (nothing was delivered to that reader)."""
-    cell_id = start(http, 'const line = "x".repeat(1000); for (let i = 0; i < 8000; i++) text(line);'
-                          'await new Promise(r => setTimeout(r, 10)); return "done"',
-                    max_output_bytes=10 * 1024 * 1024)
+    cell_id = start(
+        http,
+        'const line = "x".repeat(1000); for (let i = 0; i < 8000; i++) text(line);'
+        'await new Promise(r => setTimeout(r, 10)); return "done"',
+        max_output_bytes=10 * 1024 * 1024,
+    )
     host, port = base.removeprefix("http://").split(":")
     with socket.socket() as stalled:
         stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: no autotuning
         stalled.connect((host, int(port)))
-        stalled.sendall(f"GET /v1/cells/{cell_id}/events HTTP/1.1\r\nHost: x\r\n"
-                        f"Authorization: Bearer {KEYS['alpha']}\r\n\r\n".encode())
+        stalled.sendall(
+            f"GET /v1/cells/{cell_id}/events HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {KEYS['alpha']}\r\n\r\n".encode()
+        )
         envelope = wait(http, cell_id)
         assert envelope["status"] == "completed" and envelope["value"] == "done", envelope.get("error")
         assert len(envelope["output"]) > 1000
@@ -183,8 +200,10 @@ def test_a_stalled_reader_does_not_hold_the_cell(http, base):
 def test_a_background_cell_that_yields_stops_until_a_wait(http):
     """yield_control stops the run (status waiting, reason yield, no further legs) until a wait resumes it."""
     cell_id = start(http, 'text("one"); await yield_control("checkpoint"); text("two"); return 2')
-    stopped = poll_until(lambda: (s := http.get(f"/v1/cells/{cell_id}").json())["status"] == "waiting" and s,
-                         "the cell stops at its yield")
+    stopped = poll_until(
+        lambda: (s := http.get(f"/v1/cells/{cell_id}").json())["status"] == "waiting" and s,
+        "the cell stops at its yield",
+    )
     assert stopped["reason"] == "yield"
     legs = stopped["telemetry"]["legs"]
     with http.stream("GET", f"/v1/cells/{cell_id}/events") as response:
@@ -198,8 +217,9 @@ def test_a_background_cell_that_yields_stops_until_a_wait(http):
 
 def test_a_foreground_cells_stream_starts_at_its_current_status(http):
     """A cell run by exec/wait gets a log when a reader first asks: its status and pending calls, then what follows."""
-    r = http.post("/v1/exec", json={"code": 'text("early"); const v = await ask({}); text("late"); return v',
-                                    "client_tools": ASK})
+    r = http.post(
+        "/v1/exec", json={"code": 'text("early"); const v = await ask({}); text("late"); return v', "client_tools": ASK}
+    )
     parked = r.json()
     assert parked["status"] == "waiting" and [e["text"] for e in parked["output"]] == ["early"], parked
     cell_id = parked["cell_id"]
@@ -213,4 +233,7 @@ def test_a_foreground_cells_stream_starts_at_its_current_status(http):
         assert done["value"] == 5 and [e["text"] for e in done["output"]] == ["late"]
         rest = read_until(stream, "envelope")
     assert [(e.kind, e.data.get("text", e.data.get("status"))) for e in rest[:-1]] == [
-        ("status", "running"), ("output", "late"), ("status", "completed")]
+        ("status", "running"),
+        ("output", "late"),
+        ("status", "completed"),
+    ]

@@ -64,7 +64,9 @@ def test_exec_reads_stdin(cli_env, capsys, monkeypatch):
 
 def test_exec_keeps_waiting_on_host_work_past_one_leg(cli_env, capsys):
     """A cell whose timer outlasts --timeout-ms is resumed by the CLI until it completes."""
-    rc = main(["exec", "--timeout-ms", "150", _script(cli_env, "await new Promise(r => setTimeout(r, 400)); return 'late'")])
+    rc = main(
+        ["exec", "--timeout-ms", "150", _script(cli_env, "await new Promise(r => setTimeout(r, 400)); return 'late'")]
+    )
     env = json.loads(capsys.readouterr().out)
     assert rc == 0, env
     assert env["status"] == "completed" and env["value"] == "late"

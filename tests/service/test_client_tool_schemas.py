@@ -103,8 +103,10 @@ TREE = {
     "$defs": {
         "node": {
             "type": "object",
-            "properties": {"label": {"$ref": "#/$defs/label"},
-                           "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+            "properties": {
+                "label": {"$ref": "#/$defs/label"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+            },
             "required": ["label"],
             "additionalProperties": False,
         },
@@ -117,14 +119,19 @@ TREE = {
 def test_recursive_defs_schema_works_end_to_end(client):
     """A recursive $defs schema is accepted; the guest's call parks with the exact input, bad input fails."""
     tree = {"label": "root", "children": [{"label": "a", "children": [{"label": "b"}]}, {"label": "c"}]}
-    env = run(client, f"return await t({json.dumps(tree)})", client_tools=[OK_TOOL, {"name": "t", "input_schema": TREE}])
+    env = run(
+        client, f"return await t({json.dumps(tree)})", client_tools=[OK_TOOL, {"name": "t", "input_schema": TREE}]
+    )
     assert env["status"] == "waiting", env
     [call] = env["pending_tool_calls"]
     assert call["tool"] == "t" and call["input"] == tree
     done = wait(client, env["cell_id"], tool_results=[{"id": call["id"], "ok": True, "value": 7}])
     assert done["status"] == "completed" and done["value"] == 7, done
-    bad = run(client, 'return await t({label: "root", children: [{label: ""}]})',
-              client_tools=[{"name": "t", "input_schema": TREE}])
+    bad = run(
+        client,
+        'return await t({label: "root", children: [{label: ""}]})',
+        client_tools=[{"name": "t", "input_schema": TREE}],
+    )
     assert bad["status"] == "failed" and bad["code"] == "invalid_input", bad
     assert "$.children[0].label" in bad["error"]
 
@@ -140,8 +147,11 @@ def test_client_schemas_compile_once_per_exec(client, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(catalog_module, "ToolContract", counting)
-    env = run(client, "const [a, b] = await Promise.all([t({label: 'x'}), t({label: 'y'})]); return [a, b]",
-              client_tools=[{"name": "t", "input_schema": TREE}])
+    env = run(
+        client,
+        "const [a, b] = await Promise.all([t({label: 'x'}), t({label: 'y'})]); return [a, b]",
+        client_tools=[{"name": "t", "input_schema": TREE}],
+    )
     assert env["status"] == "waiting", env
     results = [{"id": c["id"], "ok": True, "value": c["input"]["label"]} for c in env["pending_tool_calls"]]
     done = wait(client, env["cell_id"], tool_results=results)
@@ -152,7 +162,6 @@ def test_client_schemas_compile_once_per_exec(client, monkeypatch):
     assert compiled == [TREE]
 
 
-
 def test_request_wide_caps_name_the_cap(client, monkeypatch):
     """More than 128 client tools, or more than 128 KiB of schemas together, is a 422 naming the cap."""
     catalog_module._caller_contract.cache_clear()
@@ -161,8 +170,10 @@ def test_request_wide_caps_name_the_cap(client, monkeypatch):
     r = client.post("/v1/exec", json={"code": "return 1", "client_tools": [{"name": f"t{i}"} for i in range(129)]})
     assert r.status_code == 422 and "at most 128" in r.json()["error"]["message"], r.text
     schema = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2000)}}  # ~50 KiB
-    r = client.post("/v1/exec", json={"code": "return 1",
-                                      "client_tools": [{"name": f"t{i}", "input_schema": schema} for i in range(3)]})
+    r = client.post(
+        "/v1/exec",
+        json={"code": "return 1", "client_tools": [{"name": f"t{i}", "input_schema": schema} for i in range(3)]},
+    )
     assert r.status_code == 422, r.text
     error = r.json()["error"]
     assert error["need_param"] == "client_tools[2].input_schema"

@@ -38,7 +38,7 @@ def test_api_list_has_results_and_a_file_per_visible_tool(shop):
     results = files[0]
     assert results["bytes"] > 0 and results["description"]
     for f in files[1:]:
-        name = f["path"][len("tools/"):-len(".d.ts")]
+        name = f["path"][len("tools/") : -len(".d.ts")]
         assert f["description"].startswith(name + ": ")
         assert "bytes" not in f  # rendered on read, so the listing does not know the size
 
@@ -52,11 +52,14 @@ def test_api_list_prefix_with_and_without_trailing_slash(shop):
 
 def test_api_read_every_tool_file(shop):
     """Every tool file reads back with its path, a `declare function <name>(` and UTF-8 byte length."""
-    env = run(shop, """
+    env = run(
+        shop,
+        """
         const out = {};
         for (const f of (await API.list("tools")).files) out[f.path] = await API.read(f.path);
         return out;
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     assert env["telemetry"]["call_count"] == 0  # reading declarations is not a tool call
     for name in VISIBLE:
@@ -112,11 +115,14 @@ def test_http_api_files_list_equals_guest_list(shop):
 
 def test_http_api_file_read_equals_guest_read(shop):
     """`GET /v1/api/files/{path}` returns what `API.read(path)` returns in a cell, for every file."""
-    guest = value_of(shop, """
+    guest = value_of(
+        shop,
+        """
         const out = {};
         for (const f of (await API.list()).files) out[f.path] = await API.read(f.path);
         return out;
-    """)
+    """,
+    )
     for path, item in guest.items():
         r = shop.get(f"/v1/api/files/{path}")
         assert r.status_code == 200, r.text

@@ -13,8 +13,11 @@ from tests.conftest import make_client, run
 
 SHIPPING = "examples.plugins.shipping"
 CLIENT_TOOLS = [
-    {"name": "get_weather", "description": "Current weather for a city.",
-     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+    {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
     {"name": "open-ticket", "description": "Opens a ticket */ with a comment breaker."},
     {"name": "9lives"},
     {"name": "class", "description": "A reserved word as a tool name."},

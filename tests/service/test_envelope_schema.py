@@ -34,8 +34,12 @@ def test_the_schema_refuses_what_is_never_sent(client, validator):
     """The check can fail: an unknown field, an unknown status and a telemetry without its counters are refused."""
     env = run(client, "return 1")
     check(validator, env)
-    for bad in ({**env, "surprise": 1}, {**env, "status": "parked"}, {**env, "telemetry": {"wall_ms": 1.0}},
-                {**env, "output": [{"type": "html", "text": "x"}]}):
+    for bad in (
+        {**env, "surprise": 1},
+        {**env, "status": "parked"},
+        {**env, "telemetry": {"wall_ms": 1.0}},
+        {**env, "output": [{"type": "html", "text": "x"}]},
+    ):
         with pytest.raises(ValidationError):
             validator.validate(bad)
 
@@ -66,12 +70,15 @@ def test_waiting_envelopes_and_their_status(client, validator):
         client.post(f"/v1/cells/{env['cell_id']}/cancel")
 
 
-@pytest.mark.parametrize(("code", "phase"), [
-    ("ls -la", "input"),  # refused by the source pre-check, before any worker
-    ("return (", "input"),  # a syntax error from the guest engine
-    ("null.boom", "guest"),
-    ("void fail({}); return 1", "bridge"),
-])
+@pytest.mark.parametrize(
+    ("code", "phase"),
+    [
+        ("ls -la", "input"),  # refused by the source pre-check, before any worker
+        ("return (", "input"),  # a syntax error from the guest engine
+        ("null.boom", "guest"),
+        ("void fail({}); return 1", "bridge"),
+    ],
+)
 def test_failed_envelope_of_each_phase(client, validator, code, phase):
     """A failed envelope of every failure phase matches the schema."""
     env = check(validator, run(client, code))
@@ -97,12 +104,15 @@ def test_running_status_during_a_leg(client, validator):
     assert env["status"] == "waiting", env
     poll_until(lambda: parked_calls_settled(client, env["cell_id"]), "the parked cell's tool call settles")
     box: dict[str, Any] = {}
-    leg = threading.Thread(target=lambda: box.setdefault(
-        "r", client.post(f"/v1/cells/{env['cell_id']}/wait", json={"timeout_ms": 20000})))
+    leg = threading.Thread(
+        target=lambda: box.setdefault("r", client.post(f"/v1/cells/{env['cell_id']}/wait", json={"timeout_ms": 20000}))
+    )
     leg.start()
     try:
-        running = poll_until(lambda: (s := client.get(f"/v1/cells/{env['cell_id']}").json())["status"] == "running"
-                             and s, "the wait leg reports running")
+        running = poll_until(
+            lambda: (s := client.get(f"/v1/cells/{env['cell_id']}").json())["status"] == "running" and s,
+            "the wait leg reports running",
+        )
         check(validator, running)
     finally:
         client.post(f"/v1/cells/{env['cell_id']}/cancel")

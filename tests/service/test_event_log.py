@@ -87,8 +87,13 @@ def test_status_events_only_on_change():
 def test_finished_logs_are_kept_for_a_while_within_a_byte_cap():
     """Retired logs stay findable (same tenant only) until events_retain_seconds pass or the byte cap evicts them."""
     now = [0.0]
-    logs = EventLogs(buffer_bytes=1 << 20, retain_seconds=60, retained_bytes=3 * (200 + EVENT_OVERHEAD_BYTES + LOG_OVERHEAD_BYTES),
-                     tenant_max_streams=2, clock=lambda: now[0])
+    logs = EventLogs(
+        buffer_bytes=1 << 20,
+        retain_seconds=60,
+        retained_bytes=3 * (200 + EVENT_OVERHEAD_BYTES + LOG_OVERHEAD_BYTES),
+        tenant_max_streams=2,
+        clock=lambda: now[0],
+    )
     for i in range(4):
         logs.open(f"cell_{i}", "t").output([text(i, size=170)])
         logs.retire(f"cell_{i}")

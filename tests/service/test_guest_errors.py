@@ -62,8 +62,7 @@ def test_syntax_error_runs_nothing(client):
     assert env["error"].startswith("SyntaxError at cell.js:2:")
 
 
-@pytest.mark.parametrize("code", ["ls -la", "pwd", "bash -c 'echo hi'", "cat notes.txt | grep todo",
-                                  "$ git status"])
+@pytest.mark.parametrize("code", ["ls -la", "pwd", "bash -c 'echo hi'", "cat notes.txt | grep todo", "$ git status"])
 def test_shell_like_source_is_invalid_input(client, code):
     """Shell-like source is refused as invalid_input with a hint that cells run JavaScript."""
     env = _failed(run(client, code))
@@ -78,13 +77,16 @@ def test_javascript_with_shell_words_still_runs(client):
     assert env["status"] == "completed" and env["value"] == 3, env
 
 
-@pytest.mark.parametrize("code", [
-    'const fs = require("fs"); return 1',
-    'const m = await import("fs"); return 1',
-    'import fs from "fs";\nreturn 1',
-    "export const a = 1;",
-    'const fs = requ\\u0069re("fs"); return 1',
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        'const fs = require("fs"); return 1',
+        'const m = await import("fs"); return 1',
+        'import fs from "fs";\nreturn 1',
+        "export const a = 1;",
+        'const fs = requ\\u0069re("fs"); return 1',
+    ],
+)
 def test_module_access_is_invalid_input(client, code):
     """require(...), import(...) and import/export are refused as module access before running."""
     env = _failed(run(client, code))

@@ -18,38 +18,54 @@ def test_no_process_require_or_module(client):
 
 def test_no_hidden_host_hook_on_global_object(client):
     """No own global name starts with `__` or `codemode`, and no engine host object is exposed."""
-    env = _completed(run(client, """
+    env = _completed(
+        run(
+            client,
+            """
         const names = Reflect.ownKeys(globalThis).map(String);
         const hidden = names.filter(n => n.startsWith("__") || n.toLowerCase().startsWith("codemode"));
         const host = ["std", "os", "print", "scriptArgs", "gc", "performance"].filter(n => n in globalThis);
         return {hidden, host}
-    """))
+    """,
+        )
+    )
     assert env["value"] == {"hidden": [], "host": []}
 
 
 def test_guest_cannot_forge_a_tool_reply(client):
     """Patching JSON.parse and Object.prototype.then does not change a real tool result."""
-    env = _completed(run(client, 'JSON.parse = () => ({echo: "forged"}); '
-                                 'Object.prototype.then = undefined; '
-                                 'const r = await echo({x: "real"}); return r.echo'))
+    env = _completed(
+        run(
+            client,
+            'JSON.parse = () => ({echo: "forged"}); '
+            "Object.prototype.then = undefined; "
+            'const r = await echo({x: "real"}); return r.echo',
+        )
+    )
     assert env["value"] == "real"
 
 
 def test_text_encoder_and_decoder_round_trip(client):
     """TextEncoder/TextDecoder exist and round-trip non-ASCII text as UTF-8."""
-    env = run(client, """
+    env = run(
+        client,
+        """
         if (typeof TextEncoder !== "function" || typeof TextDecoder !== "function")
             return {missing: [typeof TextEncoder, typeof TextDecoder]};
         const bytes = new TextEncoder().encode("h\\u00e9 \\u20ac");
         return {len: bytes.length, first: bytes[0], back: new TextDecoder().decode(bytes)};
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     assert env["value"] == {"len": 7, "first": 104, "back": "h\u00e9 \u20ac"}
 
 
 def test_settimeout_orders_by_delay_and_passes_arguments(client):
     """Timers fire in delay order, pass extra arguments, and clearTimeout stops one."""
-    env = _completed(run(client, """
+    env = _completed(
+        run(
+            client,
+            """
         const out = [];
         setTimeout((a, b) => out.push("late:" + a + b), 40, "x", "y");
         setTimeout(() => out.push("early"), 5);
@@ -57,21 +73,28 @@ def test_settimeout_orders_by_delay_and_passes_arguments(client):
         clearTimeout(c);
         await new Promise(r => setTimeout(r, 80));
         return out;
-    """))
+    """,
+        )
+    )
     assert env["value"] == ["early", "late:xy"]
     assert env["bridge_dispatch_started"] is False
 
 
 def test_settimeout_delay_normalisation_and_type_check(client):
     """Negative/NaN delays fire as 0 and a non-function callback throws TypeError."""
-    env = _completed(run(client, """
+    env = _completed(
+        run(
+            client,
+            """
         const out = [];
         setTimeout(() => out.push("neg"), -5);
         setTimeout(() => out.push("nan"), NaN);
         await new Promise(r => setTimeout(r, 10));
         try { setTimeout("code string", 1) } catch (e) { out.push(e.name) }
         return out;
-    """))
+    """,
+        )
+    )
     assert env["value"] == ["neg", "nan", "TypeError"]
 
 
@@ -101,13 +124,16 @@ def test_yield_control_without_reason_resolves_null_reason(client):
 
 def test_cleartimeout_of_timer_created_before_a_yield(client):
     """A timer created before yield_control can be cleared after the wait resumes the cell."""
-    env = run(client, """
+    env = run(
+        client,
+        """
         const t = setTimeout(() => text("fired"), 300);
         await yield_control("pause");
         clearTimeout(t);
         await new Promise(r => setTimeout(r, 450));
         return "cleared";
-    """)
+    """,
+    )
     assert env["status"] == "waiting", env
     r = client.post(f"/v1/cells/{env['cell_id']}/wait", json={"timeout_ms": 3000})
     done = r.json()
@@ -118,8 +144,9 @@ def test_cleartimeout_of_timer_created_before_a_yield(client):
 
 def test_outstanding_timers_do_not_hold_a_finished_cell(client):
     """A cell that returns with timers still pending completes at once and their callbacks never run."""
-    env = run(client, 'setTimeout(() => text("late"), 5000); setTimeout(() => text("later"), 9000); return 1',
-              timeout_ms=3000)
+    env = run(
+        client, 'setTimeout(() => text("late"), 5000); setTimeout(() => text("later"), 9000); return 1', timeout_ms=3000
+    )
     assert env["status"] == "completed" and env["value"] == 1, env
     assert env["output"] == []
     assert env["telemetry"]["wall_ms"] < 1000

@@ -49,18 +49,30 @@ def test_stack_frame_apis_never_reach_the_host_hook(client):
 def test_lone_surrogates_become_replacement_characters_everywhere(client):
     """text, json, values, keys, error messages, tool args, saved results and store values: U+FFFD, HTTP 200."""
     sid = "s-" + uuid.uuid4().hex[:16]
-    env = _raw(client, r"""
+    env = _raw(
+        client,
+        r"""
         text('a\ud800b'); json({['\udc00k']: ['\udfff']}); console.log('c\ud800', {k: '\udc00'});
         const echoed = await echo({x: 'e\ud800'});
         const ref = await results.save({['\ud800']: 's\udfff'});
         const loaded = await results.load(ref.id);
         await store('k', 'v\ud800');
         return {['\udfff']: '\ud800', echoed: echoed.echo, loaded, stored: await load('k'), pair: '\ud83d\ude00'};
-    """, session_id=sid)
-    assert env["output"] == [{"type": "text", "text": "a\ufffdb"}, {"type": "json", "value": {"\ufffdk": ["\ufffd"]}},
-                             {"type": "text", "text": 'c\ufffd {k: "\ufffd"}'}]
-    assert value_of(env) == {"\ufffd": "\ufffd", "echoed": "e\ufffd", "loaded": {"\ufffd": "s\ufffd"},
-                             "stored": "v\ufffd", "pair": "😀"}
+    """,
+        session_id=sid,
+    )
+    assert env["output"] == [
+        {"type": "text", "text": "a\ufffdb"},
+        {"type": "json", "value": {"\ufffdk": ["\ufffd"]}},
+        {"type": "text", "text": 'c\ufffd {k: "\ufffd"}'},
+    ]
+    assert value_of(env) == {
+        "\ufffd": "\ufffd",
+        "echoed": "e\ufffd",
+        "loaded": {"\ufffd": "s\ufffd"},
+        "stored": "v\ufffd",
+        "pair": "😀",
+    }
     failed = _raw(client, r"throw new Error('bad \ud800 message')")
     assert failed["status"] == "failed" and failed["code"] == "internal_error"
     assert failed["error"].startswith("Error: bad \ufffd message")
@@ -72,13 +84,20 @@ def test_too_deep_values_fail_cleanly(client):
     assert depth == 200 and leaf.startswith("[Nested too deep: values may nest at most 200 levels")
     env = _raw(client, DEEP + "json(v); return 1")
     assert _depth(env["output"][0]["value"])[0] == 200
-    refused = value_of(_raw(client, DEEP + """
+    refused = value_of(
+        _raw(
+            client,
+            DEEP
+            + """
         const out = [];
         for (const call of [() => echo({x: v}), () => results.save(v), () => store('deep', v)]) {
           try { await call(); out.push('accepted'); } catch (e) { out.push(e.name + ': ' + e.message); }
         }
         return out;
-    """, session_id="s-" + uuid.uuid4().hex[:16]))
+    """,
+            session_id="s-" + uuid.uuid4().hex[:16],
+        )
+    )
     assert len(refused) == 3
     for message in refused:
         assert message.startswith("TypeError: value is nested more than 200 levels deep"), message
@@ -86,7 +105,10 @@ def test_too_deep_values_fail_cleanly(client):
 
 def test_timers_over_the_cap_throw_and_no_callback_is_lost(client):
     """200 setTimeouts: the 129th throws RangeError; every timer that was made runs its callback."""
-    made, ran, thrown = value_of(_raw(client, """
+    made, ran, thrown = value_of(
+        _raw(
+            client,
+            """
         let made = 0, ran = 0, thrown = null;
         const waits = [];
         try {
@@ -100,7 +122,9 @@ def test_timers_over_the_cap_throw_and_no_callback_is_lost(client):
         } catch (e) { thrown = e.name + ': ' + e.message; }
         await Promise.all(waits);
         return [made, ran, thrown];
-    """))
+    """,
+        )
+    )
     assert made == ran == 128
     assert thrown.startswith("RangeError: too many host requests pending (limit 128")
 
@@ -108,17 +132,25 @@ def test_timers_over_the_cap_throw_and_no_callback_is_lost(client):
 GUEST_SIDE_FAILURES = {
     "burst of 40 x 1 MB results.save": (
         "const s = 'x'.repeat(1e6); const r = await Promise.allSettled(Array.from({length: 40}, () => results.save(s)));"
-        "return r.filter(x => x.status === 'rejected').map(x => x.reason.name)", "completed"),
+        "return r.filter(x => x.status === 'rejected').map(x => x.reason.name)",
+        "completed",
+    ),
     "error message with a lone surrogate": (r"throw new Error('x\ud800')", "failed"),
     "tool arguments nested 254 deep": (DEEP + "return await echo({x: v}).catch(e => e.name)", "completed"),
     "Array.prototype index setter": (
         "Object.defineProperty(Array.prototype, '1', {set(v) { throw new Error('no') }, configurable: true});"
-        "text('a'); text('b'); await results.save([1, 2]); return 1", "completed"),
+        "text('a'); text('b'); await results.save([1, 2]); return 1",
+        "completed",
+    ),
     "throwing Promise species in the host's start call": (
-        "Object.defineProperty(Promise.prototype, 'constructor', {get() { throw new Error('species') }})", "failed"),
+        "Object.defineProperty(Promise.prototype, 'constructor', {get() { throw new Error('species') }})",
+        "failed",
+    ),
     "throwing Object.prototype setter while a rejection is built": (
         "Object.defineProperty(Object.prototype, 'code', {set(v) { throw new Error('no') }, configurable: true});"
-        "return await results.load('result_missing').catch(e => e.code)", "completed"),
+        "return await results.load('result_missing').catch(e => e.code)",
+        "completed",
+    ),
 }
 
 
@@ -157,9 +189,16 @@ def lifted_guest_caps(monkeypatch: pytest.MonkeyPatch) -> None:
 
     async def lifted(self: Worker, message: dict[str, Any], attachments: list[bytes] | None = None) -> None:
         if message.get("t") == "run":
-            message = {**message, "config": {**message["config"], "maxRequestBytes": 10**12,
-                                             "maxPendingRequests": 10**6, "maxQueuedBytes": 10**12,
-                                             "maxQueuedRequests": 10**6}}
+            message = {
+                **message,
+                "config": {
+                    **message["config"],
+                    "maxRequestBytes": 10**12,
+                    "maxPendingRequests": 10**6,
+                    "maxQueuedBytes": 10**12,
+                    "maxQueuedRequests": 10**6,
+                },
+            }
         await send(self, message, attachments)
 
     monkeypatch.setattr(Worker, "send", lifted)
@@ -168,7 +207,9 @@ def lifted_guest_caps(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_host_enforces_request_bytes_when_guest_caps_are_lifted(tmp_path, lifted_guest_caps):
     """With the guest's cap lifted, a 2 MB results.save over max_request_bytes (1 MiB) still rejects catchably."""
     with make_client(tmp_path, max_request_bytes=1024 * 1024) as c:
-        message = value_of(_raw(c, "return await results.save('x'.repeat(2e6)).then(() => 'saved', e => e.name + ': ' + e.message)"))
+        message = value_of(
+            _raw(c, "return await results.save('x'.repeat(2e6)).then(() => 'saved', e => e.name + ': ' + e.message)")
+        )
         assert message.startswith("RangeError: request arguments are 2000004 bytes of JSON, over the 1048576-byte")
         assert value_of(_raw(c, "return (await results.save('x'.repeat(1000))).bytes")) == 1002
 
@@ -176,11 +217,19 @@ def test_host_enforces_request_bytes_when_guest_caps_are_lifted(tmp_path, lifted
 def test_host_enforces_pending_cap_when_guest_caps_are_lifted(tmp_path, lifted_guest_caps):
     """Lifted guest caps: tool calls past max_pending_requests reject with RangeError; a refused timer fails the cell."""
     with make_client(tmp_path, max_pending_requests=8) as c:
-        names = value_of(_raw(c, """
+        names = value_of(
+            _raw(
+                c,
+                """
             const r = await Promise.allSettled(Array.from({length: 12}, (_, i) => echo({x: i, delay: 0.05})));
             return r.map(x => x.status === 'fulfilled' ? 'ok' : x.reason.name);
-        """))
+        """,
+            )
+        )
         assert names.count("ok") == 8 and names.count("RangeError") == 4
-        env = _raw(c, "for (let i = 0; i < 12; i++) setTimeout(() => {}, 20); await new Promise(r => setTimeout(r, 50)); return 1")
+        env = _raw(
+            c,
+            "for (let i = 0; i < 12; i++) setTimeout(() => {}, 20); await new Promise(r => setTimeout(r, 50)); return 1",
+        )
         assert env["status"] == "failed", env
         assert "too many host requests in flight (limit 8)" in env["error"]

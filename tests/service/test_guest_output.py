@@ -32,8 +32,9 @@ def test_return_value_is_the_envelope_value(client):
 
 def test_text_json_and_console_share_one_ordered_stream(client):
     """text, json and console.* entries appear in call order."""
-    env = _completed(run(client, 'text("a"); console.log("b", 1, {x: 2}); json({y: 1}); console.warn("w"); '
-                                 'text("z"); return 3'))
+    env = _completed(
+        run(client, 'text("a"); console.log("b", 1, {x: 2}); json({y: 1}); console.warn("w"); text("z"); return 3')
+    )
     assert env["output"] == [
         {"type": "text", "text": "a"},
         {"type": "text", "text": "b 1 {x: 2}"},
@@ -55,8 +56,13 @@ def test_text_encodes_non_strings_as_json(client):
 
 def test_console_levels_are_prefixed(client):
     """console.warn/error/debug prefix their level; log/info do not."""
-    env = _completed(run(client, 'console.log("l"); console.info("i"); console.warn("w"); '
-                                 'console.error("e"); console.debug("d"); return typeof console.table'))
+    env = _completed(
+        run(
+            client,
+            'console.log("l"); console.info("i"); console.warn("w"); '
+            'console.error("e"); console.debug("d"); return typeof console.table',
+        )
+    )
     assert [e["text"] for e in env["output"]] == ["l", "i", "[warn] w", "[error] e", "[debug] d"]
     assert env["value"] == "undefined"
 
@@ -74,8 +80,13 @@ def test_console_call_shows_at_most_100_values(client):
 
 def test_console_total_cap_marks_truncation_once_then_drops(client):
     """Past the console budget one truncation marker is emitted and later console calls vanish."""
-    env = _completed(run(client, 'for (let i = 0; i < 3000; i++) console.log("line " + i, "x".repeat(20)); '
-                                 'console.log("late"); console.error("late too"); text("after"); return 1'))
+    env = _completed(
+        run(
+            client,
+            'for (let i = 0; i < 3000; i++) console.log("line " + i, "x".repeat(20)); '
+            'console.log("late"); console.error("late too"); text("after"); return 1',
+        )
+    )
     texts = [e["text"] for e in env["output"]]
     assert texts.count(TRUNCATED) == 1
     assert texts[-2:] == [TRUNCATED, "after"]  # text() is not console: it still lands
@@ -87,8 +98,13 @@ def test_console_total_cap_marks_truncation_once_then_drops(client):
 
 def test_console_never_throws_on_hostile_values(client):
     """console.error with throwing getters, cycles, symbols, bigints and functions does not throw."""
-    env = _completed(run(client, 'const o = {get x() { throw new Error("g") }}; o.self = o; '
-                                 'console.error(o, Symbol("s"), 10n, () => 1); return "alive"'))
+    env = _completed(
+        run(
+            client,
+            'const o = {get x() { throw new Error("g") }}; o.self = o; '
+            'console.error(o, Symbol("s"), 10n, () => 1); return "alive"',
+        )
+    )
     assert env["value"] == "alive"
     text = env["output"][0]["text"]
     assert text.startswith("[error] ")
@@ -97,9 +113,14 @@ def test_console_never_throws_on_hostile_values(client):
 
 def test_console_clips_long_strings(client):
     """A console message is clipped to at most 4096 UTF-16 units (plus an ellipsis)."""
-    env = _completed(run(client, 'console.log("a".repeat(600), "b".repeat(600), "c".repeat(600), '
-                                 '"d".repeat(600), "e".repeat(600), "f".repeat(600), "g".repeat(600), '
-                                 '"h".repeat(600)); return 1'))
+    env = _completed(
+        run(
+            client,
+            'console.log("a".repeat(600), "b".repeat(600), "c".repeat(600), '
+            '"d".repeat(600), "e".repeat(600), "f".repeat(600), "g".repeat(600), '
+            '"h".repeat(600)); return 1',
+        )
+    )
     text = env["output"][0]["text"]
     assert len(text) <= 4097
     assert "a" * 600 not in text  # each string is clipped to 512 units
@@ -110,15 +131,20 @@ def test_console_clips_long_strings(client):
 
 def test_unawaited_promise_serialises_as_the_fixed_string(client):
     """An unawaited Promise in the value or in json() becomes the fixed advice string."""
-    env = _completed(run(client, 'const p = Promise.resolve(1); json({p}); return {p, list: [p]}'))
+    env = _completed(run(client, "const p = Promise.resolve(1); json({p}); return {p, list: [p]}"))
     assert env["value"] == {"p": UNAWAITED, "list": [UNAWAITED]}
     assert env["output"] == [{"type": "json", "value": {"p": UNAWAITED}}]
 
 
 def test_error_serialises_as_name_message_and_own_fields_without_tojson(client):
     """An Error becomes {name, message, ...own fields}; its toJSON is not called."""
-    env = _completed(run(client, 'const e = new RangeError("boom"); e.code = "E1"; e.count = 7; '
-                                 'e.toJSON = () => "TOJSON RAN"; json(e); return {e}'))
+    env = _completed(
+        run(
+            client,
+            'const e = new RangeError("boom"); e.code = "E1"; e.count = 7; '
+            'e.toJSON = () => "TOJSON RAN"; json(e); return {e}',
+        )
+    )
     expected = {"name": "RangeError", "message": "boom", "code": "E1", "count": 7}
     assert env["value"] == {"e": expected}
     assert env["output"] == [{"type": "json", "value": expected}]
@@ -126,8 +152,13 @@ def test_error_serialises_as_name_message_and_own_fields_without_tojson(client):
 
 def test_allsettled_rejection_reasons_serialise_as_errors(client):
     """Promise.allSettled reasons that are Errors serialise as {name, message, ...}."""
-    env = _completed(run(client, 'const e = new TypeError("t"); e.toJSON = () => "no"; '
-                                 'return await Promise.allSettled([Promise.reject(e), Promise.resolve(2)])'))
+    env = _completed(
+        run(
+            client,
+            'const e = new TypeError("t"); e.toJSON = () => "no"; '
+            "return await Promise.allSettled([Promise.reject(e), Promise.resolve(2)])",
+        )
+    )
     assert env["value"] == [
         {"status": "rejected", "reason": {"name": "TypeError", "message": "t"}},
         {"status": "fulfilled", "value": 2},
@@ -136,8 +167,7 @@ def test_allsettled_rejection_reasons_serialise_as_errors(client):
 
 def test_literal_proto_key_survives_value_and_json(client):
     """A literal "__proto__" data key survives in the value and in json() output."""
-    env = _completed(run(client, "const v = JSON.parse('{\"nested\":[1],\"__proto__\":\"data\"}'); "
-                                 "json(v); return v"))
+    env = _completed(run(client, 'const v = JSON.parse(\'{"nested":[1],"__proto__":"data"}\'); json(v); return v'))
     assert env["value"] == {"nested": [1], "__proto__": "data"}
     assert env["output"] == [{"type": "json", "value": {"nested": [1], "__proto__": "data"}}]
 
@@ -150,9 +180,14 @@ def test_typed_arrays_serialise_index_keyed(client):
 
 def test_final_value_never_calls_user_tojson_nor_starts_tools(client):
     """Returning an object with a toJSON never runs it, so its tool call never starts."""
-    env = _completed(run(client, 'globalThis.flag = false; '
-                                 'return {a: 1, toJSON() { globalThis.flag = true; text("ran"); '
-                                 'echo({x: 1}); return "replaced"; }}'))
+    env = _completed(
+        run(
+            client,
+            "globalThis.flag = false; "
+            'return {a: 1, toJSON() { globalThis.flag = true; text("ran"); '
+            'echo({x: 1}); return "replaced"; }}',
+        )
+    )
     assert env["value"] == {"a": 1}
     assert env["output"] == []
     assert env["bridge_dispatch_started"] is False
@@ -183,7 +218,10 @@ def test_cyclic_value_does_not_fail_the_cell(client):
 
 def test_output_entries_past_the_cap_throw_a_catchable_range_error(client):
     """The 10,001st text()/json() throws a RangeError saying to join text; earlier output is kept."""
-    env = _completed(run(client, """
+    env = _completed(
+        run(
+            client,
+            """
         for (let i = 0; i < 10000; i++) text(i % 1000 === 0 ? String(i) : "");
         const refused = [];
         for (const emit of [() => text("late"), () => json({late: true})]) {
@@ -191,7 +229,10 @@ def test_output_entries_past_the_cap_throw_a_catchable_range_error(client):
         }
         console.log("dropped, not thrown");
         return refused;
-    """, max_output_bytes=1024 * 1024))
+    """,
+            max_output_bytes=1024 * 1024,
+        )
+    )
     for name, message in env["value"]:
         assert name == "RangeError" and "too many output entries (limit 10000 per cell)" in message
         assert "join text" in message

@@ -130,8 +130,18 @@ def test_finished_summary_keeps_a_bounded_error(svc, char):
     r = svc.get(f"/v1/cells/{env['cell_id']}")
     assert r.status_code == 200
     summary = r.json()
-    assert set(summary) <= {"status", "cell_id", "error", "code", "failure_phase", "warnings",
-                            "bridge_dispatch_started", "replay_safe", "untrusted_content", "telemetry"}
+    assert set(summary) <= {
+        "status",
+        "cell_id",
+        "error",
+        "code",
+        "failure_phase",
+        "warnings",
+        "bridge_dispatch_started",
+        "replay_safe",
+        "untrusted_content",
+        "telemetry",
+    }
     assert summary["status"] == "failed" and summary["code"] == env["code"]
     assert summary["error"].startswith("Error: " + char * 10)
     assert summary["error"].endswith("[error truncated]")
@@ -151,8 +161,11 @@ def stored_keys(client: TestClient, sid: str) -> list[str]:
     return [entry["key"] for entry in r.json()["keys"]]
 
 
-@pytest.mark.parametrize("result", ['"\\ud800"', "nested(300)", "{k: ['a\\udfffb']}"],
-                         ids=["lone-surrogate", "nested-300", "surrogate-in-object"])
+@pytest.mark.parametrize(
+    "result",
+    ['"\\ud800"', "nested(300)", "{k: ['a\\udfffb']}"],
+    ids=["lone-surrogate", "nested-300", "surrogate-in-object"],
+)
 def test_store_commits_only_with_a_sent_result(store_svc, result):
     """A cell that stores, then returns something hard to encode, answers 200; its write is committed
     exactly when the answer says completed (never on a failed or unsent answer)."""

@@ -36,8 +36,12 @@ def test_infinite_loop_times_out(client):
 
 def test_memory_bomb_hits_memory_limit(client):
     """Growing an array without bound under an 8 MiB heap fails with memory_limit_exceeded."""
-    env = run(client, 'const a = []; while (true) a.push("x".repeat(1e5) + a.length);',
-              memory_limit_bytes=8 * 1024 * 1024, timeout_ms=3000)
+    env = run(
+        client,
+        'const a = []; while (true) a.push("x".repeat(1e5) + a.length);',
+        memory_limit_bytes=8 * 1024 * 1024,
+        timeout_ms=3000,
+    )
     assert env["status"] == "failed" and env["code"] == "memory_limit_exceeded", env
     _still_serves(client)
 
@@ -92,12 +96,15 @@ def test_twelve_concurrent_cells_do_not_see_each_others_globals(client):
     results: dict[int, Any] = {}
 
     def one(i: int) -> None:
-        results[i] = run(client, f"""
+        results[i] = run(
+            client,
+            f"""
             const before = typeof globalThis.mark;
             globalThis.mark = {i};
             await new Promise(r => setTimeout(r, 100));
             return [before, globalThis.mark];
-        """)
+        """,
+        )
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
     for t in threads:
@@ -115,12 +122,16 @@ def test_twelve_concurrent_cells_do_not_see_each_others_globals(client):
 
 def test_request_flood_is_refused_in_the_guest_and_service_keeps_serving(client):
     """A synchronous burst of 20,000 timers is cut at max_pending_requests (128) with a catchable RangeError."""
-    env = run(client, """
+    env = run(
+        client,
+        """
     let refused = null, made = 0;
     try { for (let i = 0; i < 20000; i++) { setTimeout(() => {}, 5); made++; } }
     catch (e) { refused = e.name + ": " + e.message; }
     return [made, refused];
-    """, timeout_ms=3000)
+    """,
+        timeout_ms=3000,
+    )
     assert env["status"] == "completed", env
     made, refused = env["value"]
     assert made == 128
@@ -162,4 +173,6 @@ def test_guest_code_runs_at_a_lower_priority_than_the_service(tmp_path):
             assert run(c, "return 1")["value"] == 1
             pids = [w.pid for w in c.app.state.services.pool.workers()]
             assert pids and all(os.getpriority(os.PRIO_PROCESS, pid) == expected for pid in pids), (
-                setting, [os.getpriority(os.PRIO_PROCESS, pid) for pid in pids])
+                setting,
+                [os.getpriority(os.PRIO_PROCESS, pid) for pid in pids],
+            )

@@ -35,9 +35,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer,
     finally:
         probe.stop()
         lat = [lat for _, lat in probe.samples]
-        print(f"\n/healthz during the corpus: {len(lat)} probes, p50 {percentile(lat, 0.5) * 1000:.1f} ms, "
-              f"p99 {percentile(lat, 0.99) * 1000:.1f} ms, max {max(lat, default=0) * 1000:.0f} ms, "
-              f"service restarts after stalls: {server.restarts}")
+        print(
+            f"\n/healthz during the corpus: {len(lat)} probes, p50 {percentile(lat, 0.5) * 1000:.1f} ms, "
+            f"p99 {percentile(lat, 0.99) * 1000:.1f} ms, max {max(lat, default=0) * 1000:.0f} ms, "
+            f"service restarts after stalls: {server.restarts}"
+        )
         server.stop()
 
 
@@ -60,8 +62,9 @@ def _pool(server: LiveServer) -> dict[str, float] | None:
     deadline = time.monotonic() + 5.0
     while True:
         try:
-            r = httpx.get(server.base + "/metrics", headers={"authorization": "Bearer " + TENANT_KEYS["alpha"]},
-                          timeout=2.0)
+            r = httpx.get(
+                server.base + "/metrics", headers={"authorization": "Bearer " + TENANT_KEYS["alpha"]}, timeout=2.0
+            )
         except httpx.HTTPError:
             return None
         if r.status_code != 200:
@@ -76,6 +79,7 @@ def _pool(server: LiveServer) -> dict[str, float] | None:
 
 def _warm_alpha(server: LiveServer) -> None:
     """Give tenant alpha its idle workers first, so a later count of retired workers is the case's doing."""
+
     async def warm() -> None:
         async with httpx.AsyncClient(base_url=server.base, timeout=10.0) as http:
             caller = _caller(http, server)
@@ -121,15 +125,38 @@ def test_corpus_is_large_and_covers_issue_8() -> None:
     """At least 60 cases, including one for each attack issue 8 lists."""
     ids = {c.id for c in CASES}
     assert len(ids) >= 60
-    for needed in ("precheck_shell_27_words", "precheck_newlines_20k", "precheck_unclosed_regex_8k",
-                   "schema_remote_ref_http", "schema_file_ref_dev_zero", "schema_redos_pattern_26",
-                   "schema_allof_ref_bomb_16", "schema_50k_properties", "search_6mb_query", "output_400k_empty_texts",
-                   "client_tool_pending_huge_arguments", "error_8mb_message", "hook_hunt_top_level",
-                   "surrogate_return_high", "deep_return_254", "store_then_surrogate_return", "timers_200_at_10ms",
-                   "results_save_burst_40x1mb", "patch_array_prototype_index_setter", "patch_json_methods",
-                   "runaway_infinite_loop", "runaway_memory_bomb", "runaway_deep_recursion", "runaway_huge_string",
-                   "runaway_bigint_native_op", "body_3mb_chunked", "body_json_5000_deep",
-                   "unauthenticated_10mb_bodies_x12", "path_session_id_newline", "slow_headers_do_not_hold_the_service"):
+    for needed in (
+        "precheck_shell_27_words",
+        "precheck_newlines_20k",
+        "precheck_unclosed_regex_8k",
+        "schema_remote_ref_http",
+        "schema_file_ref_dev_zero",
+        "schema_redos_pattern_26",
+        "schema_allof_ref_bomb_16",
+        "schema_50k_properties",
+        "search_6mb_query",
+        "output_400k_empty_texts",
+        "client_tool_pending_huge_arguments",
+        "error_8mb_message",
+        "hook_hunt_top_level",
+        "surrogate_return_high",
+        "deep_return_254",
+        "store_then_surrogate_return",
+        "timers_200_at_10ms",
+        "results_save_burst_40x1mb",
+        "patch_array_prototype_index_setter",
+        "patch_json_methods",
+        "runaway_infinite_loop",
+        "runaway_memory_bomb",
+        "runaway_deep_recursion",
+        "runaway_huge_string",
+        "runaway_bigint_native_op",
+        "body_3mb_chunked",
+        "body_json_5000_deep",
+        "unauthenticated_10mb_bodies_x12",
+        "path_session_id_newline",
+        "slow_headers_do_not_hold_the_service",
+    ):
         assert needed in ids, needed
 
 
@@ -158,8 +185,10 @@ def test_concurrent_hostile_mix_keeps_healthz_fast(live: tuple[LiveServer, Healt
     lat = probe.latencies_between(started, ended)
     worst = probe.worst_between(started, ended)
     p99 = percentile(lat, 0.99)
-    print(f"\nconcurrent hostile mix: {len(mix) * 2} cases in {ended - started:.1f}s, "
-          f"/healthz p99 {p99 * 1000:.1f} ms, max {worst * 1000:.0f} ms over {len(lat)} probes")
+    print(
+        f"\nconcurrent hostile mix: {len(mix) * 2} cases in {ended - started:.1f}s, "
+        f"/healthz p99 {p99 * 1000:.1f} ms, max {worst * 1000:.0f} ms over {len(lat)} probes"
+    )
     server_errors = [s for s in statuses if s >= 500 and s != 503]
     healthy = server.answers(2.0)
     if not healthy:
@@ -176,8 +205,10 @@ def test_check_answer_refuses_what_the_contract_forbids() -> None:
     def ans(status: int, raw: bytes, path: str = "/v1/exec") -> Answer:
         return Answer("POST", path, status, raw, None, 0.0, httpx.Headers())
 
-    ok_env = (b'{"status":"completed","cell_id":"cell_1","value":1,"output":[],"bridge_dispatch_started":false,'
-              b'"replay_safe":true,"telemetry":{}}')
+    ok_env = (
+        b'{"status":"completed","cell_id":"cell_1","value":1,"output":[],"bridge_dispatch_started":false,'
+        b'"replay_safe":true,"telemetry":{}}'
+    )
     check_answer(ans(200, ok_env))
     check_answer(ans(422, b'{"error":{"code":"invalid_request","message":"m","error_type":"recoverable"}}'))
     check_answer(ans(503, b'{"error":{"code":"overloaded","message":"m","error_type":"transient"}}'), capacity_ok=True)

@@ -40,17 +40,20 @@ def test_exec_body_just_under_the_cap_is_not_413(client):
     assert r.status_code == 200, r.text[:300]
 
 
-@pytest.mark.parametrize("body,param", [
-    ({"code": "return 1", "timeout_ms": 5}, "timeout_ms"),
-    ({"code": "return 1", "timeout_ms": 60001}, "timeout_ms"),
-    ({"code": "return 1", "memory_limit_bytes": 1000}, "memory_limit_bytes"),
-    ({"code": "return 1", "max_output_bytes": 10}, "max_output_bytes"),
-    ({"code": "   "}, "code"),
-    ({}, "code"),
-    ({"code": "return 1", "session_id": "bad id!"}, "session_id"),
-    ({"code": "return 1", "title": "t" * 121}, "title"),
-    ({"code": "return 1", "surprise": True}, "surprise"),
-])
+@pytest.mark.parametrize(
+    "body,param",
+    [
+        ({"code": "return 1", "timeout_ms": 5}, "timeout_ms"),
+        ({"code": "return 1", "timeout_ms": 60001}, "timeout_ms"),
+        ({"code": "return 1", "memory_limit_bytes": 1000}, "memory_limit_bytes"),
+        ({"code": "return 1", "max_output_bytes": 10}, "max_output_bytes"),
+        ({"code": "   "}, "code"),
+        ({}, "code"),
+        ({"code": "return 1", "session_id": "bad id!"}, "session_id"),
+        ({"code": "return 1", "title": "t" * 121}, "title"),
+        ({"code": "return 1", "surprise": True}, "surprise"),
+    ],
+)
 def test_bad_exec_field_is_422_naming_it(client, body, param):
     """A bad exec field answers 422 whose need_param names the field."""
     err = _error(client.post("/v1/exec", json=body), 422)

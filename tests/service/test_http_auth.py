@@ -32,10 +32,22 @@ def _non_loopback_address() -> str | None:
 def uvicorn_on_all_interfaces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """Plain `uvicorn --factory service.http.app:app_factory --host 0.0.0.0`, no API keys (issue 9's case)."""
     port = free_port()
-    argv = [sys.executable, "-m", "uvicorn", "--factory", "service.http.app:app_factory", "--host", "0.0.0.0",
-            "--port", str(port), "--log-level", "warning"]
-    with live_process(argv, f"http://127.0.0.1:{port}/healthz", tmp_path_factory.mktemp("peer"),
-                      env={"CODEMODE_WORKERS": "1"}):
+    argv = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        "service.http.app:app_factory",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    with live_process(
+        argv, f"http://127.0.0.1:{port}/healthz", tmp_path_factory.mktemp("peer"), env={"CODEMODE_WORKERS": "1"}
+    ):
         yield port
 
 
@@ -53,11 +65,21 @@ def test_without_keys_a_non_loopback_peer_is_refused_by_the_app(uvicorn_on_all_i
     assert ok.status_code == 200 and ok.json()["value"] == 42
 
 
-@pytest.mark.parametrize("client, loopback", [
-    (("127.0.0.1", 1), True), (("127.8.9.1", 1), True), (("::1", 1), True), (("::ffff:127.0.0.1", 1), True),
-    (None, True), (("192.0.2.2", 1), False), (("10.0.0.1", 1), False), (("::ffff:10.0.0.1", 1), False),
-    (("fd00::2", 1), False), (("not-an-address", 1), False),
-])
+@pytest.mark.parametrize(
+    "client, loopback",
+    [
+        (("127.0.0.1", 1), True),
+        (("127.8.9.1", 1), True),
+        (("::1", 1), True),
+        (("::ffff:127.0.0.1", 1), True),
+        (None, True),
+        (("192.0.2.2", 1), False),
+        (("10.0.0.1", 1), False),
+        (("::ffff:10.0.0.1", 1), False),
+        (("fd00::2", 1), False),
+        (("not-an-address", 1), False),
+    ],
+)
 def test_loopback_peer_classification(client, loopback):
     assert is_loopback_peer(client) is loopback
 

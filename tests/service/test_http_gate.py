@@ -36,11 +36,13 @@ READ_TIMEOUT_S = 2
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    env = {"CODEMODE_HEADER_READ_TIMEOUT_SECONDS": str(READ_TIMEOUT_S),
-           "CODEMODE_BODY_READ_TIMEOUT_SECONDS": str(READ_TIMEOUT_S),
-           "CODEMODE_KEEP_ALIVE_TIMEOUT_SECONDS": "1",
-           "CODEMODE_MAX_CONNECTIONS": str(MAX_CONNECTIONS),
-           "CODEMODE_METRICS_REQUIRE_KEY": "true"}
+    env = {
+        "CODEMODE_HEADER_READ_TIMEOUT_SECONDS": str(READ_TIMEOUT_S),
+        "CODEMODE_BODY_READ_TIMEOUT_SECONDS": str(READ_TIMEOUT_S),
+        "CODEMODE_KEEP_ALIVE_TIMEOUT_SECONDS": "1",
+        "CODEMODE_MAX_CONNECTIONS": str(MAX_CONNECTIONS),
+        "CODEMODE_METRICS_REQUIRE_KEY": "true",
+    }
     with codemode_serve(tmp_path_factory.mktemp("gate"), env=env, config=KEYS) as url:
         yield url
 
@@ -58,7 +60,9 @@ def _read_response(s: socket.socket) -> tuple[int, dict]:
         assert chunk, f"connection closed without an answer: {data!r}"
         data += chunk
     head, _, rest = data.partition(b"\r\n\r\n")
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    length = int(
+        next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    )
     while len(rest) < length:
         rest += s.recv(65536)
     return int(head.split(b" ")[1]), json.loads(rest[:length])
@@ -86,8 +90,10 @@ def _error(r: httpx.Response, status: int) -> dict:
 def test_unauthenticated_body_is_refused_before_it_is_sent(base):
     """401 arrives while a declared 10 MB wait body has not been sent at all: nothing was read or parsed."""
     with _connect(base) as s:
-        s.sendall(b"POST /v1/cells/cell_x/wait HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: 10485760\r\n\r\n")
+        s.sendall(
+            b"POST /v1/cells/cell_x/wait HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 10485760\r\n\r\n"
+        )
         status, body = _read_response(s)
     assert status == 401 and body["error"]["code"] == "unauthorized"
 
@@ -95,8 +101,10 @@ def test_unauthenticated_body_is_refused_before_it_is_sent(base):
 def test_declared_oversized_body_is_413_before_it_is_sent(base):
     """An authenticated exec declaring 3 MB is refused from its headers alone."""
     with _connect(base) as s:
-        s.sendall(b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-alpha\r\n"
-                  b"Content-Type: application/json\r\nContent-Length: 3145728\r\n\r\n")
+        s.sendall(
+            b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-alpha\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 3145728\r\n\r\n"
+        )
         status, body = _read_response(s)
     assert status == 413
     assert body["error"]["error_type"] == "recoverable" and "2097152-byte cap" in body["error"]["message"]
@@ -108,7 +116,7 @@ def test_chunked_body_over_the_cap_is_413(base):
 
     def chunks() -> Iterator[bytes]:
         for i in range(0, len(payload), 65536):
-            yield payload[i:i + 65536]
+            yield payload[i : i + 65536]
 
     r = httpx.post(base + "/v1/exec", content=chunks(), headers={**ALPHA, **JSON}, timeout=30)
     assert "content-length" not in r.request.headers
@@ -128,7 +136,7 @@ def test_5000_deep_body_is_422_recoverable(base):
 def test_body_nesting_cap_is_128(base, depth, status):
     """A wait body nested exactly 128 deep is accepted (the cell is unknown: 404); 129 is 422."""
     inner = depth - 3  # {tool_results: [{value: ...}]}
-    body = (b'{"tool_results":[{"id":"req_1","ok":true,"value":' + b"[" * inner + b"]" * inner + b"}]}")
+    body = b'{"tool_results":[{"id":"req_1","ok":true,"value":' + b"[" * inner + b"]" * inner + b"}]}"
     r = httpx.post(base + "/v1/cells/cell_x/wait", content=body, headers={**ALPHA, **JSON})
     assert r.status_code == status, r.text
 
@@ -139,14 +147,17 @@ def test_malformed_json_is_422_naming_the_body(base):
     assert "not valid JSON" in err["message"]
 
 
-@pytest.mark.parametrize("method, path, param", [
-    ("GET", "/v1/sessions/abc%0A/store", "session_id"),
-    ("DELETE", "/v1/sessions/abc%0A", "session_id"),
-    ("DELETE", "/v1/sessions/s1/runs/r%0A", "run_id"),
-    ("GET", "/v1/cells/cell%0A", "cell_id"),
-    ("POST", "/v1/cells/cell%0A/cancel", "cell_id"),
-    ("GET", "/v1/catalog?session_id=abc%0A", "session_id"),
-])
+@pytest.mark.parametrize(
+    "method, path, param",
+    [
+        ("GET", "/v1/sessions/abc%0A/store", "session_id"),
+        ("DELETE", "/v1/sessions/abc%0A", "session_id"),
+        ("DELETE", "/v1/sessions/s1/runs/r%0A", "run_id"),
+        ("GET", "/v1/cells/cell%0A", "cell_id"),
+        ("POST", "/v1/cells/cell%0A/cancel", "cell_id"),
+        ("GET", "/v1/catalog?session_id=abc%0A", "session_id"),
+    ],
+)
 def test_path_ids_are_checked_like_body_ids(base, method, path, param):
     """An id with a trailing newline is 422 in a path or query, as it is in a body."""
     err = _error(httpx.request(method, base + path, headers=ALPHA), 422)
@@ -155,8 +166,7 @@ def test_path_ids_are_checked_like_body_ids(base, method, path, param):
 
 def test_lone_surrogates_become_replacement_characters(base):
     """A value and an output line with lone surrogates answer 200 with strict UTF-8 and U+FFFD."""
-    r = httpx.post(base + "/v1/exec", json={"code": "text('a\\ud800b'); return {'\\udfff': '\\udc00x'}"},
-                   headers=ALPHA)
+    r = httpx.post(base + "/v1/exec", json={"code": "text('a\\ud800b'); return {'\\udfff': '\\udc00x'}"}, headers=ALPHA)
     assert r.status_code == 200, r.text
     env = json.loads(r.content.decode("utf-8", errors="strict"))
     assert env["status"] == "completed", env
@@ -177,8 +187,10 @@ def test_silent_connection_is_closed_within_the_timeout(base):
 
 def test_half_sent_body_is_closed_within_the_timeout(base):
     with _connect(base) as s:
-        s.sendall(b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-alpha\r\n"
-                  b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"code\":")
+        s.sendall(
+            b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-alpha\r\n"
+            b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"code":'
+        )
         _closed_within(s, READ_TIMEOUT_S + 5)
 
 
@@ -226,8 +238,10 @@ def test_at_the_cap_with_every_connection_in_a_request_new_ones_are_refused(base
     try:
         for s in held:
             # "100 Continue" comes back once the server parsed the headers and waits for the body.
-            s.sendall(b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-alpha\r\n"
-                      b"Content-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
+            s.sendall(
+                b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-alpha\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+            )
             assert s.recv(100).startswith(b"HTTP/1.1 100")
         with _connect(base) as extra:
             assert _closed_within(extra, READ_TIMEOUT_S) < READ_TIMEOUT_S / 2
@@ -265,15 +279,20 @@ def test_large_tool_result_reaches_the_guest_without_holding_the_loop(base):
     holds the server's event loop for half a second (it is decoded off the loop)."""
     tools = [{"name": "rows", "input_schema": {"type": "object"}}]
     code = "const r = await rows({}); return [r.length, r[0].k, r[r.length - 1].k]"
-    r = httpx.post(base + "/v1/exec", json={"code": code, "client_tools": tools, "memory_limit_bytes": 512 * 2**20,
-                                            "timeout_ms": 20000}, headers=ALPHA, timeout=30)
+    r = httpx.post(
+        base + "/v1/exec",
+        json={"code": code, "client_tools": tools, "memory_limit_bytes": 512 * 2**20, "timeout_ms": 20000},
+        headers=ALPHA,
+        timeout=30,
+    )
     env = r.json()
     assert env["status"] == "waiting", env
     call_id = env["pending_tool_calls"][0]["id"]
     n = 9 * 2**20 // 8
     rows = [{"k": 1}] * (n - 1) + [{"k": 2}]
-    body = json.dumps({"tool_results": [{"id": call_id, "ok": True, "value": rows}], "timeout_ms": 20000},
-                      separators=(",", ":")).encode()
+    body = json.dumps(
+        {"tool_results": [{"id": call_id, "ok": True, "value": rows}], "timeout_ms": 20000}, separators=(",", ":")
+    ).encode()
     before = _lag_over(base, "0.5")
     r = httpx.post(f"{base}/v1/cells/{env['cell_id']}/wait", content=body, headers={**ALPHA, **JSON}, timeout=60)
     assert r.status_code == 200, r.text

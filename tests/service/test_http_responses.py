@@ -103,8 +103,14 @@ def test_loop_lag_is_exported_while_the_app_runs(app_client):
     deadline = time.monotonic() + 10
     while True:
         text = app_client.get("/metrics").text
-        count = next((float(line.split()[-1]) for line in text.splitlines()
-                      if line.startswith("codemode_event_loop_lag_seconds_count")), 0.0)
+        count = next(
+            (
+                float(line.split()[-1])
+                for line in text.splitlines()
+                if line.startswith("codemode_event_loop_lag_seconds_count")
+            ),
+            0.0,
+        )
         if count > 0:
             break
         assert time.monotonic() < deadline, "no loop lag observation within 10 s"

@@ -31,10 +31,15 @@ async def _counted_page(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
 
 
 COUNTED = ToolSpec(
-    name="counted_page", description="Returns size bytes and counts its runs.", execute=_counted_page,
-    input_schema={"type": "object", "required": ["size", "page"],
-                  "properties": {"size": {"type": "integer"}, "page": {"type": "integer"},
-                                 "delay": {"type": "number"}}})
+    name="counted_page",
+    description="Returns size bytes and counts its runs.",
+    execute=_counted_page,
+    input_schema={
+        "type": "object",
+        "required": ["size", "page"],
+        "properties": {"size": {"type": "integer"}, "page": {"type": "integer"}, "delay": {"type": "number"}},
+    },
+)
 
 
 async def _wide_text(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
@@ -42,9 +47,12 @@ async def _wide_text(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
     return "é" * int(params["chars"])
 
 
-WIDE = ToolSpec(name="wide_text", description="Returns chars characters of two-byte UTF-8 text.",
-                execute=_wide_text, input_schema={"type": "object", "required": ["chars"],
-                                                  "properties": {"chars": {"type": "integer"}}})
+WIDE = ToolSpec(
+    name="wide_text",
+    description="Returns chars characters of two-byte UTF-8 text.",
+    execute=_wide_text,
+    input_schema={"type": "object", "required": ["chars"], "properties": {"chars": {"type": "integer"}}},
+)
 
 
 def _client(tmp: Any, **overrides: Any) -> TestClient:

@@ -30,8 +30,11 @@ def _in_thread(fn) -> tuple[threading.Thread, dict[str, Any]]:
 
 def test_promise_all_over_tools_settles_out_of_order(client):
     """Promise.all over tool calls that finish out of order gives results in call order."""
-    env = run(client, "const r = await Promise.all([echo({x: 1, delay: 0.2}), echo({x: 2}), "
-                      "echo({x: 3, delay: 0.1})]); return r.map(v => v.echo)")
+    env = run(
+        client,
+        "const r = await Promise.all([echo({x: 1, delay: 0.2}), echo({x: 2}), "
+        "echo({x: 3, delay: 0.1})]); return r.map(v => v.echo)",
+    )
     assert env["status"] == "completed", env
     assert env["value"] == [1, 2, 3]
     assert env["telemetry"]["call_count"] == 3
@@ -41,8 +44,9 @@ def test_promise_all_over_tools_settles_out_of_order(client):
 def test_cell_blocked_on_a_tool_parks_at_the_deadline_and_wait_completes(client):
     """A tool slower than timeout_ms parks the cell (waiting); wait delivers the rest."""
     started = time.monotonic()
-    env = run(client, 'text("before"); const v = await echo({x: 5, delay: 2}); text("after"); return v.echo',
-              timeout_ms=300)
+    env = run(
+        client, 'text("before"); const v = await echo({x: 5, delay: 2}); text("after"); return v.echo', timeout_ms=300
+    )
     assert time.monotonic() - started < 1.5
     assert env["status"] == "waiting", env
     assert env["reason"] == "pending_tools"
@@ -94,8 +98,9 @@ def test_unhandled_guest_rejection_fails(client):
 
 def test_throwing_timer_callback_fails_the_cell(client):
     """A setTimeout callback that throws fails the cell."""
-    env = run(client, 'setTimeout(() => { throw new Error("tick") }, 0); '
-                      'await new Promise(r => setTimeout(r, 30)); return 1')
+    env = run(
+        client, 'setTimeout(() => { throw new Error("tick") }, 0); await new Promise(r => setTimeout(r, 30)); return 1'
+    )
     assert env["status"] == "failed", env
     assert "Error: tick" in env["error"]
 
@@ -202,8 +207,7 @@ def test_second_concurrent_wait_gets_409_and_first_completes(client):
 
 def test_wait_on_unknown_cell_is_404(client):
     """wait/cancel/status of a cell id that never existed answer 404 with the error body."""
-    for r in (_wait(client, "cell_nope"), client.post("/v1/cells/cell_nope/cancel"),
-              client.get("/v1/cells/cell_nope")):
+    for r in (_wait(client, "cell_nope"), client.post("/v1/cells/cell_nope/cancel"), client.get("/v1/cells/cell_nope")):
         assert r.status_code == 404
         assert r.json()["error"]["message"] == "cell is unavailable or expired"
 
@@ -215,5 +219,6 @@ def test_finished_cells_are_logged_with_their_title(client, caplog):
     with caplog.at_level(logging.INFO, logger="codemode.cells"):
         env = run(client, "return 1", title="nightly report")
     lines = [r.getMessage() for r in caplog.records if r.name == "codemode.cells"]
-    assert any(env["cell_id"] in line and "title='nightly report'" in line and "status=completed" in line
-               for line in lines), lines
+    assert any(
+        env["cell_id"] in line and "title='nightly report'" in line and "status=completed" in line for line in lines
+    ), lines

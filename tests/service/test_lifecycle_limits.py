@@ -37,13 +37,16 @@ def test_missing_or_unknown_key_is_401(keyed):
 
 def test_other_tenants_cell_is_404_and_owner_still_completes(keyed):
     """wait/cancel/status of another tenant's cell are 404; the owner's wait still completes."""
-    env = keyed.post("/v1/exec", json={"code": "await echo({x: 3, delay: 0.4}); return 3", "timeout_ms": 100},
-                     headers=K1).json()
+    env = keyed.post(
+        "/v1/exec", json={"code": "await echo({x: 3, delay: 0.4}); return 3", "timeout_ms": 100}, headers=K1
+    ).json()
     assert env["status"] == "waiting", env
     cid = env["cell_id"]
-    for r in (keyed.post(f"/v1/cells/{cid}/wait", json={}, headers=K2),
-              keyed.post(f"/v1/cells/{cid}/cancel", headers=K2),
-              keyed.get(f"/v1/cells/{cid}", headers=K2)):
+    for r in (
+        keyed.post(f"/v1/cells/{cid}/wait", json={}, headers=K2),
+        keyed.post(f"/v1/cells/{cid}/cancel", headers=K2),
+        keyed.get(f"/v1/cells/{cid}", headers=K2),
+    ):
         assert r.status_code == 404, r.text
         assert r.json()["error"]["message"] == "cell is unavailable or expired"
     done = keyed.post(f"/v1/cells/{cid}/wait", json={"timeout_ms": 5000}, headers=K1).json()
@@ -100,8 +103,9 @@ def test_no_free_worker_answers_503_with_retry_after(tmp_path):
 
     with make_client(tmp_path, workers=1, max_workers=1, acquire_timeout_ms=200) as c:
         first: dict = {}
-        busy = threading.Thread(target=lambda: first.update(run(c, "await echo({delay: 1.5}); return 1",
-                                                               timeout_ms=5000)))
+        busy = threading.Thread(
+            target=lambda: first.update(run(c, "await echo({delay: 1.5}); return 1", timeout_ms=5000))
+        )
         busy.start()
         # Its leg lends the process while the tool runs, but keeps the only running slot.
         poll_until(lambda: c.app.state.services.pool.stats()["runtimes"] == 1, "the only worker runs the first cell")

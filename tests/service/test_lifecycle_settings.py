@@ -55,12 +55,15 @@ def test_bad_environment_value_is_refused_by_name():
         assert "TIMEOUT_MS" in str(info.value).upper()
 
 
-@pytest.mark.parametrize("text,name", [
-    ("[limits]\ntimeout = 1000\n", "timeout"),
-    ("[bogus]\nx = 1\n", "bogus"),
-    ("[[api_keys]]\nkey = \"k\"\ntennant = \"a\"\n", "tennant"),
-    ("[tools]\nplugin = []\n", "plugin"),
-])
+@pytest.mark.parametrize(
+    "text,name",
+    [
+        ("[limits]\ntimeout = 1000\n", "timeout"),
+        ("[bogus]\nx = 1\n", "bogus"),
+        ('[[api_keys]]\nkey = "k"\ntennant = "a"\n', "tennant"),
+        ("[tools]\nplugin = []\n", "plugin"),
+    ],
+)
 def test_unknown_toml_key_is_refused_by_name(tmp_path, text, name):
     """An unknown key in the TOML file stops start-up with an error naming the key."""
     with pytest.raises(ConfigError) as info:
@@ -114,15 +117,18 @@ def test_structured_settings_are_not_environment_variables():
             load_settings(environ={name: "[]"})
 
 
-@pytest.mark.parametrize("text,hint", [
-    ("[limits]\ntimeout = 1000\n", "limits.timeout; did you mean limits.timeout_ms?"),
-    ("[limits]\nworkers = 2\n", "limits.workers; did you mean workers.workers?"),  # right key, wrong table
-    ("timeout_ms = 2000\n", "timeout_ms; did you mean limits.timeout_ms?"),
-    ("[limitz]\ntimeout_ms = 2000\n", "limitz; did you mean limits?"),
-    ("[tools]\nplugin = []\n", "tools.plugin; did you mean tools.plugins?"),
-    ("[[api_keys]]\nkey = \"k\"\ntennant = \"a\"\n", "api_keys[0].tennant; did you mean api_keys[0].tenant?"),
-    ("[mcp.servers.lab]\ncomand = \"x\"\n", "mcp.servers.lab.comand; did you mean mcp.servers.lab.command?"),
-])
+@pytest.mark.parametrize(
+    "text,hint",
+    [
+        ("[limits]\ntimeout = 1000\n", "limits.timeout; did you mean limits.timeout_ms?"),
+        ("[limits]\nworkers = 2\n", "limits.workers; did you mean workers.workers?"),  # right key, wrong table
+        ("timeout_ms = 2000\n", "timeout_ms; did you mean limits.timeout_ms?"),
+        ("[limitz]\ntimeout_ms = 2000\n", "limitz; did you mean limits?"),
+        ("[tools]\nplugin = []\n", "tools.plugin; did you mean tools.plugins?"),
+        ('[[api_keys]]\nkey = "k"\ntennant = "a"\n', "api_keys[0].tennant; did you mean api_keys[0].tenant?"),
+        ('[mcp.servers.lab]\ncomand = "x"\n', "mcp.servers.lab.comand; did you mean mcp.servers.lab.command?"),
+    ],
+)
 def test_unknown_toml_key_gets_a_did_you_mean_hint(tmp_path, text, hint):
     """An unknown file key is refused naming its full path and the setting it most likely meant."""
     with pytest.raises(ConfigError) as info:
@@ -130,19 +136,31 @@ def test_unknown_toml_key_gets_a_did_you_mean_hint(tmp_path, text, hint):
     assert str(info.value).endswith(f"unknown config key {hint}")
 
 
-@pytest.mark.parametrize("table,name,file_value,env_value,flag_value,expected", [
-    ("server", "host", '"127.0.0.2"', "127.0.0.3", "127.0.0.4", ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"]),
-    ("server", "metrics_require_key", "true", "false", True, [False, True, False, True]),
-    ("workers", "workers", "2", "3", 5, [4, 2, 3, 5]),
-])
+@pytest.mark.parametrize(
+    "table,name,file_value,env_value,flag_value,expected",
+    [
+        (
+            "server",
+            "host",
+            '"127.0.0.2"',
+            "127.0.0.3",
+            "127.0.0.4",
+            ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"],
+        ),
+        ("server", "metrics_require_key", "true", "false", True, [False, True, False, True]),
+        ("workers", "workers", "2", "3", 5, [4, 2, 3, 5]),
+    ],
+)
 def test_each_source_overrides_the_ones_below(tmp_path, table, name, file_value, env_value, flag_value, expected):
     """For a string, a boolean and an integer: default, then file over it, environment over that, flag over all."""
     path = _toml(tmp_path, f"[{table}]\n{name} = {file_value}\n")
     env = {"CODEMODE_" + name.upper(): env_value}
-    layered = [load_settings(environ={}),
-               load_settings(environ={}, config_path=path),
-               load_settings(environ=env, config_path=path),
-               load_settings(environ=env, config_path=path, overrides={name: flag_value})]
+    layered = [
+        load_settings(environ={}),
+        load_settings(environ={}, config_path=path),
+        load_settings(environ=env, config_path=path),
+        load_settings(environ=env, config_path=path, overrides={name: flag_value}),
+    ]
     assert [getattr(s, name) for s in layered] == expected
 
 
@@ -151,15 +169,25 @@ def test_an_unset_flag_leaves_the_lower_sources_in_charge(tmp_path):
     assert load_settings(environ={"CODEMODE_PORT": "9001"}, overrides={"port": None}).port == 9001
 
 
-@pytest.mark.parametrize("source,message", [
-    ({"environ": {"CODEMODE_TIMEOUT_MS": "50"}},
-     "environment variable CODEMODE_TIMEOUT_MS = '50' is not allowed: it must be an integer in 100..60000"),
-    ({"text": "[limits]\nmax_parked_cells = 70000\n"},
-     "config limits.max_parked_cells = 70000 is not allowed: it must be an integer in 1..65536"),
-    ({"text": "[server]\nport = true\n"}, "config server.port = True is not allowed: it must be an integer in 0..65535"),
-    ({"overrides": {"port": 70000}}, "flag --port = 70000 is not allowed: it must be an integer in 0..65535"),
-    ({"environ": {"CODEMODE_METRICS_REQUIRE_KEY": "maybe"}}, "must be true or false"),
-])
+@pytest.mark.parametrize(
+    "source,message",
+    [
+        (
+            {"environ": {"CODEMODE_TIMEOUT_MS": "50"}},
+            "environment variable CODEMODE_TIMEOUT_MS = '50' is not allowed: it must be an integer in 100..60000",
+        ),
+        (
+            {"text": "[limits]\nmax_parked_cells = 70000\n"},
+            "config limits.max_parked_cells = 70000 is not allowed: it must be an integer in 1..65536",
+        ),
+        (
+            {"text": "[server]\nport = true\n"},
+            "config server.port = True is not allowed: it must be an integer in 0..65535",
+        ),
+        ({"overrides": {"port": 70000}}, "flag --port = 70000 is not allowed: it must be an integer in 0..65535"),
+        ({"environ": {"CODEMODE_METRICS_REQUIRE_KEY": "maybe"}}, "must be true or false"),
+    ],
+)
 def test_bad_value_is_refused_naming_the_key_and_its_range(tmp_path, source, message):
     """An out-of-range or mistyped value names where it came from and what is allowed."""
     kwargs = {"environ": source.get("environ", {}), "overrides": source.get("overrides")}

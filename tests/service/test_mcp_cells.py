@@ -30,10 +30,14 @@ BOTH = pytest.mark.parametrize("server", ["docs", "web"])
 def mcp_client(tmp_path_factory: pytest.TempPathFactory, web_server: HttpServer) -> Iterator[TestClient]:
     """A service with the test server over stdio (`docs`) and over HTTP (`web-ü`)."""
     servers = (
-        McpServerConfig(name="docs", command=sys.executable, args=(SERVER_SCRIPT, "stdio"),
-                        env={"CODEMODE_TEST_SECRET": SECRET}, timeout_ms=10000),
-        McpServerConfig(name="web-ü", url=web_server.url, headers={"X-Test-Token": HTTP_TOKEN},
-                        timeout_ms=10000),
+        McpServerConfig(
+            name="docs",
+            command=sys.executable,
+            args=(SERVER_SCRIPT, "stdio"),
+            env={"CODEMODE_TEST_SECRET": SECRET},
+            timeout_ms=10000,
+        ),
+        McpServerConfig(name="web-ü", url=web_server.url, headers={"X-Test-Token": HTTP_TOKEN}, timeout_ms=10000),
     )
     with make_client(tmp_path_factory.mktemp("mcp"), mcp_servers=servers) as c:
         yield c
@@ -55,13 +59,16 @@ def caught(client: TestClient, expr: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def mcp_files(mcp_client: TestClient) -> dict[str, Any]:
     """What a cell sees for `API.list("mcp")`, `API.list("mcp/")` and `API.read` of each listed file."""
-    return value(mcp_client, """
+    return value(
+        mcp_client,
+        """
         const plain = await API.list("mcp");
         const slash = await API.list("mcp/");
         const read = {};
         for (const f of plain.files) read[f.path] = await API.read(f.path);
         return {plain, slash, read};
-    """)
+    """,
+    )
 
 
 # ---- discovery ---------------------------------------------------------------------------------
@@ -116,14 +123,21 @@ def test_unsafe_tool_names_get_suffixes_in_file_and_runtime(mcp_client, mcp_file
     docs = mcp_files["read"]["mcp/docs.d.ts"]["content"]
     for ident in ("delete2", "constructor2", "myTool"):
         assert f"function {ident}(" in docs, ident
-    got = value(mcp_client, """
+    got = value(
+        mcp_client,
+        """
         const kinds = ["delete2", "constructor2", "myTool"].map(k => typeof MCP.docs[k]);
         const texts = [];
         for (const k of ["delete2", "constructor2", "myTool"]) texts.push((await MCP.docs[k]({})).content[0].text);
         return {kinds, texts, raw: ["delete", "my-tool"].map(k => k in MCP.docs), ctor: MCP.docs.constructor === undefined};
-    """)
-    assert got == {"kinds": ["function"] * 3, "texts": ["delete", "constructor", "my-tool"],
-                   "raw": [False, False], "ctor": True}
+    """,
+    )
+    assert got == {
+        "kinds": ["function"] * 3,
+        "texts": ["delete", "constructor", "my-tool"],
+        "raw": [False, False],
+        "ctor": True,
+    }
 
 
 # ---- calls -------------------------------------------------------------------------------------
@@ -132,10 +146,13 @@ def test_unsafe_tool_names_get_suffixes_in_file_and_runtime(mcp_client, mcp_file
 @BOTH
 def test_promise_all_runs_mcp_calls_concurrently(mcp_client, server):
     """Three 0.3 s `sleep_echo` calls in one `Promise.all` finish in well under 0.9 s, results in order."""
-    env = ok(mcp_client, f"""
+    env = ok(
+        mcp_client,
+        f"""
         const r = await Promise.all([1, 2, 3].map(v => MCP.{server}.sleep_echo({{seconds: 0.3, value: v}})));
         return r.map(x => x.structuredContent.value);
-    """)
+    """,
+    )
     assert env["value"] == [1, 2, 3]
     assert 300 <= env["telemetry"]["wall_ms"] < 750, env["telemetry"]
     assert env["telemetry"]["call_count"] == 3
@@ -144,11 +161,14 @@ def test_promise_all_runs_mcp_calls_concurrently(mcp_client, server):
 @BOTH
 def test_schema_defaults_are_filled_before_the_call(mcp_client, server):
     """`createIssue({title})` reaches the server with `body: ""` and `labels: ["triage"]`; given keys win."""
-    got = value(mcp_client, f"""
+    got = value(
+        mcp_client,
+        f"""
         const a = await MCP.{server}.createIssue({{title: "t"}});
         const b = await MCP.{server}.createIssue({{title: "u", body: "b", labels: []}});
         return [a.structuredContent.seen, b.structuredContent.seen];
-    """)
+    """,
+    )
     assert got == [{"title": "t", "body": "", "labels": ["triage"]}, {"title": "u", "body": "b", "labels": []}]
 
 
@@ -171,9 +191,16 @@ def test_non_object_or_two_arguments_are_refused(mcp_client, args):
 def test_raw_result_keeps_block_fields_and_drops_top_level_meta(mcp_client, server):
     """`echo` resolves to `{content}` with block annotations and block `_meta`, no top-level `_meta`."""
     got = value(mcp_client, f'return await MCP.{server}.echo({{text: "hi"}})')
-    assert got == {"content": [{"type": "text", "text": "hi",
-                                "annotations": {"audience": ["user"], "priority": 0.5},
-                                "_meta": {"source": "test"}}]}
+    assert got == {
+        "content": [
+            {
+                "type": "text",
+                "text": "hi",
+                "annotations": {"audience": ["user"], "priority": 0.5},
+                "_meta": {"source": "test"},
+            }
+        ]
+    }
 
 
 @BOTH
@@ -195,13 +222,18 @@ def test_is_error_results_count_against_the_run(mcp_client):
     import uuid
 
     sid = "s-" + uuid.uuid4().hex[:12]
-    got = value(mcp_client, """
+    got = value(
+        mcp_client,
+        """
         const out = [];
         for (let i = 0; i < 5; i++) {
           try { out.push((await MCP.docs.fail({})).isError); } catch (e) { out.push(e.code); }
         }
         return out;
-    """, session_id=sid, run_id="r1")
+    """,
+        session_id=sid,
+        run_id="r1",
+    )
     assert got == [True, True, True, True, "tool_blocked"]
     report = mcp_client.get(f"/v1/sessions/{sid}/runs/r1").json()
     assert report["failures"] == {"MCP.docs.fail": 4} and report["blocked"][0]["tool"] == "MCP.docs.fail"
@@ -213,13 +245,19 @@ def test_is_error_results_count_against_the_run(mcp_client):
 @BOTH
 def test_resources_list_and_read_in_mcp_shapes(mcp_client, server):
     """`resources.list()` and `resources.read(uri | {uri})` return the native MCP shapes."""
-    got = value(mcp_client, f"""
+    got = value(
+        mcp_client,
+        f"""
         const ns = MCP.{server}.resources;
         return [await ns.list(), await ns.read("docs://readme"), await ns.read({{uri: "docs://pages/intro"}})];
-    """)
+    """,
+    )
     listing, readme, page = got
-    assert listing == {"resources": [{"name": "readme", "uri": "docs://readme", "description": "The readme.",
-                                      "mimeType": "text/plain"}]}
+    assert listing == {
+        "resources": [
+            {"name": "readme", "uri": "docs://readme", "description": "The readme.", "mimeType": "text/plain"}
+        ]
+    }
     assert readme == {"contents": [{"uri": "docs://readme", "mimeType": "text/plain", "text": "Read me first."}]}
     assert page == {"contents": [{"uri": "docs://pages/intro", "mimeType": "text/plain", "text": "Page intro"}]}
 
@@ -227,16 +265,28 @@ def test_resources_list_and_read_in_mcp_shapes(mcp_client, server):
 @BOTH
 def test_prompts_list_and_get_in_mcp_shapes(mcp_client, server):
     """`prompts.list()`, `prompts.get(name, args)` and `prompts.get({name, arguments})` return MCP shapes."""
-    got = value(mcp_client, f"""
+    got = value(
+        mcp_client,
+        f"""
         const ns = MCP.{server}.prompts;
         return [await ns.list(), await ns.get("greet", {{name: "Ann"}}),
                 await ns.get({{name: "greet", arguments: {{name: "Bob"}}}})];
-    """)
+    """,
+    )
     listing, ann, bob = got
-    assert listing == {"prompts": [{"name": "greet", "description": "Greet someone.",
-                                    "arguments": [{"name": "name", "description": "Who", "required": True}]}]}
-    assert ann == {"description": "A greeting",
-                   "messages": [{"role": "user", "content": {"type": "text", "text": "Say hello to Ann."}}]}
+    assert listing == {
+        "prompts": [
+            {
+                "name": "greet",
+                "description": "Greet someone.",
+                "arguments": [{"name": "name", "description": "Who", "required": True}],
+            }
+        ]
+    }
+    assert ann == {
+        "description": "A greeting",
+        "messages": [{"role": "user", "content": {"type": "text", "text": "Say hello to Ann."}}],
+    }
     assert bob["messages"][0]["content"]["text"] == "Say hello to Bob."
 
 
@@ -252,15 +302,20 @@ def test_unknown_resource_rejects_catchably_naming_the_server(mcp_client):
 def test_root_api_lists_servers_with_tool_counts(mcp_client):
     """`MCP.$api()` lists `{identifier, serverName, toolCount}` per server."""
     got = value(mcp_client, "return await MCP.$api()")
-    assert got["servers"] == [{"identifier": "docs", "serverName": "docs", "toolCount": 12},
-                              {"identifier": "web", "serverName": "web-ü", "toolCount": 12}]
+    assert got["servers"] == [
+        {"identifier": "docs", "serverName": "docs", "toolCount": 12},
+        {"identifier": "web", "serverName": "web-ü", "toolCount": 12},
+    ]
 
 
 def test_tool_api_has_schemas_only_when_asked(mcp_client):
     """`MCP.docs.$api("add", {schema: true})` carries input and output schemas; without the option it has none."""
-    with_schema, without, server = value(mcp_client, """
+    with_schema, without, server = value(
+        mcp_client,
+        """
         return [await MCP.docs.$api("add", {schema: true}), await MCP.docs.$api("add"), await MCP.docs.$api()];
-    """)
+    """,
+    )
     assert with_schema["scope"] == "tool" and with_schema["header"]
     assert [t["callableName"] for t in with_schema["tools"]] == ["MCP.docs.add"]
     schemas = with_schema["schemas"]["add"]
@@ -277,11 +332,14 @@ def test_tool_api_has_schemas_only_when_asked(mcp_client):
 
 def test_mcp_tools_absent_from_globals_catalog_all_and_quick_index(mcp_client):
     """MCP tools are not bare globals, not in `catalog.all()`, and not in the quick index."""
-    got = value(mcp_client, """
+    got = value(
+        mcp_client,
+        """
         const names = ["createIssue", "create_issue", "sleep_echo", "add", "hang", "crash", "myTool", "delete2"];
         return {types: names.map(n => typeof globalThis[n]),
                 all: catalog.all().map(h => [h.callableName, h.source])};
-    """)
+    """,
+    )
     assert set(got["types"]) == {"undefined"}
     assert all(not name.startswith("MCP.") and source != "mcp" for name, source in got["all"]), got["all"]
     index = mcp_client.get("/v1/catalog").json()["quick_index"]
@@ -290,12 +348,15 @@ def test_mcp_tools_absent_from_globals_catalog_all_and_quick_index(mcp_client):
 
 def test_catalog_search_returns_callable_describable_mcp_handle(mcp_client):
     """`catalog.search("issue")` yields an MCP handle that can be called and `describe()`d."""
-    got = value(mcp_client, """
+    got = value(
+        mcp_client,
+        """
         const found = await catalog.search("issue");
         const h = found.find(x => x.source === "mcp");
         const r = await h({title: "via handle"});
         return {meta: JSON.parse(JSON.stringify(h)), seen: r.structuredContent.seen, d: await h.describe()};
-    """)
+    """,
+    )
     meta = got["meta"]
     assert meta["source"] == "mcp" and meta["callableName"] == "MCP.docs.createIssue"
     assert meta["apiPath"] == "mcp/docs.d.ts" and meta["toolName"] == "create-issue"
@@ -309,12 +370,15 @@ def test_catalog_search_returns_callable_describable_mcp_handle(mcp_client):
 
 def test_mcp_result_marks_cell_untrusted_and_wraps_text_only(mcp_client):
     """After an MCP call, text output is wrapped as untrusted, json output and the value stay raw."""
-    env = ok(mcp_client, """
+    env = ok(
+        mcp_client,
+        """
         const r = await MCP.docs.echo({text: "remote words"});
         text("got " + r.content[0].text);
         json({t: r.content[0].text});
         return r.content[0].text;
-    """)
+    """,
+    )
     assert env["untrusted_content"] is True
     assert env["bridge_dispatch_started"] is True and env["replay_safe"] is False
     text_entry, json_entry = env["output"]
@@ -324,12 +388,15 @@ def test_mcp_result_marks_cell_untrusted_and_wraps_text_only(mcp_client):
     assert env["value"] == "remote words"
 
 
-@pytest.mark.parametrize("expr", [
-    'MCP.docs.resources.read("docs://readme")',
-    'MCP.docs.prompts.get("greet", {name: "x"})',
-    "MCP.$api()",
-    'MCP.docs.$api("echo")',
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        'MCP.docs.resources.read("docs://readme")',
+        'MCP.docs.prompts.get("greet", {name: "x"})',
+        "MCP.$api()",
+        'MCP.docs.$api("echo")',
+    ],
+)
 def test_every_mcp_result_kind_marks_the_cell_untrusted(mcp_client, expr):
     """Resources, prompts and `$api` results are network-derived: `untrusted_content` and wrapped text."""
     env = ok(mcp_client, f"const r = await {expr}; text(JSON.stringify(r)); return 1;")
@@ -339,11 +406,14 @@ def test_every_mcp_result_kind_marks_the_cell_untrusted(mcp_client, expr):
 
 def test_describe_of_mcp_handle_marks_the_cell_untrusted(mcp_client):
     """`describe()` of an MCP handle is its `$api` answer, so remote text read from it is wrapped."""
-    env = ok(mcp_client, """
+    env = ok(
+        mcp_client,
+        """
         const h = (await catalog.search("issue")).find(x => x.source === "mcp");
         text((await h.describe()).tools[0].description);
         return 1;
-    """)
+    """,
+    )
     assert env.get("untrusted_content") is True, env
     assert env["output"][0]["text"].startswith(BEGIN_MARKER)
 
@@ -358,10 +428,13 @@ def test_cell_without_mcp_calls_has_no_dispatch_or_untrusted_mark(mcp_client):
 
 def test_secrets_stay_host_side(mcp_client, mcp_files):
     """Header tokens and env values never appear in declarations or `$api` answers (the server does get them)."""
-    apis = value(mcp_client, """
+    apis = value(
+        mcp_client,
+        """
         return [await MCP.$api(), await MCP.docs.$api(undefined, {schema: true}),
                 await MCP.web.$api(undefined, {schema: true})];
-    """)
+    """,
+    )
     seen = json.dumps([apis, mcp_files], ensure_ascii=False)
     assert HTTP_TOKEN not in seen and SECRET not in seen
     env_text = value(mcp_client, "return (await MCP.docs.env_value({})).content[0].text")
@@ -370,11 +443,14 @@ def test_secrets_stay_host_side(mcp_client, mcp_files):
 
 def test_zero_arguments_mean_an_empty_input_object(mcp_client):
     """`MCP.docs.fail()` (declared `input?`) runs with `{}`; `createIssue()` names its missing `title`."""
-    got = value(mcp_client, """
+    got = value(
+        mcp_client,
+        """
         const r = await MCP.docs.fail();
         let err;
         try { await MCP.docs.createIssue(); } catch (e) { err = e.message; }
         return {r, err};
-    """)
+    """,
+    )
     assert got["r"] == {"content": [{"type": "text", "text": "it broke"}], "isError": True}
     assert "title" in got["err"] and got["err"] != ONE_OBJECT, got

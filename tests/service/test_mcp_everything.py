@@ -79,20 +79,26 @@ def test_api_lists_everything_tools_under_camel_case_identifiers(every_client):
 
 def test_everything_echo_and_get_sum(every_client):
     """`echo` and `getSum` answer through `MCP.everything.*` with text content."""
-    echo, total = value(every_client, """
+    echo, total = value(
+        every_client,
+        """
         return await Promise.all([MCP.everything.echo({message: "hello"}), MCP.everything.getSum({a: 2, b: 40})]);
-    """)
+    """,
+    )
     assert echo["content"] == [{"type": "text", "text": "Echo: hello"}]
     assert "42" in total["content"][0]["text"] and "isError" not in total
 
 
 def test_everything_reads_a_listed_resource(every_client):
     """A resource taken from `resources.list()` reads back in the MCP shape."""
-    got = value(every_client, """
+    got = value(
+        every_client,
+        """
         const listing = await MCP.everything.resources.list();
         const first = listing.resources[0];
         return {first, read: await MCP.everything.resources.read(first.uri)};
-    """)
+    """,
+    )
     content = got["read"]["contents"][0]
     assert content["uri"] == got["first"]["uri"]
     assert content.get("text") or content.get("blob")
@@ -100,12 +106,15 @@ def test_everything_reads_a_listed_resource(every_client):
 
 def test_everything_gets_a_listed_prompt(every_client):
     """A prompt from `prompts.list()` (`args-prompt`) renders with its argument."""
-    got = value(every_client, """
+    got = value(
+        every_client,
+        """
         const names = (await MCP.everything.prompts.list()).prompts.map(p => p.name);
         const simple = await MCP.everything.prompts.get(names.find(n => n === "simple-prompt"));
         const args = await MCP.everything.prompts.get({name: "args-prompt", arguments: {city: "Lisbon"}});
         return {names, simple, args};
-    """)
+    """,
+    )
     assert {"simple-prompt", "args-prompt"} <= set(got["names"])
     assert got["simple"]["messages"]
     assert "Lisbon" in json.dumps(got["args"]["messages"])
@@ -114,11 +123,14 @@ def test_everything_gets_a_listed_prompt(every_client):
 @pytest.fixture(scope="module")
 def served_mcp_files(every_client: TestClient) -> dict[str, str]:
     """Every `mcp/*` file the running service lists, read with `API.read` in a cell."""
-    files = value(every_client, """
+    files = value(
+        every_client,
+        """
         const out = {};
         for (const f of (await API.list("mcp")).files) out[f.path] = (await API.read(f.path)).content;
         return out;
-    """)
+    """,
+    )
     assert sorted(files) == ["mcp/docs.d.ts", "mcp/everything.d.ts", "mcp/index.d.ts"]
     return files  # type: ignore[no-any-return]
 

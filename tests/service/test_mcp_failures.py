@@ -41,12 +41,15 @@ def wait(client: TestClient, cell_id: str, timeout_ms: int = 15000) -> dict[str,
 @pytest.mark.slow
 def test_crash_rejects_catchably_and_the_same_cell_recovers(fail_client):
     """`crash` rejects naming the server; the next call in the same cell restarts the server and works."""
-    env = ok(fail_client, """
+    env = ok(
+        fail_client,
+        """
         let err;
         try { await MCP.docs.crash({}); } catch (e) { err = {name: e.name, message: e.message, code: e.code}; }
         const after = await MCP.docs.echo({text: "after crash"});
         return {err, after: after.content[0].text};
-    """)
+    """,
+    )
     err = env["value"]["err"]
     assert err["code"] == "mcp_unavailable" and "'docs'" in err["message"], err
     assert env["value"]["after"] == "after crash"
@@ -56,17 +59,20 @@ def test_crash_rejects_catchably_and_the_same_cell_recovers(fail_client):
 def test_later_cell_reaches_the_restarted_server(fail_client):
     """After a crash, a later cell calls the (restarted) server normally."""
     ok(fail_client, "try { await MCP.docs.crash({}); } catch (e) { return e.code; }")
-    env = ok(fail_client, 'return (await MCP.docs.add({a: 20, b: 22})).structuredContent.sum')
+    env = ok(fail_client, "return (await MCP.docs.add({a: 20, b: 22})).structuredContent.sum")
     assert env["value"] == 42
 
 
 @pytest.mark.slow
 def test_crash_rejects_every_in_flight_call_on_that_server(fail_client):
     """A crash mid-call rejects the server's other in-flight calls too, each naming the server."""
-    env = ok(fail_client, """
+    env = ok(
+        fail_client,
+        """
         const settled = await Promise.allSettled([MCP.docs.sleep_echo({seconds: 3}), MCP.docs.crash({})]);
         return settled.map(s => [s.status, s.reason && s.reason.code, s.reason && s.reason.message]);
-    """)
+    """,
+    )
     for status, code, message in env["value"]:
         assert status == "rejected" and code == "mcp_unavailable" and "'docs'" in message, env["value"]
     assert env["telemetry"]["wall_ms"] < 2500
@@ -75,11 +81,14 @@ def test_crash_rejects_every_in_flight_call_on_that_server(fail_client):
 @pytest.mark.slow
 def test_hang_rejects_with_a_timeout_naming_the_server(fail_client):
     """`hang` rejects after the server's `timeout_ms` with `mcp_timeout` naming server and tool; the server still works."""
-    env = ok(fail_client, """
+    env = ok(
+        fail_client,
+        """
         let err;
         try { await MCP.slow.hang({}); } catch (e) { err = {name: e.name, message: e.message, code: e.code}; }
         return {err, next: (await MCP.slow.echo({text: "still here"})).content[0].text};
-    """)
+    """,
+    )
     err = env["value"]["err"]
     assert err["code"] == "mcp_timeout" and "'slow'" in err["message"] and "hang" in err["message"], err
     assert env["value"]["next"] == "still here"
@@ -90,15 +99,20 @@ def test_hang_rejects_with_a_timeout_naming_the_server(fail_client):
 def test_hang_cannot_hold_a_cell_past_its_deadline(fail_client):
     """A cell with `timeout_ms: 300` blocked on `hang` parks on time; a later wait gets the timeout rejection."""
     started = time.monotonic()
-    env = run(fail_client, """
+    env = run(
+        fail_client,
+        """
         try { await MCP.slow.hang({}); return "answered"; }
         catch (e) { return {code: e.code, message: e.message}; }
-    """, timeout_ms=300)
+    """,
+        timeout_ms=300,
+    )
     assert time.monotonic() - started < 2.0
     assert env["status"] == "waiting", env
     assert env["telemetry"]["wall_ms"] < 1000
-    assert env["pending_tool_calls"] == [{"id": env["pending_tool_calls"][0]["id"], "method": "mcp.call",
-                                          "tool": "MCP.slow.hang"}]
+    assert env["pending_tool_calls"] == [
+        {"id": env["pending_tool_calls"][0]["id"], "method": "mcp.call", "tool": "MCP.slow.hang"}
+    ]
     done = wait(fail_client, env["cell_id"])
     assert done["status"] == "completed", done
     assert done["value"]["code"] == "mcp_timeout" and "'slow'" in done["value"]["message"]
@@ -117,10 +131,14 @@ def test_cancel_while_an_mcp_call_is_in_flight(fail_client):
 @pytest.mark.slow
 def test_http_server_stopping_mid_call_rejects_and_service_keeps_serving(fail_client, web_server):
     """An HTTP server stopped mid-call rejects with catchable `mcp_unavailable`; other cells and servers still work."""
-    env = run(fail_client, """
+    env = run(
+        fail_client,
+        """
         try { await MCP.web.sleep_echo({seconds: 5}); return "answered"; }
         catch (e) { return {name: e.name, code: e.code, message: e.message}; }
-    """, timeout_ms=300)
+    """,
+        timeout_ms=300,
+    )
     assert env["status"] == "waiting", env
     try:
         web_server.stop()
@@ -128,10 +146,13 @@ def test_http_server_stopping_mid_call_rejects_and_service_keeps_serving(fail_cl
         assert done["status"] == "completed", done
         assert done["value"]["code"] == "mcp_unavailable" and "'web'" in done["value"]["message"], done
         assert ok(fail_client, "return 6 * 7")["value"] == 42
-        down = ok(fail_client, """
+        down = ok(
+            fail_client,
+            """
             if (typeof MCP.web !== "object") return "hidden";
             try { await MCP.web.add({a: 1, b: 1}); return "answered"; } catch (e) { return e.code; }
-        """)["value"]
+        """,
+        )["value"]
         assert down in ("hidden", "mcp_unavailable"), down
         assert ok(fail_client, "return (await MCP.docs.add({a: 1, b: 2})).structuredContent.sum")["value"] == 3
     finally:
@@ -139,10 +160,13 @@ def test_http_server_stopping_mid_call_rejects_and_service_keeps_serving(fail_cl
     deadline = time.monotonic() + 15
     back = None
     while time.monotonic() < deadline:
-        back = ok(fail_client, """
+        back = ok(
+            fail_client,
+            """
             if (typeof MCP.web !== "object") return null;
             try { return (await MCP.web.add({a: 2, b: 2})).structuredContent.sum; } catch (e) { return e.code; }
-        """)["value"]
+        """,
+        )["value"]
         if back == 4:
             break
         time.sleep(0.25)
@@ -153,13 +177,17 @@ def test_a_server_down_at_cell_start_rejects_calls_naming_it(tmp_path):
     """A configured server that cannot be reached still has a namespace whose calls reject catchably, naming it."""
     dead = McpServerConfig(name="ghost", url="http://127.0.0.1:9/mcp", timeout_ms=1000)
     with make_client(tmp_path, mcp_servers=(dead,)) as c:
-        env = run(c, """
+        env = run(
+            c,
+            """
         const out = [];
         for (const f of [() => MCP.ghost.search({q: 1}), () => MCP.ghost.resources.list(), () => MCP.ghost.$api()]) {
           try { await f(); out.push("resolved"); } catch (e) { out.push([e.code, e.message]); }
         }
         return out;
-        """, timeout_ms=3000)
+        """,
+            timeout_ms=3000,
+        )
         assert env["status"] == "completed", env
         for code, message in env["value"]:
             assert code == "mcp_unavailable"

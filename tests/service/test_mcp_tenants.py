@@ -86,8 +86,10 @@ def value(client: TestClient, headers: dict[str, str], code: str, **fields: Any)
 @pytest.fixture(scope="module")
 def surfaces(svc_client: TestClient) -> dict[str, Any]:
     """The MCP surface as each of the four keys sees it."""
-    return {name: value(svc_client, headers, SURFACE)
-            for name, headers in (("open", OPEN), ("narrow", NARROW), ("echoer", ECHOER), ("nomcp", NOMCP))}
+    return {
+        name: value(svc_client, headers, SURFACE)
+        for name, headers in (("open", OPEN), ("narrow", NARROW), ("echoer", ECHOER), ("nomcp", NOMCP))
+    }
 
 
 def test_unrestricted_key_sees_every_server_and_tool(surfaces):
@@ -126,12 +128,16 @@ def test_allow_list_by_tool_shows_only_that_tool_and_narrows_native_tools(svc_cl
     assert got["labApi"]["tools"] == ["echo"]
     assert "namespace resources" not in got["read"]["mcp/lab.d.ts"]
     assert set(got["search"]) == {"echo", "MCP.lab.echo"}
-    calls = value(svc_client, ECHOER, """
+    calls = value(
+        svc_client,
+        ECHOER,
+        """
         const echoed = (await MCP.lab.echo({text: "hi"})).content[0].text;
         let resources;
         try { await MCP.lab.resources.list(); resources = "listed"; } catch (e) { resources = e.code; }
         return {echoed, resources, native: [typeof echo, typeof fail]};
-    """)
+    """,
+    )
     assert calls == {"echoed": "hi", "resources": "mcp_unknown_tool", "native": ["function", "undefined"]}
 
 
@@ -147,18 +153,23 @@ def test_deny_star_hides_every_server_and_opens_no_connection(svc_client, surfac
 
 def test_guessing_a_hidden_name_in_a_cell_finds_nothing(svc_client):
     """A cell of a restricted key cannot reach a hidden server or tool by writing its name."""
-    got = value(svc_client, NARROW, """
+    got = value(
+        svc_client,
+        NARROW,
+        """
         const out = {};
         try { await MCP.docs.echo({text: "x"}); out.docs = "called"; } catch (e) { out.docs = e.name; }
         try { await MCP.lab.crash({}); out.crash = "called"; } catch (e) { out.crash = e.name; }
         out.inDocs = "docs" in MCP;
         return out;
-    """)
+    """,
+    )
     assert got == {"docs": "TypeError", "crash": "TypeError", "inDocs": False}
 
 
 def test_http_declaration_routes_follow_the_key_policy(svc_client):
     """`GET /v1/api/files` and `/v1/api/files/{path}` show each key what its cells see."""
+
     def listing(headers: dict[str, str]) -> list[str]:
         r = svc_client.get("/v1/api/files", params={"prefix": "mcp/"}, headers=headers)
         assert r.status_code == 200, r.text
@@ -181,10 +192,15 @@ def crash_during_in_flight_call(client: TestClient, server: str, victim: dict[st
     # Connected first: a cell with `timeout_ms: 300` does not wait for a server to start.
     assert value(client, victim, warm) == value(client, OPEN, warm) == "up"
     started = time.monotonic()
-    parked = exec_as(client, victim, f"""
+    parked = exec_as(
+        client,
+        victim,
+        f"""
         try {{ return (await MCP.{server}.sleep_echo({{seconds: 3, value: "answered"}})).structuredContent.value; }}
         catch (e) {{ return e.code; }}
-    """, timeout_ms=300)
+    """,
+        timeout_ms=300,
+    )
     assert parked["status"] == "waiting", parked  # parked with the MCP call in flight
     assert [p["tool"] for p in parked["pending_tool_calls"]] == [f"MCP.{server}.sleep_echo"]
     crash = f"try {{ await MCP.{server}.crash({{}}); return 'no'; }} catch (e) {{ return e.code; }}"
@@ -215,11 +231,16 @@ def test_crash_on_a_shared_server_fails_another_tenants_in_flight_call(svc_clien
 def test_global_policy_hides_for_every_key_and_a_key_cannot_widen_it(tmp_path):
     """`[tools] allow = ["mcp:lab"]` hides docs from every key (a key allowing docs sees none); docs never starts."""
     keys = (ApiKey("key-open", "open"), ApiKey("key-docs", "wants-docs", {"allow": ["mcp:docs"]}))
-    with make_client(tmp_path, mcp_servers=SERVERS, api_keys=keys,
-                     tools=ToolSettings(allow=("mcp:lab",), deny=("mcp:lab/crash",))) as client:
-        open_view = value(client, OPEN, """
+    with make_client(
+        tmp_path, mcp_servers=SERVERS, api_keys=keys, tools=ToolSettings(allow=("mcp:lab",), deny=("mcp:lab/crash",))
+    ) as client:
+        open_view = value(
+            client,
+            OPEN,
+            """
             return {members: Object.keys(MCP), lab: Object.keys(MCP.lab).includes("crash"), native: typeof echo};
-        """)
+        """,
+        )
         assert open_view == {"members": ["lab"], "lab": False, "native": "function"}
         docs_key = {"Authorization": "Bearer key-docs"}
         assert value(client, docs_key, "return Object.keys(MCP)") == []
@@ -249,7 +270,11 @@ def _toml(tmp_path: Path, text: str) -> str:
 
 def test_per_tenant_keys_are_read_from_the_config_file(tmp_path):
     """`per_tenant`, `max_tenant_connections` and `tenant_idle_seconds` are parsed; the defaults are 8 and 300."""
-    settings = load_settings(environ={}, config_path=_toml(tmp_path, """
+    settings = load_settings(
+        environ={},
+        config_path=_toml(
+            tmp_path,
+            """
         [mcp.servers.lab]
         command = "lab-server"
         per_tenant = true
@@ -257,18 +282,23 @@ def test_per_tenant_keys_are_read_from_the_config_file(tmp_path):
         tenant_idle_seconds = 60
         [mcp.servers.docs]
         command = "docs-server"
-    """))
+    """,
+        ),
+    )
     lab, docs = settings.mcp_servers
     assert (lab.per_tenant, lab.max_tenant_connections, lab.tenant_idle_seconds) == (True, 3, 60)
     assert (docs.per_tenant, docs.max_tenant_connections, docs.tenant_idle_seconds) == (False, 8, 300)
 
 
-@pytest.mark.parametrize("body, message", [
-    ('per_tenant = "yes"', "'per_tenant' must be true or false"),
-    ("per_tenant = true\nmax_tenant_connections = 0", "'max_tenant_connections' must be a positive integer"),
-    ("per_tenant = true\ntenant_idle_seconds = -1", "'tenant_idle_seconds' must be a positive integer"),
-    ('per_tenant = true\nstartup = "eager"', "drop startup"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('per_tenant = "yes"', "'per_tenant' must be true or false"),
+        ("per_tenant = true\nmax_tenant_connections = 0", "'max_tenant_connections' must be a positive integer"),
+        ("per_tenant = true\ntenant_idle_seconds = -1", "'tenant_idle_seconds' must be a positive integer"),
+        ('per_tenant = true\nstartup = "eager"', "drop startup"),
+    ],
+)
 def test_bad_per_tenant_settings_are_refused_naming_the_server(tmp_path, body, message):
     """Bad per-tenant settings stop the service at start with a message naming the server and the key."""
     with pytest.raises(ConfigError, match=f"mcp.servers.lab.*{message}"):

@@ -51,8 +51,7 @@ def _assert_error_body(response) -> None:
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 def test_no_5xx_and_every_error_has_the_error_body(case, base):
     response = case.call_and_validate(base_url=base, timeout=30, excluded_checks=NOT_APPLICABLE)
     assert response.status_code < 500, (case.method, case.formatted_path, response.text[:500])

@@ -119,7 +119,7 @@ def test_cumulative_budget_across_legs(client):
 
 def test_marker_describes_original_output_across_legs(client):
     """Output markers in later legs are projected from the original entries, never from an earlier marker."""
-    big = "é€\"\\\n" * 900  # ~9 KB of escapes and multi-byte text
+    big = 'é€"\\\n' * 900  # ~9 KB of escapes and multi-byte text
     code = f"""
     text({json.dumps(big)});
     await yield_control();
@@ -171,8 +171,11 @@ def test_output_before_failure_is_preserved(client):
 def test_oversized_error_keeps_leading_cause(client):
     """An error larger than the budget keeps its leading cause, ends with [error truncated] and stays failed."""
     budget = 1024
-    env = run(client, 'text("ctx"); throw new Error("leading cause: disk on fire " + "é".repeat(5000));',
-              max_output_bytes=budget)
+    env = run(
+        client,
+        'text("ctx"); throw new Error("leading cause: disk on fire " + "é".repeat(5000));',
+        max_output_bytes=budget,
+    )
     assert env["status"] == "failed"
     error = env["error"]
     assert error.startswith("Error: leading cause: disk on fire")
@@ -184,8 +187,11 @@ def test_oversized_error_keeps_leading_cause(client):
 def test_oversized_error_after_large_output_stays_failed(client):
     """With output and error both oversized the cell still fails and the whole envelope fits the budget."""
     budget = 1024
-    env = run(client, 'text("o".repeat(4000)); throw new RangeError("cause first " + "x".repeat(4000));',
-              max_output_bytes=budget)
+    env = run(
+        client,
+        'text("o".repeat(4000)); throw new RangeError("cause first " + "x".repeat(4000));',
+        max_output_bytes=budget,
+    )
     assert env["status"] == "failed"
     assert env["error"].startswith("RangeError: cause first")
     assert env["error"].endswith("[error truncated]")

@@ -123,8 +123,10 @@ def test_a_resume_waits_for_its_busy_process_then_runs(tmp_path):
 
         thread = threading.Thread(target=busy)
         thread.start()
-        poll_until(lambda: any(w.pid == pid and w.busy and len(w.cells) == 2 for w in pool.workers()),
-                   "the busy cell runs in the parked cell's process")
+        poll_until(
+            lambda: any(w.pid == pid and w.busy and len(w.cells) == 2 for w in pool.workers()),
+            "the busy cell runs in the parked cell's process",
+        )
         resumed = _wait(c, parked, timeout_ms=10000)
         finished["resumed"] = time.monotonic()
         thread.join()
@@ -247,12 +249,17 @@ def test_a_cell_waiting_inline_for_host_work_lends_its_process(tmp_path):
         parked = _park(c, 5)
         pid = next(iter(_holders(c)))
         results: dict[str, Any] = {}
-        slow = threading.Thread(target=lambda: results.setdefault(
-            "slow", run(c, "const v = await echo({x: 'slow', delay: 5}); return v.echo", timeout_ms=20000)))
+        slow = threading.Thread(
+            target=lambda: results.setdefault(
+                "slow", run(c, "const v = await echo({x: 'slow', delay: 5}); return v.echo", timeout_ms=20000)
+            )
+        )
         started = time.monotonic()
         slow.start()
-        poll_until(lambda: any(w.pid == pid and len(w.cells) == 2 for w in pool.workers()),
-                   "the slow cell runs in the parked cell's process")
+        poll_until(
+            lambda: any(w.pid == pid and len(w.cells) == 2 for w in pool.workers()),
+            "the slow cell runs in the parked cell's process",
+        )
         resumed = _wait(c, parked, timeout_ms=10000)
         assert resumed["status"] == "completed" and resumed["value"] == [5, 5], resumed
         # The tool takes 5 s: a resume that waited for the slow leg could not be back this early.

@@ -118,8 +118,20 @@ def test_stopping_the_service_stops_its_decoder_helper(tmp_path):
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    argv = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--workers", "1", "--log-level", "warning"]
+    argv = [
+        sys.executable,
+        "-m",
+        "service.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--log-level",
+        "warning",
+    ]
     with live_process(argv, base + "/healthz", tmp_path) as proc:
         big = {"code": "return 1;" + " " * (INLINE_BYTES + 1024)}
         assert httpx.post(base + "/v1/exec", json=big, timeout=30).json()["value"] == 1

@@ -37,15 +37,20 @@ class Service:
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CODEMODE_")}
-        env.update({"CODEMODE_DATA_DIR": str(self.data_dir), "CODEMODE_WORKERS": "1",
-                    "CODEMODE_LOG_LEVEL": "warning"})
+        env.update({"CODEMODE_DATA_DIR": str(self.data_dir), "CODEMODE_WORKERS": "1", "CODEMODE_LOG_LEVEL": "warning"})
         if self.store_url:
             env["CODEMODE_STORE_URL"] = self.store_url
         with open(self.log, "ab") as log:
             # Own process group, so the workers it spawns can be cleaned up after a kill -9.
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port)],
-                cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -25,8 +25,10 @@ def compact(value: Any) -> str:
 def try_load(ref_id: str, *, ok_value: str | None = None) -> str:
     """Cell code loading a reference: the loaded value (or ``ok_value``), else the error message."""
     got = ok_value and json.dumps(ok_value) or "v"
-    return (f"try {{ const v = await results.load({json.dumps(ref_id)}); return {got}; }} "
-            "catch (e) { return 'ERR ' + e.message; }")
+    return (
+        f"try {{ const v = await results.load({json.dumps(ref_id)}); return {got}; }} "
+        "catch (e) { return 'ERR ' + e.message; }"
+    )
 
 
 def scope() -> dict[str, str]:
@@ -161,7 +163,7 @@ def test_oversized_final_array_is_retained_and_loads_next_cell(client):
     assert ref["count"] == 400000
     assert len(compact(marker).encode()) <= 65536
     code = f"""
-    const all = await results.load({json.dumps(ref['id'])});
+    const all = await results.load({json.dumps(ref["id"])});
     return {{length: all.length, first: all[0], last: all[all.length - 1],
              sum: all.reduce((s, r) => s + r.i, 0)}};
     """
@@ -184,11 +186,17 @@ def test_headless_and_restart_safe_cells_get_a_plain_marker(client):
 def test_full_store_gives_not_retained_marker_and_keeps_old_references(client):
     """With 64 saves used, an oversized final array gets a plain marker whose guidance starts 'Not retained:'."""
     ids = scope()
-    first = ok(run(client, """
+    first = ok(
+        run(
+            client,
+            """
     const ids = [];
     for (let i = 0; i < 64; i++) ids.push((await results.save({i})).id);
     return ids[0];
-    """, **ids))
+    """,
+            **ids,
+        )
+    )
     marker = ok(run(client, "return Array.from({length: 20000}, (_, i) => ({i}));", **ids))
     assert marker["truncated"] is True and "reference" not in marker
     assert marker["guidance"].startswith("Not retained:"), marker["guidance"]
@@ -205,9 +213,15 @@ def test_retention_over_the_data_allowance_is_not_retained(tmp_path):
         ids = scope()
         ok(run(client, 'await results.save("s".repeat(1500000)); return 1;', **ids))
         marker = ok(run(client, 'return Array.from({length: 100}, () => "x".repeat(10000));', **ids))
-        explicit = ok(run(client, """
+        explicit = ok(
+            run(
+                client,
+                """
         try { await results.save("y".repeat(1000000)); return "saved"; } catch (e) { return e.name; }
-        """, **ids))
+        """,
+                **ids,
+            )
+        )
     assert explicit == "RangeError"  # an explicit save over the allowance rejects catchably
     assert marker["truncated"] is True and "reference" not in marker
     assert marker["guidance"].startswith("Not retained:"), marker["guidance"]
@@ -253,8 +267,14 @@ def test_non_json_arguments_reject_and_change_nothing(client):
 
 def test_results_save_refused_in_restart_safe_cells(client):
     """results.save in a restart-safe cell rejects catchably (a replay could not see the result)."""
-    v = ok(run(client, "try { await results.save(1); return 'saved'; } catch (e) { return e.message; }",
-               restart_safe=True, **scope()))
+    v = ok(
+        run(
+            client,
+            "try { await results.save(1); return 'saved'; } catch (e) { return e.message; }",
+            restart_safe=True,
+            **scope(),
+        )
+    )
     assert v != "saved" and "restart-safe" in v
 
 

@@ -51,8 +51,12 @@ class Pair:
 
     def __init__(self, tmp: Path, url: str, **overrides: Any) -> None:
         self.now = [time.time()]
-        self.a, self.b = (make_client(tmp / name, store_url=url, api_keys=KEYS, workers=1,
-                                      results_clock=lambda: self.now[0], **overrides) for name in ("a", "b"))
+        self.a, self.b = (
+            make_client(
+                tmp / name, store_url=url, api_keys=KEYS, workers=1, results_clock=lambda: self.now[0], **overrides
+            )
+            for name in ("a", "b")
+        )
 
     def __enter__(self) -> Pair:
         self.a.__enter__()
@@ -97,8 +101,7 @@ def test_an_oversized_final_value_kept_on_one_instance_loads_on_the_other(pair: 
     ids = run_scope()
     env = exec_as(pair.a, ALPHA, "return Array.from({length: 20000}, (_, i) => ({i}));", **ids)
     reference = value_of(env)["reference"]
-    got = value_of(exec_as(pair.b, ALPHA, f"return (await results.load({json.dumps(reference['id'])})).length;",
-                           **ids))
+    got = value_of(exec_as(pair.b, ALPHA, f"return (await results.load({json.dumps(reference['id'])})).length;", **ids))
     assert got == 20000
 
 
@@ -110,7 +113,9 @@ def test_ttl_expiry_holds_on_both_instances(pair: Pair) -> None:
     assert value_of(exec_as(pair.b, ALPHA, LOAD % json.dumps(ref["id"]), **ids)) == [7]
     pair.now[0] += 1
     for client in (pair.a, pair.b):
-        assert value_of(exec_as(client, ALPHA, LOAD % json.dumps(ref["id"]), **ids)).startswith("ERR result_unavailable")
+        assert value_of(exec_as(client, ALPHA, LOAD % json.dumps(ref["id"]), **ids)).startswith(
+            "ERR result_unavailable"
+        )
 
 
 def test_ending_a_run_on_one_instance_ends_it_on_both(pair: Pair) -> None:
@@ -120,7 +125,9 @@ def test_ending_a_run_on_one_instance_ends_it_on_both(pair: Pair) -> None:
     path = f"/v1/sessions/{ids['session_id']}/runs/{ids['run_id']}"
     r = pair.b.delete(path, headers=ALPHA)
     assert r.status_code == 200 and r.json()["expired_results"] == 2, r.text
-    assert value_of(exec_as(pair.a, ALPHA, LOAD % json.dumps(refs[0]["id"]), **ids)).startswith("ERR result_unavailable")
+    assert value_of(exec_as(pair.a, ALPHA, LOAD % json.dumps(refs[0]["id"]), **ids)).startswith(
+        "ERR result_unavailable"
+    )
     assert pair.a.get(path, headers=ALPHA).json()["saved_results"] == {"count": 0, "bytes": 0}
 
 
@@ -150,10 +157,12 @@ def test_redis_down_rejects_catchably_and_routes_answer_503(tmp_path: Path) -> N
             ref = value_of(exec_as(client, {}, SAVE % "[1]"))
             stop_redis_server(server)
             started = time.monotonic()
-            code = ("const out = [];"
-                    "for (const f of [() => results.save([2]), () => results.load(%s), () => results.delete(%s)]) {"
-                    "  try { await f(); out.push('ok'); } catch (e) { out.push([e.code, e.errorType, e.message]); }"
-                    "} return out;") % (json.dumps(ref["id"]), json.dumps(ref["id"]))
+            code = (
+                "const out = [];"
+                "for (const f of [() => results.save([2]), () => results.load(%s), () => results.delete(%s)]) {"
+                "  try { await f(); out.push('ok'); } catch (e) { out.push([e.code, e.errorType, e.message]); }"
+                "} return out;"
+            ) % (json.dumps(ref["id"]), json.dumps(ref["id"]))
             got = value_of(exec_as(client, {}, code))
             assert time.monotonic() - started < 10
             for error_code, error_type, message in got:
@@ -175,8 +184,9 @@ def test_redis_down_rejects_catchably_and_routes_answer_503(tmp_path: Path) -> N
 def test_a_value_saved_for_retention_but_shown_whole_is_deleted(request: pytest.FixtureRequest, backend: str) -> None:
     """The value is saved before the envelope is built when it may need a reference; when truncating the
     output leaves it room after all, it goes out whole and the saved copy is deleted (the run holds nothing)."""
-    client, headers = (request.getfixturevalue("client"), {}) if backend == "memory" else (
-        request.getfixturevalue("pair").a, ALPHA)
+    client, headers = (
+        (request.getfixturevalue("client"), {}) if backend == "memory" else (request.getfixturevalue("pair").a, ALPHA)
+    )
     ids = run_scope()
     code = 'text("o".repeat(63000)); return Array.from({length: 1000}, (_, i) => i);'  # 64 KiB budget
     env = exec_as(client, headers, code, **ids)

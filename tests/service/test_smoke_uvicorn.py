@@ -31,9 +31,24 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("served_log") / "serve.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-             "--workers", "2", "--log-level", "warning"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "service.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -61,11 +76,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_quick_start_curl_body_over_a_real_socket(served):
     """POST the README's curl body: completed, value 2, output [text "hi"]."""
-    r = httpx.post(served + "/v1/exec", content=b'{"code":"text(\\"hi\\"); return 1+1"}',
-                   headers={"content-type": "application/json"}, timeout=10)
+    r = httpx.post(
+        served + "/v1/exec",
+        content=b'{"code":"text(\\"hi\\"); return 1+1"}',
+        headers={"content-type": "application/json"},
+        timeout=10,
+    )
     assert r.status_code == 200, r.text
     env = r.json()
     assert env["status"] == "completed"
     assert env["value"] == 2
     assert env["output"] == [{"type": "text", "text": "hi"}]
-

@@ -22,42 +22,84 @@ from service.cells.source_checks import (
 MiB = 1024 * 1024
 
 
-@pytest.mark.parametrize("code", [
-    "ls -la", "pwd", "bash -c 'echo hi'", "cat notes.txt | grep todo", "$ git status",
-    "sudo apt-get install jq", "ls\npwd", "# list files\nls -la", "  git log --oneline  ",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "ls -la",
+        "pwd",
+        "bash -c 'echo hi'",
+        "cat notes.txt | grep todo",
+        "$ git status",
+        "sudo apt-get install jq",
+        "ls\npwd",
+        "# list files\nls -la",
+        "  git log --oneline  ",
+    ],
+)
 def test_shell_like_text_is_shell(code):
     """Commands, pipelines, `$ ` prompts, `sudo` and `bash -c` read as shell."""
     assert looks_like_shell(code)
     assert check_source(code) == SHELL_HINT
 
 
-@pytest.mark.parametrize("code", [
-    "const ls = [1, 2];\nconst pwd = 'x';\nreturn ls.length + pwd.length", "ls()", "return 1", "x = 1",
-    "lsx -la", "ls " + "a " * 27 + ";", "ls\npwd\ncd\nls\npwd\nls", "# only a comment",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "const ls = [1, 2];\nconst pwd = 'x';\nreturn ls.length + pwd.length",
+        "ls()",
+        "return 1",
+        "x = 1",
+        "lsx -la",
+        "ls " + "a " * 27 + ";",
+        "ls\npwd\ncd\nls\npwd\nls",
+        "# only a comment",
+    ],
+)
 def test_javascript_and_long_scripts_are_not_shell(code):
     """JavaScript punctuation or keywords, unknown commands and more than five lines are not shell."""
     assert not looks_like_shell(code)
 
 
-@pytest.mark.parametrize("code", [
-    'const fs = require("fs"); return 1', 'const m = await import("fs"); return 1',
-    'import fs from "fs";\nreturn 1', "export const a = 1;", 'const fs = requ\\u0069re("fs"); return 1',
-    'requ\\u{69}re("x")', '`${require("fs")}`', 'x = `a${`b${import("q")}`}`', "x = 1;\n  import {a} from 'b'",
-    "/* note */ require('x')", "x = /re/; require('x')", "x = a / b / require('q')", "require  (1)",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        'const fs = require("fs"); return 1',
+        'const m = await import("fs"); return 1',
+        'import fs from "fs";\nreturn 1',
+        "export const a = 1;",
+        'const fs = requ\\u0069re("fs"); return 1',
+        'requ\\u{69}re("x")',
+        '`${require("fs")}`',
+        'x = `a${`b${import("q")}`}`',
+        "x = 1;\n  import {a} from 'b'",
+        "/* note */ require('x')",
+        "x = /re/; require('x')",
+        "x = a / b / require('q')",
+        "require  (1)",
+    ],
+)
 def test_module_access_is_found_in_code(code):
     """require()/import() calls and import/export statements in code, also unicode-escaped."""
     assert uses_modules(code)
     assert check_source(code) == MODULE_HINT
 
 
-@pytest.mark.parametrize("code", [
-    '// require("fs")\nreturn "call require(x) or import(y)"', "x = 'require(\"fs\")'", "x = /require(/",
-    "/* import x from 'y' */", "`require(`", "obj.require('x')", "x.import('y')", "const important = 1",
-    "`${ '{' } require(`", "x = `${a}` + 'import(b)'", "const s = /[/]import(/g",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        '// require("fs")\nreturn "call require(x) or import(y)"',
+        "x = 'require(\"fs\")'",
+        "x = /require(/",
+        "/* import x from 'y' */",
+        "`require(`",
+        "obj.require('x')",
+        "x.import('y')",
+        "const important = 1",
+        "`${ '{' } require(`",
+        "x = `${a}` + 'import(b)'",
+        "const s = /[/]import(/g",
+    ],
+)
 def test_module_words_in_literals_or_members_are_not_module_access(code):
     """Strings, templates, comments, regex literals and member names do not count."""
     assert not uses_modules(code)
@@ -130,14 +172,36 @@ def test_event_loop_keeps_running_while_a_long_source_is_checked():
 # The reproductions that froze the event loop, plus fragments that stress each scanner state.
 ISSUE_FRAGMENTS = ["ls a ", "\n", "[/"]
 HOSTILE_FRAGMENTS = ISSUE_FRAGMENTS + [
-    "a ", "''", "``", "`${", "`${{}", "{}", "/*", "//\n", "\\u0069", "\\u{", "import\n", ";import ",
-    "(/", "/[", "$ ", "bash -c ", "require (", "'\\\n", "\\",
+    "a ",
+    "''",
+    "``",
+    "`${",
+    "`${{}",
+    "{}",
+    "/*",
+    "//\n",
+    "\\u0069",
+    "\\u{",
+    "import\n",
+    ";import ",
+    "(/",
+    "/[",
+    "$ ",
+    "bash -c ",
+    "require (",
+    "'\\\n",
+    "\\",
     "{}'\\\n[/",  # escaped newlines let a failing regex literal scan on to the end (found by hypothesis)
 ]
-_fragments = st.lists(
-    st.one_of(st.sampled_from(HOSTILE_FRAGMENTS), st.text(alphabet="[]{}()/\\'\"`$;=\n *ux0-9a-z", max_size=6)),
-    min_size=1, max_size=6,
-).map("".join).filter(bool)
+_fragments = (
+    st.lists(
+        st.one_of(st.sampled_from(HOSTILE_FRAGMENTS), st.text(alphabet="[]{}()/\\'\"`$;=\n *ux0-9a-z", max_size=6)),
+        min_size=1,
+        max_size=6,
+    )
+    .map("".join)
+    .filter(bool)
+)
 
 
 def _fill(fragment: str, size: int, prefix: str = "require;") -> str:
@@ -156,9 +220,15 @@ def _seconds(code: str, repeat: int = 3) -> float:
     return best
 
 
-@pytest.mark.parametrize("code", [
-    "ls " + "a " * 27 + ";", "x=1" + "\n" * 20000 + ";return 2", "x=1;" + "[/" * 8000,
-], ids=["shell-words", "blank-lines", "unclosed-regex"])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "ls " + "a " * 27 + ";",
+        "x=1" + "\n" * 20000 + ";return 2",
+        "x=1;" + "[/" * 8000,
+    ],
+    ids=["shell-words", "blank-lines", "unclosed-regex"],
+)
 def test_issue_reproductions_are_fast(code):
     """The reported inputs (10-12 s each before) take milliseconds."""
     assert _seconds(code, repeat=1) < 0.2

@@ -43,14 +43,23 @@ LOAD_K = 'const v = await load("k"); return v === undefined ? "missing" : v;'
 def test_store_and_load_across_cells(store_client):
     """Values reach later cells as detached copies; null is kept; missing is undefined; undefined deletes."""
     sid = session()
-    ok(run(store_client, """
+    ok(
+        run(
+            store_client,
+            """
     const obj = JSON.parse('{"a": [1, 2], "__proto__": {"kept": true}}');  // an own "__proto__" key
     await store("obj", obj);
     obj.a.push(3);  // mutating the original after store() does not change the stored copy
     await store("nul", null);
     return null;
-    """, session_id=sid))
-    v = ok(run(store_client, """
+    """,
+            session_id=sid,
+        )
+    )
+    v = ok(
+        run(
+            store_client,
+            """
     const first = await load("obj");
     first.a.push(99);
     const second = await load("obj");
@@ -58,7 +67,10 @@ def test_store_and_load_across_cells(store_client):
     const missing = await load("never-stored");
     return {second, protoKept: Object.keys(second).includes("__proto__") && second["__proto__"].kept === true,
             nulIsNull: nul === null, missingIsUndefined: missing === undefined};
-    """, session_id=sid))
+    """,
+            session_id=sid,
+        )
+    )
     assert v["second"]["a"] == [1, 2]
     assert v["protoKept"] is True
     assert v["nulIsNull"] is True and v["missingIsUndefined"] is True
@@ -70,7 +82,10 @@ def test_store_and_load_across_cells(store_client):
 
 def test_ten_invalid_keys_are_type_errors(store_client):
     """Ten invalid keys make store() and load() reject with TypeError; 256-character keys are fine."""
-    v = ok(run(store_client, """
+    v = ok(
+        run(
+            store_client,
+            """
     const bad = ["", "k".repeat(257), 1, null, undefined, {}, [], true, Symbol("s"), 1n];
     const names = [];
     for (const key of bad) {
@@ -82,7 +97,10 @@ def test_ten_invalid_keys_are_type_errors(store_client):
     await store("k".repeat(256), "long");
     await store("𝄞".repeat(128), "astral");
     return {names, long: await load("k".repeat(256)), astral: await load("𝄞".repeat(128))};
-    """, session_id=session()))
+    """,
+            session_id=session(),
+        )
+    )
     assert v["names"] == ["TypeError"] * 20
     assert v["long"] == "long" and v["astral"] == "astral"
 
@@ -90,13 +108,19 @@ def test_ten_invalid_keys_are_type_errors(store_client):
 def test_value_over_256kib_is_range_error_and_store_unchanged(store_client):
     """A value over 256 KiB rejects with RangeError and leaves the key's previous value in place."""
     sid = session()
-    v = ok(run(store_client, """
+    v = ok(
+        run(
+            store_client,
+            """
     await store("k", "old");
     await store("exact", "x".repeat(262142));  // 262144 bytes of JSON: exactly the limit
     let name = null;
     try { await store("k", "x".repeat(262143)); } catch (e) { name = e.name; }
     return {name, now: await load("k")};
-    """, session_id=sid))
+    """,
+            session_id=sid,
+        )
+    )
     assert v == {"name": "RangeError", "now": "old"}
     assert committed(store_client, sid) == {"k": 5, "exact": 262144}
     assert ok(run(store_client, LOAD_K, session_id=sid)) == "old"
@@ -105,16 +129,27 @@ def test_value_over_256kib_is_range_error_and_store_unchanged(store_client):
 def test_total_over_1mib_is_range_error_and_delete_frees_room(store_client):
     """A write that takes the session over 1 MiB rejects with RangeError; deleting a key frees room."""
     sid = session()
-    ok(run(store_client, 'for (const k of ["a", "b", "c", "d"]) await store(k, "x".repeat(250000)); return null;',
-           session_id=sid))
-    v = ok(run(store_client, """
+    ok(
+        run(
+            store_client,
+            'for (const k of ["a", "b", "c", "d"]) await store(k, "x".repeat(250000)); return null;',
+            session_id=sid,
+        )
+    )
+    v = ok(
+        run(
+            store_client,
+            """
     let first = null;
     try { await store("e", "y".repeat(250000)); } catch (e) { first = e.name; }
     const absent = (await load("e")) === undefined;
     await store("a", undefined);
     await store("e", "y".repeat(250000));
     return {first, absent, e: (await load("e")).length};
-    """, session_id=sid))
+    """,
+            session_id=sid,
+        )
+    )
     assert v == {"first": "RangeError", "absent": True, "e": 250000}
     sizes = committed(store_client, sid)
     assert set(sizes) == {"b", "c", "d", "e"}
@@ -124,13 +159,17 @@ def test_total_over_1mib_is_range_error_and_delete_frees_room(store_client):
 def test_writes_are_buffered_per_cell_until_completion(store_client):
     """Writes are visible in the cell and after its wait, invisible to a sibling, and committed at completion."""
     sid = session()
-    first = run(store_client, """
+    first = run(
+        store_client,
+        """
     await store("k", "mine");
     const same = await load("k");
     await yield_control("pause");
     const afterWait = await load("k");
     return {same, afterWait};
-    """, session_id=sid)
+    """,
+        session_id=sid,
+    )
     assert first["status"] == "waiting", first
     assert ok(run(store_client, LOAD_K, session_id=sid)) == "missing"  # sibling cell
     assert committed(store_client, sid) == {}
@@ -152,8 +191,9 @@ def test_failed_cell_discards_writes(store_client):
 def test_timed_out_cell_discards_writes(store_client):
     """A cell that parks, then times out in its wait leg, commits nothing."""
     sid = session()
-    env = run(store_client, 'await store("k", 1); await yield_control(); while (true) {}',
-              session_id=sid, timeout_ms=300)
+    env = run(
+        store_client, 'await store("k", 1); await yield_control(); while (true) {}', session_id=sid, timeout_ms=300
+    )
     assert env["status"] == "waiting", env
     env = wait(store_client, env["cell_id"])
     assert env["status"] == "failed" and env["code"] == "timeout", env
@@ -206,19 +246,26 @@ def test_session_store_endpoints(store_client):
     assert store_client.delete(f"/v1/sessions/{sid}").status_code == 404
 
 
-@pytest.mark.parametrize("fields", [{}, {"headless": True}, {"restart_safe": True}],
-                         ids=["no-session", "headless", "restart-safe"])
+@pytest.mark.parametrize(
+    "fields", [{}, {"headless": True}, {"restart_safe": True}], ids=["no-session", "headless", "restart-safe"]
+)
 def test_store_unavailable_rejects_catchably(store_client, fields):
     """Without a session, and in headless or restart-safe cells, store/load reject catchably."""
     sid = session()
     request = dict(fields, session_id=sid) if fields else {}
-    v = ok(run(store_client, """
+    v = ok(
+        run(
+            store_client,
+            """
     const out = [];
     for (const call of [() => store("k", 1), () => load("k")]) {
       try { await call(); out.push("allowed"); } catch (e) { out.push(e.message); }
     }
     return out;
-    """, **request))
+    """,
+            **request,
+        )
+    )
     assert all(m != "allowed" for m in v), v
     assert committed(store_client, sid) == {}
 
@@ -256,6 +303,9 @@ def test_network_provenance_survives_persistence(store_client):
     assert plain["output"] == [{"type": "text", "text": "got"}]
     # The provenance mark is internal: not a key the session lists, and guests cannot forge it.
     assert set(committed(store_client, tainted)) == {"h"}
-    forged = run(store_client, "try { await store('\\u0000codemode:network', 1); return 'stored'; } "
-                               "catch (e) { return e.name; }", session_id=clean)
+    forged = run(
+        store_client,
+        "try { await store('\\u0000codemode:network', 1); return 'stored'; } catch (e) { return e.name; }",
+        session_id=clean,
+    )
     assert ok(forged) == "TypeError"

@@ -63,18 +63,21 @@ def test_a_flood_of_busy_loops_delays_another_tenant_by_about_one_cell(tmp_path)
     with make_client(tmp_path, api_keys=KEYS, workers=2, acquire_timeout_ms=30000) as client:
         pool = client.app.state.services.pool
         with ThreadPoolExecutor(6) as flood:
-            floods = [flood.submit(post, client, ALPHA, "/v1/exec",
-                                   {"code": "while (true) {}", "timeout_ms": a_timeout_ms}) for _ in range(6)]
-            poll(lambda: pool.running_slots("alpha") == 2 and pool.queued("alpha") >= 3,
-                 "A holds every worker and has cells queued")
+            floods = [
+                flood.submit(post, client, ALPHA, "/v1/exec", {"code": "while (true) {}", "timeout_ms": a_timeout_ms})
+                for _ in range(6)
+            ]
+            poll(
+                lambda: pool.running_slots("alpha") == 2 and pool.queued("alpha") >= 3,
+                "A holds every worker and has cells queued",
+            )
             started = time.monotonic()
             answer = exec_ok(client, BETA, "return 40 + 2")
             waited = time.monotonic() - started
             outcomes = [f.result() for f in floods]
         assert value_of(answer) == 42
         assert waited < 2 * a_timeout_ms / 1000, f"B waited {waited:.2f}s behind A's flood"
-        assert all(r.status_code == 200 and r.json()["code"] == "timeout" for r in outcomes), \
-            [r.text for r in outcomes]
+        assert all(r.status_code == 200 and r.json()["code"] == "timeout" for r in outcomes), [r.text for r in outcomes]
 
 
 # ---- parked cells and waits ---------------------------------------------------------------------
@@ -113,8 +116,7 @@ def test_concurrent_waits_are_capped_per_tenant(tmp_path):
         thread = threading.Thread(target=wait_first)
         thread.start()
         try:
-            poll(lambda: cells.tenant_load("alpha")["waits"] == 1,
-                 "A's first wait is in progress")
+            poll(lambda: cells.tenant_load("alpha")["waits"] == 1, "A's first wait is in progress")
             assert_quota_refusal(post(client, ALPHA, f"/v1/cells/{a2['cell_id']}/wait", {}), "tenant_max_waits")
             r = post(client, BETA, f"/v1/cells/{b1['cell_id']}/wait", {})
             assert r.status_code == 200 and r.json()["value"] == "b", r.text
@@ -131,8 +133,7 @@ def test_running_cells_quota_names_its_setting(tmp_path):
         with ThreadPoolExecutor(1) as one:
             slow = one.submit(post, client, ALPHA, "/v1/exec", {"code": "await echo({x: 1, delay: 1.5}); return 1"})
             cells = client.app.state.services.cells
-            poll(lambda: cells.tenant_load("alpha")["running"] == 1,
-                 "A's slow cell runs")
+            poll(lambda: cells.tenant_load("alpha")["running"] == 1, "A's slow cell runs")
             assert_quota_refusal(post(client, ALPHA, "/v1/exec", {"code": "return 2"}), "tenant_max_concurrency")
             assert value_of(exec_ok(client, BETA, "return 3")) == 3
             assert slow.result().json()["value"] == 1
@@ -154,8 +155,7 @@ def test_saved_result_bytes_are_bounded_per_tenant_and_globally(tmp_path):
     """Fresh run_ids do not escape tenant_results_bytes; results_max_bytes bounds all tenants; refusals are
     catchable RangeErrors naming the setting, and the cell goes on."""
     one = (1 << 20) + 2
-    with make_client(tmp_path, api_keys=KEYS, tenant_results_bytes=int(2.5 * MiB),
-                     results_max_bytes=4 * MiB) as client:
+    with make_client(tmp_path, api_keys=KEYS, tenant_results_bytes=int(2.5 * MiB), results_max_bytes=4 * MiB) as client:
         got = [value_of(exec_ok(client, ALPHA, SAVE_MIB % 1, session_id="s", run_id=f"run-{i}")) for i in range(3)]
         assert got[:2] == [[one], [one]]
         assert got[2][0].startswith("RangeError: saved-results quota reached") and "tenant_results_bytes" in got[2][0]
@@ -170,8 +170,11 @@ def test_saved_result_bytes_are_bounded_per_tenant_and_globally(tmp_path):
 
 def test_saved_results_expire_on_the_injected_clock(tmp_path):
     """Saved results leave the tenant's quota when their TTL passes (ResultsStore clock, no sleeping)."""
-    settings = Settings(workers=1, data_dir=str(tmp_path)).replace(api_keys=KEYS,
-                       tenant_results_bytes=int(1.5 * MiB), results_ttl_seconds=60).check()
+    settings = (
+        Settings(workers=1, data_dir=str(tmp_path))
+        .replace(api_keys=KEYS, tenant_results_bytes=int(1.5 * MiB), results_ttl_seconds=60)
+        .check()
+    )
     now = [1000.0]
     services = build_components(settings, extra_tools=TEST_TOOLS, results_clock=lambda: now[0])
     with TestClient(create_app(settings, services)) as client:
@@ -212,8 +215,11 @@ def test_session_store_bytes_and_sessions_are_bounded_per_tenant(tmp_path):
 
 def test_expired_sessions_are_empty_and_their_data_removed(tmp_path):
     """session_ttl_seconds after its last write a session reads as empty and the sweep deletes its rows."""
-    settings = Settings(workers=2, data_dir=str(tmp_path), kill_grace_ms=500).replace(api_keys=KEYS,
-                       session_ttl_seconds=3600).check()
+    settings = (
+        Settings(workers=2, data_dir=str(tmp_path), kill_grace_ms=500)
+        .replace(api_keys=KEYS, session_ttl_seconds=3600)
+        .check()
+    )
     now = [1_700_000_000.0]
     path = tmp_path / "clocked.sqlite3"
     store = open_store(sqlite_url(path), store_limits(settings), lambda: now[0])

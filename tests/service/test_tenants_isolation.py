@@ -56,8 +56,11 @@ def test_other_tenant_cannot_see_or_touch_a_cell(tenants):
     env = exec_as(tenants, ALPHA, 'text("x"); await yield_control(); return "alpha done";')
     assert env["status"] == "waiting"
     cell = env["cell_id"]
-    for method, path in (("get", f"/v1/cells/{cell}"), ("post", f"/v1/cells/{cell}/wait"),
-                         ("post", f"/v1/cells/{cell}/cancel")):
+    for method, path in (
+        ("get", f"/v1/cells/{cell}"),
+        ("post", f"/v1/cells/{cell}/wait"),
+        ("post", f"/v1/cells/{cell}/cancel"),
+    ):
         kwargs: dict[str, Any] = {"headers": BETA}
         if method == "post":
             kwargs["json"] = {}
@@ -91,8 +94,7 @@ def test_saved_results_are_scoped_to_the_tenant(tenants):
     """A reference saved by one tenant is unavailable to another with the same session and run ids."""
     ids = {"session_id": "s-" + tag(), "run_id": "r-" + tag()}
     ref = value(exec_as(tenants, ALPHA, "return await results.save({secret: 1});", **ids))
-    load = (f"try {{ return await results.load({json.dumps(ref['id'])}); }} "
-            f"catch (e) {{ return 'ERR ' + e.message; }}")
+    load = f"try {{ return await results.load({json.dumps(ref['id'])}); }} catch (e) {{ return 'ERR ' + e.message; }}"
     answer = value(exec_as(tenants, BETA, load, **ids))
     assert isinstance(answer, str) and UNAVAILABLE in answer, answer
     # Ending "the same" run as the other tenant expires nothing of alpha's.
@@ -155,7 +157,12 @@ def test_no_keys_refuses_a_non_loopback_bind(tmp_path):
     env["CODEMODE_DATA_DIR"] = str(tmp_path)
     proc = subprocess.run(
         [sys.executable, "-m", "service.cli", "serve", "--host", "192.0.2.1", "--port", str(free_port())],
-        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=30,
-        stdin=subprocess.DEVNULL)
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode != 0
     assert "192.0.2.1" in proc.stderr and "API keys" in proc.stderr, proc.stderr

@@ -49,8 +49,9 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         yield c
 
 
-def exec_run(client: TestClient, code: str, session: str | None, run_id: str | None = None,
-             headers: dict[str, str] = ALPHA) -> dict[str, Any]:
+def exec_run(
+    client: TestClient, code: str, session: str | None, run_id: str | None = None, headers: dict[str, str] = ALPHA
+) -> dict[str, Any]:
     fields: dict[str, Any] = {"code": code}
     if session is not None:
         fields["session_id"] = session
@@ -86,13 +87,20 @@ def test_failing_tool_in_a_loop_gets_four_tool_errors_then_tool_blocked(client):
     assert runs_of("fail") - before == 4
     assert got[4]["nonRetriable"] is True and "failed 4 times" in got[4]["message"]
     assert "use another tool or report the problem" in got[4]["message"]
-    nxt = value_of(exec_run(client, """
+    nxt = value_of(
+        exec_run(
+            client,
+            """
         const handle = catalog.all().find(h => h.callableName === "fail");
         const found = await catalog.search("fails with the given message");
         let code; try { await fail({message: "again"}); } catch (e) { code = e.code; }
         return {handle: handle.blocked, found: found.find(h => h.callableName === "fail").blocked,
                 echo: catalog.all().find(h => h.callableName === "echo").blocked, code};
-    """, sid, "r1"))
+    """,
+            sid,
+            "r1",
+        )
+    )
     assert nxt == {"handle": True, "found": True, "code": "tool_blocked"}  # echo's handle has no `blocked`
     assert runs_of("fail") - before == 4
     report = counters(client, sid, "r1")
@@ -111,8 +119,9 @@ def test_recoverable_failures_never_block(client):
     assert got[9]["errorType"] == "recoverable" and got[9]["needParam"] == "date"
     assert got[9]["message"] == "report failed: date must be YYYY-MM-DD"
     assert runs_of("report") - before == 10
-    keyed = value_of(exec_run(client, loop("report", 6, {"ok": False, "error": "which city?", "need_param": "city"}),
-                              sid, "r1"))
+    keyed = value_of(
+        exec_run(client, loop("report", 6, {"ok": False, "error": "which city?", "need_param": "city"}), sid, "r1")
+    )
     assert [g["errorType"] for g in keyed] == ["recoverable"] * 6
     assert counters(client, sid, "r1")["total_failures"] == 0
 
@@ -131,9 +140,15 @@ def test_reason_order_default_and_seed_fields(client):
     """success: false takes stderr before error; an empty reason gets a default naming the tool; the
     seed's fields reach the guest in camelCase; a code field alone never flips a success."""
     sid = new_session()
-    reply = {"success": False, "stderr": "exit 2: no such table", "error": "query failed", "error_type": "config",
-             "user_message": "The report database is not set up.", "redirect": "report_b",
-             "upstream": {"status": 500}}
+    reply = {
+        "success": False,
+        "stderr": "exit 2: no such table",
+        "error": "query failed",
+        "error_type": "config",
+        "user_message": "The report database is not set up.",
+        "redirect": "report_b",
+        "upstream": {"status": 500},
+    }
     got = value_of(exec_run(client, loop("report", 1, reply), sid, "r1"))[0]
     assert got["message"] == "report failed: exit 2: no such table"
     assert got["errorType"] == "config" and got["userMessage"] == "The report database is not set up."
@@ -162,16 +177,18 @@ def test_non_retriable_failure_blocks_at_once(client):
 def test_run_budget_exhausted_refuses_every_tool(client):
     """At failures_per_run (8) counted failures every further call rejects with failure_budget_exhausted."""
     sid = new_session()
-    code = "\n".join([
-        "const codes = [];",
-        "async function attempt(f, input) { try { await f(input); codes.push('ok'); } catch (e) { codes.push(e.code); } }",
-        "for (let i = 0; i < 3; i++) await attempt(fail, {message: 'f' + i});",
-        "for (let i = 0; i < 3; i++) await attempt(report, {reply: {ok: false, error: 'x'}, n: i});",
-        "for (let i = 0; i < 2; i++) await attempt(report_b, {reply: {success: false, error: 'y'}, n: i});",
-        "await attempt(echo, {x: 1});",
-        "let message; try { await report_c({reply: 1}); } catch (e) { message = e.message; }",
-        "return {codes, message};",
-    ])
+    code = "\n".join(
+        [
+            "const codes = [];",
+            "async function attempt(f, input) { try { await f(input); codes.push('ok'); } catch (e) { codes.push(e.code); } }",
+            "for (let i = 0; i < 3; i++) await attempt(fail, {message: 'f' + i});",
+            "for (let i = 0; i < 3; i++) await attempt(report, {reply: {ok: false, error: 'x'}, n: i});",
+            "for (let i = 0; i < 2; i++) await attempt(report_b, {reply: {success: false, error: 'y'}, n: i});",
+            "await attempt(echo, {x: 1});",
+            "let message; try { await report_c({reply: 1}); } catch (e) { message = e.message; }",
+            "return {codes, message};",
+        ]
+    )
     got = value_of(exec_run(client, code, sid, "r1"))
     assert got["codes"] == ["tool_error"] * 8 + ["failure_budget_exhausted"]
     assert "Stop calling tools" in got["message"]
@@ -220,8 +237,9 @@ def test_idempotent_read_survives_two_connection_resets(client):
 def test_transient_failure_after_three_attempts_is_transient(client):
     """Three resets in a row: tool_error with errorType transient after exactly three attempts."""
     key = uuid.uuid4().hex
-    got = value_of(exec_run(client, LOOP % {"n": 1, "tool": "flaky_read", "input": f'{{key: "{key}", resets: 9}}'},
-                            None))[0]
+    got = value_of(
+        exec_run(client, LOOP % {"n": 1, "tool": "flaky_read", "input": f'{{key: "{key}", resets: 9}}'}, None)
+    )[0]
     assert got["code"] == "tool_error" and got["errorType"] == "transient"
     assert "ConnectionError: connection reset by peer" in got["message"]
     assert CALLS[f"flaky_read:{key}"] == 3
@@ -239,8 +257,7 @@ def test_breaker_gives_one_attempt_after_two_failed_calls(client):
     """When a tool's last two calls for the tenant failed, the next call gets one attempt, no retries."""
     keys = [uuid.uuid4().hex for _ in range(3)]
     for key in keys[:2]:
-        value_of(exec_run(client, LOOP % {"n": 1, "tool": "flaky_feed", "input": f'{{key: "{key}", resets: 9}}'},
-                          None))
+        value_of(exec_run(client, LOOP % {"n": 1, "tool": "flaky_feed", "input": f'{{key: "{key}", resets: 9}}'}, None))
         assert CALLS[f"flaky_feed:{key}"] == 3
     env = exec_run(client, LOOP % {"n": 1, "tool": "flaky_feed", "input": f'{{key: "{keys[2]}", resets: 1}}'}, None)
     assert value_of(env)[0]["errorType"] == "transient"
@@ -254,11 +271,15 @@ def test_breaker_gives_one_attempt_after_two_failed_calls(client):
 
 def test_partial_success_resolves_with_a_warning(client):
     """success: true with completed: false (or a warning) resolves and adds a line to the envelope's warnings."""
-    env = exec_run(client, """
+    env = exec_run(
+        client,
+        """
         const a = await report({reply: {success: true, completed: false, rows: 3}});
         const b = await report_b({reply: {success: true, warning: "2 of 5 rows failed"}});
         return [a.rows, b.warning];
-    """, None)
+    """,
+        None,
+    )
     assert value_of(env) == [3, "2 of 5 rows failed"]
     assert any(w.startswith("report succeeded only in part (completed: false)") for w in env["warnings"])
     assert "report_b succeeded only in part: 2 of 5 rows failed" in env["warnings"]
@@ -280,8 +301,10 @@ def test_counters_are_shared_by_replicas_on_redis(tmp_path, request):
     """Two services on one Redis store are replicas of one run: a block made through one holds on the other."""
     url = request.getfixturevalue("redis_url")
     sid = new_session()
-    with make_client(tmp_path / "a", extra_tools=TOOLS, workers=1, store_url=url) as first, \
-            make_client(tmp_path / "b", extra_tools=TOOLS, workers=1, store_url=url) as second:
+    with (
+        make_client(tmp_path / "a", extra_tools=TOOLS, workers=1, store_url=url) as first,
+        make_client(tmp_path / "b", extra_tools=TOOLS, workers=1, store_url=url) as second,
+    ):
         value_of(run(first, loop("fail", 2), session_id=sid, run_id="r1"))
         got = value_of(run(second, loop("fail", 3), session_id=sid, run_id="r1"))
         assert [g["code"] for g in got] == ["tool_error", "tool_error", "tool_blocked"]

@@ -16,8 +16,7 @@ WEATHER = {
 }
 
 
-def exec_cell(client: TestClient, code: str, tools: list[dict[str, Any]] | None = None,
-              **fields: Any) -> dict:
+def exec_cell(client: TestClient, code: str, tools: list[dict[str, Any]] | None = None, **fields: Any) -> dict:
     """POST /v1/exec with client tools; returns the envelope."""
     declared = [WEATHER] if tools is None else tools
     r = client.post("/v1/exec", json={"code": code, "client_tools": declared, **fields})
@@ -39,16 +38,24 @@ def test_client_tool_call_parks_with_pending_call_and_input(client):
     assert env["reason"] == "pending_tools"
     [call] = env["pending_tool_calls"]
     assert call["id"].startswith("req_")
-    assert call == {"id": call["id"], "method": "tool", "tool": "get_weather", "name": "get_weather",
-                    "input": {"city": "Oslo"}}
+    assert call == {
+        "id": call["id"],
+        "method": "tool",
+        "tool": "get_weather",
+        "name": "get_weather",
+        "input": {"city": "Oslo"},
+    }
     client.post(f"/v1/cells/{env['cell_id']}/cancel")
 
 
 def test_a_pending_client_call_names_the_tool_as_declared_beside_its_callable_name(client):
     """`name` is the declared name, whatever spelling the guest global got (`tool`): a caller dispatches on it."""
-    env = exec_cell(client, "const cls = catalog.all().find(h => h.toolName === 'class').callableName;"
-                            "return await Promise.all([open_ticket({}), tool_9lives({}), globalThis[cls]({})])",
-                    tools=[{"name": "open-ticket"}, {"name": "9lives"}, {"name": "class"}])
+    env = exec_cell(
+        client,
+        "const cls = catalog.all().find(h => h.toolName === 'class').callableName;"
+        "return await Promise.all([open_ticket({}), tool_9lives({}), globalThis[cls]({})])",
+        tools=[{"name": "open-ticket"}, {"name": "9lives"}, {"name": "class"}],
+    )
     assert env["status"] == "waiting", env
     named = {call["name"]: call["tool"] for call in env["pending_tool_calls"]}
     assert named.keys() == {"open-ticket", "9lives", "class"}, named
@@ -59,11 +66,14 @@ def test_a_pending_client_call_names_the_tool_as_declared_beside_its_callable_na
 
 def test_wait_with_tool_result_resumes_and_value_reaches_guest(client):
     """`wait` with `{id, ok: true, value}` resumes the cell and the guest receives the value."""
-    env = exec_cell(client, """
+    env = exec_cell(
+        client,
+        """
         const w = await get_weather({city: "Oslo"});
         text("temp " + w.temp);
         return {w, kind: typeof w.temp};
-    """)
+    """,
+    )
     call_id = env["pending_tool_calls"][0]["id"]
     done = wait(client, env["cell_id"], [{"id": call_id, "ok": True, "value": {"temp": 21, "sky": "clear"}}])
     assert done["status"] == "completed", done
@@ -74,10 +84,13 @@ def test_wait_with_tool_result_resumes_and_value_reaches_guest(client):
 
 def test_client_tool_error_result_rejects_catchably(client):
     """An `{ok: false, error: "boom"}` result rejects the guest's call with an Error it can catch."""
-    env = exec_cell(client, """
+    env = exec_cell(
+        client,
+        """
         try { await get_weather({city: "Oslo"}); return "resolved"; }
         catch (e) { return {isError: e instanceof Error, message: e.message, code: e.code}; }
-    """)
+    """,
+    )
     call_id = env["pending_tool_calls"][0]["id"]
     done = wait(client, env["cell_id"], [{"id": call_id, "ok": False, "error": "boom"}])
     assert done["status"] == "completed", done
@@ -111,15 +124,17 @@ def test_unknown_tool_results_id_is_422_and_cell_stays_waiting(client):
 
 def test_parallel_client_calls_are_answered_in_one_wait(client):
     """Two client calls under Promise.all are both pending and resolve from one wait, in any order."""
-    env = exec_cell(client, """
+    env = exec_cell(
+        client,
+        """
         const [a, b] = await Promise.all([get_weather({city: "Oslo"}), get_weather({city: "Rome"})]);
         return [a.temp, b.temp];
-    """)
+    """,
+    )
     calls = env["pending_tool_calls"]
     assert sorted(c["input"]["city"] for c in calls) == ["Oslo", "Rome"]
     temps = {"Oslo": 2, "Rome": 25}
-    results = [{"id": c["id"], "ok": True, "value": {"temp": temps[c["input"]["city"]]}}
-               for c in reversed(calls)]
+    results = [{"id": c["id"], "ok": True, "value": {"temp": temps[c["input"]["city"]]}} for c in reversed(calls)]
     done = wait(client, env["cell_id"], results)
     assert done["value"] == [2, 25]
 
@@ -134,15 +149,23 @@ def test_client_tool_input_is_validated_before_parking(client):
 
 def test_client_tool_is_in_catalog_with_source_client_and_unknown_types(client):
     """catalog.all() lists the client tool with source "client", input "unknown" and no output hint."""
-    env = exec_cell(client, """
+    env = exec_cell(
+        client,
+        """
         const mine = catalog.all().find(h => h.callableName === "get_weather");
         const found = await catalog.search("get_weather");
         return {mine, found: found.map(h => h.source), d: await get_weather.describe()};
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     mine = env["value"]["mine"]
-    assert mine == {"callableName": "get_weather", "toolName": "get_weather",
-                    "description": "Current weather for a city.", "source": "client", "input": "unknown"}
+    assert mine == {
+        "callableName": "get_weather",
+        "toolName": "get_weather",
+        "description": "Current weather for a city.",
+        "source": "client",
+        "input": "unknown",
+    }
     assert env["value"]["found"] == ["client"]
     d = env["value"]["d"]
     assert d["source"] == "client" and "outputSchema" not in d
@@ -168,11 +191,15 @@ def test_client_tools_are_per_request(client):
 def test_client_tool_shadows_a_native_tool_of_the_same_name(client):
     """A client tool named `echo` wins: the call parks, the native echo does not run, search finds one."""
     start = CALLS.get("echo", 0)
-    env = exec_cell(client, """
+    env = exec_cell(
+        client,
+        """
         const found = await catalog.search("echo");
         text(JSON.stringify(found.map(h => h.source)));
         return await echo({x: 1});
-    """, tools=[{"name": "echo", "description": "client echo"}])
+    """,
+        tools=[{"name": "echo", "description": "client echo"}],
+    )
     assert env["status"] == "waiting", env
     assert env["output"] == [{"type": "text", "text": '["client"]'}]
     [call] = env["pending_tool_calls"]
@@ -192,11 +219,15 @@ def test_invalid_client_tool_declaration_is_422(client):
 def test_client_tool_callable_names_are_safe_and_identical_everywhere(client):
     """Unsafe client tool names get safe callable names, the same in globals, catalog and API files."""
     tools = [{"name": "open-ticket"}, {"name": "9lives"}, {"name": "class"}, {"name": "__openclawX"}]
-    env = exec_cell(client, """
+    env = exec_cell(
+        client,
+        """
         const names = catalog.all().filter(h => h.source === "client").map(h => [h.toolName, h.callableName]);
         const files = (await API.list("tools")).files.map(f => f.path);
         return {names, files, types: names.map(([, c]) => typeof globalThis[c])};
-    """, tools=tools)
+    """,
+        tools=tools,
+    )
     assert env["status"] == "completed", env
     names = dict(env["value"]["names"])
     assert names["open-ticket"] == "open_ticket"

@@ -45,24 +45,44 @@ def _branchy_result(params: dict[str, Any]) -> dict[str, Any]:
 
 
 CONTRACT_TOOLS = [
-    ToolSpec(name="strict_sum", description="Adds two integers.",
-             execute=_counted("strict_sum", lambda p: p["x"] + p["y"]),
-             input_schema=_closed({"x": {"type": "integer"}, "y": {"type": "integer"}})),
-    ToolSpec(name="bad_output", description="Returns a value that breaks its output schema.",
-             execute=_counted("bad_output", {"n": SECRET}),
-             output_schema=_closed({"n": {"type": "integer"}})),
-    ToolSpec(name="very_bad_output", description="Breaks its output schema in many places.",
-             execute=_counted("very_bad_output", {f"k{i}": SECRET for i in range(8)}),
-             output_schema=_closed({f"k{i}": {"type": "integer"} for i in range(8)})),
-    ToolSpec(name="branchy", description="Discriminated output; can lie about its branch.",
-             execute=_counted("branchy", _branchy_result), input_schema=_MODE_INPUT,
-             output_schema={"anyOf": [_BRANCH_A, _BRANCH_B],
-                            DISCRIMINATOR_KEY: {"version": 1, "inputProperty": "mode",
-                                                "mapping": {"a": 0, "b": 1}}}),
-    ToolSpec(name="bad_annotation", description="Malformed discriminator annotation.",
-             execute=_counted("bad_annotation", {"a": 1}), input_schema=_MODE_INPUT,
-             output_schema={"anyOf": [_BRANCH_A, _BRANCH_B],
-                            DISCRIMINATOR_KEY: {"version": 2, "inputProperty": "mode", "mapping": {"a": 0}}}),
+    ToolSpec(
+        name="strict_sum",
+        description="Adds two integers.",
+        execute=_counted("strict_sum", lambda p: p["x"] + p["y"]),
+        input_schema=_closed({"x": {"type": "integer"}, "y": {"type": "integer"}}),
+    ),
+    ToolSpec(
+        name="bad_output",
+        description="Returns a value that breaks its output schema.",
+        execute=_counted("bad_output", {"n": SECRET}),
+        output_schema=_closed({"n": {"type": "integer"}}),
+    ),
+    ToolSpec(
+        name="very_bad_output",
+        description="Breaks its output schema in many places.",
+        execute=_counted("very_bad_output", {f"k{i}": SECRET for i in range(8)}),
+        output_schema=_closed({f"k{i}": {"type": "integer"} for i in range(8)}),
+    ),
+    ToolSpec(
+        name="branchy",
+        description="Discriminated output; can lie about its branch.",
+        execute=_counted("branchy", _branchy_result),
+        input_schema=_MODE_INPUT,
+        output_schema={
+            "anyOf": [_BRANCH_A, _BRANCH_B],
+            DISCRIMINATOR_KEY: {"version": 1, "inputProperty": "mode", "mapping": {"a": 0, "b": 1}},
+        },
+    ),
+    ToolSpec(
+        name="bad_annotation",
+        description="Malformed discriminator annotation.",
+        execute=_counted("bad_annotation", {"a": 1}),
+        input_schema=_MODE_INPUT,
+        output_schema={
+            "anyOf": [_BRANCH_A, _BRANCH_B],
+            DISCRIMINATOR_KEY: {"version": 2, "inputProperty": "mode", "mapping": {"a": 0}},
+        },
+    ),
 ]
 
 
@@ -70,8 +90,11 @@ CONTRACT_TOOLS = [
 def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """Shipping plugin + test tools + the contract tools above."""
     data_dir = str(tmp_path_factory.mktemp("contracts"))
-    settings = Settings(workers=2, data_dir=data_dir, kill_grace_ms=500).replace(
-        tools=ToolSettings(plugins=(SHIPPING,))).check()
+    settings = (
+        Settings(workers=2, data_dir=data_dir, kill_grace_ms=500)
+        .replace(tools=ToolSettings(plugins=(SHIPPING,)))
+        .check()
+    )
     services = build_components(settings, extra_tools=[*TEST_TOOLS, *CONTRACT_TOOLS])
     with TestClient(create_app(settings, services)) as c:
         yield c
@@ -79,11 +102,14 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
 
 def caught(client: TestClient, call: str) -> dict[str, Any]:
     """Run `call` in a cell, catch its rejection and return the Error's fields."""
-    env = run(client, f"""
+    env = run(
+        client,
+        f"""
         try {{ const v = await {call}; return {{resolved: v}}; }}
         catch (e) {{ return {{name: e.name, message: e.message, code: e.code, details: e.details,
                              tool: e.tool, effectStatus: e.effectStatus, isError: e instanceof Error}}; }}
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     assert "resolved" not in env["value"], env["value"]
     return env["value"]
@@ -157,16 +183,21 @@ def test_output_contract_failure_never_reaches_the_envelope_value(svc):
 
 def test_discriminated_output_accepts_the_selected_branch(svc):
     """Each selector value's own branch passes: shipments list and status, branchy a and b."""
-    env = run(svc, """
+    env = run(
+        svc,
+        """
         return [await shipments({action: "list"}),
                 await shipments({action: "status", shipment_id: "SHP-1003"}),
                 await branchy({mode: "a", lie: false}), await branchy({mode: "b", lie: false})];
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
-    assert env["value"] == [{"shipments": ["SHP-1001", "SHP-1002", "SHP-1003"]},
-                            {"shipment_id": "SHP-1003", "status": "label_created", "destination": "US",
-                             "found": True},
-                            {"a": 1}, {"b": "x"}]
+    assert env["value"] == [
+        {"shipments": ["SHP-1001", "SHP-1002", "SHP-1003"]},
+        {"shipment_id": "SHP-1003", "status": "label_created", "destination": "US", "found": True},
+        {"a": 1},
+        {"b": "x"},
+    ]
 
 
 def test_discriminated_output_is_validated_against_the_selected_branch_only(svc):
@@ -199,4 +230,3 @@ def test_unhandled_tool_rejection_fails_a_cell_that_returned(svc):
     env = run(svc, 'void fail({message: "ignored?"}); await list_carriers(); return "done"')
     assert env["status"] == "failed", env
     assert "ignored?" in env["error"]
-

@@ -25,8 +25,13 @@ _GREETING = {
 async def _greet(call_id: str, params: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if params["name"] == "explode":
         raise RuntimeError("greeter exploded")
-    return {"greeting": f"hello {params['name']}", "tenant": ctx.tenant, "session": ctx.session_id,
-            "run": ctx.run_id, "cell": ctx.cell_id}
+    return {
+        "greeting": f"hello {params['name']}",
+        "tenant": ctx.tenant,
+        "session": ctx.session_id,
+        "run": ctx.run_id,
+        "cell": ctx.cell_id,
+    }
 
 
 async def _before(call: HookCall) -> Any:
@@ -61,12 +66,19 @@ async def _rss(call_id: str, params: dict[str, Any], ctx: ToolContext) -> Any:
 
 def register(registry: ToolRegistry) -> None:
     """Plugin entry point: two tools and one pair of hooks."""
-    registry.add_tool(name="greet", description="Greets someone; reports its call context.", execute=_greet,
-                      input_schema={"type": "object", "properties": {"name": {"type": "string"}},
-                                    "required": ["name"], "additionalProperties": False},
-                      output_schema=_GREETING)
-    registry.add_tool(name="rss", description="Reads a remote feed (network-derived).", execute=_rss,
-                      network=True)
+    registry.add_tool(
+        name="greet",
+        description="Greets someone; reports its call context.",
+        execute=_greet,
+        input_schema={
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+        output_schema=_GREETING,
+    )
+    registry.add_tool(name="rss", description="Reads a remote feed (network-derived).", execute=_rss, network=True)
     registry.add_hook(before=_before, after=_after)
 
 
@@ -87,8 +99,11 @@ def cell(client: TestClient, code: str, **fields: Any) -> dict:
 
 def caught(client: TestClient, call: str) -> dict:
     """The fields of the Error that `call` rejects with."""
-    env = cell(client, f"try {{ return {{ok: await {call}}}; }} catch (e) "
-                       "{ return {code: e.code, message: e.message, effectStatus: e.effectStatus}; }")
+    env = cell(
+        client,
+        f"try {{ return {{ok: await {call}}}; }} catch (e) "
+        "{ return {code: e.code, message: e.message, effectStatus: e.effectStatus}; }",
+    )
     assert env["status"] == "completed", env
     assert "ok" not in env["value"], env["value"]
     return env["value"]
@@ -98,8 +113,13 @@ def test_plugin_tool_receives_the_call_context(hooked):
     """execute() gets tenant, session, run and cell ids of the calling cell."""
     env = cell(hooked, 'return await greet({name: "ada"})', session_id="s-1", run_id="r-1")
     assert env["status"] == "completed", env
-    assert env["value"] == {"greeting": "hello ada", "tenant": "acme", "session": "s-1", "run": "r-1",
-                            "cell": env["cell_id"]}
+    assert env["value"] == {
+        "greeting": "hello ada",
+        "tenant": "acme",
+        "session": "s-1",
+        "run": "r-1",
+        "cell": env["cell_id"],
+    }
 
 
 def test_before_hook_can_block_a_call(hooked):

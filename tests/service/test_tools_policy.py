@@ -25,8 +25,7 @@ KEYS = (
 @pytest.fixture(scope="module")
 def policed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """track_package denied, cancel_shipment (opt-in) allowed by name, three API keys."""
-    tools = ToolSettings(plugins=(SHIPPING,), allow=("group:plugins", "cancel_shipment"),
-                         deny=("track_package",))
+    tools = ToolSettings(plugins=(SHIPPING,), allow=("group:plugins", "cancel_shipment"), deny=("track_package",))
     with make_client(tmp_path_factory.mktemp("policy"), tools=tools, api_keys=KEYS) as c:
         yield c
 
@@ -34,8 +33,9 @@ def policed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """Shipping plugin with default policy and a per-cell call budget of 3."""
-    with make_client(tmp_path_factory.mktemp("budget"), tools=ToolSettings(plugins=(SHIPPING,)),
-                     max_calls_per_cell=3, workers=1) as c:
+    with make_client(
+        tmp_path_factory.mktemp("budget"), tools=ToolSettings(plugins=(SHIPPING,)), max_calls_per_cell=3, workers=1
+    ) as c:
         yield c
 
 
@@ -55,13 +55,16 @@ def visible(client: TestClient, headers: dict[str, str]) -> list[str]:
 
 def test_denied_tool_has_no_global_and_no_handle(policed):
     """A tool denied in settings has no global, no catalog entry, and search cannot find it."""
-    env = cell(policed, """
+    env = cell(
+        policed,
+        """
         return {type: typeof track_package, inGlobal: "track_package" in globalThis,
                 all: catalog.all().some(h => h.callableName === "track_package"),
                 exact: (await catalog.search("track_package")).length,
                 ranked: (await catalog.search("tracking history parcel carrier", {limit: 50}))
                           .map(h => h.callableName)};
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     v = env["value"]
     assert v["type"] == "undefined" and v["inGlobal"] is False and v["all"] is False
@@ -100,11 +103,14 @@ def test_optional_tool_is_absent_by_default(plain):
 def test_optional_tool_allowed_by_name_is_callable(policed):
     """cancel_shipment, allowed by name, is a global and runs (its is_error result rejects, recoverable)."""
     assert "cancel_shipment" in visible(policed, FULL)
-    env = cell(policed, """
+    env = cell(
+        policed,
+        """
         const ok = await cancel_shipment({shipment_id: "SHP-1001"});
         try { await cancel_shipment({shipment_id: "SHP-1002"}); return "resolved"; }
         catch (e) { return [ok, {code: e.code, errorType: e.errorType, details: e.details, message: e.message}]; }
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     ok, refused = env["value"]
     assert ok == {"shipment_id": "SHP-1001", "cancelled": True}
@@ -143,14 +149,17 @@ def test_narrowing_cannot_add_tools(policed):
 def test_loop_guard_refuses_the_fourth_identical_call(policed):
     """The same tool with the same arguments a 4th time rejects with loop_guard; the tool did not run."""
     start = CALLS.get("echo", 0)
-    env = cell(policed, """
+    env = cell(
+        policed,
+        """
         const out = [];
         for (let i = 0; i < 4; i++) {
           try { out.push((await echo({x: "same"})).echo); } catch (e) { out.push([e.code, e.message]); }
         }
         out.push((await echo({x: "different"})).echo);
         return out;
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     v = env["value"]
     assert v[:3] == ["same", "same", "same"]
@@ -171,13 +180,16 @@ def test_loop_guard_counts_per_cell(policed):
 def test_call_budget_refuses_calls_past_max_calls_per_cell(plain):
     """With max_calls_per_cell=3 the 4th call rejects with call_budget_exceeded; earlier ones ran."""
     start = CALLS.get("echo", 0)
-    env = run(plain, """
+    env = run(
+        plain,
+        """
         const out = [];
         for (let i = 0; i < 5; i++) {
           try { out.push((await echo({x: i})).echo); } catch (e) { out.push(e.code); }
         }
         return out;
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     assert env["value"] == [0, 1, 2, "call_budget_exceeded", "call_budget_exceeded"]
     assert CALLS.get("echo", 0) - start == 3
@@ -186,9 +198,12 @@ def test_call_budget_refuses_calls_past_max_calls_per_cell(plain):
 
 def test_call_budget_message_says_what_to_do(plain):
     """The budget refusal names the tool and suggests batching or a new cell."""
-    env = run(plain, """
+    env = run(
+        plain,
+        """
         await list_carriers(); await list_carriers(); await list_carriers();
         try { await shipments({action: "list"}); } catch (e) { return e.message; }
-    """)
+    """,
+    )
     assert "shipments" in env["value"] and "budget" in env["value"]
     assert "new cell" in env["value"]

@@ -23,8 +23,12 @@ BROAD = "echo fail blob news shipments carriers track quote"
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """A service with the shipping plugin and small search limits (default 3, max 5)."""
-    with make_client(tmp_path_factory.mktemp("shop"), tools=ToolSettings(plugins=(SHIPPING,)),
-                     search_default_limit=3, max_search_limit=5) as c:
+    with make_client(
+        tmp_path_factory.mktemp("shop"),
+        tools=ToolSettings(plugins=(SHIPPING,)),
+        search_default_limit=3,
+        max_search_limit=5,
+    ) as c:
         yield c
 
 
@@ -37,7 +41,9 @@ def value_of(client: TestClient, code: str, **fields) -> object:
 
 def test_every_allowed_tool_is_a_bare_async_global(shop):
     """Each visible tool is a global function whose call returns a Promise; nothing else leaks in."""
-    value = value_of(shop, f"""
+    value = value_of(
+        shop,
+        f"""
         const names = {VISIBLE!r};
         const out = {{}};
         for (const n of names) {{
@@ -48,7 +54,8 @@ def test_every_allowed_tool_is_a_bare_async_global(shop):
         out.legacy = [typeof tools, typeof ALL_TOOLS, typeof cancel_shipment];
         out.all = catalog.all().map(h => h.callableName);
         return out;
-    """)
+    """,
+    )
     for name in VISIBLE:
         assert value[name][0] == "function", name
     assert value["list_carriers"][1] is True
@@ -60,8 +67,14 @@ def test_global_call_returns_validated_structured_details(shop):
     """`await quote_shipping({...})` resolves to the tool's JSON details, not model text."""
     value = value_of(shop, 'return await quote_shipping({origin: "DE", destination: "FR", weight_kg: 2})')
     assert value["quote_id"].startswith("Q-")
-    assert value == {"quote_id": value["quote_id"], "carrier": "parcelpost", "service": "standard",
-                     "price": 15.5, "currency": "USD", "days": 6}
+    assert value == {
+        "quote_id": value["quote_id"],
+        "carrier": "parcelpost",
+        "service": "standard",
+        "price": 15.5,
+        "currency": "USD",
+        "days": 6,
+    }
 
 
 def test_search_exact_callable_name_comes_first(shop):
@@ -94,25 +107,31 @@ def test_search_without_match_returns_empty_and_calls_nothing(shop):
 
 def test_search_limit_is_clamped(shop):
     """Omitted limit -> search_default_limit (3); oversized -> max_search_limit (5); small limits kept."""
-    value = value_of(shop, f"""
+    value = value_of(
+        shop,
+        f"""
         const q = {BROAD!r};
         return [(await catalog.search(q)).length, (await catalog.search(q, {{limit: 100}})).length,
                 (await catalog.search(q, {{limit: 2}})).length,
                 (await catalog.search(q, {{limit: 1}})).length];
-    """)
+    """,
+    )
     assert value == [3, 5, 2, 1]
 
 
 def test_search_results_are_frozen_arrays_of_callable_handles(shop):
     """Search results are frozen, their handles are frozen functions that call the tool."""
-    value = value_of(shop, """
+    value = value_of(
+        shop,
+        """
         const r = await catalog.search("list_carriers");
         let pushed = "no error";
         try { r.push(1); } catch (e) { pushed = e.name; }
         const h = r[0];
         return {frozen: Object.isFrozen(r), handleFrozen: Object.isFrozen(h), kind: typeof h,
                 pushed, result: await h()};
-    """)
+    """,
+    )
     assert value["frozen"] is True and value["handleFrozen"] is True
     assert value["kind"] == "function"
     assert value["pushed"] == "TypeError"
@@ -121,22 +140,32 @@ def test_search_results_are_frozen_arrays_of_callable_handles(shop):
 
 def test_catalog_all_is_synchronous_frozen_and_callable(shop):
     """`catalog.all()` returns (not a Promise) a frozen array whose handles call their tools."""
-    value = value_of(shop, """
+    value = value_of(
+        shop,
+        """
         const all = catalog.all();
         const h = all.find(x => x.callableName === "shipments");
         return {promise: all instanceof Promise, frozen: Object.isFrozen(all), n: all.length,
                 list: await h({action: "list"})};
-    """)
-    assert value == {"promise": False, "frozen": True, "n": len(VISIBLE),
-                     "list": {"shipments": ["SHP-1001", "SHP-1002", "SHP-1003"]}}
+    """,
+    )
+    assert value == {
+        "promise": False,
+        "frozen": True,
+        "n": len(VISIBLE),
+        "list": {"shipments": ["SHP-1001", "SHP-1002", "SHP-1003"]},
+    }
 
 
 def test_handles_serialise_to_safe_metadata(shop):
     """Returned handles become metadata: known keys only, no nulls, no catalog or plugin ids."""
-    value = value_of(shop, """
+    value = value_of(
+        shop,
+        """
         const found = await catalog.search("quote_shipping");
         return {all: catalog.all(), nested: {found}, text: JSON.stringify(found[0])};
-    """)
+    """,
+    )
     assert [h["callableName"] for h in value["all"]] == VISIBLE
     for handle in value["all"] + value["nested"]["found"]:
         assert set(handle) <= HANDLE_KEYS, handle
@@ -163,11 +192,14 @@ def test_handles_in_cell_match_http_catalog(shop):
 
 def test_describe_returns_parameters_and_output_schema(shop):
     """`track_package.describe()` has callableName, name, the input schema and the output schema."""
-    value = value_of(shop, """
+    value = value_of(
+        shop,
+        """
         const d = await track_package.describe();
         const [h] = await catalog.search("track_package");
         return {d, same: JSON.stringify(d) === JSON.stringify(await h.describe())};
-    """)
+    """,
+    )
     d = value["d"]
     assert d["callableName"] == "track_package" and d["name"] == "track_package"
     assert d["source"] == "plugin" and d["label"] == "Track package"
@@ -180,13 +212,16 @@ def test_describe_returns_parameters_and_output_schema(shop):
 
 def test_global_and_searched_handle_return_identical_details_and_telemetry(shop):
     """Global and searched handle give the same details; telemetry: 1 search, 1 describe, 2 calls."""
-    env = run(shop, """
+    env = run(
+        shop,
+        """
         const [h] = await catalog.search("track_package");
         const d = await h.describe();
         const a = await track_package({tracking_number: "AB12345"});
         const b = await h({tracking_number: "AB12345"});
         return {a, b, name: d.callableName};
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     value = env["value"]
     assert value["a"] == value["b"]
@@ -198,7 +233,9 @@ def test_global_and_searched_handle_return_identical_details_and_telemetry(shop)
 
 def test_promise_all_over_several_tools(shop):
     """Several tools called concurrently with Promise.all all resolve with their own details."""
-    env = run(shop, """
+    env = run(
+        shop,
+        """
         const [q, t, c, s] = await Promise.all([
           quote_shipping({origin: "US", destination: "US", weight_kg: 1, service: "express"}),
           track_package({tracking_number: "ZZ99887766"}),
@@ -206,7 +243,8 @@ def test_promise_all_over_several_tools(shop):
           shipments({action: "status", shipment_id: "SHP-1002"}),
         ]);
         return {q, t: t.tracking_number, c: c.length, s};
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     v = env["value"]
     assert v["q"]["service"] == "express" and v["q"]["carrier"] == "swiftfreight" and v["q"]["days"] == 1
@@ -225,12 +263,15 @@ def test_cell_without_network_tools_is_not_marked_untrusted(shop):
 
 def test_network_tool_marks_untrusted_and_wraps_only_text(shop):
     """After `news()` text entries are wrapped as untrusted; json entries and the value stay raw."""
-    env = run(shop, """
+    env = run(
+        shop,
+        """
         const n = await news();
         text("headline: " + n.headline);
         json({headline: n.headline});
         return n;
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     assert env["untrusted_content"] is True
     assert env["value"] == {"headline": "remote says hi"}
@@ -243,12 +284,15 @@ def test_network_tool_marks_untrusted_and_wraps_only_text(shop):
 
 def test_network_flag_applies_through_a_searched_handle(shop):
     """A plugin network tool (track_package) called through a handle also marks the cell untrusted."""
-    env = run(shop, """
+    env = run(
+        shop,
+        """
         const [h] = await catalog.search("track_package");
         const r = await h({tracking_number: "QQ123456"});
         text(r.events[0].note);
         return r.status;
-    """)
+    """,
+    )
     assert env["status"] == "completed", env
     assert env["untrusted_content"] is True
     assert env["output"][0]["text"].startswith(BEGIN_MARKER)
@@ -257,14 +301,18 @@ def test_network_flag_applies_through_a_searched_handle(shop):
 
 def test_search_over_the_query_caps_rejects_catchably(shop):
     """A query past 512 characters or 16 distinct words rejects with a RangeError; the cell goes on."""
-    value = value_of(shop, """
+    value = value_of(
+        shop,
+        """
         const out = [];
         for (const q of ["x".repeat(6e6), Array.from({length: 17}, (_, i) => "w" + i).join(" ")]) {
           try { await catalog.search(q); out.push("resolved"); } catch (e) { out.push([e.name, e.code, e.message]); }
         }
         out.push((await catalog.search("parcel")).length > 0);
         return out;
-    """, memory_limit_bytes=256 * 1024 * 1024)
+    """,
+        memory_limit_bytes=256 * 1024 * 1024,
+    )
     assert value[0][:2] == ["RangeError", "invalid_input"] and "(limit 512)" in value[0][2]
     assert value[1][:2] == ["RangeError", "invalid_input"] and "17 distinct words (limit 16)" in value[1][2]
     assert value[2] is True
@@ -273,15 +321,23 @@ def test_search_over_the_query_caps_rejects_catchably(shop):
 def test_searches_past_the_cell_budget_reject_catchably(tmp_path):
     """With max_searches_per_cell=3 the 4th search rejects with search_budget_exceeded."""
     with make_client(tmp_path, tools=ToolSettings(plugins=(SHIPPING,)), max_searches_per_cell=3) as client:
-        env = run(client, """
+        env = run(
+            client,
+            """
             const out = [];
             for (let i = 0; i < 5; i++) {
               try { out.push((await catalog.search("parcel")).length > 0); } catch (e) { out.push([e.name, e.code]); }
             }
             return out;
-        """)
+        """,
+        )
         assert env["status"] == "completed", env
-        assert env["value"] == [True, True, True, ["RangeError", "search_budget_exceeded"],
-                                ["RangeError", "search_budget_exceeded"]]
+        assert env["value"] == [
+            True,
+            True,
+            True,
+            ["RangeError", "search_budget_exceeded"],
+            ["RangeError", "search_budget_exceeded"],
+        ]
         assert env["telemetry"]["search_count"] == 3
         assert run(client, 'return (await catalog.search("parcel")).length > 0')["value"] is True

@@ -53,12 +53,20 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClien
 
 def _spans(exporter: InMemorySpanExporter, cell_id: str) -> tuple[list[ReadableSpan], list[ReadableSpan]]:
     """The cell's leg spans (in start order) and the call spans under any of them."""
-    legs = sorted((s for s in exporter.get_finished_spans()
-                   if s.name == "codemode.cell" and s.attributes["codemode.cell_id"] == cell_id),
-                  key=lambda s: s.start_time)
+    legs = sorted(
+        (
+            s
+            for s in exporter.get_finished_spans()
+            if s.name == "codemode.cell" and s.attributes["codemode.cell_id"] == cell_id
+        ),
+        key=lambda s: s.start_time,
+    )
     leg_ids = {s.context.span_id for s in legs}
-    calls = [s for s in exporter.get_finished_spans()
-             if s.name == "codemode.call" and s.parent is not None and s.parent.span_id in leg_ids]
+    calls = [
+        s
+        for s in exporter.get_finished_spans()
+        if s.name == "codemode.call" and s.parent is not None and s.parent.span_id in leg_ids
+    ]
     return legs, calls
 
 
@@ -66,8 +74,11 @@ def test_cell_calling_a_tool_is_one_leg_span_with_a_call_span_per_request(traced
     """One leg: a ``codemode.cell`` span with the cell's attributes, and under it one ``codemode.call`` per
     host request (method, tool, request and reply bytes, outcome), inside the leg's time."""
     client, exporter = traced
-    env = run(client, 'text("hello"); const v = await echo({x: 7}); '
-                      'try { await fail({message: "no"}) } catch (e) {} return v.echo', title="traced cell")
+    env = run(
+        client,
+        'text("hello"); const v = await echo({x: 7}); try { await fail({message: "no"}) } catch (e) {} return v.echo',
+        title="traced cell",
+    )
     assert env["status"] == "completed" and env["value"] == 7, env
     (leg,), calls = _spans(exporter, env["cell_id"])
     assert leg.parent is None  # no traceparent: a new trace
@@ -75,8 +86,7 @@ def test_cell_calling_a_tool_is_one_leg_span_with_a_call_span_per_request(traced
     attrs = dict(leg.attributes)
     assert attrs["codemode.tenant"] == "local" and attrs["codemode.title"] == "traced cell"
     assert attrs["codemode.status"] == "completed" and attrs["codemode.legs"] == 1
-    assert attrs["codemode.output_bytes"] == len(json.dumps([{"type": "text", "text": "hello"}],
-                                                             separators=(",", ":")))
+    assert attrs["codemode.output_bytes"] == len(json.dumps([{"type": "text", "text": "hello"}], separators=(",", ":")))
     assert "codemode.code" not in attrs
     assert leg.status.status_code is trace.StatusCode.UNSET
     by_tool = {c.attributes["codemode.tool"]: c for c in calls}
@@ -126,12 +136,18 @@ def test_parked_cell_has_a_span_per_leg_and_its_call_ends_when_it_settles(traced
 def test_traceparent_on_exec_and_wait_becomes_each_legs_parent(traced):
     """An incoming W3C ``traceparent`` is the leg span's parent; a wait with its own links to the first leg."""
     client, exporter = traced
-    r = client.post("/v1/exec", json={"code": "return (await echo({x: 1, delay: 0.4})).echo", "timeout_ms": 150},
-                    headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+    r = client.post(
+        "/v1/exec",
+        json={"code": "return (await echo({x: 1, delay: 0.4})).echo", "timeout_ms": 150},
+        headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},
+    )
     env = r.json()
     assert env["status"] == "waiting", env
-    r = client.post(f"/v1/cells/{env['cell_id']}/wait", json={"timeout_ms": 5000},
-                    headers={"traceparent": f"00-{TRACE_ID}-{WAIT_PARENT_ID}-01"})
+    r = client.post(
+        f"/v1/cells/{env['cell_id']}/wait",
+        json={"timeout_ms": 5000},
+        headers={"traceparent": f"00-{TRACE_ID}-{WAIT_PARENT_ID}-01"},
+    )
     assert r.json()["status"] == "completed", r.text
     (first, second), (call,) = _spans(exporter, env["cell_id"])
     assert (first.context.trace_id, first.parent.span_id) == (int(TRACE_ID, 16), int(PARENT_ID, 16))
@@ -141,11 +157,14 @@ def test_traceparent_on_exec_and_wait_becomes_each_legs_parent(traced):
     assert call.context.trace_id == int(TRACE_ID, 16) and call.parent.span_id == first.context.span_id
 
 
-@pytest.mark.parametrize("header", [
-    "00-not-a-trace-01",
-    f"00-{'0' * 32}-{PARENT_ID}-01",  # the all-zero trace id is invalid
-    f"00-{TRACE_ID}-{PARENT_ID}-01" + "-x" * 100_000,  # over the propagator's length cap
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "00-not-a-trace-01",
+        f"00-{'0' * 32}-{PARENT_ID}-01",  # the all-zero trace id is invalid
+        f"00-{TRACE_ID}-{PARENT_ID}-01" + "-x" * 100_000,  # over the propagator's length cap
+    ],
+)
 def test_malformed_traceparent_starts_a_new_trace(traced, header):
     """A traceparent that is not valid W3C is ignored: the cell runs and its leg is a new trace's root."""
     client, exporter = traced
@@ -189,8 +208,9 @@ def test_a_parked_cell_that_expires_ends_its_trace_with_a_span(tmp_path):
 def test_cancelling_a_cell_in_its_leg_adds_no_second_span(traced):
     """A cell cancelled while its leg runs ends in that leg's span: the cancel adds none."""
     client, exporter = traced
-    cell_id = client.post("/v1/exec", json={"code": "while (true) {}", "background": True,
-                                            "timeout_ms": 20000}).json()["cell_id"]
+    cell_id = client.post("/v1/exec", json={"code": "while (true) {}", "background": True, "timeout_ms": 20000}).json()[
+        "cell_id"
+    ]
     poll_until(lambda: client.get(f"/v1/cells/{cell_id}").json()["telemetry"]["legs"] == 1, "the leg runs")
     assert client.post(f"/v1/cells/{cell_id}/cancel").json()["code"] == "aborted"
     (leg,), _ = _spans(exporter, cell_id)
@@ -204,7 +224,9 @@ def _tracing_calls_per_cell(tmp: Path, tracing: Tracing) -> int:
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         nonlocal calls
-        if event == "call" and (frame.f_code.co_filename == TRACING_MODULE or "opentelemetry" in frame.f_code.co_filename):
+        if event == "call" and (
+            frame.f_code.co_filename == TRACING_MODULE or "opentelemetry" in frame.f_code.co_filename
+        ):
             calls += 1
 
     async def scenario() -> None:
@@ -213,8 +235,9 @@ def _tracing_calls_per_cell(tmp: Path, tracing: Tracing) -> int:
         await svc.start()
         try:
             limits = svc.cells.limits(timeout_ms=5000, memory_limit_bytes=None, max_output_bytes=None)
-            spec = CellSpec(code="for (let i = 0; i < 3; i++) await echo({x: i}); return 1", tenant="local",
-                            limits=limits)
+            spec = CellSpec(
+                code="for (let i = 0; i < 3; i++) await echo({x: i}); return 1", tenant="local", limits=limits
+            )
             sys.setprofile(profile)
             try:
                 env = await svc.cells.exec(spec)
@@ -237,6 +260,7 @@ def test_tracing_off_runs_no_tracing_code_per_cell(tmp_path):
 
 # ---- configuration -----------------------------------------------------------------------------
 
+
 def test_exporter_choice_is_read_from_the_standard_variables():
     """OTEL_TRACES_EXPORTER picks the exporters (default none); OTEL_SDK_DISABLED wins; bad values name the variable."""
     assert TracingConfig.from_env({}).exporters == ()
@@ -244,8 +268,13 @@ def test_exporter_choice_is_read_from_the_standard_variables():
     assert TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "console"}).exporters == ("console",)
     assert TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "otlp, Console"}).exporters == ("otlp", "console")
     assert TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}).exporters == ()
-    otlp = TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SERVICE_NAME": "svc-a",
-                                   "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"})
+    otlp = TracingConfig.from_env(
+        {
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_SERVICE_NAME": "svc-a",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/",
+        }
+    )
     assert (otlp.service_name, otlp.endpoint) == ("svc-a", "http://collector:4318/v1/traces")
     with pytest.raises(ConfigError, match="OTEL_TRACES_EXPORTER: 'zipkin' is not supported") as exc:
         TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "zipkin"})
@@ -286,8 +315,10 @@ def test_unsupported_exporter_stops_the_command_at_start(cli_env, monkeypatch, c
     """An exporter the service cannot run is a start-up error naming the variable, not a silent no-trace."""
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "jaeger")
     assert main(["exec", str(cli_env / "cell.js")]) == 3
-    assert "cannot start: OTEL_TRACES_EXPORTER: 'jaeger' is not supported; use otlp, console or none" in \
-        capsys.readouterr().err
+    assert (
+        "cannot start: OTEL_TRACES_EXPORTER: 'jaeger' is not supported; use otlp, console or none"
+        in capsys.readouterr().err
+    )
 
 
 def _json_objects(text: str) -> Iterator[dict[str, Any]]:

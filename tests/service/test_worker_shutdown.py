@@ -15,8 +15,14 @@ from service.cells.worker_process import Worker
 
 
 async def _retire_then_close() -> Worker:
-    pool = WorkerPool(size=1, cap=2, max_cells=100, frame_cap=1 << 20, acquire_timeout_s=10.0,
-                      options={"rlimit_as_bytes": 0, "rlimit_cpu_seconds": 0, "stack_bytes": 1 << 20})
+    pool = WorkerPool(
+        size=1,
+        cap=2,
+        max_cells=100,
+        frame_cap=1 << 20,
+        acquire_timeout_s=10.0,
+        options={"rlimit_as_bytes": 0, "rlimit_cpu_seconds": 0, "stack_bytes": 1 << 20},
+    )
     await pool.start()
     worker = await pool.acquire("t")
     pool.release(worker, recycle=True, cell_id="c")  # retired: killed, and no longer one of the pool's

@@ -128,9 +128,11 @@ async def test_unreachable_server_fails_fast_with_the_store_named() -> None:
     store = open_results(f"redis://127.0.0.1:{free_port()}/0", ResultsLimits())
     started = time.monotonic()
     try:
-        for call in (store.save(scope(), "1", ALLOWANCE, TTL),
-                     store.load_entry(scope(), "result_00000000-0000-4000-8000-000000000000"),
-                     store.end_run(scope())):
+        for call in (
+            store.save(scope(), "1", ALLOWANCE, TTL),
+            store.load_entry(scope(), "result_00000000-0000-4000-8000-000000000000"),
+            store.end_run(scope()),
+        ):
             with pytest.raises(StoreUnavailableError, match="Redis saved-results store at redis://127.0.0.1"):
                 await call
     finally:
@@ -162,8 +164,9 @@ async def test_a_retried_save_is_charged_once(replicas) -> None:
     store, run = replicas(), scope("retry")
     result_id = await store.save(run, TEXT, ALLOWANCE, TTL)
     original = store._save
-    store._save = lambda keys, args: original(keys=[PREFIX + "entry:" + result_id, *keys[1:]], args=[
-        *args[:4], result_id, *args[5:]])
+    store._save = lambda keys, args: original(
+        keys=[PREFIX + "entry:" + result_id, *keys[1:]], args=[*args[:4], result_id, *args[5:]]
+    )
     assert await store.save(run, TEXT, ALLOWANCE, TTL)
     assert await store.usage(run) == (1, 1000)
     assert await store.tenant_bytes("retry") == ONE

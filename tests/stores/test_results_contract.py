@@ -125,8 +125,10 @@ async def test_other_scopes_cannot_load_or_delete(make_results, other: tuple[str
     assert (await store.load_entry(run, result_id))[0] == "[1]"
 
 
-@pytest.mark.parametrize("bad_id", ["result_00000000-0000-4000-8000-000000000000", "", "nope", 7, None,
-                                    "result_../../x", "result_" + "A" * 36])
+@pytest.mark.parametrize(
+    "bad_id",
+    ["result_00000000-0000-4000-8000-000000000000", "", "nope", 7, None, "result_../../x", "result_" + "A" * 36],
+)
 async def test_unknown_ids_are_unavailable(make_results, bad_id: object) -> None:
     """Unknown, malformed or non-string ids raise the same unavailable error and delete nothing."""
     store, run = make_results(), scope()

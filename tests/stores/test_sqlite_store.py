@@ -110,7 +110,6 @@ def test_directory_path_is_config_error(tmp_path: Path) -> None:
         open_store(sqlite_url(tmp_path), StoreLimits())
 
 
-
 async def test_version_1_file_is_migrated_with_a_fresh_ttl(tmp_path: Path) -> None:
     """A store file from before session TTLs keeps its data, counts it in the tenant's usage and dates it now."""
     import sqlite3

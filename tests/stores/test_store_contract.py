@@ -166,9 +166,7 @@ async def test_oversized_value_commit_changes_nothing(store: SessionStore, tenan
     """A commit with one oversized value applies none of its sets or deletes."""
     await store.commit(tenant, "s1", {"keep": '"old"', "gone?": "1"}, ())
     with pytest.raises(StoreLimitError):
-        await store.commit(
-            tenant, "s1", {"keep": '"new"', "huge": json_of_bytes(256 * KIB + 1)}, ["gone?"]
-        )
+        await store.commit(tenant, "s1", {"keep": '"new"', "huge": json_of_bytes(256 * KIB + 1)}, ["gone?"])
     assert await store.get_all(tenant, "s1") == {"keep": '"old"', "gone?": "1"}
 
 
@@ -180,9 +178,7 @@ async def test_total_limit_commit_changes_nothing(store: SessionStore, tenant: s
     used = charged_total(await store.sizes(tenant, "s1"))
     room = LIMITS.max_total_bytes - used
     with pytest.raises(StoreLimitError) as caught:
-        await store.commit(
-            tenant, "s1", {"k0": json_of_bytes(250 * KIB + 1), "x": json_of_bytes(room)}, ()
-        )
+        await store.commit(tenant, "s1", {"k0": json_of_bytes(250 * KIB + 1), "x": json_of_bytes(room)}, ())
     assert "limit" in str(caught.value)
     assert await store.get_all(tenant, "s1") == before
     await store.commit(tenant, "s1", {"x": json_of_bytes(room - 1)}, ())
@@ -219,18 +215,14 @@ async def test_limits_rechecked_in_commit_order(store: SessionStore, tenant: str
     assert sorted(await store.get_all(tenant, "s1")) == ["a1", "a2", "base"]
 
 
-async def test_commit_visible_to_new_store_object(
-    make_store: Callable[[], SessionStore], tenant: str
-) -> None:
+async def test_commit_visible_to_new_store_object(make_store: Callable[[], SessionStore], tenant: str) -> None:
     """A commit through one store object is read by another opened on the same URL."""
     writer, reader = make_store(), make_store()
     await writer.commit(tenant, "s1", {"k": '{"v":[1,2]}'}, ())
     assert await reader.get_all(tenant, "s1") == {"k": '{"v":[1,2]}'}
 
 
-async def test_persists_across_close_and_reopen(
-    make_store: Callable[[], SessionStore], tenant: str
-) -> None:
+async def test_persists_across_close_and_reopen(make_store: Callable[[], SessionStore], tenant: str) -> None:
     """Data committed before close() is there after reopening (new file handle / new connection)."""
     first = make_store()
     await first.commit(tenant, "s1", {"k": '"kept"', "gone": "1"}, ())
@@ -354,6 +346,7 @@ async def test_write_to_expired_session_starts_empty(quota_store, tenant: str) -
 
 # ---- run failure counters (issue 13): shared by every replica, kept across restarts ----------
 
+
 async def test_run_failures_count_per_tool_and_block(store: SessionStore, tenant: str) -> None:
     """Failures count per tool; a block reason sticks (the first one wins); other runs stay clean."""
     assert (await store.run_failures(tenant, "s1", "r1")).failures == {}
@@ -371,9 +364,7 @@ async def test_run_failures_count_per_tool_and_block(store: SessionStore, tenant
     assert (await store.run_failures(tenant, "s1", "r1")).failures == {}
 
 
-async def test_run_failures_visible_to_new_store_object(
-    make_store: Callable[[], SessionStore], tenant: str
-) -> None:
+async def test_run_failures_visible_to_new_store_object(make_store: Callable[[], SessionStore], tenant: str) -> None:
     """Counters written through one store object (then closed) are read by a fresh one: restarts, replicas."""
     first = make_store()
     await first.add_run_failure(tenant, "s1", "r1", "fetch", block_reason="gone")

@@ -42,7 +42,15 @@ def _before(call: HookCall) -> Any:
 
 
 def register(registry: ToolRegistry) -> None:
-    registry.add_tool(name="pay", description="Pay an amount to someone.", execute=_pay,
-                      input_schema={"type": "object", "required": ["amount", "to"], "additionalProperties": False,
-                                    "properties": {"amount": {"type": "number"}, "to": {"type": "string"}}})
+    registry.add_tool(
+        name="pay",
+        description="Pay an amount to someone.",
+        execute=_pay,
+        input_schema={
+            "type": "object",
+            "required": ["amount", "to"],
+            "additionalProperties": False,
+            "properties": {"amount": {"type": "number"}, "to": {"type": "string"}},
+        },
+    )
     registry.add_hook(before=_before)

@@ -25,8 +25,10 @@ HAPROXY_SLOTS = 3  # servers named in deploy/haproxy.cfg
 def haproxy_binary() -> str:
     found = HAPROXY if os.access(HAPROXY, os.X_OK) else shutil.which("haproxy")
     if not found:
-        raise RuntimeError(f"haproxy is required for the cluster tests and was not found at {HAPROXY} or on "
-                           "PATH; install it (Debian/Ubuntu: `apt-get install haproxy`, as scripts/test does)")
+        raise RuntimeError(
+            f"haproxy is required for the cluster tests and was not found at {HAPROXY} or on "
+            "PATH; install it (Debian/Ubuntu: `apt-get install haproxy`, as scripts/test does)"
+        )
     return found
 
 
@@ -69,8 +71,20 @@ class Cluster:
 def _replica(workdir: Path, redis_url: str, workers: int, env: dict[str, str]) -> Iterator[Replica]:
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    argv = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--workers", str(workers), "--log-level", "warning"]
+    argv = [
+        sys.executable,
+        "-m",
+        "service.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--log-level",
+        "warning",
+    ]
     base = f"http://127.0.0.1:{port}"
     with live_process(argv, base + "/readyz", workdir, {"CODEMODE_STORE_URL": redis_url, **env}) as process:
         yield Replica(base, process, workdir)
@@ -90,8 +104,9 @@ def _haproxy(workdir: Path, replicas: list[Replica]) -> Iterator[str]:
 
 
 @contextmanager
-def running_cluster(workdir: Path, replicas: int = 3, *, workers: int = 1,
-                    env: dict[str, str] | None = None) -> Iterator[Cluster]:
+def running_cluster(
+    workdir: Path, replicas: int = 3, *, workers: int = 1, env: dict[str, str] | None = None
+) -> Iterator[Cluster]:
     """Redis, ``replicas`` replicas (``env``: their extra CODEMODE_ settings) and HAProxy round robin."""
     redis_dir = workdir / "redis"
     redis_port, redis = start_redis_server(redis_dir)

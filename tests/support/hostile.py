@@ -29,8 +29,16 @@ MiB = 1024 * 1024
 FFFD = "\ufffd"
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # in a decoded str, any surrogate code point is a lone one
 CELL_ROUTE = re.compile(r"^/v1/(exec|cells/[^/]+(/wait|/cancel)?)$")
-ENVELOPE_CODES = {"invalid_input", "runtime_unavailable", "aborted", "timeout", "memory_limit_exceeded",
-                  "snapshot_limit_exceeded", "output_limit_exceeded", "internal_error"}
+ENVELOPE_CODES = {
+    "invalid_input",
+    "runtime_unavailable",
+    "aborted",
+    "timeout",
+    "memory_limit_exceeded",
+    "snapshot_limit_exceeded",
+    "output_limit_exceeded",
+    "internal_error",
+}
 #: Beyond the cell's output budget (64 KiB by default), an envelope carries only small fixed fields.
 BOUNDED_ANSWER_BYTES = 256 * 1024
 #: An answer that holds pending client-tool inputs is bounded by the inbox allowance (10 MiB default).
@@ -97,8 +105,12 @@ def check_answer(ans: Answer, *, capacity_ok: bool = False) -> None:
             check_envelope(body, ans)
         return
     err = body.get("error") if isinstance(body, dict) else None
-    if not (isinstance(err, dict) and isinstance(err.get("code"), str) and isinstance(err.get("message"), str)
-            and err.get("error_type") in ("recoverable", "config", "transient")):
+    if not (
+        isinstance(err, dict)
+        and isinstance(err.get("code"), str)
+        and isinstance(err.get("message"), str)
+        and err.get("error_type") in ("recoverable", "config", "transient")
+    ):
         raise Violation(f"non-200 body is not {{'error': {{code, message, error_type}}}}: {ans!r}")
     if err["error_type"] == "transient" and ans.status not in (429, 503):
         raise Violation(f"error_type 'transient' tells the caller to retry a request that fails again: {ans!r}")
@@ -169,9 +181,19 @@ class Caller:
     def auth(self, tenant: str | None = None) -> dict[str, str]:
         return {"authorization": "Bearer " + self.keys[tenant or self.tenant]}
 
-    async def request(self, method: str, path: str, *, json_body: Any = None, content: Any = None,
-                      headers: dict[str, str] | None = None, tenant: str | None = None, auth: bool = True,
-                      timeout: float = 10.0, capacity_ok: bool = False) -> Answer:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: Any = None,
+        headers: dict[str, str] | None = None,
+        tenant: str | None = None,
+        auth: bool = True,
+        timeout: float = 10.0,
+        capacity_ok: bool = False,
+    ) -> Answer:
         hdrs = {**(self.auth(tenant) if auth else {}), **(headers or {})}
         if json_body is not None:
             content = json.dumps(json_body).encode()
@@ -188,10 +210,17 @@ class Caller:
                 self.open_cells.pop(ans.body["cell_id"], None)
         return ans
 
-    async def exec(self, code: str, *, tenant: str | None = None, timeout: float = 10.0, capacity_ok: bool = False,
-                   **fields: Any) -> Answer:
-        return await self.request("POST", "/v1/exec", json_body={"code": code, **fields}, tenant=tenant,
-                                  timeout=timeout, capacity_ok=capacity_ok)
+    async def exec(
+        self, code: str, *, tenant: str | None = None, timeout: float = 10.0, capacity_ok: bool = False, **fields: Any
+    ) -> Answer:
+        return await self.request(
+            "POST",
+            "/v1/exec",
+            json_body={"code": code, **fields},
+            tenant=tenant,
+            timeout=timeout,
+            capacity_ok=capacity_ok,
+        )
 
     async def cell(self, code: str, **fields: Any) -> dict[str, Any]:
         """Exec a cell that must get a cell envelope (HTTP 200)."""
@@ -300,6 +329,7 @@ def deep_js(depth: int, leaf: str = "1") -> str:
 
 # -- pre-checks on cell source must be linear: the answer comes at once -------------------------------
 
+
 def _source_case(id: str, code: str, expect: str, seconds: float = 2.0) -> None:
     async def run(c: Caller) -> None:
         ans = await c.exec(code, timeout=max(8.0, seconds * 4))
@@ -338,12 +368,16 @@ _source_case("precheck_require_lookalikes", "x=1;" + "require /* */ (" * 50_000,
 
 # -- caller schemas resolve nothing outside themselves -------------------------------------------------
 
+
 def _ref_case(id: str, schema_for: Callable[[str], dict[str, Any]], doc: str) -> None:
     async def run(c: Caller) -> None:
         with sink() as target:
             schema = schema_for(target.url)
-            ans = await c.exec('try { return await t({a: 1}) } catch (e) { return "refused: " + e.message }',
-                               client_tools=[{"name": "t", "input_schema": schema}], timeout=5.0)
+            ans = await c.exec(
+                'try { return await t({a: 1}) } catch (e) { return "refused: " + e.message }',
+                client_tools=[{"name": "t", "input_schema": schema}],
+                timeout=5.0,
+            )
             seen = target.connections()
         assert seen == 0, f"the service connected {seen}x to a URL named in a caller schema: {ans!r}"
         expect_status(ans, 422)
@@ -355,28 +389,51 @@ def _ref_case(id: str, schema_for: Callable[[str], dict[str, Any]], doc: str) ->
     case(id)(run)
 
 
-_ref_case("schema_remote_ref_http", lambda url: {"$ref": url + "/x.json"},
-          "input_schema {$ref: http://...} is refused with 422 before anything runs; nothing is fetched")
-_ref_case("schema_remote_ref_nested_https",
-          lambda url: {"type": "object", "properties": {"a": {"$ref": url.replace("http", "https") + "/y"}}},
-          "a remote $ref under properties is refused; nothing is fetched")
-_ref_case("schema_remote_ref_in_defs",
-          lambda url: {"$defs": {"a": {"$ref": url + "/z.json"}}, "$ref": "#/$defs/a"},
-          "a local $ref leading to a remote one is refused")
-_ref_case("schema_remote_ref_unused",
-          lambda url: {"type": "object", "$defs": {"never": {"$ref": url + "/unused.json"}}},
-          "a remote $ref nobody uses is still refused (the schema names a URL)")
-_ref_case("schema_relative_ref_against_remote_id",
-          lambda url: {"$id": url + "/root.json", "$ref": "other.json"},
-          "a relative $ref resolved against a remote $id is refused")
-_ref_case("schema_file_ref_passwd", lambda url: {"$ref": "file:///etc/passwd"},
-          "file: $ref is refused without reading the file (no oracle on what exists)")
-_ref_case("schema_file_ref_dev_zero", lambda url: {"$ref": "file:///dev/zero"},
-          "file:///dev/zero is refused at once (it used to grow memory ~530 MB/s)")
-_ref_case("schema_relative_path_ref", lambda url: {"$ref": "../../../../etc/passwd"},
-          "a relative path $ref (not #/...) is refused")
-_ref_case("schema_remote_dynamic_ref", lambda url: {"$dynamicRef": url + "/d.json#meta"},
-          "$dynamicRef to a remote URL is refused")
+_ref_case(
+    "schema_remote_ref_http",
+    lambda url: {"$ref": url + "/x.json"},
+    "input_schema {$ref: http://...} is refused with 422 before anything runs; nothing is fetched",
+)
+_ref_case(
+    "schema_remote_ref_nested_https",
+    lambda url: {"type": "object", "properties": {"a": {"$ref": url.replace("http", "https") + "/y"}}},
+    "a remote $ref under properties is refused; nothing is fetched",
+)
+_ref_case(
+    "schema_remote_ref_in_defs",
+    lambda url: {"$defs": {"a": {"$ref": url + "/z.json"}}, "$ref": "#/$defs/a"},
+    "a local $ref leading to a remote one is refused",
+)
+_ref_case(
+    "schema_remote_ref_unused",
+    lambda url: {"type": "object", "$defs": {"never": {"$ref": url + "/unused.json"}}},
+    "a remote $ref nobody uses is still refused (the schema names a URL)",
+)
+_ref_case(
+    "schema_relative_ref_against_remote_id",
+    lambda url: {"$id": url + "/root.json", "$ref": "other.json"},
+    "a relative $ref resolved against a remote $id is refused",
+)
+_ref_case(
+    "schema_file_ref_passwd",
+    lambda url: {"$ref": "file:///etc/passwd"},
+    "file: $ref is refused without reading the file (no oracle on what exists)",
+)
+_ref_case(
+    "schema_file_ref_dev_zero",
+    lambda url: {"$ref": "file:///dev/zero"},
+    "file:///dev/zero is refused at once (it used to grow memory ~530 MB/s)",
+)
+_ref_case(
+    "schema_relative_path_ref",
+    lambda url: {"$ref": "../../../../etc/passwd"},
+    "a relative path $ref (not #/...) is refused",
+)
+_ref_case(
+    "schema_remote_dynamic_ref",
+    lambda url: {"$dynamicRef": url + "/d.json#meta"},
+    "$dynamicRef to a remote URL is refused",
+)
 
 
 @case("schema_file_ref_missing_file_same_answer")
@@ -391,8 +448,9 @@ async def _file_ref_no_oracle(c: Caller) -> None:
     assert answers[0] == answers[1], answers
 
 
-async def _call_schema_tool(c: Caller, schema: dict[str, Any], arg_js: str, *, seconds: float = 2.0,
-                            allow_422: bool = True) -> Answer:
+async def _call_schema_tool(
+    c: Caller, schema: dict[str, Any], arg_js: str, *, seconds: float = 2.0, allow_422: bool = True
+) -> Answer:
     code = f'try {{ await t({arg_js}); return "accepted" }} catch (e) {{ return "refused: " + e.message }}'
     ans = await c.exec(code, client_tools=[{"name": "t", "input_schema": schema}], timeout=20.0)
     if allow_422:
@@ -498,8 +556,14 @@ async def _schema_deep_2000(c: Caller) -> None:
 @case("schema_128_tools_with_long_descriptions")
 async def _many_client_tools(c: Caller) -> None:
     """128 client tools with 4 KiB descriptions and a 6 MB catalog.search: bounded."""
-    tools = [{"name": f"tool_{i}", "description": ("lorem ipsum dolor " * 240)[:4096],
-              "input_schema": {"type": "object", "properties": {"x": {"type": "string"}}}} for i in range(128)]
+    tools = [
+        {
+            "name": f"tool_{i}",
+            "description": ("lorem ipsum dolor " * 240)[:4096],
+            "input_schema": {"type": "object", "properties": {"x": {"type": "string"}}},
+        }
+        for i in range(128)
+    ]
     code = 'try { return (await catalog.search("dolor ".repeat(1e6))).length } catch (e) { return e.message }'
     ans = await c.exec(code, client_tools=tools, timeout=60.0)
     expect_status(ans, 200)
@@ -508,6 +572,7 @@ async def _many_client_tools(c: Caller) -> None:
 
 
 # -- catalog search, output entries -----------------------------------------------------------------
+
 
 async def _cell_fast(c: Caller, code: str, seconds: float, **fields: Any) -> dict[str, Any]:
     ans = await c.exec(code, timeout=60.0, **fields)
@@ -521,28 +586,39 @@ async def _cell_fast(c: Caller, code: str, seconds: float, **fields: Any) -> dic
 @case("search_6mb_query", soak=True)
 async def _search_6mb(c: Caller) -> None:
     """catalog.search with a 6 MB query is bounded (was 4.7 s on the event loop)."""
-    await _cell_fast(c, 'try { return (await catalog.search("a ".repeat(3e6))).length } '
-                        'catch (e) { return "refused: " + e.message }', 3.0)
+    await _cell_fast(
+        c,
+        'try { return (await catalog.search("a ".repeat(3e6))).length } catch (e) { return "refused: " + e.message }',
+        3.0,
+    )
 
 
 @case("search_5000_times")
 async def _search_many(c: Caller) -> None:
     """5,000 sequential searches stay bounded (budgeted or cheap)."""
-    await _cell_fast(c, 'let n = 0; try { for (let i = 0; i < 5000; i++) { await catalog.search("quote ship " + i);'
-                        ' n++ } } catch (e) { return [n, e.name] } return [n, null]', 10.0)
+    await _cell_fast(
+        c,
+        'let n = 0; try { for (let i = 0; i < 5000; i++) { await catalog.search("quote ship " + i);'
+        " n++ } } catch (e) { return [n, e.name] } return [n, null]",
+        10.0,
+    )
 
 
 @case("search_odd_arguments")
 async def _search_odd(c: Caller) -> None:
     """Odd search arguments (huge limit, lone surrogate, objects) answer, never 500."""
-    env = await _cell_fast(c, r"""
+    env = await _cell_fast(
+        c,
+        r"""
         const out = [];
         for (const args of [["ship", {limit: 1e9}], ["\ud800"], [{toString() { return "x".repeat(1e6) }}],
                             [null], ["ship", {limit: -1}], ["ship", {limit: "many"}]]) {
           try { const r = await catalog.search(...args); out.push(Array.isArray(r) ? r.length : typeof r) }
           catch (e) { out.push(e.name) }
         }
-        return out""", 3.0)
+        return out""",
+        3.0,
+    )
     assert len(completed(env)) == 6, brief(env)
 
 
@@ -574,6 +650,7 @@ async def _value_huge(c: Caller) -> None:
 
 
 # -- pending client tools, errors: every byte held is charged -----------------------------------------
+
 
 @case("client_tool_pending_huge_arguments")
 async def _pending_huge(c: Caller) -> None:
@@ -649,9 +726,12 @@ async def _error_huge_memory(c: Caller) -> None:
     async def round_of_12() -> list[str]:
         cell_ids = []
         for _ in range(3):  # a few at a time: a transient peak the allocator may keep stays small
-            answers = await asyncio.gather(*(
-                c.exec('throw new Error("f".repeat(8e6) + Math.random())', max_output_bytes=10 * MiB, timeout=30.0)
-                for _ in range(4)))
+            answers = await asyncio.gather(
+                *(
+                    c.exec('throw new Error("f".repeat(8e6) + Math.random())', max_output_bytes=10 * MiB, timeout=30.0)
+                    for _ in range(4)
+                )
+            )
             for ans in answers:
                 expect_status(ans, 200)
                 cell_ids.append(failed(ans.body)["cell_id"])
@@ -675,10 +755,14 @@ async def _error_huge_memory(c: Caller) -> None:
 @case("error_huge_own_fields", guest_only=True)
 async def _error_fields(c: Caller) -> None:
     """An Error with an 8 MB own field and a 1e5-deep cause chain: a bounded failed envelope."""
-    env = await _cell_fast(c, """
+    env = await _cell_fast(
+        c,
+        """
         const e = new Error("x"); e.data = "y".repeat(8e6);
         let cause = e; for (let i = 0; i < 1e5; i++) { const n = new Error("c" + i); n.cause = cause; cause = n }
-        e.chain = cause; throw e""", 5.0)
+        e.chain = cause; throw e""",
+        5.0,
+    )
     failed(env)
 
 
@@ -752,40 +836,59 @@ def _hook_case(id: str, trigger: str, doc: str) -> None:
     case(id, guest_only=True, soak=True)(run)
 
 
-_hook_case("hook_hunt_top_level", "probe(); await null; probe();",
-           "prepareStackTrace call sites at the cell's top level expose no prelude function")
-_hook_case("hook_hunt_serialisation_getter",
-           "text({get a() { probe(); return 1 }}); json({get b() { probe(); return 2 }}); console.log({get c() { probe(); return 3 }});",
-           "a getter run while the prelude serialises output sees no prelude frame function")
-_hook_case("hook_hunt_timer_callback",
-           "await new Promise(r => setTimeout(() => { probe(); r() }, 1)); await new Promise(r => setTimeout(r, 0)).then(probe);",
-           "a timer callback called by the prelude sees no prelude frame function")
-_hook_case("hook_hunt_tool_argument_tojson",
-           'try { await quote_shipping({origin: {toJSON() { probe(); return "DE" }}, destination: "FR", weight_kg: 1}) } catch (e) {}\n'
-           'try { await results.save({get v() { probe(); return 1 }}) } catch (e) {}',
-           "toJSON/getters run while the prelude encodes tool arguments see no prelude frame function")
-_hook_case("hook_hunt_capture_stack_trace",
-           "const o = {}; Error.captureStackTrace && Error.captureStackTrace(o); void o.stack;\n"
-           "try { await store('k', {get v() { const p = {}; Error.captureStackTrace && Error.captureStackTrace(p); return String(p.stack) }}) } catch (e) {}",
-           "Error.captureStackTrace inside prelude-driven getters exposes nothing")
-_hook_case("hook_hunt_bridge_error_stack",
-           "try { await results.save({get v() { throw new Error('x') }}) } catch (e) { void e.stack }\n"
-           "try { await results.save(10n) } catch (e) { void e.stack }\n"
-           "try { await quote_shipping(null) } catch (e) { void e.stack }",
-           "stacks of errors the prelude creates expose nothing")
+_hook_case(
+    "hook_hunt_top_level",
+    "probe(); await null; probe();",
+    "prepareStackTrace call sites at the cell's top level expose no prelude function",
+)
+_hook_case(
+    "hook_hunt_serialisation_getter",
+    "text({get a() { probe(); return 1 }}); json({get b() { probe(); return 2 }}); console.log({get c() { probe(); return 3 }});",
+    "a getter run while the prelude serialises output sees no prelude frame function",
+)
+_hook_case(
+    "hook_hunt_timer_callback",
+    "await new Promise(r => setTimeout(() => { probe(); r() }, 1)); await new Promise(r => setTimeout(r, 0)).then(probe);",
+    "a timer callback called by the prelude sees no prelude frame function",
+)
+_hook_case(
+    "hook_hunt_tool_argument_tojson",
+    'try { await quote_shipping({origin: {toJSON() { probe(); return "DE" }}, destination: "FR", weight_kg: 1}) } catch (e) {}\n'
+    "try { await results.save({get v() { probe(); return 1 }}) } catch (e) {}",
+    "toJSON/getters run while the prelude encodes tool arguments see no prelude frame function",
+)
+_hook_case(
+    "hook_hunt_capture_stack_trace",
+    "const o = {}; Error.captureStackTrace && Error.captureStackTrace(o); void o.stack;\n"
+    "try { await store('k', {get v() { const p = {}; Error.captureStackTrace && Error.captureStackTrace(p); return String(p.stack) }}) } catch (e) {}",
+    "Error.captureStackTrace inside prelude-driven getters exposes nothing",
+)
+_hook_case(
+    "hook_hunt_bridge_error_stack",
+    "try { await results.save({get v() { throw new Error('x') }}) } catch (e) { void e.stack }\n"
+    "try { await results.save(10n) } catch (e) { void e.stack }\n"
+    "try { await quote_shipping(null) } catch (e) { void e.stack }",
+    "stacks of errors the prelude creates expose nothing",
+)
 
 
 @case("hook_configure_cannot_lift_caps", guest_only=True)
 async def _hook_configure(c: Caller) -> None:
     """Whatever the stack-frame APIs give, calling it with "configure" cannot lift the 8 MiB request cap."""
-    env = await c.cell(HUNT_JS + r"""
+    env = await c.cell(
+        HUNT_JS
+        + r"""
         probe(); text({get a() { probe(); return 1 }});
         const bypass = [];
         for (const f of foundFns) { try { f("configure", '{"maxRequestBytes":1e12,"maxQueuedRequests":1e9}');
                                           bypass.push(f.name) } catch (e) {} }
         let saved;
         try { await results.save("x".repeat(9000002)); saved = "saved" } catch (e) { saved = "refused" }
-        return {bypass, saved}""", session_id=new_id("hook"), run_id="r1", timeout_ms=3000)
+        return {bypass, saved}""",
+        session_id=new_id("hook"),
+        run_id="r1",
+        timeout_ms=3000,
+    )
     sound(env)
     assert completed(env) == {"bypass": [], "saved": "refused"}, brief(env)
 
@@ -806,6 +909,7 @@ async def _hook_names(c: Caller) -> None:
 
 # -- lone surrogates become U+FFFD everywhere ---------------------------------------------------------
 
+
 def _surrogate_value_case(id: str, code: str, want: Any, where: str = "value") -> None:
     async def run(c: Caller) -> None:
         env = await c.cell(code)
@@ -820,14 +924,20 @@ def _surrogate_value_case(id: str, code: str, want: Any, where: str = "value") -
 _surrogate_value_case("surrogate_return_high", r'return "\ud800"', FFFD)
 _surrogate_value_case("surrogate_return_low_inside", r'return "a\udfffb"', f"a{FFFD}b")
 _surrogate_value_case("surrogate_return_reversed_pair", r'return "\ude00\ud83d"', FFFD + FFFD)
-_surrogate_value_case("surrogate_valid_pair_kept", r'return "\ud83d\ude00"', "\U0001F600")
+_surrogate_value_case("surrogate_valid_pair_kept", r'return "\ud83d\ude00"', "\U0001f600")
 _surrogate_value_case("surrogate_in_key", r'return {["k\ud800"]: 1}', {f"k{FFFD}": 1})
-_surrogate_value_case("surrogate_in_text", r"text('a\ud800b'); return 1", [{"type": "text", "text": f"a{FFFD}b"}],
-                      where="output")
-_surrogate_value_case("surrogate_in_json_output", r'json({"\udc00": "x\ud83d"}); return 1',
-                      [{"type": "json", "value": {FFFD: f"x{FFFD}"}}], where="output")
-_surrogate_value_case("surrogate_in_console", r'console.log("\ud800"); return 1',
-                      [{"type": "text", "text": FFFD}], where="output")
+_surrogate_value_case(
+    "surrogate_in_text", r"text('a\ud800b'); return 1", [{"type": "text", "text": f"a{FFFD}b"}], where="output"
+)
+_surrogate_value_case(
+    "surrogate_in_json_output",
+    r'json({"\udc00": "x\ud83d"}); return 1',
+    [{"type": "json", "value": {FFFD: f"x{FFFD}"}}],
+    where="output",
+)
+_surrogate_value_case(
+    "surrogate_in_console", r'console.log("\ud800"); return 1', [{"type": "text", "text": FFFD}], where="output"
+)
 
 
 def _surrogate_error_case(id: str, code: str) -> None:
@@ -850,9 +960,11 @@ _surrogate_error_case("surrogate_unhandled_rejection", r'void Promise.reject(new
 @case("surrogate_in_request_title_and_code")
 async def _surrogate_request(c: Caller) -> None:
     """JSON escapes of lone surrogates in the request body: 200 (with U+FFFD) or 422, never 500."""
-    for body in (b'{"code": "return 1", "title": "t\\ud800"}',
-                 b'{"code": "return \\"\\ud800\\""}',
-                 b'{"code": "return 1", "session_id": "s\\udc00"}'):
+    for body in (
+        b'{"code": "return 1", "title": "t\\ud800"}',
+        b'{"code": "return \\"\\ud800\\""}',
+        b'{"code": "return 1", "session_id": "s\\udc00"}',
+    ):
         ans = await c.request("POST", "/v1/exec", content=body, headers={"content-type": "application/json"})
         expect_status(ans, 200, 400, 422)
 
@@ -860,8 +972,9 @@ async def _surrogate_request(c: Caller) -> None:
 @case("body_invalid_utf8")
 async def _invalid_utf8(c: Caller) -> None:
     """A body that is not UTF-8 is a 400/422 bad request."""
-    ans = await c.request("POST", "/v1/exec", content=b'{"code": "return \xff\xfe 1"}',
-                          headers={"content-type": "application/json"})
+    ans = await c.request(
+        "POST", "/v1/exec", content=b'{"code": "return \xff\xfe 1"}', headers={"content-type": "application/json"}
+    )
     expect_status(ans, 400, 422)
 
 
@@ -869,8 +982,9 @@ async def _invalid_utf8(c: Caller) -> None:
 async def _surrogate_store(c: Caller) -> None:
     """store("k\\ud800", "\\udfff") commits as U+FFFD or is refused catchably; the store listing stays valid."""
     sid = new_id("surr")
-    env = await c.cell(r'try { await store("k\ud800", "v\udfff") } catch (e) { return e.name } return load("k\ud800")',
-                       session_id=sid)
+    env = await c.cell(
+        r'try { await store("k\ud800", "v\udfff") } catch (e) { return e.name } return load("k\ud800")', session_id=sid
+    )
     sound(env)
     assert completed(env) in (f"v{FFFD}", "TypeError", "RangeError"), brief(env)
     listing = await c.request("GET", f"/v1/sessions/{sid}/store")
@@ -892,8 +1006,10 @@ async def _surrogate_pending(c: Caller) -> None:
 @case("surrogate_native_tool_argument", guest_only=True)
 async def _surrogate_native(c: Caller) -> None:
     """A native tool call with a lone surrogate argument resolves or rejects catchably."""
-    env = await c.cell(r'try { return await quote_shipping({origin: "D\ud800", destination: "FR", weight_kg: 1}) }'
-                       r' catch (e) { return "refused: " + e.message }')
+    env = await c.cell(
+        r'try { return await quote_shipping({origin: "D\ud800", destination: "FR", weight_kg: 1}) }'
+        r' catch (e) { return "refused: " + e.message }'
+    )
     sound(env)
     completed(env)
 
@@ -906,8 +1022,9 @@ async def _surrogate_wait(c: Caller) -> None:
         assert env["status"] == "waiting", brief(env)
         call_id = env["pending_tool_calls"][0]["id"]
         body = ('{"tool_results": [{"id": "%s", "ok": true, "value": "r\\ud800"}]}' % call_id).encode()
-        ans = await c.request("POST", f"/v1/cells/{env['cell_id']}/wait", content=body,
-                              headers={"content-type": "application/json"})
+        ans = await c.request(
+            "POST", f"/v1/cells/{env['cell_id']}/wait", content=body, headers={"content-type": "application/json"}
+        )
         expect_status(ans, 200, 422)
         if ans.status == 200:
             env = ans.body
@@ -917,6 +1034,7 @@ async def _surrogate_wait(c: Caller) -> None:
 
 
 # -- values nested too deep: a failed envelope or a value, never 500 -------------------------------------
+
 
 def _deep_case(id: str, code: str, doc: str) -> None:
     async def run(c: Caller) -> None:
@@ -929,30 +1047,46 @@ def _deep_case(id: str, code: str, doc: str) -> None:
 _deep_case("deep_return_254", deep_js(254) + " return v", "a value nested 254 deep: envelope, never 500")
 _deep_case("deep_return_1000", deep_js(1000) + " return v", "a value nested 1,000 deep: envelope, never 500")
 _deep_case("deep_return_100k", deep_js(100_000) + " return v", "a value nested 100,000 deep: envelope")
-_deep_case("deep_object_keys_5000", 'let v = {}; for (let i = 0; i < 5000; i++) v = {["k" + i]: v}; return v',
-           "objects nested 5,000 deep: envelope")
-_deep_case("deep_json_output_300", deep_js(300) + " json(v); text(v); console.log(v); return 1",
-           "output entries nested 300 deep: envelope")
-_deep_case("deep_results_save_300",
-           deep_js(300) + ' try { const r = await results.save(v); return r.id.slice(0, 7) } catch (e) { return e.name }',
-           "results.save of a value nested 300 deep resolves or rejects catchably")
-_deep_case("deep_store_300",
-           deep_js(300) + ' try { await store("deep", v); return "stored" } catch (e) { return e.name }',
-           "store of a value nested 300 deep resolves or rejects catchably")
-_deep_case("deep_native_tool_arguments_300",
-           deep_js(300) + ' try { await quote_shipping({origin: "DE", destination: "FR", weight_kg: 1, x: v}) }'
-           ' catch (e) { return "refused: " + e.message.slice(0, 60) } return "called"',
-           "native tool arguments nested 300 deep reject catchably (they killed the worker)")
-_deep_case("deep_json_parse_in_guest",
-           'try { JSON.parse("[".repeat(1e6) + "]".repeat(1e6)); return "parsed" } catch (e) { return e.name }',
-           "the guest's own JSON.parse of a 1e6-deep text fails catchably")
+_deep_case(
+    "deep_object_keys_5000",
+    'let v = {}; for (let i = 0; i < 5000; i++) v = {["k" + i]: v}; return v',
+    "objects nested 5,000 deep: envelope",
+)
+_deep_case(
+    "deep_json_output_300",
+    deep_js(300) + " json(v); text(v); console.log(v); return 1",
+    "output entries nested 300 deep: envelope",
+)
+_deep_case(
+    "deep_results_save_300",
+    deep_js(300) + " try { const r = await results.save(v); return r.id.slice(0, 7) } catch (e) { return e.name }",
+    "results.save of a value nested 300 deep resolves or rejects catchably",
+)
+_deep_case(
+    "deep_store_300",
+    deep_js(300) + ' try { await store("deep", v); return "stored" } catch (e) { return e.name }',
+    "store of a value nested 300 deep resolves or rejects catchably",
+)
+_deep_case(
+    "deep_native_tool_arguments_300",
+    deep_js(300) + ' try { await quote_shipping({origin: "DE", destination: "FR", weight_kg: 1, x: v}) }'
+    ' catch (e) { return "refused: " + e.message.slice(0, 60) } return "called"',
+    "native tool arguments nested 300 deep reject catchably (they killed the worker)",
+)
+_deep_case(
+    "deep_json_parse_in_guest",
+    'try { JSON.parse("[".repeat(1e6) + "]".repeat(1e6)); return "parsed" } catch (e) { return e.name }',
+    "the guest's own JSON.parse of a 1e6-deep text fails catchably",
+)
 
 
 @case("deep_client_tool_arguments_300")
 async def _deep_client_args(c: Caller) -> None:
     """Client-tool arguments nested 300 deep park the cell or reject catchably; never 500, worker kept."""
-    env = await c.cell(deep_js(300) + ' try { return await t({v}) } catch (e) { return "refused: " + e.message }',
-                       client_tools=[{"name": "t"}])
+    env = await c.cell(
+        deep_js(300) + ' try { return await t({v}) } catch (e) { return "refused: " + e.message }',
+        client_tools=[{"name": "t"}],
+    )
     sound(env)
     await c.cancel(env)
 
@@ -964,10 +1098,12 @@ async def _deep_wait(c: Caller) -> None:
     try:
         assert env["status"] == "waiting", brief(env)
         call_id = env["pending_tool_calls"][0]["id"]
-        body = ('{"tool_results": [{"id": "%s", "ok": true, "value": %s}]}'
-                % (call_id, "[" * 5000 + "]" * 5000)).encode()
-        ans = await c.request("POST", f"/v1/cells/{env['cell_id']}/wait", content=body,
-                              headers={"content-type": "application/json"})
+        body = (
+            '{"tool_results": [{"id": "%s", "ok": true, "value": %s}]}' % (call_id, "[" * 5000 + "]" * 5000)
+        ).encode()
+        ans = await c.request(
+            "POST", f"/v1/cells/{env['cell_id']}/wait", content=body, headers={"content-type": "application/json"}
+        )
         expect_status(ans, 200, 400, 413, 422)
         if ans.status == 200:
             env = ans.body
@@ -977,6 +1113,7 @@ async def _deep_wait(c: Caller) -> None:
 
 
 # -- store writes commit only with a sent final envelope ---------------------------------------------
+
 
 def _store_then_case(id: str, tail: str, doc: str) -> None:
     async def run(c: Caller) -> None:
@@ -997,21 +1134,34 @@ def _store_then_case(id: str, tail: str, doc: str) -> None:
     case(id, guest_only=True)(run)
 
 
-_store_then_case("store_then_surrogate_return", r'return "\ud800"',
-                 'store("paid") then return "\\ud800": completed with U+FFFD and committed, or failed and not')
-_store_then_case("store_then_deep_return", deep_js(100_000) + " return v",
-                 "store then a 100,000-deep return: committed only if the envelope says completed")
-_store_then_case("store_then_throwing_getter", 'return {get x() { throw new Error("late") }}',
-                 "store then a value whose getter throws: committed only if completed")
-_store_then_case("store_then_bigint_return", "return {n: 10n}",
-                 "store then a BigInt in the value: committed only if completed")
+_store_then_case(
+    "store_then_surrogate_return",
+    r'return "\ud800"',
+    'store("paid") then return "\\ud800": completed with U+FFFD and committed, or failed and not',
+)
+_store_then_case(
+    "store_then_deep_return",
+    deep_js(100_000) + " return v",
+    "store then a 100,000-deep return: committed only if the envelope says completed",
+)
+_store_then_case(
+    "store_then_throwing_getter",
+    'return {get x() { throw new Error("late") }}',
+    "store then a value whose getter throws: committed only if completed",
+)
+_store_then_case(
+    "store_then_bigint_return", "return {n: 10n}", "store then a BigInt in the value: committed only if completed"
+)
 
 
 # -- timers and request bursts: over a cap rejects catchably, nothing is dropped silently ------------
 
+
 def _timer_case(id: str, count: int, delay: int) -> None:
     async def run(c: Caller) -> None:
-        env = await _cell_fast(c, f"""
+        env = await _cell_fast(
+            c,
+            f"""
             let fired = 0, refused = 0, other = null;
             const waits = [];
             for (let i = 0; i < {count}; i++) {{
@@ -1020,7 +1170,9 @@ def _timer_case(id: str, count: int, delay: int) -> None:
               catch (e) {{ if (e instanceof RangeError) refused++; else other = String(e) }}
             }}
             await Promise.all(waits);
-            return {{fired, refused, other, scheduled: waits.length}}""", 8.0)
+            return {{fired, refused, other, scheduled: waits.length}}""",
+            8.0,
+        )
         v = completed(env)
         assert v["other"] is None, v
         assert v["fired"] == v["scheduled"] and v["fired"] + v["refused"] == count, f"timers dropped silently: {v}"
@@ -1039,12 +1191,16 @@ async def _timer_awaited(c: Caller) -> None:
     """An awaited timer among 300 fire-and-forget ones never turns into "pending without host work":
     timers over the pending cap throw a catchable RangeError naming the cap (the awaited one too,
     while the cap is full)."""
-    env = await _cell_fast(c, """
+    env = await _cell_fast(
+        c,
+        """
         let accepted = 0, refused = 0;
         for (let i = 0; i < 300; i++) { try { setTimeout(() => {}, 10); accepted++ } catch (e) { refused++ } }
         let woke;
         try { await new Promise(r => setTimeout(r, 20)); woke = "woke" } catch (e) { woke = e.name + ": " + e.message }
-        return {accepted, refused, woke}""", 5.0)
+        return {accepted, refused, woke}""",
+        5.0,
+    )
     v = completed(env)
     assert v["accepted"] + v["refused"] == 300 and v["refused"] > 0, v
     assert v["woke"] == "woke" or (v["woke"].startswith("RangeError") and "limit" in v["woke"]), v
@@ -1053,11 +1209,17 @@ async def _timer_awaited(c: Caller) -> None:
 @case("results_save_burst_40x1mb", guest_only=True, soak=True)
 async def _save_burst(c: Caller) -> None:
     """40 × 1 MB results.save at once: each saved or refused catchably, the worker survives."""
-    env = await _cell_fast(c, """
+    env = await _cell_fast(
+        c,
+        """
         const s = "x".repeat(1 << 20);
         return await Promise.all(Array.from({length: 40}, (_, i) =>
           results.save(s + i).then(r => "saved", e => e.name + ": " + e.message.slice(0, 60))))""",
-                           10.0, session_id=new_id("save"), run_id="r1", memory_limit_bytes=256 * MiB)
+        10.0,
+        session_id=new_id("save"),
+        run_id="r1",
+        memory_limit_bytes=256 * MiB,
+    )
     v = completed(env)
     assert len(v) == 40 and all(isinstance(x, str) for x in v), v
 
@@ -1065,29 +1227,45 @@ async def _save_burst(c: Caller) -> None:
 @case("results_save_burst_200_small", guest_only=True)
 async def _save_burst_small(c: Caller) -> None:
     """200 small saves in one run: at most 64 kept, the rest refused catchably."""
-    env = await _cell_fast(c, """
+    env = await _cell_fast(
+        c,
+        """
         const r = await Promise.all(Array.from({length: 200}, (_, i) =>
           results.save({i}).then(() => 1, () => 0)));
-        return r.reduce((a, b) => a + b, 0)""", 5.0, session_id=new_id("save"), run_id="r1")
+        return r.reduce((a, b) => a + b, 0)""",
+        5.0,
+        session_id=new_id("save"),
+        run_id="r1",
+    )
     assert 0 < completed(env) <= 64, brief(env)
 
 
 @case("results_save_over_request_cap", guest_only=True)
 async def _save_oversize(c: Caller) -> None:
     """A 9,000,002-byte results.save is refused catchably (max_request_bytes 8 MiB)."""
-    env = await _cell_fast(c, 'try { await results.save("x".repeat(9000002)); return "saved" }'
-                              ' catch (e) { return e.name }', 5.0, session_id=new_id("save"), run_id="r1")
+    env = await _cell_fast(
+        c,
+        'try { await results.save("x".repeat(9000002)); return "saved" } catch (e) { return e.name }',
+        5.0,
+        session_id=new_id("save"),
+        run_id="r1",
+    )
     assert completed(env) in ("RangeError", "Error", "TypeError"), brief(env)
 
 
 @case("store_burst_over_session_quota", guest_only=True)
 async def _store_burst(c: Caller) -> None:
     """300 × 4 KiB store writes pass the 1 MiB session total: RangeError, store unchanged."""
-    env = await _cell_fast(c, """
+    env = await _cell_fast(
+        c,
+        """
         let n = 0;
         try { for (let i = 0; i < 300; i++) { await store("k" + i, "x".repeat(4096)); n++ } }
         catch (e) { return [n, e.name] }
-        return [n, null]""", 8.0, session_id=new_id("quota"))
+        return [n, null]""",
+        8.0,
+        session_id=new_id("quota"),
+    )
     n, err = completed(env)
     assert err == "RangeError" and n < 300, brief(env)
 
@@ -1095,20 +1273,28 @@ async def _store_burst(c: Caller) -> None:
 @case("tool_call_burst", guest_only=True)
 async def _tool_burst(c: Caller) -> None:
     """2,000 tool calls at once: the call budget and loop guard refuse catchably."""
-    env = await _cell_fast(c, """
+    env = await _cell_fast(
+        c,
+        """
         const r = await Promise.allSettled(Array.from({length: 2000}, (_, i) =>
           quote_shipping({origin: "DE", destination: "FR", weight_kg: 1 + (i % 7)})));
-        return r.filter(x => x.status === "fulfilled").length""", 10.0)
+        return r.filter(x => x.status === "fulfilled").length""",
+        10.0,
+    )
     assert completed(env) <= 200, brief(env)
 
 
 @case("request_burst_20000_timers", guest_only=True)
 async def _timer_flood(c: Caller) -> None:
     """20,000 synchronous setTimeout calls are cut at the queue cap with a catchable RangeError."""
-    env = await _cell_fast(c, """
+    env = await _cell_fast(
+        c,
+        """
         let made = 0, refused = null;
         try { for (let i = 0; i < 20000; i++) { setTimeout(() => {}, 5); made++ } } catch (e) { refused = e.name }
-        return [made, refused]""", 5.0)
+        return [made, refused]""",
+        5.0,
+    )
     made, refused = completed(env)
     assert refused == "RangeError" and made < 20000, brief(env)
 
@@ -1122,12 +1308,17 @@ CLEAN = ['{"a":[1,2]}', "function", None, 2, "function", ["x"]]
 
 def _patch_case(id: str, patch: str, doc: str) -> None:
     async def run(c: Caller) -> None:
-        env = await c.cell(patch + """
+        env = await c.cell(
+            patch
+            + """
             text([1, 2, 3]); json({a: 1}); console.log([4, 5]);
             try { await quote_shipping({origin: "DE", destination: "FR", weight_kg: 1}) } catch (e) {}
             try { await new Promise(r => setTimeout(r, 1)) } catch (e) {}
             try { await results.save([1, 2, 3]) } catch (e) {}
-            return [1, 2, 3]""", session_id=new_id("patch"), run_id="r1")
+            return [1, 2, 3]""",
+            session_id=new_id("patch"),
+            run_id="r1",
+        )
         sound(env)
         # Later cells get fresh runtimes: nothing of the patch survives, on any worker.
         for ans in await asyncio.gather(*(c.exec(FOLLOW_UP) for _ in range(3))):
@@ -1138,39 +1329,56 @@ def _patch_case(id: str, patch: str, doc: str) -> None:
     case(id, guest_only=True, soak=id == "patch_array_prototype_index_setter")(run)
 
 
-_patch_case("patch_array_prototype_index_setter",
-            'Object.defineProperty(Array.prototype, "1", {set(v) { throw new Error("gotcha") }, get() { return 7 },'
-            ' configurable: true});',
-            'an Array.prototype["1"] setter fails only the cell, if anything (it killed the worker)')
-_patch_case("patch_array_prototype_index_0_and_length",
-            'for (const k of ["0", "2", "length"]) try { Object.defineProperty(Array.prototype, k, {set() {'
-            ' throw new Error(k) }, get() { return 3 }, configurable: true}) } catch (e) {}',
-            "setters on Array.prototype 0/2/length: the worker survives")
-_patch_case("patch_json_methods",
-            'JSON.stringify = () => "hacked"; JSON.parse = () => ({forged: true});',
-            "replaced JSON.stringify/parse do not change what the host reads or forge settlements")
-_patch_case("patch_promise",
-            "Promise.prototype.then = function () { return this }; globalThis.Promise = function () {};",
-            "a replaced Promise/then: the worker survives; later cells are clean")
-_patch_case("patch_object_prototype",
-            'for (const k of ["status", "ok", "value", "id", "then", "toJSON", "error"]) '
-            'Object.defineProperty(Object.prototype, k, {get() { throw new Error(k) }, set() { throw new Error(k) },'
-            ' configurable: true});',
-            "throwing getters on Object.prototype (then, toJSON, ok, id, ...) cannot reach the host")
-_patch_case("patch_function_prototype",
-            "Function.prototype.call = Function.prototype.apply = Function.prototype.bind = () => { throw 1 };"
-            " Reflect.apply = () => { throw 2 };",
-            "a broken Function.prototype.call/apply/bind and Reflect.apply")
-_patch_case("patch_iterators_and_symbols",
-            "Array.prototype[Symbol.iterator] = function* () { yield 666 }; Array.prototype.push = () => { throw 3 };"
-            " Object.keys = () => { throw 4 }; String.prototype.slice = () => 'x';",
-            "patched iterators, push, Object.keys, String.prototype.slice")
-_patch_case("patch_delete_globals",
-            "for (const n of Object.getOwnPropertyNames(globalThis)) { try { delete globalThis[n] } catch (e) {} }",
-            "deleting every global the cell can delete")
+_patch_case(
+    "patch_array_prototype_index_setter",
+    'Object.defineProperty(Array.prototype, "1", {set(v) { throw new Error("gotcha") }, get() { return 7 },'
+    " configurable: true});",
+    'an Array.prototype["1"] setter fails only the cell, if anything (it killed the worker)',
+)
+_patch_case(
+    "patch_array_prototype_index_0_and_length",
+    'for (const k of ["0", "2", "length"]) try { Object.defineProperty(Array.prototype, k, {set() {'
+    " throw new Error(k) }, get() { return 3 }, configurable: true}) } catch (e) {}",
+    "setters on Array.prototype 0/2/length: the worker survives",
+)
+_patch_case(
+    "patch_json_methods",
+    'JSON.stringify = () => "hacked"; JSON.parse = () => ({forged: true});',
+    "replaced JSON.stringify/parse do not change what the host reads or forge settlements",
+)
+_patch_case(
+    "patch_promise",
+    "Promise.prototype.then = function () { return this }; globalThis.Promise = function () {};",
+    "a replaced Promise/then: the worker survives; later cells are clean",
+)
+_patch_case(
+    "patch_object_prototype",
+    'for (const k of ["status", "ok", "value", "id", "then", "toJSON", "error"]) '
+    "Object.defineProperty(Object.prototype, k, {get() { throw new Error(k) }, set() { throw new Error(k) },"
+    " configurable: true});",
+    "throwing getters on Object.prototype (then, toJSON, ok, id, ...) cannot reach the host",
+)
+_patch_case(
+    "patch_function_prototype",
+    "Function.prototype.call = Function.prototype.apply = Function.prototype.bind = () => { throw 1 };"
+    " Reflect.apply = () => { throw 2 };",
+    "a broken Function.prototype.call/apply/bind and Reflect.apply",
+)
+_patch_case(
+    "patch_iterators_and_symbols",
+    "Array.prototype[Symbol.iterator] = function* () { yield 666 }; Array.prototype.push = () => { throw 3 };"
+    " Object.keys = () => { throw 4 }; String.prototype.slice = () => 'x';",
+    "patched iterators, push, Object.keys, String.prototype.slice",
+)
+_patch_case(
+    "patch_delete_globals",
+    "for (const n of Object.getOwnPropertyNames(globalThis)) { try { delete globalThis[n] } catch (e) {} }",
+    "deleting every global the cell can delete",
+)
 
 
 # -- runaway guests: stopped within their limits, the service keeps serving --------------------------
+
 
 def _runaway_case(id: str, code: str, codes: tuple[str, ...], seconds: float, doc: str, **fields: Any) -> None:
     async def run(c: Caller) -> None:
@@ -1185,40 +1393,111 @@ def _runaway_case(id: str, code: str, codes: tuple[str, ...], seconds: float, do
     case(id, soak=id in ("runaway_infinite_loop", "runaway_memory_bomb", "runaway_deep_recursion"))(run)
 
 
-_runaway_case("runaway_infinite_loop", "while (true) {}", ("timeout",), 3.0,
-              "while(true){} fails with timeout near timeout_ms", timeout_ms=300)
-_runaway_case("runaway_microtask_loop", "for (;;) await null", ("timeout",), 3.0,
-              "an endless microtask chain fails with timeout", timeout_ms=300)
-_runaway_case("runaway_loop_in_serialisation_getter", "return {get x() { for (;;) {} }}", ("timeout",), 3.0,
-              "a getter looping while the value is serialised still times out", timeout_ms=300)
-_runaway_case("runaway_loop_in_timer", "setTimeout(() => { for (;;) {} }, 0); await new Promise(r => setTimeout(r, 50))",
-              ("timeout",), 3.0, "a looping timer callback times out", timeout_ms=300)
-_runaway_case("runaway_memory_bomb", 'const a = []; while (true) a.push("x".repeat(1e5) + a.length)',
-              ("memory_limit_exceeded",), 5.0, "an unbounded array under an 8 MiB heap", memory_limit_bytes=8 * MiB,
-              timeout_ms=3000)
-_runaway_case("runaway_string_doubling", 'let s = "x"; for (;;) s += s', ("memory_limit_exceeded", "internal_error"),
-              5.0, "string doubling: memory limit or RangeError", memory_limit_bytes=8 * MiB, timeout_ms=3000)
-_runaway_case("runaway_deep_recursion", "function f(n) { return f(n + 1) + 1 }\nreturn f(0)", ("internal_error",),
-              3.0, "unbounded recursion is a RangeError", timeout_ms=2000)
-_runaway_case("runaway_huge_string", 'return "x".repeat(2 ** 30).length', ("memory_limit_exceeded", "internal_error"),
-              5.0, "a 1 GiB string fails cleanly", timeout_ms=3000)
-_runaway_case("runaway_bigint_native_op", "for (;;) (10n ** 300000n).toString()", ("timeout",), 3.0,
-              "(10n ** 300000n).toString() ignores the interrupt: the worker is killed at the deadline",
-              timeout_ms=200)
-_runaway_case("runaway_guest_regex_backtracking", 'return /^(a+)+$/.test("a".repeat(40) + "!")', ("timeout",), 3.0,
-              "a backtracking regex in the guest is stopped at the deadline", timeout_ms=300)
-_runaway_case("runaway_huge_array_sort", "const a = Array.from({length: 3e6}, (_, i) => -i); a.sort(); return 1",
-              ("timeout", "memory_limit_exceeded"), 5.0, "a huge sort is bounded", timeout_ms=300,
-              memory_limit_bytes=32 * MiB)
+_runaway_case(
+    "runaway_infinite_loop",
+    "while (true) {}",
+    ("timeout",),
+    3.0,
+    "while(true){} fails with timeout near timeout_ms",
+    timeout_ms=300,
+)
+_runaway_case(
+    "runaway_microtask_loop",
+    "for (;;) await null",
+    ("timeout",),
+    3.0,
+    "an endless microtask chain fails with timeout",
+    timeout_ms=300,
+)
+_runaway_case(
+    "runaway_loop_in_serialisation_getter",
+    "return {get x() { for (;;) {} }}",
+    ("timeout",),
+    3.0,
+    "a getter looping while the value is serialised still times out",
+    timeout_ms=300,
+)
+_runaway_case(
+    "runaway_loop_in_timer",
+    "setTimeout(() => { for (;;) {} }, 0); await new Promise(r => setTimeout(r, 50))",
+    ("timeout",),
+    3.0,
+    "a looping timer callback times out",
+    timeout_ms=300,
+)
+_runaway_case(
+    "runaway_memory_bomb",
+    'const a = []; while (true) a.push("x".repeat(1e5) + a.length)',
+    ("memory_limit_exceeded",),
+    5.0,
+    "an unbounded array under an 8 MiB heap",
+    memory_limit_bytes=8 * MiB,
+    timeout_ms=3000,
+)
+_runaway_case(
+    "runaway_string_doubling",
+    'let s = "x"; for (;;) s += s',
+    ("memory_limit_exceeded", "internal_error"),
+    5.0,
+    "string doubling: memory limit or RangeError",
+    memory_limit_bytes=8 * MiB,
+    timeout_ms=3000,
+)
+_runaway_case(
+    "runaway_deep_recursion",
+    "function f(n) { return f(n + 1) + 1 }\nreturn f(0)",
+    ("internal_error",),
+    3.0,
+    "unbounded recursion is a RangeError",
+    timeout_ms=2000,
+)
+_runaway_case(
+    "runaway_huge_string",
+    'return "x".repeat(2 ** 30).length',
+    ("memory_limit_exceeded", "internal_error"),
+    5.0,
+    "a 1 GiB string fails cleanly",
+    timeout_ms=3000,
+)
+_runaway_case(
+    "runaway_bigint_native_op",
+    "for (;;) (10n ** 300000n).toString()",
+    ("timeout",),
+    3.0,
+    "(10n ** 300000n).toString() ignores the interrupt: the worker is killed at the deadline",
+    timeout_ms=200,
+)
+_runaway_case(
+    "runaway_guest_regex_backtracking",
+    'return /^(a+)+$/.test("a".repeat(40) + "!")',
+    ("timeout",),
+    3.0,
+    "a backtracking regex in the guest is stopped at the deadline",
+    timeout_ms=300,
+)
+_runaway_case(
+    "runaway_huge_array_sort",
+    "const a = Array.from({length: 3e6}, (_, i) => -i); a.sort(); return 1",
+    ("timeout", "memory_limit_exceeded"),
+    5.0,
+    "a huge sort is bounded",
+    timeout_ms=300,
+    memory_limit_bytes=32 * MiB,
+)
 
 
 # -- HTTP bodies: authenticated before parsed, capped, 413 for every oversized body ------------------
 
+
 @case("body_3mib_with_length")
 async def _body_big(c: Caller) -> None:
     """A 3 MiB exec body (over the 2 MiB cap) is 413."""
-    ans = await c.request("POST", "/v1/exec", content=b'{"code": "' + b"x" * (3 * MiB) + b'"}',
-                          headers={"content-type": "application/json"})
+    ans = await c.request(
+        "POST",
+        "/v1/exec",
+        content=b'{"code": "' + b"x" * (3 * MiB) + b'"}',
+        headers={"content-type": "application/json"},
+    )
     expect_status(ans, 413)
     expect_fast(ans, 2.0)
 
@@ -1226,6 +1505,7 @@ async def _body_big(c: Caller) -> None:
 @case("body_3mb_chunked")
 async def _body_chunked(c: Caller) -> None:
     """A 3 MB chunked exec body (no Content-Length) is 413, not 400 "transient"."""
+
     async def chunks() -> Any:
         yield b'{"code": "'
         for _ in range(48):
@@ -1248,8 +1528,12 @@ async def _body_deep(c: Caller) -> None:
 async def _body_deep_wait(c: Caller) -> None:
     """A 100,000-deep wait body: 400/404/413/422, fast."""
     body = b'{"tool_results": [{"id": "x", "ok": true, "value": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}"
-    ans = await c.request("POST", "/v1/cells/cell_00000000-0000-0000-0000-000000000000/wait", content=body,
-                          headers={"content-type": "application/json"})
+    ans = await c.request(
+        "POST",
+        "/v1/cells/cell_00000000-0000-0000-0000-000000000000/wait",
+        content=body,
+        headers={"content-type": "application/json"},
+    )
     expect_status(ans, 400, 404, 413, 422)
     expect_fast(ans, 2.0)
 
@@ -1266,10 +1550,16 @@ async def _body_malformed(c: Caller) -> None:
 @case("body_request_fields_out_of_range")
 async def _body_fields(c: Caller) -> None:
     """Fields out of range (title 10k chars, blank code, 1 MiB+1 code, timeout_ms 0, 129 client tools): 4xx."""
-    bad = [{"code": "return 1", "title": "t" * 10_000}, {"code": "   \n\t "}, {"code": "x" * (MiB + 1)},
-           {"code": "return 1", "timeout_ms": 0}, {"code": "return 1", "memory_limit_bytes": 1 << 40},
-           {"code": "return 1", "client_tools": [{"name": f"t{i}"} for i in range(129)]},
-           {"code": "return 1", "session_id": "a" * 129}, {"code": "return 1", "session_id": "a\nb"}]
+    bad = [
+        {"code": "return 1", "title": "t" * 10_000},
+        {"code": "   \n\t "},
+        {"code": "x" * (MiB + 1)},
+        {"code": "return 1", "timeout_ms": 0},
+        {"code": "return 1", "memory_limit_bytes": 1 << 40},
+        {"code": "return 1", "client_tools": [{"name": f"t{i}"} for i in range(129)]},
+        {"code": "return 1", "session_id": "a" * 129},
+        {"code": "return 1", "session_id": "a\nb"},
+    ]
     for body in bad:
         ans = await c.request("POST", "/v1/exec", json_body=body)
         if ans.status == 200:  # blank code may be a failed envelope (invalid_input) instead
@@ -1283,9 +1573,19 @@ async def _unauth_big(c: Caller) -> None:
     """12 parallel unauthenticated 10 MB wait bodies: 401 (or 413) without parsing them, fast, no RSS spike."""
     body = b'{"tool_results": [{"id": "x", "ok": true, "value": "' + b"v" * (10 * MiB) + b'"}]}'
     before = c.server_rss() if c.server_rss else 0
-    answers = await asyncio.gather(*(
-        c.request("POST", "/v1/cells/cell_00000000-0000-0000-0000-000000000000/wait", content=body, auth=False,
-                  headers={"content-type": "application/json"}, timeout=30.0) for _ in range(12)))
+    answers = await asyncio.gather(
+        *(
+            c.request(
+                "POST",
+                "/v1/cells/cell_00000000-0000-0000-0000-000000000000/wait",
+                content=body,
+                auth=False,
+                headers={"content-type": "application/json"},
+                timeout=30.0,
+            )
+            for _ in range(12)
+        )
+    )
     grown = (c.server_rss() - before) if c.server_rss else 0
     for ans in answers:
         expect_status(ans, 401, 413)
@@ -1299,8 +1599,9 @@ async def _unauth_exec(c: Caller) -> None:
     """A 1.9 MB exec body with no key, and one with a wrong key: 401."""
     body = b'{"code": "return 1", "title": "' + b"t" * (1900 * 1024) + b'"}'
     for headers in ({}, {"authorization": "Bearer ck_wrong_key"}, {"authorization": "Basic Zm9vOmJhcg=="}):
-        ans = await c.request("POST", "/v1/exec", content=body, auth=False,
-                              headers={"content-type": "application/json", **headers})
+        ans = await c.request(
+            "POST", "/v1/exec", content=body, auth=False, headers={"content-type": "application/json", **headers}
+        )
         expect_status(ans, 401)
 
 
@@ -1308,21 +1609,32 @@ async def _unauth_exec(c: Caller) -> None:
 async def _auth_huge_wait(c: Caller) -> None:
     """An authenticated 30 MB wait body for an unknown cell: 404 or 413, fast."""
     body = b'{"tool_results": [{"id": "x", "ok": true, "value": "' + b"v" * (30 * MiB) + b'"}]}'
-    ans = await c.request("POST", "/v1/cells/cell_00000000-0000-0000-0000-000000000000/wait", content=body,
-                          headers={"content-type": "application/json"}, timeout=30.0)
+    ans = await c.request(
+        "POST",
+        "/v1/cells/cell_00000000-0000-0000-0000-000000000000/wait",
+        content=body,
+        headers={"content-type": "application/json"},
+        timeout=30.0,
+    )
     expect_status(ans, 404, 413)
     expect_fast(ans, 3.0)
 
 
 # -- path ids are checked like body ids --------------------------------------------------------------
 
+
 @case("path_session_id_newline", soak=True)
 async def _path_newline(c: Caller) -> None:
     """/v1/sessions/abc%0A/store and friends refuse the id "abc\\n" like an exec body does (422)."""
-    for method, path in (("GET", "/v1/sessions/abc%0A/store"), ("DELETE", "/v1/sessions/abc%0A"),
-                         ("DELETE", "/v1/sessions/s1/runs/r%0A"), ("GET", "/v1/catalog?session_id=abc%0A"),
-                         ("GET", "/v1/sessions/abc%00/store"), ("GET", "/v1/sessions/" + "a" * 300 + "/store"),
-                         ("GET", "/v1/sessions/%F0%9F%98%80/store")):
+    for method, path in (
+        ("GET", "/v1/sessions/abc%0A/store"),
+        ("DELETE", "/v1/sessions/abc%0A"),
+        ("DELETE", "/v1/sessions/s1/runs/r%0A"),
+        ("GET", "/v1/catalog?session_id=abc%0A"),
+        ("GET", "/v1/sessions/abc%00/store"),
+        ("GET", "/v1/sessions/" + "a" * 300 + "/store"),
+        ("GET", "/v1/sessions/%F0%9F%98%80/store"),
+    ):
         ans = await c.request(method, path)
         expect_status(ans, 422)
 
@@ -1330,7 +1642,12 @@ async def _path_newline(c: Caller) -> None:
 @case("path_cell_id_odd")
 async def _path_cell(c: Caller) -> None:
     """Odd cell ids in paths: 404 or 422, never 500."""
-    for path in ("/v1/cells/cell_x%0A", "/v1/cells/" + "c" * 5000, "/v1/cells/%ED%A0%80", "/v1/cells/..%2F..%2Fmetrics"):
+    for path in (
+        "/v1/cells/cell_x%0A",
+        "/v1/cells/" + "c" * 5000,
+        "/v1/cells/%ED%A0%80",
+        "/v1/cells/..%2F..%2Fmetrics",
+    ):
         ans = await c.request("GET", path)
         expect_status(ans, 404, 422)
 
@@ -1338,14 +1655,20 @@ async def _path_cell(c: Caller) -> None:
 @case("path_api_file_traversal")
 async def _path_api(c: Caller) -> None:
     """API file paths with .. / %00 / absolute parts: 4xx without file content."""
-    for path in ("/v1/api/files/..%2F..%2F..%2Fetc%2Fpasswd", "/v1/api/files/tools/..%2F..%2Fpyproject.toml",
-                 "/v1/api/files/%2Fetc%2Fpasswd", "/v1/api/files/tools%00.d.ts", "/v1/api/files/" + "a/" * 3000):
+    for path in (
+        "/v1/api/files/..%2F..%2F..%2Fetc%2Fpasswd",
+        "/v1/api/files/tools/..%2F..%2Fpyproject.toml",
+        "/v1/api/files/%2Fetc%2Fpasswd",
+        "/v1/api/files/tools%00.d.ts",
+        "/v1/api/files/" + "a/" * 3000,
+    ):
         ans = await c.request("GET", path)
         expect_status(ans, 400, 404, 422)
         assert b"root:" not in ans.raw and b"[project]" not in ans.raw, ans
 
 
 # -- tenants and capacity -----------------------------------------------------------------------------
+
 
 @case("flood_one_tenant_other_served")
 async def _flood(c: Caller) -> None:
@@ -1365,8 +1688,11 @@ async def _cross_tenant(c: Caller) -> None:
     try:
         assert env["status"] == "waiting", brief(env)
         cid = env["cell_id"]
-        for method, path in (("POST", f"/v1/cells/{cid}/wait"), ("GET", f"/v1/cells/{cid}"),
-                             ("POST", f"/v1/cells/{cid}/cancel")):
+        for method, path in (
+            ("POST", f"/v1/cells/{cid}/wait"),
+            ("GET", f"/v1/cells/{cid}"),
+            ("POST", f"/v1/cells/{cid}/cancel"),
+        ):
             ans = await c.request(method, path, tenant="beta", json_body={} if method == "POST" else None)
             expect_status(ans, 404)
     finally:
@@ -1479,8 +1805,7 @@ async def _mcp_value_bomb(c: Caller) -> None:
     """A 1.9 MB MCP request of 60,000 small objects is refused (413) before the SDK parses it on the loop."""
     params = {"name": "exec", "arguments": {"code": "return 1", "pad": [{"a": 1}] * 60_000}}
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-    ans = await c.request("POST", "/mcp", json_body=body,
-                          headers={"accept": "application/json, text/event-stream"})
+    ans = await c.request("POST", "/mcp", json_body=body, headers={"accept": "application/json, text/event-stream"})
     expect_status(ans, 413)
     expect_fast(ans, 2.0)
 

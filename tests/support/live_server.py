@@ -18,10 +18,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
-def live_process(argv: Sequence[str], probe_url: str, workdir: Path,
-                 env: dict[str, str] | None = None, config: str | None = None,
-                 ready: Callable[[httpx.Response], bool] = lambda response: True,
-                 ) -> Iterator[subprocess.Popen[bytes]]:
+def live_process(
+    argv: Sequence[str],
+    probe_url: str,
+    workdir: Path,
+    env: dict[str, str] | None = None,
+    config: str | None = None,
+    ready: Callable[[httpx.Response], bool] = lambda response: True,
+) -> Iterator[subprocess.Popen[bytes]]:
     """Start ``argv`` (CODEMODE_ settings from ``env``, TOML from ``config``), wait until
     ``probe_url`` answers (and the answer is ``ready``), yield the process, then stop it."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CODEMODE_")}
@@ -62,8 +66,20 @@ def live_process(argv: Sequence[str], probe_url: str, workdir: Path,
 def codemode_serve(workdir: Path, env: dict[str, str] | None = None, config: str | None = None) -> Iterator[str]:
     """`codemode serve` on a free loopback port with two workers; yields its base URL."""
     port = free_port()
-    argv = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--workers", "2", "--log-level", "warning"]
+    argv = [
+        sys.executable,
+        "-m",
+        "service.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "2",
+        "--log-level",
+        "warning",
+    ]
     base = f"http://127.0.0.1:{port}"
     with live_process(argv, base + "/healthz", workdir, env, config):
         yield base

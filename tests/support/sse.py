@@ -31,8 +31,12 @@ def events(response: httpx.Response) -> Iterator[SseEvent]:
         if line == "":
             if "data" in fields:
                 raw_id = fields.get("id")
-                yield SseEvent(int(raw_id) if raw_id else None, fields.get("event", "message"),
-                               json.loads(fields["data"]), time.monotonic())
+                yield SseEvent(
+                    int(raw_id) if raw_id else None,
+                    fields.get("event", "message"),
+                    json.loads(fields["data"]),
+                    time.monotonic(),
+                )
             fields = {}
             continue
         name, _, value = line.partition(":")

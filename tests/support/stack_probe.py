@@ -57,8 +57,20 @@ return {
 """
 
 #: Names of prelude functions that would appear if prelude frames reached prepareStackTrace.
-PRELUDE_NAMES = {"codemodeHostHook", "settle", "makeError", "serialise", "walk", "isPlain", "request",
-                 "take", "finish", "describeThrown", "chain", "prepareWithSafeSites"}
+PRELUDE_NAMES = {
+    "codemodeHostHook",
+    "settle",
+    "makeError",
+    "serialise",
+    "walk",
+    "isPlain",
+    "request",
+    "take",
+    "finish",
+    "describeThrown",
+    "chain",
+    "prepareWithSafeSites",
+}
 
 
 def check_report(report: dict) -> None:

@@ -25,8 +25,12 @@ from tests.support.live_server import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Four tenants, one key each; the corpus uses the first two, the soak all four.
-TENANT_KEYS = {"alpha": "ck_test_alpha_0123456789", "beta": "ck_test_beta_0123456789",
-               "gamma": "ck_test_gamma_0123456789", "delta": "ck_test_delta_0123456789"}
+TENANT_KEYS = {
+    "alpha": "ck_test_alpha_0123456789",
+    "beta": "ck_test_beta_0123456789",
+    "gamma": "ck_test_gamma_0123456789",
+    "delta": "ck_test_delta_0123456789",
+}
 
 
 def config_toml(plugins: tuple[str, ...] = ("examples.plugins.shipping",)) -> str:
@@ -63,13 +67,37 @@ class LiveServer:
 
     def start(self, ready_timeout_s: float = 60.0) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CODEMODE_")}
-        env.update({"CODEMODE_DATA_DIR": str(self.data_dir / "data"), "CODEMODE_KILL_GRACE_MS": "300",
-                    "PYTHONPATH": str(ROOT), **self.extra_env})
+        env.update(
+            {
+                "CODEMODE_DATA_DIR": str(self.data_dir / "data"),
+                "CODEMODE_KILL_GRACE_MS": "300",
+                "PYTHONPATH": str(ROOT),
+                **self.extra_env,
+            }
+        )
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "service.cli", "serve", "--config", str(self.config), "--host", "127.0.0.1",
-                 "--port", str(self.port), "--workers", str(self.workers), "--log-level", "warning"],
-                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "service.cli",
+                    "serve",
+                    "--config",
+                    str(self.config),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--workers",
+                    str(self.workers),
+                    "--log-level",
+                    "warning",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         deadline = time.monotonic() + ready_timeout_s
         while True:

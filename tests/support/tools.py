@@ -45,8 +45,12 @@ def _flaky(name: str) -> Any:
 
 
 _REPLY_SCHEMA = {"type": "object", "properties": {"reply": {}, "n": {"type": "integer"}}, "additionalProperties": False}
-_FLAKY_SCHEMA = {"type": "object", "required": ["key"], "additionalProperties": False,
-                 "properties": {"key": {"type": "string"}, "resets": {"type": "integer"}}}
+_FLAKY_SCHEMA = {
+    "type": "object",
+    "required": ["key"],
+    "additionalProperties": False,
+    "properties": {"key": {"type": "string"}, "resets": {"type": "integer"}},
+}
 
 
 async def _blob(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
@@ -60,30 +64,77 @@ async def _news(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
 
 
 TEST_TOOLS = [
-    ToolSpec(name="echo", description="Echo x back after an optional delay in seconds.", execute=_echo,
-             input_schema={"type": "object", "properties": {"x": {}, "delay": {"type": "number"}},
-                           "additionalProperties": False}),
-    ToolSpec(name="fail", description="Always fails with the given message.", execute=_fail,
-             input_schema={"type": "object", "properties": {"message": {"type": "string"}}}),
-    ToolSpec(name="blob", description="Returns a page of size bytes of data.", execute=_blob,
-             input_schema={"type": "object", "required": ["size"],
-                           "properties": {"size": {"type": "integer"}, "page": {"type": "integer"},
-                                          "delay": {"type": "number"}}}),
-    ToolSpec(name="news", description="Network-derived headline.", execute=_news, network=True,
-             output_schema={"type": "object", "properties": {"headline": {"type": "string"}},
-                            "required": ["headline"], "additionalProperties": False}),
+    ToolSpec(
+        name="echo",
+        description="Echo x back after an optional delay in seconds.",
+        execute=_echo,
+        input_schema={
+            "type": "object",
+            "properties": {"x": {}, "delay": {"type": "number"}},
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        name="fail",
+        description="Always fails with the given message.",
+        execute=_fail,
+        input_schema={"type": "object", "properties": {"message": {"type": "string"}}},
+    ),
+    ToolSpec(
+        name="blob",
+        description="Returns a page of size bytes of data.",
+        execute=_blob,
+        input_schema={
+            "type": "object",
+            "required": ["size"],
+            "properties": {"size": {"type": "integer"}, "page": {"type": "integer"}, "delay": {"type": "number"}},
+        },
+    ),
+    ToolSpec(
+        name="news",
+        description="Network-derived headline.",
+        execute=_news,
+        network=True,
+        output_schema={
+            "type": "object",
+            "properties": {"headline": {"type": "string"}},
+            "required": ["headline"],
+            "additionalProperties": False,
+        },
+    ),
 ]
 
 #: Tools for the seed-001 failure tests (tests/service/test_tool_failures.py); kept apart from
 #: TEST_TOOLS so the other modules' catalogs stay as they are.
 FAILURE_TOOLS = [
     # Seed 001 failure kinds: each returns the envelope it is given and counts its runs in CALLS.
-    *(ToolSpec(name=name, description=f"Returns params.reply as its result ({name}).", execute=_reporting(name),
-               input_schema=_REPLY_SCHEMA) for name in ("report", "report_b", "report_c", "report_d")),
-    ToolSpec(name="flaky_read", description="Idempotent read that fails with connection resets first.",
-             execute=_flaky("flaky_read"), input_schema=_FLAKY_SCHEMA, idempotent=True),
-    ToolSpec(name="flaky_feed", description="Idempotent read used by the breaker test.",
-             execute=_flaky("flaky_feed"), input_schema=_FLAKY_SCHEMA, idempotent=True),
-    ToolSpec(name="flaky_write", description="Non-idempotent write that fails with connection resets first.",
-             execute=_flaky("flaky_write"), input_schema=_FLAKY_SCHEMA),
+    *(
+        ToolSpec(
+            name=name,
+            description=f"Returns params.reply as its result ({name}).",
+            execute=_reporting(name),
+            input_schema=_REPLY_SCHEMA,
+        )
+        for name in ("report", "report_b", "report_c", "report_d")
+    ),
+    ToolSpec(
+        name="flaky_read",
+        description="Idempotent read that fails with connection resets first.",
+        execute=_flaky("flaky_read"),
+        input_schema=_FLAKY_SCHEMA,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="flaky_feed",
+        description="Idempotent read used by the breaker test.",
+        execute=_flaky("flaky_feed"),
+        input_schema=_FLAKY_SCHEMA,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="flaky_write",
+        description="Non-idempotent write that fails with connection resets first.",
+        execute=_flaky("flaky_write"),
+        input_schema=_FLAKY_SCHEMA,
+    ),
 ]

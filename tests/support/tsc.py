@@ -32,5 +32,10 @@ def run_tsc(root: Path, files: Mapping[str, str]) -> subprocess.CompletedProcess
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     (root / "tsconfig.json").write_text(json.dumps(TSCONFIG), encoding="utf-8")
-    return subprocess.run([str(TSC), "-p", str(root), "--pretty", "false", "--noEmit", "--strict"],
-                          capture_output=True, text=True, timeout=120, cwd=root)
+    return subprocess.run(
+        [str(TSC), "-p", str(root), "--pretty", "false", "--noEmit", "--strict"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+    )

@@ -24,9 +24,7 @@ from service.tools.untrusted import BEGIN_MARKER
 
 
 def _session(specs, *, hooks=(), max_calls=50, **view):
-    return (
-        CallSession(ToolCatalog.build(list(specs), hooks=list(hooks)).view(**view), max_calls=max_calls)
-    )
+    return CallSession(ToolCatalog.build(list(specs), hooks=list(hooks)).view(**view), max_calls=max_calls)
 
 
 @pytest.mark.anyio
@@ -36,9 +34,7 @@ async def test_loop_guard_refuses_fourth_identical_call(make_tool, ctx) -> None:
     session = _session([spec])
     for _ in range(3):
         assert await session.call("ping", {"a": 1, "b": [1, 2]}, ctx) == "pong"
-    with pytest.raises(
-        LoopGuardError, match="already called 3 times in this cell with exactly these arguments"
-    ):
+    with pytest.raises(LoopGuardError, match="already called 3 times in this cell with exactly these arguments"):
         await session.call("ping", {"b": [1, 2], "a": 1}, ctx)
     assert len(spec.execute.calls) == 3
     assert await session.call("ping", {"a": 2}, ctx) == "pong"
@@ -72,9 +68,7 @@ async def test_call_budget(make_tool, ctx) -> None:
 async def test_unknown_and_denied_tools(make_tool, ctx) -> None:
     """Calls by a denied tool's name, its id or an unknown name fail with unknown_tool."""
     spec = make_tool("wipe", result=1)
-    session = (
-        CallSession(ToolCatalog.build([spec], policy=ToolPolicy(deny=("wipe",))).view(), max_calls=5)
-    )
+    session = CallSession(ToolCatalog.build([spec], policy=ToolPolicy(deny=("wipe",))).view(), max_calls=5)
     for guess in ("wipe", "demo.wipe", "nope", 42):
         with pytest.raises(UnknownToolError, match="is not available in this cell"):
             await session.call(guess, {}, ctx)
@@ -189,9 +183,7 @@ async def test_error_result_rejects_with_message(make_tool, ctx) -> None:
 @pytest.mark.anyio
 async def test_client_tool_parks_after_checks(make_tool, ctx) -> None:
     """A client tool call raises ClientToolCall with the input; it is counted and loop-guarded."""
-    session = _session(
-        [], client_tools=[ClientTool("ask", "ask the user", {"type": "object", "required": ["q"]})]
-    )
+    session = _session([], client_tools=[ClientTool("ask", "ask the user", {"type": "object", "required": ["q"]})])
     with pytest.raises(InvalidInputError):
         await session.call("ask", {}, ctx)
     for _ in range(3):

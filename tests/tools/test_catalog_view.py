@@ -29,9 +29,7 @@ def _walk(value):
 
 def test_handles_are_safe_metadata(make_tool) -> None:
     """Handles carry callable/tool name, description, source, hints; never ids, plugin ids or nulls."""
-    spec = make_tool(
-        "lookup", plugin_id="secretplugin", label="Look up", output_schema=CLOSED, input_schema=CLOSED
-    )
+    spec = make_tool("lookup", plugin_id="secretplugin", label="Look up", output_schema=CLOSED, input_schema=CLOSED)
     view = ToolCatalog.build([spec, make_tool("plain")]).view()
     handles = view.handles()
     assert handles[0] == {

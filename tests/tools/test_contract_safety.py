@@ -104,10 +104,15 @@ def test_regex_syntax_is_ecma_like() -> None:
 
 #: Each level applies `node` twice to the same child: 2**depth evaluations without a budget.
 RECURSIVE_BOMB = {
-    "$defs": {"node": {"type": "object", "allOf": [
-        {"properties": {"a": {"$ref": "#/$defs/node"}}},
-        {"properties": {"a": {"$ref": "#/$defs/node"}}},
-    ]}},
+    "$defs": {
+        "node": {
+            "type": "object",
+            "allOf": [
+                {"properties": {"a": {"$ref": "#/$defs/node"}}},
+                {"properties": {"a": {"$ref": "#/$defs/node"}}},
+            ],
+        }
+    },
     "$ref": "#/$defs/node",
 }
 

@@ -126,9 +126,7 @@ def test_module_without_register(plugin_dir) -> None:
 def test_register_failure_names_plugin(plugin_dir) -> None:
     """An exception in register() is reported with the plugin and the exception."""
     name = plugin_dir(source="def register(registry):\n    raise RuntimeError('boom')\n")
-    with pytest.raises(
-        ToolConfigError, match=rf"plugin '{name}': register\(\) failed with RuntimeError: boom"
-    ):
+    with pytest.raises(ToolConfigError, match=rf"plugin '{name}': register\(\) failed with RuntimeError: boom"):
         load_plugins([name], entry_points=False)
 
 

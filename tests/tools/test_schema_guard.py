@@ -67,11 +67,16 @@ def test_refs_inside_the_schema_are_accepted() -> None:
     """Pointers, $defs, anchors, a root $id and recursion are all fine."""
     schema = {
         "$id": "https://example.com/order.json",
-        "$defs": {"money": {"$anchor": "money", "type": "number", "minimum": 0},
-                  "line": {"type": "object", "properties": {"price": {"$ref": "#money"}}}},
+        "$defs": {
+            "money": {"$anchor": "money", "type": "number", "minimum": 0},
+            "line": {"type": "object", "properties": {"price": {"$ref": "#money"}}},
+        },
         "type": "object",
-        "properties": {"lines": {"type": "array", "items": {"$ref": "#/$defs/line"}},
-                       "total": {"$ref": "#/$defs/money"}, "tree": TREE},
+        "properties": {
+            "lines": {"type": "array", "items": {"$ref": "#/$defs/line"}},
+            "total": {"$ref": "#/$defs/money"},
+            "tree": TREE,
+        },
     }
     assert check_caller_schema(schema, LIMITS)
     assert check_caller_schema(TREE, LIMITS)
@@ -101,8 +106,15 @@ def test_all_of_bomb_is_refused_quickly() -> None:
 
 def test_recursive_self_reference_counts_once() -> None:
     """A recursive reference is expanded once (the value's depth bounds it), so recursion is allowed."""
-    schema = {"$defs": {"node": {"type": "object", "properties": {
-        "left": {"$ref": "#/$defs/node"}, "right": {"$ref": "#/$defs/node"}}}}, "$ref": "#/$defs/node"}
+    schema = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"left": {"$ref": "#/$defs/node"}, "right": {"$ref": "#/$defs/node"}},
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
     assert check_caller_schema(schema, SchemaLimits(max_expanded=10))
 
 
@@ -145,16 +157,24 @@ def test_internal_refs_validate_through_the_compiled_contract() -> None:
     """Anchors, pointers under a root $id and draft-04 definitions resolve when a value is checked."""
     schema = {
         "$id": "https://example.com/order.json",
-        "$defs": {"money": {"$anchor": "money", "type": "number", "minimum": 0},
-                  "line": {"type": "object", "properties": {"price": {"$ref": "#money"}}}},
+        "$defs": {
+            "money": {"$anchor": "money", "type": "number", "minimum": 0},
+            "line": {"type": "object", "properties": {"price": {"$ref": "#money"}}},
+        },
         "type": "object",
-        "properties": {"lines": {"type": "array", "items": {"$ref": "#/$defs/line"}},
-                       "total": {"$ref": "#/$defs/money"}},
+        "properties": {
+            "lines": {"type": "array", "items": {"$ref": "#/$defs/line"}},
+            "total": {"$ref": "#/$defs/money"},
+        },
     }
-    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#",
-              "definitions": {"a": {"type": "string", "pattern": "^x"}},
-              "properties": {"a": {"$ref": "#/definitions/a"}}}
-    order, old = compile_client_tools([ClientTool("order", input_schema=schema), ClientTool("old", input_schema=draft4)])
+    draft4 = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "definitions": {"a": {"type": "string", "pattern": "^x"}},
+        "properties": {"a": {"$ref": "#/definitions/a"}},
+    }
+    order, old = compile_client_tools(
+        [ClientTool("order", input_schema=schema), ClientTool("old", input_schema=draft4)]
+    )
     order.contract.check_input({"lines": [{"price": 1}], "total": 2}, "order")
     with pytest.raises(InvalidInputError, match=r"\$.lines\[0\].price: must be >= 0"):
         order.contract.check_input({"lines": [{"price": -1}]}, "order")
@@ -168,8 +188,10 @@ def test_internal_refs_validate_through_the_compiled_contract() -> None:
     [
         {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
         {"allOf": [{"$ref": "#"}]},
-        {"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/b"}]}, "b": {"not": {"$ref": "#/$defs/a"}}},
-         "properties": {"x": {"$ref": "#/$defs/a"}}},
+        {
+            "$defs": {"a": {"anyOf": [{"$ref": "#/$defs/b"}]}, "b": {"not": {"$ref": "#/$defs/a"}}},
+            "properties": {"x": {"$ref": "#/$defs/a"}},
+        },
     ],
 )
 def test_reference_loops_that_never_descend_are_refused(schema: dict) -> None:
@@ -179,8 +201,12 @@ def test_reference_loops_that_never_descend_are_refused(schema: dict) -> None:
 
 def test_loops_that_descend_or_sit_in_unused_definitions_are_fine() -> None:
     """Recursion through a member keyword is legitimate; a loop only among unused $defs is never run."""
-    json_value = {"anyOf": [{"type": ["string", "number", "boolean", "null"]},
-                            {"type": "array", "items": {"$ref": "#"}},
-                            {"type": "object", "additionalProperties": {"$ref": "#"}}]}
+    json_value = {
+        "anyOf": [
+            {"type": ["string", "number", "boolean", "null"]},
+            {"type": "array", "items": {"$ref": "#"}},
+            {"type": "object", "additionalProperties": {"$ref": "#"}},
+        ]
+    }
     assert check_caller_schema(json_value, LIMITS)
     assert check_caller_schema({"$defs": {"self": {"$ref": "#/$defs/self"}, "x": {"$ref": "#"}}}, LIMITS)

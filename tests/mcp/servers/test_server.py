@@ -135,9 +135,7 @@ async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) 
     return types.ListResourcesResult(resources=RESOURCES)
 
 
-async def list_templates(
-    ctx: Any, params: types.PaginatedRequestParams | None
-) -> types.ListResourceTemplatesResult:
+async def list_templates(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
     return types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
 
 
@@ -149,9 +147,7 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> ty
         text = f"Page {uri.removeprefix('docs://pages/')}"
     else:
         raise ValueError(f"no resource {uri}")
-    return types.ReadResourceResult(
-        contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
-    )
+    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)])
 
 
 async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
