@@ -1,13 +1,16 @@
 """API keys -> tenants, and who may call at all.  Without configured keys every caller is the
-tenant ``local`` and only loopback peers are served."""
+tenant ``local``, only loopback peers are served, and only requests whose Host and Origin name this
+service (service/hosts.py: no DNS rebinding)."""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+from collections.abc import Iterable
 from typing import Any
 
-from service.errors import Forbidden, Unauthorized
+from service.errors import Forbidden, HostNotAllowed, Unauthorized
+from service.hosts import HostCheck
 from service.settings import ApiKey, Settings
 
 LOCAL_TENANT = "local"
@@ -30,6 +33,7 @@ class KeyRing:
         self._keys = settings.api_keys
         self._encoded = tuple(entry.key.encode() for entry in settings.api_keys)
         self._local = ApiKey(key="", tenant=LOCAL_TENANT)  # every caller of a server without keys
+        self._hosts = HostCheck(settings.allowed_hosts)
 
     @property
     def enabled(self) -> bool:
@@ -39,6 +43,21 @@ class KeyRing:
         """Without keys, refuse any peer that is not on this machine (whatever server runs the app)."""
         if not self._keys and not is_loopback_peer(client):
             raise Forbidden(NO_KEYS_REMOTE_PEER)
+
+    def check_addressed(self, headers: Iterable[tuple[bytes, bytes]], client: Any) -> None:
+        """Without keys, refuse a request whose Host or Origin names no allowed host (a rebound page's)."""
+        if self._keys:
+            return  # a page cannot present a key it does not know
+        hosts: list[str] = []
+        origins: list[str] = []
+        for name, value in headers:
+            if name == b"host":
+                hosts.append(value.decode("latin-1"))
+            elif name == b"origin":
+                origins.append(value.decode("latin-1"))
+        reason = self._hosts.refusal(hosts, origins, in_process=_peer_host(client) == IN_PROCESS_PEER)
+        if reason is not None:
+            raise HostNotAllowed(reason)
 
     def resolve(self, authorization: str | None) -> ApiKey:
         if not self._keys:
@@ -64,7 +83,7 @@ def is_loopback_peer(client: Any) -> bool:
     """True for a loopback address, a server without network peers (None) or the in-process test peer."""
     if client is None:
         return True
-    host = client[0] if isinstance(client, (tuple, list)) and client else client
+    host = _peer_host(client)
     if isinstance(host, str) and host in _LOOPBACK_TEXTS:
         return True
     try:
@@ -73,3 +92,7 @@ def is_loopback_peer(client: Any) -> bool:
         return False
     mapped = getattr(address, "ipv4_mapped", None)
     return bool((mapped or address).is_loopback)
+
+
+def _peer_host(client: Any) -> Any:
+    return client[0] if isinstance(client, (tuple, list)) and client else client

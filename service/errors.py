@@ -4,6 +4,7 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── InvalidRequest               422: a request field is wrong (``need_param`` names it)
  ├── Unauthorized                 401: no or unknown API key
  ├── Forbidden                    403: the key may not do this
+ ├── HostNotAllowed               421: without API keys, a Host or Origin that names no allowed host
  ├── CellNotFound                 404: unknown, expired or another tenant's cell
  ├── NotFound                     404: unknown session / run / API file
  ├── WaitInProgress               409: a second wait on one cell
@@ -86,6 +87,14 @@ class Forbidden(ServiceError):
 
     code = "forbidden"
     status = 403
+    error_type = "config"
+
+
+class HostNotAllowed(ServiceError):
+    """Raised, on a server without API keys, for a request whose Host or Origin names no allowed host."""
+
+    code = "host_not_allowed"
+    status = 421
     error_type = "config"
 
 

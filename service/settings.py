@@ -24,9 +24,10 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, SkipValidation, ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError
+from .hosts import parse_allowed_host
 from .mcp.config import McpServerConfig
 
 MiB = 1024 * 1024
@@ -54,6 +55,16 @@ def _not_a_boolean(value: Any) -> Any:
 
 
 Int = Annotated[int, BeforeValidator(_not_a_boolean)]
+
+
+def _comma_list(value: Any) -> Any:
+    # The environment spells a list as "a,b"; the file as a TOML array.
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
+CommaList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_list)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 
 
@@ -110,6 +121,10 @@ class Settings(BaseSettings):
     )
     replica_ttl_seconds: Int = setting(
         "server", 6, 2, 60, "a replica without a heartbeat for this long is stopped; its cells fail"
+    )
+    # Without API keys: the Host names (besides loopback ones) requests may be addressed to (service/hosts.py).
+    allowed_hosts: CommaList = setting(
+        "server", (), doc="host names or addresses (optionally :port) a server without API keys also answers"
     )
     # [limits]: request defaults and the server's caps
     timeout_ms: Int = setting("limits", 10000, 100, 60000, "default wall clock per exec/wait call")
@@ -260,6 +275,11 @@ class Settings(BaseSettings):
                 f"advertise_url {self.advertise_url!r} is not an http:// or https:// URL (e.g. http://10.0.0.5:8000)",
                 need_param="advertise_url",
             )
+        for entry in self.allowed_hosts:
+            try:
+                parse_allowed_host(entry)
+            except ValueError as exc:
+                raise ConfigError(str(exc), need_param="allowed_hosts") from None
         if not self.api_keys and not _is_loopback(self.host):
             raise ConfigError(
                 f"refusing to bind {self.host!r} without API keys: add [[api_keys]] to the config file "
@@ -434,6 +454,8 @@ def _allowed(info: FieldInfo) -> str:
         low = next((m.ge for m in info.metadata if getattr(m, "ge", None) is not None), None)
         high = next((m.le for m in info.metadata if getattr(m, "le", None) is not None), None)
         return f"an integer in {low}..{high}"
+    if info.annotation == CommaList:
+        return "a list of strings (in the environment: comma-separated)"
     return "a string" if info.annotation is str else str(info.annotation)
 
 

@@ -46,6 +46,7 @@ CONTRACT = {
     "service.errors.InvalidRequest": "invalid_request",
     "service.errors.Unauthorized": "unauthorized",
     "service.errors.Forbidden": "forbidden",
+    "service.errors.HostNotAllowed": "host_not_allowed",
     "service.errors.CellNotFound": "cell_not_found",
     "service.errors.NotFound": "not_found",
     "service.errors.WaitInProgress": "wait_in_progress",

@@ -77,7 +77,6 @@ def mcp_endpoint(svc: Components, max_body_bytes: int) -> Any:
         McpFacade(svc),
         lambda request: api_key_of(request),
         max_body_bytes=max_body_bytes,
-        loopback_only=not svc.keys.enabled,
     )
 
 

@@ -1,7 +1,7 @@
 """The door every HTTP request passes before routing: who calls, then how much they send.
 
-Order matters: the peer is checked first (no keys: loopback only), then the API key from the
-headers, and only then is the body read (up to its cap) and decoded.  An unauthenticated caller
+Order matters: the peer is checked first (no keys: loopback only, and only requests whose Host and
+Origin name this service, on every route, /mcp included), then the API key from the headers, and only then is the body read (up to its cap) and decoded.  An unauthenticated caller
 therefore never makes the service read, let alone parse, its body.  Routes get the resolved key
 and the decoded JSON from the scope (``GatedRoute``), so nothing is parsed twice.
 """
@@ -59,6 +59,7 @@ class RequestGate:
     async def _admit(self, scope: Scope, receive: Any) -> Any:
         """Check the request; return a ``receive`` that replays the body read here (or None)."""
         self.keys.check_peer(scope.get("client"))
+        self.keys.check_addressed(scope.get("headers", ()), scope.get("client"))
         path: str = scope["path"]
         if path.startswith("/v1/") or path == MCP_PATH or (path == "/metrics" and self.metrics_require_key):
             scope[API_KEY_SCOPE] = self.keys.resolve(_header(scope, b"authorization"))

@@ -21,7 +21,6 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 
 from service import __version__
@@ -129,20 +128,9 @@ async def _translated(work: Any) -> Any:
 class HttpEndpoint:
     """The ASGI app at ``/mcp``; ``run()`` must be open (inside the app's lifespan) while it serves."""
 
-    def __init__(self, facade: McpFacade, key_of: KeyOf, *, max_body_bytes: int, loopback_only: bool) -> None:
+    def __init__(self, facade: McpFacade, key_of: KeyOf, *, max_body_bytes: int) -> None:
         self._server = build_server(facade, key_of)
         self._max_body_bytes = max_body_bytes
-        # Without API keys anyone who can make this machine's browser send a request could run code:
-        # only loopback Host and Origin headers are accepted then (no DNS rebinding).
-        self._security = (
-            TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"],
-                allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-            )
-            if loopback_only
-            else None
-        )
         self._manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
@@ -152,7 +140,8 @@ class HttpEndpoint:
             app=self._server,
             stateless=True,
             json_response=True,
-            security_settings=self._security,
+            # Host and Origin are checked by the request gate, as for every route (service/hosts.py).
+            security_settings=None,
             max_request_body_size=self._max_body_bytes,
         )
         async with manager.run():

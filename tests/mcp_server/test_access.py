@@ -115,13 +115,14 @@ def test_stdio_refuses_an_unknown_api_key(config_file: Path, tmp_path: Path) -> 
 
 
 def test_without_keys_only_loopback_hosts_reach_the_facade(tmp_path: Path) -> None:
-    """A server without API keys serves /mcp only to requests naming a loopback Host (no DNS rebinding)."""
+    """A server without API keys serves /mcp only to requests naming a loopback Host and Origin (no DNS
+    rebinding): the request gate's 421 with the error body, as on every other route."""
     with make_client(tmp_path, workers=1) as client:
         rebound = client.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "evil.example:8000"})
-        assert rebound.status_code in (403, 421), rebound.text
+        assert rebound.status_code == 421 and rebound.json()["error"]["code"] == "host_not_allowed", rebound.text
         local = client.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "127.0.0.1:8000"})
         assert local.status_code == 200 and local.json()["result"]["serverInfo"]["name"] == "codemode"
         foreign_origin = client.post(
             "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "127.0.0.1:8000", "Origin": "http://evil.example"}
         )
-        assert foreign_origin.status_code == 403, foreign_origin.text
+        assert foreign_origin.status_code == 421 and "Origin" in foreign_origin.json()["error"]["message"]

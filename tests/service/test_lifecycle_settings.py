@@ -234,7 +234,11 @@ def test_every_scalar_is_reachable_from_its_table_and_its_variable(tmp_path):
             continue
         value = info.default
         literal = ("true" if value else "false") if isinstance(value, bool) else repr(value).replace("'", '"')
+        if isinstance(value, tuple):  # a list setting: a TOML array, comma-separated in the environment
+            literal = "[" + ", ".join(f'"{item}"' for item in value) + "]"
         path = _toml(tmp_path, f"[{extra['table']}]\n{name} = {literal}\n")
         assert getattr(load_settings(environ={}, config_path=path), name) == value, name
         raw = str(value).lower() if isinstance(value, bool) else str(value)
+        if isinstance(value, tuple):
+            raw = ",".join(value)
         assert getattr(load_settings(environ={"CODEMODE_" + name.upper(): raw}), name) == value, name
