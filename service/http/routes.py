@@ -19,7 +19,23 @@ from service.tools.run_budget import run_report
 
 from .request_gate import GatedRoute, api_key_of
 from .responses import JSONBytes as ORJSONResponse
-from .schemas import ERROR_RESPONSES, ID_PATTERN, SESSION_PATTERN, CellEnvelope, ErrorBody, ExecRequest, WaitRequest
+from .schemas import (
+    ERROR_RESPONSES,
+    ID_PATTERN,
+    SESSION_PATTERN,
+    ApiFile,
+    ApiFileList,
+    CatalogAnswer,
+    CellEnvelope,
+    ExecRequest,
+    Health,
+    Readiness,
+    RunEnded,
+    RunReport,
+    SessionDeleted,
+    StoreKeys,
+    WaitRequest,
+)
 
 router = APIRouter(route_class=GatedRoute)
 
@@ -27,8 +43,12 @@ router = APIRouter(route_class=GatedRoute)
 CellId = Annotated[str, Path(pattern=ID_PATTERN, description="cell id from an envelope")]
 SessionId = Annotated[str, Path(pattern=SESSION_PATTERN)]
 RunId = Annotated[str, Path(pattern=SESSION_PATTERN)]
+# Declaration files are one or two segments deep (results.d.ts, tools/<name>.d.ts, mcp/<server>.d.ts):
+# one route each, so every URL the docs give is an operation of the OpenAPI document.
+ApiDir = Annotated[str, Path(description="the file's folder: tools or mcp")]
+ApiName = Annotated[str, Path(description="the file's name, e.g. results.d.ts or echo.d.ts")]
 
-# OpenAPI examples of the answers that have no response model.
+# OpenAPI examples of the answers besides the response models' own.
 CATALOG_EXAMPLE = {
     "tools": [
         {
@@ -160,6 +180,7 @@ async def cell_status(cell_id: CellId, svc: ServicesDep, key: CallerDep) -> ORJS
 
 @router.get(
     "/v1/catalog",
+    response_model=CatalogAnswer,
     responses={**ERROR_RESPONSES, 200: _example(CATALOG_EXAMPLE)},
     tags=["tools"],
     summary="Tool catalog and quick index",
@@ -174,6 +195,7 @@ async def catalog(
 
 @router.get(
     "/v1/api/files",
+    response_model=ApiFileList,
     responses={**ERROR_RESPONSES, 200: _example(API_LIST_EXAMPLE)},
     tags=["tools"],
     summary="List declaration files",
@@ -185,19 +207,42 @@ async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None)
 
 
 @router.get(
-    "/v1/api/files/{path:path}",
+    "/v1/api/files/{name}",
+    response_model=ApiFile,
+    responses={**ERROR_RESPONSES, 200: _example({**API_READ_EXAMPLE, "path": "results.d.ts"})},
+    tags=["tools"],
+    summary="Read a top-level declaration file",
+)
+async def api_file(name: ApiName, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+    """What ``API.read(name)`` returns in a guest of this key (``results.d.ts``)."""
+    table = await svc.api_table_for(key)
+    return ORJSONResponse(read_api_file(table, name))
+
+
+@router.get(
+    "/v1/api/files/{dir}/{name}",
+    response_model=ApiFile,
     responses={**ERROR_RESPONSES, 200: _example(API_READ_EXAMPLE)},
     tags=["tools"],
-    summary="Read a declaration file",
+    summary="Read a declaration file in a folder",
 )
-async def api_file(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
-    """What ``API.read(path)`` returns in a guest of this key."""
+async def api_nested_file(dir: ApiDir, name: ApiName, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+    """What ``API.read("<dir>/<name>")`` returns in a guest of this key (``tools/echo.d.ts``, ``mcp/time.d.ts``)."""
+    table = await svc.api_table_for(key)
+    return ORJSONResponse(read_api_file(table, f"{dir}/{name}"))
+
+
+# Any other depth or spelling (an empty segment, a dot segment, three segments) names no file: this
+# undocumented fallback answers it like API.read does (422 invalid path, 404 unknown file), as before.
+@router.get("/v1/api/files/{path:path}", include_in_schema=False)
+async def api_file_any_path(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
     table = await svc.api_table_for(key)
     return ORJSONResponse(read_api_file(table, path))
 
 
 @router.delete(
     "/v1/sessions/{session_id}/runs/{run_id}",
+    response_model=RunEnded,
     responses={**ERROR_RESPONSES, 200: _example(END_RUN_EXAMPLE)},
     tags=["sessions"],
     summary="End a run",
@@ -214,6 +259,7 @@ async def end_run(session_id: SessionId, run_id: RunId, svc: ServicesDep, key: C
 
 @router.get(
     "/v1/sessions/{session_id}/runs/{run_id}",
+    response_model=RunReport,
     responses={**ERROR_RESPONSES, 200: _example(RUN_EXAMPLE)},
     tags=["sessions"],
     summary="Run counters",
@@ -240,6 +286,7 @@ async def run_status(session_id: SessionId, run_id: RunId, svc: ServicesDep, key
 
 @router.get(
     "/v1/sessions/{session_id}/store",
+    response_model=StoreKeys,
     responses={**ERROR_RESPONSES, 200: _example(STORE_KEYS_EXAMPLE)},
     tags=["sessions"],
     summary="Session store keys",
@@ -259,6 +306,7 @@ async def session_store(session_id: SessionId, svc: ServicesDep, key: CallerDep)
 
 @router.delete(
     "/v1/sessions/{session_id}",
+    response_model=SessionDeleted,
     responses={**ERROR_RESPONSES, 200: _example(SESSION_DELETED_EXAMPLE)},
     tags=["sessions"],
     summary="Delete a session",
@@ -281,7 +329,9 @@ async def _store_call(svc: Components, method: str, *args: Any) -> Any:
         raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
 
 
-@router.get("/healthz", tags=["ops"], summary="Liveness", responses={200: _example(HEALTH_EXAMPLE)})
+@router.get(
+    "/healthz", response_model=Health, tags=["ops"], summary="Liveness", responses={200: _example(HEALTH_EXAMPLE)}
+)
 async def healthz() -> dict[str, str]:
     """The process answers."""
     return {"status": "ok"}
@@ -291,7 +341,9 @@ async def healthz() -> dict[str, str]:
     "/readyz",
     tags=["ops"],
     summary="Readiness",
-    responses={200: _example(READY_EXAMPLE), 503: {"model": ErrorBody}},
+    response_model=Readiness,
+    # Not ready is the same body with status "unavailable", not an error body.
+    responses={200: _example(READY_EXAMPLE), 503: {"model": Readiness, "description": "a part is not ready"}},
 )
 async def readyz(svc: ServicesDep) -> ORJSONResponse:
     """The worker pool has workers and the session store answers."""

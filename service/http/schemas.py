@@ -218,8 +218,118 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         404: "unknown or expired",
         409: "another wait runs",
         413: "body too large",
+        421: "no API keys configured, and Host or Origin names no allowed host (allowed_hosts)",
         422: "invalid field (need_param names it)",
         429: "tenant or parked-cell cap (Retry-After)",
         503: "no capacity or store down (Retry-After)",
     }.items()
 }
+
+
+# ---- answers of the routes that are not cell envelopes -----------------------------------------------
+
+
+class ToolHandle(BaseModel):
+    """One tool as ``catalog.all()`` shows it in a guest."""
+
+    model_config = ConfigDict(extra="forbid")
+    callableName: str = Field(description="the global a cell calls")
+    toolName: str = Field(description="the tool's name as its plugin declared it")
+    label: str | None = None
+    description: str
+    source: str = Field(description="where the tool comes from (plugin, core, code, ...)")
+    input: str | None = Field(default=None, description="TypeScript of the input, in one line")
+    output: str | None = Field(default=None, description="TypeScript of the output, in one line")
+
+
+class CatalogAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tools: list[ToolHandle]
+    quick_index: str = Field(description="one line per tool, for an agent's prompt")
+
+
+class ApiFileEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(description="e.g. results.d.ts, tools/<name>.d.ts, mcp/<server>.d.ts")
+    description: str | None = None
+    bytes: int | None = Field(default=None, description="absent for tool files (rendered when read)")
+
+
+class ApiFileList(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    files: list[ApiFileEntry]
+
+
+class ApiFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    description: str | None = None
+    content: str = Field(description="the TypeScript declaration text")
+    bytes: int
+
+
+class BlockedTool(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tool: str
+    reason: str
+
+
+class FailureLimitsOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tool_failures_per_run: int
+    failures_per_run: int
+
+
+class SavedResultsUse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    count: int
+    bytes: int
+
+
+class RunReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    session_id: str
+    run_id: str
+    failures: dict[str, int] = Field(description="counted failures per tool")
+    total_failures: int
+    blocked: list[BlockedTool]
+    budget_exhausted: bool
+    limits: FailureLimitsOut
+    saved_results: SavedResultsUse
+
+
+class RunEnded(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    session_id: str
+    run_id: str
+    expired_results: int
+
+
+class StoreKey(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: str
+    bytes: int
+
+
+class StoreKeys(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    session_id: str
+    keys: list[StoreKey]
+    total_bytes: int
+
+
+class SessionDeleted(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    session_id: str
+    deleted: Literal[True]
+
+
+class Health(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["ok", "unavailable"]
+    checks: dict[str, str] = Field(description='"ok" or what is wrong, per part (workers, store)')
