@@ -66,6 +66,29 @@ class ResourceDef:
     size: int | None
 
 
+@dataclass(frozen=True)
+class TemplateDef:
+    uri_template: str  # RFC 6570
+    name: str
+    description: str
+
+
+# The declaration files a key may have besides those resources/list names: one per tool and per MCP
+# server, so a client that knows a name reads its file without listing them all.
+RESOURCE_TEMPLATES = (
+    TemplateDef(
+        RESOURCE_PREFIX + "tools/{name}.d.ts",
+        "tool declaration",
+        "TypeScript declaration of the tool a cell calls as `name` (its callable name, as search_tools gives it)",
+    ),
+    TemplateDef(
+        RESOURCE_PREFIX + "mcp/{server}.d.ts",
+        "MCP server declarations",
+        "TypeScript declarations of MCP server `server`'s tools, called in a cell as MCP.<server>.<tool>(...)",
+    ),
+)
+
+
 class _CellRef(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cell_id: str = Field(pattern=ID_PATTERN, description="cell id from an envelope")
@@ -193,6 +216,10 @@ class McpFacade:
             ResourceDef(RESOURCE_PREFIX + f["path"], f["path"], f.get("description"), f.get("bytes"))
             for f in list_api_files(table, None)["files"]
         ]
+
+    def resource_templates(self) -> tuple[TemplateDef, ...]:
+        """URI templates of the declaration files (the same for every key; a file outside its policy is 404)."""
+        return RESOURCE_TEMPLATES
 
     async def read_resource(self, key: ApiKey, uri: str) -> str:
         """The text of one declaration file; NotFound for anything else."""

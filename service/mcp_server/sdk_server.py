@@ -78,6 +78,16 @@ def build_server(facade: McpFacade, key_of: KeyOf) -> Server[Any]:
             ]
         )
 
+    async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=t.uri_template, name=t.name, description=t.description, mime_type=DECLARATION_MIME
+                )
+                for t in facade.resource_templates()
+            ]
+        )
+
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         key = key_of(ctx.request)
         uri = str(params.uri)
@@ -93,6 +103,7 @@ def build_server(facade: McpFacade, key_of: KeyOf) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
         on_read_resource=read_resource,
         # Input schemas do not depend on the caller: header validation need not list the tools.
         get_tool_input_schema=facade.input_schema,

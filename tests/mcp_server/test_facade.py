@@ -140,6 +140,22 @@ async def test_declaration_resources_are_what_a_cell_reads(alpha: Client) -> Non
     )
 
 
+async def test_resource_templates_name_the_files_a_cell_reads(alpha: Client) -> None:
+    """resources/templates/list (asked on connect by the Inspector) answers the tool and MCP-server
+    declaration templates; a template filled with a listed name reads that file."""
+    templates = {t.uri_template: t for t in (await alpha.list_resource_templates()).resource_templates}
+    assert set(templates) == {"codemode://api/tools/{name}.d.ts", "codemode://api/mcp/{server}.d.ts"}
+    assert all(t.mime_type == "text/typescript" and t.description for t in templates.values())
+    listed = {str(r.uri) for r in (await alpha.list_resources()).resources}
+    for template, value in (
+        ("codemode://api/tools/{name}.d.ts", "quote_shipping"),
+        ("codemode://api/mcp/{server}.d.ts", "docs"),
+    ):
+        uri = template.replace("{name}", value).replace("{server}", value)
+        assert uri in listed
+        assert value in (await alpha.read_resource(uri)).contents[0].text
+
+
 async def test_reading_an_unknown_resource_is_a_protocol_error(alpha: Client) -> None:
     """An unknown declaration path and a foreign URI scheme are refused with the reason."""
     for uri in ("codemode://api/tools/nope.d.ts", "file:///etc/passwd", "codemode://api/../x"):
