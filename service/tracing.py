@@ -112,6 +112,14 @@ class Tracing:
             return None
         return self._parent(_PROPAGATOR.extract(headers))
 
+    def headers_for(self, parent: TraceParent) -> list[tuple[bytes, bytes]]:
+        """``traceparent``/``tracestate`` naming ``parent``, for a request passed on to another replica."""
+        if not self.enabled or parent is None:
+            return []
+        carrier: dict[str, str] = {}
+        _PROPAGATOR.inject(carrier, context=parent)
+        return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in carrier.items()]
+
     @staticmethod
     def _parent(context: Context) -> TraceParent:
         return context if trace.get_current_span(context).get_span_context().is_valid else None

@@ -2,9 +2,9 @@
 
 Runs after the request gate (the caller is authenticated and the body is read within its cap) and
 before routing.  The cell id names its holder (service/cluster/identity.py); this replica asks the
-store where the holder lives and relays the request and the answer, streaming, so wait, cancel,
-status and event streams behave the same from every replica.  A holder whose heartbeat expired has
-stopped: its cells answer 404 saying so.
+store where the holder lives (service/cluster/relay.py) and relays the request and the answer,
+streaming, so wait, cancel, status and event streams behave the same from every replica.  A holder
+whose heartbeat expired has stopped: its cells answer 404 saying so.
 """
 
 from __future__ import annotations
@@ -14,18 +14,16 @@ import contextlib
 import re
 from typing import Any
 
-from service.cluster.identity import holder_of
 from service.cluster.peers import FORWARDED_HEADER
+from service.cluster.relay import CELLS_PATH, held_elsewhere, open_on_holder
 from service.cluster.replica import Replica
-from service.errors import CellNotFound, ServiceError, StoreUnavailable
+from service.errors import ServiceError
 from service.outbound_http import StreamedAnswer
-from service.stores.errors import StoreError
 
 from .error_responses import error_response
 from .request_gate import BODY_METHODS
 
 Scope = dict[str, Any]
-_CELLS = "/v1/cells/"
 _ACTION = re.compile(r"^[a-z_]{1,32}$")  # wait, cancel, events: one plain segment after the id
 
 
@@ -37,57 +35,34 @@ class ReplicaRouting:
         self.replica = replica
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        replica = self.replica
         path: str = scope.get("path", "")
-        if scope["type"] != "http" or not path.startswith(_CELLS):
+        if scope["type"] != "http" or not path.startswith(CELLS_PATH):
             await self.app(scope, receive, send)
             return
-        cell_id, _, action = path[len(_CELLS) :].partition("/")
-        holder = holder_of(cell_id)
+        cell_id, _, action = path[len(CELLS_PATH) :].partition("/")
+        holder = held_elsewhere(self.replica, cell_id)
         # Only a cell route is relayed (the target is rebuilt from checked parts, never the caller's raw path).
-        if holder is None or holder == replica.replica_id or (action and not _ACTION.match(action)):
+        if holder is None or (action and not _ACTION.match(action)):
             await self.app(scope, receive, send)
             return
+        target = CELLS_PATH + cell_id + (f"/{action}" if action else "")
+        if scope.get("query_string"):
+            target += "?" + scope["query_string"].decode("latin-1")
         try:
-            response = await self._open(replica, holder, cell_id, action, scope, receive)
+            response = await open_on_holder(
+                self.replica,
+                holder,
+                cell_id,
+                scope["method"],
+                target,
+                scope["headers"],
+                await _body(scope, receive),
+                relayed_here=_header(scope, FORWARDED_HEADER.encode()) is not None,
+            )
         except ServiceError as exc:
             await error_response(exc)(scope, receive, send)
             return
         await _relay(response, receive, send)
-
-    async def _open(
-        self, replica: Replica, holder: str, cell_id: str, action: str, scope: Scope, receive: Any
-    ) -> StreamedAnswer:
-        what = f"cell {cell_id}"
-        if _header(scope, FORWARDED_HEADER.encode()) is not None:
-            # Relayed here by a peer, yet held elsewhere: the holder's address now names another process.
-            raise CellNotFound(
-                f"{what} is unknown here: the replica that ran it ({holder}) no longer answers at this address "
-                f"(this is replica {replica.replica_id}: the holder stopped and this one took its address, or "
-                "its advertise_url names something other than the replica itself); start a new cell"
-            )
-        try:
-            url = await replica.membership.peer_url(holder)
-        except StoreError as exc:
-            raise StoreUnavailable(
-                f"the shared store that says which replica holds {what} is unavailable: {exc}; retry shortly",
-                retry_after=1,
-            ) from None
-        if url is None:
-            raise CellNotFound(
-                f"{what} is unknown: the replica that ran it ({holder}) stopped (its heartbeat is gone: it shut "
-                f"down or was silent for {replica.ttl_seconds} s), and the cell's state was lost with it; "
-                "start a new cell"
-            )
-        body = await _body(scope, receive)
-        target = _CELLS + cell_id + (f"/{action}" if action else "")
-        if scope.get("query_string"):
-            target += "?" + scope["query_string"].decode("latin-1")
-        try:
-            return await replica.peers.open(url, scope["method"], target, scope["headers"], body, what=what)
-        except ServiceError:
-            replica.membership.forget_peer(holder)
-            raise
 
 
 async def _body(scope: Scope, receive: Any) -> bytes:

@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bridge import jsoncodec
 from service.assembly import Components
+from service.cluster.relay import call_holder, held_elsewhere
 from service.cell_requests import cell_spec
 from service.errors import InvalidRequest, NotFound, ServiceError
 from service.handlers.api_files import list_api_files, quick_index, read_api_file
@@ -35,6 +37,8 @@ from .rendering import envelope_text
 DECLARATION_MIME = "text/typescript"
 EXEC_FIELDS = ("code", "title", "session_id", "run_id", "timeout_ms", "max_output_bytes")
 WAIT_FIELDS = ("timeout_ms", "tool_results", "approvals")  # besides cell_id
+MAX_OUTPUT_BYTES = 10 * 1024 * 1024  # the largest output budget a cell may have (max_output_bytes)
+RELAY_SLACK_BYTES = 1024 * 1024  # an envelope's own fields and JSON punctuation
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -163,6 +167,9 @@ class McpFacade:
                 return await self._wait(key, args, trace_parent)
             if name == "cancel":
                 ref = _validated(_CellRef, args, ("cell_id",))
+                relayed = await self._on_holder(key, ref.cell_id, "cancel", {}, trace_parent)
+                if relayed is not None:
+                    return relayed
                 return _envelope_answer(await self.svc.cells.cancel(ref.cell_id, key.tenant, trace_parent))
             if name == "search_tools":
                 return await self._search(key, args)
@@ -181,6 +188,12 @@ class McpFacade:
         body = _validated(WaitRequest, {k: v for k, v in args.items() if k != "cell_id"}, WAIT_FIELDS)
         results = [{"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results]
         approvals = [{"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals]
+        relay: dict[str, Any] = {"tool_results": results, "approvals": approvals}
+        if body.timeout_ms is not None:
+            relay["timeout_ms"] = body.timeout_ms
+        relayed = await self._on_holder(key, ref.cell_id, "wait", relay, trace_parent)
+        if relayed is not None:
+            return relayed
         envelope = await self.svc.cells.wait(
             ref.cell_id,
             key.tenant,
@@ -190,6 +203,34 @@ class McpFacade:
             trace_parent=trace_parent,
         )
         return _envelope_answer(envelope)
+
+    async def _on_holder(
+        self, key: ApiKey, cell_id: str, action: str, body: dict[str, Any], trace_parent: TraceParent
+    ) -> ToolAnswer | None:
+        """The answer of the replica holding ``cell_id`` when that is another one (None: this one holds it).
+
+        The holder's own HTTP route serves it, as for a relayed HTTP request: it authenticates the key
+        and applies its checks (tenant, the one wait at a time).
+        """
+        replica = self.svc.replica
+        holder = held_elsewhere(replica, cell_id)
+        if holder is None:
+            return None
+        settings = self.svc.settings
+        # An envelope holds at most the output budget and the pending inputs the inbox allows.
+        cap = settings.max_snapshot_bytes + MAX_OUTPUT_BYTES + RELAY_SLACK_BYTES
+        headers = self.svc.tracing.headers_for(trace_parent)
+        answer = await call_holder(replica, holder, cell_id, action, key.key, jsoncodec.dumps(body), headers, cap)
+        try:
+            parsed = jsoncodec.loads(answer.body)
+        except ValueError:
+            parsed = None
+        if answer.status == 200 and isinstance(parsed, dict):
+            return _envelope_answer(parsed)
+        error = parsed.get("error") if isinstance(parsed, dict) else None
+        if not isinstance(error, dict):
+            error = {"code": "replica_unavailable", "error_type": "transient", "message": f"HTTP {answer.status}"}
+        return _refusal(error, answer.retry_after)
 
     async def _search(self, key: ApiKey, args: dict[str, Any]) -> ToolAnswer:
         query = _validated(_SearchArgs, args, ("query", "limit"))
@@ -276,10 +317,13 @@ def _envelope_answer(envelope: Mapping[str, Any]) -> ToolAnswer:
 
 
 def _error_answer(exc: ServiceError) -> ToolAnswer:
+    return _refusal(exc.body()["error"], exc.retry_after)
+
+
+def _refusal(err: Mapping[str, Any], retry_after: int | None) -> ToolAnswer:
     """A refused request in words; its error body is not an envelope, so it has no structuredContent."""
-    err = exc.body()["error"]
-    retry = f" Retry after {exc.retry_after} s." if exc.retry_after is not None else ""
-    return ToolAnswer(f"Refused ({err['code']}, {err['error_type']}): {err['message']}{retry}", None, True)
+    retry = f" Retry after {retry_after} s." if retry_after is not None else ""
+    return ToolAnswer(f"Refused ({err.get('code')}, {err.get('error_type')}): {err.get('message')}{retry}", None, True)
 
 
 def _search_text(native: list[dict[str, Any]], remote: list[dict[str, Any]]) -> str:

@@ -391,3 +391,13 @@ def test_mcp_tool_calls_take_their_parent_from_the_http_header_or_the_request_me
         cell_id = client.portal.call(exec_with, parent)
         (leg,), _ = _spans(exporter, cell_id)
         assert (leg.context.trace_id, leg.parent.span_id) == (int(TRACE_ID, 16), int(parent_id, 16))
+
+
+def test_a_parent_passed_on_to_another_replica_keeps_its_trace():
+    """``headers_for`` writes the traceparent a relayed request (the MCP facade's wait on another replica)
+    carries, naming the same trace and parent span; without tracing or a parent it adds nothing."""
+    tracing = tracing_to(InMemorySpanExporter())
+    header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    headers = dict(tracing.headers_for(tracing.parent_from_headers({"traceparent": header})))
+    assert headers[b"traceparent"] == header.encode()
+    assert tracing.headers_for(None) == [] and NO_TRACING.headers_for(object()) == []

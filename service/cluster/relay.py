@@ -1,0 +1,125 @@
+"""Reaching the replica that holds a cell, for the HTTP relay (service/http/replica_routing.py) and the
+MCP facade's ``wait`` and ``cancel`` (service/mcp_server/facade.py): one place that knows who holds a
+cell, where it is, and what to answer when it cannot be reached.
+
+The request goes to the holder's own HTTP route (``/v1/cells/<id>[/<action>]``) with the caller's API
+key, so the holder authenticates and authorises the caller itself, and marked as relayed, so the
+holder never relays it further.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from service.errors import CellNotFound, ReplicaUnavailable, ServiceError, StoreUnavailable
+from service.outbound_http import TRANSPORT_ERRORS, StreamedAnswer
+from service.stores.errors import StoreError
+
+from .identity import holder_of
+
+CELLS_PATH = "/v1/cells/"
+
+
+@dataclass(frozen=True)
+class HolderAnswer:
+    """The holder's whole answer to a relayed request."""
+
+    status: int
+    body: bytes
+    retry_after: int | None
+
+
+def held_elsewhere(replica: Any, cell_id: str) -> str | None:
+    """The id of the replica holding ``cell_id`` when that is another one; None when this replica
+    answers for it (its own cell, no cluster, or an id no replica made)."""
+    if replica is None:
+        return None
+    holder = holder_of(cell_id)
+    return holder if holder is not None and holder != replica.replica_id else None
+
+
+async def open_on_holder(
+    replica: Any,
+    holder: str,
+    cell_id: str,
+    method: str,
+    target: str,
+    headers: Iterable[tuple[bytes, bytes]],
+    body: bytes,
+    *,
+    relayed_here: bool,
+) -> StreamedAnswer:
+    """Send the request for ``cell_id`` to ``holder``; the caller reads and closes the answer.
+
+    ``target`` is the holder's path and query; ``relayed_here``: this request was itself relayed by a
+    peer (so the holder's address now names this process).  Raises CellNotFound (the holder stopped),
+    StoreUnavailable (nobody can say where it is), ReplicaUnavailable (it does not answer).
+    """
+    what = f"cell {cell_id}"
+    if relayed_here:
+        raise CellNotFound(
+            f"{what} is unknown here: the replica that ran it ({holder}) no longer answers at this address "
+            f"(this is replica {replica.replica_id}: the holder stopped and this one took its address, or "
+            "its advertise_url names something other than the replica itself); start a new cell"
+        )
+    try:
+        url = await replica.membership.peer_url(holder)
+    except StoreError as exc:
+        raise StoreUnavailable(
+            f"the shared store that says which replica holds {what} is unavailable: {exc}; retry shortly",
+            retry_after=1,
+        ) from None
+    if url is None:
+        raise CellNotFound(
+            f"{what} is unknown: the replica that ran it ({holder}) stopped (its heartbeat is gone: it shut "
+            f"down or was silent for {replica.ttl_seconds} s), and the cell's state was lost with it; "
+            "start a new cell"
+        )
+    try:
+        answer: StreamedAnswer = await replica.peers.open(url, method, target, headers, body, what=what)
+    except ServiceError:
+        replica.membership.forget_peer(holder)
+        raise
+    return answer
+
+
+async def call_holder(
+    replica: Any,
+    holder: str,
+    cell_id: str,
+    action: str,
+    api_key: str,
+    body: bytes,
+    extra_headers: list[tuple[bytes, bytes]],
+    max_bytes: int,
+) -> HolderAnswer:
+    """POST ``/v1/cells/<cell_id>/<action>`` to ``holder`` as the caller with ``api_key`` and read the whole
+    answer (at most ``max_bytes``; the holder bounds its own answers, this is the backstop)."""
+    headers = [(b"content-type", b"application/json"), *extra_headers]
+    if api_key:
+        headers.append((b"authorization", b"Bearer " + api_key.encode()))
+    target = f"{CELLS_PATH}{cell_id}/{action}"
+    answer = await open_on_holder(replica, holder, cell_id, "POST", target, headers, body, relayed_here=False)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in answer.chunks():
+            size += len(chunk)
+            if size > max_bytes:
+                raise ServiceError(
+                    f"the replica holding cell {cell_id} answered more than {max_bytes} bytes, more than any "
+                    "envelope holds: that replica is at fault",
+                    non_retriable=True,
+                )
+            chunks.append(chunk)
+    except TRANSPORT_ERRORS as exc:
+        raise ReplicaUnavailable(
+            f"the replica holding cell {cell_id} broke off its answer ({type(exc).__name__}); retry shortly",
+            retry_after=1,
+        ) from None
+    finally:
+        await answer.close()
+    retry = next((v for k, v in answer.headers if k.lower() == b"retry-after"), None)
+    return HolderAnswer(answer.status, b"".join(chunks), int(retry) if retry and retry.isdigit() else None)

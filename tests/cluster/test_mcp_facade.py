@@ -1,0 +1,92 @@
+"""The MCP facade across replicas: ``wait`` and ``cancel`` reach the replica holding the cell.
+
+Three real replicas behind HAProxy (tests/cluster/conftest.py), reached with the official SDK's MCP
+client over Streamable HTTP.  A cell lives on the replica that started it; the facade of any other
+replica answers for it through the holder's own routes, exactly as the HTTP API does.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from service.cluster.identity import cell_id_prefix, holder_of
+from tests.mcp_server.conftest import http_client
+from tests.support.cluster import Cluster
+
+pytestmark = pytest.mark.anyio
+
+#: Parks until a wait resumes it, then answers what the wait gave it.
+PARKS = 'const r = await yield_control("hold"); return r.status;'
+
+
+async def _tool(base: str, name: str, args: dict[str, Any]) -> Any:
+    """One tool call through the MCP facade of the replica at ``base``."""
+    async with http_client(base, None) as client:
+        return await client.call_tool(name, args)
+
+
+async def _parked(base: str) -> str:
+    result = await _tool(base, "exec", {"code": PARKS})
+    env = result.structured_content
+    assert env is not None and env["status"] == "waiting", result
+    return str(env["cell_id"])
+
+
+async def test_wait_and_cancel_reach_the_holder_from_every_replica(cluster: Cluster) -> None:
+    """For a cell started over MCP on each replica, `wait` through the next replica resumes it to its
+    value and `cancel` through the third ends another one (failed, aborted)."""
+    bases = [r.base for r in cluster.replicas]
+    holders = set()
+    for i, start in enumerate(bases):
+        waiting, doomed = await _parked(start), await _parked(start)
+        holders.add(holder_of(waiting))
+        done = await _tool(bases[(i + 1) % 3], "wait", {"cell_id": waiting, "timeout_ms": 20000})
+        assert done.structured_content is not None, done
+        assert (done.structured_content["status"], done.structured_content["value"]) == ("completed", "yielded")
+        assert done.is_error is False
+        cancelled = await _tool(bases[(i + 2) % 3], "cancel", {"cell_id": doomed})
+        assert cancelled.is_error is True and cancelled.structured_content is not None, cancelled
+        assert cancelled.structured_content["code"] == "aborted"
+    assert len(holders) == 3  # each replica held its own cells, so every wait and cancel crossed replicas
+
+
+async def test_wait_through_the_front_finishes_cells_started_through_the_front(cluster: Cluster) -> None:
+    """Behind round robin, one MCP session's `exec` and `wait` calls land on different replicas (HAProxy's
+    X-Served-By says which) and every wait finishes its cell."""
+    served: list[tuple[str, str]] = []  # (tool, replica) of each tools/call answer, in order
+
+    async def record(response: httpx2.Response) -> None:
+        sent = json.loads(response.request.content or b"{}")
+        if sent.get("method") == "tools/call":
+            served.append((sent["params"]["name"], response.headers["x-served-by"]))
+
+    async with httpx2.AsyncClient(timeout=60, event_hooks={"response": [record]}) as http:
+        async with Client(streamable_http_client(cluster.front + "/mcp", http_client=http)) as client:
+            for _ in range(3):
+                parked = (await client.call_tool("exec", {"code": PARKS})).structured_content
+                assert parked is not None and parked["status"] == "waiting", parked
+                done = await client.call_tool("wait", {"cell_id": parked["cell_id"], "timeout_ms": 20000})
+                assert done.structured_content is not None and done.structured_content["value"] == "yielded", done
+    pairs = list(zip(served[::2], served[1::2]))
+    assert len(pairs) == 3 and all(e[0] == "exec" and w[0] == "wait" for e, w in pairs), served
+    assert any(e[1] != w[1] for e, w in pairs), served  # some wait reached a replica that relayed it
+
+
+async def test_a_finished_cell_and_a_stopped_replica_answer_with_the_holders_reason(cluster: Cluster) -> None:
+    """After cancel, a wait through another replica gets the holder's refusal (cell_not_found); a cell of
+    a replica that is not running is refused saying its replica stopped."""
+    a, b, _ = (r.base for r in cluster.replicas)
+    cell = await _parked(a)
+    await _tool(b, "cancel", {"cell_id": cell})
+    gone = await _tool(b, "wait", {"cell_id": cell})
+    assert gone.is_error is True and "cell_not_found" in gone.content[0].text, gone
+    nobody = cell_id_prefix("0123456789ab") + str(uuid.uuid4())
+    stopped = await _tool(b, "wait", {"cell_id": nobody})
+    assert stopped.is_error is True and "stopped" in stopped.content[0].text, stopped
