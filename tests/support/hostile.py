@@ -1810,5 +1810,30 @@ async def _mcp_value_bomb(c: Caller) -> None:
     expect_fast(ans, 2.0)
 
 
+# ---- Host and Origin (DNS rebinding) ------------------------------------------------------------------
+
+#: Host and Origin values a rebound page, a confused proxy or an attacker's client sends.
+ODD_HOSTS = ("evil.example:8000", "a" * MiB, "[::1", "localhost:99999", "local host", "LOCALHOST.:8000", "[::1]:0")
+ODD_ORIGINS = ("http://evil.example:8000", "null", "http://" + "a" * MiB, "chrome-extension://abc", "http://[::1")
+
+
+@case("rebinding_hosts_and_origins_with_keys")
+async def _rebinding_with_keys(c: Caller) -> None:
+    """The DNS-rebinding request (foreign Host and Origin) and malformed or 1 MiB Host/Origin values, on a
+    server with API keys: without a key every one is 401 (a page cannot know the key), with the key the
+    answer is the route's own (the key is the protection; Host is never parsed at all). Each answer is
+    fast, JSON, and carries no part of a 1 MiB header back."""
+    for host in ODD_HOSTS:
+        for origin in (None, *ODD_ORIGINS):
+            headers = {"host": host, **({"origin": origin} if origin else {})}
+            refused = await c.request("POST", "/v1/exec", json_body={"code": "return 1"}, headers=headers, auth=False)
+            expect_status(refused, 401)
+            expect_fast(refused, 1.0)
+            assert len(refused.raw) < 4096, refused
+        served = await c.request("GET", "/v1/catalog", headers={"host": host, "origin": ODD_ORIGINS[0]})
+        expect_status(served, 200)
+        assert len(served.raw) < BOUNDED_ANSWER_BYTES, served
+
+
 def soak_cases() -> list[Case]:
     return [c for c in CASES if c.soak]
