@@ -4,6 +4,7 @@
 ``python -m bench density``: only the density figures (``bench/density.py``).
 ``python -m bench replicas``: 1 vs 3 replicas behind HAProxy, and the cost of relaying a wait (``bench/replicas.py``).
 ``python -m bench tracing``: only tracing on versus off (``bench/tracing.py``).
+``python -m bench gate``: the cost of the Host and Origin check per request (``bench/gate.py``).
 """
 
 from __future__ import annotations
@@ -107,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         from .density import main as density_main
 
         return density_main()
+    if argv[:1] == ["gate"]:
+        from .gate import main as gate_main
+
+        return gate_main()
     if argv[:1] == ["tracing"]:
         from .tracing import main as tracing_main
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 from service.errors import Forbidden, HostNotAllowed, Unauthorized
-from service.hosts import HostCheck
+from service.hosts import MAX_AUTHORITY_CHARS, HostCheck
 from service.settings import ApiKey, Settings
 
 LOCAL_TENANT = "local"
@@ -19,6 +19,10 @@ LOCAL_TENANT = "local"
 IN_PROCESS_PEER = "testclient"
 #: Peer texts answered without parsing an address (the ones every local request carries).
 _LOOPBACK_TEXTS = frozenset((IN_PROCESS_PEER, "127.0.0.1", "::1"))
+
+# Header bytes read for the Host and Origin check: one more than any value that can be allowed.
+_HOST_READ = MAX_AUTHORITY_CHARS + 1
+_ORIGIN_READ = MAX_AUTHORITY_CHARS + len("https://") + 1
 
 NO_KEYS_REMOTE_PEER = (
     "this service has no API keys configured, so it only answers callers on this machine (loopback); "
@@ -44,18 +48,14 @@ class KeyRing:
         if not self._keys and not is_loopback_peer(client):
             raise Forbidden(NO_KEYS_REMOTE_PEER)
 
-    def check_addressed(self, headers: Iterable[tuple[bytes, bytes]], client: Any) -> None:
+    def check_addressed(self, headers: Sequence[tuple[bytes, bytes]], client: Any) -> None:
         """Without keys, refuse a request whose Host or Origin names no allowed host (a rebound page's)."""
         if self._keys:
             return  # a page cannot present a key it does not know
-        hosts: list[str] = []
-        origins: list[str] = []
-        for name, value in headers:
-            if name == b"host":
-                hosts.append(value.decode("latin-1"))
-            elif name == b"origin":
-                origins.append(value.decode("latin-1"))
-        reason = self._hosts.refusal(hosts, origins, in_process=_peer_host(client) == IN_PROCESS_PEER)
+        # Cut before anything reads them: a longer value is refused by its length alone.
+        hosts = tuple(value[:_HOST_READ] for name, value in headers if name == b"host")
+        origins = tuple(value[:_ORIGIN_READ] for name, value in headers if name == b"origin")
+        reason = self._hosts.refusal_of_headers(hosts, origins, _peer_host(client) == IN_PROCESS_PEER)
         if reason is not None:
             raise HostNotAllowed(reason)
 

@@ -12,6 +12,7 @@ hostile header of any size costs a length check.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable
@@ -106,6 +107,15 @@ class HostCheck:
 
     def __init__(self, allowed_hosts: Iterable[str]) -> None:
         self._allowed = tuple(parse_allowed_host(entry) for entry in allowed_hosts)
+        # Every request of a client names the same Host (and Origin): the verdict is computed once per
+        # spelling.  Bounded, so varying spellings cost their parse and nothing more.
+        self.refusal_of_headers = functools.lru_cache(maxsize=1024)(self._refusal_of_headers)
+
+    def _refusal_of_headers(self, hosts: tuple[bytes, ...], origins: tuple[bytes, ...], in_process: bool) -> str | None:
+        """``refusal`` of raw header values (each cut to just over ``MAX_AUTHORITY_CHARS`` by the caller)."""
+        return self.refusal(
+            [v.decode("latin-1") for v in hosts], [v.decode("latin-1") for v in origins], in_process=in_process
+        )
 
     def allows(self, authority: Authority, *, in_process: bool = False) -> bool:
         if authority.is_loopback or (in_process and authority.host == IN_PROCESS_HOST):
