@@ -454,7 +454,7 @@ def _allowed(info: FieldInfo) -> str:
         low = next((m.ge for m in info.metadata if getattr(m, "ge", None) is not None), None)
         high = next((m.le for m in info.metadata if getattr(m, "le", None) is not None), None)
         return f"an integer in {low}..{high}"
-    if info.annotation == CommaList:
+    if info.annotation == tuple[str, ...]:
         return "a list of strings (in the environment: comma-separated)"
     return "a string" if info.annotation is str else str(info.annotation)
 

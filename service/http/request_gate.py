@@ -1,8 +1,9 @@
 """The door every HTTP request passes before routing: who calls, then how much they send.
 
 Order matters: the peer is checked first (no keys: loopback only, and only requests whose Host and
-Origin name this service, on every route, /mcp included), then the API key from the headers, and only then is the body read (up to its cap) and decoded.  An unauthenticated caller
-therefore never makes the service read, let alone parse, its body.  Routes get the resolved key
+Origin name this service, on every route, /mcp included), then the API key from the headers, and
+only then is the body read (up to its cap) and decoded.  An unauthenticated caller therefore never
+makes the service read, let alone parse, its body.  Routes get the resolved key
 and the decoded JSON from the scope (``GatedRoute``), so nothing is parsed twice.
 """
 

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bridge import jsoncodec
 from service.assembly import Components
-from service.cluster.relay import call_holder, held_elsewhere
 from service.cell_requests import cell_spec
+from service.cluster.relay import call_holder, held_elsewhere
 from service.errors import InvalidRequest, NotFound, ServiceError
 from service.handlers.api_files import list_api_files, quick_index, read_api_file
 from service.http.schemas import ID_PATTERN, CellEnvelope, ExecRequest, WaitRequest
@@ -229,7 +229,12 @@ class McpFacade:
             return _envelope_answer(parsed)
         error = parsed.get("error") if isinstance(parsed, dict) else None
         if not isinstance(error, dict):
-            error = {"code": "replica_unavailable", "error_type": "transient", "message": f"HTTP {answer.status}"}
+            error = {
+                "code": "replica_unavailable",
+                "error_type": "transient",
+                "message": f"the replica holding cell {cell_id} answered HTTP {answer.status} without an error body; "
+                "retry shortly",
+            }
         return _refusal(error, answer.retry_after)
 
     async def _search(self, key: ApiKey, args: dict[str, Any]) -> ToolAnswer:

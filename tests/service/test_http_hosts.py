@@ -137,11 +137,17 @@ def test_more_than_one_host_or_origin_is_refused() -> None:
     assert check.refusal(["localhost"], ["http://localhost", "http://evil.example"]) is not None
 
 
-def test_bad_allowed_hosts_entries_stop_the_start() -> None:
-    """An allowed_hosts entry that is no host[:port] is a ConfigError naming the setting."""
+def test_bad_allowed_hosts_entries_stop_the_start(tmp_path: Path) -> None:
+    """An allowed_hosts entry that is no host[:port], or a value that is no list, is a ConfigError naming
+    the setting; the environment's comma-separated form is read as a list."""
     with pytest.raises(ConfigError) as raised:
         load_settings(environ={"CODEMODE_ALLOWED_HOSTS": "good.example,http://bad.example/"})
     assert raised.value.need_param == "allowed_hosts" and "http://bad.example/" in raised.value.message
+    config = tmp_path / "codemode.toml"
+    config.write_text("[server]\nallowed_hosts = 5\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as not_a_list:
+        load_settings(environ={}, config_path=str(config))
+    assert "server.allowed_hosts" in not_a_list.value.message and "a list of strings" in not_a_list.value.message
     assert load_settings(environ={"CODEMODE_ALLOWED_HOSTS": "a.example, [fd00::5]:8000"}).allowed_hosts == (
         "a.example",
         "[fd00::5]:8000",
