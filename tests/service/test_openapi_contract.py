@@ -151,7 +151,8 @@ def test_every_url_of_the_readme_is_an_operation(live: Live) -> None:
     """Each ``METHOD /path`` of the README's HTTP API table is an operation of the document, path
     parameters included (``{dir}/{name}``: nested declaration files), except the MCP endpoint."""
     text = README.read_text(encoding="utf-8")
-    table = text[text.index("## HTTP API (v1)") : text.index("**Envelope**")]
+    section = text[text.index("## HTTP API (v1)") : text.index("**Envelope**")]
+    table = "\n".join(line for line in section.splitlines() if line.startswith("| `"))
     documented = {
         (method, re.sub(r"\{[^}]+\}", "{}", path))
         for method, path in re.findall(r"`(GET|POST|DELETE) (/[^`?\s]*)", table)
