@@ -36,8 +36,9 @@ log = logging.getLogger(__name__)
 #: A view is re-read from the store at most this often (seconds): a block made by another
 #: replica's cell shows soon, yet a tool call never costs a store round trip.
 REFRESH_SECONDS = 1.0
-#: The writer sends at most one batch this often (seconds) ...
+#: The writer sends at most one batch this often (seconds), of at most this many runs ...
 BATCH_SECONDS = 0.05
+BATCH_RUNS = 256
 #: ... and waits this long after a failed write before it tries again.
 RETRY_SECONDS = 1.0
 
@@ -74,9 +75,10 @@ class RunBook:
         self._writer: asyncio.Task[None] | None = None
         self._write_lock = asyncio.Lock()  # a delete never runs between a batch's write and its answer
         self._reads: dict[RunKey, asyncio.Task[None]] = {}
-        self._complained_at = -float("inf")
+        self._complained_at: dict[str, float] = {}  # what was logged -> when
         self._store_failing = False  # the last write failed: cells do not wait for the retry
         self._wrote: asyncio.Event | None = None  # set (and replaced) after each write attempt
+        self._closing = asyncio.Event()
 
     # ---- ledgers -------------------------------------------------------------------------------
 
@@ -150,14 +152,15 @@ class RunBook:
                 await self.store.delete_run_failures(*key)
 
     async def close(self) -> None:
-        """Write what is still unwritten (one last batch, within the store's timeout)."""
-        for task in [self._writer, *self._reads.values()]:
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if self._dirty:
-            await self._write_batch()
+        """Write what is still unwritten (batch after batch, each within the store's timeout, until
+        one fails).  A write under way is waited for, not cancelled: its answer says what it stored."""
+        self._closing.set()
+        for task in list(self._reads.values()):
+            task.cancel()
+        if self._writer is not None and not self._writer.done():
+            await self._writer
+        elif self._dirty:
+            await self._write_batches()
 
     # ---- inside --------------------------------------------------------------------------------
 
@@ -166,24 +169,34 @@ class RunBook:
         if found is not None and not self._expired(found):
             self._runs.move_to_end(key)
             return found[0]
+        self._runs.pop(key, None)
+        self._make_room()
         state = RunState(key)
         self._runs[key] = (state, self._clock() + self._ttl)
-        self._evict()
         return state
 
     def _expired(self, found: tuple[RunState, float]) -> bool:
         return found[1] <= self._clock() and not found[0].busy
 
-    def _evict(self) -> None:
-        """Drop the least recently used runs beyond ``max_runs``; those with calls or writes pending
-        stay (and go to the back), so each new run looks at a few entries only."""
-        excess = len(self._runs) - self._max_runs
+    def _make_room(self) -> None:
+        """Drop the least recently used runs so one more fits in ``max_runs``, looking at a few only.
+
+        Runs with calls in flight or a write under way stay (and go to the back); so do runs whose
+        failures wait to be written, until the book holds twice ``max_runs`` (a store down for
+        long): then those failures are dropped, and the drop is logged.
+        """
+        excess = len(self._runs) + 1 - self._max_runs
         if excess <= 0:
             return
+        crowded = len(self._runs) >= 2 * self._max_runs
         for key in list(itertools.islice(self._runs, 2 * excess + 8)):
-            if self._runs[key][0].busy:
+            state = self._runs[key][0]
+            if state.held or state.writing or (state.unwritten and not crowded):
                 self._runs.move_to_end(key)
                 continue
+            if state.unwritten:
+                self._dirty.pop(key, None)
+                self._complain("runs' tool failures dropped unwritten", "the store has been failing for long")
             del self._runs[key]
             excess -= 1
             if not excess:
@@ -219,14 +232,20 @@ class RunBook:
 
     async def _write_batches(self) -> None:
         while self._dirty:
-            delay = BATCH_SECONDS if await self._write_batch() else RETRY_SECONDS
-            await asyncio.sleep(delay)
+            wrote = await self._write_batch()
+            if self._closing.is_set():
+                if not wrote:
+                    return
+                continue
+            with contextlib.suppress(TimeoutError):  # the pause between batches; close() ends it
+                async with asyncio.timeout(BATCH_SECONDS if wrote else RETRY_SECONDS):
+                    await self._closing.wait()
 
     async def _write_batch(self) -> bool:
         """Write every run's unwritten failures at once; False when the store failed (they stay)."""
         assert self.store is not None
-        states = [s for s in self._dirty.values() if s.unwritten and s.writing is None]
-        self._dirty.clear()
+        taken = [self._dirty.pop(key) for key in list(itertools.islice(self._dirty, BATCH_RUNS))]
+        states = [s for s in taken if s.unwritten and s.writing is None]
         if not states:
             return True
         batch = [state.start_write() for state in states]
@@ -240,10 +259,10 @@ class RunBook:
             self._store_failing = True
             self._announce_write()
             if not isinstance(exc, Exception):
-                raise  # cancelled (close() writes them)
+                raise
             if not isinstance(exc, StoreError):
                 log.exception("writing runs' tool failures failed (kept, retried)")
-            self._complain(f"could not write {len(batch)} runs' tool failures (kept, retried)", exc)
+            self._complain("could not write runs' tool failures (kept, retried)", f"{len(batch)} runs: {exc}")
             return False
         now = self._clock()
         for state, found in zip(states, answers):
@@ -264,9 +283,9 @@ class RunBook:
             self._wrote.set()
             self._wrote = None
 
-    def _complain(self, what: str, exc: Exception) -> None:
-        """Log a store problem at most once a minute (a hung store would otherwise flood the log)."""
+    def _complain(self, what: str, exc: Exception | str) -> None:
+        """Log each kind of store problem at most once a minute (a hung store would flood the log)."""
         now = self._clock()
-        if now - self._complained_at >= 60:
-            self._complained_at = now
+        if now - self._complained_at.get(what, -float("inf")) >= 60:
+            self._complained_at[what] = now
             log.warning("%s: %s", what, exc)

@@ -196,3 +196,19 @@ async def test_without_a_store_runs_expire_and_stay_bounded() -> None:
         await fail(run)
     assert (await book.run_failures("t", "s", "r2")).failures == {}  # the oldest run went first
     assert (await book.run_failures("t", "s", "r4")).failures == {"a": 1}
+
+
+async def test_a_long_store_outage_keeps_the_book_bounded(tmp_path: Path, caplog) -> None:
+    """While every write fails, runs with unwritten failures stay, up to twice max_runs; past that the
+    oldest are dropped (and that is logged), so an outage cannot grow the book without bound."""
+    store = open_store(sqlite_url(tmp_path / "gone.db"), StoreLimits())
+    await store.close()  # every call now fails store_unavailable
+    book = RunBook(store, LIMITS, ttl_seconds=3600, max_runs=4)
+    with caplog.at_level(logging.WARNING, logger="service.tools.run_book"):
+        for i in range(30):
+            async with book.ledger("acme", "s1", f"r{i}").reserve("a") as reservation:
+                reservation.fail()
+            await asyncio.sleep(0)
+    assert len(book._runs) <= 2 * 4 + 1  # noqa: SLF001 - the bound is the book's own size
+    assert "dropped unwritten" in caplog.text
+    await book.close()
