@@ -15,6 +15,7 @@ from typing import Any
 
 from bridge import jsoncodec
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
+from service.cells.spec import CellSpec
 from service.settings import Settings
 from service.stores import SessionStore, StoreLimits
 from service.stores.cell_writes import CellStoreWrites
@@ -67,7 +68,7 @@ class SessionStoreHandlers:
         except StoreError as exc:
             state.store_error = f"session store unavailable: {exc}"
 
-    def _refusal(self, spec: Any) -> str | None:
+    def _refusal(self, spec: CellSpec) -> str | None:
         """Why a cell of ``spec`` has no store access, or None."""
         if self.store is None:
             return "the session store is not configured on this server"

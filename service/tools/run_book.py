@@ -113,11 +113,15 @@ class RunBook:
             self._writer = asyncio.ensure_future(self._write_batches())
 
     async def written(self, state: RunState) -> None:
-        """Wait until the failures counted in ``state`` so far are stored (or a write of them failed)."""
-        while state.key is not None and (state.unwritten or state.writing) and not self._store_failing:
+        """Wait until the failures counted in ``state`` so far are stored (or a write of them failed,
+        or they were dropped: the run was ended, or the store has been failing for long)."""
+        while self._pending(state) and not self._store_failing:
             if self._wrote is None:
                 self._wrote = asyncio.Event()
             await self._wrote.wait()
+
+    def _pending(self, state: RunState) -> bool:
+        return state.writing is not None or (state.key is not None and self._dirty.get(state.key) is state)
 
     def consulted(self, state: RunState) -> None:
         """A call looked at ``state``: re-read it in the background when it is over a second old."""
@@ -145,8 +149,10 @@ class RunBook:
     async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
         """Forget the run: its view here, its unwritten failures and what the store holds."""
         key = (tenant, session_id, run_id)
-        self._runs.pop(key, None)
+        found = self._runs.pop(key, None)
         self._dirty.pop(key, None)
+        if found is not None:
+            found[0].forget()
         if self.store is not None:
             async with self._write_lock:
                 await self.store.delete_run_failures(*key)
@@ -196,6 +202,7 @@ class RunBook:
                 continue
             if state.unwritten:
                 self._dirty.pop(key, None)
+                state.forget()
                 self._complain("runs' tool failures dropped unwritten", "the store has been failing for long")
             del self._runs[key]
             excess -= 1

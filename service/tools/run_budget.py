@@ -110,6 +110,11 @@ class RunState:
             return
         self.seen, self.writing, self.read_at = found, None, now
 
+    def forget(self) -> None:
+        """Drop every count (the run was ended, or its failures cannot be kept): a cell still holding
+        this state goes on from zero."""
+        self.seen, self.unwritten, self.unwritten_blocks = RunFailures(), {}, {}
+
     def keep_here(self) -> None:
         """Fold the failures counted here into ``seen``: nobody will write them (no store, or it refused)."""
         self.seen = self.view()

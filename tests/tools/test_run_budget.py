@@ -212,3 +212,18 @@ async def test_a_long_store_outage_keeps_the_book_bounded(tmp_path: Path, caplog
     assert len(book._runs) <= 2 * 4 + 1  # noqa: SLF001 - the bound is the book's own size
     assert "dropped unwritten" in caplog.text
     await book.close()
+
+
+async def test_ending_a_run_drops_its_unwritten_failures(store: CountingStore) -> None:
+    """A run ended before its failures were written: nothing reaches the store, a cell waiting for
+    the write is let go, and the run starts again from zero."""
+    book = RunBook(store, LIMITS, ttl_seconds=3600)
+    ledger = book.ledger("acme", "s1", "r1")
+    async with ledger.reserve("a") as reservation:
+        reservation.fail(non_retriable=True, reason="gone")
+    await book.delete_run_failures("acme", "s1", "r1")
+    async with asyncio.timeout(5):
+        await ledger.written()
+    await book.close()
+    assert (await store.run_failures("acme", "s1", "r1")).failures == {}
+    assert book.ledger("acme", "s1", "r1").blocked() == set() and ledger.blocked() == set()
