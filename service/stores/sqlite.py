@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from .base import DEFAULT_TIMEOUT_SECONDS, RunFailures, RunIncrement
 from .errors import StoreConfigError, StoreError, StoreUnavailableError
-from .limits import StoreLimits, check_pending, check_tenant, check_total, run_counter_bytes
+from .limits import RUN_COUNTER_OVERHEAD, StoreLimits, check_pending, check_tenant, check_total, run_counter_bytes
 
 __all__ = ["SqliteSessionStore"]
 
@@ -65,10 +65,10 @@ _MIGRATE_1_TO_2 = """
 INSERT OR IGNORE INTO sessions (tenant, session_id, total_bytes, expires_at)
 SELECT tenant, session_id, SUM(charged_bytes), ? FROM session_entries GROUP BY tenant, session_id
 """
-# Version 3 counters were charged nothing: charge them as run_counter_bytes does (UTF-8 bytes + 64).
+# Version 3 counters were charged nothing: charge them as run_counter_bytes does (UTF-8 bytes + overhead).
 _MIGRATE_3_TO_4 = (
     "ALTER TABLE run_failures ADD COLUMN charged_bytes INTEGER NOT NULL DEFAULT 0",
-    "UPDATE run_failures SET charged_bytes = 64 + length(CAST(session_id || run_id || tool AS BLOB))"
+    f"UPDATE run_failures SET charged_bytes = {RUN_COUNTER_OVERHEAD} + length(CAST(session_id || run_id || tool AS BLOB))"
     " + COALESCE(length(CAST(block_reason AS BLOB)), 0)",
     "INSERT INTO tenant_counters (tenant, bytes) SELECT tenant, SUM(charged_bytes) FROM run_failures GROUP BY tenant",
 )
@@ -84,8 +84,9 @@ class SqliteSessionStore:
 
     One thread owns the connection, so calls run in the order they were made (this is the
     "commit order" limits are re-checked in) and the event loop never waits on disk.  A call not
-    answered within ``timeout_seconds`` raises ``StoreUnavailableError``; if it had not started, it
-    never runs (one that started finishes in the thread, like a commit whose answer was lost).
+    done within ``timeout_seconds`` raises ``StoreUnavailableError``: the thread skips a call whose
+    deadline passed while it queued and stops waiting for a lock at the deadline, so such a call
+    almost always did nothing (only one stuck in the disk past the deadline may still land).
     """
 
     def __init__(
