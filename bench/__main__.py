@@ -5,6 +5,7 @@
 ``python -m bench replicas``: 1 vs 3 replicas behind HAProxy, and the cost of relaying a wait (``bench/replicas.py``).
 ``python -m bench tracing``: only tracing on versus off (``bench/tracing.py``).
 ``python -m bench gate``: the cost of the Host and Origin check per request (``bench/gate.py``).
+``python -m bench stores [--compare DIR]``: the failure budget under a burst, a hung and a busy store (``bench/stores.py``).
 """
 
 from __future__ import annotations
@@ -112,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         from .gate import main as gate_main
 
         return gate_main()
+    if argv[:1] == ["stores"]:
+        from .stores import main as stores_main
+
+        return stores_main(argv[1:])
     if argv[:1] == ["tracing"]:
         from .tracing import main as tracing_main
 

@@ -42,6 +42,8 @@ from .tools.policy import ToolPolicy, mcp_entry_server
 from .tracing import NO_TRACING, Tracing, TracingConfig, start_tracing
 
 log = logging.getLogger("codemode")
+#: How long /readyz waits for the session store's answer before it reports the store unavailable.
+READY_STORE_SECONDS = 0.5
 
 
 @dataclass
@@ -102,6 +104,7 @@ class Components:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._store_sweeper
         await self.cells.close()
+        await self.access.close()
         await self.pool.close()
         if self.mcp is not None:
             await self.mcp.close()
@@ -116,8 +119,11 @@ class Components:
         checks = {"workers": "ok" if self.pool.ready else "no worker available"}
         if self.store is not None:
             try:
-                await self.store.ping()
+                async with asyncio.timeout(READY_STORE_SECONDS):  # /readyz answers within a second
+                    await self.store.ping()
                 checks["store"] = "ok"
+            except TimeoutError:
+                checks["store"] = f"unavailable: no answer within {READY_STORE_SECONDS} s"
             except StoreError as exc:
                 checks["store"] = f"unavailable: {exc}"
         return checks
@@ -200,7 +206,9 @@ def build_components(
     session_store: SessionStore | None = None
     if store is True:
         try:
-            session_store = open_store(settings.resolved_store_url, store_limits(settings))
+            session_store = open_store(
+                settings.resolved_store_url, store_limits(settings), timeout_seconds=settings.store_timeout_ms / 1000
+            )
         except StoreError as exc:
             raise ConfigError(str(exc), need_param="store_url") from None
     elif store is not False and store is not None:
@@ -216,6 +224,7 @@ def build_components(
             settings.resolved_store_url if store is True else "",
             ResultsLimits(tenant_max_bytes=settings.tenant_results_bytes, max_bytes=settings.results_max_bytes),
             results_clock,
+            settings.store_timeout_ms / 1000,
         )
     except StoreError as exc:
         raise ConfigError(str(exc), need_param="store_url") from None
@@ -225,7 +234,9 @@ def build_components(
     install_tools(dispatcher, catalog.limits)
     install_api_files(dispatcher)
     saved.install(dispatcher)
-    SessionStoreHandlers(session_store, store_limits(settings)).install(dispatcher)
+    store_handlers = SessionStoreHandlers(session_store, store_limits(settings))
+    store_handlers.install(dispatcher)
+    access.start_steps.append(store_handlers.prefetch)
     if mcp is not None:
         from .mcp.guest_requests import install_mcp
 

@@ -98,6 +98,9 @@ class Settings(BaseSettings):
         "server", "", doc="directory for the default SQLite store (default ~/.local/share/codemode)"
     )
     store_url: str = setting("server", "", doc="sqlite:///PATH or redis://HOST:PORT/DB")
+    store_timeout_ms: Int = setting(
+        "server", 2000, 50, 60000, "one session-store or saved-results call, retries included; then store_unavailable"
+    )
     log_level: str = setting("server", "info", doc="uvicorn log level")
     # Connection hygiene of `codemode serve` (a peer that trickles bytes must not hold a socket forever).
     header_read_timeout_seconds: Int = setting(

@@ -56,8 +56,10 @@ class Cell:
         on_end: Callable[[Cell], None],
         retainer: Retainer | None = None,
         id_prefix: str = "cell_",
+        context: CellContext | None = None,
     ) -> None:
-        self.context = CellContext(id_prefix + str(uuid.uuid4()), spec)
+        # ``context``: made (and prepared) before the cell took its worker.
+        self.context = context or CellContext(id_prefix + str(uuid.uuid4()), spec)
         self.id = self.context.id
         self.spec = spec
         self.worker: Worker | None = worker

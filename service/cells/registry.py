@@ -19,6 +19,7 @@ import contextlib
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +40,8 @@ from .spec import CellLimits, CellSpec, CellStatus, EndReason
 
 log = logging.getLogger("codemode.cells")
 NOT_FOUND = "cell is unavailable or expired"
-#: Builds per-cell handler state (tool session, store buffer, guest config) before the cell runs.
+#: Builds per-cell handler state (tool session, store buffer, guest config) before the cell takes a
+#: worker; what it waits for (store reads, MCP connects) comes out of the cell's first leg.
 Preparer = Callable[[CellContext], Awaitable[None]]
 
 
@@ -221,23 +223,30 @@ class CellRegistry:
         slot = contextlib.ExitStack()
         with slot:
             slot.enter_context(self._tenant_slot(spec.tenant))
+            context = CellContext(self.cell_id_prefix + str(uuid.uuid4()), spec)
+            budget_ms = spec.limits.timeout_ms
+            if self.prepare is not None:
+                prepared_from = time.monotonic()
+                await self.prepare(context)  # before the worker: it may wait on stores and MCP servers
+                budget_ms = max(1, budget_ms - int((time.monotonic() - prepared_from) * 1000))
             worker = await self.pool.acquire(spec.tenant)
             cell = Cell(
-                spec, worker, self.pool, self.dispatcher, self._park, self._end, self.retainer, self.cell_id_prefix
+                spec,
+                worker,
+                self.pool,
+                self.dispatcher,
+                self._park,
+                self._end,
+                self.retainer,
+                self.cell_id_prefix,
+                context=context,
             )
             self._cells[cell.id] = cell
             async with cell.wait_lock:
-                if self.prepare is not None:
-                    try:
-                        await self.prepare(cell.context)
-                    except BaseException:
-                        self.pool.release(worker, recycle=True, cell_id=cell.id)
-                        self._cells.pop(cell.id, None)
-                        raise
                 if spec.background:
                     self.events.open(cell.id, spec.tenant)
                     return self.background.start(cell, slot.pop_all())
-                leg = cell.start(spec.limits.timeout_ms)
+                leg = cell.start(budget_ms)
                 return self._published(cell, await self._guarded(cell, leg, trace_parent, started_ns))
 
     async def wait(

@@ -1,14 +1,17 @@
 """What one cell may reach, made before it runs: its catalog view, tool-call session and MCP scope.
 
 ``ToolAccess.prepare(cell)`` builds the cell's ``CellTools`` (visible tools under the tenant's and
-the request's policy, the MCP servers its tenant sees) and the guest config the prelude turns into
-globals; the handler modules read that state back with ``cell_tools``.
+the request's policy, the MCP servers its tenant sees, its run's failure budget) and the guest
+config the prelude turns into globals; the handler modules read that state back with ``cell_tools``.
+It runs before the cell takes a worker and a running slot, within the cell's timeout: whatever may
+wait (MCP connects, store reads) waits without holding capacity other cells need.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +26,16 @@ from service.tools.errors import ToolError
 from service.tools.plugin import ToolContext
 from service.tools.policy import McpVisibility, PolicySubject, ToolPolicy, parse_entries
 from service.handlers.saved_results import DEFAULT_RUN  # a session without a run_id: the same run
-from service.tools.run_budget import Breaker, FailureLimits, MemoryRunCounters, RunCounters, RunLedger
+from service.tools.run_book import RunBook, RunCounters
+from service.tools.run_budget import Breaker, FailureLimits, RunLedger
 from service.tools.session import CallSession
 
 #: Host requests one synchronous burst of guest code may queue; more are refused in the guest.
 MAX_QUEUED_REQUESTS = 1024
+#: More per-cell preparation (e.g. reading the session's data), given the cell and its deadline
+#: (event-loop time); it runs once the cell's ``CellTools`` exist, beside the run-counter read,
+#: and must not raise past the deadline.
+StartStep = Callable[[CellContext, float], Awaitable[None]]
 
 
 @dataclass
@@ -42,6 +50,7 @@ class CellTools:
     api: ApiFileTable | None = None
     writes: CellStoreWrites | None = None
     session_network: bool = False  # the committed session data includes network-derived writes
+    store_error: str | None = None  # the session's data could not be read before the cell started
 
 
 def cell_tools(cell: CellContext) -> CellTools:
@@ -86,10 +95,11 @@ class ToolAccess:
         self.catalog = catalog
         self.mcp = mcp
         self.tool_policy = tool_policy  # the base `[tools]` policy; MCP entries apply to the hub's servers
-        # Runs' failure counters: the session store, or this process's memory without one.
-        self.run_counters = run_counters or MemoryRunCounters(settings.session_ttl_seconds)
         self.failure_limits = FailureLimits(settings.tool_failures_per_run, settings.failures_per_run)
+        # Runs' failure counters as this process knows them, written to the session store (if any).
+        self.run_counters = RunBook(run_counters, self.failure_limits, ttl_seconds=settings.session_ttl_seconds)
         self.breaker = Breaker()
+        self.start_steps: list[StartStep] = []
         self.approvals = ApprovalRules().adding(SERVER, self._configured_approvals())
 
     def _configured_approvals(self) -> tuple[str, ...]:
@@ -133,11 +143,8 @@ class ToolAccess:
         """The failure budget of the cell's run; a cell without a session is a run of its own."""
         spec = cell.spec
         if spec.session_id is None:
-            own = MemoryRunCounters(self.settings.session_ttl_seconds, max_runs=1)
-            return RunLedger(own, spec.tenant, "", cell.id, self.failure_limits)
-        return RunLedger(
-            self.run_counters, spec.tenant, spec.session_id, spec.run_id or DEFAULT_RUN, self.failure_limits
-        )
+            return self.run_counters.own_ledger()
+        return self.run_counters.ledger(spec.tenant, spec.session_id, spec.run_id or DEFAULT_RUN)
 
     def view_for(self, policy: ToolPolicy | None, client_tools: Sequence[Any] = ()) -> CatalogView:
         try:
@@ -169,7 +176,13 @@ class ToolAccess:
     async def mcp_servers(self, mcp: Any, deadline_s: float) -> list[Any]:
         return await mcp.servers(deadline_s=deadline_s) if mcp is not None else []
 
+    async def close(self) -> None:
+        """Write the runs' failures still unwritten (before the store closes)."""
+        await self.run_counters.close()
+
     async def prepare(self, cell: CellContext) -> None:
+        """Make the cell's handler state; what waits here waits within the cell's timeout."""
+        deadline = asyncio.get_running_loop().time() + cell.spec.limits.timeout_ms / 1000
         view = self.view_for(cell.spec.tool_policy, cell.spec.client_tools)
         mcp = self.mcp_scope(cell.spec.tenant, cell.spec.tool_policy)
         # A server that is slow to connect may take at most the cell's own time budget.
@@ -178,8 +191,6 @@ class ToolAccess:
         shown = [n for s in servers for n in (s.identifier, s.name)] + [n for pair in down for n in pair]
         approvals = self.approvals_for(cell, view, shown)
         ledger = self.ledger(cell)
-        await ledger.refresh()
-        blocked = ledger.blocked()
         session = CallSession(
             view,
             max_calls=self.settings.max_calls_per_cell,
@@ -189,6 +200,9 @@ class ToolAccess:
             approvals=approvals,
         )
         cell.tools = CellTools(view=view, session=session, mcp_servers=servers, mcp=mcp)
+        # The store reads wait side by side: a store that does not answer costs the cell its timeout once.
+        await asyncio.gather(self._refresh(ledger, deadline), *(step(cell, deadline) for step in self.start_steps))
+        blocked = ledger.blocked()
         cell.guest_config = {
             # Tools blocked for the run when the cell starts say so on their handles (catalog.all()).
             "tools": [{**h, "blocked": True} if h.get("callableName") in blocked else h for h in view.handles()],
@@ -200,3 +214,9 @@ class ToolAccess:
             "maxRequestBytes": cell.spec.limits.max_request_bytes,
             "maxQueuedRequests": MAX_QUEUED_REQUESTS,
         }
+
+    async def _refresh(self, ledger: RunLedger, deadline: float) -> None:
+        """Re-read the run's counters; a store that does not answer in time leaves them as last seen."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout_at(deadline):
+                await self.run_counters.refresh(ledger)

@@ -1,16 +1,21 @@
 """The session store as the guest sees it: ``store.get``, ``store.set``, ``store.delete``.
 
-A cell reads its session's data once, on its first store request, and buffers its writes; the
-end-of-cell hook commits them when, and only when, the cell completed.  A session that ever held
-network-derived writes keeps that mark, so later cells that read from it are marked untrusted too.
+A cell reads its session's data once and buffers its writes; the end-of-cell hook commits them
+when, and only when, the cell completed.  The read happens before the cell takes a worker when its
+code names ``store`` or ``load`` (``prefetch``, within the cell's timeout), else on its first store
+request; a store that did not answer then makes every store request of the cell reject at once
+(``store_unavailable``) rather than wait again.  A session that ever held network-derived writes
+keeps that mark, so later cells that read from it are marked untrusted too.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from bridge import jsoncodec
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
+from service.cells.spec import CellSpec
 from service.settings import Settings
 from service.stores import SessionStore, StoreLimits
 from service.stores.cell_writes import CellStoreWrites
@@ -45,24 +50,56 @@ class SessionStoreHandlers:
         dispatcher.register("store.delete", self._delete)
         dispatcher.on_finish(self._commit)
 
+    async def prefetch(self, cell: CellContext, deadline: float) -> None:
+        """Read the session's data before the cell takes a worker, if its code may use it.
+
+        A cheap substring test decides: code that reaches the store by other spellings reads on its
+        first store request instead (bounded by the store's own timeout).
+        """
+        spec = cell.spec
+        if self._refusal(spec) is not None or ("store" not in spec.code and "load" not in spec.code):
+            return
+        state = cell_tools(cell)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._load(state, spec.tenant, spec.session_id or "")
+        except TimeoutError:
+            state.store_error = "session store unavailable: it did not answer within the cell's timeout"
+        except StoreError as exc:
+            state.store_error = f"session store unavailable: {exc}"
+
+    def _refusal(self, spec: CellSpec) -> str | None:
+        """Why a cell of ``spec`` has no store access, or None."""
+        if self.store is None:
+            return "the session store is not configured on this server"
+        if spec.session_id is None:
+            return "store/load need a session: send session_id with the exec request"
+        if spec.restart_safe or spec.headless:
+            return "store/load are not available in restart-safe or headless cells"
+        return None
+
+    async def _load(self, state: CellTools, tenant: str, session_id: str) -> None:
+        assert self.store is not None
+        snapshot = await self.store.get_all(tenant, session_id)
+        usage = await self.store.usage(tenant)
+        if state.writes is None:
+            state.session_network = NETWORK_MARK_KEY in snapshot
+            state.writes = CellStoreWrites(snapshot, self.limits, usage)
+
     async def _writes(self, call: HostCall) -> CellStoreWrites:
         spec = call.cell.spec
-        if self.store is None:
-            raise GuestError("the session store is not configured on this server", "store_unavailable")
-        if spec.session_id is None:
-            raise GuestError("store/load need a session: send session_id with the exec request", "store_unavailable")
-        if spec.restart_safe or spec.headless:
-            raise GuestError("store/load are not available in restart-safe or headless cells", "store_unavailable")
+        refusal = self._refusal(spec)
+        if refusal is not None:
+            raise GuestError(refusal, "store_unavailable")
         state = cell_tools(call.cell)
         if state.writes is None:
+            if state.store_error is not None:
+                raise GuestError(state.store_error, "store_unavailable")
             try:
-                snapshot = await self.store.get_all(spec.tenant, spec.session_id)
-                usage = await self.store.usage(spec.tenant)
+                await self._load(state, spec.tenant, spec.session_id or "")
             except StoreError as exc:
                 raise GuestError(f"session store unavailable: {exc}", "store_unavailable") from None
-            if state.writes is None:
-                state.session_network = NETWORK_MARK_KEY in snapshot
-                state.writes = CellStoreWrites(snapshot, self.limits, usage)
+        assert state.writes is not None
         return state.writes
 
     async def _get(self, call: HostCall) -> Any:

@@ -80,7 +80,15 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
         # Tools that succeeded only in part (success: true with completed: false or a warning).
         return list(cell.tools.session.warnings) if isinstance(cell.tools, CellTools) else []
 
+    async def failures_written(cell: CellContext, completed: bool) -> list[str]:
+        # The result goes out once the run's other cells, replicas and restarts can see its failures
+        # (its worker is free already; the store's timeout bounds this).
+        if isinstance(cell.tools, CellTools):
+            await cell.tools.session.ledger.written()
+        return []
+
     dispatcher.register("tool", call_tool)
     dispatcher.on_finish(partial_successes)
+    dispatcher.on_finish(failures_written)
     dispatcher.register("search", search, side_effects=False)
     dispatcher.register("describe", describe, side_effects=False)

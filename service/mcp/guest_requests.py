@@ -58,17 +58,22 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
             raise GuestError(ONE_OBJECT, "invalid_input", name="TypeError")
         state = state_of(call.cell)
         name = f"MCP.{server}.{tool}"
+        ledger = state.session.ledger
         try:
-            await state.session.ledger.check(name)
+            ledger.check(name)
         except ToolCallError as exc:
             raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
         state.mcp_calls += 1
         call.cell.telemetry.call_count += 1
         await approved(call, state, server, tool, value, name)
-        result = await guarded(call, scope(call).call_tool(server, tool, value, deadline_s=deadline(call)))
-        if isinstance(result, dict) and result.get("isError") is True:
-            # isError results resolve (the MCP contract) but count against the run like any failure.
-            await state.session.ledger.record(name)
+        try:
+            async with ledger.reserve(name) as reservation:  # the run's failure budget, held while it runs
+                result = await guarded(call, scope(call).call_tool(server, tool, value, deadline_s=deadline(call)))
+                if isinstance(result, dict) and result.get("isError") is True:
+                    # isError results resolve (the MCP contract) but count against the run like any failure.
+                    reservation.fail()
+        except ToolCallError as exc:
+            raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
         return result
 
     async def approved(call: HostCall, state: McpCell, server: Any, tool: Any, value: Any, name: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from .base import RunFailures, SessionStore
+from .base import DEFAULT_TIMEOUT_SECONDS, RunFailures, RunIncrement, SessionStore
 from .errors import (
     StoreConfigError,
     StoreError,
@@ -30,6 +30,7 @@ __all__ = [
     "ResultsBackend",
     "ResultsLimits",
     "RunFailures",
+    "RunIncrement",
     "SessionStore",
     "StoreConfigError",
     "StoreError",
@@ -56,22 +57,28 @@ def sqlite_url(path: str | os.PathLike[str]) -> str:
     return "sqlite:///" + os.fspath(path)
 
 
-def open_store(url: str, limits: StoreLimits, clock: Callable[[], float] = time.time) -> SessionStore:
+def open_store(
+    url: str,
+    limits: StoreLimits,
+    clock: Callable[[], float] = time.time,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+) -> SessionStore:
     """Return the store a URL names; connections open lazily, so ``await store.ping()`` at start.
 
     ``sqlite:///`` is followed by a file path as in SQLAlchemy: ``sqlite:///data/s.db`` is relative
     to the working directory, ``sqlite:////var/lib/codemode/s.db`` is absolute. Parent directories
     are created. ``redis://[[user]:password@]HOST[:PORT][/DB]`` selects Redis (port 6379, db 0).
-    ``clock`` (wall-clock seconds) dates session expiry; tests pass their own.
+    ``clock`` (wall-clock seconds) dates session expiry; tests pass their own.  Each call answers
+    within ``timeout_seconds`` or raises ``StoreUnavailableError`` (``store_timeout_ms``).
     """
     if url.startswith("sqlite:"):
-        return _open_sqlite(url, limits, clock)
+        return _open_sqlite(url, limits, clock, timeout_seconds)
     if url.startswith("redis:"):
-        return _open_redis(url, limits, clock)
+        return _open_redis(url, limits, clock, timeout_seconds)
     raise StoreConfigError(f"unsupported store URL {_redacted(url)!r}; {_ACCEPTED}")
 
 
-def _open_sqlite(url: str, limits: StoreLimits, clock: Callable[[], float]) -> SessionStore:
+def _open_sqlite(url: str, limits: StoreLimits, clock: Callable[[], float], timeout_seconds: float) -> SessionStore:
     prefix = "sqlite:///"
     raw = url[len(prefix) :] if url.startswith(prefix) else ""
     if not raw or raw == ":memory:" or "?" in raw or "\0" in raw:
@@ -88,7 +95,7 @@ def _open_sqlite(url: str, limits: StoreLimits, clock: Callable[[], float]) -> S
 
     from .sqlite import SqliteSessionStore
 
-    return SqliteSessionStore(path, limits, clock)
+    return SqliteSessionStore(path, limits, clock, timeout_seconds)
 
 
 def _redis_params(url: str) -> dict[str, Any]:
@@ -112,28 +119,34 @@ def _redis_params(url: str) -> dict[str, Any]:
     }
 
 
-def _open_redis(url: str, limits: StoreLimits, clock: Callable[[], float]) -> SessionStore:
+def _open_redis(url: str, limits: StoreLimits, clock: Callable[[], float], timeout_seconds: float) -> SessionStore:
     params = _redis_params(url)
 
     from .redis_store import RedisSessionStore
 
-    return RedisSessionStore(limits=limits, clock=clock, **params)
+    return RedisSessionStore(limits=limits, clock=clock, timeout_seconds=timeout_seconds, **params)
 
 
-def open_results(url: str, limits: ResultsLimits, clock: Callable[[], float] | None = None) -> ResultsBackend:
+def open_results(
+    url: str,
+    limits: ResultsLimits,
+    clock: Callable[[], float] | None = None,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+) -> ResultsBackend:
     """Return the saved-results store for the session store ``url``: shared in Redis for ``redis://``
     (replicas load each other's references), else kept in this process.
 
-    ``clock`` dates expiry (default wall-clock time for Redis, shared by replicas; monotonic in memory).
+    ``clock`` dates expiry (default wall-clock time for Redis, shared by replicas; monotonic in memory);
+    a Redis call answers within ``timeout_seconds`` or raises ``StoreUnavailableError``.
     """
     if not url.startswith("redis:"):
         return LocalResults(limits, clock or time.monotonic)
     params = _redis_params(url)
 
-    from .redis_results import RESULTS_TIMEOUT_SECONDS, RedisResultsStore
+    from .redis_results import RedisResultsStore
     from .redis_store import RedisLink
 
-    link = RedisLink(**params, label="saved-results store", timeout_seconds=RESULTS_TIMEOUT_SECONDS, retries=1)
+    link = RedisLink(**params, label="saved-results store", timeout_seconds=timeout_seconds, retries=1)
     return RedisResultsStore(link, limits, clock or time.time)
 
 

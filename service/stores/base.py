@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-__all__ = ["RunFailures", "SessionStore"]
+__all__ = ["DEFAULT_TIMEOUT_SECONDS", "RunFailures", "RunIncrement", "SessionStore"]
+
+#: How long one store call may take by default, retries included (the service passes ``store_timeout_ms``).
+DEFAULT_TIMEOUT_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,18 @@ class RunFailures:
     @property
     def total(self) -> int:
         return sum(self.failures.values())
+
+
+@dataclass(frozen=True)
+class RunIncrement:
+    """Failures one process counted in a run since it last wrote them: per tool, and the tools they
+    block outright (with why; a tool is blocked only together with a failure of it)."""
+
+    tenant: str
+    session_id: str
+    run_id: str
+    failures: Mapping[str, int]
+    blocked: Mapping[str, str] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -54,20 +69,21 @@ class SessionStore(Protocol):
         ...
 
     async def usage(self, tenant: str) -> tuple[int, int]:
-        """Return ``(bytes, sessions)`` the tenant's live (unexpired) sessions hold."""
+        """Return ``(bytes, sessions)`` the tenant's live (unexpired) sessions hold; the bytes include
+        its run failure counters (which are not sessions)."""
         ...
 
     async def expire(self) -> int:
         """Remove the data of sessions past their TTL; return how many sessions were removed."""
         ...
 
-    async def add_run_failure(
-        self, tenant: str, session_id: str, run_id: str, tool: str, block_reason: str | None = None
-    ) -> RunFailures:
-        """Count one failure of ``tool`` in the run (and block it with ``block_reason`` unless it
-        already is) atomically; return the run's counters after the change.
+    async def add_run_failures(self, increments: Sequence[RunIncrement]) -> list[RunFailures | None]:
+        """Add each increment to its run's counters (a block reason sticks: the first one wins), all in
+        one write; return each run's counters after it, or None where the tenant's store quota
+        refused the increment (then nothing of it was written).
 
-        Counters live ``session_ttl_seconds`` after the run's last failure, like session data.
+        Counters are charged to the tenant's ``max_tenant_bytes`` (``run_counter_bytes`` per tool of a
+        run) and live ``session_ttl_seconds`` after the run's last failure, like session data.
         """
         ...
 

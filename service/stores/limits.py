@@ -19,8 +19,12 @@ __all__ = [
     "check_value_size",
     "entry_bytes",
     "total_limit_error",
+    "run_counter_bytes",
     "value_bytes",
 ]
+
+#: What one tool's failure counter in one run costs beside its text (the row or hash fields that hold it).
+RUN_COUNTER_OVERHEAD = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +37,9 @@ class StoreLimits:
     - a session's total is the sum over its entries of UTF-8 key bytes plus value bytes;
     - a tenant's total is the sum of its live sessions' totals, and a session counts towards
       ``max_tenant_sessions`` while it holds any entry;
-    - a session expires ``session_ttl_seconds`` after its last commit.
+    - a session expires ``session_ttl_seconds`` after its last commit;
+    - a run's failure counters are charged to the tenant's bytes too (``run_counter_bytes``), without
+      counting as a session, and expire ``session_ttl_seconds`` after the run's last failure.
     """
 
     max_key_chars: int = 256
@@ -93,6 +99,12 @@ def charged_total(sizes: Mapping[str, int]) -> int:
     return sum(len(key.encode("utf-8")) + size for key, size in sizes.items())
 
 
+def run_counter_bytes(session_id: str, run_id: str, tool: str, block_reason: str | None = None) -> int:
+    """What one tool's failure counter in a run is charged against the tenant's bytes (UTF-8 text plus overhead)."""
+    text = session_id + run_id + tool + (block_reason or "")
+    return RUN_COUNTER_OVERHEAD + len(text.encode("utf-8", "surrogatepass"))
+
+
 def check_value_size(size: int, limits: StoreLimits) -> None:
     """Raise StoreLimitError if a value of ``size`` bytes is too large."""
     if size > limits.max_value_bytes:
@@ -146,8 +158,9 @@ def check_tenant(
 def tenant_bytes_error(after: int, limits: StoreLimits) -> StoreQuotaError:
     """Return the error for a tenant whose sessions would hold ``after`` bytes."""
     return StoreQuotaError(
-        f"session-store quota reached: this tenant's sessions would hold {after} bytes; the quota is "
-        f"{limits.max_tenant_bytes} bytes (tenant_store_bytes); delete keys or sessions to make room"
+        f"session-store quota reached: this tenant's sessions (with their runs' tool-failure counters) would "
+        f"hold {after} bytes; the quota is {limits.max_tenant_bytes} bytes (tenant_store_bytes); delete keys, "
+        "sessions or ended runs to make room"
     )
 
 

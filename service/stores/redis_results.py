@@ -31,8 +31,6 @@ from .saved_results import (
 __all__ = ["RedisResultsStore"]
 
 PREFIX = "codemode:results:"
-#: Each socket operation's bound: a guest's results.save/load waits at most about twice this (one retry).
-RESULTS_TIMEOUT_SECONDS = 2.0
 #: Keys outlive an entry's expiry by this much, so a sweep still finds what it must uncharge.
 GRACE_SECONDS = 300
 #: Expired entries a save or one sweep step forgets (the rest wait for the next).

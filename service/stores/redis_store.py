@@ -10,7 +10,8 @@ service sweeps.  Keys written before this index existed read as live until their
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
@@ -18,9 +19,10 @@ from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from .base import RunFailures
+from .base import DEFAULT_TIMEOUT_SECONDS, RunFailures, RunIncrement
 from .errors import StoreConfigError, StoreError, StoreUnavailableError
 from .limits import (
+    RUN_COUNTER_OVERHEAD,
     StoreLimits,
     check_pending,
     tenant_bytes_error,
@@ -36,11 +38,11 @@ _KEY_PREFIX = "codemode:store:"
 _TENANT_PREFIX = "codemode:tenant:"
 _EXPIRY_KEY = "codemode:expiry"
 _RUN_PREFIX = "codemode:run:"
+_RUN_EXPIRY_KEY = "codemode:runexpiry"
 _REPLICA_PREFIX = "codemode:replica:"
 _EXPIRE_BATCH = 500
-_TIMEOUT_SECONDS = 5.0
-# A couple of quick reconnect attempts ride over a server restart; longer outages surface
-# as StoreUnavailableError instead of stalling the cell that commits.
+# A couple of quick reconnect attempts ride over a server restart (within the call's time); longer
+# outages surface as StoreUnavailableError instead of stalling the cell that commits.
 _RETRIES = 3
 # Failures where the server is down, starting, or refusing writes for now.
 _OUTAGES = (
@@ -53,7 +55,7 @@ _OUTAGES = (
 
 # Scripts run atomically in Redis: the total is measured and the writes applied with no other
 # client in between. Every check happens before the first write, so a refusal changes nothing.
-# KEYS: session hash, tenant expiry zset, tenant bytes hash, global expiry zset.
+# KEYS: session hash, tenant expiry zset, tenant bytes hash, global expiry zset, tenant counter bytes.
 # ARGV: max_total, max_tenant_bytes, max_sessions, now, expires_at, ttl_ms, tenant's session-hash
 # prefix, tenant's global-member prefix, session id, n_deletes, deleted fields..., field, value, ...
 _COMMIT_LUA = """
@@ -94,7 +96,7 @@ if total > max_total then
   return {0, total}
 end
 if total > old_total then
-  local tenant_total = 0
+  local tenant_total = tonumber(redis.call('GET', KEYS[5]) or '0')
   for _, size in ipairs(redis.call('HVALS', KEYS[3])) do tenant_total = tenant_total + tonumber(size) end
   local after = tenant_total - tonumber(redis.call('HGET', KEYS[3], sid) or '0') + total
   if after > tonumber(ARGV[2]) then
@@ -147,10 +149,10 @@ end
 return 0
 """
 
-# KEYS: tenant expiry zset, tenant bytes hash. ARGV: now.
+# KEYS: tenant expiry zset, tenant bytes hash, tenant counter bytes. ARGV: now.
 _USAGE_LUA = """
 local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf')
-local total = 0
+local total = tonumber(redis.call('GET', KEYS[3]) or '0')
 for _, sid in ipairs(live) do
   total = total + tonumber(redis.call('HGET', KEYS[2], sid) or '0')
 end
@@ -158,13 +160,66 @@ return {total, #live}
 """
 
 # One hash per run: "n:<tool>" counts failures, "b:<tool>" holds the block reason; the hash's
-# Redis TTL restarts at every failure, so a finished run's counters go away on their own.
-# KEYS: run hash. ARGV: tool, ttl_ms, block reason ("" for none).
+# Redis TTL restarts at every failure, so a finished run's counters go away on their own.  What a
+# run's counters are charged lives beside them, per tenant: a hash (run member -> bytes) and their
+# sum (a string), which the commit and usage scripts add to the tenant's session bytes.  A global
+# sorted set (run member -> expiry) lets ``expire()`` release the charge of runs past their TTL.
+# A run member is "<UTF-8 bytes of the tenant base>:<tenant base><run hash name>".
+# KEYS: run hash, tenant run charges, tenant counter bytes, tenant session bytes, global run expiry.
+# ARGV: ttl_ms, now, expires_at, max_tenant_bytes, run member, charge base (overhead + session and
+# run id bytes), then tool, count, block reason ("" for none) for each tool.
 _RUN_FAILURE_LUA = """
-redis.call('HINCRBY', KEYS[1], 'n:' .. ARGV[1], 1)
-if ARGV[3] ~= '' then redis.call('HSETNX', KEYS[1], 'b:' .. ARGV[1], ARGV[3]) end
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+local score = redis.call('ZSCORE', KEYS[5], ARGV[5])
+if score and tonumber(score) <= tonumber(ARGV[2]) then redis.call('DEL', KEYS[1]) end
+local tools, reasons = {}, {}
+local fields = redis.call('HGETALL', KEYS[1])
+for i = 1, #fields, 2 do
+  local kind, tool = string.sub(fields[i], 1, 2), string.sub(fields[i], 3)
+  if kind == 'n:' then tools[tool] = true elseif kind == 'b:' then reasons[tool] = fields[i + 1] end
+end
+for i = 7, #ARGV, 3 do
+  tools[ARGV[i]] = true
+  if ARGV[i + 2] ~= '' and not reasons[ARGV[i]] then reasons[ARGV[i]] = ARGV[i + 2] end
+end
+local charge = 0
+for tool in pairs(tools) do charge = charge + tonumber(ARGV[6]) + #tool + #(reasons[tool] or '') end
+local held = tonumber(redis.call('HGET', KEYS[2], ARGV[5]) or '0')
+local counters = tonumber(redis.call('GET', KEYS[3]) or '0')
+if charge > held then
+  local data = 0
+  for _, size in ipairs(redis.call('HVALS', KEYS[4])) do data = data + tonumber(size) end
+  if data + counters - held + charge > tonumber(ARGV[4]) then return false end
+end
+for i = 7, #ARGV, 3 do
+  redis.call('HINCRBY', KEYS[1], 'n:' .. ARGV[i], tonumber(ARGV[i + 1]))
+  if ARGV[i + 2] ~= '' then redis.call('HSETNX', KEYS[1], 'b:' .. ARGV[i], ARGV[i + 2]) end
+end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
+redis.call('HSET', KEYS[2], ARGV[5], charge)
+redis.call('SET', KEYS[3], counters - held + charge)
+redis.call('ZADD', KEYS[5], ARGV[3], ARGV[5])
 return redis.call('HGETALL', KEYS[1])
+"""
+
+# Forget runs' counters and release their charge: the run member ARGV[3], or ("" there) the runs
+# past their TTL, up to a batch. KEYS: global run expiry. ARGV: now, batch size, run member or "".
+_DROP_RUNS_LUA = """
+local members = {ARGV[3]}
+if ARGV[3] == '' then
+  members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+end
+for _, m in ipairs(members) do
+  local colon = string.find(m, ':', 1, true)
+  local n = tonumber(string.sub(m, 1, colon - 1))
+  local base = string.sub(m, colon + 1, colon + n)
+  local held = tonumber(redis.call('HGET', base .. ':runcharges', m) or '0')
+  local left = tonumber(redis.call('GET', base .. ':runbytes') or '0') - held
+  if left > 0 then redis.call('SET', base .. ':runbytes', left) else redis.call('DEL', base .. ':runbytes') end
+  redis.call('HDEL', base .. ':runcharges', m)
+  redis.call('DEL', string.sub(m, colon + n + 1))
+  redis.call('ZREM', KEYS[1], m)
+end
+return #members
 """
 
 # KEYS: global expiry zset. ARGV: now, batch size, session-hash prefix, tenant-key prefix.
@@ -209,10 +264,25 @@ def _run_failures(fields: dict[str, str]) -> RunFailures:
     )
 
 
+def _tenant_base(tenant: str) -> str:
+    return f"{_TENANT_PREFIX}{len(tenant)}:{tenant}"
+
+
 def _tenant_keys(tenant: str) -> tuple[str, str]:
     """The tenant's expiry sorted set and bytes hash."""
-    base = f"{_TENANT_PREFIX}{len(tenant)}:{tenant}"
+    base = _tenant_base(tenant)
     return base + ":expiry", base + ":bytes"
+
+
+def _counter_keys(tenant: str) -> tuple[str, str]:
+    """The tenant's run charges hash and the sum of its charges (see ``_RUN_FAILURE_LUA``)."""
+    base = _tenant_base(tenant)
+    return base + ":runcharges", base + ":runbytes"
+
+
+def _run_member(tenant: str, session_id: str, run_id: str) -> str:
+    base = _tenant_base(tenant)
+    return f"{len(base.encode('utf-8'))}:{base}{run_key(tenant, session_id, run_id)}"
 
 
 def _member_prefix(tenant: str) -> str:
@@ -237,10 +307,19 @@ class RedisSessionStore:
         username: str | None = None,
         password: str | None = None,
         clock: Callable[[], float] = time.time,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         self._clock = clock
         self._limits = limits
-        self._link = RedisLink(host, port, db, username=username, password=password, label="session store")
+        self._link = RedisLink(
+            host,
+            port,
+            db,
+            username=username,
+            password=password,
+            label="session store",
+            timeout_seconds=timeout_seconds,
+        )
         self._client = self._link.client
         self._commit_script = self._client.register_script(_COMMIT_LUA)
         self._read_script = self._client.register_script(_READ_LUA)
@@ -248,6 +327,7 @@ class RedisSessionStore:
         self._usage_script = self._client.register_script(_USAGE_LUA)
         self._expire_script = self._client.register_script(_EXPIRE_LUA)
         self._run_failure_script = self._client.register_script(_RUN_FAILURE_LUA)
+        self._drop_runs_script = self._client.register_script(_DROP_RUNS_LUA)
 
     async def get_all(self, tenant: str, session_id: str) -> dict[str, str]:
         """Return the committed entries of one session (none once it expired)."""
@@ -293,7 +373,7 @@ class RedisSessionStore:
 
     @staticmethod
     def _keys(tenant: str, session_id: str) -> list[str]:
-        return [session_key(tenant, session_id), *_tenant_keys(tenant), _EXPIRY_KEY]
+        return [session_key(tenant, session_id), *_tenant_keys(tenant), _EXPIRY_KEY, _counter_keys(tenant)[1]]
 
     async def sizes(self, tenant: str, session_id: str) -> dict[str, int]:
         """Return key -> UTF-8 bytes of its JSON value."""
@@ -313,12 +393,13 @@ class RedisSessionStore:
     async def usage(self, tenant: str) -> tuple[int, int]:
         """Return ``(bytes, sessions)`` of the tenant's live sessions."""
         total, count = await self._call(
-            self._usage_script(keys=list(_tenant_keys(tenant)), args=[_score(self._clock())])
+            self._usage_script(keys=[*_tenant_keys(tenant), _counter_keys(tenant)[1]], args=[_score(self._clock())])
         )
         return int(total), int(count)
 
     async def expire(self) -> int:
-        """Remove every session past its TTL, in batches (each batch is one atomic script)."""
+        """Remove every session past its TTL, in batches (each batch is one atomic script), and release
+        the charge of every run whose counters are past theirs."""
         removed = 0
         while True:
             batch = int(
@@ -330,19 +411,40 @@ class RedisSessionStore:
             )
             removed += batch
             if batch < _EXPIRE_BATCH:
-                return removed
+                break
+        while await self._drop_runs(_score(self._clock()), "") >= _EXPIRE_BATCH:
+            pass
+        return removed
 
-    async def add_run_failure(
-        self, tenant: str, session_id: str, run_id: str, tool: str, block_reason: str | None = None
-    ) -> RunFailures:
-        """Count one failure of ``tool`` (blocking it with ``block_reason``) in one script."""
-        ttl_ms = max(1, int(self._limits.session_ttl_seconds * 1000))
-        flat = await self._call(
-            self._run_failure_script(
-                keys=[run_key(tenant, session_id, run_id)], args=[tool, ttl_ms, block_reason or ""]
-            )
-        )
-        return _run_failures(dict(zip(flat[::2], flat[1::2])))
+    async def add_run_failures(self, increments: Sequence[RunIncrement]) -> list[RunFailures | None]:
+        """Add every increment (one script each, atomically) in one round trip."""
+        if not increments:
+            return []
+        limits = self._limits
+        now = self._clock()
+        ttl_ms = max(1, int(limits.session_ttl_seconds * 1000))
+        pipe = self._client.pipeline(transaction=False)
+        for inc in increments:
+            base = RUN_COUNTER_OVERHEAD + len((inc.session_id + inc.run_id).encode("utf-8"))
+            args: list[Any] = [
+                ttl_ms,
+                _score(now),
+                _score(now + limits.session_ttl_seconds),
+                limits.max_tenant_bytes,
+                _run_member(inc.tenant, inc.session_id, inc.run_id),
+                base,
+            ]
+            for tool, count in inc.failures.items():
+                args += (tool, count, inc.blocked.get(tool, ""))
+            keys = [
+                run_key(inc.tenant, inc.session_id, inc.run_id),
+                *_counter_keys(inc.tenant),
+                _tenant_keys(inc.tenant)[1],
+                _RUN_EXPIRY_KEY,
+            ]
+            await self._run_failure_script(keys=keys, args=args, client=pipe)  # queued: no round trip yet
+        answers = await self._call(pipe.execute())
+        return [None if flat is None else _run_failures(dict(zip(flat[::2], flat[1::2]))) for flat in answers]
 
     async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures:
         """Return the run's live failure counters."""
@@ -350,8 +452,11 @@ class RedisSessionStore:
         return _run_failures({str(k): str(v) for k, v in fields.items()})  # decode_responses: already str
 
     async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
-        """Forget the run's failure counters."""
-        await self._call(self._client.delete(run_key(tenant, session_id, run_id)))
+        """Forget the run's failure counters (and release their charge)."""
+        await self._drop_runs("0", _run_member(tenant, session_id, run_id))
+
+    async def _drop_runs(self, now: str, member: str) -> int:
+        return int(await self._call(self._drop_runs_script(keys=[_RUN_EXPIRY_KEY], args=[now, _EXPIRE_BATCH, member])))
 
     # Replicas sharing this store find each other here (service/cluster/membership.py): each one's
     # key holds the URL where peers reach it and lives only as long as its heartbeats renew it.
@@ -385,7 +490,9 @@ class RedisLink:
     """One Redis client of ours, its failures translated into the stores' exceptions.
 
     ``label`` names the store in messages ("session store", "saved-results store"); ``timeout_seconds``
-    bounds each socket operation, and a couple of quick retries ride over a server restart.
+    bounds each call as a whole (a hung server, e.g. a SIGSTOP or a partition, answers nothing, so
+    every socket operation would wait and then be retried), and a couple of quick retries ride
+    over a server restart within it.
     """
 
     def __init__(
@@ -397,11 +504,12 @@ class RedisLink:
         username: str | None,
         password: str | None,
         label: str,
-        timeout_seconds: float = _TIMEOUT_SECONDS,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         retries: int = _RETRIES,
     ) -> None:
         self.where = f"redis://{host}:{port}/{db}"
         self._label = label
+        self._timeout = timeout_seconds
         self.client = aioredis.Redis(
             host=host,
             port=port,
@@ -433,7 +541,12 @@ class RedisLink:
                 close_pending()  # never awaited: avoid a "coroutine was never awaited" warning
             raise StoreUnavailableError(f"the Redis {self._label} at {self.where} is closed")
         try:
-            return await pending
+            async with asyncio.timeout(self._timeout):
+                return await pending
+        except TimeoutError:
+            raise StoreUnavailableError(
+                f"Redis {self._label} at {self.where} did not answer within {self._timeout:g} s (store_timeout_ms)"
+            ) from None
         except StoreError:
             raise
         except redis_errors.AuthenticationError as exc:

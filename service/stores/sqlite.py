@@ -1,4 +1,8 @@
-"""SQLite session store: one file, WAL journal, fsync on every commit."""
+"""SQLite session store: one file, WAL journal, fsync on every commit.
+
+Every call waits at most the store's timeout (``store_timeout_ms``), a lock held by another process
+included: a stalled disk or a foreign lock answers ``StoreUnavailableError`` instead of a stalled cell.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +10,20 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from .base import RunFailures
+from .base import DEFAULT_TIMEOUT_SECONDS, RunFailures, RunIncrement
 from .errors import StoreConfigError, StoreError, StoreUnavailableError
-from .limits import StoreLimits, check_pending, check_tenant, check_total
+from .limits import RUN_COUNTER_OVERHEAD, StoreLimits, check_pending, check_tenant, check_total, run_counter_bytes
 
 __all__ = ["SqliteSessionStore"]
 
 _T = TypeVar("_T")
 
-_SCHEMA_VERSION = 3
+_SCHEMA_VERSION = 4
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS session_entries (
     tenant        TEXT    NOT NULL,
@@ -46,33 +50,56 @@ CREATE TABLE IF NOT EXISTS run_failures (
     failures      INTEGER NOT NULL,
     block_reason  TEXT,
     expires_at    REAL    NOT NULL,
+    charged_bytes INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, session_id, run_id, tool)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS run_failures_by_expiry ON run_failures (expires_at);
+-- The charged bytes of each tenant's run_failures rows (live or not yet swept), kept in step with them.
+CREATE TABLE IF NOT EXISTS tenant_counters (
+    tenant        TEXT    PRIMARY KEY,
+    bytes         INTEGER NOT NULL
+) WITHOUT ROWID;
 """
 # Version 1 files have entries but no session rows: give each session a full TTL from now.
 _MIGRATE_1_TO_2 = """
 INSERT OR IGNORE INTO sessions (tenant, session_id, total_bytes, expires_at)
 SELECT tenant, session_id, SUM(charged_bytes), ? FROM session_entries GROUP BY tenant, session_id
 """
+# Version 3 counters were charged nothing: charge them as run_counter_bytes does (UTF-8 bytes + overhead).
+_MIGRATE_3_TO_4 = (
+    "ALTER TABLE run_failures ADD COLUMN charged_bytes INTEGER NOT NULL DEFAULT 0",
+    f"UPDATE run_failures SET charged_bytes = {RUN_COUNTER_OVERHEAD} + length(CAST(session_id || run_id || tool AS BLOB))"
+    " + COALESCE(length(CAST(block_reason AS BLOB)), 0)",
+    "INSERT INTO tenant_counters (tenant, bytes) SELECT tenant, SUM(charged_bytes) FROM run_failures GROUP BY tenant",
+)
 _LIVE = "EXISTS (SELECT 1 FROM sessions s WHERE s.tenant = ? AND s.session_id = ? AND s.expires_at > ?)"
 # Expired sessions are removed in batches so one sweep never holds the write lock for long.
 _EXPIRE_BATCH = 500
-# How long a commit waits for another process holding the write lock.
-_BUSY_TIMEOUT_SECONDS = 5.0
+#: A caller waits this much past the store's timeout for the thread's own "gave up" answer.
+_ANSWER_GRACE_SECONDS = 0.25
 
 
 class SqliteSessionStore:
     """Session store in one SQLite file, driven from a single dedicated thread.
 
     One thread owns the connection, so calls run in the order they were made (this is the
-    "commit order" limits are re-checked in) and the event loop never waits on disk.
+    "commit order" limits are re-checked in) and the event loop never waits on disk.  A call not
+    done within ``timeout_seconds`` raises ``StoreUnavailableError``: the thread skips a call whose
+    deadline passed while it queued and stops waiting for a lock at the deadline, so such a call
+    almost always did nothing (only one stuck in the disk past the deadline may still land).
     """
 
-    def __init__(self, path: Path, limits: StoreLimits, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: Path,
+        limits: StoreLimits,
+        clock: Callable[[], float] = time.time,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    ) -> None:
         self._path = path
         self._limits = limits
         self._clock = clock
+        self._timeout = timeout_seconds
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="codemode-sqlite-store")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -124,6 +151,7 @@ class SqliteSessionStore:
                 tenant_bytes, tenant_sessions = conn.execute(
                     "SELECT COALESCE(SUM(total_bytes), 0), COUNT(*) FROM sessions WHERE tenant = ?", (tenant,)
                 ).fetchone()
+                tenant_bytes += _counter_bytes(conn, tenant)
                 check_tenant(row[0] if row else 0, new_total, tenant_bytes, tenant_sessions, self._limits)
                 conn.executemany(
                     "DELETE FROM session_entries WHERE tenant = ? AND session_id = ? AND key = ?",
@@ -185,76 +213,106 @@ class SqliteSessionStore:
                 "SELECT COALESCE(SUM(total_bytes), 0), COUNT(*) FROM sessions WHERE tenant = ? AND expires_at > ?",
                 (tenant, self._clock()),
             ).fetchone()
-            return int(row[0]), int(row[1])
+            return int(row[0]) + _counter_bytes(conn, tenant), int(row[1])
 
         return await self._run(run)
 
     async def expire(self) -> int:
-        """Delete the entries and rows of every session past its TTL."""
+        """Delete the entries and rows of every session past its TTL, and every expired run counter."""
         removed = 0
         while True:
-            batch = await self._run(self._expire_batch)
-            removed += batch
-            if batch < _EXPIRE_BATCH:
+            sessions, counters = await self._run(self._expire_batch)
+            removed += sessions
+            if sessions < _EXPIRE_BATCH and counters < _EXPIRE_BATCH:
                 return removed
 
-    def _expire_batch(self, conn: sqlite3.Connection) -> int:
+    def _expire_batch(self, conn: sqlite3.Connection) -> tuple[int, int]:
+        """Remove up to one batch of expired sessions and one of expired counters; return both counts."""
         with _write_transaction(conn):
-            count = _drop_expired(
-                conn,
-                "expires_at <= ? LIMIT ?",
-                (self._clock(), _EXPIRE_BATCH),
-            )
-            # Left-over expired counters go at the next sweep; reads ignore them meanwhile.
-            conn.execute(
-                "DELETE FROM run_failures WHERE (tenant, session_id, run_id, tool) IN"
-                " (SELECT tenant, session_id, run_id, tool FROM run_failures WHERE expires_at <= ? LIMIT ?)",
-                (self._clock(), _EXPIRE_BATCH),
-            )
-        return count
+            now = self._clock()
+            count = _drop_expired(conn, "expires_at <= ? LIMIT ?", (now, _EXPIRE_BATCH))
+            doomed = conn.execute(
+                "SELECT tenant, session_id, run_id, tool, charged_bytes FROM run_failures WHERE expires_at <= ? LIMIT ?",
+                (now, _EXPIRE_BATCH),
+            ).fetchall()
+            _drop_counters(conn, doomed)
+        return count, len(doomed)
 
-    async def add_run_failure(
-        self, tenant: str, session_id: str, run_id: str, tool: str, block_reason: str | None = None
-    ) -> RunFailures:
-        """Count one failure of ``tool`` (blocking it with ``block_reason``) in one transaction."""
-        run_key = (tenant, session_id, run_id)
+    async def add_run_failures(self, increments: Sequence[RunIncrement]) -> list[RunFailures | None]:
+        """Add every increment in one transaction (one fsync for the whole batch)."""
+        increments = list(increments)
 
-        def run(conn: sqlite3.Connection) -> RunFailures:
+        def run(conn: sqlite3.Connection) -> list[RunFailures | None]:
             with _write_transaction(conn):
                 now = self._clock()
-                expires = now + self._limits.session_ttl_seconds
-                conn.execute(
-                    "DELETE FROM run_failures WHERE tenant = ? AND session_id = ? AND run_id = ? AND expires_at <= ?",
-                    (*run_key, now),
-                )
-                conn.execute(
-                    "INSERT INTO run_failures (tenant, session_id, run_id, tool, failures, block_reason, expires_at)"
-                    " VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT (tenant, session_id, run_id, tool) DO UPDATE SET"
-                    " failures = failures + 1, block_reason = COALESCE(block_reason, excluded.block_reason)",
-                    (*run_key, tool, block_reason, expires),
-                )
-                # The whole run lives on from its latest failure.
-                conn.execute(
-                    "UPDATE run_failures SET expires_at = ? WHERE tenant = ? AND session_id = ? AND run_id = ?",
-                    (expires, *run_key),
-                )
-                found = _run_failures(conn, run_key, now)
-            return found
+                return [self._add_increment(conn, inc, now) for inc in increments]
 
         return await self._run(run)
+
+    def _add_increment(self, conn: sqlite3.Connection, inc: RunIncrement, now: float) -> RunFailures | None:
+        run_key = (inc.tenant, inc.session_id, inc.run_id)
+        _drop_counters(
+            conn,
+            conn.execute(
+                "SELECT tenant, session_id, run_id, tool, charged_bytes FROM run_failures"
+                " WHERE tenant = ? AND session_id = ? AND run_id = ? AND expires_at <= ?",
+                (*run_key, now),
+            ).fetchall(),
+        )
+        held = {
+            tool: reason
+            for tool, reason in conn.execute(
+                "SELECT tool, block_reason FROM run_failures WHERE tenant = ? AND session_id = ? AND run_id = ?",
+                run_key,
+            ).fetchall()
+        }
+        rows = []
+        added = 0
+        for tool, count in inc.failures.items():
+            reason = held[tool] if held.get(tool) is not None else inc.blocked.get(tool)
+            charged = run_counter_bytes(inc.session_id, inc.run_id, tool, reason)
+            added += charged - (run_counter_bytes(inc.session_id, inc.run_id, tool, held[tool]) if tool in held else 0)
+            rows.append((*run_key, tool, count, reason, charged))
+        if added > 0:
+            (data,) = conn.execute(
+                "SELECT COALESCE(SUM(total_bytes), 0) FROM sessions WHERE tenant = ?", (inc.tenant,)
+            ).fetchone()
+            if data + _counter_bytes(conn, inc.tenant) + added > self._limits.max_tenant_bytes:
+                return None
+        expires = now + self._limits.session_ttl_seconds
+        conn.executemany(
+            "INSERT INTO run_failures"
+            " (tenant, session_id, run_id, tool, failures, block_reason, expires_at, charged_bytes)"
+            " VALUES (?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT (tenant, session_id, run_id, tool) DO UPDATE SET"
+            " failures = failures + excluded.failures, block_reason = excluded.block_reason,"
+            " charged_bytes = excluded.charged_bytes",
+            rows,
+        )
+        # The whole run lives on from its latest failure.
+        conn.execute(
+            "UPDATE run_failures SET expires_at = ? WHERE tenant = ? AND session_id = ? AND run_id = ?",
+            (expires, *run_key),
+        )
+        _charge_counters(conn, inc.tenant, added)
+        return _run_failures(conn, run_key, now)
 
     async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures:
         """Return the run's live failure counters."""
         return await self._run(lambda conn: _run_failures(conn, (tenant, session_id, run_id), self._clock()))
 
     async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
-        """Forget the run's failure counters."""
-        await self._run(
-            lambda conn: conn.execute(
-                "DELETE FROM run_failures WHERE tenant = ? AND session_id = ? AND run_id = ?",
-                (tenant, session_id, run_id),
-            )
-        )
+        """Forget the run's failure counters (and their charge)."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            with _write_transaction(conn):
+                doomed = conn.execute(
+                    "SELECT tenant, session_id, run_id, tool, charged_bytes FROM run_failures"
+                    " WHERE tenant = ? AND session_id = ? AND run_id = ?",
+                    (tenant, session_id, run_id),
+                ).fetchall()
+                _drop_counters(conn, doomed)
+
+        await self._run(run)
 
     async def ping(self) -> None:
         """Open the file if needed and run a trivial query."""
@@ -275,11 +333,27 @@ class SqliteSessionStore:
         if self._closed:
             raise StoreUnavailableError("the SQLite session store is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn)
+        deadline = time.monotonic() + self._timeout
+        try:
+            # The thread gives up at the deadline itself (a lock wait ends there too), so an answer
+            # lost to this timeout is almost always "not done"; the grace covers the hand-over.
+            async with asyncio.timeout(self._timeout + _ANSWER_GRACE_SECONDS):
+                return await loop.run_in_executor(self._executor, self._call, fn, deadline)
+        except TimeoutError:
+            raise self._late() from None
 
-    def _call(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+    def _late(self) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"SQLite session store at {self._path} did not answer within {self._timeout:g} s (store_timeout_ms)"
+        )
+
+    def _call(self, fn: Callable[[sqlite3.Connection], _T], deadline: float) -> _T:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._late()  # waited its turn behind other calls until its caller gave up
         conn = self._connection()
         try:
+            conn.execute(f"PRAGMA busy_timeout = {max(1, int(left * 1000))}")
             return fn(conn)
         except StoreError:
             raise
@@ -294,7 +368,8 @@ class SqliteSessionStore:
     def _open(self) -> sqlite3.Connection:
         try:
             # Autocommit mode: transactions are only the explicit BEGIN/COMMIT in commit().
-            conn = sqlite3.connect(self._path, timeout=_BUSY_TIMEOUT_SECONDS, isolation_level=None)
+            # A lock another process holds is waited for as long as a call may take, no longer.
+            conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
         except sqlite3.Error as exc:
             raise StoreConfigError(f"cannot open the SQLite session store at {self._path}: {exc}") from exc
         try:
@@ -309,7 +384,12 @@ class SqliteSessionStore:
                     f"SQLite session store at {self._path} has schema version {version}, "
                     f"newer than this service understands ({_SCHEMA_VERSION})"
                 )
+            if version == 3:
+                conn.execute(_MIGRATE_3_TO_4[0])
             conn.executescript(_SCHEMA)
+            if version == 3:
+                for statement in _MIGRATE_3_TO_4[1:]:
+                    conn.execute(statement)
             if version == 1:
                 conn.execute(_MIGRATE_1_TO_2, (self._clock() + self._limits.session_ttl_seconds,))
             if version < _SCHEMA_VERSION:
@@ -360,3 +440,35 @@ def _drop_expired(conn: sqlite3.Connection, where: str, params: tuple[object, ..
     conn.executemany("DELETE FROM session_entries WHERE tenant = ? AND session_id = ?", doomed)
     conn.executemany("DELETE FROM sessions WHERE tenant = ? AND session_id = ?", doomed)
     return len(doomed)
+
+
+def _counter_bytes(conn: sqlite3.Connection, tenant: str) -> int:
+    row = conn.execute("SELECT bytes FROM tenant_counters WHERE tenant = ?", (tenant,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _charge_counters(conn: sqlite3.Connection, tenant: str, delta: int) -> None:
+    """Add ``delta`` (may be negative) to the tenant's counter bytes; a tenant left with none has no row."""
+    if delta == 0:
+        return
+    conn.execute(
+        "INSERT INTO tenant_counters (tenant, bytes) VALUES (?, ?)"
+        " ON CONFLICT (tenant) DO UPDATE SET bytes = bytes + excluded.bytes",
+        (tenant, delta),
+    )
+    conn.execute("DELETE FROM tenant_counters WHERE tenant = ? AND bytes <= 0", (tenant,))
+
+
+def _drop_counters(conn: sqlite3.Connection, rows: list[tuple[str, str, str, str, int]]) -> None:
+    """Delete these ``run_failures`` rows (tenant, session, run, tool, charged) and release their charge."""
+    if not rows:
+        return
+    conn.executemany(
+        "DELETE FROM run_failures WHERE tenant = ? AND session_id = ? AND run_id = ? AND tool = ?",
+        [row[:4] for row in rows],
+    )
+    freed: dict[str, int] = {}
+    for tenant, *_, charged in rows:
+        freed[tenant] = freed.get(tenant, 0) + int(charged)
+    for tenant, amount in freed.items():
+        _charge_counters(conn, tenant, -amount)

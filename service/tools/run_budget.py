@@ -1,9 +1,9 @@
 """The failure budget of a run (seed 001) and the transient-failure breaker of a tenant's tools.
 
 A run is (tenant, session_id, run_id): an agent's turn, spanning several cells.  Its counters live
-in the session store (SQLite or Redis), so every cell, replica and restart sees the same ones; a
-server without a store keeps them in ``MemoryRunCounters``, and a cell without a session is its
-own run with counters of its own.
+in the session store (SQLite or Redis), so every cell, replica and restart sees the same ones; each
+process keeps its own view of them (``service.tools.run_book``), and a cell without a session is
+its own run with counters of its own.
 
 * a tool with ``tool_failures_per_run`` counted failures, or one non-retriable failure, is blocked
   for the rest of the run (``tool_blocked``);
@@ -11,41 +11,40 @@ own run with counters of its own.
 
 Counted: non-recoverable failures (exceptions, error results, output-contract failures, MCP
 ``isError``).  Not counted: recoverable failures, input validation and guard refusals.
+
+Under concurrency a call *reserves* its place before it runs (``RunLedger.reserve``) and counts as
+a failure until it settles: a run never has more calls of a tool in flight than that tool's failures
+left, nor more calls in all than the run's failures left.  Further calls wait for a place (and are
+refused once the budget is spent), so 100 concurrent calls of a failing tool run as often as the
+budget allows, not 100 times.  The breaker reserves too: at most two calls of a tool per tenant
+retry at once (``Breaker.start_retry``).
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
+import contextlib
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from service.stores.base import RunFailures
-from service.stores.errors import StoreError
+from service.stores.base import RunFailures, RunIncrement
 from service.tools.errors import FailureBudgetError, ToolDisabledError
 
-__all__ = ["Breaker", "FailureLimits", "MemoryRunCounters", "RunCounters", "RunLedger", "block_reason", "run_report"]
+__all__ = [
+    "Breaker",
+    "FailureLimits",
+    "Reservation",
+    "RunLedger",
+    "RunState",
+    "block_reason",
+    "run_report",
+]
 
-log = logging.getLogger(__name__)
-
-#: A cached view of the run's counters is re-read from the store at most this often (seconds):
-#: a tool call should not cost a store round trip, yet a block made by another cell shows soon.
-_REFRESH_SECONDS = 1.0
 _MAX_BLOCK_REASON_CHARS = 300
-
-
-class RunCounters(Protocol):
-    """Where a run's counters live: the session store or ``MemoryRunCounters``."""
-
-    async def add_run_failure(
-        self, tenant: str, session_id: str, run_id: str, tool: str, block_reason: str | None = None
-    ) -> RunFailures: ...
-
-    async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures: ...
-
-    async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None: ...
+RunKey = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -54,96 +53,154 @@ class FailureLimits:
     failures_per_run: int = 8
 
 
-class MemoryRunCounters:
-    """Run counters of one process (a server without a session store, or one session-less cell).
+@dataclass(eq=False)
+class RunState:
+    """One run's counters as this process knows them: ``seen`` (the store's, as last read or written)
+    plus the failures counted here since (``unwritten``; ``writing`` while a batch carries them), and
+    the places calls in flight hold (``held``)."""
 
-    At most ``max_runs`` runs are kept (the least recently failed go first), each for ``ttl_seconds``.
-    """
+    key: RunKey | None = None  # None: a run kept only here (a session-less cell's own)
+    seen: RunFailures = field(default_factory=RunFailures)
+    unwritten: dict[str, int] = field(default_factory=dict)
+    unwritten_blocks: dict[str, str] = field(default_factory=dict)
+    writing: RunIncrement | None = None
+    held: dict[str, int] = field(default_factory=dict)
+    read_at: float | None = None  # when ``seen`` last came from the store (monotonic clock)
+    version: int = 0  # bumped when a write starts: a read begun before then may miss it
+    persist: bool = True  # False once the store refused the run's counters (tenant quota)
+    _settled: asyncio.Event | None = None
 
-    def __init__(self, ttl_seconds: float, max_runs: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
-        self._ttl = ttl_seconds
-        self._max_runs = max_runs
-        self._clock = clock
-        self._runs: OrderedDict[tuple[str, str, str], tuple[float, dict[str, int], dict[str, str]]] = OrderedDict()
+    def view(self) -> RunFailures:
+        """The run's counters: what the store said plus what this process counted since."""
+        failures = dict(self.seen.failures)
+        blocked = dict(self.unwritten_blocks)
+        parts = [self.unwritten] + ([self.writing.failures] if self.writing else [])
+        if self.writing:
+            blocked.update(self.writing.blocked)
+        blocked.update(self.seen.blocked)  # the first reason wins, as in the store
+        for part in parts:
+            for tool, n in part.items():
+                failures[tool] = failures.get(tool, 0) + n
+        return RunFailures(failures, blocked)
 
-    async def add_run_failure(
-        self, tenant: str, session_id: str, run_id: str, tool: str, block_reason: str | None = None
-    ) -> RunFailures:
-        key = (tenant, session_id, run_id)
-        _, failures, blocked = self._live(key) or (0.0, {}, {})
-        failures[tool] = failures.get(tool, 0) + 1
-        if block_reason is not None:
-            blocked.setdefault(tool, block_reason)
-        self._runs[key] = (self._clock() + self._ttl, failures, blocked)
-        self._runs.move_to_end(key)
-        while len(self._runs) > self._max_runs:
-            self._runs.popitem(last=False)
-        return RunFailures(dict(failures), dict(blocked))
+    @property
+    def busy(self) -> bool:
+        """Calls hold places or failures wait to be written: the state must stay as it is."""
+        return bool(self.held or self.unwritten or self.writing)
 
-    async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures:
-        found = self._live((tenant, session_id, run_id))
-        return RunFailures(dict(found[1]), dict(found[2])) if found else RunFailures()
+    def count(self, tool: str, block: str | None) -> None:
+        self.unwritten[tool] = self.unwritten.get(tool, 0) + 1
+        if block is not None:
+            self.unwritten_blocks.setdefault(tool, block)
 
-    async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
-        self._runs.pop((tenant, session_id, run_id), None)
+    def start_write(self) -> RunIncrement:
+        """Hand the unwritten failures to a write (``written`` or ``write_failed`` ends it)."""
+        assert self.key is not None and self.writing is None
+        self.writing = RunIncrement(*self.key, self.unwritten, self.unwritten_blocks)
+        self.unwritten, self.unwritten_blocks = {}, {}
+        self.version += 1
+        return self.writing
 
-    def _live(self, key: tuple[str, str, str]) -> tuple[float, dict[str, int], dict[str, str]] | None:
-        found = self._runs.get(key)
-        if found is not None and found[0] <= self._clock():
-            del self._runs[key]
-            return None
-        return found
+    def written(self, found: RunFailures | None, now: float) -> None:
+        """The write is stored (``found``: the run's counters after it), or refused (None: the run's
+        counters are kept here only from now on)."""
+        if found is None:
+            self.persist = False
+            self.keep_here()
+            return
+        self.seen, self.writing, self.read_at = found, None, now
+
+    def forget(self) -> None:
+        """Drop every count (the run was ended, or its failures cannot be kept): a cell still holding
+        this state goes on from zero."""
+        self.seen, self.unwritten, self.unwritten_blocks = RunFailures(), {}, {}
+
+    def keep_here(self) -> None:
+        """Fold the failures counted here into ``seen``: nobody will write them (no store, or it refused)."""
+        self.seen = self.view()
+        self.writing, self.unwritten, self.unwritten_blocks = None, {}, {}
+
+    def write_failed(self) -> None:
+        """The write did not happen (or its answer was lost): its failures wait for the next one."""
+        assert self.writing is not None
+        for tool, n in self.writing.failures.items():
+            self.unwritten[tool] = self.unwritten.get(tool, 0) + n
+        self.unwritten_blocks = {**self.unwritten_blocks, **self.writing.blocked}
+        self.writing = None
+
+    async def settled(self) -> None:
+        """Wait until a call of the run settles (a place frees, or a failure is counted)."""
+        if self._settled is None:
+            self._settled = asyncio.Event()
+        await self._settled.wait()
+
+    def wake(self) -> None:
+        if self._settled is not None:
+            self._settled.set()
+            self._settled = None
+
+
+class CounterSync(Protocol):
+    """Where a ledger reports to (``RunBook``): failures to write, views to refresh."""
+
+    def counted(self, state: RunState) -> None: ...
+
+    def consulted(self, state: RunState) -> None: ...
+
+    async def written(self, state: RunState) -> None: ...
+
+
+class Reservation:
+    """One call's place in its run's failure budget (``RunLedger.reserve``)."""
+
+    def __init__(self) -> None:
+        self.block: str | None = None
+        self.failed_call = False
+
+    def fail(self, *, non_retriable: bool = False, reason: str = "") -> None:
+        """Count this call as a failure of the run when its place is given back; a non-retriable
+        failure blocks the tool for the rest of the run at once."""
+        self.failed_call = True
+        if non_retriable:
+            short = reason if len(reason) <= _MAX_BLOCK_REASON_CHARS else reason[:_MAX_BLOCK_REASON_CHARS] + "…"
+            short = short.encode("utf-8", "replace").decode("utf-8")  # stored as text: no lone surrogate
+            self.block = f"it reported a failure that retrying cannot fix (non_retriable): {short}"
 
 
 class RunLedger:
-    """One cell's view of its run's failure budget: checks before a call, counts after a failure.
+    """One cell's handle on its run's failure budget: ``check`` before a call, ``reserve`` around it.
 
-    When the store cannot be reached the ledger goes on with what it last saw (and its own counts):
-    a store outage must not stop every tool call.
+    Nothing here waits for the store: the view is what the process knows (re-read in the background
+    at most every second), and counted failures are written in batches by the ``RunBook``.
     """
 
-    def __init__(
-        self,
-        counters: RunCounters,
-        tenant: str,
-        session_id: str,
-        run_id: str,
-        limits: FailureLimits,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._counters = counters
-        self._run = (tenant, session_id, run_id)
+    def __init__(self, state: RunState, limits: FailureLimits, sync: CounterSync | None = None) -> None:
+        self.state = state
         self.limits = limits
-        self._clock = clock
-        self._state = RunFailures()
-        self._read_at: float | None = None
+        self._sync = sync
 
-    async def refresh(self) -> RunFailures:
-        """Re-read the run's counters (a cached view younger than a second is used as is)."""
-        now = self._clock()
-        if self._read_at is not None and now - self._read_at < _REFRESH_SECONDS:
-            return self._state
-        try:
-            self._state = await self._counters.run_failures(*self._run)
-        except StoreError as exc:
-            log.warning("run failure counters unavailable, using the last ones seen: %s", exc)
-        self._read_at = now
-        return self._state
+    async def written(self) -> None:
+        """Wait until the failures counted so far are stored (at once without a store, or while it fails)."""
+        if self._sync is not None:
+            await self._sync.written(self.state)
 
     def blocked(self) -> set[str]:
         """Tools blocked for the run as last seen."""
-        return {tool for tool in self._state.failures if self._block_reason(tool) is not None}
+        state = self.state.view()
+        return {tool for tool in state.failures if block_reason(state, tool, self.limits) is not None}
 
-    async def check(self, tool: str) -> None:
+    def check(self, tool: str) -> None:
         """Raise FailureBudgetError or ToolDisabledError when ``tool`` may not run now."""
-        state = await self.refresh()
+        if self._sync is not None:
+            self._sync.consulted(self.state)
+        state = self.state.view()
         if state.total >= self.limits.failures_per_run:
             raise FailureBudgetError(
                 f"{tool} was not called: this run already had {state.total} tool failures, its limit "
                 f"({self.limits.failures_per_run}). Stop calling tools; report to the user what failed and why.",
                 tool=tool,
             )
-        reason = self._block_reason(tool)
+        reason = block_reason(state, tool, self.limits)
         if reason is not None:
             raise ToolDisabledError(
                 f"{tool} is blocked for the rest of this run: {reason}. Do not call it again; use another "
@@ -151,23 +208,37 @@ class RunLedger:
                 tool=tool,
             )
 
-    async def record(self, tool: str, *, non_retriable: bool = False, reason: str = "") -> None:
-        """Count one failure of ``tool``; a non-retriable one blocks it at once."""
-        block = None
-        if non_retriable:
-            short = reason if len(reason) <= _MAX_BLOCK_REASON_CHARS else reason[:_MAX_BLOCK_REASON_CHARS] + "…"
-            block = f"it reported a failure that retrying cannot fix (non_retriable): {short}"
+    @contextlib.asynccontextmanager
+    async def reserve(self, tool: str) -> AsyncIterator[Reservation]:
+        """Hold a place in the budget while one call of ``tool`` runs; ``Reservation.fail()`` inside
+        counts it as a failure.  Raises like ``check`` when the tool may not run; while every place
+        left is held by calls in flight, waits for one of them to settle."""
+        state = self.state
+        while True:
+            self.check(tool)
+            view = state.view()
+            in_flight = sum(state.held.values())
+            if (
+                view.total + in_flight < self.limits.failures_per_run
+                and view.failures.get(tool, 0) + state.held.get(tool, 0) < self.limits.tool_failures_per_run
+            ):
+                break
+            await state.settled()
+        state.held[tool] = state.held.get(tool, 0) + 1
+        reservation = Reservation()
         try:
-            self._state = await self._counters.add_run_failure(*self._run, tool, block)
-        except StoreError as exc:
-            log.warning("could not record a tool failure in the run counters: %s", exc)
-            failures = {**self._state.failures, tool: self._state.failures.get(tool, 0) + 1}
-            blocked = {**self._state.blocked, **({tool: block} if block and tool not in self._state.blocked else {})}
-            self._state = RunFailures(failures, blocked)
-        self._read_at = self._clock()
-
-    def _block_reason(self, tool: str) -> str | None:
-        return block_reason(self._state, tool, self.limits)
+            yield reservation
+        finally:
+            left = state.held[tool] - 1
+            if left:
+                state.held[tool] = left
+            else:
+                del state.held[tool]
+            if reservation.failed_call:
+                state.count(tool, reservation.block)
+                if self._sync is not None:
+                    self._sync.counted(state)
+            state.wake()
 
 
 def block_reason(state: RunFailures, tool: str, limits: FailureLimits) -> str | None:
@@ -203,13 +274,19 @@ _BREAKER_WINDOW_SECONDS = 30 * 60
 
 
 class Breaker:
-    """Recent outcomes of each (tenant, tool): when the last two calls within 30 minutes failed, an
-    idempotent tool gets one attempt instead of three.  Kept per process, for ``max_keys`` pairs."""
+    """Recent outcomes of each (tenant, tool), kept per process for ``max_keys`` pairs.
+
+    A call whose attempt failed transiently may try again only while the tool's failed calls among
+    its last two (within 30 minutes) plus the calls retrying now are fewer than two: after two
+    failed calls an idempotent tool gets one attempt instead of three, and however many calls fail
+    at once, at most two of them retry.
+    """
 
     def __init__(self, max_keys: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._max_keys = max_keys
         self._recent: OrderedDict[tuple[str, str], deque[tuple[float, bool]]] = OrderedDict()
+        self._retrying: dict[tuple[str, str], int] = {}  # calls that hold a retry now; only while they run
 
     def record(self, tenant: str, tool: str, ok: bool) -> None:
         key = (tenant, tool)
@@ -221,10 +298,23 @@ class Breaker:
         while len(self._recent) > self._max_keys:
             self._recent.popitem(last=False)
 
-    def open(self, tenant: str, tool: str) -> bool:
-        """Whether the tool's last two calls for this tenant, both within 30 minutes, failed."""
-        outcomes = self._recent.get((tenant, tool))
-        if outcomes is None or len(outcomes) < _BREAKER_CALLS:
-            return False
+    def start_retry(self, tenant: str, tool: str) -> bool:
+        """Whether a call of ``tool`` whose attempt failed may try again; when True, the call counts
+        as retrying until ``end_retry``."""
+        key = (tenant, tool)
         since = self._clock() - _BREAKER_WINDOW_SECONDS
-        return all(not ok and at >= since for at, ok in outcomes)
+        failed = sum(1 for at, ok in self._recent.get(key, ()) if not ok and at >= since)
+        retrying = self._retrying.get(key, 0)
+        if failed + retrying >= _BREAKER_CALLS:
+            return False
+        self._retrying[key] = retrying + 1
+        return True
+
+    def end_retry(self, tenant: str, tool: str) -> None:
+        """A call that ``start_retry`` let retry has ended (whatever its outcome)."""
+        key = (tenant, tool)
+        left = self._retrying.get(key, 0) - 1
+        if left > 0:
+            self._retrying[key] = left
+        else:
+            self._retrying.pop(key, None)

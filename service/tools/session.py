@@ -28,7 +28,7 @@ from service.tools.failures import exception_error_type, failure_of_result, warn
 from service.tools.hooks import Block, HookCall, maybe_await, merge_after_result
 from service.tools.plugin import ToolContext, ToolResult
 from service.tools.policy import PolicySubject
-from service.tools.run_budget import Breaker, FailureLimits, MemoryRunCounters, RunLedger
+from service.tools.run_budget import Breaker, FailureLimits, Reservation, RunLedger, RunState
 from service.tools.untrusted import wrap_untrusted
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class CallSession:
         self.network_used = False
         self._repeats: Counter[tuple[str, str]] = Counter()
         # Without a run of its own (tests, embedding), the session is a run by itself.
-        self.ledger = ledger or RunLedger(MemoryRunCounters(ttl_seconds=86400), "", "", "cell", limits=FailureLimits())
+        self.ledger = ledger or RunLedger(RunState(), FailureLimits())
         self.breaker = breaker or Breaker()
         self.approvals = approvals or ApprovalRules()
         self.retries = 0
@@ -158,7 +158,7 @@ class CallSession:
         entry = self.view.require(callable_name)
         name = entry.callable_name
         entry.contract.ensure_usable(name)
-        await self.ledger.check(name)
+        self.ledger.check(name)
         if self.call_count >= self.max_calls:
             raise CallBudgetError(
                 f"{name} was not called: this cell already made {self.call_count} tool calls, its budget. "
@@ -181,11 +181,13 @@ class CallSession:
             deadline = None if deadline is None else deadline + waited
         if entry.source == "client":
             raise ClientToolCall(call_id=ctx.call_id, tool_name=entry.tool_name, callable_name=name, params=prepared)
-        try:
-            outcome = await self._run(entry, caller_input, prepared, ctx, deadline)
-        except ToolCallError as exc:
-            await self._count_failure(entry, exc, ctx)
-            raise
+        # The place is taken only now: a call waiting for its approval holds none.
+        async with self.ledger.reserve(name) as reservation:
+            try:
+                outcome = await self._run(entry, caller_input, prepared, ctx, deadline)
+            except ToolCallError as exc:
+                self._count_failure(entry, exc, ctx, reservation)
+                raise
         self.breaker.record(ctx.tenant, entry.tool_id, ok=True)
         return outcome
 
@@ -217,7 +219,7 @@ class CallSession:
             self.network_used = True
         return CallOutcome(name, encoded, result.text, result.is_error, entry.network, parsed)
 
-    async def _count_failure(self, entry: ToolEntry, exc: ToolCallError, ctx: ToolContext) -> None:
+    def _count_failure(self, entry: ToolEntry, exc: ToolCallError, ctx: ToolContext, reservation: Reservation) -> None:
         """Count a non-recoverable failure of the tool itself against the run (seed 001)."""
         if isinstance(exc, ToolExecutionError) and exc.recoverable:
             return
@@ -227,7 +229,7 @@ class CallSession:
         non_retriable = isinstance(exc, ToolExecutionError) and exc.non_retriable
         # A network tool's words never reach the block message other cells see.
         reason = "" if exc.untrusted else exc.message
-        await self.ledger.record(entry.callable_name, non_retriable=non_retriable, reason=reason)
+        reservation.fail(non_retriable=non_retriable, reason=reason)
 
     def _guard_loop(self, entry: ToolEntry, params: Any) -> None:
         try:
@@ -273,27 +275,37 @@ class CallSession:
 
     async def _execute(self, entry: ToolEntry, params: Any, ctx: ToolContext, deadline: float | None) -> ToolResult:
         assert entry.spec is not None
-        retry = entry.spec.idempotent and not self.breaker.open(ctx.tenant, entry.tool_id)
-        attempts = MAX_ATTEMPTS if retry else 1
-        for attempt in range(1, attempts + 1):
-            try:
-                # Each attempt gets its own copy: a failed attempt may have changed its arguments.
-                given = params if attempt == attempts else jsoncodec.copied(params)
-                raw = await maybe_await(entry.spec.execute(ctx.call_id, given, ctx))
-            except ToolCallError as exc:
-                exc.effect_started = True
-                exc.tool = exc.tool or entry.callable_name
-                raise
-            except Exception as exc:  # noqa: BLE001 - tool bugs become tool_error, never a host crash
-                error_type = exception_error_type(exc)
-                pause = _RETRY_PAUSE_S * 2 ** (attempt - 1)
-                if error_type == "transient" and attempt < attempts and _time_left(deadline) > pause:
-                    self.retries += 1
-                    await asyncio.sleep(pause)
-                    continue
-                raise _sanitised(entry, exc, stage="the tool", started=True, error_type=error_type) from None
-            return raw if isinstance(raw, ToolResult) else ToolResult(details=raw)
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        attempts = MAX_ATTEMPTS if entry.spec.idempotent else 1
+        retrying = False  # this call holds one of the breaker's retries
+        try:
+            for attempt in range(1, attempts + 1):
+                try:
+                    # Each attempt gets its own copy: a failed attempt may have changed its arguments.
+                    given = params if attempt == attempts else jsoncodec.copied(params)
+                    raw = await maybe_await(entry.spec.execute(ctx.call_id, given, ctx))
+                except ToolCallError as exc:
+                    exc.effect_started = True
+                    exc.tool = exc.tool or entry.callable_name
+                    raise
+                except Exception as exc:  # noqa: BLE001 - tool bugs become tool_error, never a host crash
+                    error_type = exception_error_type(exc)
+                    pause = _RETRY_PAUSE_S * 2 ** (attempt - 1)
+                    if (
+                        error_type == "transient"
+                        and attempt < attempts
+                        and _time_left(deadline) > pause
+                        and (retrying or self.breaker.start_retry(ctx.tenant, entry.tool_id))
+                    ):
+                        retrying = True
+                        self.retries += 1
+                        await asyncio.sleep(pause)
+                        continue
+                    raise _sanitised(entry, exc, stage="the tool", started=True, error_type=error_type) from None
+                return raw if isinstance(raw, ToolResult) else ToolResult(details=raw)
+            raise AssertionError("unreachable: the last attempt returns or raises")
+        finally:
+            if retrying:
+                self.breaker.end_retry(ctx.tenant, entry.tool_id)
 
     async def _run_after_hooks(self, entry: ToolEntry, params: Any, ctx: ToolContext, result: ToolResult) -> ToolResult:
         for hook in self.view.catalog.hooks:

@@ -3,6 +3,7 @@ the failure envelope and fake-success flip, the per-run failure budget, transien
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.settings import ApiKey
+from service.stores import StoreLimits, open_store, sqlite_url
 from tests.conftest import make_client, run, value_of
 from tests.stores.conftest import redis_url  # noqa: F401 - session fixture: a real redis-server
 from tests.support.tools import CALLS, FAILURE_TOOLS, TEST_TOOLS
@@ -269,6 +271,21 @@ def test_breaker_gives_one_attempt_after_two_failed_calls(client):
     assert value_of(env) == {"key": key, "attempts": 3}
 
 
+def test_a_burst_of_concurrent_calls_runs_no_more_than_the_budget(client):
+    """`Promise.all` over 100 calls of an idempotent tool that always raises ConnectionError, in a
+    session-less cell (a run of its own): 4 calls run (tool_failures_per_run), at most 2 of them
+    retried (the breaker's bound), so at most 8 executions; the other 96 reject tool_blocked unrun."""
+    key = uuid.uuid4().hex
+    code = (
+        "return await Promise.all(Array.from({length: 100}, (_, i) =>"
+        f' flaky_read({{key: "{key}-" + i, resets: 1000000}}).catch(e => e.code)));'
+    )
+    codes = value_of(exec_run(client, code, None))
+    assert codes.count("tool_error") == 4 and codes.count("tool_blocked") == 96
+    executions = sum(n for name, n in CALLS.items() if name.startswith(f"flaky_read:{key}-"))
+    assert 4 <= executions <= 2 * 3 + 2 * 1, executions
+
+
 def test_partial_success_resolves_with_a_warning(client):
     """success: true with completed: false (or a warning) resolves and adds a line to the envelope's warnings."""
     env = exec_run(
@@ -283,6 +300,23 @@ def test_partial_success_resolves_with_a_warning(client):
     assert value_of(env) == [3, "2 of 5 rows failed"]
     assert any(w.startswith("report succeeded only in part (completed: false)") for w in env["warnings"])
     assert "report_b succeeded only in part: 2 of 5 rows failed" in env["warnings"]
+
+
+def test_counters_count_against_the_tenants_store_bytes(tmp_path):
+    """Failure counters of many runs are charged to tenant_store_bytes: past it, new runs' counters stay
+    in the process (their tools are still blocked there) and the store holds no more than the quota."""
+    quota = 4096
+    with make_client(tmp_path, extra_tools=TOOLS, workers=1, tenant_store_bytes=quota) as svc:
+        sid = new_session()
+        for i in range(30):
+            got = value_of(run(svc, loop("fail", 5), session_id=sid, run_id=f"r{i:03d}-" + "x" * 56))
+            assert got[-1]["code"] == "tool_blocked"
+    store = open_store(sqlite_url(tmp_path / "store.sqlite3"), StoreLimits())
+    try:
+        used, sessions = asyncio.run(store.usage("local"))
+    finally:
+        asyncio.run(store.close())
+    assert quota - 200 < used <= quota and sessions == 0
 
 
 def test_counters_survive_a_service_restart(tmp_path):

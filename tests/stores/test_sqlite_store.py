@@ -136,3 +136,31 @@ async def test_version_1_file_is_migrated_with_a_fresh_ttl(tmp_path: Path) -> No
         assert await store.get_all("acme", "s1") == {}
     finally:
         await store.close()
+
+
+async def test_version_3_counters_are_charged_after_migration(tmp_path: Path) -> None:
+    """Run failure counters of a version 3 file (charged nothing then) are charged to their tenant's
+    bytes as run_counter_bytes says, and keep counting."""
+    import sqlite3
+
+    from service.stores import RunIncrement
+    from service.stores.limits import run_counter_bytes
+
+    path = tmp_path / "v3.db"
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TABLE run_failures (tenant TEXT NOT NULL, session_id TEXT NOT NULL, run_id TEXT NOT NULL,"
+        " tool TEXT NOT NULL, failures INTEGER NOT NULL, block_reason TEXT, expires_at REAL NOT NULL,"
+        " PRIMARY KEY (tenant, session_id, run_id, tool)) WITHOUT ROWID"
+    )
+    conn.execute("INSERT INTO run_failures VALUES ('acme', 's1', 'r1', 'fetch', 2, 'gone: ü', 5000.0)")
+    conn.execute("PRAGMA user_version=3")
+    conn.commit()
+    conn.close()
+    store = open_store(sqlite_url(path), StoreLimits(session_ttl_seconds=100), lambda: 1000.0)
+    try:
+        assert await store.usage("acme") == (run_counter_bytes("s1", "r1", "fetch", "gone: ü"), 0)
+        [after] = await store.add_run_failures([RunIncrement("acme", "s1", "r1", {"fetch": 1})])
+        assert after is not None and after.failures == {"fetch": 3} and after.blocked == {"fetch": "gone: ü"}
+    finally:
+        await store.close()

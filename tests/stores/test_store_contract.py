@@ -8,7 +8,10 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from service.stores.cell_writes import CellStoreWrites
+from service.stores.limits import run_counter_bytes
 from service.stores import (
+    RunFailures,
+    RunIncrement,
     SessionStore,
     StoreKeyError,
     StoreLimitError,
@@ -344,17 +347,23 @@ async def test_write_to_expired_session_starts_empty(quota_store, tenant: str) -
     assert await store.get_all(tenant, "s1") == {"b": "2"}
 
 
-# ---- run failure counters (issue 13): shared by every replica, kept across restarts ----------
+# ---- run failure counters: shared by every replica, kept across restarts, within the tenant's bytes ----
+
+
+def add(tenant: str, run: str, failures: dict[str, int], blocked: dict[str, str] | None = None, sid: str = "s1"):
+    return RunIncrement(tenant, sid, run, failures, blocked or {})
 
 
 async def test_run_failures_count_per_tool_and_block(store: SessionStore, tenant: str) -> None:
-    """Failures count per tool; a block reason sticks (the first one wins); other runs stay clean."""
+    """Failures add up per tool; a block reason sticks (the first one wins); other runs stay clean."""
     assert (await store.run_failures(tenant, "s1", "r1")).failures == {}
-    await store.add_run_failure(tenant, "s1", "r1", "fetch")
-    counters = await store.add_run_failure(tenant, "s1", "r1", "fetch")
+    await store.add_run_failures([add(tenant, "r1", {"fetch": 1})])
+    [counters] = await store.add_run_failures([add(tenant, "r1", {"fetch": 1})])
+    assert counters is not None
     assert counters.failures == {"fetch": 2} and counters.blocked == {} and counters.total == 2
-    await store.add_run_failure(tenant, "s1", "r1", "deploy", block_reason="not configured")
-    counters = await store.add_run_failure(tenant, "s1", "r1", "deploy", block_reason="second reason")
+    await store.add_run_failures([add(tenant, "r1", {"deploy": 1}, {"deploy": "not configured"})])
+    [counters] = await store.add_run_failures([add(tenant, "r1", {"deploy": 1}, {"deploy": "second reason"})])
+    assert counters is not None
     assert counters.failures == {"fetch": 2, "deploy": 2} and counters.total == 4
     assert counters.blocked == {"deploy": "not configured"}
     assert await store.run_failures(tenant, "s1", "r1") == counters
@@ -364,10 +373,20 @@ async def test_run_failures_count_per_tool_and_block(store: SessionStore, tenant
     assert (await store.run_failures(tenant, "s1", "r1")).failures == {}
 
 
+async def test_one_batch_adds_to_several_runs(store: SessionStore, tenant: str) -> None:
+    """A batch carries several runs' increments (counts above one included); each gets its own answer."""
+    answers = await store.add_run_failures(
+        [add(tenant, "r1", {"a": 3, "b": 1}), add(tenant, "r2", {"a": 1}, {"a": "gone"}), add(tenant, "r1", {"a": 1})]
+    )
+    assert [a.failures if a else None for a in answers] == [{"a": 3, "b": 1}, {"a": 1}, {"a": 4, "b": 1}]
+    assert (await store.run_failures(tenant, "s1", "r2")).blocked == {"a": "gone"}
+    assert await store.add_run_failures([]) == []
+
+
 async def test_run_failures_visible_to_new_store_object(make_store: Callable[[], SessionStore], tenant: str) -> None:
     """Counters written through one store object (then closed) are read by a fresh one: restarts, replicas."""
     first = make_store()
-    await first.add_run_failure(tenant, "s1", "r1", "fetch", block_reason="gone")
+    await first.add_run_failures([add(tenant, "r1", {"fetch": 1}, {"fetch": "gone"})])
     await first.close()
     assert (await make_store().run_failures(tenant, "s1", "r1")).blocked == {"fetch": "gone"}
 
@@ -375,7 +394,7 @@ async def test_run_failures_visible_to_new_store_object(make_store: Callable[[],
 async def test_run_failures_expire_with_the_session_ttl(quota_store, tenant: str, store_url: str) -> None:
     """Counters live session_ttl_seconds after the run's latest failure (Redis: a key TTL; SQLite: the clock)."""
     store, clock = quota_store
-    await store.add_run_failure(tenant, "s1", "r1", "fetch")
+    await store.add_run_failures([add(tenant, "r1", {"fetch": 1})])
     if store_url.startswith("redis:"):
         from service.stores.redis_store import run_key
 
@@ -386,5 +405,42 @@ async def test_run_failures_expire_with_the_session_ttl(quota_store, tenant: str
     assert (await store.run_failures(tenant, "s1", "r1")).failures == {"fetch": 1}
     clock.now += 2
     assert (await store.run_failures(tenant, "s1", "r1")).failures == {}
-    counters = await store.add_run_failure(tenant, "s1", "r1", "fetch")
-    assert counters.failures == {"fetch": 1}  # an expired run starts again from zero
+    [counters] = await store.add_run_failures([add(tenant, "r1", {"fetch": 1})])
+    assert counters is not None and counters.failures == {"fetch": 1}  # an expired run starts again from zero
+
+
+async def test_run_counters_are_charged_to_the_tenants_bytes(quota_store, tenant: str) -> None:
+    """Each tool's counter in a run costs run_counter_bytes of the tenant's store bytes: it shows in
+    usage (not as a session), counts against commits, and a new run that would pass the quota is
+    refused whole (None) while a run already charged keeps counting."""
+    store, _ = quota_store
+    cost = run_counter_bytes("s1", "r1", "fetch")
+    await store.add_run_failures([add(tenant, "r1", {"fetch": 1})])
+    assert await store.usage(tenant) == (cost, 0)
+    await store.commit(tenant, "s1", {"k": json_of_bytes(QUOTA.max_tenant_bytes - cost - 1)}, ())
+    with pytest.raises(StoreQuotaError, match="tenant_store_bytes"):
+        await store.commit(tenant, "s2", {"k": json_of_bytes(2)}, ())
+    assert await store.add_run_failures([add(tenant, "r2", {"fetch": 1}), add(tenant, "r1", {"fetch": 1})]) == [
+        None,
+        RunFailures({"fetch": 2}),
+    ]
+    assert (await store.run_failures(tenant, "s1", "r2")).failures == {}
+    assert (await store.add_run_failures([add(tenant + "-other", "r2", {"fetch": 1})]))[0] is not None
+
+
+async def test_ending_or_expiring_a_run_gives_its_bytes_back(quota_store, tenant: str) -> None:
+    """Deleting a run, and the sweep after its TTL, release what its counters were charged."""
+    store, clock = quota_store
+    reason = "x" * 100
+    await store.add_run_failures([add(tenant, "r1", {"a": 1, "b": 2}, {"b": reason}), add(tenant, "r2", {"a": 1})])
+    charged = (
+        run_counter_bytes("s1", "r1", "a")
+        + run_counter_bytes("s1", "r1", "b", reason)
+        + run_counter_bytes("s1", "r2", "a")
+    )
+    assert (await store.usage(tenant))[0] == charged
+    await store.delete_run_failures(tenant, "s1", "r1")
+    assert (await store.usage(tenant))[0] == run_counter_bytes("s1", "r2", "a")
+    clock.now += QUOTA.session_ttl_seconds + 1
+    await store.expire()
+    assert await store.usage(tenant) == (0, 0)

@@ -53,11 +53,21 @@ def _rss_bytes(pid: int) -> int:
 class LiveServer:
     """``python -m service.cli serve`` in its own process group; ``restart()`` after a stall."""
 
-    def __init__(self, data_dir: Path, *, workers: int = 2, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        workers: int = 2,
+        env: dict[str, str] | None = None,
+        plugins: tuple[str, ...] = ("examples.plugins.shipping",),
+        root: Path = ROOT,
+    ) -> None:
+        """``root``: the source tree served (another checkout, for a before/after benchmark)."""
         self.data_dir = data_dir
         self.workers = workers
+        self.root = root
         self.config = data_dir / "codemode.toml"
-        self.config.write_text(config_toml())
+        self.config.write_text(config_toml(plugins))
         self.log = data_dir / "serve.log"
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -71,7 +81,7 @@ class LiveServer:
             {
                 "CODEMODE_DATA_DIR": str(self.data_dir / "data"),
                 "CODEMODE_KILL_GRACE_MS": "300",
-                "PYTHONPATH": str(ROOT),
+                "PYTHONPATH": str(self.root),
                 **self.extra_env,
             }
         )
@@ -93,7 +103,7 @@ class LiveServer:
                     "--log-level",
                     "warning",
                 ],
-                cwd=ROOT,
+                cwd=self.root,
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,

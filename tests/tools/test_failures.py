@@ -7,7 +7,7 @@ import pytest
 from service.tools.errors import FailureBudgetError, ToolDisabledError
 from service.tools.failures import failure_of_result, warning_of_result
 from service.tools.result import ToolResult
-from service.tools.run_budget import Breaker, FailureLimits, MemoryRunCounters, RunLedger
+from service.tools.run_budget import Breaker, FailureLimits, RunLedger, RunState
 
 
 class Clock:
@@ -63,43 +63,36 @@ def test_partial_success_warnings():
     assert warning_of_result({"completed": False}, "t") is None
 
 
-@pytest.mark.anyio
-async def test_ledger_blocks_a_tool_at_its_limit_and_the_run_at_its_budget():
-    ledger = RunLedger(MemoryRunCounters(60), "t", "s", "r", FailureLimits(2, 3))
-    await ledger.check("a")
-    await ledger.record("a")
-    await ledger.check("a")
-    await ledger.record("a")
+def test_ledger_blocks_a_tool_at_its_limit_and_the_run_at_its_budget():
+    """A tool is blocked at tool_failures_per_run counted failures, or at once by a non-retriable one;
+    at failures_per_run every tool is refused."""
+    ledger = RunLedger(RunState(), FailureLimits(2, 3))
+    for _ in range(2):
+        ledger.check("a")
+        ledger.state.count("a", None)
     with pytest.raises(ToolDisabledError, match="failed 2 times"):
-        await ledger.check("a")
-    await ledger.check("b")
-    await ledger.record("b", non_retriable=True, reason="no key")
+        ledger.check("a")
+    ledger.check("b")
+    ledger.state.count("b", "it reported a failure that retrying cannot fix (non_retriable): no key")
+    assert ledger.blocked() == {"a", "b"}
     with pytest.raises(FailureBudgetError):
-        await ledger.check("c")
+        ledger.check("c")
 
 
-@pytest.mark.anyio
-async def test_memory_counters_expire_and_stay_bounded():
-    clock = Clock()
-    counters = MemoryRunCounters(60, max_runs=2, clock=clock)
-    await counters.add_run_failure("t", "s", "r1", "a")
-    clock.now += 61
-    assert (await counters.run_failures("t", "s", "r1")).failures == {}
-    for run in ("r2", "r3", "r4"):
-        await counters.add_run_failure("t", "s", run, "a")
-    assert (await counters.run_failures("t", "s", "r2")).failures == {}  # the oldest run went first
-    assert (await counters.run_failures("t", "s", "r4")).failures == {"a": 1}
-
-
-def test_breaker_needs_two_recent_failures():
+def test_breaker_lets_two_calls_retry_unless_the_last_two_failed():
+    """At most two calls of a tool retry at once; after two failed calls (within 30 minutes) none do."""
     clock = Clock()
     breaker = Breaker(clock=clock)
-    breaker.record("t", "x", ok=False)
-    assert not breaker.open("t", "x")
-    breaker.record("t", "x", ok=False)
-    assert breaker.open("t", "x") and not breaker.open("other", "x")
+    assert breaker.start_retry("t", "x") and breaker.start_retry("t", "x")
+    assert not breaker.start_retry("t", "x")  # two are retrying already
+    assert breaker.start_retry("other", "x")  # another tenant's calls are counted apart
+    for _ in range(2):
+        breaker.end_retry("t", "x")
+        breaker.record("t", "x", ok=False)
+    assert not breaker.start_retry("t", "x")  # the last two calls failed
     clock.now += 30 * 60 + 1
-    assert not breaker.open("t", "x")  # older than 30 minutes
+    assert breaker.start_retry("t", "x")  # those failures are older than 30 minutes
+    breaker.end_retry("t", "x")
     breaker.record("t", "x", ok=False)
     breaker.record("t", "x", ok=True)
-    assert not breaker.open("t", "x")
+    assert breaker.start_retry("t", "x") and not breaker.start_retry("t", "x")  # one failure among the last two
