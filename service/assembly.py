@@ -103,6 +103,7 @@ class Components:
                 await self._store_sweeper
         await self.cells.close()
         await self.pool.close()
+        self.access.close()
         if self.mcp is not None:
             await self.mcp.close()
         if self.replica is not None:
