@@ -7,6 +7,8 @@ every 20 ms; the victim's and the probe's worst latency during the attack (and i
 it) are printed with the attack's own answers.
 
 - ``schema_bomb``: 8 concurrent execs whose client tool ``input_schema`` holds 600k empty arrays (1.8 MB).
+- ``schema_costly``: 8 concurrent execs, each declaring 2 valid 54 KB schemas never seen before (5,000
+  subschemas each: about a second of meta-schema checking apiece).
 - ``pattern``: 2 cells each calling a client tool whose schema has the pattern
   ``[ab]*a[ab]{999}[ab]{999}c`` with a 200k-character a/b string.
 - ``tool_results``: 8 concurrent waits carrying 40,000 ``tool_results`` entries each (840 KB).
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve()
-ATTACKS = ("schema_bomb", "pattern", "tool_results", "unread")
+ATTACKS = ("schema_bomb", "schema_costly", "pattern", "tool_results", "unread")
 PATTERN = "[ab]*a[ab]{999}[ab]{999}c"
 
 
@@ -62,6 +64,24 @@ async def _attack(name: str, base: str, key: str, server: Any) -> str:
             posts = [
                 http.post("/v1/exec", content=body, headers={**auth, "content-type": "application/json"})
                 for _ in range(8)
+            ]
+            return " ".join(str(r.status_code) for r in await asyncio.gather(*posts))
+        if name == "schema_costly":
+            run = os.urandom(4).hex()
+
+            def schema(tag: str) -> dict[str, Any]:
+                return {"title": tag, "type": "object", "properties": {f"p{i}": {} for i in range(5000)}}
+
+            posts = [
+                http.post(
+                    "/v1/exec",
+                    json={
+                        "code": "return 1",
+                        "client_tools": [{"name": f"t{j}", "input_schema": schema(f"{run}-{i}-{j}")} for j in range(2)],
+                    },
+                    headers=auth,
+                )
+                for i in range(8)
             ]
             return " ".join(str(r.status_code) for r in await asyncio.gather(*posts))
         if name == "pattern":
