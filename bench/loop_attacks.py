@@ -7,8 +7,8 @@ every 20 ms; the victim's and the probe's worst latency during the attack (and i
 it) are printed with the attack's own answers.
 
 - ``schema_bomb``: 8 concurrent execs whose client tool ``input_schema`` holds 600k empty arrays (1.8 MB).
-- ``schema_costly``: 8 concurrent execs, each declaring 2 valid 54 KB schemas never seen before (5,000
-  subschemas each: about a second of meta-schema checking apiece).
+- ``schema_costly``: 8 concurrent execs, each declaring 2 valid schemas never seen before of 990 subschemas
+  each (the most the 2,000-object cap allows: ~0.3 s of meta-schema checking apiece).
 - ``pattern``: 2 cells each calling a client tool whose schema has the pattern
   ``[ab]*a[ab]{999}[ab]{999}c`` with a 200k-character a/b string.
 - ``tool_results``: 8 concurrent waits carrying 40,000 ``tool_results`` entries each (840 KB).
@@ -70,7 +70,7 @@ async def _attack(name: str, base: str, key: str, server: Any) -> str:
             run = os.urandom(4).hex()
 
             def schema(tag: str) -> dict[str, Any]:
-                return {"title": tag, "type": "object", "properties": {f"p{i}": {} for i in range(5000)}}
+                return {"title": tag, "type": "object", "properties": {f"p{i}": {} for i in range(990)}}
 
             posts = [
                 http.post(

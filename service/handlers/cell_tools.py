@@ -163,6 +163,10 @@ class ToolAccess:
         except ToolError as exc:
             raise InvalidRequest(str(exc), need_param=getattr(exc, "field", "client_tools")) from None
 
+    def start(self) -> None:
+        """Start the schema checker's helper process (in the background)."""
+        self.schema_checker.start()
+
     def close(self) -> None:
         """Stop the schema checker's helper process (if it was started)."""
         self.schema_checker.close()

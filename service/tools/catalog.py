@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bridge import jsoncodec
 from service.tools.contracts import ToolContract
 from service.tools.errors import ClientToolDeclError, SchemaRefused, ToolConfigError, UnknownToolError
 from service.tools.hooks import Hook
@@ -301,10 +301,11 @@ class CatalogView:
         for key in ("label", "description", "source", "input", "output"):
             if key in meta:
                 out[key] = meta[key]
-        # Copies: the caller may serialise or annotate these without touching the catalog.
-        out["parameters"] = copy.deepcopy(entry.input_schema) if entry.input_schema is not None else {}
+        # Copies: the caller may serialise or annotate these without touching the catalog. Through the
+        # codec, not copy.deepcopy: a client tool's 64 KiB schema of empty arrays costs ~5 ms, not ~50.
+        out["parameters"] = jsoncodec.copied(entry.input_schema) if entry.input_schema is not None else {}
         if entry.trusted and entry.output_schema is not None:
-            out["outputSchema"] = copy.deepcopy(entry.output_schema)
+            out["outputSchema"] = jsoncodec.copied(entry.output_schema)
         return out
 
 
@@ -336,7 +337,7 @@ def checked_client_tools(
         )
     out: list[tuple[ClientTool, bytes]] = []
     seen: set[str] = set()
-    total_bytes = 0
+    total_bytes = total_objects = 0
     for index, tool in enumerate(client_tools):
         at = f"client_tools[{index}]"
         if isinstance(tool, Mapping):
@@ -369,6 +370,14 @@ def checked_client_tools(
                 raise ClientToolDeclError(
                     f"{where}: the input schemas of client_tools[0..{index}] add up to {total_bytes} bytes "
                     f"of JSON (cap {limits.max_total_bytes} per request)",
+                    field=where,
+                )
+            # An upper bound on the subschemas to check (a `{` inside a string counts too), found natively.
+            total_objects += encoded.count(b"{")
+            if total_objects > limits.max_total_objects:
+                raise ClientToolDeclError(
+                    f"{where}: the input schemas of client_tools[0..{index}] hold {total_objects} JSON objects "
+                    f"(cap {limits.max_total_objects} per request); declare fewer or smaller schemas",
                     field=where,
                 )
         out.append((tool, encoded))

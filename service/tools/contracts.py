@@ -298,13 +298,13 @@ def _errors(validator: Any, value: Any, *, reveal_keys: bool, tool: str, max_ste
     except RecursionError:
         return ("$: value is nested too deeply to validate",)
     except _TooMuchWork as exc:
-        if max_steps < MAX_VALIDATION_STEPS and exc.detail is None:
-            raise ValidationDeferred from None
-        if exc.detail is not None:
+        if exc.detail is not None:  # one search over the whole budget: a thread would refuse it too
             return (
                 f"$: {exc.detail}, over the budget of {MAX_VALIDATION_STEPS} (RE2 program size × text bytes, "
                 f"{PATTERN_WORK_PER_STEP} a step); send shorter strings",
             )
+        if max_steps < MAX_VALIDATION_STEPS:
+            raise ValidationDeferred from None
         return (
             f"$: checking this value against the schema takes more than {MAX_VALIDATION_STEPS} steps; "
             "send a smaller value",

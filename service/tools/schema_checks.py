@@ -5,7 +5,7 @@ at ~0.3 ms a subschema, so the largest schemas one exec may declare (128 KiB) co
 more; in a thread that second is also the event loop's (the GIL). So the loop only measures each
 schema (``encode_caller_schema``: one native encode, which refuses a megabyte of empty arrays
 before any Python walks it) and looks it up among the schemas vetted before; a tiny schema is
-checked inline, every other one in one helper process, started on first use.
+checked inline, every other one in one helper process (started with the service, or on first use).
 """
 
 from __future__ import annotations
@@ -69,11 +69,15 @@ def remember_vetted(encoded: bytes) -> ToolContract:
 
 
 class SchemaChecker:
-    """Checks caller schemas: tiny ones inline, the rest in one helper process (started on first use)."""
+    """Checks caller schemas: tiny ones inline, the rest in one helper process."""
 
     def __init__(self, limits: SchemaLimits) -> None:
         self.limits = limits
         self._pool: ProcessPoolExecutor | None = None
+
+    def start(self) -> None:
+        """Start the helper process now, in the background, so no request waits for it to boot."""
+        self._helper().submit(_problems_of, [], self.limits)
 
     async def problems(self, encoded: Sequence[bytes]) -> dict[bytes, str | None]:
         """Each schema's problem (None: usable) by its compact JSON."""
@@ -83,12 +87,15 @@ class SchemaChecker:
             found.update(zip(rest, await self._in_helper(rest)))
         return found
 
-    async def _in_helper(self, encoded: list[bytes]) -> list[str | None]:
+    def _helper(self) -> ProcessPoolExecutor:
         if self._pool is None:
             # spawn: a fork of the service would copy its threads' locks and the worker pool's pipes.
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        return self._pool
+
+    async def _in_helper(self, encoded: list[bytes]) -> list[str | None]:
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, _problems_of, encoded, self.limits)
+            return await asyncio.get_running_loop().run_in_executor(self._helper(), _problems_of, encoded, self.limits)
         except BrokenProcessPool:
             self.close()  # the next schema starts a fresh helper
             raise Overloaded(

@@ -164,19 +164,23 @@ def test_client_schemas_compile_once_per_exec(client, monkeypatch):
 
 
 def test_request_wide_caps_name_the_cap(client, monkeypatch):
-    """More than 128 client tools, or more than 128 KiB of schemas together, is a 422 naming the cap."""
+    """More than 128 client tools, more than 128 KiB of schemas together, or more than 2,000 JSON objects in
+    them, is a 422 naming the cap."""
     monkeypatch.setattr(schema_checks, "_vetted", OrderedDict())
     compiled: list[Any] = []
     monkeypatch.setattr(schema_checks, "ToolContract", lambda *args, **kwargs: compiled.append(args))
     r = client.post("/v1/exec", json={"code": "return 1", "client_tools": [{"name": f"t{i}"} for i in range(129)]})
     assert r.status_code == 422 and "at most 128" in r.json()["error"]["message"], r.text
-    schema = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2000)}}  # ~50 KiB
-    r = client.post(
-        "/v1/exec",
-        json={"code": "return 1", "client_tools": [{"name": f"t{i}", "input_schema": schema} for i in range(3)]},
-    )
-    assert r.status_code == 422, r.text
-    error = r.json()["error"]
-    assert error["need_param"] == "client_tools[2].input_schema"
-    assert "(cap 131072 per request)" in error["message"]
+    wordy = {f"p{i}": {"type": "string", "description": "d" * 80} for i in range(500)}  # ~50 KiB, 501 objects
+    many = {f"p{i}": {} for i in range(800)}  # ~9 KiB, 801 objects
+    for properties, cap in ((wordy, "(cap 131072 per request)"), (many, "JSON objects (cap 2000 per request)")):
+        schema = {"type": "object", "properties": properties}
+        r = client.post(
+            "/v1/exec",
+            json={"code": "return 1", "client_tools": [{"name": f"t{i}", "input_schema": schema} for i in range(3)]},
+        )
+        assert r.status_code == 422, r.text
+        error = r.json()["error"]
+        assert error["need_param"] == "client_tools[2].input_schema"
+        assert cap in error["message"], error
     assert compiled == []  # refused before any schema is compiled
