@@ -314,7 +314,7 @@ def compile_client_tools(
 ) -> tuple[ToolEntry, ...]:
     """Check and compile an exec request's client tools here; ClientToolDeclError names the bad field.
 
-    Checking the largest schemas allowed costs a second of CPU: an exec request checks them in a
+    Checking the most schema allowed costs about a second of CPU: an exec request checks it in a
     helper process instead (``ToolAccess.client_tools``: ``checked_client_tools``, a
     ``SchemaChecker``, then ``client_entries``).
     """

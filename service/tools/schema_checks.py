@@ -1,8 +1,8 @@
 """Caller schemas are checked where checking them cannot hold the event loop: in a helper process.
 
 Checking a client tool's schema (the guard's walks, then jsonschema's meta-schema) is pure Python
-at ~0.3 ms a subschema, so the largest schemas one exec may declare (128 KiB) cost a second or
-more; in a thread that second is also the event loop's (the GIL). So the loop only measures each
+at ~0.3 ms a subschema, so the most one exec may declare (2,000 objects) costs about a second; in
+a thread that second would also be the event loop's (the GIL). So the loop only measures each
 schema (``encode_caller_schema``: one native encode, which refuses a megabyte of empty arrays
 before any Python walks it) and looks it up among the schemas vetted before; a tiny schema is
 checked inline, every other one in one helper process (started with the service, or on first use).
