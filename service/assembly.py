@@ -77,6 +77,7 @@ class Components:
             await self.mcp.start()
         await self.pool.start()
         self.cells.start()
+        self.access.start()
         if self.replica is not None:
             await self.replica.start()  # peers find it only once it can serve its cells
         tune_process()

@@ -6,9 +6,11 @@ tool policy and client tool compilation apply the same way whichever door a call
 
 from __future__ import annotations
 
+from typing import Any
+
 from service.assembly import Components
 from service.cells.spec import CellSpec
-from service.http.schemas import ExecRequest
+from service.http.schemas import ClientToolDecl, ExecRequest
 from service.settings import ApiKey
 
 
@@ -29,7 +31,13 @@ async def cell_spec(svc: Components, key: ApiKey, body: ExecRequest) -> CellSpec
         restart_safe=body.restart_safe,
         headless=body.headless,
         background=body.background,
-        client_tools=await svc.access.client_tools([t.model_dump(exclude_none=True) for t in body.client_tools]),
+        client_tools=await svc.access.client_tools([_declaration(t) for t in body.client_tools]),
         tool_policy=svc.tool_policy_for(key),
         require_approval=tuple(body.require_approval),
     )
+
+
+def _declaration(tool: ClientToolDecl) -> dict[str, Any]:
+    # Not model_dump(): it would copy the schema, however large, on the event loop before its caps apply.
+    fields = {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
+    return {k: v for k, v in fields.items() if v is not None}

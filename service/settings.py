@@ -113,6 +113,12 @@ class Settings(BaseSettings):
     max_connections: Int = setting(
         "server", 1000, 1, 1_000_000, "open connections of `codemode serve`; further ones are closed at once"
     )
+    response_write_timeout_seconds: Int = setting(
+        "server", 15, 1, 3600, "abort a connection whose unsent response bytes do not shrink for this long"
+    )
+    max_unsent_bytes: Int = setting(
+        "server", MiB, 64 * 1024, 64 * MiB, "response bytes one connection's socket buffer may hold unsent"
+    )
     metrics_require_key: bool = setting("server", False, doc="GET /metrics needs a valid API key")
     # Replicas sharing a redis:// store (service/cluster/): where peers reach this one, and how long
     # after its last heartbeat a replica counts as stopped.

@@ -133,10 +133,15 @@ class HostRequests:
 
     def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
         """Return the problem with caller-supplied results (by index), or None when all apply."""
+        seen: set[int] = set()
         for i, result in enumerate(tool_results):
-            p = self._pending.get(request_number(result.get("id")))
+            number = request_number(result.get("id"))
+            p = self._pending.get(number)
             if p is None or p.caller is None or p.caller.kind != "client_tool":
                 return f"tool_results[{i}].id {result.get('id')!r} is not a pending client tool call of this cell"
+            if number in seen:
+                return f"tool_results[{i}].id {result.get('id')!r} is answered twice in this body; answer it once"
+            seen.add(number)
         return None
 
     def check_approvals(self, approvals: list[dict[str, Any]]) -> str | None:

@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 from service.tools.approvals import MAX_REASON_CHARS, MAX_REQUEST_ENTRIES
 
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
+#: Client tool results one wait body may carry: as many as a cell may have calls pending (the most
+#: ``max_pending_requests`` allows), so an honest body never comes near it.
+MAX_TOOL_RESULTS = 4096
 # Cell ids are opaque; in paths they are held to the same characters as session ids.
 ID_PATTERN = SESSION_PATTERN
 
@@ -55,7 +58,7 @@ class ExecRequest(BaseModel):
 
 class ToolResultIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    id: str
+    id: str = Field(max_length=64, description='the id of a pending entry with method "tool"')
     ok: StrictBool
     value: Any = None
     error: Any = None
@@ -80,9 +83,21 @@ class WaitRequest(BaseModel):
         },
     )
     timeout_ms: int | None = None
-    tool_results: list[ToolResultIn] = Field(default_factory=list)
+    tool_results: list[ToolResultIn] = Field(default_factory=list, max_length=MAX_TOOL_RESULTS)
     approvals: list[ApprovalIn] = Field(default_factory=list, max_length=4096)
     session_id: str | None = Field(default=None, pattern=SESSION_PATTERN)
+
+    @field_validator("tool_results", mode="before")
+    @classmethod
+    def _few_tool_results(cls, v: Any) -> Any:
+        # Counted before the entries are validated: `max_length` alone is checked only after the
+        # items, so 40,000 entries would each be validated (~150 ms of the event loop) first.
+        if isinstance(v, list) and len(v) > MAX_TOOL_RESULTS:
+            raise ValueError(
+                f"{len(v)} entries, over the cap of {MAX_TOOL_RESULTS} per wait; "
+                "answer only the cell's pending client tool calls (pending_tool_calls)"
+            )
+        return v
 
 
 class TextOutput(BaseModel):

@@ -5,13 +5,24 @@ forever, and a thousand such peers exhaust the file descriptors.  The protocol b
 request a deadline for its headers and then for its body, and caps open connections (a new one
 over the cap evicts the oldest connection that is between requests, or is refused when there is
 none).  Idle keep-alive connections are closed by uvicorn's own keep-alive timeout.
+
+The write side has no timeout in uvicorn either: a peer that asks for a large answer and never
+reads it keeps the unsent bytes in its transport's buffer for as long as it keeps the socket
+(64 peers and a 9.6 MB cell status: +590 MiB, for good).  So response bodies are handed to the
+transport in slices of ``max_unsent_bytes`` (``SlicedBodies``), each after the previous ones
+drained below that mark, and a connection whose peer takes none of its unsent bytes for
+``response_write_timeout_seconds`` is reset, which frees them (the kernel's queue too).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import resource
+import socket
+import struct
+import sys
 from typing import Any
 
 import uvicorn
@@ -27,6 +38,10 @@ def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
     header_s = settings.header_read_timeout_seconds
     body_s = settings.body_read_timeout_seconds
     max_connections = settings.max_connections
+    write_s = settings.response_write_timeout_seconds
+    # Progress is sampled several times per timeout, so a stall is caught within a quarter of it.
+    check_s = write_s / 4
+    max_unsent = settings.max_unsent_bytes
     # Connections not inside a request (opened or kept alive, headers not complete), oldest first:
     # at the cap a new connection evicts the oldest of them, so peers that open sockets and send
     # nothing cannot lock everyone else out for a whole header timeout.
@@ -34,9 +49,17 @@ def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
 
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
         _read_deadline: asyncio.TimerHandle | None = None
+        _write_check: asyncio.TimerHandle | None = None
+        _last_progress = 0.0  # loop time the peer last took response bytes (or the watch began)
+        _acked_seen: int | None = None
+        _unsent_seen = 0
+        _drained_since_check = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            # Writers wait (uvicorn's flow control) once this much is unsent; SlicedBodies keeps
+            # each write to that size, so the buffer holds at most twice it.
+            transport.set_write_buffer_limits(high=max_unsent)
             if len(self.connections) > max_connections:
                 victim = next(iter(between_requests), None)
                 if victim is None:  # every connection is inside a request: refuse this one
@@ -52,6 +75,9 @@ def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
         def connection_lost(self, exc: Exception | None) -> None:
             between_requests.pop(self, None)
             self._disarm()
+            if self._write_check is not None:
+                self._write_check.cancel()
+                self._write_check = None
             super().connection_lost(exc)
 
         def on_message_begin(self) -> None:
@@ -72,6 +98,54 @@ def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
             super().on_response_complete()
             if not self.transport.is_closing():
                 between_requests[self] = None
+            # The last slice may still be unsent; a close waits for it, so it must drain or time out.
+            if self.transport.get_write_buffer_size():
+                self._watch_writes()
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            self._watch_writes()
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._drained_since_check = True
+
+        def _watch_writes(self) -> None:
+            """Start watching a connection with unsent bytes (unless it is watched already)."""
+            if self._write_check is None:
+                self._last_progress = self.loop.time()
+                self._note_progress()
+                self._write_check = self.loop.call_later(check_s, self._check_writes)
+
+        def _note_progress(self) -> None:
+            self._acked_seen = _acked(self.transport)
+            self._unsent_seen = self.transport.get_write_buffer_size()
+            self._drained_since_check = False
+
+        def _check_writes(self) -> None:
+            """While bytes are unsent: abort the connection once the peer took none for ``write_s``."""
+            self._write_check = None
+            unsent = self.transport.get_write_buffer_size()
+            if not unsent:
+                return
+            acked = _acked(self.transport)
+            if acked is not None and self._acked_seen is not None:
+                progressed = acked > self._acked_seen
+            else:  # without the kernel's count: the buffer shrank, or drained enough to take more
+                progressed = self._drained_since_check or unsent < self._unsent_seen
+            now = self.loop.time()
+            if progressed:
+                self._last_progress = now
+                self._note_progress()
+            elif now - self._last_progress >= write_s:
+                log.warning(
+                    "aborting a connection: %d response bytes unsent for %ss (response_write_timeout_seconds)",
+                    unsent,
+                    write_s,
+                )
+                _reset(self.transport)
+                return
+            self._write_check = self.loop.call_later(check_s, self._check_writes)
 
         def _arm(self, seconds: float) -> None:
             self._disarm()
@@ -88,6 +162,72 @@ def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
                 self.transport.close()
 
     return GuardedHttpToolsProtocol
+
+
+#: ``struct tcp_info`` (Linux 4.1+): ``tcpi_bytes_acked``, a u64 at this offset, counts what the peer took.
+_BYTES_ACKED = slice(120, 128)
+
+
+def _acked(transport: asyncio.Transport) -> int | None:
+    """Bytes of this connection the peer has acknowledged, or None where the kernel does not say.
+
+    A slow reader's progress shows here first: the kernel's send queue (megabytes on loopback)
+    drains as it reads, long before the socket is writable again and the transport's buffer moves.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return None
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _BYTES_ACKED.stop)
+    except (OSError, AttributeError):  # not TCP, or no TCP_INFO on this platform
+        return None
+    if len(info) < _BYTES_ACKED.stop:
+        return None
+    return int.from_bytes(info[_BYTES_ACKED], sys.byteorder)
+
+
+def _reset(transport: asyncio.Transport) -> None:
+    """Drop the connection and everything queued for it: a reset, not a FIN behind megabytes the peer never reads
+    (a plain close would leave the kernel holding its send queue, retrying, for minutes)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+class SlicedBodies:
+    """ASGI middleware: response bodies go to the server in slices of at most ``slice_bytes``.
+
+    uvicorn writes a body message whole into the transport's buffer, but waits for that buffer to
+    drain before each message; sliced, a peer that reads slowly (or not at all) makes the sender
+    wait instead of the service buffering a second copy of the whole answer.
+    """
+
+    def __init__(self, app: Any, slice_bytes: int) -> None:
+        self.app = app
+        self.slice_bytes = slice_bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        size = self.slice_bytes
+
+        async def sliced(message: Any) -> None:
+            body = message.get("body", b"")
+            if message["type"] != "http.response.body" or len(body) <= size:
+                await send(message)
+                return
+            view = memoryview(body)  # slices share the body's memory
+            more = message.get("more_body", False)
+            for start in range(0, len(view), size):
+                end = start + size
+                await send(
+                    {"type": "http.response.body", "body": view[start:end], "more_body": more or end < len(view)}
+                )
+
+        await self.app(scope, receive, sliced)
 
 
 # Descriptors the service needs besides client connections (worker pipes, store, logs).
@@ -117,7 +257,7 @@ def serve(app: Any, settings: Settings) -> None:
     """Run ``app`` on the configured host and port until interrupted."""
     ensure_descriptors(settings.max_connections)
     uvicorn.run(
-        app,
+        SlicedBodies(app, settings.max_unsent_bytes),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -15,10 +13,20 @@ from service.tools.hooks import Hook
 from service.tools.names import assign_callable_names
 from service.tools.plugin import ToolSpec
 from service.tools.policy import PolicySubject, ToolPolicy
-from service.tools.schema_guard import SchemaLimits, check_caller_schema
+from service.tools.schema_checks import remember_vetted, schema_problem_of, vetted_contract
+from service.tools.schema_guard import SchemaLimits, encode_caller_schema
 from service.tools.search import SearchDoc, SearchIndex
 
-__all__ = ["CatalogLimits", "CatalogView", "ClientTool", "ToolCatalog", "ToolEntry", "compile_client_tools"]
+__all__ = [
+    "CatalogLimits",
+    "CatalogView",
+    "ClientTool",
+    "ToolCatalog",
+    "ToolEntry",
+    "checked_client_tools",
+    "client_entries",
+    "compile_client_tools",
+]
 
 MAX_CLIENT_TOOLS = 128
 _MAX_CLIENT_NAME = 128
@@ -293,59 +301,43 @@ class CatalogView:
         for key in ("label", "description", "source", "input", "output"):
             if key in meta:
                 out[key] = meta[key]
-        # Copies: the caller may serialise or annotate these without touching the catalog.
-        out["parameters"] = copy.deepcopy(entry.input_schema) if entry.input_schema is not None else {}
+        # Copies: the caller may serialise or annotate these without touching the catalog. Through the
+        # codec, not copy.deepcopy: a client tool's 64 KiB schema of empty arrays costs ~5 ms, not ~50.
+        out["parameters"] = jsoncodec.copied(entry.input_schema) if entry.input_schema is not None else {}
         if entry.trusted and entry.output_schema is not None:
-            out["outputSchema"] = copy.deepcopy(entry.output_schema)
+            out["outputSchema"] = jsoncodec.copied(entry.output_schema)
         return out
 
 
 def compile_client_tools(
     client_tools: Sequence[ClientTool | Mapping[str, Any]], limits: SchemaLimits = SchemaLimits()
 ) -> tuple[ToolEntry, ...]:
-    """Check and compile an exec request's client tools; ClientToolDeclError names the bad field.
+    """Check and compile an exec request's client tools here; ClientToolDeclError names the bad field.
 
-    Every declaration is checked (cheap, linear) before any schema is compiled; compiling the
-    largest schemas allowed costs about a second of CPU, so call this off the event loop.
+    Checking the most schema allowed costs about a second of CPU: an exec request checks it in a
+    helper process instead (``ToolAccess.client_tools``: ``checked_client_tools``, a
+    ``SchemaChecker``, then ``client_entries``).
+    """
+    checked = checked_client_tools(client_tools, limits)
+    problems = {e: schema_problem_of(e, limits) for _, e in checked if vetted_contract(e) is None}
+    return client_entries(checked, problems)
+
+
+def checked_client_tools(
+    client_tools: Sequence[ClientTool | Mapping[str, Any]], limits: SchemaLimits
+) -> list[tuple[ClientTool, bytes]]:
+    """Each declaration with its schema's compact JSON, or ClientToolDeclError naming the field.
+
+    Cheap and linear (no schema is walked in Python), so it runs on the event loop.
     """
     if len(client_tools) > MAX_CLIENT_TOOLS:
         raise ClientToolDeclError(
             f"client_tools: {len(client_tools)} client tools declared (cap {MAX_CLIENT_TOOLS} per request)",
             field="client_tools",
         )
-    checked = _checked_declarations(client_tools, limits)
-    out: list[ToolEntry] = []
-    for index, (tool, encoded) in enumerate(checked):
-        contract = _caller_contract(encoded)
-        if contract.problem is not None:
-            where = f"client_tools[{index}].input_schema"
-            raise ClientToolDeclError(f"{where}: {contract.problem.removeprefix('input ')}", field=where)
-        out.append(
-            ToolEntry(
-                callable_name="",
-                tool_name=tool.name,
-                tool_id=f"client:{tool.name}",
-                plugin_id=None,
-                source="client",
-                label=None,
-                description=tool.description,
-                input_schema=tool.input_schema,
-                output_schema=None,
-                network=False,
-                optional=False,
-                contract=contract,
-            )
-        )
-    return tuple(out)
-
-
-def _checked_declarations(
-    client_tools: Sequence[ClientTool | Mapping[str, Any]], limits: SchemaLimits
-) -> list[tuple[ClientTool, bytes]]:
-    """Each declaration with its schema's compact JSON, or ClientToolDeclError naming the field."""
     out: list[tuple[ClientTool, bytes]] = []
     seen: set[str] = set()
-    total_bytes = 0
+    total_bytes = total_objects = 0
     for index, tool in enumerate(client_tools):
         at = f"client_tools[{index}]"
         if isinstance(tool, Mapping):
@@ -370,7 +362,7 @@ def _checked_declarations(
         if tool.input_schema is not None:
             where = f"{at}.input_schema"
             try:
-                encoded = check_caller_schema(tool.input_schema, limits)
+                encoded = encode_caller_schema(tool.input_schema, limits)
             except SchemaRefused as exc:
                 raise ClientToolDeclError(f"{where}: {exc}", field=where) from None
             total_bytes += len(encoded)
@@ -380,17 +372,45 @@ def _checked_declarations(
                     f"of JSON (cap {limits.max_total_bytes} per request)",
                     field=where,
                 )
+            # An upper bound on the subschemas to check (a `{` inside a string counts too), found natively.
+            total_objects += encoded.count(b"{")
+            if total_objects > limits.max_total_objects:
+                raise ClientToolDeclError(
+                    f"{where}: the input schemas of client_tools[0..{index}] hold {total_objects} JSON objects "
+                    f"(cap {limits.max_total_objects} per request); declare fewer or smaller schemas",
+                    field=where,
+                )
         out.append((tool, encoded))
     return out
 
 
-@functools.lru_cache(maxsize=64)
-def _caller_contract(schema_json: bytes) -> ToolContract:
-    """One compiled contract per distinct schema: agents declare the same client tools on every exec.
-
-    The contract decodes its own copy, so cells of different callers never share a mutable schema.
-    """
-    return ToolContract(jsoncodec.loads(schema_json), None)
+def client_entries(
+    checked: Sequence[tuple[ClientTool, bytes]], problems: Mapping[bytes, str | None]
+) -> tuple[ToolEntry, ...]:
+    """The catalog entries of checked declarations; ``problems`` holds each schema not vetted before."""
+    out: list[ToolEntry] = []
+    for index, (tool, encoded) in enumerate(checked):
+        problem = problems.get(encoded)
+        if problem is not None:
+            where = f"client_tools[{index}].input_schema"
+            raise ClientToolDeclError(f"{where}: {problem}", field=where)
+        out.append(
+            ToolEntry(
+                callable_name="",
+                tool_name=tool.name,
+                tool_id=f"client:{tool.name}",
+                plugin_id=None,
+                source="client",
+                label=None,
+                description=tool.description,
+                input_schema=tool.input_schema,
+                output_schema=None,
+                network=False,
+                optional=False,
+                contract=remember_vetted(encoded),
+            )
+        )
+    return tuple(out)
 
 
 def _renamed(entry: ToolEntry, callable_name: str) -> ToolEntry:

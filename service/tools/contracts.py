@@ -7,6 +7,9 @@ Every schema, the operator's and the caller's, compiles against a registry that 
 retrieve anything: left to itself jsonschema resolves an unknown `$ref` by fetching the URL
 (urllib, no timeout) or reading a `file:` path. Patterns run on RE2, and one validation may
 evaluate at most `MAX_VALIDATION_STEPS` keywords, so no schema/value pair holds a thread long.
+A pattern search is charged by its worst cost (RE2 program size × text bytes, see
+`patterns.search_work`), `PATTERN_WORK_PER_STEP` units a step, before it runs: a pattern RE2
+can only run on its NFA cannot spend seconds on one long string inside a single step.
 Callers on the event loop pass a small `max_steps` and get `ValidationDeferred` when the check
 needs more; they then repeat it in a thread with the full budget.
 """
@@ -48,6 +51,7 @@ __all__ = [
     "MAX_DETAIL_BYTES",
     "MAX_DETAILS",
     "MAX_VALIDATION_STEPS",
+    "PATTERN_WORK_PER_STEP",
     "ToolContract",
     "ValidationDeferred",
     "accepts",
@@ -60,6 +64,9 @@ _MAX_SCHEMA_VALUE_CHARS = 80
 #: Keyword evaluations one validation may make: 2-15 us each in jsonschema, so at most a few
 #: seconds of a thread. Honest values need one or two per node (an array of 100,000 typed items).
 MAX_VALIDATION_STEPS = 250_000
+#: Units of pattern work (RE2 instructions × text bytes) one step stands for: RE2's NFA costs
+#: 5-15 ns a unit, so a step of pattern work takes about as long as a keyword evaluation.
+PATTERN_WORK_PER_STEP = 500
 
 
 # Not a ToolError: a control-flow signal (nothing failed; the caller repeats the check off the loop).
@@ -75,22 +82,40 @@ def _refuse_retrieval(uri: str) -> Any:
 #: jsonschema adds the bundled meta-schemas to this; nothing else is ever looked up.
 _NO_FETCH = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
 
+
+# Private control-flow signal: unwinds jsonschema's recursion when the step budget runs out.
+class _TooMuchWork(Exception):
+    def __init__(self, detail: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail  # what used the budget up, when one step was too large on its own
+
+
+_STEPS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("codemode_schema_steps", default=None)
+
+
+def _charged_search(pattern: str, text: str, flags: int = 0) -> Any:
+    """`patterns.search`, its worst-case work charged to the running validation's step budget first."""
+    left = _STEPS.get()
+    if left is not None and isinstance(text, str):
+        cost = patterns.search_work(pattern, text) // PATTERN_WORK_PER_STEP
+        left[0] -= cost
+        if left[0] < 0:
+            raise _TooMuchWork(
+                f"matching pattern {_show(pattern)} against a string of {len(text)} characters would take {cost} steps"
+                if cost > MAX_VALIDATION_STEPS
+                else None
+            )
+    return patterns.search(pattern, text, flags)
+
+
 # jsonschema matches `pattern`, `patternProperties` (also inside additionalProperties and
 # unevaluatedProperties) through the `re` module of these three modules; pointing that name at RE2
 # covers every place without copying the keyword implementations.
-_RE2 = types.SimpleNamespace(search=patterns.search)
+_RE2 = types.SimpleNamespace(search=_charged_search)
 for _module in (jsonschema._keywords, jsonschema._utils, jsonschema._legacy_keywords):
     if not hasattr(_module, "re"):
         raise ImportError(f"{_module.__name__} no longer matches patterns through `re`; update contracts.py")
     _module.re = _RE2  # type: ignore[attr-defined]
-
-
-# Private control-flow signal: unwinds jsonschema's recursion when the step budget runs out.
-class _TooMuchWork(Exception):
-    pass
-
-
-_STEPS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("codemode_schema_steps", default=None)
 
 
 def _counted(keyword: Any) -> Any:
@@ -124,7 +149,10 @@ def _schema_checker(base: Any) -> FormatChecker:
 class ToolContract:
     """Compiled input and output schemas of one tool; `problem` is set when they are unusable."""
 
-    def __init__(self, input_schema: dict[str, Any], output_schema: dict[str, Any] | None) -> None:
+    def __init__(
+        self, input_schema: dict[str, Any], output_schema: dict[str, Any] | None, *, vetted: bool = False
+    ) -> None:
+        """With `vetted`, the schemas already passed `schema_problem` (elsewhere): they are not checked again."""
         self.input_schema = input_schema
         self.output_schema = output_schema
         self.variants: OutputVariants | None = None
@@ -132,9 +160,9 @@ class ToolContract:
         self._input: Any = None
         self._output: dict[Any, Any] = {}
         try:
-            self._input = _compile(input_schema, "input schema")
+            self._input = _validator(input_schema) if vetted else _compile(input_schema, "input schema")
             if output_schema is not None:
-                self._output[None] = _compile(output_schema, "output schema")
+                self._output[None] = _validator(output_schema) if vetted else _compile(output_schema, "output schema")
                 self.variants = read_output_variants(output_schema)
         except _SchemaProblem as exc:
             self.problem = str(exc)
@@ -269,7 +297,12 @@ def _errors(validator: Any, value: Any, *, reveal_keys: bool, tool: str, max_ste
         found = list(validator.iter_errors(value))
     except RecursionError:
         return ("$: value is nested too deeply to validate",)
-    except _TooMuchWork:
+    except _TooMuchWork as exc:
+        if exc.detail is not None:  # one search over the whole budget: a thread would refuse it too
+            return (
+                f"$: {exc.detail}, over the budget of {MAX_VALIDATION_STEPS} (RE2 program size × text bytes, "
+                f"{PATTERN_WORK_PER_STEP} a step); send shorter strings",
+            )
         if max_steps < MAX_VALIDATION_STEPS:
             raise ValidationDeferred from None
         return (

@@ -15,7 +15,7 @@ import re2
 
 from service.tools.errors import PatternError
 
-__all__ = ["MAX_PATTERN_CHARS", "check_pattern", "is_pattern", "search"]
+__all__ = ["MAX_PATTERN_CHARS", "check_pattern", "is_pattern", "search", "search_work"]
 
 #: Longest pattern accepted; real schema patterns are a few dozen characters.
 MAX_PATTERN_CHARS = 2048
@@ -62,6 +62,19 @@ def is_pattern(value: Any) -> bool:
         return True
     check_pattern(value)
     return True
+
+
+def search_work(pattern: str, text: str) -> int:
+    """An upper bound on what searching `text` for `pattern` costs: program instructions × text bytes.
+
+    RE2 runs a search on its DFA when it can, a few ns per byte whatever the pattern; a pattern whose
+    DFA grows past the memory budget (``[ab]*a[ab]{999}c``: one state per subset of 1,000
+    positions) falls back to the NFA, which steps every live instruction on every byte. That is
+    linear too, but its factor is the program size, ~2,000 here: 200k characters cost seconds.
+    """
+    # RE2 matches UTF-8: an ASCII str (known without a scan) is one byte a character, others at most 4.
+    size = len(text) if text.isascii() else 4 * len(text)
+    return int(_compiled(pattern).programsize) * size
 
 
 def search(pattern: str, text: str, flags: int = 0) -> Any:

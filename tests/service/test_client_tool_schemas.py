@@ -6,11 +6,12 @@ import json
 import re
 import socket
 import time
+from collections import OrderedDict
 from typing import Any
 
 from fastapi.testclient import TestClient
 
-from service.tools import catalog as catalog_module
+from service.tools import schema_checks
 from tests.conftest import run, wait
 
 OK_TOOL = {"name": "ok", "input_schema": {"type": "object"}}
@@ -138,15 +139,15 @@ def test_recursive_defs_schema_works_end_to_end(client):
 
 def test_client_schemas_compile_once_per_exec(client, monkeypatch):
     """Two calls and a resume use the contract compiled when the exec arrived; a repeat exec reuses it."""
-    catalog_module._caller_contract.cache_clear()
+    monkeypatch.setattr(schema_checks, "_vetted", OrderedDict())
     compiled: list[Any] = []
-    real = catalog_module.ToolContract
+    real = schema_checks.ToolContract
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         compiled.append(args[0])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(catalog_module, "ToolContract", counting)
+    monkeypatch.setattr(schema_checks, "ToolContract", counting)
     env = run(
         client,
         "const [a, b] = await Promise.all([t({label: 'x'}), t({label: 'y'})]); return [a, b]",
@@ -163,19 +164,23 @@ def test_client_schemas_compile_once_per_exec(client, monkeypatch):
 
 
 def test_request_wide_caps_name_the_cap(client, monkeypatch):
-    """More than 128 client tools, or more than 128 KiB of schemas together, is a 422 naming the cap."""
-    catalog_module._caller_contract.cache_clear()
+    """More than 128 client tools, more than 128 KiB of schemas together, or more than 2,000 JSON objects in
+    them, is a 422 naming the cap."""
+    monkeypatch.setattr(schema_checks, "_vetted", OrderedDict())
     compiled: list[Any] = []
-    monkeypatch.setattr(catalog_module, "ToolContract", lambda *args: compiled.append(args))
+    monkeypatch.setattr(schema_checks, "ToolContract", lambda *args, **kwargs: compiled.append(args))
     r = client.post("/v1/exec", json={"code": "return 1", "client_tools": [{"name": f"t{i}"} for i in range(129)]})
     assert r.status_code == 422 and "at most 128" in r.json()["error"]["message"], r.text
-    schema = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2000)}}  # ~50 KiB
-    r = client.post(
-        "/v1/exec",
-        json={"code": "return 1", "client_tools": [{"name": f"t{i}", "input_schema": schema} for i in range(3)]},
-    )
-    assert r.status_code == 422, r.text
-    error = r.json()["error"]
-    assert error["need_param"] == "client_tools[2].input_schema"
-    assert "(cap 131072 per request)" in error["message"]
+    wordy = {f"p{i}": {"type": "string", "description": "d" * 80} for i in range(500)}  # ~50 KiB, 501 objects
+    many = {f"p{i}": {} for i in range(800)}  # ~9 KiB, 801 objects
+    for properties, cap in ((wordy, "(cap 131072 per request)"), (many, "JSON objects (cap 2000 per request)")):
+        schema = {"type": "object", "properties": properties}
+        r = client.post(
+            "/v1/exec",
+            json={"code": "return 1", "client_tools": [{"name": f"t{i}", "input_schema": schema} for i in range(3)]},
+        )
+        assert r.status_code == 422, r.text
+        error = r.json()["error"]
+        assert error["need_param"] == "client_tools[2].input_schema"
+        assert cap in error["message"], error
     assert compiled == []  # refused before any schema is compiled

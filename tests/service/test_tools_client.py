@@ -237,3 +237,25 @@ def test_client_tool_callable_names_are_safe_and_identical_everywhere(client):
     assert env["value"]["types"] == ["function"] * 4
     for callable_name in names.values():
         assert f"tools/{callable_name}.d.ts" in env["value"]["files"]
+
+
+def test_wait_bodies_with_too_many_or_odd_tool_results_are_refused_naming_the_field(client):
+    """4,097 tool_results, an id of 5,000 digits, or one id answered twice: 422 naming tool_results; the
+    cell still waits with its call, and a right answer afterwards completes it."""
+    env = exec_cell(client, 'return await get_weather({city: "Oslo"})')
+    [call] = env["pending_tool_calls"]
+    cid = env["cell_id"]
+    many = [{"id": f"req_{i}", "ok": True, "value": i} for i in range(4097)]
+    r = client.post(f"/v1/cells/{cid}/wait", json={"tool_results": many})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["need_param"] == "tool_results"
+    assert "4097 entries, over the cap of 4096 per wait" in r.json()["error"]["message"]
+    r = client.post(f"/v1/cells/{cid}/wait", json={"tool_results": [{"id": "req_" + "9" * 5000, "ok": True}]})
+    assert r.status_code == 422 and r.json()["error"]["need_param"] == "tool_results.0.id", r.text
+    twice = [{"id": call["id"], "ok": True, "value": 1}, {"id": call["id"], "ok": True, "value": 2}]
+    r = client.post(f"/v1/cells/{cid}/wait", json={"tool_results": twice})
+    assert r.status_code == 422 and r.json()["error"]["need_param"] == "tool_results", r.text
+    assert "answered twice in this body" in r.json()["error"]["message"]
+    assert client.get(f"/v1/cells/{cid}").json()["status"] == "waiting"
+    done = wait(client, cid, [{"id": call["id"], "ok": True, "value": "sunny"}])
+    assert done["status"] == "completed" and done["value"] == "sunny", done

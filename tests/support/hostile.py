@@ -25,6 +25,8 @@ from typing import Any
 
 import httpx
 
+from tests.support.polling import apoll_until
+
 MiB = 1024 * 1024
 FFFD = "\ufffd"
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # in a decoded str, any surrogate code point is a lone one
@@ -1837,3 +1839,130 @@ async def _rebinding_with_keys(c: Caller) -> None:
 
 def soak_cases() -> list[Case]:
     return [c for c in CASES if c.soak]
+
+
+# ---- caller-sized work never runs on the event loop: schemas, patterns, tool_results, unread answers ----
+
+
+def _empty_arrays_schema_body(n: int) -> bytes:
+    """An exec body (compact JSON) whose client tool's input_schema holds ``n`` empty arrays."""
+    schema = {"type": "object", "x": [[]] * n}
+    tools = [{"name": "t", "input_schema": schema}]
+    return json.dumps({"code": "return 1", "client_tools": tools}, separators=(",", ":")).encode()
+
+
+@case("client_schema_empty_arrays_x8")
+async def _schema_empty_arrays(c: Caller) -> None:
+    """8 execs at once whose input_schema is 90 KB of 30,000 empty arrays: each a 422 naming the size cap,
+    decided by one encode (no Python walk or copy of the schema on the event loop)."""
+    body = _empty_arrays_schema_body(30_000)
+    answers = await asyncio.gather(
+        *(c.request("POST", "/v1/exec", content=body, headers={"content-type": "application/json"}) for _ in range(8))
+    )
+    for ans in answers:
+        expect_status(ans, 422)
+        assert "over the cap of 65536 per schema" in ans.body["error"]["message"], ans
+
+
+def _costly_schema(tag: str) -> dict[str, Any]:
+    """A valid schema of 990 subschemas (the most two may have under the 2,000-object cap): ~0.3 s of
+    meta-schema checking in pure Python; ``tag`` makes it one the service has not seen."""
+    return {"title": tag, "type": "object", "properties": {f"p{i}": {} for i in range(990)}}
+
+
+@case("client_schemas_costly_to_check_x8")
+async def _schemas_costly(c: Caller) -> None:
+    """8 execs at once, each declaring 2 distinct valid schemas of 990 subschemas (never seen before): they are
+    checked in the schema helper process, so /healthz stays fast, and each cell runs."""
+    run = uuid.uuid4().hex[:6]
+
+    async def one(i: int) -> Answer:
+        tools = [{"name": f"t{j}", "input_schema": _costly_schema(f"{run}-{i}-{j}")} for j in range(2)]
+        return await c.exec("return 1", client_tools=tools, timeout=120.0)
+
+    for ans in await asyncio.gather(*(one(i) for i in range(8))):
+        expect_status(ans, 200)
+        assert completed(ans.body) == 1, ans
+
+
+NFA_PATTERN = "[ab]*a[ab]{999}[ab]{999}c"  # RE2 cannot build its DFA: ~2,000 instructions a byte on its NFA
+
+
+@case("client_tool_pattern_without_dfa_200k")
+async def _pattern_nfa(c: Caller) -> None:
+    """A client tool whose pattern defeats RE2's DFA, called by 2 cells with a 200k-character a/b string:
+    invalid_input naming the pattern's cost, before the search runs; /healthz stays fast."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": NFA_PATTERN}}}
+    code = "try { await t({s: 'ab'.repeat(100000)}); return 'accepted' } catch (e) { return e.code + ': ' + e.message }"
+    answers = await asyncio.gather(
+        *(c.cell(code, client_tools=[{"name": "t", "input_schema": schema}]) for _ in range(2))
+    )
+    for env in answers:
+        value = completed(env)
+        assert value.startswith("invalid_input: ") and "against a string of 200000 characters" in value, value
+
+
+@case("wait_40k_tool_results_x8")
+async def _many_tool_results(c: Caller) -> None:
+    """8 waits at once with 40,000 tool_results each: 422 naming tool_results (counted before any entry is
+    validated); the cell still waits for its one call."""
+    env = await c.cell("return await t({})", client_tools=[{"name": "t"}])
+    try:
+        assert env["status"] == "waiting", brief(env)
+        # 840 KB: under the body decoder's 1 MiB for what is not a value, so the count is what refuses it.
+        body = json.dumps({"tool_results": [{"id": "x", "ok": True}] * 40_000}, separators=(",", ":"))
+        path = f"/v1/cells/{env['cell_id']}/wait"
+        answers = await asyncio.gather(
+            *(c.request("POST", path, content=body, headers={"content-type": "application/json"}) for _ in range(8))
+        )
+        for ans in answers:
+            expect_status(ans, 422)
+            assert ans.body["error"]["need_param"] == "tool_results", ans
+        status = await c.request("GET", f"/v1/cells/{env['cell_id']}")
+        assert status.body["status"] == "waiting", status
+    finally:
+        await c.cancel(env)
+
+
+@case("unread_9mb_status_x64")
+async def _unread_answers(c: Caller) -> None:
+    """64 connections ask for a 9.6 MB cell status and never read it: after the write timeout (15 s by
+    default) the service aborts every one of them and gives the memory back (RSS within 64 MiB of before)."""
+    code = "const s = 'x'.repeat(4_800_000); return await Promise.all([t({s}), t({s})])"
+    env = await c.cell(code, client_tools=[{"name": "t"}], timeout=30.0)
+    host, port = c.http.base_url.host, c.http.base_url.port
+    loop = asyncio.get_running_loop()
+    socks: list[socket.socket] = []
+    try:
+        assert env["status"] == "waiting", brief(env)
+        before = c.server_rss() if c.server_rss else None
+        auth = c.auth()["authorization"]
+        request = f"GET /v1/cells/{env['cell_id']} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n".encode()
+        for _ in range(64):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.setblocking(False)
+            await loop.sock_connect(sock, (host, port))
+            await loop.sock_sendall(sock, request)
+            socks.append(sock)
+        # Judged without reading (a read would be progress): the server's reset ends ESTABLISHED.
+        await apoll_until(
+            lambda: sum(_tcp_state(s) == _TCP_ESTABLISHED for s in socks) == 0,
+            "the service aborts all 64 connections that never read",
+            timeout_s=60.0,
+        )
+        if before is not None and c.server_rss is not None:
+            rss = c.server_rss
+            await apoll_until(lambda: rss() < before + 64 * MiB, f"service RSS back near {before / MiB:.0f} MiB", 10.0)
+    finally:
+        for sock in socks:
+            sock.close()
+        await c.cancel(env)
+
+
+_TCP_ESTABLISHED = 1
+
+
+def _tcp_state(sock: socket.socket) -> int:
+    """The kernel's TCP state of ``sock`` (first byte of ``struct tcp_info``; Linux)."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]

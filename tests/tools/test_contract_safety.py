@@ -187,3 +187,70 @@ def test_operator_patterns_are_checked_by_re2_too() -> None:
     deep = ToolContract({"type": "string", "pattern": "(" * 999 + "a" + ")" * 999}, None)
     assert deep.problem is None  # Python's parser would hit the recursion limit here
     deep.check_input("a", "t")
+
+
+# A pattern RE2 can only run on its NFA (its DFA would need a state per subset of ~2,000 positions).
+NFA_PATTERN = "[ab]*a[ab]{999}[ab]{999}c"
+
+
+def ab_text(n: int) -> str:
+    return "".join("a" if (i * 7919) % 3 else "b" for i in range(n))
+
+
+def test_pattern_search_over_the_budget_is_refused_before_it_runs(monkeypatch) -> None:
+    """Program size × text bytes beyond the whole budget is invalid_input naming the pattern; RE2 never runs."""
+    searches: list[int] = []
+    real = contracts.patterns.search
+    monkeypatch.setattr(contracts.patterns, "search", lambda p, t, f=0: searches.append(len(t)) or real(p, t, f))
+    contract = ToolContract({"type": "object", "properties": {"s": {"type": "string", "pattern": NFA_PATTERN}}}, None)
+    with pytest.raises(InvalidInputError, match=r"against a string of 200000 characters would take \d+ steps") as info:
+        contract.check_input({"s": ab_text(200_000)}, "t", max_steps=2000)
+    assert NFA_PATTERN in str(info.value) and "send shorter strings" in str(info.value)
+    assert searches == []
+    # A pattern RE2 runs on its DFA is charged by its own (small) program: a megabyte passes.
+    ToolContract({"type": "string", "pattern": "^[a-z]+$"}, None).check_input("a" * 1_000_000, "t")
+    assert searches == [1_000_000]
+
+
+def test_pattern_work_beyond_the_inline_budget_is_deferred_then_checked() -> None:
+    """A search too costly for the loop's small budget defers; with the full budget it runs and decides."""
+    contract = ToolContract({"type": "string", "pattern": NFA_PATTERN}, None)
+    with pytest.raises(ValidationDeferred):
+        contract.check_input(ab_text(2000), "t", max_steps=2000)
+    with pytest.raises(InvalidInputError, match="must match pattern"):
+        contract.check_input(ab_text(2000), "t")
+    contract.check_input("a" * 2000 + "c", "t")
+
+
+def test_many_small_searches_add_up_against_the_budget() -> None:
+    """Each search is charged, so 100 strings of 2,000 characters cost what one of 200,000 does."""
+    contract = ToolContract({"type": "array", "items": {"type": "string", "pattern": NFA_PATTERN}}, None)
+    with pytest.raises(InvalidInputError, match="takes more than 250000 steps"):
+        contract.check_input([ab_text(2000)] * 100, "t")
+
+
+@pytest.mark.anyio
+async def test_costly_pattern_searches_run_off_the_event_loop(ctx) -> None:
+    """A client tool call whose pattern check needs most of the budget leaves the event loop running."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": NFA_PATTERN}}}
+    view = ToolCatalog.build([]).view(client_tools=[ClientTool("ask", input_schema=schema)])
+    session = CallSession(view, max_calls=5)
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    before = ticks
+    with pytest.raises(InvalidInputError, match="must match pattern"):
+        await session.call("ask", {"s": ab_text(40_000)}, ctx)
+    during = ticks - before
+    done.set()
+    await task
+    # On the loop the search (~0.3 s of RE2) would not let the ticker run at all; RE2 lets go of the GIL.
+    assert during > 10, during
