@@ -4,6 +4,7 @@
 ``python -m bench density``: only the density figures (``bench/density.py``).
 ``python -m bench replicas``: 1 vs 3 replicas behind HAProxy, and the cost of relaying a wait (``bench/replicas.py``).
 ``python -m bench tracing``: only tracing on versus off (``bench/tracing.py``).
+``python -m bench sandbox``: kernel confinement of workers off versus auto (``bench/sandbox.py``).
 """
 
 from __future__ import annotations
@@ -111,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         from .tracing import main as tracing_main
 
         return tracing_main()
+    if argv[:1] == ["sandbox"]:
+        from .sandbox import main as sandbox_main
+
+        return sandbox_main(argv[1:])
     args = _parser().parse_args(argv)
     client = args.client
     if client == "auto":

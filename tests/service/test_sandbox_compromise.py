@@ -14,17 +14,21 @@ import errno
 import json
 import logging
 import os
+import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bridge.messages import SandboxOptions
+from bridge.messages import TEST_PAYLOAD_VARIABLE, SandboxOptions, run_frame
 from service.cells.stderr_relay import MAX_BYTES, MAX_LINE_BYTES
 from service.cells.worker_process import start_worker
-from service.errors import WorkerGone
+from service.errors import ConfigError, WorkerGone
+from service.settings import load_settings
 from tests.conftest import make_client
 from tests.stores.conftest import start_redis_server, stop_redis_server
 
@@ -158,3 +162,42 @@ def test_a_worker_writes_its_stderr_to_a_capped_pipe_not_the_service_log(service
     assert f"{pid}: stderr passed {MAX_BYTES} bytes; the rest is dropped" in lines
     assert sum(len(line) for line in lines) < MAX_BYTES + 4 * MAX_LINE_BYTES
     assert "attacker says hi" not in capfd.readouterr().err
+
+
+def test_the_test_payload_cannot_be_switched_on_in_a_deployment(tmp_path, monkeypatch):
+    """The service never passes the payload variable to a worker (it is not in the workers' environment
+    allowlist, and as a CODEMODE_ variable it is an unknown setting); a worker outside a development
+    checkout (no tests/ beside it) that is given it anyway refuses to start."""
+    monkeypatch.setenv(TEST_PAYLOAD_VARIABLE, json.dumps({"probes": ["read_etc_passwd"]}))
+    with pytest.raises(ConfigError):
+        load_settings()
+
+    async def serves_cells() -> Any:
+        worker = await start_worker({"frame_cap": 1 << 20}, 1 << 20)
+        try:
+            await worker.send(run_frame(**RETURN_ONE))
+            return await worker.recv()
+        finally:
+            worker.kill()
+            await worker.proc.wait()
+
+    assert asyncio.run(serves_cells())["value"] == {"json": "1"}
+    for package in ("bridge", "guest_runtime"):
+        shutil.copytree(Path(__file__).resolve().parents[2] / package, tmp_path / package)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), TEST_PAYLOAD_VARIABLE: "{}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "guest_runtime.worker", "{}"], cwd=tmp_path, env=env, capture_output=True, timeout=60
+    )
+    assert done.returncode != 0 and done.stdout == b""
+    assert b"not a development checkout: refused" in done.stderr, done.stderr
+
+
+RETURN_ONE: dict[str, Any] = {
+    "cell_id": "c",
+    "code": "return 1",
+    "budget_ms": 5000,
+    "memory_limit_bytes": 32 << 20,
+    "max_output_bytes": 65536,
+    "value_capture_bytes": 65536,
+    "config": {"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
+}
