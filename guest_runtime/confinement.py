@@ -9,7 +9,9 @@ something the later ones take away):
 ``fds``           every file descriptor but the ones kept (the channel, the stderr pipe) is closed
 ``network``       a new network namespace, whose only interface is a loopback that is down
                   (as root: ``unshare(CLONE_NEWNET)``; otherwise inside a new user namespace)
-``capabilities``  bounding and ambient sets emptied, then effective, permitted and inheritable
+``capabilities``  ambient set emptied, and the bounding set where the process may change it (root,
+                  or in its own user namespace; elsewhere it holds no capability and, with
+                  no_new_privs, can never gain one), then effective, permitted and inheritable
 ``uid``           (started as root) no supplementary groups, then the worker user's gid and uid
 ``not_dumpable``  ``PR_SET_DUMPABLE`` 0: no core dump, no ptrace by the same uid, /proc entries root's
 ``no_new_privs``  ``PR_SET_NO_NEW_PRIVS``: nothing could ever gain privileges through exec
@@ -254,7 +256,9 @@ def confine(options: SandboxOptions, keep_fds: Collection[int]) -> SandboxReport
             continue
         try:
             step()
-        except _Refused as exc:
+        except (_Refused, OSError) as exc:  # OSError: from os.* and resource.* calls
+            if isinstance(exc, OSError) and exc.errno not in NOT_OFFERED:
+                raise ConfinementError(f"the {layer} layer failed: {exc}") from None
             if mode == "strict":
                 raise ConfinementError(f'sandbox = "strict" and the {layer} layer is not available: {exc}') from None
             missing[layer] = str(exc)

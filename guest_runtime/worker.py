@@ -3,9 +3,10 @@
 Started by the service's pool as ``python -m guest_runtime.worker '<json options>'``.  It speaks
 the ``bridge.messages`` protocol over its stdin/stdout (the real stdout is moved aside so a
 stray print can never corrupt a frame).  Once its imports are done and its first engine is built,
-it confines itself (``confinement.py``) and only then says ``ready`` and reads its first cell.  After each cell it builds the next engine while idle,
-so the next cell starts without paying for the prelude.  It exits when told the cell broke a
-limit (the service then replaces it) or when its stdin closes.
+it confines itself (``confinement.py``), and only then says ``ready`` and reads its first cell.
+After each cell it builds the next engine while idle, so the next cell starts without paying for
+the prelude.  It exits when told the cell broke a limit (the service then replaces it) or when its
+stdin closes.
 """
 
 from __future__ import annotations

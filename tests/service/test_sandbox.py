@@ -221,3 +221,22 @@ def test_strict_mode_refuses_to_serve_without_every_layer(tmp_path):
         done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert 'sandbox = "strict"' in done.stderr and "the uid layer is not available" in done.stderr, done.stderr
+
+
+def test_a_process_running_two_threads_is_refused():
+    """Namespaces, capabilities and Landlock act on one thread: a process with a second thread is refused
+    (in auto mode too) instead of being half confined."""
+    script = (
+        "import threading\n"
+        "from guest_runtime.confinement import confine\n"
+        "from guest_runtime.errors import ConfinementError\n"
+        "stop = threading.Event()\n"
+        "threading.Thread(target=stop.wait).start()\n"
+        "try:\n"
+        "    confine({'mode': 'auto'}, keep_fds=(0, 1, 2))\n"
+        "except ConfinementError as exc:\n"
+        "    print(exc)\n"
+        "stop.set()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "the process runs 2 threads; it can only confine itself single-threaded", done
