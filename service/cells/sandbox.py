@@ -75,7 +75,8 @@ class SandboxStatus:
             log.warning(OFF_WARNING)
         elif report is not None:
             missing = "; ".join(f"{layer} ({why})" for layer, why in report["missing"].items())
-            log.info(
+            log.log(
+                logging.WARNING if missing else logging.INFO,
                 "worker sandbox (%s): %s in force%s",
                 self.mode,
                 ", ".join(report["layers"]),

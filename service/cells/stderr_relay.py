@@ -5,7 +5,7 @@ is a pipe whose other end this relay reads: each line is logged as ``worker <pid
 warning level (a healthy worker writes nothing), lines are cut at ``MAX_LINE_BYTES``, and after
 ``MAX_BYTES`` the relay closes its end, so a worker that floods its stderr costs the event loop
 at most that much; the worker's next write then fails (EPIPE).  The last few lines are kept for the
-reason a worker's start or death is reported with.
+message of a worker that failed to start.
 """
 
 from __future__ import annotations

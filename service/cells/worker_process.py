@@ -102,8 +102,6 @@ class Worker:
     async def exit_reason(self) -> str:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.proc.wait(), 2.0)
-        if self.stderr is not None:
-            await self.stderr.wait_closed(0.5)  # its last lines may still be in the pipe
         if self.stop_reason:
             return self.stop_reason
         rc = self.proc.returncode
@@ -112,12 +110,20 @@ class Worker:
                 name = signal.Signals(-rc).name
             except ValueError:
                 name = str(-rc)
-            return f"worker process was killed by {name}{self._last_words()}"
-        return f"worker process exited unexpectedly (exit status {rc}){self._last_words()}"
+            return f"worker process was killed by {name}"
+        return f"worker process exited unexpectedly (exit status {rc})"
 
-    def _last_words(self) -> str:
-        words = self.stderr.last_lines() if self.stderr is not None else ""
-        return f"; its last stderr output: {words}" if words else ""
+    async def last_words(self) -> str:
+        """``; it wrote: <its last stderr lines>`` once it is gone (empty if it wrote nothing).
+
+        For the service's own messages only (start failures): the lines can hold host paths, so they
+        never go into a cell's error.
+        """
+        if self.stderr is None:
+            return ""
+        await self.stderr.wait_closed(0.5)  # its last lines may still be in the pipe
+        words = self.stderr.last_lines()
+        return f"; it wrote: {words}" if words else ""
 
     def kill(self, reason: str | None = None) -> None:
         self.dead = True
@@ -175,12 +181,12 @@ async def start_worker(
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
     worker = Worker(proc, frame_cap)
-    worker.stderr = await StderrRelay.attach(stderr_read, f"worker {proc.pid}")
     try:
+        worker.stderr = await StderrRelay.attach(stderr_read, f"worker {proc.pid}")
         msg = await asyncio.wait_for(worker.recv(), SPAWN_TIMEOUT_S)
     except (WorkerGone, asyncio.TimeoutError) as exc:
         worker.kill()
-        raise WorkerGone(f"worker failed to start: {exc}") from None
+        raise WorkerGone(f"worker failed to start: {exc}{await worker.last_words()}") from None
     except asyncio.CancelledError:
         worker.kill()  # the pool is closing: never leave a half-started child behind
         with contextlib.suppress(Exception):
