@@ -71,6 +71,18 @@ def command_line(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
+def assert_body_decoder_confined(base: str, service: int, service_uid: int) -> None:
+    """A body large enough for the helper process decodes, and the helper runs confined, holding only
+    its pipes to the service and /dev/null (not the service's log)."""
+    answer = httpx.post(base + "/v1/exec", json={"code": "return 1 // " + "x" * BIG_BODY_BYTES}, timeout=30).json()
+    assert answer["status"] == "completed", answer
+    helpers = [pid for pid in children(service) if "multiprocessing" in command_line(pid)]
+    decoder = next(pid for pid in helpers if "resource_tracker" not in command_line(pid))
+    assert_confined(decoder, service_uid)
+    files = open_files(decoder)
+    assert all(f.startswith("pipe:") or f == "/dev/null" for f in files), files
+
+
 def test_pool_workers_run_confined_and_say_so(tmp_path):
     """Every pool worker shows the layers in /proc, holds only its pipes, and runs cells as before;
     /readyz and the gauge report each layer."""
@@ -102,15 +114,7 @@ def test_a_live_service_logs_its_layers_and_confines_its_body_decoder(tmp_path):
         log = (tmp_path / "server.log").read_text()
         in_force = [layer for layer in LAYERS if AS_ROOT or layer != "uid"]
         assert f"worker sandbox (auto): {', '.join(in_force)} in force" in log, log
-        body = {"code": "return 1 // " + "x" * BIG_BODY_BYTES}
-        answer = httpx.post(base + "/v1/exec", json=body, timeout=30).json()
-        assert answer["status"] == "completed", answer
-        helpers = [pid for pid in children(server.pid) if "multiprocessing" in command_line(pid)]
-        decoder = next(pid for pid in helpers if "resource_tracker" not in command_line(pid))
-        assert_confined(decoder, os.geteuid())
-        files = open_files(decoder)
-        assert all(f.startswith("pipe:") or f == "/dev/null" for f in files), files
-        assert str(tmp_path / "server.log") not in files
+        assert_body_decoder_confined(base, server.pid, os.geteuid())
 
 
 def test_sandbox_off_warns_loudly_and_confines_nothing(tmp_path, caplog):
@@ -191,9 +195,9 @@ def _serve(port: int) -> list[str]:
 
 @pytest.mark.skipif(not AS_ROOT, reason="the suite runs as a non-root user: every other test here is that case")
 def test_a_service_run_as_another_user_confines_its_workers(tmp_path):
-    """`codemode serve` started as nobody: its workers keep its uid (only root can give them another one,
-    and /readyz says why uid is missing) but have every other layer, their network namespace included
-    (inside a user namespace of their own)."""
+    """`codemode serve` started as nobody: its workers and its body decoder keep its uid (only root can give
+    them another one, and /readyz says why uid is missing) but have every other layer, their network
+    namespace included (inside a user namespace of their own)."""
     port = free_port()
     with as_nobody(_serve(port)) as (argv, data):
         base = f"http://127.0.0.1:{port}"
@@ -210,6 +214,10 @@ def test_a_service_run_as_another_user_confines_its_workers(tmp_path):
             assert "only root can start workers under another uid" in sandbox["missing"]["uid"]
             answer = httpx.post(base + "/v1/exec", json={"code": "return 6 * 7"}, timeout=30).json()
             assert answer["value"] == 42, answer
+            assert_body_decoder_confined(base, service, NOBODY)
+        assert (
+            "worker sandbox (auto): fds, network, capabilities, not_dumpable" in (tmp_path / "server.log").read_text()
+        )
 
 
 @pytest.mark.skipif(not AS_ROOT, reason="the suite runs as a non-root user: strict mode cannot switch uids there")
