@@ -1,6 +1,6 @@
 """The service's side of process confinement: what it asks of workers, and what they put in force.
 
-``sandbox_options(settings)`` is what every worker and the body decoder helper are started with
+``sandbox_options(mode, user)`` is what every worker and the body decoder helper are started with
 (the mode, the worker user's uid and gid when the service runs as root, the seccomp filter built
 once here).  ``SandboxStatus`` keeps what the first workers reported when the service started:
 the layers the service logs, ``/readyz`` shows and the ``codemode_sandbox_layer`` gauge reports.
