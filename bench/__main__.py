@@ -6,6 +6,7 @@
 ``python -m bench tracing``: only tracing on versus off (``bench/tracing.py``).
 ``python -m bench gate``: the cost of the Host and Origin check per request (``bench/gate.py``).
 ``python -m bench stores [--compare DIR]``: the failure budget under a burst, a hung and a busy store (``bench/stores.py``).
+``python -m bench sandbox``: kernel confinement of workers off versus auto (``bench/sandbox.py``).
 """
 
 from __future__ import annotations
@@ -121,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         from .tracing import main as tracing_main
 
         return tracing_main()
+    if argv[:1] == ["sandbox"]:
+        from .sandbox import main as sandbox_main
+
+        return sandbox_main(argv[1:])
     args = _parser().parse_args(argv)
     client = args.client
     if client == "auto":

@@ -12,6 +12,7 @@ too, but only after the fast path failed, so well-formed data pays nothing.
 
 from __future__ import annotations
 
+import codecs
 import copy
 import re
 from collections.abc import Callable
@@ -46,6 +47,10 @@ def well_formed(json_text: str) -> str:
     if "\\ud" not in json_text and "\\uD" not in json_text:
         return json_text
     return _ESCAPES.sub(_escape, json_text)
+
+
+# Looked up now, not on first use: a confined process (guest_runtime/confinement.py) imports nothing later.
+codecs.lookup("utf-16-le")
 
 
 def well_formed_str(text: str) -> str:

@@ -32,6 +32,24 @@ Phase = Literal["input", "guest", "bridge", "host"]
 # ---- host -> worker ----------------------------------------------------------------------------
 
 
+SandboxMode = Literal["strict", "auto", "off"]
+
+
+class SandboxOptions(TypedDict, total=False):
+    """How a worker confines itself before its first cell (``guest_runtime.confinement``)."""
+
+    mode: SandboxMode  # strict: every layer or no start; auto: every layer the kernel offers; off: none
+    uid: int  # the uid and gid to switch to (only a process started as root can); absent: keep its own
+    gid: int
+    seccomp_bpf: str  # the system-call filter, base64 BPF built by the service; absent: see seccomp_missing
+    seccomp_missing: str  # why the service could not build one
+
+
+#: The worker's start-up environment may name this; only the tests' ``start_worker(test_payload=...)``
+#: sets it (see ``guest_runtime.worker``): a production worker refuses to start with it.
+TEST_PAYLOAD_VARIABLE = "CODEMODE_WORKER_TEST_PAYLOAD"
+
+
 class WorkerOptions(TypedDict, total=False):
     """The worker's start-up argument (one JSON text on its command line), not a frame."""
 
@@ -39,6 +57,7 @@ class WorkerOptions(TypedDict, total=False):
     rlimit_as_bytes: int  # RLIMIT_AS; 0: none
     rlimit_cpu_seconds: int  # RLIMIT_CPU; 0: none (the worker retires itself at 80 % of it)
     stack_bytes: int  # the guest engine's stack
+    sandbox: SandboxOptions  # absent: auto, keeping the uid
 
 
 class GuestConfig(TypedDict):
@@ -105,9 +124,18 @@ class DropFrame(TypedDict):
     rt: str
 
 
+class SandboxReport(TypedDict):
+    """The confinement layers a process put in force, and why each missing one is missing."""
+
+    mode: SandboxMode
+    layers: list[str]  # in force, in the order they were applied
+    missing: dict[str, str]  # layer -> why it is not in force
+
+
 class ReadyFrame(TypedDict):
     t: Literal["ready"]
     pid: int
+    sandbox: SandboxReport  # sent after confinement: no guest byte has reached the worker yet
 
 
 class GuestRequest(TypedDict):
@@ -189,8 +217,8 @@ def drop_frame(rt: str) -> DropFrame:
     return {"t": "drop", "rt": rt}
 
 
-def ready_frame(pid: int) -> ReadyFrame:
-    return {"t": "ready", "pid": pid}
+def ready_frame(pid: int, sandbox: SandboxReport) -> ReadyFrame:
+    return {"t": "ready", "pid": pid, "sandbox": sandbox}
 
 
 def idle_frame(

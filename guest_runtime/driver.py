@@ -1,4 +1,4 @@
-"""The one module that talks to QuickJS (PyPI ``quickjs-ng``, imported as ``quickjs``).
+"""The one module that talks to QuickJS (PyPI ``quickjs-ng``, whose C extension is ``_quickjs``).
 
 ``GuestEngine`` is one fresh runtime + context with the prelude loaded.  It exposes only what
 the worker loop needs: configure, compile, start, pump jobs under a deadline, take queued
@@ -9,6 +9,11 @@ Unhandled promise rejections need the engine's rejection tracker, which the bind
 expose.  We install it through ctypes on the runtime pointer of the binding's Context object;
 ``quickjs-ng`` is pinned, and ``check_engine()`` proves the wiring at worker start, so a binding
 change fails loudly instead of silently losing unhandled rejections.
+
+The extension is used directly, not through the package's ``quickjs`` wrapper: importing that
+starts a thread pool thread (for its ``Function`` helper, which we never use), and a worker must
+be single-threaded when it confines itself (``confinement.py``: namespaces, capabilities and
+Landlock apply to the calling thread only).
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ import time
 from typing import Any
 
 import _quickjs
-import quickjs
 
 from bridge.jsoncodec import well_formed, well_formed_str
 
@@ -82,11 +86,11 @@ def _js_text(ctx: int, value: _JSValue) -> str | None:
 _tracker = _TRACKER(_on_rejection)  # module-level: the C side keeps a raw pointer to it
 
 
-def _runtime_pointer(ctx: quickjs.Context) -> int:
+def _runtime_pointer(ctx: _quickjs.Context) -> int:
     return ctypes.c_void_p.from_address(id(ctx) + _RUNTIME_OFFSET).value or 0
 
 
-def _context_pointer(ctx: quickjs.Context) -> int:
+def _context_pointer(ctx: _quickjs.Context) -> int:
     return ctypes.c_void_p.from_address(id(ctx) + _RUNTIME_OFFSET + ctypes.sizeof(ctypes.c_void_p)).value or 0
 
 
@@ -125,7 +129,7 @@ def compile_prelude(source: PreludeSource) -> bytes:
     Stripping drops file names and lines, so every prelude frame has an empty file name: that is
     how the prelude's stack-trace guard tells its own frames from the cell's.
     """
-    ctx = quickjs.Context()
+    ctx = _quickjs.Context()
     cptr = _context_pointer(ctx)
     text = f"globalThis.{_HOOK_SLOT} = {source.text};".encode()
     fn = _lib.JS_Eval(cptr, text, len(text), b"<prelude>", _EVAL_COMPILE_ONLY)
@@ -163,7 +167,7 @@ class GuestEngine:
     """One fresh QuickJS runtime + context with the prelude loaded and limits set."""
 
     def __init__(self, *, stack_bytes: int = 1024 * 1024, prelude: bytes = _PRELUDE_BYTECODE) -> None:
-        self._ctx = quickjs.Context()
+        self._ctx = _quickjs.Context()
         runtime = _runtime_pointer(self._ctx)
         if not runtime:
             raise EngineFault("could not locate the QuickJS runtime of the binding's Context")
@@ -199,9 +203,9 @@ class GuestEngine:
         self._ctx.set_time_limit(max(budget_s, 0.001))
         try:
             self._fn = self._hook("compile", code)
-        except quickjs.JSException as exc:
+        except _quickjs.JSException as exc:
             raise _syntax_error(str(exc)) from None
-        except quickjs.StackOverflow as exc:
+        except _quickjs.StackOverflow as exc:
             raise GuestSyntaxError(f"SyntaxError at cell.js:1:1: {_first_line(str(exc))}") from None
 
     def start(self, deadline: float) -> None:
@@ -225,9 +229,9 @@ class GuestEngine:
             try:
                 if not ctx.execute_pending_job():
                     return
-            except quickjs.JSException as exc:
+            except _quickjs.JSException as exc:
                 _raise_engine_exception(str(exc))
-            except quickjs.StackOverflow:
+            except _quickjs.StackOverflow:
                 continue  # an overflow inside a job rejects that job's promise; keep going
 
     def final_value(self, headroom_bytes: int, deadline: float) -> str:
@@ -282,9 +286,9 @@ class GuestEngine:
         a JS exception or stack overflow here is the cell's failure, not the engine's."""
         try:
             result = self._hook(op, *args)
-        except quickjs.JSException as exc:
+        except _quickjs.JSException as exc:
             _raise_engine_exception(str(exc), guest=True)
-        except quickjs.StackOverflow as exc:
+        except _quickjs.StackOverflow as exc:
             raise GuestFault(f"InternalError: stack overflow: {_first_line(str(exc))}") from None
         except (TypeError, SystemError, UnicodeError) as exc:  # the binding could not convert a value back
             raise EngineFault(f"engine value conversion failed in {op}: {exc}") from None

@@ -9,7 +9,9 @@ GuestRuntimeError            base (code ``guest_runtime_error``)
  ├── GuestTimeout            the cell ran past its wall deadline (code ``timeout``)
  ├── GuestFault              cell code broke a host hook call (a getter, setter or species that
  │                           throws); the engine is discarded, the worker stays (code ``internal_error``)
- └── EngineFault             the engine or the prelude misbehaved (code ``runtime_unavailable``)
+ ├── EngineFault             the engine or the prelude misbehaved (code ``runtime_unavailable``)
+ └── ConfinementError        the process could not confine itself as its sandbox mode demands; it
+                             exits before reading any guest byte (code ``sandbox_unavailable``)
 """
 
 from __future__ import annotations
@@ -43,3 +45,9 @@ class EngineFault(GuestRuntimeError):
     """Raised when the engine cannot be driven (broken prelude, binding mismatch)."""
 
     code = "runtime_unavailable"
+
+
+class ConfinementError(GuestRuntimeError):
+    """Raised when a confinement layer the sandbox mode demands cannot be put in force."""
+
+    code = "sandbox_unavailable"

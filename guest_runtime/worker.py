@@ -2,23 +2,29 @@
 
 Started by the service's pool as ``python -m guest_runtime.worker '<json options>'``.  It speaks
 the ``bridge.messages`` protocol over its stdin/stdout (the real stdout is moved aside so a
-stray print can never corrupt a frame).  After each cell it builds the next engine while idle,
-so the next cell starts without paying for the prelude.  It exits when told the cell broke a
-limit (the service then replaces it) or when its stdin closes.
+stray print can never corrupt a frame).  Once its imports are done and its first engine is built,
+it confines itself (``confinement.py``), and only then says ``ready`` and reads its first cell.
+After each cell it builds the next engine while idle, so the next cell starts without paying for
+the prelude.  It exits when told the cell broke a limit (the service then replaces it) or when its
+stdin closes.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import resource
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from bridge import jsoncodec
 from bridge.errors import BridgeError, FrameTooLarge
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
 from bridge.messages import (
+    TEST_PAYLOAD_VARIABLE,
     GuestFailure,
     HostFrame,
     Phase,
@@ -33,8 +39,9 @@ from bridge.messages import (
 )
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value
 
+from .confinement import confine
 from .driver import GuestEngine, check_engine, map_stack
-from .errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from .errors import ConfinementError, EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
 
 #: What a slice answers when its runtime blocked on host work and stays in the worker's table.
 IDLE = None
@@ -321,9 +328,36 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TZ"] = "UTC"
     time.tzset()
     check_engine()
-    channel.write(ready_frame(os.getpid()))
-    stack_bytes = int(options.get("stack_bytes", 1024 * 1024))
-    return Runtimes(channel, stack_bytes, cpu_limit).serve()
+    runtimes = Runtimes(channel, int(options.get("stack_bytes", 1024 * 1024)), cpu_limit)
+    payload = _test_payload()
+    # Everything the job loop needs is imported and built: from here on it opens nothing.
+    try:
+        report = confine(options.get("sandbox", {}), keep_fds=(0, 1, 2, fd_out))
+    except ConfinementError as exc:
+        print(f"codemode worker refuses to start: {exc}", file=sys.stderr, flush=True)
+        return 2
+    channel.write(ready_frame(os.getpid(), report))
+    if payload is not None:
+        return payload(fd_out)
+    return runtimes.serve()
+
+
+def _test_payload() -> Callable[[int], int] | None:
+    """The tests' stand-in for an attacker with native code in a confined worker, if asked for.
+
+    Only a development checkout has it (``tests/`` does not ship), and only the tests'
+    ``start_worker(test_payload=...)`` puts the variable in a worker's environment.
+    """
+    plan = os.environ.get(TEST_PAYLOAD_VARIABLE)
+    if plan is None:
+        return None
+    path = Path(__file__).resolve().parents[1] / "tests" / "support" / "compromised_worker.py"
+    spec = importlib.util.spec_from_file_location("compromised_worker", path)
+    if not path.is_file() or spec is None or spec.loader is None:
+        raise SystemExit(f"{TEST_PAYLOAD_VARIABLE} is set but this is not a development checkout: refused")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return lambda fd_out: int(module.run(fd_out, plan))
 
 
 class Runtimes:

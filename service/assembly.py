@@ -20,9 +20,11 @@ from .auth import KeyRing
 from .cells.dispatch import Dispatcher, base_dispatcher
 from .cells.pool import WorkerPool
 from .cells.registry import CellRegistry
+from .cells.sandbox import SandboxStatus, sandbox_options
+from .cells.worker_process import start_worker
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
-from .errors import ConfigError, InvalidRequest
+from .errors import ConfigError, InvalidRequest, WorkerGone
 from .handlers.api_files import api_table, install_api_files
 from .handlers.cell_tools import ToolAccess, cell_tools
 from .handlers.saved_results import SavedResults
@@ -62,6 +64,7 @@ class Components:
     replica: Replica | None = None  # with a shared (Redis) store: this process as one replica of many
     metrics: Metrics = field(default_factory=Metrics)
     tracing: Tracing = NO_TRACING
+    sandbox: SandboxStatus = field(default_factory=lambda: SandboxStatus({"mode": "auto"}))
     _policies: dict[str, ToolPolicy | None] = field(default_factory=dict)
     _store_sweeper: asyncio.Task[None] | None = None
 
@@ -76,6 +79,7 @@ class Components:
         if self.mcp is not None:
             await self.mcp.start()
         await self.pool.start()
+        await self._check_sandbox()
         self.cells.start()
         self.access.start()
         if self.replica is not None:
@@ -83,6 +87,20 @@ class Components:
         tune_process()
         if self.store is not None:
             self._store_sweeper = asyncio.ensure_future(self._sweep_store())
+
+    async def _check_sandbox(self) -> None:
+        """Log the workers' confinement layers; with ``sandbox = "strict"``, refuse to run without them."""
+        self.metrics.watch_sandbox(self.sandbox)
+        reports = [w.sandbox for w in self.pool.workers() if w.sandbox is not None]
+        if not reports and self.settings.sandbox == "strict":
+            try:  # one more start, for the reason: a strict worker names the layer it cannot have
+                probe = await start_worker(self.pool.options, self.pool.frame_cap)
+            except WorkerGone as exc:
+                raise ConfigError(f"refusing to serve: {exc}", need_param="sandbox") from None
+            probe.kill()
+            await probe.proc.wait()
+            reports += [probe.sandbox] if probe.sandbox is not None else []
+        self.sandbox.adopt(reports[0] if reports else None)
 
     async def _sweep_store(self) -> None:
         """Remove expired sessions' data now and then (reads already treat them as gone)."""
@@ -170,6 +188,7 @@ def build_components(
     ``tracing`` defaults to what the ``OTEL_*`` environment asks for (``service.tracing``).
     With a ``redis://`` store URL saved results live in Redis too, shared by replicas.
     """
+    sandbox = sandbox_options(settings.sandbox, settings.worker_user)
     pool = WorkerPool(
         size=settings.workers,
         cap=settings.worker_cap,
@@ -179,6 +198,7 @@ def build_components(
             "rlimit_as_bytes": settings.rlimit_as_bytes,
             "rlimit_cpu_seconds": settings.worker_cpu_seconds,
             "stack_bytes": 1024 * 1024,
+            "sandbox": sandbox,
         },
         nice=settings.worker_nice,
         acquire_timeout_s=settings.acquire_timeout_ms / 1000,
@@ -263,6 +283,7 @@ def build_components(
         mcp=mcp,
         replica=replica,
         tracing=tracing,
+        sandbox=SandboxStatus(sandbox),
     )
 
 

@@ -60,6 +60,30 @@ class _Collector:
         yield recycled
 
 
+class Confinement(Protocol):
+    """The workers' sandbox as the service knows it (``service.cells.sandbox.SandboxStatus``)."""
+
+    @property
+    def mode(self) -> str: ...
+
+    def layers(self) -> dict[str, bool]: ...
+
+
+class _SandboxCollector:
+    def __init__(self, sandbox: Confinement) -> None:
+        self.sandbox = sandbox
+
+    def collect(self) -> Iterator[Any]:
+        layers = GaugeMetricFamily(
+            "codemode_sandbox_layer",
+            "Kernel confinement layers of worker processes: 1 in force, 0 missing",
+            labels=["layer", "mode"],
+        )
+        for layer, on in self.sandbox.layers().items():
+            layers.add_metric([layer, self.sandbox.mode], 1 if on else 0)
+        yield layers
+
+
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 LAG_INTERVAL_S = 0.1
 
@@ -70,12 +94,19 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self._bound = False
+        self._sandbox_bound = False
         self.loop_lag = Histogram(
             "codemode_event_loop_lag_seconds",
             "How late the event loop ran a timer (how long something held the loop)",
             buckets=LAG_BUCKETS,
             registry=self.registry,
         )
+
+    def watch_sandbox(self, sandbox: Confinement) -> None:
+        """Report the workers' confinement layers (read at scrape time); once per service."""
+        if not self._sandbox_bound:
+            self.registry.register(_SandboxCollector(sandbox))  # type: ignore[arg-type]
+            self._sandbox_bound = True
 
     def render(self, cells: Counted, pool: Counted) -> tuple[bytes, str]:
         if not self._bound:

@@ -20,7 +20,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BeforeValidator, Field, SkipValidation, ValidationError
 from pydantic.fields import FieldInfo
@@ -201,6 +201,16 @@ class Settings(BaseSettings):
         19,
         "niceness steps workers run below the service; 0: the same priority (the "
         "event loop then competes with guest code for the CPU)",
+    )
+    # Kernel confinement of workers and the body decoder (guest_runtime/confinement.py).
+    sandbox: Literal["strict", "auto", "off"] = setting(
+        "workers",
+        "auto",
+        doc="strict: refuse to start unless every confinement layer is in force; auto: every layer "
+        "the kernel offers; off: none (logged as a warning)",
+    )
+    worker_user: NonEmpty = setting(
+        "workers", "nobody", doc="user (name or uid) workers switch to when the service runs as root"
     )
     # [tenants]: per-tenant quotas, so one tenant cannot take what another needs
     tenant_max_parked_cells: Int = setting(
@@ -465,6 +475,8 @@ def _allowed(info: FieldInfo) -> str:
         return f"an integer in {low}..{high}"
     if info.annotation == tuple[str, ...]:
         return "a list of strings (in the environment: comma-separated)"
+    if get_origin(info.annotation) is Literal:
+        return "one of " + ", ".join(repr(choice) for choice in get_args(info.annotation))
     return "a string" if info.annotation is str else str(info.annotation)
 
 

@@ -35,6 +35,7 @@ SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
     "pydantic_settings": "service/settings.py",
     "opentelemetry": "service/tracing.py",
     "httpx2": "service/outbound_http.py",
+    "pyseccomp": "guest_runtime/confinement.py",
 }
 
 
@@ -126,8 +127,9 @@ OURS = set(SHIPPED + DEVELOPMENT)
 #: Private modules of other distributions we import on purpose: (our module, private import) -> why.
 PRIVATE_IMPORTS_ALLOWED = {
     ("guest_runtime/driver.py", "_quickjs"): (
-        "the engine's C extension itself, opened with ctypes for the rejection tracker; quickjs-ng is "
-        "pinned exactly and check_engine() proves the wiring at every worker start"
+        "the engine's C extension itself, opened with ctypes for the rejection tracker, and used without "
+        "the package's wrapper (whose import starts a thread, and a worker confines itself single-threaded); "
+        "quickjs-ng is pinned exactly and check_engine() proves the wiring at every worker start"
     ),
     **{
         ("service/tools/contracts.py", f"jsonschema.{module}"): (

@@ -1,7 +1,9 @@
 """One worker process as the service sees it: frames over its pipes, the cells it holds, its death.
 
 ``start_worker`` starts ``python -m guest_runtime.worker`` with a minimal environment and waits for
-its ``ready`` frame; the pool (``pool.py``) decides which cell runs where.
+its ``ready`` frame, which comes once the worker has confined itself and says which sandbox layers
+are in force; the pool (``pool.py``) decides which cell runs where.  A worker's stderr is a pipe of
+its own that the service reads (``StderrRelay``), never the service's log file.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import TYPE_CHECKING
 from bridge import jsoncodec
 from bridge.errors import BridgeError
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
-from bridge.messages import HostFrame, WorkerFrame, WorkerOptions, drop_frame
+from bridge.messages import TEST_PAYLOAD_VARIABLE, HostFrame, SandboxReport, WorkerFrame, WorkerOptions, drop_frame
 from service.errors import WorkerGone
+
+from .stderr_relay import StderrRelay
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,6 +49,8 @@ class Worker:
         self.retiring = False  # takes no new cell; stopped when its last cell leaves
         self.stop_reason: str | None = None
         self.retired = False
+        self.sandbox: SandboxReport | None = None  # the layers its ready frame reported
+        self.stderr: StderrRelay | None = None
 
     @property
     def pid(self) -> int:
@@ -107,6 +113,18 @@ class Worker:
             return f"worker process was killed by {name}"
         return f"worker process exited unexpectedly (exit status {rc})"
 
+    async def last_words(self) -> str:
+        """``; it wrote: <its last stderr lines>`` once it is gone (empty if it wrote nothing).
+
+        For the service's own messages only (start failures): the lines can hold host paths, so they
+        never go into a cell's error.
+        """
+        if self.stderr is None:
+            return ""
+        await self.stderr.wait_closed(0.5)  # its last lines may still be in the pipe
+        words = self.stderr.last_lines()
+        return f"; it wrote: {words}" if words else ""
+
     def kill(self, reason: str | None = None) -> None:
         self.dead = True
         if reason and self.stop_reason is None:
@@ -126,21 +144,35 @@ class Worker:
             self.proc.stdin.close()
 
 
-async def start_worker(options: WorkerOptions, frame_cap: int, *, nice: int = 0) -> Worker:
-    """Start one worker process and wait for its ``ready`` frame; it runs ``nice`` steps below the service."""
+async def start_worker(
+    options: WorkerOptions, frame_cap: int, *, nice: int = 0, test_payload: str | None = None
+) -> Worker:
+    """Start one worker process and wait for its ``ready`` frame; it runs ``nice`` steps below the service.
+
+    ``test_payload`` is for the tests alone (the confinement tests' stand-in for an attacker's code).
+    """
     # Workers get a minimal environment: nothing of the service's secrets reaches a guest process.
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME", "TZ")}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "guest_runtime.worker",
-        jsoncodec.dumps_text(options),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=None,
-        env=env,
-        limit=1 << 20,
-    )
+    if test_payload is not None:
+        env[TEST_PAYLOAD_VARIABLE] = test_payload
+    stderr_read, stderr_write = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "guest_runtime.worker",
+            jsoncodec.dumps_text(options),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr_write,
+            env=env,
+            limit=1 << 20,
+        )
+    except BaseException:
+        os.close(stderr_read)
+        raise
+    finally:
+        os.close(stderr_write)
     if nice > 0:
         # Set here, before the child's start-up work (imports, prelude compile), not by the child
         # itself once that is done.  Guest code then yields the CPU to the event loop: at equal
@@ -150,10 +182,11 @@ async def start_worker(options: WorkerOptions, frame_cap: int, *, nice: int = 0)
             os.setpriority(os.PRIO_PROCESS, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
     worker = Worker(proc, frame_cap)
     try:
+        worker.stderr = await StderrRelay.attach(stderr_read, f"worker {proc.pid}")
         msg = await asyncio.wait_for(worker.recv(), SPAWN_TIMEOUT_S)
     except (WorkerGone, asyncio.TimeoutError) as exc:
         worker.kill()
-        raise WorkerGone(f"worker failed to start: {exc}") from None
+        raise WorkerGone(f"worker failed to start: {exc}{await worker.last_words()}") from None
     except asyncio.CancelledError:
         worker.kill()  # the pool is closing: never leave a half-started child behind
         with contextlib.suppress(Exception):
@@ -162,4 +195,5 @@ async def start_worker(options: WorkerOptions, frame_cap: int, *, nice: int = 0)
     if msg["t"] != "ready":
         worker.kill()
         raise WorkerGone(f"worker sent {msg['t']!r} instead of ready")
+    worker.sandbox = msg["sandbox"]
     return worker

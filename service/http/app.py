@@ -33,7 +33,7 @@ def create_app(settings: Settings | None = None, services: Components | None = N
     svc = services or build_components(settings)
 
     lag = LoopLagMonitor(svc.metrics)
-    decoder = BodyDecoder()
+    decoder = BodyDecoder(svc.sandbox.options)
     caps = BodyCaps(settings)
     mcp = mcp_endpoint(svc, caps.cap_for(MCP_PATH))
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Callable
 from typing import Any
 
 from bridge import jsoncodec
+from bridge.messages import SandboxOptions
+from guest_runtime.confinement import confine, pipe_fds
 from service.cells.dispatch import RawJson
 from service.errors import BodyTooLarge, InvalidRequest, Overloaded
 
@@ -57,10 +60,14 @@ def decode_body(body: bytes, *, tool_values_raw: bool = False) -> Any:
 
 
 class BodyDecoder:
-    """Decodes bodies: small ones inline, large ones in one helper process (started on first use)."""
+    """Decodes bodies: small ones inline, large ones in one helper process (started on first use).
 
-    def __init__(self) -> None:
+    The helper parses hostile bytes, so it is confined like a worker (``sandbox``) before its first body.
+    """
+
+    def __init__(self, sandbox: SandboxOptions) -> None:
         self._pool: ProcessPoolExecutor | None = None
+        self._sandbox = sandbox
 
     async def decode(self, body: bytes, *, tool_values_raw: bool = False) -> Any:
         if len(body) <= INLINE_BYTES:
@@ -81,7 +88,12 @@ class BodyDecoder:
     async def _in_helper(self, work: Callable[..., Any], *args: Any) -> Any:
         if self._pool is None:
             # spawn: a fork of this process would copy its threads' locks and the worker pool's pipes.
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=confine_helper,
+                initargs=(self._sandbox,),
+            )
         try:
             return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
         except BrokenProcessPool:
@@ -96,6 +108,18 @@ class BodyDecoder:
             # waiting, the service exits first and the helper is left running, orphaned.
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def confine_helper(sandbox: SandboxOptions) -> None:
+    """In the helper, before its first body: stdio to /dev/null (not the service's log), then confined.
+
+    Its channel to the service is the pool's pipes, kept open; every other descriptor is closed.
+    """
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    confine(sandbox, keep_fds=pipe_fds() | {0, 1, 2})
 
 
 def _decode(body: bytes, tool_values_raw: bool) -> tuple[str, Any]:

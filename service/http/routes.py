@@ -87,7 +87,25 @@ RUN_EXAMPLE = {
 STORE_KEYS_EXAMPLE = {"session_id": "s1", "keys": [{"key": "cursor", "bytes": 12}], "total_bytes": 12}
 SESSION_DELETED_EXAMPLE = {"session_id": "s1", "deleted": True}
 HEALTH_EXAMPLE = {"status": "ok"}
-READY_EXAMPLE = {"status": "ok", "checks": {"workers": "ok", "store": "ok"}}
+READY_EXAMPLE = {
+    "status": "ok",
+    "checks": {"workers": "ok", "store": "ok"},
+    "sandbox": {
+        "mode": "auto",
+        "layers": {
+            "fds": True,
+            "network": True,
+            "capabilities": True,
+            "uid": True,
+            "not_dumpable": True,
+            "no_new_privs": True,
+            "landlock": True,
+            "rlimits": True,
+            "seccomp": True,
+        },
+        "missing": {},
+    },
+}
 
 
 async def services(request: Request) -> Components:
@@ -346,10 +364,13 @@ async def healthz() -> dict[str, str]:
     responses={200: _example(READY_EXAMPLE), 503: {"model": Readiness, "description": "a part is not ready"}},
 )
 async def readyz(svc: ServicesDep) -> ORJSONResponse:
-    """The worker pool has workers and the session store answers."""
+    """The worker pool has workers and the session store answers; ``sandbox``: the workers' confinement layers."""
     checks = await svc.readiness()
     ok = all(v == "ok" for v in checks.values())
-    return ORJSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
+    return ORJSONResponse(
+        {"status": "ok" if ok else "unavailable", "checks": checks, "sandbox": svc.sandbox.as_json()},
+        status_code=200 if ok else 503,
+    )
 
 
 @router.get(

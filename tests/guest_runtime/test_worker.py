@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +25,8 @@ from bridge.messages import (
     settle_frame,
 )
 
+from service.cells.sandbox import sandbox_options
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -31,7 +34,8 @@ class WorkerProcess:
     def __init__(self) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "guest_runtime.worker", "{}"],
+            # Confined as the pool's workers are (the service builds these options once).
+            [sys.executable, "-m", "guest_runtime.worker", json.dumps({"sandbox": sandbox_options("auto", "nobody")})],
             cwd=ROOT,
             env=env,
             stdin=subprocess.PIPE,

@@ -8,6 +8,7 @@ import pytest
 
 from service.cells.dispatch import RawJson
 from service.errors import InvalidRequest
+from service.cells.sandbox import sandbox_options
 from service.http.request_json import INLINE_BYTES, MAX_BODY_DEPTH, WAIT_REST_BYTES, BodyDecoder, decode_body
 
 
@@ -65,7 +66,7 @@ def test_large_bodies_decode_in_the_helper_process_the_same_way():
     body = b'{"tool_results":[{"id":"req_1","ok":true,"value":' + big + b"}]}"
 
     async def scenario() -> None:
-        decoder = BodyDecoder()
+        decoder = BodyDecoder(sandbox_options("auto", "nobody"))
         try:
             value = await decoder.decode(body, tool_values_raw=True)
             assert value["tool_results"][0]["value"].data == big
@@ -89,7 +90,7 @@ def test_a_dead_decoder_process_is_replaced():
     body = b'{"a":"' + b"x" * INLINE_BYTES + b'"}'
 
     async def scenario() -> None:
-        decoder = BodyDecoder()
+        decoder = BodyDecoder(sandbox_options("auto", "nobody"))
         try:
             assert (await decoder.decode(body))["a"] == "x" * INLINE_BYTES
             for pid in list(decoder._pool._processes):  # type: ignore[union-attr]

@@ -1,0 +1,143 @@
+"""Test-only stand-in for an attacker who owns a worker: native calls straight into libc.
+
+A worker started by ``start_worker(options, cap, test_payload=plan)`` loads this file before it
+confines itself and, once confined and ``ready``, calls ``run`` instead of serving cells (see
+``guest_runtime.worker._test_payload``; a production install has no ``tests/`` and refuses).  Each
+probe calls libc through ctypes, as code injected through a QuickJS memory bug would, and records
+the errno it got back (0: the call succeeded).  The results go to the host as one frame.
+
+``plan`` is JSON: ``{"probes": [names], "service_pid": int, "redis_port": int, "paths": {...}}``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import socket
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from bridge.framing import encode_frame
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+
+
+O_RDONLY, O_WRONLY, O_CREAT, O_EXCL = os.O_RDONLY, os.O_WRONLY, os.O_CREAT, os.O_EXCL
+PROT_READ, PROT_EXEC = 0x1, 0x4
+MAP_PRIVATE, MAP_ANONYMOUS = 0x02, 0x20
+PTRACE_SEIZE = 0x4206
+RLIMIT_CPU = 0
+
+
+class _Rlimit(ctypes.Structure):
+    _fields_ = [("cur", ctypes.c_ulong), ("max", ctypes.c_ulong)]
+
+
+def _errno(result: int) -> int:
+    """The errno of a libc call that returned ``result`` (-1 on failure), else 0."""
+    return ctypes.get_errno() if result == -1 else 0
+
+
+def _read(path: str) -> int:
+    fd = libc.open(path.encode(), O_RDONLY)
+    if fd == -1:
+        return ctypes.get_errno()
+    buffer = ctypes.create_string_buffer(16)
+    failed = _errno(libc.read(fd, buffer, 16))
+    libc.close(fd)
+    return failed
+
+
+def _create(path: str) -> int:
+    fd = libc.open(path.encode(), O_WRONLY | O_CREAT | O_EXCL, 0o600)
+    if fd == -1:
+        return ctypes.get_errno()
+    libc.close(fd)
+    return 0
+
+
+def _sockaddr(port: int) -> bytes:
+    return struct.pack("=H", socket.AF_INET) + struct.pack("!H4s", port, socket.inet_aton("127.0.0.1")) + bytes(8)
+
+
+def _connect_to(port: int) -> int:
+    """socket() then connect() to 127.0.0.1:port (a real redis-server in the tests)."""
+    fd = libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0)
+    if fd == -1:
+        return ctypes.get_errno()
+    address = _sockaddr(port)
+    failed = _errno(libc.connect(fd, address, len(address)))
+    libc.close(fd)
+    return failed
+
+
+def _fork() -> int:
+    pid = libc.fork()
+    if pid == 0:
+        libc._exit(0)
+    if pid == -1:
+        return ctypes.get_errno()
+    os.waitpid(pid, 0)
+    return 0
+
+
+def _mmap_executable() -> int:
+    address = libc.mmap(None, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    return ctypes.get_errno() if address in (None, ctypes.c_void_p(-1).value) else 0
+
+
+def _raise_cpu_limit() -> int:
+    limit = _Rlimit()
+    libc.getrlimit(RLIMIT_CPU, ctypes.byref(limit))
+    return _errno(libc.setrlimit(RLIMIT_CPU, ctypes.byref(_Rlimit(limit.max, limit.max))))
+
+
+def _execve() -> int:
+    argv = (ctypes.c_char_p * 4)(b"sh", b"-c", b"exit 0", None)
+    return _errno(libc.execve(b"/bin/sh", argv, None))
+
+
+def _flood_stderr() -> int:
+    """A greeting, a line longer than the relay logs, then stderr flooded until the service stops reading."""
+    chunk = (b"x" * 4095 + b"\n") * 16
+    for data in (b"attacker says hi\n", b"y" * 5000 + b"\n"):
+        libc.write(2, data, len(data))
+    for _ in range(256):  # 16 MiB at most
+        if libc.write(2, chunk, len(chunk)) == -1:
+            return ctypes.get_errno()
+    return 0
+
+
+def probes(plan: dict[str, Any]) -> dict[str, Callable[[], int]]:
+    paths, service = plan.get("paths", {}), plan.get("service_pid", 1)
+    return {
+        "own_pid": lambda: 0 if libc.getpid() == os.getpid() else -1,  # the control: allowed calls work
+        "read_etc_passwd": lambda: _read("/etc/passwd"),
+        "read_store_file": lambda: _read(paths["store"]),
+        "create_file": lambda: _create(paths["new_file"]),
+        "connect_redis": lambda: _connect_to(plan["redis_port"]),
+        "fork": _fork,
+        "kill_service": lambda: _errno(libc.kill(service, 0)),  # signal 0: the permission check alone
+        "read_service_environ": lambda: _read(f"/proc/{service}/environ"),
+        "mmap_executable": _mmap_executable,
+        "setuid_root": lambda: _errno(libc.setuid(0)),
+        "raise_cpu_limit": _raise_cpu_limit,
+        "flood_stderr": _flood_stderr,
+        # The calls that kill the process: one per worker, the test reads its exit signal.
+        "execve_shell": _execve,
+        "ptrace_service": lambda: _errno(libc.ptrace(PTRACE_SEIZE, service, None, None)),
+    }
+
+
+def run(fd_out: int, plan_text: str) -> int:
+    plan = json.loads(plan_text)
+    table = probes(plan)
+    results = {name: table[name]() for name in plan["probes"]}
+    data = memoryview(encode_frame({"t": "probes", "results": results}))  # type: ignore[arg-type]
+    while data:
+        data = data[os.write(fd_out, data) :]
+    return 0
