@@ -26,6 +26,7 @@ from service.tools.errors import ToolError
 from service.tools.plugin import ToolContext
 from service.tools.policy import McpVisibility, PolicySubject, ToolPolicy, parse_entries
 from service.handlers.saved_results import DEFAULT_RUN  # a session without a run_id: the same run
+from service.cells.sandbox import sandbox_options
 from service.tools.run_book import RunBook, RunCounters
 from service.tools.run_budget import Breaker, FailureLimits, RunLedger
 from service.tools.schema_checks import SchemaChecker, vetted_contract
@@ -102,7 +103,9 @@ class ToolAccess:
         self.breaker = Breaker()
         self.start_steps: list[StartStep] = []
         self.approvals = ApprovalRules().adding(SERVER, self._configured_approvals())
-        self.schema_checker = SchemaChecker(catalog.limits.schemas)
+        self.schema_checker = SchemaChecker(
+            catalog.limits.schemas, sandbox_options(settings.sandbox, settings.worker_user)
+        )
 
     def _configured_approvals(self) -> tuple[str, ...]:
         """`[tools] approve`, after checking it and every key's `tools.approve` (ConfigError naming the entry)."""

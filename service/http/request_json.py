@@ -12,19 +12,13 @@ is all the guest needs.
 
 from __future__ import annotations
 
-import asyncio
-import multiprocessing
-import os
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from collections.abc import Callable
 from typing import Any
 
 from bridge import jsoncodec
 from bridge.messages import SandboxOptions
-from guest_runtime.confinement import confine, pipe_fds
 from service.cells.dispatch import RawJson
-from service.errors import BodyTooLarge, InvalidRequest, Overloaded
+from service.errors import BodyTooLarge, InvalidRequest
+from service.helper_process import ConfinedHelper
 
 MiB = 1024 * 1024
 MAX_BODY_DEPTH = 128
@@ -60,19 +54,15 @@ def decode_body(body: bytes, *, tool_values_raw: bool = False) -> Any:
 
 
 class BodyDecoder:
-    """Decodes bodies: small ones inline, large ones in one helper process (started on first use).
-
-    The helper parses hostile bytes, so it is confined like a worker (``sandbox``) before its first body.
-    """
+    """Decodes bodies: small ones inline, large ones in one confined helper process (started on first use)."""
 
     def __init__(self, sandbox: SandboxOptions) -> None:
-        self._pool: ProcessPoolExecutor | None = None
-        self._sandbox = sandbox
+        self.helper = ConfinedHelper("body decoder", sandbox, [__name__])
 
     async def decode(self, body: bytes, *, tool_values_raw: bool = False) -> Any:
         if len(body) <= INLINE_BYTES:
             return decode_body(body, tool_values_raw=tool_values_raw)
-        return _finish(await self._in_helper(_decode, body, tool_values_raw))
+        return _finish(await self.helper.run(_decode, body, tool_values_raw))
 
     async def check_mcp_body(self, body: bytes) -> None:
         """Refuse (413) a large MCP body of many small values before the SDK parses it on the loop.
@@ -81,45 +71,12 @@ class BodyDecoder:
         """
         if len(body) <= INLINE_BYTES:
             return
-        count = await self._in_helper(count_values, body, MCP_MAX_VALUES)
+        count = await self.helper.run(count_values, body, MCP_MAX_VALUES)
         if count > MCP_MAX_VALUES:
             raise BodyTooLarge(MCP_TOO_MANY_VALUES)
 
-    async def _in_helper(self, work: Callable[..., Any], *args: Any) -> Any:
-        if self._pool is None:
-            # spawn: a fork of this process would copy its threads' locks and the worker pool's pipes.
-            self._pool = ProcessPoolExecutor(
-                max_workers=1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=confine_helper,
-                initargs=(self._sandbox,),
-            )
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
-        except BrokenProcessPool:
-            self.close()  # the next large body starts a fresh helper
-            raise Overloaded(
-                "the body decoder process stopped while decoding this request; retry it", retry_after=1
-            ) from None
-
     def close(self) -> None:
-        if self._pool is not None:
-            # wait=True: the helper is told to stop and joined (at most one body's decode away); without
-            # waiting, the service exits first and the helper is left running, orphaned.
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-
-def confine_helper(sandbox: SandboxOptions) -> None:
-    """In the helper, before its first body: stdio to /dev/null (not the service's log), then confined.
-
-    Its channel to the service is the pool's pipes, kept open; every other descriptor is closed.
-    """
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
-    confine(sandbox, keep_fds=pipe_fds() | {0, 1, 2})
+        self.helper.close()
 
 
 def _decode(body: bytes, tool_values_raw: bool) -> tuple[str, Any]:

@@ -10,15 +10,12 @@ checked inline, every other one in one helper process (started with the service,
 
 from __future__ import annotations
 
-import asyncio
-import multiprocessing
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 from bridge import jsoncodec
-from service.errors import Overloaded
+from bridge.messages import SandboxOptions
+from service.helper_process import ConfinedHelper
 from service.tools.contracts import ToolContract, schema_problem
 from service.tools.errors import SchemaRefused
 from service.tools.schema_guard import SchemaLimits, check_caller_schema
@@ -69,42 +66,23 @@ def remember_vetted(encoded: bytes) -> ToolContract:
 
 
 class SchemaChecker:
-    """Checks caller schemas: tiny ones inline, the rest in one helper process."""
+    """Checks caller schemas: tiny ones inline, the rest in one confined helper process."""
 
-    def __init__(self, limits: SchemaLimits) -> None:
+    def __init__(self, limits: SchemaLimits, sandbox: SandboxOptions) -> None:
         self.limits = limits
-        self._pool: ProcessPoolExecutor | None = None
+        self.helper = ConfinedHelper("schema checker", sandbox, [__name__])
 
     def start(self) -> None:
         """Start the helper process now, in the background, so no request waits for it to boot."""
-        self._helper().submit(_problems_of, [], self.limits)
+        self.helper.start()
 
     async def problems(self, encoded: Sequence[bytes]) -> dict[bytes, str | None]:
         """Each schema's problem (None: usable) by its compact JSON."""
         found = {e: schema_problem_of(e, self.limits) for e in encoded if len(e) <= INLINE_SCHEMA_BYTES}
         rest = list(dict.fromkeys(e for e in encoded if e not in found))
         if rest:
-            found.update(zip(rest, await self._in_helper(rest)))
+            found.update(zip(rest, await self.helper.run(_problems_of, rest, self.limits)))
         return found
 
-    def _helper(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            # spawn: a fork of the service would copy its threads' locks and the worker pool's pipes.
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        return self._pool
-
-    async def _in_helper(self, encoded: list[bytes]) -> list[str | None]:
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._helper(), _problems_of, encoded, self.limits)
-        except BrokenProcessPool:
-            self.close()  # the next schema starts a fresh helper
-            raise Overloaded(
-                "the schema checker process stopped while checking this request's client tool schemas; retry it",
-                retry_after=1,
-            ) from None
-
     def close(self) -> None:
-        if self._pool is not None:
-            # wait=True: the helper is joined (at most one request's schemas away), not left orphaned.
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        self.helper.close()

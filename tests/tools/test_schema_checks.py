@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from bridge import jsoncodec
+from service.cells.sandbox import sandbox_options
 from service.tools import schema_checks, schema_guard
 from service.tools.catalog import checked_client_tools, client_entries
 from service.tools.errors import ClientToolDeclError, InvalidInputError
@@ -28,7 +29,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def checker() -> Iterator[SchemaChecker]:
-    c = SchemaChecker(LIMITS)
+    c = SchemaChecker(LIMITS, sandbox_options("auto", "nobody"))
     try:
         yield c
     finally:
@@ -69,10 +70,10 @@ async def test_tiny_schemas_are_checked_inline_and_large_ones_in_the_helper(chec
     tiny = jsoncodec.dumps({"type": "object", "properties": {"a": {"type": "string"}}})
     assert len(tiny) <= INLINE_SCHEMA_BYTES
     assert await checker.problems([tiny]) == {tiny: None}
-    assert checker._pool is None
+    assert not checker.helper.started
     good, bad = jsoncodec.dumps(WIDE), jsoncodec.dumps(WIDE_BAD)
     found = await checker.problems([good, bad, good])
-    assert checker._pool is not None
+    assert checker.helper.started
     assert found == {good: None, bad: schema_problem_of(bad, LIMITS)}
     assert found[bad] is not None and "properties/p7/minimum" in found[bad]
 
