@@ -27,6 +27,8 @@ from bridge.errors import JSONEncodeError as JSONEncodeError
 #: and frames and envelopes wrap a guest value in a few levels of their own.  The guest prelude
 #: enforces the same number (``MAX_NESTING`` in guest_runtime/prelude/core.js).
 MAX_NESTING = 200
+#: The deepest nesting the encoder writes (orjson refuses more).
+ENCODER_DEPTH = 254
 
 # An escaped backslash is consumed whole, so "\\\\ud800" (a literal backslash, then "ud800")
 # is never mistaken for an escape.  A high surrogate escape followed by a low one is a pair.

@@ -89,14 +89,36 @@ class CellContext:
 
 @dataclass
 class HostCall:
-    """One guest request as a handler sees it."""
+    """One guest request as a handler sees it.
+
+    Its arguments arrive as the JSON text the guest wrote (``raw``) and are parsed on first use
+    (``args``, kept for the call) or handed over for good (``take_args``: the call keeps no parsed
+    copy, so a handler that waits, e.g. for an approval, can hold them encoded meanwhile).
+    """
 
     cell: CellContext
     request_id: int
     method: str
-    args: list[Any]
-    #: (tool, input, reason) -> (approved, the approver's reason); parks the cell until answered.
-    ask_approval: Callable[[str, Any, str], Awaitable[tuple[bool, str | None]]] | None = None
+    raw: bytes
+    #: (tool, encoded input, reason) -> (approved, the approver's reason); parks the cell until answered.
+    ask_approval: Callable[[str, bytes, str], Awaitable[tuple[bool, str | None]]] | None = None
+    #: What the call is, for the caller's list of pending calls (``tool``): set by handlers that know.
+    label: str | None = None
+    _args: list[Any] | None = field(default=None, repr=False)
+
+    @property
+    def args(self) -> list[Any]:
+        """The arguments as Python objects (parsed once; a ``GuestError`` if they are not sound JSON)."""
+        if self._args is None:
+            from .request_caps import parse_request
+
+            self._args = parse_request(self.raw)
+        return self._args
+
+    def take_args(self) -> list[Any]:
+        """The arguments as Python objects, handed over for good: the call keeps neither them nor their bytes."""
+        args, self._args, self.raw = self.args, None, b""
+        return args
 
 
 Handler = Callable[[HostCall], Awaitable[Any]]
