@@ -6,7 +6,8 @@ while tenant ``alpha`` attacks, and a probe asks ``/healthz`` every 20 ms.  Memo
 process's RSS and the PSS of the whole process tree (service + workers), from /proc.
 
 ``--only NAME[,NAME]`` runs some of them: approval_parked, client_args_parked, background_output,
-tiny_arrays_echo, schema_empty_arrays, cancelled_parked.
+tiny_arrays_echo, schema_empty_arrays, cancelled_parked, counter (in-process: the value counter against
+parsing the same texts, best of 5 alternating runs; needs no server).
 """
 
 from __future__ import annotations
@@ -122,7 +123,12 @@ async def approval_parked(server: LiveServer, http: httpx.AsyncClient) -> str:
         steps = [memory(server)[0]]
         answers = []
         for _ in range(3):
-            answers.append(await _exec(http, {"code": code, "require_approval": ["echo"]}))
+            answers.append(
+                await _exec(
+                    http,
+                    {"code": code, "require_approval": ["echo"], "memory_limit_bytes": 512 * MiB, "timeout_ms": 60000},
+                )
+            )
             await asyncio.sleep(0.5)
             steps.append(memory(server)[0])
         out.append(
@@ -166,7 +172,14 @@ async def background_output(server: LiveServer, http: httpx.AsyncClient, cells: 
     before = memory(server)
     answers = []
     for _ in range(cells):
-        answers.append(await _exec(http, {"code": code, "background": True, "max_output_bytes": 10 * MiB}))
+        body = {
+            "code": code,
+            "background": True,
+            "max_output_bytes": 10 * MiB,
+            "memory_limit_bytes": 256 * MiB,
+            "timeout_ms": 60000,
+        }
+        answers.append(await _exec(http, body))
     deadline = time.monotonic() + 60
     ids = [body["cell_id"] for status, body in answers if status == 200]
     while time.monotonic() < deadline:
@@ -176,7 +189,11 @@ async def background_output(server: LiveServer, http: httpx.AsyncClient, cells: 
         await asyncio.sleep(0.2)
     await asyncio.sleep(0.5)
     after = memory(server)
-    return f"{cells} cells: service RSS {before[0]:.0f} -> {after[0]:.0f} MiB (+{(after[0] - before[0]) / cells:.0f} per cell)"
+    ended = [(await http.get(f"/v1/cells/{cid}", headers=_auth("alpha"))).json().get("status") for cid in ids]
+    return (
+        f"{cells} cells ({', '.join(ended)}): service RSS {before[0]:.0f} -> {after[0]:.0f} MiB "
+        f"(+{(after[0] - before[0]) / cells:.0f} per cell)"
+    )
 
 
 async def tiny_arrays_echo(server: LiveServer, http: httpx.AsyncClient) -> str:
@@ -192,7 +209,9 @@ async def tiny_arrays_echo(server: LiveServer, http: httpx.AsyncClient) -> str:
         victim.start()
         await asyncio.sleep(0.5)
         started = time.monotonic()
-        answers = await asyncio.gather(*(_exec(http, {"code": code, "timeout_ms": 60000}) for _ in range(2)))
+        answers = await asyncio.gather(
+            *(_exec(http, {"code": code, "timeout_ms": 60000, "memory_limit_bytes": 512 * MiB}) for _ in range(2))
+        )
         ended = time.monotonic()
         await asyncio.sleep(0.3)
         summary = await victim.stop()
@@ -207,7 +226,9 @@ async def tiny_arrays_echo(server: LiveServer, http: httpx.AsyncClient) -> str:
 async def schema_empty_arrays(server: LiveServer, http: httpx.AsyncClient) -> str:
     """8 callers each sending a 1.8 MB exec body whose client-tool schema holds 600k empty arrays."""
     schema = {"type": "object", "properties": {"x": {"enum": [[]] * 600_000}}}
-    body = json.dumps({"code": "return 1", "client_tools": [{"name": "t", "input_schema": schema}]}).encode()
+    body = json.dumps(
+        {"code": "return 1", "client_tools": [{"name": "t", "input_schema": schema}]}, separators=(",", ":")
+    ).encode()
     probe = HealthProbe(server).start()
     victim = Victim(http)
     victim.start()
@@ -230,8 +251,8 @@ async def schema_empty_arrays(server: LiveServer, http: httpx.AsyncClient) -> st
 
 
 async def cancelled_parked(server: LiveServer, http: httpx.AsyncClient, cells: int = 128) -> str:
-    """``cells`` cells parked with a 3 MB heap each (a client-tool call pending), cancelled; worker PSS after."""
-    code = 'const keep = "k".repeat(3e6).split("").length; return await sink({keep});'
+    """``cells`` cells parked with a ~3 MB heap each (a client-tool call pending), cancelled; tree PSS after."""
+    code = 'globalThis.keep = Array.from({length: 4e4}, (_, i) => ({i, s: "v" + i})); return await sink({});'
     base = memory(server)
     sem = asyncio.Semaphore(8)
 
@@ -252,6 +273,33 @@ async def cancelled_parked(server: LiveServer, http: httpx.AsyncClient, cells: i
     return f"tree PSS idle {base[1]:.0f}, {cells} parked {parked[1]:.0f}, after cancel: " + ", ".join(marks) + " MiB"
 
 
+def counter() -> str:
+    """``count_values`` against ``orjson.loads`` on the same texts (seconds, best of 5, alternating)."""
+    import orjson
+
+    from bridge.json_values import count_values
+
+    texts = {
+        "1.8M one-digit arrays": orjson.dumps({"x": 1, "pad": [[i % 10] for i in range(1_800_000)]}),
+        "50k rows x 10 fields": orjson.dumps(
+            [{f"f{j}": (f"v{i}" if j % 2 else i) for j in range(10)} for i in range(50_000)]
+        ),
+        "1M strings holding commas": orjson.dumps([",a,[b{"] * 1_000_000),
+    }
+    out = []
+    for name, text in texts.items():
+        best = {"count": float("inf"), "parse": float("inf")}
+        for _ in range(5):
+            for kind, fn in (("count", lambda: count_values(text, 1_000_000)), ("parse", lambda: orjson.loads(text))):
+                started = time.perf_counter()
+                fn()
+                best[kind] = min(best[kind], time.perf_counter() - started)
+        out.append(
+            f"{name} ({len(text) / 1e6:.1f} MB): count {best['count'] * 1000:.1f} ms, parse {best['parse'] * 1000:.1f} ms"
+        )
+    return "; ".join(out)
+
+
 REPRODUCTIONS: dict[str, Callable[[LiveServer, httpx.AsyncClient], Awaitable[str]]] = {
     "approval_parked": approval_parked,
     "client_args_parked": client_args_parked,
@@ -259,6 +307,15 @@ REPRODUCTIONS: dict[str, Callable[[LiveServer, httpx.AsyncClient], Awaitable[str
     "tiny_arrays_echo": tiny_arrays_echo,
     "schema_empty_arrays": schema_empty_arrays,
     "cancelled_parked": cancelled_parked,
+}
+
+
+#: Settings a reproduction needs: parking a 1M-array heap needs a larger snapshot cap than the default.
+ENV = {
+    "approval_parked": {
+        "CODEMODE_MAX_SNAPSHOT_BYTES": str(256 * MiB),
+        "CODEMODE_WORKER_MAX_PARKED_BYTES": str(1024 * MiB),
+    }
 }
 
 
@@ -270,10 +327,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    names = [n for n in args.only.split(",") if n] or list(REPRODUCTIONS)
+    names = [n for n in args.only.split(",") if n] or [*REPRODUCTIONS, "counter"]
     for name in names:
+        if name == "counter":
+            print(f"counter: {counter()}", flush=True)
+            continue
         with tempfile.TemporaryDirectory(prefix="codemode-held-") as tmp:
-            server = _serve(Path(tmp), env={"CODEMODE_TENANT_MAX_PARKED_CELLS": "256"})
+            env = {"CODEMODE_TENANT_MAX_PARKED_CELLS": "256", **ENV.get(name, {})}
+            server = _serve(Path(tmp), env=env)
             try:
 
                 async def go() -> str:

@@ -29,8 +29,10 @@ from bridge import jsoncodec
 
 #: JSON whitespace, removed so that ``[ ]`` is an empty array like ``[]``.
 _WHITESPACE = b" \t\r\n"
-#: Slices of the text whose strings are replaced at once (bounds the bytes objects alive at a time).
+#: Slices of the text whose strings are split apart at once (bounds the bytes objects alive at a time).
 CHUNK_BYTES = 256 * 1024
+#: Every byte but the quote, separators, opening brackets and the empty-container marker.
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'",[{\x01')
 
 
 def _formula(text: bytes) -> int:
@@ -54,38 +56,46 @@ def count_values(data: bytes, cap: int) -> int:
     quotes = data.count(b'"')
     if bound <= cap or not quotes:
         return bound
-    if quotes // 4 > cap:  # S = quotes / 2 strings hold at least S / 2 values
-        return quotes // 4
+    # S = quotes / 2 strings; at most one per colon is a key, the rest are values.
+    least = quotes // 2 - data.count(b":")
+    if least > cap:
+        return least
     return _without_strings(data)
 
 
 def _without_strings(data: bytes) -> int:
-    """The formula over ``data`` with each string replaced by ``0``, a slice at a time."""
-    counts = 0
+    """The exact count: the formula over the bytes outside strings.
+
+    Only separators and brackets matter, so the text shrinks to them first (empty containers become
+    one marker byte each, which JSON text cannot hold raw); a string left empty then is dropped with
+    its quotes (``""`` is an empty string, or two adjacent strings merging into one: either way no
+    byte changes sides).  Only strings holding a separator or a bracket are left to split apart.
+    """
+    text = data.translate(None, _WHITESPACE).replace(b"[]", b"\x01").replace(b"{}", b"\x01")
+    text = text.translate(None, _NOT_STRUCTURE).replace(b'""', b"")
+    counts = 1
     start = 0
-    size = len(data)
+    size = len(text)
     while start < size:
         end = min(start + CHUNK_BYTES, size)
         if end < size:
             # Cut just before a quote that opens a string (an even number of quotes precede it).
-            q = data.find(b'"', end)
+            q = text.find(b'"', end)
             if q < 0:
                 end = size
             else:
-                end = q if data.count(b'"', start, q) % 2 == 0 else q + 1
-        pieces = data[start:end].split(b'"')
-        outside = b"0".join(pieces[0::2])
-        # Each slice is counted as if it were a whole text; the 1 of every slice but the first is
-        # taken back, and a slice boundary never falls between the two brackets of ``[]``.
-        counts += _formula(outside) - (1 if start else 0)
+                end = q if text.count(b'"', start, q) % 2 == 0 else q + 1
+        outside = b"".join(text[start:end].split(b'"')[0::2])
+        # Empty containers are markers now, so the opens counted are exactly the non-empty ones.
+        counts += outside.count(b",") + outside.count(b"[") + outside.count(b"{")
         start = end
     return counts
 
 
-def over_cap_message(cap: int, what: str = "request") -> str:
+def over_cap_message(cap: int, subject: str = "this request body holds") -> str:
     """Why a text over ``cap`` values is refused, naming the setting and what to do instead."""
     return (
-        f"this {what} holds more than {cap} JSON values, over the max_request_values cap; pass fewer, "
+        f"{subject} more than {cap} JSON values, over the max_request_values cap; pass fewer, "
         "larger values (for example a table as one CSV or JSON string), or split the data over several calls"
     )
 

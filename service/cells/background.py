@@ -163,7 +163,7 @@ class BackgroundRun:
         final = self.cell.final
         if final is None or "value" not in final:
             return
-        self._value = jsoncodec.dumps(final["value"])  # it was encoded whole when the cell ended
+        self._value = jsoncodec.dumps_kept(final["value"])  # it was encoded whole when the cell ended
         self.events.hold(len(self._value))
         self.cell.final = {key: value for key, value in final.items() if key not in ("value", "output")}
 

@@ -71,7 +71,7 @@ class Event:
 
 def _encoded(value: Any) -> bytes | None:
     try:
-        return jsoncodec.dumps(value)
+        return jsoncodec.dumps_kept(value)
     except (jsoncodec.JSONEncodeError, TypeError):
         return None  # too deep to encode: treated like an event too large to keep
 

@@ -257,7 +257,7 @@ class HostRequests:
         held = None
         if need.kind == "client_tool":
             try:
-                held = jsoncodec.fragment(jsoncodec.dumps(need.input))
+                held = jsoncodec.fragment(jsoncodec.dumps_kept(need.input))
             except TypeError as exc:
                 self.settle(
                     request_id,

@@ -273,7 +273,9 @@ class CellRegistry:
             raise WaitInProgress("cell is already being resumed by another wait; retry when it returns")
         timeout = cell.spec.limits.timeout_ms if timeout_ms is None else timeout_ms
         _check_range("timeout_ms", timeout, 100, self.settings.max_timeout_ms)
-        self._check_held(tenant, sum(_result_bytes(result) for result in tool_results))
+        incoming = sum(_result_bytes(result) for result in tool_results)
+        if incoming:  # a wait that only collects or approves lets go of bytes: never refused for them
+            self._check_held(tenant, incoming)
         if run is not None:
             with self._wait_slot(tenant):
                 return await self.background.wait(run, timeout, tool_results, approvals or [])
@@ -382,7 +384,7 @@ class CellRegistry:
         raise CellNotFound(NOT_FOUND)
 
     def stats(self) -> dict[str, int]:
-        held = sum(cell.requests.inbox.used for cell in self._cells.values())
+        held = sum(account.used for account in self._held.values())
         return {"live": len(self._cells), "parked": len(self._parked), "held_bytes": held, **self.counts}
 
     def held_account(self, tenant: str) -> HeldAccount:
@@ -395,7 +397,7 @@ class CellRegistry:
     def _check_held(self, tenant: str, incoming: int = 0) -> HeldAccount:
         """429 when ``tenant`` holds its whole quota, or ``incoming`` more bytes would not fit it."""
         account = self.held_account(tenant)
-        if account.used + max(incoming, 1) > account.capacity:
+        if account.used + max(incoming, 1) > account.capacity:  # a new cell needs room for at least a byte
             raise TooManyRequests(
                 f"held-bytes quota reached: the service holds {account.used} bytes for tenant {tenant!r}'s "
                 f"live cells (cap tenant_held_bytes={account.capacity}: pending arguments, unconsumed replies, "

@@ -61,7 +61,8 @@ def check_request(raw: bytes, max_request_bytes: int, max_request_values: int) -
             name="RangeError",
         )
     if count_values(raw, max_request_values) > max_request_values:
-        return GuestError(over_cap_message(max_request_values, "call's arguments"), "invalid_input", "RangeError")
+        # The same words as the prelude's refusal (guest_runtime/prelude/requests.js).
+        return GuestError(over_cap_message(max_request_values, "request arguments hold"), "invalid_input", "RangeError")
     return None
 
 

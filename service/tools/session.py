@@ -177,7 +177,7 @@ class CallSession:
         self._guard_loop(entry, caller_input)
         # The arguments are parsed once.  Output checks pick a schema branch by the caller's own input,
         # which hooks or the tool may change in place: for such a contract it is kept aside, encoded.
-        caller_encoded = jsoncodec.dumps(caller_input) if entry.contract.variants is not None else None
+        caller_encoded = jsoncodec.dumps_kept(caller_input) if entry.contract.variants is not None else None
         prepared, rewritten, asked = await self._run_before_hooks(entry, caller_input, ctx)
         if rewritten:
             await _checked(entry.contract.check_input, prepared, name, error=InputContractError)
@@ -329,7 +329,7 @@ class CallSession:
 
 def _encoded_input(name: str, prepared: Any) -> bytes:
     try:
-        return jsoncodec.dumps(prepared)
+        return jsoncodec.dumps_kept(prepared)
     except jsoncodec.JSONEncodeError as exc:
         raise InputContractError(f"{name}: the input to approve is not JSON: {exc}", tool=name) from None
 

@@ -1810,5 +1810,128 @@ async def _mcp_value_bomb(c: Caller) -> None:
     expect_fast(ans, 2.0)
 
 
+# -- held data is charged at its real cost; values are counted before anything is parsed ---------------
+
+PAD = "const pad = []; for (let i = 0; i < {n}; i++) pad.push([i % 10]);"
+SETTLED = '.then(() => "sent", e => e.name + ": " + e.message)'
+
+
+def _grown_mib(c: Caller, before: int) -> float:
+    return ((c.server_rss() - before) / MiB) if c.server_rss else 0.0
+
+
+@case("approval_parked_many_tiny_arrays", guest_only=True)
+async def _approval_parked_tiny(c: Caller) -> None:
+    """An approval call with 1M one-digit arrays (2M values) rejects in the guest naming max_request_values;
+    3 cells parked on approvals of 100k arrays each hold their inputs encoded: service RSS grows by a few
+    MiB, not by two parsed copies per cell (+172 MiB per cell for the 1M case before)."""
+    over = await c.cell(
+        PAD.format(n="1e6") + f"return await t({{pad}}){SETTLED}",
+        client_tools=[{"name": "t"}],
+        require_approval=["t"],
+        memory_limit_bytes=256 * MiB,
+    )
+    assert str(completed(over)).startswith("RangeError: request arguments hold more than"), brief(over)
+    assert "max_request_values" in over["value"]
+    before = c.server_rss() if c.server_rss else 0
+    parked = [
+        await c.cell(
+            PAD.format(n="1e5") + "return await t({pad})", client_tools=[{"name": "t"}], require_approval=["t"]
+        )
+        for _ in range(3)
+    ]
+    try:
+        for env in parked:
+            assert env["status"] == "waiting" and env["pending_tool_calls"][0]["method"] == "approval", brief(env)
+        assert _grown_mib(c, before) < 24, f"service RSS grew {_grown_mib(c, before):.0f} MiB for 3 x 0.4 MB inputs"
+    finally:
+        for env in parked:
+            await c.cancel(env)
+
+
+@case("client_tool_args_parked_past_the_tenant_quota")
+async def _tenant_quota(c: Caller) -> None:
+    """32 cells each parking 9 MB of pending client-tool inputs (288 MB): the tenant's cells together stop at
+    tenant_held_bytes (256 MiB), each further call or exec refused naming it, and service RSS stays
+    within the quota (before: 256 such cells took the service from 91 to 2,444 MiB)."""
+    code = 'const big = "x".repeat(3e6); return await Promise.all([0, 1, 2].map(i => t({i, big})' + SETTLED + "))"
+    before = c.server_rss() if c.server_rss else 0
+    refusals = 0
+    try:
+        for _ in range(32):
+            ans = await c.exec(code, client_tools=[{"name": "t"}], timeout=30.0, capacity_ok=True)
+            if ans.status == 429:
+                assert "tenant_held_bytes" in ans.body["error"]["message"], ans
+                refusals += 1
+                continue
+            expect_status(ans, 200)
+            env = ans.body
+            if env["status"] == "completed":
+                assert any("tenant_held_bytes" in str(v) for v in env["value"]), brief(env)
+                refusals += 1
+        assert refusals >= 2, "the tenant's held bytes were never refused"
+        assert _grown_mib(c, before) < 256 + 96, f"service RSS grew {_grown_mib(c, before):.0f} MiB"
+    finally:
+        await c.close_open_cells()
+
+
+@case("background_output_nobody_reads", guest_only=True)
+async def _background_unread(c: Caller) -> None:
+    """4 background cells each emit json(pad) of 1M one-digit arrays (4 MB) that nobody reads: it waits
+    encoded and charged, service RSS grows by about its bytes (before: +88 MiB per cell), and a wait
+    answers it whole."""
+    code = PAD.format(n="1e6") + "json(pad); return 1"
+    fields = {"background": True, "max_output_bytes": 10 * MiB, "memory_limit_bytes": 256 * MiB}
+    before = c.server_rss() if c.server_rss else 0
+    started = [await c.cell(code, **fields) for _ in range(4)]
+    for env in started:
+        for _ in range(200):
+            status = await c.request("GET", f"/v1/cells/{env['cell_id']}")
+            if status.body["status"] != "running":
+                break
+            await asyncio.sleep(0.1)
+        assert status.body["status"] == "completed", brief(status.body)
+    assert _grown_mib(c, before) < 4 * 12, f"service RSS grew {_grown_mib(c, before):.0f} MiB for 4 x 4 MB of output"
+    for env in started:
+        ans = await c.request("POST", f"/v1/cells/{env['cell_id']}/wait", json_body={}, timeout=30.0)
+        expect_status(ans, 200)
+        assert completed(ans.body) == 1 and len(ans.body["output"][0]["value"]) == 1_000_000, brief(ans.body)
+
+
+@case("tool_args_of_1_8m_tiny_arrays", guest_only=True)
+async def _tool_args_tiny(c: Caller) -> None:
+    """2 cells each calling a tool 4 times with 1.8M one-digit arrays (~7 MB, 3.6M values, under
+    max_request_bytes): each call rejects in the guest naming max_request_values, before anything crosses
+    to the host (before: decoded and copied on the event loop, /healthz up to 4 s)."""
+    code = PAD.format(n="1.8e6") + (
+        'const out = []; for (let i = 0; i < 4; i++) out.push(await quote_shipping({origin: "DE", destination: "FR", '
+        f"weight_kg: 1, pad}}){SETTLED}); return out"
+    )
+    envs = await asyncio.gather(*(c.cell(code, memory_limit_bytes=512 * MiB, timeout_ms=30000) for _ in range(2)))
+    for env in envs:
+        for outcome in completed(env):
+            assert outcome.startswith("RangeError: request arguments hold more than"), outcome
+
+
+@case("exec_bodies_of_600k_empty_arrays")
+async def _exec_values_bomb(c: Caller) -> None:
+    """8 exec bodies of 1.8 MB whose client-tool schema holds 600k empty arrays are 413 naming
+    max_request_values, counted before any parse (before: ~1.2 s of Python each before a 422)."""
+    schema = {"type": "object", "properties": {"x": {"enum": [[]] * 600_000}}}
+    body = json.dumps(
+        {"code": "return 1", "client_tools": [{"name": "t", "input_schema": schema}]}, separators=(",", ":")
+    )
+    answers = await asyncio.gather(
+        *(
+            c.request("POST", "/v1/exec", content=body.encode(), headers={"content-type": "application/json"})
+            for _ in range(8)
+        )
+    )
+    for ans in answers:
+        expect_status(ans, 413)
+        assert "max_request_values" in ans.body["error"]["message"], ans
+        expect_fast(ans, 5.0)
+
+
 def soak_cases() -> list[Case]:
     return [c for c in CASES if c.soak]
