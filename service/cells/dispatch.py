@@ -16,7 +16,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bridge import jsoncodec
+from bridge.json_values import nested_deeper_than
+
 from .spec import CellSpec, Telemetry
+
+NOT_SOUND = (
+    f"request arguments are nested too deep or are not JSON; values may nest at most "
+    f"{jsoncodec.MAX_NESTING} levels of arrays/objects"
+)
 
 
 # Not a ServiceError: a control-flow signal from a handler to the dispatcher, which turns it into
@@ -110,8 +118,6 @@ class HostCall:
     def args(self) -> list[Any]:
         """The arguments as Python objects (parsed once; a ``GuestError`` if they are not sound JSON)."""
         if self._args is None:
-            from .request_caps import parse_request
-
             self._args = parse_request(self.raw)
         return self._args
 
@@ -119,6 +125,17 @@ class HostCall:
         """The arguments as Python objects, handed over for good: the call keeps neither them nor their bytes."""
         args, self._args, self.raw = self.args, None, b""
         return args
+
+
+def parse_request(raw: bytes) -> list[Any]:
+    """A guest request's argument array as Python objects; a ``GuestError`` if it is not JSON or too deep."""
+    try:
+        args = jsoncodec.loads(raw)
+    except jsoncodec.JSONDecodeError:
+        raise GuestError(NOT_SOUND, code="invalid_input", name="TypeError") from None
+    if nested_deeper_than(args, jsoncodec.MAX_NESTING, raw):
+        raise GuestError(NOT_SOUND, code="invalid_input", name="TypeError")
+    return args if isinstance(args, list) else [args]
 
 
 Handler = Callable[[HostCall], Awaitable[Any]]

@@ -11,17 +11,11 @@ their handler.  Pending requests in flight are capped in ``HostRequests.dispatch
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from bridge import jsoncodec
-from bridge.json_values import count_values, nested_deeper_than, over_cap_message
+from bridge.json_values import count_values, over_cap_message
 
 from .dispatch import GuestError
-
-NOT_SOUND = (
-    f"request arguments are nested too deep or are not JSON; values may nest at most "
-    f"{jsoncodec.MAX_NESTING} levels of arrays/objects"
-)
 
 
 #: Leading string elements of an argument array (a tool's or an MCP server's name), looked for in its first bytes.
@@ -64,14 +58,3 @@ def check_request(raw: bytes, max_request_bytes: int, max_request_values: int) -
         # The same words as the prelude's refusal (guest_runtime/prelude/requests.js).
         return GuestError(over_cap_message(max_request_values, "request arguments hold"), "invalid_input", "RangeError")
     return None
-
-
-def parse_request(raw: bytes) -> list[Any]:
-    """A guest request's argument array as Python objects; a ``GuestError`` if it is not JSON or too deep."""
-    try:
-        args = jsoncodec.loads(raw)
-    except jsoncodec.JSONDecodeError:
-        raise GuestError(NOT_SOUND, code="invalid_input", name="TypeError") from None
-    if nested_deeper_than(args, jsoncodec.MAX_NESTING, raw):
-        raise GuestError(NOT_SOUND, code="invalid_input", name="TypeError")
-    return args if isinstance(args, list) else [args]
