@@ -6,7 +6,8 @@ A handler is an ``async`` function of a ``HostCall``; what it returns is the JSO
 it raises as ``GuestError`` becomes a rejected ``Error`` in the guest (with ``code``), and
 ``NeedsCaller`` hands the request to the API caller (client tools, yields).  Anything else a
 handler raises is a host bug: the guest sees a sanitised ``tool_error`` and the cell goes on.
-A handler whose call needs a person's approval awaits ``call.ask_approval(tool, input, reason)``:
+A handler whose call needs a person's approval awaits ``call.ask_approval(tool, input, reason)``
+(``input`` best as its compact JSON bytes, so nothing parsed is held while a person decides):
 the cell parks with an ``approval`` entry and the handler goes on (or not) with the answer.
 """
 
@@ -108,8 +109,9 @@ class HostCall:
     request_id: int
     method: str
     raw: bytes
-    #: (tool, encoded input, reason) -> (approved, the approver's reason); parks the cell until answered.
-    ask_approval: Callable[[str, bytes, str], Awaitable[tuple[bool, str | None]]] | None = None
+    #: (tool, input, reason) -> (approved, the approver's reason); parks the cell until answered.  The
+    #: input is best its compact JSON (bytes): then the request holds only those bytes meanwhile.
+    ask_approval: Callable[[str, Any, str], Awaitable[tuple[bool, str | None]]] | None = None
     #: What the call is, for the caller's list of pending calls (``tool``): set by handlers that know.
     label: str | None = None
     _args: list[Any] | None = field(default=None, repr=False)

@@ -55,7 +55,6 @@ class Pending:
 
     request_id: int
     method: str
-    call: HostCall | None = None  # what its handler sees (the arguments, encoded until it parses them)
     label: str | None = None  # the tool it calls, for the caller's pending list
     task: asyncio.Task[None] | None = None
     caller: NeedsCaller | None = None  # set when the API caller must answer it
@@ -195,7 +194,7 @@ class HostRequests:
         if route.side_effects:
             self._unconfirmed.add(request_id)
         self._in_flight.add(request_id)
-        call = pending.call = self.make_call(request_id, method, raw)
+        call = self.make_call(request_id, method, raw)
         call.ask_approval = functools.partial(self._ask_approval, request_id)
         pending.task = asyncio.ensure_future(self._run(route.handler, call))
 
@@ -210,18 +209,22 @@ class HostRequests:
         else:
             full = self.inbox.try_admit(size)
             if full is not None:
-                return self._budget_error(size, full)
+                return {
+                    "message": self._budget_message(size, full),
+                    "code": "program_data_budget",
+                    "name": "RangeError",
+                }
         pending.args_bytes = size
         return None
 
-    def _budget_error(self, size: int, full: str) -> dict[str, Any]:
-        """The guest's RangeError for ``size`` bytes that fit neither the cell's allowance nor its tenant's quota."""
+    def _budget_message(self, size: int, full: str, *, reply: bool = False) -> str:
+        """Why ``size`` bytes of arguments (or of a ``reply``) fit neither the cell's allowance nor its tenant's quota."""
         account = self.inbox.account
         if full == "tenant" and account is not None:
-            message = tenant_held_exceeded_message(size, account)
-        else:
-            message = arguments_exceeded_message(size, self.inbox.capacity, self.inbox.used)
-        return {"message": message, "code": "program_data_budget", "name": "RangeError"}
+            return tenant_held_exceeded_message(size, account)
+        if reply:
+            return INBOX_EXCEEDED_MESSAGE
+        return arguments_exceeded_message(size, self.inbox.capacity, self.inbox.used)
 
     async def _run(self, handler: Any, call: HostCall) -> None:
         try:
@@ -266,24 +269,27 @@ class HostRequests:
                 )
                 return
         p.caller = NeedsCaller(need.kind, tool=need.tool, input=held, reason=need.reason, name=need.name)
-        p.call = None  # its handler is done with it
         self.wake.set()
 
-    async def _ask_approval(self, request_id: int, tool: str, raw: bytes, reason: str) -> tuple[bool, str | None]:
+    async def _ask_approval(self, request_id: int, tool: str, input: Any, reason: str) -> tuple[bool, str | None]:
         """Park the request as an approval entry until the API caller answers; (approved, reason).
 
-        ``raw`` is the input's compact JSON: while the caller decides, the request holds only these
-        bytes (the handler holds no parsed copy), so they take over the charge of its arguments.
+        ``input`` is best given as its compact JSON (bytes): while the caller decides, the request
+        holds only these bytes, which take over the charge of its arguments (a handler that passes
+        bytes holds no parsed copy meanwhile, see ``CallSession``).
         """
         p = self._pending.get(request_id)
         if p is None:
             return False, "the request is no longer pending"
+        try:
+            raw = input if isinstance(input, bytes) else jsoncodec.dumps_kept(input)
+        except TypeError as exc:
+            raise GuestError(f"the input of {tool} is not JSON: {exc}", "invalid_input", name="TypeError") from None
         self.inbox.release(p.args_bytes)
         p.args_bytes = 0
         full = self.inbox.try_admit(len(raw))
         if full is not None:
-            error = self._budget_error(len(raw), full)
-            raise GuestError(error["message"], error["code"], name=error["name"])
+            raise GuestError(self._budget_message(len(raw), full), "program_data_budget", name="RangeError")
         p.args_bytes = len(raw)
         held = jsoncodec.fragment(raw)
         decision: asyncio.Future[tuple[bool, str | None]] = asyncio.get_running_loop().create_future()
@@ -344,12 +350,7 @@ class HostRequests:
             self._charged[request_id] = size
         else:
             ok = False
-            account = self.inbox.account
-            message = (
-                tenant_held_exceeded_message(size, account)
-                if full == "tenant" and account is not None
-                else INBOX_EXCEEDED_MESSAGE
-            )
+            message = self._budget_message(size, full, reply=True)
             raw = jsoncodec.dumps({"message": message, "code": "program_data_budget"})
         reply: Reply = {"id": request_id, "ok": ok}
         if ok:

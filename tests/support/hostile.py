@@ -1812,7 +1812,8 @@ async def _mcp_value_bomb(c: Caller) -> None:
 
 # -- held data is charged at its real cost; values are counted before anything is parsed ---------------
 
-PAD = "const pad = []; for (let i = 0; i < {n}; i++) pad.push([i % 10]);"
+# One small array repeated: the guest builds it at once; its JSON holds a copy per element.
+PAD = "const pad = new Array({n}).fill([7]);"
 SETTLED = '.then(() => "sent", e => e.name + ": " + e.message)'
 
 
@@ -1822,14 +1823,15 @@ def _grown_mib(c: Caller, before: int) -> float:
 
 @case("approval_parked_many_tiny_arrays", guest_only=True)
 async def _approval_parked_tiny(c: Caller) -> None:
-    """An approval call with 1M one-digit arrays (2M values) rejects in the guest naming max_request_values;
+    """An approval call with 520k one-digit arrays (1.04M values) rejects in the guest naming max_request_values;
     3 cells parked on approvals of 100k arrays each hold their inputs encoded: service RSS grows by a few
     MiB, not by two parsed copies per cell (+172 MiB per cell for the 1M case before)."""
     over = await c.cell(
-        PAD.format(n="1e6") + f"return await t({{pad}}){SETTLED}",
+        PAD.format(n="5.2e5") + f"return await t({{pad}}){SETTLED}",
         client_tools=[{"name": "t"}],
         require_approval=["t"],
-        memory_limit_bytes=256 * MiB,
+        timeout_ms=60000,
+        timeout=70.0,
     )
     assert str(completed(over)).startswith("RangeError: request arguments hold more than"), brief(over)
     assert "max_request_values" in over["value"]
@@ -1881,11 +1883,13 @@ async def _background_unread(c: Caller) -> None:
     encoded and charged, service RSS grows by about its bytes (before: +88 MiB per cell), and a wait
     answers it whole."""
     code = PAD.format(n="1e6") + "json(pad); return 1"
-    fields = {"background": True, "max_output_bytes": 10 * MiB, "memory_limit_bytes": 256 * MiB}
+    fields = {"background": True, "max_output_bytes": 10 * MiB, "timeout_ms": 60000}
     before = c.server_rss() if c.server_rss else 0
-    started = [await c.cell(code, **fields) for _ in range(4)]
-    for env in started:
-        for _ in range(200):
+    started = []
+    for _ in range(4):  # one after the other: each holds a worker while it runs
+        env = await c.cell(code, **fields)
+        started.append(env)
+        for _ in range(600):
             status = await c.request("GET", f"/v1/cells/{env['cell_id']}")
             if status.body["status"] != "running":
                 break
@@ -1900,14 +1904,13 @@ async def _background_unread(c: Caller) -> None:
 
 @case("tool_args_of_1_8m_tiny_arrays", guest_only=True)
 async def _tool_args_tiny(c: Caller) -> None:
-    """2 cells each calling a tool 4 times with 1.8M one-digit arrays (~7 MB, 3.6M values, under
-    max_request_bytes): each call rejects in the guest naming max_request_values, before anything crosses
-    to the host (before: decoded and copied on the event loop, /healthz up to 4 s)."""
+    """2 cells each calling a tool with 1.8M one-digit arrays (~7 MB, 3.6M values, under max_request_bytes):
+    the call rejects in the guest naming max_request_values, before anything crosses to the host (before:
+    4 such calls from each cell were decoded and copied on the event loop, /healthz up to 4 s)."""
     code = PAD.format(n="1.8e6") + (
-        'const out = []; for (let i = 0; i < 4; i++) out.push(await quote_shipping({origin: "DE", destination: "FR", '
-        f"weight_kg: 1, pad}}){SETTLED}); return out"
+        f'return [await quote_shipping({{origin: "DE", destination: "FR", weight_kg: 1, pad}}){SETTLED}]'
     )
-    envs = await asyncio.gather(*(c.cell(code, memory_limit_bytes=512 * MiB, timeout_ms=30000) for _ in range(2)))
+    envs = await asyncio.gather(*(c.cell(code, timeout_ms=60000, timeout=70.0) for _ in range(2)))
     for env in envs:
         for outcome in completed(env):
             assert outcome.startswith("RangeError: request arguments hold more than"), outcome
