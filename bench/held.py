@@ -177,7 +177,7 @@ async def background_output(server: LiveServer, http: httpx.AsyncClient, cells: 
         "memory_limit_bytes": 256 * MiB,
         "timeout_ms": 60000,
     }
-    before = memory(server)
+    steps = [memory(server)[0]]
     ended = []
     for _ in range(cells):
         status, answer = await _exec(http, body)
@@ -191,13 +191,9 @@ async def background_output(server: LiveServer, http: httpx.AsyncClient, cells: 
             got = await http.get(f"/v1/cells/{answer['cell_id']}", headers=_auth("alpha"))
             state = got.json().get("status")
         ended.append(state)
-    await asyncio.sleep(0.5)
-    after = memory(server)
-    done = ended.count("completed") or 1
-    return (
-        f"{cells} cells ({', '.join(ended)}): service RSS {before[0]:.0f} -> {after[0]:.0f} MiB "
-        f"(+{(after[0] - before[0]) / done:.0f} per completed cell)"
-    )
+        await asyncio.sleep(0.3)
+        steps.append(memory(server)[0])
+    return f"{cells} cells ({', '.join(ended)}): service RSS " + " -> ".join(f"{m:.0f}" for m in steps) + " MiB"
 
 
 async def tiny_arrays_echo(server: LiveServer, http: httpx.AsyncClient) -> str:

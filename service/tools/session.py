@@ -191,15 +191,13 @@ class CallSession:
             caller_input = prepared = None
             waited = await _approve(name, encoded, reason, ask)
             deadline = None if deadline is None else deadline + waited
-            prepared = caller_input = jsoncodec.loads(encoded)
+            prepared = jsoncodec.loads(encoded)
             del encoded
-        if caller_encoded is not None:
-            caller_input = jsoncodec.loads(caller_encoded)
-            del caller_encoded
+        caller_input = None  # the tool works on ``prepared``; an output check parses ``caller_encoded``
         if entry.source == "client":
             raise ClientToolCall(call_id=ctx.call_id, tool_name=entry.tool_name, callable_name=name, params=prepared)
         try:
-            outcome = await self._run(entry, caller_input, prepared, ctx, deadline)
+            outcome = await self._run(entry, caller_encoded, prepared, ctx, deadline)
         except ToolCallError as exc:
             await self._count_failure(entry, exc, ctx)
             raise
@@ -207,7 +205,7 @@ class CallSession:
         return outcome
 
     async def _run(
-        self, entry: ToolEntry, caller_input: Any, prepared: Any, ctx: ToolContext, deadline: float | None
+        self, entry: ToolEntry, caller_encoded: bytes | None, prepared: Any, ctx: ToolContext, deadline: float | None
     ) -> CallOutcome:
         name = entry.callable_name
         result = await self._execute(entry, prepared, ctx, deadline)
@@ -225,6 +223,8 @@ class CallSession:
         encoded = _json_bytes(result.details, name, entry.network)
         parsed: Any = _UNPARSED
         if entry.contract.output_schema is not None:
+            # The caller's own input picks the schema branch (without branches, any input picks the same).
+            caller_input = prepared if caller_encoded is None else jsoncodec.loads(caller_encoded)
             # Validation needs the value; big untyped replies skip this decode entirely.
             if len(encoded) > _INLINE_BYTES:
                 parsed = await asyncio.to_thread(_checked_output, entry, encoded, caller_input, prepared)
