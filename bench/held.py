@@ -94,7 +94,7 @@ def _serve(tmp: Path, extra_toml: str = "", env: dict[str, str] | None = None, w
     return server
 
 
-async def _exec(http: httpx.AsyncClient, body: dict[str, Any], tenant: str = "alpha", timeout: float = 60) -> Any:
+async def _exec(http: httpx.AsyncClient, body: dict[str, Any], tenant: str = "alpha", timeout: float = 180) -> Any:
     r = await http.post("/v1/exec", json=body, headers=_auth(tenant), timeout=timeout)
     try:
         return r.status_code, r.json()
@@ -343,7 +343,10 @@ def main(argv: list[str] | None = None) -> int:
                         await _exec(http, {"code": "return 1"}, tenant="beta")
                         return await REPRODUCTIONS[name](server, http)
 
-                print(f"{name}: {asyncio.run(go())}", flush=True)
+                try:
+                    print(f"{name}: {asyncio.run(go())}", flush=True)
+                except httpx.HTTPError as exc:
+                    print(f"{name}: no answer ({type(exc).__name__})", flush=True)
             finally:
                 server.stop()
     return 0
