@@ -197,12 +197,12 @@ async def background_output(server: LiveServer, http: httpx.AsyncClient, cells: 
 
 
 async def tiny_arrays_echo(server: LiveServer, http: httpx.AsyncClient) -> str:
-    """2 cells each calling echo({x: i, pad}) 4 times, pad = 1.8M one-digit arrays (~7 MB), while beta's
+    """2 cells each calling echo({x: [i, pad]}) 4 times, pad = 1.8M one-digit arrays (~7 MB), while beta's
     victim runs; then the same with pad = 450k arrays (within a 1M-value cap)."""
     out = []
     for n in ("1.8e6", "4.5e5"):
         code = f"let pad = []; for (let i = 0; i < {n}; i++) pad.push([i % 10]);" + (
-            " let r; for (let i = 0; i < 4; i++) r = await echo({x: i, pad}); return typeof r;"
+            " let r; for (let i = 0; i < 4; i++) r = await echo({x: [i, pad]}); return typeof r;"
         )
         probe = HealthProbe(server).start()
         victim = Victim(http)
