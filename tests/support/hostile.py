@@ -1884,7 +1884,7 @@ async def _background_unread(c: Caller) -> None:
     +88 MiB per cell; the first cells also leave the allocator's high-water mark of parsing one leg's
     output), and a wait answers it whole."""
     code = PAD.format(n="1e6") + "json(pad); return 1"
-    fields = {"background": True, "max_output_bytes": 10 * MiB, "timeout_ms": 60000}
+    fields = {"background": True, "max_output_bytes": 10 * MiB, "timeout_ms": 60000, "memory_limit_bytes": 256 * MiB}
     started = []
     halfway = 0
     for _ in range(4):  # one after the other: each holds a worker while it runs
@@ -1914,7 +1914,9 @@ async def _tool_args_tiny(c: Caller) -> None:
     code = PAD.format(n="1.8e6") + (
         f'return [await quote_shipping({{origin: "DE", destination: "FR", weight_kg: 1, pad}}){SETTLED}]'
     )
-    envs = await asyncio.gather(*(c.cell(code, timeout_ms=60000, timeout=70.0) for _ in range(2)))
+    envs = await asyncio.gather(
+        *(c.cell(code, timeout_ms=60000, memory_limit_bytes=256 * MiB, timeout=70.0) for _ in range(2))
+    )
     for env in envs:
         for outcome in completed(env):
             assert outcome.startswith("RangeError: request arguments hold more than"), outcome
