@@ -1,5 +1,9 @@
 """The per-cell inbox allowance: program data the host holds for a cell at one time.
 
+Each allowance may belong to a tenant's ``HeldAccount`` (the ``tenant_held_bytes`` quota): every
+byte charged to a cell is charged to its tenant too, so one tenant's parked cells together hold at
+most the quota, whatever each cell's own allowance.
+
 That is the bytes of settled replies the guest has not consumed yet, and the JSON arguments of
 its pending requests (a client tool call's input waits on the host until the API caller answers).
 It caps *concurrently held* bytes, not a running total: a reply is charged when it settles and
@@ -12,6 +16,10 @@ not fit is refused with ``arguments_exceeded_message``.
 from __future__ import annotations
 
 import threading
+from typing import Literal
+
+#: Why ``InboxAllowance.try_admit`` refused: the cell's own allowance, or its tenant's quota.
+Refusal = Literal["cell", "tenant"]
 
 INBOX_EXCEEDED_MESSAGE = (
     "program-data budget exceeded: the reply did not fit the cell's inbox allowance. "
@@ -28,14 +36,49 @@ def arguments_exceeded_message(size: int, capacity: int, used: int) -> str:
     )
 
 
-class InboxAllowance:
-    """Charges and releases reply bytes against a fixed capacity."""
+def tenant_held_exceeded_message(size: int, account: HeldAccount) -> str:
+    """The refusal of data that does not fit the tenant's held-bytes quota."""
+    return (
+        f"held-bytes quota exceeded: these {size} bytes do not fit, because the service already holds "
+        f"{account.used} bytes for this tenant's cells (cap tenant_held_bytes={account.capacity}: pending "
+        "arguments, unconsumed replies, uncollected output). Collect or cancel waiting cells, or pass less data."
+    )
 
-    def __init__(self, capacity_bytes: int) -> None:
+
+class HeldAccount:
+    """The bytes held for one tenant's live cells, against its ``tenant_held_bytes`` quota."""
+
+    def __init__(self, tenant: str, capacity_bytes: int) -> None:
+        self.tenant = tenant
+        self.capacity = capacity_bytes
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def admit(self, n: int) -> bool:
+        with self._lock:
+            if self.used + n > self.capacity:
+                return False
+            self.used += n
+            return True
+
+    def charge(self, n: int) -> None:
+        with self._lock:
+            self.used += n
+
+    def release(self, n: int) -> None:
+        with self._lock:
+            self.used = max(0, self.used - n)
+
+
+class InboxAllowance:
+    """Charges and releases reply bytes against a fixed capacity (and the tenant's quota, if any)."""
+
+    def __init__(self, capacity_bytes: int, account: HeldAccount | None = None) -> None:
         if capacity_bytes < 0:
             raise ValueError("inbox capacity must not be negative")
         self._capacity = capacity_bytes
         self._used = 0
+        self.account = account
         # Replies may settle on other threads (tool executors); charging must stay exact.
         self._lock = threading.Lock()
 
@@ -56,20 +99,28 @@ class InboxAllowance:
 
     def admit(self, n: int) -> bool:
         """Charge ``n`` bytes if they fit; otherwise charge nothing and return False."""
+        return self.try_admit(n) is None
+
+    def try_admit(self, n: int) -> Refusal | None:
+        """Charge ``n`` bytes if they fit the cell and its tenant; else charge nothing and say which is full."""
         if n < 0:
             raise ValueError("reply size must not be negative")
         with self._lock:
             if self._used + n > self._capacity:
-                return False
+                return "cell"
+            if self.account is not None and not self.account.admit(n):
+                return "tenant"
             self._used += n
-            return True
+            return None
 
     def charge(self, n: int) -> None:
-        """Charge ``n`` bytes even past capacity (data too small to refuse; see the caller)."""
+        """Charge ``n`` bytes even past capacity (data too small to refuse, or bounded elsewhere; see the caller)."""
         if n < 0:
             raise ValueError("reply size must not be negative")
         with self._lock:
             self._used += n
+            if self.account is not None:
+                self.account.charge(n)
 
     def release(self, n: int) -> None:
         """Give back ``n`` bytes of a consumed reply."""
@@ -77,9 +128,14 @@ class InboxAllowance:
             raise ValueError("reply size must not be negative")
         with self._lock:
             # After release_all (cancel/expiry) a late consumer may still release: never go negative.
-            self._used = max(0, self._used - n)
+            given = min(n, self._used)
+            self._used -= given
+            if self.account is not None:
+                self.account.release(given)
 
     def release_all(self) -> None:
         """Drop every charge (cancel, expiry, cell end)."""
         with self._lock:
+            if self.account is not None:
+                self.account.release(self._used)
             self._used = 0

@@ -6,6 +6,7 @@ guest at a time.  Each exchange with a runtime is strict ping-pong, which keeps 
     worker -> host    ready    (once, after start-up)
     host  -> worker   run      (code, limits, guest config, leg budget)
     worker -> host    idle     (new guest requests, cancelled timers, new output) ... guest is blocked
+                      + one raw frame per request: its JSON arguments
     host  -> worker   settle   (replies, leg budget)                                  ... guest resumes
     worker -> host    idle | done
     host  -> worker   drop     (the host ended a blocked cell: free its runtime; no answer)
@@ -70,6 +71,7 @@ class GuestConfig(TypedDict):
     maxQueuedRequests: NotRequired[int]  # requests one synchronous burst may queue; more reject in the guest
     maxPendingRequests: NotRequired[int]  # requests (tool calls, timers, yields) pending at once; RangeError over it
     maxQueuedBytes: NotRequired[int]  # argument characters one synchronous burst may carry; RangeError over it
+    maxRequestValues: NotRequired[int]  # JSON values of one guest request's arguments; RangeError over it
 
 
 class RunFrame(TypedDict):
@@ -143,11 +145,17 @@ class GuestRequest(TypedDict):
 
     id: int
     method: str
-    args: list[Any]  # the decoded JSON argument array
+    # Its JSON argument array, as the guest wrote it: not in the frame but in the raw frame that follows
+    # it (one per request, in order); the host's reader puts the bytes here, still encoded.
+    args: NotRequired[bytes]
 
 
 class IdleFrame(TypedDict):
-    """The guest is blocked on host work."""
+    """The guest is blocked on host work; one raw frame per request follows (its JSON arguments).
+
+    Arguments travel as raw frames so that neither side decodes them on the way: the host keeps
+    them as bytes, counts and charges them, and parses them only for a handler that needs objects.
+    """
 
     t: Literal["idle"]
     rt: str

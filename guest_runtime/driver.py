@@ -255,6 +255,17 @@ class GuestEngine:
         finally:
             self._ctx.set_memory_limit(self._memory_limit)
 
+    def request_args(self, index: int) -> str:
+        """The JSON argument text of request ``index`` of the last ``take`` (each is handed over once).
+
+        Flattening it may copy it, as in ``take``: the cap is lifted for the call.
+        """
+        self._ctx.set_memory_limit(2 * self._memory_limit)
+        try:
+            return self._text("args", self._call("args", index))
+        finally:
+            self._ctx.set_memory_limit(self._memory_limit)
+
     def settle(self, request_id: int, ok: bool, payload: str | None) -> None:
         """Resolve or reject one pending guest request with a JSON payload."""
         self._call("settle", request_id, ok, payload)
@@ -304,6 +315,27 @@ class GuestEngine:
         if not isinstance(result, str):
             raise EngineFault(f"the prelude's {op} operation returned {type(result).__name__}, not JSON text")
         return result
+
+
+try:
+    _libc: Any = ctypes.CDLL(None)
+    _malloc_trim: Any = _libc.malloc_trim
+    _malloc_trim.argtypes = [ctypes.c_size_t]
+    _malloc_trim.restype = ctypes.c_int
+except (OSError, AttributeError):  # not glibc: freed memory stays with the allocator
+    _malloc_trim = None
+
+
+def give_back_memory() -> bool:
+    """Return freed heap pages to the kernel (glibc ``malloc_trim``); False where there is no such call.
+
+    A freed runtime's memory goes back to malloc, not to the kernel: after many parked runtimes are
+    dropped, the process would keep hundreds of MiB it no longer uses.
+    """
+    if _malloc_trim is None:
+        return False
+    _malloc_trim(0)
+    return True
 
 
 def _raise_engine_exception(text: str, *, guest: bool = False) -> None:

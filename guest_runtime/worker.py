@@ -16,13 +16,13 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from bridge import jsoncodec
 from bridge.errors import BridgeError, FrameTooLarge
-from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
 from bridge.messages import (
     TEST_PAYLOAD_VARIABLE,
     GuestFailure,
@@ -40,11 +40,15 @@ from bridge.messages import (
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value
 
 from .confinement import confine
-from .driver import GuestEngine, check_engine, map_stack
+from .driver import GuestEngine, check_engine, give_back_memory, map_stack
 from .errors import ConfinementError, EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
 
 #: What a slice answers when its runtime blocked on host work and stays in the worker's table.
 IDLE = None
+
+#: Heap bytes of freed runtimes after which the worker hands memory back to the kernel (malloc_trim):
+#: often enough that dropped parked cells do not leave hundreds of MiB, rarely enough to cost nothing per cell.
+TRIM_AFTER_BYTES = 4 * 1024 * 1024
 
 #: Share of the worker's RLIMIT_CPU after which it asks to be replaced.
 CPU_RECYCLE_FRACTION = 0.8
@@ -86,11 +90,14 @@ class Channel:
             raise SystemExit(0)  # the service went away mid-message
         return body.decode("utf-8")
 
-    def write(self, message: WorkerFrame) -> None:
-        data = memoryview(encode_frame(message, self.cap))
-        while data:
-            n = os.write(self.fd_out, data)
-            data = data[n:]
+    def write(self, message: WorkerFrame, attachments: Sequence[bytes] = ()) -> None:
+        """One frame, then ``attachments`` as raw frames (checked against the cap before anything is sent)."""
+        frames = [encode_frame(message, self.cap)] + [encode_raw(data, self.cap) for data in attachments]
+        for frame in frames:
+            data = memoryview(frame)
+            while data:
+                n = os.write(self.fd_out, data)
+                data = data[n:]
 
     def _read_exact(self, n: int) -> bytes | None:
         chunks = []
@@ -118,6 +125,7 @@ class CellRun:
         self.msg = msg
         self.cpu_limit_s = cpu_limit_s
         self.rt = msg["cell_id"]  # the runtime's name in later frames
+        self.heap = 0  # the runtime's heap at its last stop: what freeing it gives back
         self.capture = OutputCapture(msg["max_output_bytes"])
         self.cpu_ms = 0.0  # this runtime's own CPU; other runtimes' slices are not charged to it
         self._slice_cpu = time.process_time()
@@ -213,16 +221,21 @@ class CellRun:
 
     def write_idle(self, snap: dict[str, Any]) -> None:
         engine = self.engine
+        requests = snap["requests"]
+        # Each request's arguments stay the text the guest wrote: one raw frame each, after the idle frame.
+        args = [engine.request_args(i).encode("utf-8", "replace") for i in range(len(requests))]
+        self.heap = engine.heap_bytes()
         self.channel.write(
             idle_frame(
                 rt=self.rt,
-                requests=snap["requests"],
+                requests=requests,
                 cancels=snap["cancels"],
                 output=self.capture.drain(),
                 outstanding=snap["outstanding"],
                 cpu_ms=self._spent_ms(),
-                heap_bytes=engine.heap_bytes(),
-            )
+                heap_bytes=self.heap,
+            ),
+            args,
         )
 
     def finish(self, done: dict[str, Any], cancels: list[int]) -> bool:
@@ -280,7 +293,7 @@ class CellRun:
         cancels: list[int],
     ) -> None:
         try:
-            heap = self.engine.heap_bytes()
+            heap = self.heap = self.engine.heap_bytes()
         except Exception:  # noqa: BLE001 - a dying engine must still let us report the cell
             heap = 0
         # Retire the worker well before its RLIMIT_CPU could kill it in the middle of a later cell.
@@ -375,6 +388,7 @@ class Runtimes:
         self.cpu_limit = cpu_limit
         self.table: dict[str, CellRun] = {}
         self.draining = False
+        self.freed = 0  # heap bytes of runtimes freed since the last trim
         self.engine: GuestEngine | None = GuestEngine(stack_bytes=stack_bytes)
 
     def serve(self) -> int:
@@ -388,6 +402,7 @@ class Runtimes:
                 self._settle(msg)
             elif msg["t"] == "drop":
                 self._forget(msg["rt"])
+            self._trim()
             if self.draining and not self.table:
                 return 0
             if self.engine is None and not self.draining:
@@ -421,6 +436,13 @@ class Runtimes:
         run = self.table.pop(rt, None)
         if run is not None:
             run.engine.close()
+            self.freed += run.heap
+
+    def _trim(self) -> None:
+        """Give freed runtimes' memory back to the kernel once enough of it piled up."""
+        if self.freed >= TRIM_AFTER_BYTES:
+            self.freed = 0
+            give_back_memory()
 
 
 if __name__ == "__main__":

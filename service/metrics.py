@@ -44,7 +44,8 @@ class _Collector:
         yield live
         held = GaugeMetricFamily(
             "codemode_cell_held_bytes",
-            "Program data held for live cells: pending request arguments and unconsumed replies",
+            "Program data held for live cells: pending request arguments, unconsumed replies, "
+            "uncollected background output and results",
         )
         held.add_metric([], cells["held_bytes"])
         yield held

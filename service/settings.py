@@ -157,6 +157,9 @@ class Settings(BaseSettings):
     search_default_limit: Int = setting("limits", 8, 1, 50, "catalog.search default limit")
     max_search_limit: Int = setting("limits", 50, 1, 50, "catalog.search largest limit")
     max_request_bytes: Int = setting("limits", 8 * MiB, 1024, 256 * MiB, "JSON arguments of one guest request")
+    max_request_values: Int = setting(
+        "limits", 1_000_000, 1000, 100_000_000, "JSON values one guest request or one HTTP request body may carry"
+    )
     max_exec_body_bytes: Int = setting("limits", 2 * MiB, 1024, 64 * MiB, "exec request body cap")
     # Event streams (GET /v1/cells/{id}/events)
     events_heartbeat_seconds: Int = setting("limits", 15, 1, 3600, "keep-alive comment on an idle event stream")
@@ -228,6 +231,14 @@ class Settings(BaseSettings):
     tenant_finished_kept: Int = setting("tenants", 1000, 1, 1_000_000, "finished-cell summaries kept per tenant")
     max_tenants_tracked: Int = setting(
         "tenants", 10000, 1, 1_000_000, "tenants whose finished-cell summaries are kept (least recent dropped)"
+    )
+    tenant_held_bytes: Int = setting(
+        "tenants",
+        256 * MiB,
+        1024 * 1024,
+        1 << 40,
+        "bytes the service holds for one tenant's live cells: pending arguments, unconsumed replies, "
+        "uncollected output and final envelopes",
     )
     # Structured tables of the file
     api_keys: tuple[ApiKey, ...] = section("api_keys", (), "[[api_keys]]: key, tenant, tools narrowing and approvals")

@@ -193,14 +193,15 @@ class CellTrace:
         self.first_leg = first_leg
         self.leg: Context | None = None  # the current (or last) leg's span, parent of the calls made in it
 
-    def call(self, method: str, args: list[Any]) -> trace.Span:
-        """Start the span of one host request, made now by the guest."""
+    def call(self, method: str, label: str | None) -> trace.Span:
+        """Start the span of one host request, made now by the guest; ``label`` is the callable it names."""
         attributes: dict[str, Any] = {"codemode.method": _short(method)}
-        if method == "tool" and args and isinstance(args[0], str):
-            attributes["codemode.tool"] = _short(args[0])
-        elif method == "mcp.call" and len(args) >= 2:
-            attributes["codemode.mcp.server"] = _short(str(args[0]))
-            attributes["codemode.mcp.tool"] = _short(str(args[1]))
+        if method == "tool" and label is not None:
+            attributes["codemode.tool"] = _short(label)
+        elif method == "mcp.call" and label is not None:
+            server, _, tool = label[len("MCP.") :].partition(".")
+            attributes["codemode.mcp.server"] = _short(server)
+            attributes["codemode.mcp.tool"] = _short(tool)
         return self._tracer.start_span("codemode.call", context=self.leg, attributes=attributes)
 
 

@@ -80,6 +80,7 @@ function take() {
   parts[parts.length] = '],"outstanding":' + pendingCount + ',"required":' + requiredCount + ',"done":';
   parts[parts.length] = done === null ? "null" : done;
   parts[parts.length] = "}";
+  takenArgs = queueArgs; queueArgs = ObjectCreate(null);
   queue = ObjectCreate(null); queueLength = 0; queuedBytes = 0;
   cancels = ObjectCreate(null); cancelLength = 0;
   output = ObjectCreate(null); outputLength = 0;
@@ -99,6 +100,7 @@ return function codemodeHostHook(op, a, b, c) {
         maxQueuedRequests: cfg.maxQueuedRequests || 1024,
         maxPendingRequests: cfg.maxPendingRequests || 128,
         maxQueuedBytes: cfg.maxQueuedBytes || cfg.maxRequestBytes,
+        maxRequestValues: cfg.maxRequestValues || 1000000,
       };
       installGlobals();
       installTools(cfg.tools || []);
@@ -123,6 +125,12 @@ return function codemodeHostHook(op, a, b, c) {
     }
     case "take":
       return take();
+    case "args": {
+      // The JSON arguments of request `a` of the last take, once.
+      const text = takenArgs[a];
+      delete takenArgs[a];
+      return typeof text === "string" ? flat(text) : "[]";
+    }
     case "value": {
       const v = doneValue;
       doneValue = null;

@@ -59,6 +59,13 @@ function request(method, args, timer) {
       "request arguments are " + argsJson.length + " characters, over the " + config.maxRequestBytes +
       "-character bridge frame cap; pass less data per call"));
   }
+  if (valueCount > config.maxRequestValues) {
+    // Parsed on the host, each value costs far more than its bytes (service/cells/request_caps.py).
+    return NativePromise.reject(new RangeErrorCtor(
+      "request arguments hold more than " + config.maxRequestValues + " JSON values, over the " +
+      "max_request_values cap; pass fewer, larger values (for example a table as one CSV or JSON string), " +
+      "or split the data over several calls"));
+  }
   if (queueLength > 0 && queuedBytes + argsJson.length > config.maxQueuedBytes) {
     // Requests of one synchronous burst travel in one frame and are copied once more on the
     // way out: their arguments together stay within one cap (a single request may use all of it).
@@ -75,7 +82,9 @@ function request(method, args, timer) {
   pending[id] = { resolve: resolveFn, reject: rejectFn, timer: timer === true, state: state };
   pendingCount++;
   if (timer !== true) requiredCount++;
-  queue[queueLength++] = '{"id":' + id + ',"method":' + JSONStringify(method) + ',"args":' + argsJson + "}";
+  // The arguments travel beside the request as their own text (hook "args"), never parsed on the way.
+  queueArgs[queueLength] = argsJson;
+  queue[queueLength++] = '{"id":' + id + ',"method":' + JSONStringify(method) + "}";
   if (timer === true) return { id: id, promise: p };
   return p;
 }

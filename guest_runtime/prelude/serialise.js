@@ -7,7 +7,11 @@
 // Most values are plain JSON data: a scan that allocates nothing proves it, and the engine's
 // own JSON.stringify then does the work (a 5 MB array would not fit the heap otherwise).
 // Accessors, toJSON, Promises, Errors, handles, BigInt and cycles take the slow path.
+// Both paths count the values they visit in `valueCount` (an array's holes too, which become
+// nulls): request() refuses arguments over `maxRequestValues` before they leave the guest.
+let valueCount = 0;
 function isPlain(v, stack) {
+  valueCount++;
   const t = typeof v;
   if (t === "bigint") return false;
   if (t === "function") return !ReflectApply(weakMapHas, handles, [v]);
@@ -17,6 +21,7 @@ function isPlain(v, stack) {
   if (isPromise(v) || isError(v) || typeof v.toJSON === "function") return false;
   stack[stack.length] = v;
   const keys = ObjectKeys(v);
+  if (ArrayIsArray(v)) valueCount += v.length - keys.length;
   for (let i = 0; i < keys.length; i++) {
     const d = getOwnPropertyDescriptor(v, keys[i]);
     if (d === undefined || d.get !== undefined || d.set !== undefined) return false;
@@ -27,6 +32,7 @@ function isPlain(v, stack) {
 }
 
 function serialise(value, strict) {
+  valueCount = 0;
   try {
     if (isPlain(value, newList())) {
       const s = JSONStringify(value);
@@ -35,11 +41,13 @@ function serialise(value, strict) {
   } catch (e) {
     // a proxy trap or an exotic object: the careful walker below decides
   }
+  valueCount = 0;
   const seen = newList();
   function fail(message) {
     throw new TypeErrorCtor(message);
   }
   function walk(v, inArray) {
+    valueCount++;
     if (v === null) return "null";
     const t = typeof v;
     if (t === "string") return JSONStringify(v);

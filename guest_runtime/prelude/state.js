@@ -9,6 +9,8 @@ let pendingCount = 0;
 let requiredCount = 0; // pending requests that are not timers
 let nextId = 1;
 let queue = ObjectCreate(null);
+let queueArgs = ObjectCreate(null); // index in queue -> the request's JSON argument text
+let takenArgs = ObjectCreate(null); // the same, for the requests of the last take, until the worker reads them
 let queueLength = 0;
 let cancels = ObjectCreate(null);
 let cancelLength = 0;
@@ -16,7 +18,8 @@ let output = ObjectCreate(null);
 let outputLength = 0;
 let done = null; // JSON text of the final outcome once the cell's main promise settled
 let doneValue = null; // the cell's return value, until the worker asks for its JSON text
-let config = { maxRequestBytes: 8388608, maxQueuedRequests: 1024, maxPendingRequests: 128, maxQueuedBytes: 10485760 };
+let config = { maxRequestBytes: 8388608, maxQueuedRequests: 1024, maxPendingRequests: 128, maxQueuedBytes: 10485760,
+  maxRequestValues: 1000000 };
 let queuedBytes = 0; // argument characters of the requests queued since the last take
 
 const bridgeErrors = new WeakSetCtor(); // Error objects created from host failures

@@ -8,7 +8,9 @@ is bounded by the cell's ``timeout_ms``; each stretch of running on its own by `
 from the exec or wait that started it (past it the cell is ended as expired).
 
 Output of every leg goes to the cell's event log as undelivered: a ``wait`` answers what no event
-stream reader was shown and no earlier answer carried.  Only the registry changes quotas; it runs
+stream reader was shown and no earlier answer carried.  What waits to be collected (that output, the
+final value) is held encoded and charged to the tenant's held-bytes quota; a cell whose output takes
+its tenant over the quota is ended (``aborted``, naming ``tenant_held_bytes``).  Only the registry changes quotas; it runs
 each leg (``LegRunner``, service/cells/background_cells.py) and collects the final envelope.
 """
 
@@ -20,6 +22,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from bridge import jsoncodec
 
 from . import envelopes
 from .cell import Cell
@@ -38,6 +42,10 @@ EXPIRED_MESSAGE = (
     "exec or wait that started it; wait on it sooner or split the work into shorter cells"
 )
 SERVICE_FAILED = "the service failed while running this cell in the background; start it again"
+HELD_OVER_QUOTA = (
+    "cell aborted: the output it left uncollected takes its tenant over the held-bytes quota "
+    "(tenant_held_bytes); read output sooner (wait or the event stream), emit less, or cancel other waiting cells"
+)
 
 
 class BackgroundRun:
@@ -54,6 +62,7 @@ class BackgroundRun:
         self._run_leg = run_leg
         self._stopped = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._value: bytes | None = None  # the final value's JSON, held encoded until collected
 
     @property
     def tenant(self) -> str:
@@ -92,6 +101,9 @@ class BackgroundRun:
                 if envelope is None or cell.done:
                     return  # the registry published the end
                 self.events.output(list(envelope.get("output") or []), undelivered=True)
+                if self.events.over_quota:
+                    await cell.cancel(HELD_OVER_QUOTA)
+                    return
                 if not await self._until_ready():
                     return
                 start = self._next_leg
@@ -146,12 +158,22 @@ class BackgroundRun:
             telemetry=cell.telemetry.public(0.0),
         )
 
+    def hold_final(self) -> None:
+        """The cell ended: keep its final value encoded (charged) until the result is collected."""
+        final = self.cell.final
+        if final is None or "value" not in final:
+            return
+        self._value = jsoncodec.dumps_kept(final["value"])  # it was encoded whole when the cell ended
+        self.events.hold(len(self._value))
+        self.cell.final = {key: value for key, value in final.items() if key not in ("value", "output")}
+
     def answer(self) -> dict[str, Any]:
         """The envelope for a wait or a cancel: the cell's state with the output nobody was shown yet."""
         output = self.events.take_undelivered()
         cell = self.cell
         if cell.final is not None:
-            return {**cell.final, "output": output}
+            value = {} if self._value is None else {"value": jsoncodec.fragment(self._value)}
+            return {**cell.final, **value, "output": output}
         envelope = self.snapshot()
         envelope["output"] = output
         if cell.network_content:

@@ -112,6 +112,7 @@ class BackgroundCells:
         if run is None:
             return False
         run.ended_at = time.monotonic()
+        run.hold_final()
         cell.requests.wake.set()  # a driver waiting for host work sees the end at once
         return True
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
 from bridge.errors import OutputLimitExceeded
+from bridge.inbox import HeldAccount
 from bridge.messages import DoneFrame, GuestConfig, IdleFrame, run_frame, settle_frame
 from bridge.output import FinalError, FinalValue, OutputState
 from service.errors import WorkerGone
@@ -57,6 +58,7 @@ class Cell:
         retainer: Retainer | None = None,
         id_prefix: str = "cell_",
         context: CellContext | None = None,
+        account: HeldAccount | None = None,
     ) -> None:
         # ``context``: made (and prepared) before the cell took its worker.
         self.context = context or CellContext(id_prefix + str(uuid.uuid4()), spec)
@@ -72,8 +74,10 @@ class Cell:
             dispatcher,
             spec.limits.inbox_bytes,
             spec.limits.max_pending_requests,
-            lambda request_id, method, args: HostCall(context, request_id, method, args),
+            lambda request_id, method, raw: HostCall(context, request_id, method, raw),
             max_request_bytes=spec.limits.max_request_bytes,
+            max_request_values=spec.limits.max_request_values,
+            account=account,
         )
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None
@@ -134,6 +138,7 @@ class Cell:
             # The prelude refuses requests over these caps; HostRequests enforces them again.
             "maxPendingRequests": limits.max_pending_requests,
             "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
+            "maxRequestValues": limits.max_request_values,
         }
         return config
 
@@ -313,7 +318,7 @@ class Cell:
         for request_id in msg["cancels"]:
             self.requests.drop(request_id)
         for req in msg["requests"]:
-            self.requests.dispatch(req["id"], req["method"], req["args"])
+            self.requests.dispatch(req["id"], req["method"], req.get("args", b"[]"))
         self.telemetry.host_requests = self.requests.count
 
     async def _deliver(self, budget_ms: int) -> None:

@@ -6,7 +6,8 @@ A handler is an ``async`` function of a ``HostCall``; what it returns is the JSO
 it raises as ``GuestError`` becomes a rejected ``Error`` in the guest (with ``code``), and
 ``NeedsCaller`` hands the request to the API caller (client tools, yields).  Anything else a
 handler raises is a host bug: the guest sees a sanitised ``tool_error`` and the cell goes on.
-A handler whose call needs a person's approval awaits ``call.ask_approval(tool, input, reason)``:
+A handler whose call needs a person's approval awaits ``call.ask_approval(tool, input, reason)``
+(``input`` best as its compact JSON bytes, so nothing parsed is held while a person decides):
 the cell parks with an ``approval`` entry and the handler goes on (or not) with the answer.
 """
 
@@ -16,7 +17,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bridge import jsoncodec
+from bridge.json_values import nested_deeper_than
+
 from .spec import CellSpec, Telemetry
+
+NOT_SOUND = (
+    f"request arguments are nested too deep or are not JSON; values may nest at most "
+    f"{jsoncodec.MAX_NESTING} levels of arrays/objects"
+)
 
 
 # Not a ServiceError: a control-flow signal from a handler to the dispatcher, which turns it into
@@ -89,14 +98,46 @@ class CellContext:
 
 @dataclass
 class HostCall:
-    """One guest request as a handler sees it."""
+    """One guest request as a handler sees it.
+
+    Its arguments arrive as the JSON text the guest wrote (``raw``) and are parsed on first use
+    (``args``, kept for the call) or handed over for good (``take_args``: the call keeps no parsed
+    copy, so a handler that waits, e.g. for an approval, can hold them encoded meanwhile).
+    """
 
     cell: CellContext
     request_id: int
     method: str
-    args: list[Any]
-    #: (tool, input, reason) -> (approved, the approver's reason); parks the cell until answered.
+    raw: bytes
+    #: (tool, input, reason) -> (approved, the approver's reason); parks the cell until answered.  The
+    #: input is best its compact JSON (bytes): then the request holds only those bytes meanwhile.
     ask_approval: Callable[[str, Any, str], Awaitable[tuple[bool, str | None]]] | None = None
+    #: What the call is, for the caller's list of pending calls (``tool``): set by handlers that know.
+    label: str | None = None
+    _args: list[Any] | None = field(default=None, repr=False)
+
+    @property
+    def args(self) -> list[Any]:
+        """The arguments as Python objects (parsed once; a ``GuestError`` if they are not sound JSON)."""
+        if self._args is None:
+            self._args = parse_request(self.raw)
+        return self._args
+
+    def take_args(self) -> list[Any]:
+        """The arguments as Python objects, handed over for good: the call keeps neither them nor their bytes."""
+        args, self._args, self.raw = self.args, None, b""
+        return args
+
+
+def parse_request(raw: bytes) -> list[Any]:
+    """A guest request's argument array as Python objects; a ``GuestError`` if it is not JSON or too deep."""
+    try:
+        args = jsoncodec.loads(raw)
+    except jsoncodec.JSONDecodeError:
+        raise GuestError(NOT_SOUND, code="invalid_input", name="TypeError") from None
+    if nested_deeper_than(args, jsoncodec.MAX_NESTING, raw):
+        raise GuestError(NOT_SOUND, code="invalid_input", name="TypeError")
+    return args if isinstance(args, list) else [args]
 
 
 Handler = Callable[[HostCall], Awaitable[Any]]

@@ -12,7 +12,9 @@ output entry goes out once on the stream, as an ``output`` event, so the ``envel
 ``output: []``.
 
 A background cell's output is also *undelivered* until a reader wrote its event or a ``wait``
-answer carried it: a ``wait`` answers only what no one was shown yet.
+answer carried it: a ``wait`` answers only what no one was shown yet.  Undelivered entries are
+kept encoded (the bytes of their events, shared) and charged to the tenant's held-bytes quota, like
+the final envelope, until they are collected.
 
 Logs of finished cells (a background cell's once its result was collected; another cell's if a
 reader opened it) stay readable for ``events_retain_seconds`` (a reader may connect after a quick cell
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge import jsoncodec
+from bridge.inbox import HeldAccount
 from service.errors import TooManyRequests
 
 #: Bookkeeping of one event (its object, its place in the log) charged on top of its data.
@@ -68,7 +71,7 @@ class Event:
 
 def _encoded(value: Any) -> bytes | None:
     try:
-        return jsoncodec.dumps(value)
+        return jsoncodec.dumps_kept(value)
     except (jsoncodec.JSONEncodeError, TypeError):
         return None  # too deep to encode: treated like an event too large to keep
 
@@ -76,10 +79,12 @@ def _encoded(value: Any) -> bytes | None:
 class EventLog:
     """The numbered events of one cell, bounded to ``max_bytes``."""
 
-    def __init__(self, cell_id: str, tenant: str, max_bytes: int) -> None:
+    def __init__(self, cell_id: str, tenant: str, max_bytes: int, account: HeldAccount | None = None) -> None:
         self.cell_id = cell_id
         self.tenant = tenant
         self.max_bytes = max_bytes
+        self.account = account  # charged for undelivered output and the held envelope (background cells)
+        self.held = 0  # bytes charged to it now
         self.bytes = 0
         self.last_id = 0
         self.ended = False  # the envelope event was published: nothing follows it
@@ -87,7 +92,8 @@ class EventLog:
         self._events: deque[Event] = deque()
         self._status: str | None = None
         self._changed: asyncio.Event | None = None  # made when a reader waits
-        self._undelivered: dict[int, Any] = {}  # background cells: output event id -> entry
+        # Background cells: output event id -> (its entry's JSON, whether it is a truncation marker).
+        self._undelivered: dict[int, tuple[bytes, bool]] = {}
 
     # ---- writing ----------------------------------------------------------------------------------
 
@@ -103,15 +109,44 @@ class EventLog:
         size = 0
         if undelivered and entries and self._undelivered:
             last = next(reversed(self._undelivered))
-            if isinstance(self._undelivered[last], dict) and self._undelivered[last].get("truncated") is True:
-                del self._undelivered[last]  # newer output re-covers what a truncation marker stood for
+            if self._undelivered[last][1]:
+                # newer output re-covers what a truncation marker stood for
+                self._release(len(self._undelivered.pop(last)[0]))
         for entry in entries:
             data = _encoded(entry)
             size += len(data) if data is not None else 0
             self._append(Event(self.last_id + 1, "output", data))
-            if undelivered:
-                self._undelivered[self.last_id] = entry
+            if undelivered and data is not None:
+                marker = isinstance(entry, dict) and entry.get("truncated") is True
+                self._undelivered[self.last_id] = (data, marker)
+                self._charge(len(data))
         return size
+
+    def hold(self, n: int) -> None:
+        """Charge ``n`` more bytes held for this cell until its result is collected."""
+        self._charge(n)
+
+    @property
+    def over_quota(self) -> bool:
+        """The tenant's held bytes are over its quota."""
+        return self.account is not None and self.account.used > self.account.capacity
+
+    def _charge(self, n: int) -> None:
+        # Forced: a cell's output budget (max_output_bytes) bounds it; the quota refuses the next request.
+        if self.account is not None:
+            self.account.charge(n)
+            self.held += n
+
+    def _release(self, n: int) -> None:
+        if self.account is not None:
+            given = min(n, self.held)
+            self.account.release(given)
+            self.held -= given
+
+    def release_held(self) -> None:
+        """The cell's result was collected (or dropped): nothing is held for it any more."""
+        self._release(self.held)
+        self._undelivered.clear()
 
     def pending(self, reason: str, calls: list[dict[str, Any]]) -> None:
         self._append(Event(self.last_id + 1, "pending", _encoded({"reason": reason, "pending_tool_calls": calls})))
@@ -122,10 +157,16 @@ class EventLog:
             return
         output_bytes = self.output(list(envelope.get("output") or []), undelivered=undelivered)
         self.status(str(envelope.get("status")))
-        encoded = getattr(envelope, "encoded", None)
-        # Its data leaves the output out: about the sealed encoding less the entries' bytes.
-        size = UNENCODED_FACTOR * max(len(encoded) - output_bytes, 0) if isinstance(encoded, bytes) else 0
-        self._append(Event(self.last_id + 1, "envelope", None, envelope=envelope, size=size), keep=True)
+        if undelivered:
+            # Kept until its result is collected: held encoded (its output went out as events above).
+            data = _encoded({**envelope, "output": []}) or b"{}"
+            self._charge(len(data))
+            self._append(Event(self.last_id + 1, "envelope", data), keep=True)
+        else:
+            encoded = getattr(envelope, "encoded", None)
+            # Its data leaves the output out: about the sealed encoding less the entries' bytes.
+            size = UNENCODED_FACTOR * max(len(encoded) - output_bytes, 0) if isinstance(encoded, bytes) else 0
+            self._append(Event(self.last_id + 1, "envelope", None, envelope=envelope, size=size), keep=True)
         self.ended = True
 
     def _append(self, event: Event, *, keep: bool = False) -> None:
@@ -170,13 +211,16 @@ class EventLog:
     def delivered(self, event: Event) -> None:
         """A reader wrote ``event``: its output is not repeated in a later envelope."""
         if event.kind == "output":
-            self._undelivered.pop(event.id, None)
+            entry = self._undelivered.pop(event.id, None)
+            if entry is not None:
+                self._release(len(entry[0]))
         elif event.kind == "envelope":
             self.envelope_delivered = True
 
     def take_undelivered(self) -> list[Any]:
-        """Output nobody was shown yet, for an envelope (it then counts as delivered)."""
-        entries = list(self._undelivered.values())
+        """Output nobody was shown yet, for an envelope (it then counts as delivered), still encoded."""
+        entries = [jsoncodec.fragment(data) for data, _ in self._undelivered.values()]
+        self._release(sum(len(data) for data, _ in self._undelivered.values()))
         self._undelivered.clear()
         return entries
 
@@ -208,8 +252,8 @@ class EventLogs:
         self._retained_total = 0
         self._streams: dict[str, int] = {}
 
-    def open(self, cell_id: str, tenant: str) -> EventLog:
-        log = self._live[cell_id] = EventLog(cell_id, tenant, self.buffer_bytes)
+    def open(self, cell_id: str, tenant: str, account: HeldAccount | None = None) -> EventLog:
+        log = self._live[cell_id] = EventLog(cell_id, tenant, self.buffer_bytes, account)
         return log
 
     def live(self, cell_id: str) -> EventLog | None:
@@ -228,6 +272,7 @@ class EventLogs:
         log = self._live.pop(cell_id, None)
         if log is None:
             return
+        log.release_held()  # from here on ``events_retained_bytes`` bounds what it keeps
         self._retained[cell_id] = (log, self._clock() + self.retain_seconds)
         self._retained_total += log.bytes + LOG_OVERHEAD_BYTES
         while self._retained_total > self.retained_bytes and self._retained:

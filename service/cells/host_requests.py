@@ -6,10 +6,12 @@ charged to the cell's inbox allowance (or replaced by the fixed "program-data bu
 error) and queued in settlement order until the cell's worker can take it.  Bytes handed to the
 worker are released when the worker reports back, i.e. once the guest consumed them.
 
-A request's JSON arguments are held on the host until it settles (a client tool call's input waits
-for the API caller, maybe for as long as the cell stays parked), so they are charged to the same
-allowance from arrival to settlement, cancel or the cell's end; arguments that do not fit are refused
-in the guest, catchably, and the cell goes on.
+A request's JSON arguments arrive as the bytes the guest wrote and stay encoded until its handler
+parses them (once); they are checked before that (``max_request_bytes``, ``max_request_values``).
+They are held on the host until the request settles (a client tool call's input waits for the API
+caller, maybe for as long as the cell stays parked), so they are charged to the same allowance, and
+to the tenant's held-bytes quota, from arrival to settlement, cancel or the cell's end; arguments
+that do not fit are refused in the guest, catchably, and the cell goes on.
 
 A handler may ask the API caller to approve its call (``HostCall.ask_approval``): the request then
 parks the cell as an ``approval`` entry while its handler task waits, and goes on in that same task
@@ -26,12 +28,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge import jsoncodec
-from bridge.inbox import INBOX_EXCEEDED_MESSAGE, InboxAllowance, arguments_exceeded_message
+from bridge.inbox import (
+    INBOX_EXCEEDED_MESSAGE,
+    HeldAccount,
+    InboxAllowance,
+    arguments_exceeded_message,
+    tenant_held_exceeded_message,
+)
 from bridge.messages import Reply
 from service.tracing import end_call
 
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
-from .request_caps import measure_request
+from .request_caps import check_request, leading_strings
 
 #: One reply for the worker: the settle entry, and its JSON payload when it succeeded.
 ReadyReply = tuple[Reply, bytes | None]
@@ -47,7 +55,7 @@ class Pending:
 
     request_id: int
     method: str
-    args: list[Any]
+    label: str | None = None  # the tool it calls, for the caller's pending list
     task: asyncio.Task[None] | None = None
     caller: NeedsCaller | None = None  # set when the API caller must answer it
     args_bytes: int = 0  # inbox bytes charged for ``args`` while the request is pending
@@ -62,10 +70,8 @@ class Pending:
                 out["reason"] = self.caller.reason
         elif self.caller is not None and self.caller.kind == "client_tool":
             out.update(tool=self.caller.tool, name=self.caller.name, input=self.caller.input)
-        elif self.method == "tool" and self.args:
-            out["tool"] = self.args[0]
-        elif self.method == "mcp.call" and len(self.args) >= 2:
-            out["tool"] = f"MCP.{self.args[0]}.{self.args[1]}"
+        elif self.label is not None:
+            out["tool"] = self.label
         return out
 
 
@@ -77,14 +83,17 @@ class HostRequests:
         dispatcher: Dispatcher,
         inbox_bytes: int,
         max_in_flight: int,
-        make_call: Callable[[int, str, list[Any]], HostCall],
+        make_call: Callable[[int, str, bytes], HostCall],
         *,
         max_request_bytes: int = 256 * 1024 * 1024,
+        max_request_values: int = 1_000_000,
+        account: HeldAccount | None = None,
     ) -> None:
         self.dispatcher = dispatcher
-        self.inbox = InboxAllowance(inbox_bytes)
+        self.inbox = InboxAllowance(inbox_bytes, account)
         self.max_in_flight = max_in_flight
         self.max_request_bytes = max_request_bytes
+        self.max_request_values = max_request_values
         self.make_call = make_call
         self.wake = asyncio.Event()  # set whenever a reply is ready or the caller is needed
         self._effects_started = False
@@ -159,13 +168,14 @@ class HostRequests:
 
     # ---- requests in ---------------------------------------------------------------------------
 
-    def dispatch(self, request_id: int, method: str, args: Any) -> None:
-        """Start the handler of one guest request, its arguments measured and charged to the inbox."""
-        pending = Pending(request_id, method, args if isinstance(args, list) else [args])
+    def dispatch(self, request_id: int, method: str, args: bytes | list[Any]) -> None:
+        """Start the handler of one guest request, its arguments (JSON bytes) checked and charged to the inbox."""
+        raw = args if isinstance(args, bytes) else jsoncodec.dumps(args)
+        pending = Pending(request_id, method, label=call_label(method, raw))
         self._pending[request_id] = pending
         self.count += 1
         if self.trace is not None:
-            pending.span = self.trace.call(method, pending.args)
+            pending.span = self.trace.call(method, pending.label)
         route = self.dispatcher.route(method)
         if route is None:
             self.settle(request_id, False, {"message": f"unknown host method {method!r}", "code": "invalid_input"})
@@ -182,32 +192,44 @@ class HostRequests:
                 },
             )
             return
-        refusal = self._charge_args(pending)
+        refusal = self._charge_args(pending, raw)
         if refusal is not None:
             self.settle(request_id, False, refusal)
             return
         if route.side_effects:
             self._unconfirmed.add(request_id)
         self._in_flight.add(request_id)
-        call = self.make_call(request_id, method, pending.args)
+        call = self.make_call(request_id, method, raw)
         call.ask_approval = functools.partial(self._ask_approval, request_id)
         pending.task = asyncio.ensure_future(self._run(route.handler, call))
 
-    def _charge_args(self, pending: Pending) -> dict[str, Any] | None:
-        """Charge the request's argument bytes to the inbox; return the guest error if they do not fit."""
-        size, refusal = measure_request(pending.args, self.max_request_bytes)
+    def _charge_args(self, pending: Pending, raw: bytes) -> dict[str, Any] | None:
+        """Check the request's encoded arguments and charge them; return the guest error if they do not fit."""
+        refusal = check_request(raw, self.max_request_bytes, self.max_request_values)
         if refusal is not None:
             return refusal.payload()
+        size = len(raw)
         if size <= UNREFUSED_ARGS_BYTES:
             self.inbox.charge(size)
-        elif not self.inbox.admit(size):
-            return {
-                "message": arguments_exceeded_message(size, self.inbox.capacity, self.inbox.used),
-                "code": "program_data_budget",
-                "name": "RangeError",
-            }
+        else:
+            full = self.inbox.try_admit(size)
+            if full is not None:
+                return {
+                    "message": self._budget_message(size, full),
+                    "code": "program_data_budget",
+                    "name": "RangeError",
+                }
         pending.args_bytes = size
         return None
+
+    def _budget_message(self, size: int, full: str, *, reply: bool = False) -> str:
+        """Why ``size`` bytes of arguments (or of a ``reply``) fit neither the cell's allowance nor its tenant's quota."""
+        account = self.inbox.account
+        if full == "tenant" and account is not None:
+            return tenant_held_exceeded_message(size, account)
+        if reply:
+            return INBOX_EXCEEDED_MESSAGE
+        return arguments_exceeded_message(size, self.inbox.capacity, self.inbox.used)
 
     async def _run(self, handler: Any, call: HostCall) -> None:
         try:
@@ -243,7 +265,7 @@ class HostRequests:
         held = None
         if need.kind == "client_tool":
             try:
-                held = jsoncodec.fragment(jsoncodec.dumps(need.input))
+                held = jsoncodec.fragment(jsoncodec.dumps_kept(need.input))
             except TypeError as exc:
                 self.settle(
                     request_id,
@@ -252,26 +274,28 @@ class HostRequests:
                 )
                 return
         p.caller = NeedsCaller(need.kind, tool=need.tool, input=held, reason=need.reason, name=need.name)
-        p.args = []
         self.wake.set()
 
     async def _ask_approval(self, request_id: int, tool: str, input: Any, reason: str) -> tuple[bool, str | None]:
-        """Park the request as an approval entry until the API caller answers; (approved, reason)."""
+        """Park the request as an approval entry until the API caller answers; (approved, reason).
+
+        ``input`` is best given as its compact JSON (bytes): while the caller decides, the request
+        holds only these bytes, which take over the charge of its arguments (a handler that passes
+        bytes holds no parsed copy meanwhile, see ``CallSession``).
+        """
         p = self._pending.get(request_id)
         if p is None:
             return False, "the request is no longer pending"
         try:
-            raw = jsoncodec.dumps(input)
+            raw = input if isinstance(input, bytes) else jsoncodec.dumps_kept(input)
         except TypeError as exc:
             raise GuestError(f"the input of {tool} is not JSON: {exc}", "invalid_input", name="TypeError") from None
-        # The copy shown to the caller is held beside the handler's own: charged until the request settles.
-        if not self.inbox.admit(len(raw)):
-            raise GuestError(
-                arguments_exceeded_message(len(raw), self.inbox.capacity, self.inbox.used),
-                "program_data_budget",
-                name="RangeError",
-            )
-        p.args_bytes += len(raw)
+        self.inbox.release(p.args_bytes)
+        p.args_bytes = 0
+        full = self.inbox.try_admit(len(raw))
+        if full is not None:
+            raise GuestError(self._budget_message(len(raw), full), "program_data_budget", name="RangeError")
+        p.args_bytes = len(raw)
         held = jsoncodec.fragment(raw)
         decision: asyncio.Future[tuple[bool, str | None]] = asyncio.get_running_loop().create_future()
         p.caller = NeedsCaller("approval", tool=tool, input=held, reason=reason)
@@ -326,11 +350,13 @@ class HostRequests:
         except TypeError as exc:
             ok, raw = False, jsoncodec.dumps({"message": f"host reply is not JSON: {exc}", "code": "tool_error"})
         size = len(raw)  # the inbox counts UTF-8 bytes
-        if self.inbox.admit(size):
+        full = self.inbox.try_admit(size)
+        if full is None:
             self._charged[request_id] = size
         else:
             ok = False
-            raw = jsoncodec.dumps({"message": INBOX_EXCEEDED_MESSAGE, "code": "program_data_budget"})
+            message = self._budget_message(size, full, reply=True)
+            raw = jsoncodec.dumps({"message": message, "code": "program_data_budget"})
         reply: Reply = {"id": request_id, "ok": ok}
         if ok:
             self._ready.append((reply, raw))
@@ -382,6 +408,17 @@ class HostRequests:
         self._ready.clear()
         self._charged.clear()
         self.inbox.release_all()
+
+
+def call_label(method: str, raw: bytes) -> str | None:
+    """The callable a tool or MCP request names (``MCP.<server>.<tool>``), read from its encoded arguments."""
+    if method == "tool":
+        names = leading_strings(raw, 1)
+        return names[0] if names else None
+    if method == "mcp.call":
+        names = leading_strings(raw, 2)
+        return f"MCP.{names[0]}.{names[1]}" if len(names) == 2 else None
+    return None
 
 
 def request_number(public_id: Any) -> int:

@@ -6,7 +6,9 @@ Finished cells leave a small, bounded summary (no value, no output, the error's 
 ``GET /v1/cells/{id}`` can still say how they ended; the last ``tenant_finished_kept`` summaries of
 each tenant are kept.
 Per-tenant quotas (``tenant_max_parked_cells``, ``tenant_max_waits``) keep one tenant from taking
-every parked slot or wait; each refusal is a 429 naming the setting that raises it.
+every parked slot or wait; each refusal is a 429 naming the setting that raises it.  Every byte held
+for a tenant's live cells is charged to its ``HeldAccount`` (``tenant_held_bytes``): a tenant at its
+quota gets 429 for a new exec, and for a wait whose tool results would not fit.
 A background cell (``background_cells.py``) has an event log (``events.py``) from its exec on; any
 other cell gets one when a reader first asks for its events (its output already went out in its
 envelopes), so cells nobody watches pay nothing for the stream.
@@ -24,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.inbox import HeldAccount
 from service.errors import CellNotFound, Forbidden, InvalidRequest, TooManyRequests, WaitInProgress
 from service.settings import Settings
 from service.tracing import NO_TRACING, TraceParent, Tracing
@@ -74,6 +77,7 @@ class CellRegistry:
         self._parked: set[str] = set()
         self._finished = FinishedCells(settings.tenant_finished_kept, settings.max_tenants_tracked)
         self._tenants: dict[str, _TenantGate] = {}
+        self._held: dict[str, HeldAccount] = {}  # per tenant (one per API key tenant: a bounded table)
         self._sweeper: asyncio.Task[None] | None = None
         self.counts: dict[str, int] = {"completed": 0, "failed": 0, "waiting": 0}
         self.sweepers: list[Callable[[], Any]] = []  # other periodic expiry (saved results)
@@ -160,6 +164,7 @@ class CellRegistry:
             kill_grace_ms=s.kill_grace_ms,
             max_pending_requests=s.max_pending_requests,
             max_request_bytes=s.max_request_bytes,
+            max_request_values=s.max_request_values,
         )
 
     def _gate(self, tenant: str) -> _TenantGate:
@@ -220,6 +225,7 @@ class CellRegistry:
                 "them finish first",
                 retry_after=1,
             )
+        account = self._check_held(spec.tenant)
         slot = contextlib.ExitStack()
         with slot:
             slot.enter_context(self._tenant_slot(spec.tenant))
@@ -240,11 +246,12 @@ class CellRegistry:
                 self.retainer,
                 self.cell_id_prefix,
                 context=context,
+                account=account,
             )
             self._cells[cell.id] = cell
             async with cell.wait_lock:
                 if spec.background:
-                    self.events.open(cell.id, spec.tenant)
+                    self.events.open(cell.id, spec.tenant, account)
                     return self.background.start(cell, slot.pop_all())
                 leg = cell.start(budget_ms)
                 return self._published(cell, await self._guarded(cell, leg, trace_parent, started_ns))
@@ -268,6 +275,9 @@ class CellRegistry:
             raise WaitInProgress("cell is already being resumed by another wait; retry when it returns")
         timeout = cell.spec.limits.timeout_ms if timeout_ms is None else timeout_ms
         _check_range("timeout_ms", timeout, 100, self.settings.max_timeout_ms)
+        incoming = sum(_result_bytes(result) for result in tool_results)
+        if incoming:  # a wait that only collects or approves lets go of bytes: never refused for them
+            self._check_held(tenant, incoming)
         if run is not None:
             with self._wait_slot(tenant):
                 return await self.background.wait(run, timeout, tool_results, approvals or [])
@@ -376,8 +386,28 @@ class CellRegistry:
         raise CellNotFound(NOT_FOUND)
 
     def stats(self) -> dict[str, int]:
-        held = sum(cell.requests.inbox.used for cell in self._cells.values())
+        held = sum(account.used for account in self._held.values())
         return {"live": len(self._cells), "parked": len(self._parked), "held_bytes": held, **self.counts}
+
+    def held_account(self, tenant: str) -> HeldAccount:
+        """What the service holds for ``tenant``'s live cells, against ``tenant_held_bytes``."""
+        account = self._held.get(tenant)
+        if account is None:
+            account = self._held[tenant] = HeldAccount(tenant, self.settings.tenant_held_bytes)
+        return account
+
+    def _check_held(self, tenant: str, incoming: int = 0) -> HeldAccount:
+        """429 when ``tenant`` holds its whole quota, or ``incoming`` more bytes would not fit it."""
+        account = self.held_account(tenant)
+        if account.used + max(incoming, 1) > account.capacity:  # a new cell needs room for at least a byte
+            raise TooManyRequests(
+                f"held-bytes quota reached: the service holds {account.used} bytes for tenant {tenant!r}'s "
+                f"live cells (cap tenant_held_bytes={account.capacity}: pending arguments, unconsumed replies, "
+                f"uncollected output and results){f', and this request brings {incoming} more' if incoming else ''}; "
+                "collect, answer or cancel waiting cells first",
+                retry_after=1,
+            )
+        return account
 
     def tenant_load(self, tenant: str) -> dict[str, int]:
         """What ``tenant`` holds now against its quotas: running calls, parked cells, waits."""
@@ -452,6 +482,15 @@ class CellRegistry:
             cell.id,
             {"snapshot": finished_summary(cell.final or {}), "expired": cell.end_reason is EndReason.EXPIRED},
         )
+
+
+def _result_bytes(result: dict[str, Any]) -> int:
+    """The bytes a client tool result will hold once settled (its value's JSON, or its error)."""
+    value = result.get("value")
+    data = getattr(value, "data", None)  # RawJson: the value as the caller sent it
+    if isinstance(data, bytes):
+        return len(data)
+    return len(str(result.get("error") or ""))
 
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:

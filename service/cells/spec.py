@@ -33,6 +33,7 @@ class CellLimits:
     kill_grace_ms: int
     max_pending_requests: int
     max_request_bytes: int
+    max_request_values: int = 1_000_000
 
     @property
     def inbox_bytes(self) -> int:

@@ -82,20 +82,27 @@ class Worker:
             self.dead = True
 
     async def recv(self) -> WorkerFrame:
+        """The next frame; an ``idle`` frame's requests get their arguments, still encoded, from the raw frames after it."""
+        body = await self._read_body()
+        try:
+            frame: WorkerFrame = decode_body(body)
+            if frame["t"] == "idle":
+                for request in frame["requests"]:
+                    request["args"] = await self._read_body()
+            return frame
+        except (BridgeError, TypeError, KeyError) as exc:
+            self.kill()
+            raise WorkerGone(f"worker sent a bad frame: {exc}") from None
+
+    async def _read_body(self) -> bytes:
         assert self.proc.stdout is not None
         try:
             header = await self.proc.stdout.readexactly(HEADER_SIZE)
-            body = await self.proc.stdout.readexactly(frame_length(header, self.frame_cap))
+            return await self.proc.stdout.readexactly(frame_length(header, self.frame_cap))
         except asyncio.IncompleteReadError:
             self.dead = True
             raise WorkerGone(await self.exit_reason()) from None
         except BridgeError as exc:
-            self.kill()
-            raise WorkerGone(f"worker sent a bad frame: {exc}") from None
-        try:
-            frame: WorkerFrame = decode_body(body)
-            return frame
-        except (BridgeError, TypeError) as exc:
             self.kill()
             raise WorkerGone(f"worker sent a bad frame: {exc}") from None
 

@@ -24,14 +24,22 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
     async def call_tool(call: HostCall) -> Any:
         state = cell_tools(call.cell)
         # Whatever the guest sent: the view answers a non-string name as an unknown tool.
-        name: Any = call.args[0] if call.args else None
-        params = call.args[1] if len(call.args) > 1 else {}
+        args = call.take_args()
+        name: Any = args[0] if args else None
         # Retries of an idempotent tool stay within one cell timeout of the call's start.
         deadline = asyncio.get_running_loop().time() + call.cell.spec.limits.timeout_ms / 1000
+        running = state.session.call_detailed(
+            name,
+            args[1] if len(args) > 1 else {},
+            tool_context(call),
+            deadline=deadline,
+            ask=call.ask_approval,
+            handed_over=True,
+        )
+        # From here on only the session holds the parsed arguments (and lets go of them while it waits).
+        del args
         try:
-            outcome = await state.session.call_detailed(
-                name, params, tool_context(call), deadline=deadline, ask=call.ask_approval
-            )
+            outcome = await running
         except ClientToolCall as need:
             raise NeedsCaller("client_tool", tool=need.callable_name, name=need.tool_name, input=need.params) from None
         except ToolCallError as exc:

@@ -11,6 +11,8 @@ from service.settings import Settings
 MiB = 1024 * 1024
 # Endpoints without a documented body (cancel, deletes) still get a small allowance.
 OTHER_BODY_CAP = MiB
+#: Values an exec body may hold: its client-tool schemas' cap allows at most 65,536, plus room for the rest.
+EXEC_BODY_VALUES = 100_000
 
 
 class BodyCaps:
@@ -20,6 +22,17 @@ class BodyCaps:
         self.exec_cap = settings.max_exec_body_bytes
         # Client tool results can be as large as the cell's inbox.
         self.wait_cap = settings.max_snapshot_bytes + MiB
+        self.max_values = settings.max_request_values
+
+    def values_cap_for(self, path: str) -> int:
+        """JSON values a body may hold, counted before it is parsed (413 over it).
+
+        An exec body's data is its client-tool schemas (at most 128 KiB of compact JSON in all, so
+        at most 65,536 values) beside a few scalars and lists: more is refused before any parse.
+        """
+        if path == "/v1/exec":
+            return min(self.max_values, EXEC_BODY_VALUES)
+        return self.max_values
 
     def cap_for(self, path: str) -> int:
         # An MCP request carries at most an exec's code (the facade's wait takes no large client tool results).

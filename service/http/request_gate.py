@@ -2,8 +2,9 @@
 
 Order matters: the peer is checked first (no keys: loopback only, and only requests whose Host and
 Origin name this service, on every route, /mcp included), then the API key from the headers, and
-only then is the body read (up to its cap) and decoded.  An unauthenticated caller therefore never
-makes the service read, let alone parse, its body.  Routes get the resolved key
+only then is the body read (up to its cap), its JSON values counted (413 over
+``max_request_values``, before anything is parsed) and decoded.  An unauthenticated caller
+therefore never makes the service read, let alone parse, its body.  Routes get the resolved key
 and the decoded JSON from the scope (``GatedRoute``), so nothing is parsed twice.
 """
 
@@ -76,7 +77,9 @@ class RequestGate:
         if path == MCP_PATH:
             await self.decoder.check_mcp_body(body)
         elif body and _is_json(_header(scope, b"content-type")):
-            scope[JSON_SCOPE] = await self.decoder.decode(body, tool_values_raw=path.endswith("/wait"))
+            scope[JSON_SCOPE] = await self.decoder.decode(
+                body, tool_values_raw=path.endswith("/wait"), max_values=self.caps.values_cap_for(path)
+            )
         return _replay(body, receive)
 
 

@@ -1,7 +1,7 @@
 """Request bodies as JSON: decoded once, by the fast codec, with a nesting cap, off the loop when large.
 
 The nesting cap keeps every value a caller sends encodable on its way on (guest frames,
-envelopes, the store): the codec refuses anything nested deeper than ``ENCODER_DEPTH``.
+envelopes, the store): the codec refuses anything nested deeper than ``jsoncodec.ENCODER_DEPTH``.
 
 Building Python objects for a large body takes the GIL for its whole length (an 11 MiB body of
 small objects: ~0.3 s), so a thread would not free the event loop.  Large bodies are decoded in
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from bridge import jsoncodec
+from bridge.json_values import count_values, nested_deeper_than, over_cap_message
 from bridge.messages import SandboxOptions
 from service.cells.dispatch import RawJson
 from service.errors import BodyTooLarge, InvalidRequest
@@ -22,7 +23,6 @@ from service.helper_process import ConfinedHelper
 
 MiB = 1024 * 1024
 MAX_BODY_DEPTH = 128
-ENCODER_DEPTH = 254  # the deepest nesting bridge.jsoncodec can encode
 # Bodies up to this size decode on the loop in a few milliseconds; larger ones go to the helper.
 INLINE_BYTES = 256 * 1024
 # What a wait body may hold besides its tool result values (ids, flags, error messages).
@@ -44,12 +44,13 @@ WAIT_REST_TOO_LARGE = (
 )
 
 
-def decode_body(body: bytes, *, tool_values_raw: bool = False) -> Any:
+def decode_body(body: bytes, *, tool_values_raw: bool = False, max_values: int | None = None) -> Any:
     """The body's JSON value; ``InvalidRequest`` (422, ``need_param`` body) if it is not JSON or too deep.
 
     With ``tool_values_raw`` (wait bodies), each ``tool_results[i].value`` is its compact JSON (``RawJson``).
+    With ``max_values``, a body holding more JSON values is ``BodyTooLarge`` (413) before it is parsed.
     """
-    outcome = _decode(body, tool_values_raw)
+    outcome = _decode(body, tool_values_raw, max_values)
     return _finish(outcome)
 
 
@@ -59,10 +60,10 @@ class BodyDecoder:
     def __init__(self, sandbox: SandboxOptions) -> None:
         self.helper = ConfinedHelper("body decoder", sandbox, [__name__])
 
-    async def decode(self, body: bytes, *, tool_values_raw: bool = False) -> Any:
+    async def decode(self, body: bytes, *, tool_values_raw: bool = False, max_values: int | None = None) -> Any:
         if len(body) <= INLINE_BYTES:
-            return decode_body(body, tool_values_raw=tool_values_raw)
-        return _finish(await self.helper.run(_decode, body, tool_values_raw))
+            return decode_body(body, tool_values_raw=tool_values_raw, max_values=max_values)
+        return _finish(await self.helper.run(_decode, body, tool_values_raw, max_values))
 
     async def check_mcp_body(self, body: bytes) -> None:
         """Refuse (413) a large MCP body of many small values before the SDK parses it on the loop.
@@ -79,16 +80,18 @@ class BodyDecoder:
         self.helper.close()
 
 
-def _decode(body: bytes, tool_values_raw: bool) -> tuple[str, Any]:
-    """``("ok", value)`` or ``("error", message)``; plain data, so it crosses a process boundary."""
+def _decode(body: bytes, tool_values_raw: bool, max_values: int | None = None) -> tuple[str, Any]:
+    """``("ok", value)``, ``("error", message)`` or ``("too_many", message)``; plain data, so it crosses a
+    process boundary."""
+    if max_values is not None and count_values(body, max_values) > max_values:
+        return "too_many", over_cap_message(max_values)
     try:
         value = jsoncodec.loads(body)
     except jsoncodec.JSONDecodeError as exc:
         if "depth" in str(exc):
             return "error", TOO_DEEP
         return "error", f"request body is not valid JSON ({exc}); send one UTF-8 JSON object as documented at /docs"
-    # Each level opens with a bracket: a body with few of them (most bodies) needs no walk.
-    if body.count(b"[") + body.count(b"{") > MAX_BODY_DEPTH and nested_deeper_than(value, MAX_BODY_DEPTH):
+    if nested_deeper_than(value, MAX_BODY_DEPTH, body):
         return "error", TOO_DEEP
     if tool_values_raw and _detach_tool_values(value) > WAIT_REST_BYTES:
         return "error", WAIT_REST_TOO_LARGE
@@ -99,6 +102,8 @@ def _finish(outcome: tuple[str, Any]) -> Any:
     kind, value = outcome
     if kind == "error":
         raise InvalidRequest(value, need_param="body")
+    if kind == "too_many":
+        raise BodyTooLarge(value)
     results = value.get("tool_results") if isinstance(value, dict) else None
     if isinstance(results, list):
         for entry in results:
@@ -115,38 +120,3 @@ def _detach_tool_values(body: Any) -> int:
             if isinstance(entry, dict) and "value" in entry:
                 entry["value"] = jsoncodec.dumps(entry["value"])
     return len(jsoncodec.dumps(body, default=lambda _: None))
-
-
-def count_values(body: bytes, stop_after: int) -> int:
-    """JSON values in ``body`` (containers, keys' values, items), counting stops past ``stop_after``; 0 if not JSON."""
-    try:
-        stack = [jsoncodec.loads(body)]
-    except jsoncodec.JSONDecodeError:
-        return 0
-    count = 0
-    while stack and count <= stop_after:
-        value = stack.pop()
-        count += 1
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return count
-
-
-def nested_deeper_than(value: Any, limit: int) -> bool:
-    """True when ``value`` nests containers more than ``limit`` deep.
-
-    Wrapping the value in ``ENCODER_DEPTH - limit`` lists and encoding it lets the codec do the
-    walk at native speed: it fails exactly when the original is deeper than ``limit``.
-    """
-    if not isinstance(value, (dict, list)):
-        return False
-    wrapped: Any = value
-    for _ in range(ENCODER_DEPTH - limit):
-        wrapped = [wrapped]
-    try:
-        jsoncodec.dumps(wrapped)
-    except jsoncodec.JSONEncodeError:
-        return True
-    return False

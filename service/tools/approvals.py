@@ -43,7 +43,8 @@ MAX_REQUEST_ENTRIES = 64
 MAX_REASON_CHARS = 2048
 
 #: Asks the API caller to approve one call: (tool, input, reason) -> (approved, the approver's reason).
-AskApproval = Callable[[str, Any, str], Awaitable[tuple[bool, str | None]]]
+#: (callable name, the input's compact JSON, reason) -> (approved, the approver's reason).
+AskApproval = Callable[[str, bytes, str], Awaitable[tuple[bool, str | None]]]
 
 
 @dataclass(frozen=True)

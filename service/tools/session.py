@@ -148,8 +148,13 @@ class CallSession:
         *,
         deadline: float | None = None,
         ask: AskApproval | None = None,
+        handed_over: bool = False,
     ) -> CallOutcome:
         """Like `call`, but returns text, error flag and network provenance too.
+
+        Hooks and the tool may change their arguments in place, so they get a copy of ``params``;
+        with ``handed_over`` the caller keeps no reference to ``params`` (a guest request's freshly
+        parsed arguments) and they get ``params`` itself: the arguments exist parsed once.
 
         ``deadline`` (event-loop time) bounds the retries of an idempotent tool; time spent waiting
         for an approval through ``ask`` is added to it.  Without ``ask``, a call that needs approval
@@ -166,25 +171,35 @@ class CallSession:
                 tool=name,
             )
         self.call_count += 1
-        caller_input = {} if params is None else params
+        caller_input = {} if params is None else params if handed_over else jsoncodec.copied(params)
+        params = None
         await _checked(entry.contract.check_input, caller_input, name)
         self._guard_loop(entry, caller_input)
-        # Hooks and the tool get their own copy, so the caller's selector stays intact for output checks.
-        prepared, rewritten, asked = await self._run_before_hooks(entry, jsoncodec.copied(caller_input), ctx)
+        # The arguments are parsed once.  Output checks pick a schema branch by the caller's own input,
+        # which hooks or the tool may change in place: for such a contract it is kept aside, encoded.
+        caller_encoded = jsoncodec.dumps_kept(caller_input) if entry.contract.variants is not None else None
+        prepared, rewritten, asked = await self._run_before_hooks(entry, caller_input, ctx)
         if rewritten:
             await _checked(entry.contract.check_input, prepared, name, error=InputContractError)
         reason = asked or self.approvals.native(
             PolicySubject(entry.tool_name, entry.tool_id, entry.plugin_id, entry.source)
         )
         if reason is not None:
-            waited = await _approve(name, prepared, reason, ask)
+            # While a person decides (maybe for as long as the cell stays parked) the input is held
+            # encoded only: its parsed form can be many times the bytes charged for it.
+            encoded = _encoded_input(name, prepared)
+            caller_input = prepared = None
+            waited = await _approve(name, encoded, reason, ask)
             deadline = None if deadline is None else deadline + waited
+            prepared = jsoncodec.loads(encoded)
+            del encoded
+        caller_input = None  # the tool works on ``prepared``; an output check parses ``caller_encoded``
         if entry.source == "client":
             raise ClientToolCall(call_id=ctx.call_id, tool_name=entry.tool_name, callable_name=name, params=prepared)
         # The place is taken only now: a call waiting for its approval holds none.
         async with self.ledger.reserve(name) as reservation:
             try:
-                outcome = await self._run(entry, caller_input, prepared, ctx, deadline)
+                outcome = await self._run(entry, caller_encoded, prepared, ctx, deadline)
             except ToolCallError as exc:
                 self._count_failure(entry, exc, ctx, reservation)
                 raise
@@ -192,7 +207,7 @@ class CallSession:
         return outcome
 
     async def _run(
-        self, entry: ToolEntry, caller_input: Any, prepared: Any, ctx: ToolContext, deadline: float | None
+        self, entry: ToolEntry, caller_encoded: bytes | None, prepared: Any, ctx: ToolContext, deadline: float | None
     ) -> CallOutcome:
         name = entry.callable_name
         result = await self._execute(entry, prepared, ctx, deadline)
@@ -210,6 +225,8 @@ class CallSession:
         encoded = _json_bytes(result.details, name, entry.network)
         parsed: Any = _UNPARSED
         if entry.contract.output_schema is not None:
+            # The caller's own input picks the schema branch (without branches, any input picks the same).
+            caller_input = prepared if caller_encoded is None else jsoncodec.loads(caller_encoded)
             # Validation needs the value; big untyped replies skip this decode entirely.
             if len(encoded) > _INLINE_BYTES:
                 parsed = await asyncio.to_thread(_checked_output, entry, encoded, caller_input, prepared)
@@ -322,13 +339,20 @@ class CallSession:
         return result
 
 
-async def _approve(name: str, prepared: Any, reason: str, ask: AskApproval | None) -> float:
-    """Wait for the API caller's approval of one call; return the seconds it took, or raise if denied."""
+def _encoded_input(name: str, prepared: Any) -> bytes:
+    try:
+        return jsoncodec.dumps_kept(prepared)
+    except jsoncodec.JSONEncodeError as exc:
+        raise InputContractError(f"{name}: the input to approve is not JSON: {exc}", tool=name) from None
+
+
+async def _approve(name: str, encoded: bytes, reason: str, ask: AskApproval | None) -> float:
+    """Wait for the API caller's approval of one call (its input ``encoded``); the seconds it took, or raise if denied."""
     if ask is None:
         raise ApprovalDeniedError(f"{name} was not run: {reason}, and this cell cannot ask for it", tool=name)
     loop = asyncio.get_running_loop()
     started = loop.time()
-    approved, why = await ask(name, prepared, reason)
+    approved, why = await ask(name, encoded, reason)
     if not approved:
         raise ApprovalDeniedError(denial_message(name, why), tool=name)
     return loop.time() - started

@@ -20,6 +20,14 @@ def _engine(**config: Any) -> GuestEngine:
     return engine
 
 
+def _take(engine: GuestEngine) -> dict[str, Any]:
+    """``take()``, with each request's arguments read beside it as the worker does (``request_args``)."""
+    snap: dict[str, Any] = jsoncodec.loads(engine.take())
+    for i, request in enumerate(snap["requests"]):
+        request["args"] = jsoncodec.loads(engine.request_args(i))
+    return snap
+
+
 def _run(code: str, *, replies: dict[str, str] | None = None, **config: Any) -> tuple[GuestEngine, dict[str, Any]]:
     """Run ``code`` until it stops; answer requests of the methods in ``replies`` (JSON text)."""
     engine = _engine(**config)
@@ -28,7 +36,7 @@ def _run(code: str, *, replies: dict[str, str] | None = None, **config: Any) -> 
     engine.start(deadline)
     while True:
         engine.pump(deadline)
-        snap = jsoncodec.loads(engine.take())
+        snap = _take(engine)
         answered = [r for r in snap["requests"] if replies and r["method"] in replies]
         if snap["done"] is not None or not answered:
             return engine, snap
@@ -166,7 +174,7 @@ def test_no_stack_frame_api_reaches_a_prelude_function():
     engine.start(deadline)
     for _ in range(20):
         engine.pump(deadline)
-        snap = jsoncodec.loads(engine.take())
+        snap = _take(engine)
         if snap["done"] is not None:
             break
         for r in snap["requests"]:

@@ -26,6 +26,7 @@ from bridge.messages import (
 )
 
 from service.cells.sandbox import sandbox_options
+from tests.support.polling import poll_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,9 +50,16 @@ class WorkerProcess:
         self.proc.stdin.flush()
 
     def recv(self) -> dict[str, Any]:
+        """The next frame; an idle frame's requests get the raw argument frames that follow it, as bytes."""
+        frame: dict[str, Any] = decode_body(self._body())
+        if frame["t"] == "idle":
+            self.raw_args = [self._body() for _ in frame["requests"]]
+        return frame
+
+    def _body(self) -> bytes:
         assert self.proc.stdout is not None
         header = self.proc.stdout.read(HEADER_SIZE)
-        return decode_body(self.proc.stdout.read(frame_length(header)))  # type: ignore[no-any-return]
+        return self.proc.stdout.read(frame_length(header))
 
     def send_raw(self, data: bytes) -> None:
         assert self.proc.stdin is not None
@@ -124,7 +132,8 @@ def test_frames_carry_exactly_their_typed_fields(worker):
     idle = worker.recv()
     assert idle["t"] == "idle" and set(idle) == IdleFrame.__required_keys__, idle
     [request] = idle["requests"]
-    assert set(request) == GuestRequest.__required_keys__ and isinstance(request["args"], list), request
+    assert set(request) == GuestRequest.__required_keys__, request
+    assert worker.raw_args == [b"[0]"]  # the arguments follow as a raw frame, the JSON text the guest wrote
     worker.send(settle_frame("c", 3000, [{"id": request["id"], "ok": True}]))
     worker.send_raw(b"null")
     done = worker.recv()
@@ -180,3 +189,35 @@ def test_unhandled_rejections_stay_with_their_runtime(worker):
     assert done_b["ok"] and done_b["value"] == {"json": "2"}, done_b
     done_a = _settle(worker, "ra", a["requests"][0]["id"], "null")
     assert not done_a["ok"] and "mine" in done_a["error"]["text"], done_a
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def test_dropped_runtimes_give_their_memory_back(worker):
+    """A parked runtime of ~60 MB of small objects, dropped while a later runtime still lives above it in
+    the heap: the worker hands the freed pages back to the kernel (RSS falls), it does not keep them."""
+    big = "globalThis.keep = Array.from({length: 6e5}, (_, i) => ({i, s: 'v' + i})); await yield_control('p')"
+    small = "globalThis.keep = [1, 2, 3]; await yield_control('p')"
+    for rt, code in (("big", big), ("above", small)):
+        worker.send(
+            run_frame(
+                cell_id=rt,
+                code=code,
+                budget_ms=10000,
+                memory_limit_bytes=256 << 20,
+                max_output_bytes=65536,
+                value_capture_bytes=65536,
+                config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
+            )
+        )
+        assert worker.recv()["t"] == "idle"
+    parked = _rss(worker.proc.pid)
+    worker.send(drop_frame("big"))
+    assert worker.run("return 1")["value"] == {"json": "1"}  # the drop was handled before this cell ran
+    poll_until(lambda: _rss(worker.proc.pid) < parked - 30 * 2**20, "the dropped runtime's memory is given back")
+    worker.send(drop_frame("above"))

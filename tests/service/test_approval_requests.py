@@ -1,8 +1,8 @@
 """The approval seam of one cell's host requests (HostRequests), with a real dispatcher and handlers.
 
-The HTTP tests show the behaviour end to end; these pin what they cannot reach cheaply: the copy of
-the input shown for approval is charged to the cell's inbox, and ``side_effects_started`` moves only
-when an approval is granted.
+The HTTP tests show the behaviour end to end; these pin what they cannot reach cheaply: while the
+caller decides, the request holds the input shown for approval, encoded, charged to the cell's inbox
+in place of its arguments; and ``side_effects_started`` moves only when an approval is granted.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ RAN: list[Any] = []
 async def guarded(call: HostCall) -> Any:
     """A side-effect handler that asks for approval first, like the tool and MCP handlers do."""
     assert call.ask_approval is not None
-    approved, why = await call.ask_approval("send", call.args[0], "send needs approval")
+    approved, why = await call.ask_approval("send", jsoncodec.dumps(call.args[0]), "send needs approval")
     if not approved:
         raise GuestError(f"denied: {why}", "approval_denied")
     RAN.append(call.args[0])
@@ -68,20 +68,21 @@ async def test_denied_request_settles_with_the_reason_and_no_effects():
     assert hr.inbox.used == charged  # only the queued reply: the arguments and the shown copy were released
 
 
-async def test_shown_input_is_charged_to_the_inbox():
-    """Arguments of 600 bytes fit a 1000-byte inbox once; the copy shown for approval does not fit beside them."""
+async def test_shown_input_takes_over_the_charge_of_the_arguments():
+    """While the caller decides, the inbox holds the shown input's bytes in place of the arguments' (not both);
+    a shown input that does not fit is refused catchably, and the call never runs."""
     hr = requests(inbox_bytes=1000)
-    hr.dispatch(1, "send", ["x" * 600])
-    await apoll_until(lambda: hr.has_ready, "the request is refused")
-    [(reply, _)] = hr.take_ready()[0]
-    assert reply["ok"] is False and reply["error"]["code"] == "program_data_budget", reply
-    assert not hr.needs_caller and RAN == []
-    small = requests(inbox_bytes=1000)
-    small.dispatch(1, "send", ["x" * 300])
-    await apoll_until(lambda: small.needs_caller, "the request asks for approval")
-    assert small.inbox.used >= 600  # the arguments and the copy shown to the caller
-    small.close()
-    assert small.inbox.used == 0 and RAN == []
+    hr.dispatch(1, "send", ["x" * 300])
+    assert hr.inbox.used == len(jsoncodec.dumps(["x" * 300]))  # the arguments, while the handler starts
+    await apoll_until(lambda: hr.needs_caller, "the request asks for approval")
+    assert hr.inbox.used == len(jsoncodec.dumps("x" * 300))  # only the copy shown to the caller
+    hr.close()
+    assert hr.inbox.used == 0 and RAN == []
+    tight = requests(inbox_bytes=100)
+    tight.dispatch(1, "send", [[1] * 40])  # the arguments fit 100 bytes; one more copy could not beside them
+    await apoll_until(lambda: tight.needs_caller, "the request asks for approval")
+    assert tight.inbox.used == len(jsoncodec.dumps([1] * 40))
+    tight.close()
 
 
 async def test_closing_the_cell_discards_a_pending_approval():

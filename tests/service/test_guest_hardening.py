@@ -197,6 +197,7 @@ def lifted_guest_caps(monkeypatch: pytest.MonkeyPatch) -> None:
                     "maxPendingRequests": 10**6,
                     "maxQueuedBytes": 10**12,
                     "maxQueuedRequests": 10**6,
+                    "maxRequestValues": 10**9,
                 },
             }
         await send(self, message, attachments)
@@ -212,6 +213,20 @@ def test_host_enforces_request_bytes_when_guest_caps_are_lifted(tmp_path, lifted
         )
         assert message.startswith("RangeError: request arguments are 2000004 bytes of JSON, over the 1048576-byte")
         assert value_of(_raw(c, "return (await results.save('x'.repeat(1000))).bytes")) == 1002
+
+
+def test_host_enforces_request_values_when_guest_caps_are_lifted(tmp_path, lifted_guest_caps):
+    """With the guest's value cap lifted, arguments of 12,000 values over max_request_values (10,000) still
+    reject catchably, counted on the host before they are parsed; the same data as one string goes through."""
+    with make_client(tmp_path, max_request_values=10_000) as c:
+        code = """
+        const pad = []; for (let i = 0; i < 6000; i++) pad.push([i]);
+        const refused = await results.save(pad).then(() => 'saved', e => e.name + ': ' + e.message);
+        return [refused, (await results.save(JSON.stringify(pad))).bytes > 0];
+        """
+        refused, saved = value_of(_raw(c, code))
+        assert refused.startswith("RangeError: request arguments hold more than 10000 JSON values"), refused
+        assert saved is True
 
 
 def test_host_enforces_pending_cap_when_guest_caps_are_lifted(tmp_path, lifted_guest_caps):

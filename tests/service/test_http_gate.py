@@ -275,8 +275,10 @@ def _lag_over(base: str, le: str) -> float:
 
 
 def test_large_tool_result_reaches_the_guest_without_holding_the_loop(base):
-    """A 9 MiB client tool result of a million small objects arrives intact; decoding it never
-    holds the server's event loop for half a second (it is decoded off the loop)."""
+    """A client tool result of 480,000 small objects (just within max_request_values) arrives intact;
+    decoding it never holds the server's event loop for half a second (it is decoded off the loop).
+    Twice as many values are refused (413 naming max_request_values) before anything is parsed, and
+    the cell stays waiting."""
     tools = [{"name": "rows", "input_schema": {"type": "object"}}]
     code = "const r = await rows({}); return [r.length, r[0].k, r[r.length - 1].k]"
     r = httpx.post(
@@ -288,11 +290,16 @@ def test_large_tool_result_reaches_the_guest_without_holding_the_loop(base):
     env = r.json()
     assert env["status"] == "waiting", env
     call_id = env["pending_tool_calls"][0]["id"]
-    n = 9 * 2**20 // 8
-    rows = [{"k": 1}] * (n - 1) + [{"k": 2}]
-    body = json.dumps(
-        {"tool_results": [{"id": call_id, "ok": True, "value": rows}], "timeout_ms": 20000}, separators=(",", ":")
-    ).encode()
+
+    def body_of(n: int) -> bytes:
+        rows = [{"k": 1}] * (n - 1) + [{"k": 2}]
+        result = {"tool_results": [{"id": call_id, "ok": True, "value": rows}], "timeout_ms": 20000}
+        return json.dumps(result, separators=(",", ":")).encode()
+
+    r = httpx.post(f"{base}/v1/cells/{env['cell_id']}/wait", content=body_of(960_000), headers={**ALPHA, **JSON})
+    assert r.status_code == 413 and "max_request_values" in r.json()["error"]["message"], r.text
+    n = 480_000  # two values each: the rows and their numbers
+    body = body_of(n)
     before = _lag_over(base, "0.5")
     r = httpx.post(f"{base}/v1/cells/{env['cell_id']}/wait", content=body, headers={**ALPHA, **JSON}, timeout=60)
     assert r.status_code == 200, r.text

@@ -1837,6 +1837,49 @@ async def _rebinding_with_keys(c: Caller) -> None:
         assert len(served.raw) < BOUNDED_ANSWER_BYTES, served
 
 
+# -- held data is charged at its real cost; values are counted before anything is parsed ---------------
+
+# One small array repeated: the guest builds it at once; its JSON holds a copy per element.
+PAD = "const pad = new Array({n}).fill([7]);"
+SETTLED = '.then(() => "sent", e => e.name + ": " + e.message)'
+
+
+@case("tool_args_of_1_8m_tiny_arrays", guest_only=True)
+async def _tool_args_tiny(c: Caller) -> None:
+    """2 cells each calling a tool with 1.8M one-digit arrays (~7 MB, 3.6M values, under max_request_bytes):
+    the call rejects in the guest naming max_request_values, before anything crosses to the host (before:
+    4 such calls from each cell were decoded and copied on the event loop, /healthz up to 4 s)."""
+    code = PAD.format(n="1.8e6") + (
+        f'return [await quote_shipping({{origin: "DE", destination: "FR", weight_kg: 1, pad}}){SETTLED}]'
+    )
+    envs = await asyncio.gather(
+        *(c.cell(code, timeout_ms=60000, memory_limit_bytes=256 * MiB, timeout=70.0) for _ in range(2))
+    )
+    for env in envs:
+        for outcome in completed(env):
+            assert outcome.startswith("RangeError: request arguments hold more than"), outcome
+
+
+@case("exec_bodies_of_600k_empty_arrays")
+async def _exec_values_bomb(c: Caller) -> None:
+    """8 exec bodies of 1.8 MB whose client-tool schema holds 600k empty arrays are 413 naming
+    max_request_values, counted before any parse (before: ~1.2 s of Python each before a 422)."""
+    schema = {"type": "object", "properties": {"x": {"enum": [[]] * 600_000}}}
+    body = json.dumps(
+        {"code": "return 1", "client_tools": [{"name": "t", "input_schema": schema}]}, separators=(",", ":")
+    )
+    answers = await asyncio.gather(
+        *(
+            c.request("POST", "/v1/exec", content=body.encode(), headers={"content-type": "application/json"})
+            for _ in range(8)
+        )
+    )
+    for ans in answers:
+        expect_status(ans, 413)
+        assert "max_request_values" in ans.body["error"]["message"], ans
+        expect_fast(ans, 5.0)
+
+
 def soak_cases() -> list[Case]:
     return [c for c in CASES if c.soak]
 
