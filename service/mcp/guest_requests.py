@@ -17,7 +17,7 @@ from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
 from service.tools.approvals import denial_message
 from service.tools.errors import ApprovalDeniedError, ToolCallError
 
-from .errors import McpError
+from .errors import McpError, McpTimeout, McpUnavailable
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
 
@@ -27,9 +27,8 @@ class McpCell(Protocol):
 
     mcp: Any  # service.mcp.scope.McpScope: the tenant's connections under its tool policy
     mcp_servers: list[Any]  # views of the servers connected when the cell started
-    mcp_calls: int
-    session: Any  # service.tools.session.CallSession: its ledger is the run's failure budget and
-    #               its approvals say which calls wait for the API caller's approval
+    session: Any  # service.tools.session.CallSession: its call budget, loop guard and ledger (the
+    #               run's failure budget) count MCP calls too; its approvals say which calls wait
 
 
 def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCell]) -> None:
@@ -49,30 +48,54 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
             raise GuestError(str(exc), exc.code) from None
 
     async def call_tool(call: HostCall) -> Any:
-        server, tool = call.args[0], call.args[1]
+        """``MCP.<server>.<tool>(input)`` as a tool call: the run's failure budget, the cell's call
+        budget and loop guard, approval, then the call; a failure of the call counts against the run.
+
+        The one place MCP calls use the run budget: ``RunLedger.check`` before, ``RunLedger.record``
+        after a counted failure.
+        """
+        server, tool = call.args[0] if call.args else None, call.args[1] if len(call.args) > 1 else None
         argc = call.args[3] if len(call.args) > 3 else 1
         value = call.args[2] if len(call.args) > 2 else None
         if argc == 0:
             value, argc = {}, 1  # `MCP.s.t()` is the empty input (declared as `input?`)
+        if not isinstance(server, str) or not isinstance(tool, str):
+            raise GuestError("MCP tools are called as MCP.<server>.<tool>(input)", "invalid_input", name="TypeError")
         if argc != 1 or not isinstance(value, dict):
             raise GuestError(ONE_OBJECT, "invalid_input", name="TypeError")
         state = state_of(call.cell)
-        name = f"MCP.{server}.{tool}"
+        session = state.session
+        servers, tools = mcp_names(state, server, tool)
+        name = f"MCP.{server}.{tools[0] if tools is not None else tool}"  # the identifier budgets count by
         try:
-            await state.session.ledger.check(name)
+            await session.ledger.check(name)
+            session.spend_call(name)
+            session.guard_loop("mcp", name, name, value)
         except ToolCallError as exc:
             raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
-        state.mcp_calls += 1
-        call.cell.telemetry.call_count += 1
-        await approved(call, state, server, tool, value, name)
-        result = await guarded(call, scope(call).call_tool(server, tool, value, deadline_s=deadline(call)))
+        finally:
+            call.cell.telemetry.call_count = session.call_count
+        await approved(call, state, servers, tools, name, value)
+        call.cell.network_content = True
+        try:
+            result = await scope(call).call_tool(server, tool, value, deadline_s=deadline(call))
+        except McpError as exc:
+            if exc.counted:
+                await session.ledger.record(name)
+            raise GuestError(str(exc), exc.code, extra=guest_fields(exc, name)) from None
         if isinstance(result, dict) and result.get("isError") is True:
             # isError results resolve (the MCP contract) but count against the run like any failure.
-            await state.session.ledger.record(name)
+            await session.ledger.record(name)
         return result
 
-    async def approved(call: HostCall, state: McpCell, server: Any, tool: Any, value: Any, name: str) -> None:
-        servers, tools = mcp_names(state, server, tool)
+    async def approved(
+        call: HostCall,
+        state: McpCell,
+        servers: tuple[str, ...],
+        tools: tuple[str, ...] | None,
+        name: str,
+        value: Any,
+    ) -> None:
         reason = state.session.approvals.mcp(servers, tools, name)
         if reason is None:
             return
@@ -117,6 +140,15 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
     dispatcher.register("mcp.resources.read", resources_read, side_effects=False)
     dispatcher.register("mcp.prompts.list", prompts_list, side_effects=False)
     dispatcher.register("mcp.prompts.get", prompts_get, side_effects=False)
+
+
+def guest_fields(exc: McpError, name: str) -> dict[str, Any]:
+    """The guest Error's fields beside message and code: the tool, and ``errorType: "transient"``
+    when trying again later may work (the server was down or silent)."""
+    fields: dict[str, Any] = {"tool": name}
+    if isinstance(exc, McpUnavailable | McpTimeout):
+        fields["errorType"] = "transient"
+    return fields
 
 
 def mcp_names(state: McpCell, server: Any, tool: Any) -> tuple[tuple[str, ...], tuple[str, ...] | None]:

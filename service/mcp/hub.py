@@ -323,7 +323,7 @@ class McpHub:
             return conn
         name = slot.config.name
         if self._closed:
-            raise McpUnavailable(f"MCP server '{name}' is unavailable: the service is shutting down", server=name)
+            raise _shutting_down(name)
         try:
             await asyncio.wait_for(slot.lock.acquire(), timeout=max(timeout_s, 0.001))
         except TimeoutError:
@@ -344,7 +344,7 @@ class McpHub:
                 raise
             if self._closed:  # closed while this connection opened: nobody else will close it
                 self._close_later(fresh)
-                raise McpUnavailable(f"MCP server '{name}' is unavailable: the service is shutting down", server=name)
+                raise _shutting_down(name)
             slot.conn, slot.failed_at = fresh, None
             slot.view = _view_of(slot.identifier, slot.config.name, fresh)
             return fresh
@@ -393,6 +393,7 @@ class McpHub:
                     f"MCP server '{name}' is unavailable: all {cap} per-tenant connections "
                     "(max_tenant_connections) are busy; retry shortly",
                     server=name,
+                    counted=False,  # codemode's own cap, not a failure of the tool
                 )
             self._drop(server, idle)
         slot = server.tenants[tenant] = _Slot(server.config, server.identifier)
@@ -412,6 +413,12 @@ def _view_of(identifier: str, name: str, conn: McpConnection) -> McpServerView:
         for ident, tool in zip(idents, conn.tools)
     )
     return McpServerView(identifier, name, tools, conn.has_resources, conn.has_prompts)
+
+
+def _shutting_down(name: str) -> McpUnavailable:
+    return McpUnavailable(
+        f"MCP server '{name}' is unavailable: the service is shutting down", server=name, counted=False
+    )
 
 
 def _json_text(value: Any) -> str:

@@ -227,7 +227,7 @@ def test_is_error_results_count_against_the_run(mcp_client):
         """
         const out = [];
         for (let i = 0; i < 5; i++) {
-          try { out.push((await MCP.docs.fail({})).isError); } catch (e) { out.push(e.code); }
+          try { out.push((await MCP.docs.fail({n: i})).isError); } catch (e) { out.push(e.code); }
         }
         return out;
     """,
