@@ -61,6 +61,11 @@ function mcpArgc(input, count) {
   return input === undefined && count <= 1 ? 0 : count;
 }
 
+// `list({cursor})`: the page after the one whose `nextCursor` this is; no argument is the first page.
+function mcpCursor(params) {
+  return params !== null && typeof params === "object" && params.cursor !== undefined ? params.cursor : null;
+}
+
 // A configured server that is down still has a namespace: every call on it rejects with an
 // error naming the server, instead of a TypeError about an undefined property.
 function unavailableServer(name) {
@@ -71,6 +76,7 @@ function unavailableServer(name) {
     }));
   }
   refuse.list = refuse;
+  refuse.templates = refuse;
   refuse.read = refuse;
   refuse.get = refuse;
   return new Proxy(ObjectCreate(null), {
@@ -96,14 +102,15 @@ function installMcp(servers, down) {
       };
     }
     ns.resources = ObjectFreeze({
-      list: function list() { return request("mcp.resources.list", [sid]); },
+      list: function list(params) { return request("mcp.resources.list", [sid, mcpCursor(params)]); },
+      templates: function templates(params) { return request("mcp.resources.templates", [sid, mcpCursor(params)]); },
       read: function read(uri) {
         const u = uri !== null && typeof uri === "object" ? uri.uri : uri;
         return request("mcp.resources.read", [sid, u]);
       },
     });
     ns.prompts = ObjectFreeze({
-      list: function list() { return request("mcp.prompts.list", [sid]); },
+      list: function list(params) { return request("mcp.prompts.list", [sid, mcpCursor(params)]); },
       get: function get(name, args) {
         if (name !== null && typeof name === "object") return request("mcp.prompts.get", [sid, name.name, name.arguments === undefined ? {} : name.arguments]);
         return request("mcp.prompts.get", [sid, name, args === undefined ? {} : args]);

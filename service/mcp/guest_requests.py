@@ -20,6 +20,10 @@ from service.tools.errors import ApprovalDeniedError, ToolCallError
 from .errors import McpError, McpTimeout, McpUnavailable
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
+#: Characters of each tool name and description one catalog.search looks at.
+_SEARCHED_CHARS = 2048
+#: Characters of a description an MCP search handle carries (an ellipsis marks a cut).
+_HANDLE_DESCRIPTION_CHARS = 512
 
 
 class McpCell(Protocol):
@@ -115,8 +119,21 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
         schema = bool(options.get("schema")) if isinstance(options, dict) else False
         return await guarded(call, _now(scope(call).api_server, server, tool, schema))
 
+    def cursor(call: HostCall) -> str | None:
+        given = call.args[1] if len(call.args) > 1 else None
+        if given is not None and not isinstance(given, str):
+            raise GuestError(
+                "list({cursor}) needs the string nextCursor of an earlier page", "invalid_input", name="TypeError"
+            )
+        return given
+
     async def resources_list(call: HostCall) -> Any:
-        return await guarded(call, scope(call).list_resources(call.args[0], deadline_s=deadline(call)))
+        listing = scope(call).list_resources(call.args[0], cursor=cursor(call), deadline_s=deadline(call))
+        return await guarded(call, listing)
+
+    async def resources_templates(call: HostCall) -> Any:
+        listing = scope(call).list_resource_templates(call.args[0], cursor=cursor(call), deadline_s=deadline(call))
+        return await guarded(call, listing)
 
     async def resources_read(call: HostCall) -> Any:
         uri = call.args[1] if len(call.args) > 1 else None
@@ -125,7 +142,8 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
         return await guarded(call, scope(call).read_resource(call.args[0], uri, deadline_s=deadline(call)))
 
     async def prompts_list(call: HostCall) -> Any:
-        return await guarded(call, scope(call).list_prompts(call.args[0], deadline_s=deadline(call)))
+        listing = scope(call).list_prompts(call.args[0], cursor=cursor(call), deadline_s=deadline(call))
+        return await guarded(call, listing)
 
     async def prompts_get(call: HostCall) -> Any:
         name = call.args[1] if len(call.args) > 1 else None
@@ -137,6 +155,7 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
     dispatcher.register("mcp.call", call_tool)
     dispatcher.register("mcp.api", api, side_effects=False)
     dispatcher.register("mcp.resources.list", resources_list, side_effects=False)
+    dispatcher.register("mcp.resources.templates", resources_templates, side_effects=False)
     dispatcher.register("mcp.resources.read", resources_read, side_effects=False)
     dispatcher.register("mcp.prompts.list", prompts_list, side_effects=False)
     dispatcher.register("mcp.prompts.get", prompts_get, side_effects=False)
@@ -184,14 +203,20 @@ def search_mcp_tools(servers: list[Any], query: Any, limit: int) -> list[dict[st
     scored = []
     for server in servers:
         for tool in server.tools:
-            hay = f"{server.name} {server.identifier} {tool.name} {tool.identifier} {tool.description or ''}".lower()
+            # Remote metadata may be megabytes: each search reads a bounded prefix of every tool's.
+            text = (
+                f"{server.name} {server.identifier} {tool.name[:_SEARCHED_CHARS]} {tool.identifier[:_SEARCHED_CHARS]}"
+            )
+            hay = f"{text} {(tool.description or '')[:_SEARCHED_CHARS]}".lower()
             score = sum(hay.count(w) for w in words)
             if score:
                 scored.append((-score, server.identifier, tool.identifier, server, tool))
     scored.sort(key=lambda item: item[:3])
     out = []
     for _, _, _, server, tool in scored[:limit]:
-        description = (tool.description or "")[:512]
+        description = tool.description or ""
+        if len(description) > _HANDLE_DESCRIPTION_CHARS:
+            description = description[:_HANDLE_DESCRIPTION_CHARS] + "\u2026"  # the rest: describe() or $api
         out.append(
             {
                 "callableName": f"MCP.{server.identifier}.{tool.identifier}",

@@ -263,6 +263,36 @@ def test_resources_list_and_read_in_mcp_shapes(mcp_client, server):
 
 
 @BOTH
+def test_resource_templates_page_by_page_in_the_mcp_shape(mcp_client, server):
+    """`resources.templates()` answers the first page with `nextCursor`; `templates({cursor})` the next one."""
+    got = value(
+        mcp_client,
+        f"""
+        const first = await MCP.{server}.resources.templates();
+        return [first, await MCP.{server}.resources.templates({{cursor: first.nextCursor}})];
+    """,
+    )
+    assert got == [
+        {
+            "resourceTemplates": [{"name": "page", "uriTemplate": "docs://pages/{name}", "mimeType": "text/plain"}],
+            "nextCursor": "1",
+        },
+        {
+            "resourceTemplates": [
+                {"name": "section", "uriTemplate": "docs://pages/{name}/{section}", "mimeType": "text/plain"}
+            ]
+        },
+    ]
+
+
+@pytest.mark.parametrize("method", ["resources.list", "resources.templates", "prompts.list"])
+def test_a_cursor_that_is_not_a_string_is_refused(mcp_client, method):
+    """`list({cursor: 5})` rejects with a TypeError naming the cursor, before anything reaches the server."""
+    err = caught(mcp_client, f"MCP.docs.{method}({{cursor: 5}})")
+    assert err["name"] == "TypeError" and err["code"] == "invalid_input" and "cursor" in err["message"], err
+
+
+@BOTH
 def test_prompts_list_and_get_in_mcp_shapes(mcp_client, server):
     """`prompts.list()`, `prompts.get(name, args)` and `prompts.get({name, arguments})` return MCP shapes."""
     got = value(

@@ -181,7 +181,9 @@ def test_a_server_down_at_cell_start_rejects_calls_naming_it(tmp_path):
             c,
             """
         const out = [];
-        for (const f of [() => MCP.ghost.search({q: 1}), () => MCP.ghost.resources.list(), () => MCP.ghost.$api()]) {
+        const calls = [() => MCP.ghost.search({q: 1}), () => MCP.ghost.resources.list(),
+                       () => MCP.ghost.resources.templates(), () => MCP.ghost.$api()];
+        for (const f of calls) {
           try { await f(); out.push("resolved"); } catch (e) { out.push([e.code, e.message]); }
         }
         return out;

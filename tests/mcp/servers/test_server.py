@@ -77,6 +77,7 @@ RESOURCES = [
 ]
 TEMPLATES = [
     types.ResourceTemplate(name="page", uri_template="docs://pages/{name}", mime_type="text/plain"),
+    types.ResourceTemplate(name="section", uri_template="docs://pages/{name}/{section}", mime_type="text/plain"),
 ]
 PROMPTS = [
     types.Prompt(
@@ -136,7 +137,12 @@ async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) 
 
 
 async def list_templates(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
-    return types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
+    # One template per page, so callers must follow nextCursor.
+    start = int(params.cursor) if params is not None and params.cursor else 0
+    more = start + 1 < len(TEMPLATES)
+    return types.ListResourceTemplatesResult(
+        resource_templates=TEMPLATES[start : start + 1], next_cursor=str(start + 1) if more else None
+    )
 
 
 async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
