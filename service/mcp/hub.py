@@ -93,6 +93,8 @@ class McpHub:
         self._servers = {ident: _Server(config, ident) for ident, config in zip(identifiers, configs)}
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
+        #: Told each fresh tool listing: ((server identifier, name), [(tool identifier, name), ...]).
+        self.on_listed: Callable[[tuple[str, str], list[tuple[str, str]]], None] | None = None
 
     def server_name(self, server_identifier: str) -> str | None:
         """The configured name behind a guest identifier, or None."""
@@ -346,7 +348,9 @@ class McpHub:
                 self._close_later(fresh)
                 raise _shutting_down(name)
             slot.conn, slot.failed_at = fresh, None
-            slot.view = _view_of(slot.identifier, slot.config.name, fresh)
+            slot.view = view = _view_of(slot.identifier, slot.config.name, fresh)
+            if self.on_listed is not None:
+                self.on_listed((view.identifier, view.name), [(t.identifier, t.name) for t in view.tools])
             return fresh
         finally:
             slot.lock.release()

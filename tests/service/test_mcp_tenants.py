@@ -258,7 +258,7 @@ def test_mcp_entry_naming_no_configured_server_is_a_config_error(tmp_path, where
         settings = settings.replace(tools=ToolSettings(deny=("mcp:dcos",)))
     else:
         settings = settings.replace(api_keys=(ApiKey("k", "t", {"allow": ["mcp:dcos/echo"]}),))
-    with pytest.raises(ConfigError, match=r"'mcp:dcos.*' names no configured MCP server; configured: docs, lab"):
+    with pytest.raises(ConfigError, match=r"'mcp:dcos.*' names no MCP server here; servers: docs, lab"):
         build_components(settings, store=False)
 
 
