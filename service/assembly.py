@@ -207,9 +207,13 @@ def build_components(
         session_store = store  # type: ignore[assignment]
     mcp = None
     if settings.mcp_servers:
+        from .mcp.errors import McpConfigError
         from .mcp.hub import McpHub
 
-        mcp = McpHub(settings.mcp_servers)
+        try:
+            mcp = McpHub(settings.mcp_servers, tenants=len({key.tenant for key in settings.api_keys}))
+        except McpConfigError as exc:
+            raise ConfigError(str(exc), need_param=f"mcp.servers.{exc.server}") from None
     listed_check = _check_policy_entries(settings, catalog, mcp.identifiers() if mcp is not None else [], policy)
     if mcp is not None:
 

@@ -2,13 +2,16 @@
 
 ``per_tenant = true`` gives every tenant its own connection (a stdio process or an HTTP session), at
 most ``max_tenant_connections`` of them at once; one idle for ``tenant_idle_seconds`` is closed.
-Otherwise every tenant shares one connection.
+``per_tenant = false`` makes every tenant share one connection.  Unset, the deployment decides
+(``for_deployment``): a stdio server is per tenant when the API keys name several tenants, so one
+tenant's call that crashes or wedges the process cannot fail another tenant's call, and tenants never
+share a process's memory; an HTTP server is shared, because its remote process is shared anyway.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -34,7 +37,7 @@ class McpServerConfig:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
     timeout_ms: int = 30000
     startup: Startup = "lazy"
-    per_tenant: bool = False
+    per_tenant: bool | None = None  # None: decided by the deployment (for_deployment)
     max_tenant_connections: int = 8
     tenant_idle_seconds: int = 300
 
@@ -76,7 +79,7 @@ class McpServerConfig:
         if "/" in self.name:
             # Policy entries read `mcp:<server>/<tool>`; a slash in the name would be ambiguous.
             raise McpConfigError(f"{where}: a server name cannot contain '/'", server=self.name)
-        if not isinstance(self.per_tenant, bool):
+        if self.per_tenant is not None and not isinstance(self.per_tenant, bool):
             raise McpConfigError(f"{where}: 'per_tenant' must be true or false", server=self.name)
         for label in ("max_tenant_connections", "tenant_idle_seconds"):
             value = getattr(self, label)
@@ -88,3 +91,17 @@ class McpServerConfig:
                 server=self.name,
             )
         return self
+
+    def for_deployment(self, tenants: int) -> McpServerConfig:
+        """This config with ``per_tenant`` decided for a deployment serving ``tenants`` tenants."""
+        if self.per_tenant is not None:
+            return self
+        isolate = self.transport == "stdio" and tenants > 1
+        if isolate and self.startup == "eager":
+            raise McpConfigError(
+                f"MCP server '{self.name}': with several tenants a stdio server runs one process per tenant "
+                '(per_tenant defaults to true), started on first use; drop startup = "eager", or set '
+                "per_tenant = false to share one process between every tenant",
+                server=self.name,
+            )
+        return replace(self, per_tenant=isolate)

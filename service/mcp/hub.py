@@ -5,8 +5,9 @@ again.  A connection whose server died is replaced on next use.  Every request r
 (the smaller of the server's ``timeout_ms`` and the caller's ``deadline_s``), covering the connect too.
 
 A server is reached through one shared connection (one process or HTTP session for every tenant: a
-crash fails every tenant's in-flight calls on it), or, with ``per_tenant``, through one connection per
-tenant.  Per-tenant connections are capped per server: a new tenant beyond the cap replaces the least
+crash fails every tenant's in-flight calls on it, with a transient error, and the next call restarts
+it), or, with ``per_tenant`` (the default for stdio servers of a deployment with several tenants),
+through one connection per tenant.  Per-tenant connections are capped per server: a new tenant beyond the cap replaces the least
 recently used idle connection, or is refused while all are busy; ``close_idle()`` closes those idle
 longer than ``tenant_idle_seconds``.  The hub applies no policy: callers see it through ``McpScope``.
 """
@@ -84,8 +85,10 @@ class _Server:
 class McpHub:
     """All configured MCP servers; safe for concurrent use from one event loop."""
 
-    def __init__(self, configs: Sequence[McpServerConfig]) -> None:
-        names = [config.validate().name for config in configs]
+    def __init__(self, configs: Sequence[McpServerConfig], *, tenants: int = 1) -> None:
+        """``tenants``: how many tenants the deployment serves (decides ``per_tenant`` where unset)."""
+        configs = [config.validate().for_deployment(tenants) for config in configs]
+        names = [config.name for config in configs]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise McpConfigError(f"MCP server '{duplicates[0]}' is configured twice", server=duplicates[0])
