@@ -40,10 +40,15 @@ class McpServerConfig:
     per_tenant: bool | None = None  # None: decided by the deployment (for_deployment)
     max_tenant_connections: int = 8
     tenant_idle_seconds: int = 300
+    # Tools (as the server lists them) that may be sent again after a connection broke mid-call.
+    idempotent_tools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Copies behind read-only views: a caller mutating its dict cannot change a running server.
-        object.__setattr__(self, "args", tuple(self.args))
+        for label in ("args", "idempotent_tools"):
+            value = getattr(self, label)
+            # A lone string stays one, so validate() refuses it instead of splitting it into characters.
+            object.__setattr__(self, label, tuple(value) if isinstance(value, list | tuple) else value)
         object.__setattr__(self, "env", _frozen(self.env))
         object.__setattr__(self, "headers", _frozen(self.headers))
 
@@ -63,8 +68,10 @@ class McpServerConfig:
             raise McpConfigError(f"{where}: 'command' must be a non-empty string", server=self.name)
         if self.url is not None and (not isinstance(self.url, str) or not self.url.startswith(("http://", "https://"))):
             raise McpConfigError(f"{where}: 'url' must be an http:// or https:// URL", server=self.name)
-        if not all(isinstance(a, str) for a in self.args):
-            raise McpConfigError(f"{where}: 'args' must be strings", server=self.name)
+        for label in ("args", "idempotent_tools"):
+            value = getattr(self, label)
+            if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
+                raise McpConfigError(f"{where}: '{label}' must be a list of strings", server=self.name)
         for label, table in (("env", self.env), ("headers", self.headers)):
             if not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
                 raise McpConfigError(f"{where}: '{label}' must map strings to strings", server=self.name)

@@ -95,6 +95,7 @@ class McpHub:
         identifiers = assign_identifiers(names, fallback="server")
         self._servers = {ident: _Server(config, ident) for ident, config in zip(identifiers, configs)}
         self._closing: set[asyncio.Task[None]] = set()
+        self._retiring: set[McpConnection] = set()  # replaced connections closing once their requests end
         self._closed = False
         #: Told each fresh tool listing: ((server identifier, name), [(tool identifier, name), ...]).
         self.on_listed: Callable[[tuple[str, str], list[tuple[str, str]]], None] | None = None
@@ -122,7 +123,8 @@ class McpHub:
         conns = [slot.conn for slot in slots if slot.conn is not None]
         for slot in slots:
             slot.conn, slot.view = None, None
-        await asyncio.gather(*(conn.close() for conn in conns), *self._closing, return_exceptions=True)
+        retiring = list(self._retiring)  # closed now: their in-flight requests are not waited for
+        await asyncio.gather(*(conn.close() for conn in conns + retiring), *self._closing, return_exceptions=True)
 
     def close_idle(self) -> int:
         """Close per-tenant connections idle for their server's ``tenant_idle_seconds``; how many."""
@@ -208,7 +210,7 @@ class McpHub:
         slot = server.existing(tenant)
         if slot is None or slot.view is None:
             name = server.config.name
-            raise McpUnavailable(f"MCP server '{name}' is not connected", server=name)
+            raise McpUnavailable(f"MCP server '{name}' is unavailable: it is not connected yet", server=name)
         return slot.view
 
     # ---- requests --------------------------------------------------------------------------------
@@ -242,7 +244,7 @@ class McpHub:
             prepared = prepare_arguments(found.input_schema, arguments, label=label)
             return await conn.call_tool(found.name, prepared, remaining)
 
-        return await self._request(slot, deadline_s, call)
+        return await self._request(slot, deadline_s, call, replayable=lambda: self._idempotent(slot, tool_identifier))
 
     async def list_resources(
         self,
@@ -305,7 +307,17 @@ class McpHub:
 
     # ---- internals -------------------------------------------------------------------------------
 
-    async def _request(self, slot: _Slot, deadline_s: float, op: Callable[[McpConnection, float], Awaitable[_T]]) -> _T:
+    async def _request(
+        self,
+        slot: _Slot,
+        deadline_s: float,
+        op: Callable[[McpConnection, float], Awaitable[_T]],
+        *,
+        replayable: Callable[[], bool] = lambda: True,
+    ) -> _T:
+        """Run ``op`` on a live connection; sent once more on a new one, within the deadline, when the
+        first try provably never reached a live server, or when the connection broke mid-request and
+        ``replayable()`` says sending it twice is harmless (listings and reads; idempotent tools)."""
         budget = max(min(slot.config.timeout_ms / 1000, deadline_s), 0.0)
         end = time.monotonic() + budget
         slot.active += 1
@@ -315,12 +327,17 @@ class McpHub:
                 try:
                     return await op(conn, end - time.monotonic())
                 except McpUnavailable as exc:
-                    # Resend only what provably never reached a live server (a forgotten HTTP session).
-                    if not exc.retryable or attempt or end - time.monotonic() <= 0:
+                    if attempt or end - time.monotonic() <= 0 or not (exc.retryable or replayable()):
                         raise
             raise AssertionError("unreachable")
         finally:
             self._release(slot)
+
+    @staticmethod
+    def _idempotent(slot: _Slot, tool_identifier: str) -> bool:
+        """Whether the operator listed the tool in ``idempotent_tools`` (the server's own hints are not trusted)."""
+        found = slot.view.tool(tool_identifier) if slot.view is not None else None
+        return found is not None and found.name in slot.config.idempotent_tools
 
     async def _connect(self, slot: _Slot, timeout_s: float) -> McpConnection:
         conn = slot.conn
@@ -370,9 +387,12 @@ class McpHub:
         slot.last_used = time.monotonic()
 
     def _close_later(self, conn: McpConnection) -> None:
-        task = asyncio.create_task(conn.close())
+        """Close ``conn`` in the background once its requests in flight are answered."""
+        self._retiring.add(conn)
+        task = asyncio.create_task(conn.close_when_idle())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
+        task.add_done_callback(lambda _: self._retiring.discard(conn))
 
     def _server(self, server_identifier: str) -> _Server:
         server = self._servers.get(server_identifier)

@@ -37,7 +37,8 @@ return out;
 
 
 def outcomes(client: TestClient, expr: str, n: int, **fields: Any) -> tuple[list[str], dict[str, Any]]:
-    env = run_ok(client, LOOP.format(n=n, expr=expr), **fields)
+    # Generous: every `crash` restarts the server, which takes seconds on a loaded machine.
+    env = run_ok(client, LOOP.format(n=n, expr=expr), timeout_ms=60000, **fields)
     return env["value"], env["telemetry"]
 
 
@@ -124,7 +125,8 @@ def test_the_run_failure_budget_stops_mcp_calls_too(budget_client):
     `failure_budget_exhausted` without running."""
     run = fresh_run()
     run_ok(budget_client, "for (let i = 0; i < 4; i++) await MCP.docs.fail({n: i});", **run)
-    run_ok(budget_client, "for (let i = 0; i < 4; i++) { try { await MCP.docs.crash({n: i}); } catch (e) {} }", **run)
+    crashes = "for (let i = 0; i < 4; i++) { try { await MCP.docs.crash({n: i}); } catch (e) {} }"
+    run_ok(budget_client, crashes, timeout_ms=60000, **run)
     env = run_ok(
         budget_client,
         """

@@ -333,8 +333,8 @@ def test_root_api_lists_servers_with_tool_counts(mcp_client):
     """`MCP.$api()` lists `{identifier, serverName, toolCount}` per server."""
     got = value(mcp_client, "return await MCP.$api()")
     assert got["servers"] == [
-        {"identifier": "docs", "serverName": "docs", "toolCount": 12},
-        {"identifier": "web", "serverName": "web-ü", "toolCount": 12},
+        {"identifier": "docs", "serverName": "docs", "toolCount": 13},
+        {"identifier": "web", "serverName": "web-ü", "toolCount": 13},
     ]
 
 
@@ -353,7 +353,7 @@ def test_tool_api_has_schemas_only_when_asked(mcp_client):
     assert schemas["outputSchema"]["properties"] == {"sum": {"type": "number"}}
     assert "schemas" not in without and without["tools"] == with_schema["tools"]
     assert server["scope"] == "server" and "schemas" not in server
-    assert len(server["tools"]) == 12
+    assert len(server["tools"]) == 13
     assert {"createIssue", "delete2", "myTool"} <= {t["identifier"] for t in server["tools"]}
 
 
