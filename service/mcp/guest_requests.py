@@ -20,6 +20,8 @@ from service.tools.errors import ApprovalDeniedError, ToolCallError
 from .errors import McpError, McpTimeout, McpUnavailable
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
+#: Characters of a tool name a call may give (MCP recommends at most 128).
+MAX_TOOL_NAME_CHARS = 1024
 #: Characters of each tool name and description one catalog.search looks at.
 _SEARCHED_CHARS = 2048
 #: Characters of a description an MCP search handle carries (an ellipsis marks a cut).
@@ -65,6 +67,11 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
             value, argc = {}, 1  # `MCP.s.t()` is the empty input (declared as `input?`)
         if not isinstance(server, str) or not isinstance(tool, str):
             raise GuestError("MCP tools are called as MCP.<server>.<tool>(input)", "invalid_input", name="TypeError")
+        if len(tool) > MAX_TOOL_NAME_CHARS:
+            # Any member of an unreached server's namespace is a call; its name is kept in the run's counters.
+            raise GuestError(
+                f"MCP tool names are at most {MAX_TOOL_NAME_CHARS} characters", "invalid_input", name="TypeError"
+            )
         if argc != 1 or not isinstance(value, dict):
             raise GuestError(ONE_OBJECT, "invalid_input", name="TypeError")
         state = state_of(call.cell)

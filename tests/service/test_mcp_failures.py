@@ -200,7 +200,8 @@ def test_a_server_that_comes_back_serves_the_same_cell(tmp_path):
 
 
 def test_a_server_down_at_cell_start_rejects_calls_naming_it(tmp_path):
-    """A configured server that cannot be reached still has a namespace whose calls reject catchably, naming it."""
+    """A configured server that cannot be reached still has a namespace whose calls reject catchably, naming it;
+    a member name over 1024 characters is refused before anything is sent."""
     dead = McpServerConfig(name="ghost", url="http://127.0.0.1:9/mcp", timeout_ms=1000)
     with make_client(tmp_path, mcp_servers=(dead,)) as c:
         env = run(
@@ -220,6 +221,8 @@ def test_a_server_down_at_cell_start_rejects_calls_naming_it(tmp_path):
         for code, message in env["value"]:
             assert code == "mcp_unavailable"
             assert "MCP server 'ghost' is unavailable" in message
+        long = run(c, 'try { await MCP.ghost["x".repeat(1025)]({}); } catch (e) { return [e.code, e.message]; }')
+        assert long["value"] == ["invalid_input", "MCP tool names are at most 1024 characters"], long
         assert run(c, "return 1")["value"] == 1  # the service keeps serving
 
 
