@@ -257,8 +257,8 @@ class McpConnection:
         not_sent = trouble.failure == "not_sent"
         if stale:
             self.mark_dead(f"the server no longer knows our session ({_clip(words, 200)})")
-        elif not_sent and trouble.error != "PoolTimeout":
-            self.mark_dead(f"it could not be reached ({trouble.error})")
+        elif trouble.failure is not None and trouble.error != "PoolTimeout":  # a full pool is ours, not the server's
+            self.mark_dead(f"a request failed ({words})")
         if trouble.method != "POST":
             return None  # the SDK retries its event stream, then gives up; the next request reconnects
         code = _rpc_error(trouble.body).get("code") if "json" in trouble.content_type else None
@@ -370,29 +370,24 @@ class McpConnection:
     def _from_rpc_error(self, exc: MCPError, what: str, tool: str | None) -> McpError:
         server = self.config.name
         words = _clip(exc.message, _SERVER_WORDS_CHARS)
-        report = exc.data.get(_TROUBLE_KEY) if isinstance(exc.data, dict) else None
-        if isinstance(report, dict) and report.get("nonce") == self._nonce:
-            if report.get("resendable") is True:
-                # Refused unprocessed (a forgotten session) or never sent: the hub may send it again.
-                return McpUnavailable(
-                    f"MCP server '{server}' is unavailable during {what} ({words})",
-                    server=server,
-                    tool=tool,
-                    retryable=True,
-                )
-            if report.get("status") is None:
-                self.mark_dead(f"a request's answer broke off ({words})")
-                return McpUnavailable(
-                    f"MCP server '{server}' is unavailable: the connection broke during {what} ({words}); "
-                    "it may have run",
-                    server=server,
-                    tool=tool,
-                )
-            # An HTTP error answer: the server refused or failed the request, in its own words.
-            if exc.code == _INVALID_PARAMS:
-                return McpInvalidInput(f"MCP server '{server}' rejected {what}: {words}", server=server, tool=tool)
-            return McpProtocolError(f"MCP server '{server}' failed {what}: {words}", server=server, tool=tool)
-        if exc.code == _CONNECTION_CLOSED:
+        found = exc.data.get(_TROUBLE_KEY) if isinstance(exc.data, dict) else None
+        report = found if isinstance(found, dict) and found.get("nonce") == self._nonce else None
+        if report is not None and report.get("resendable") is True:
+            # Refused unprocessed (a forgotten session) or never sent: the hub may send it again.
+            return McpUnavailable(
+                f"MCP server '{server}' is unavailable during {what} ({words})",
+                server=server,
+                tool=tool,
+                retryable=True,
+            )
+        if report is not None and report.get("status") is None:
+            return McpUnavailable(
+                f"MCP server '{server}' is unavailable: the connection broke during {what} ({words}); it may have run",
+                server=server,
+                tool=tool,
+            )
+        # Our report of an HTTP error answer carries the server's own code, which says nothing of our connection.
+        if exc.code == _CONNECTION_CLOSED and report is None:
             self.mark_dead(f"the connection closed during {what}")
             return McpUnavailable(
                 f"MCP server '{server}' is unavailable: the connection closed during {what}", server=server, tool=tool

@@ -7,9 +7,10 @@ again.  A connection whose server died is replaced on next use.  Every request r
 A server is reached through one shared connection (one process or HTTP session for every tenant: a
 crash fails every tenant's in-flight calls on it, with a transient error, and the next call restarts
 it), or, with ``per_tenant`` (the default for stdio servers of a deployment with several tenants),
-through one connection per tenant.  Per-tenant connections are capped per server: a new tenant beyond the cap replaces the least
-recently used idle connection, or is refused while all are busy; ``close_idle()`` closes those idle
-longer than ``tenant_idle_seconds``.  The hub applies no policy: callers see it through ``McpScope``.
+through one connection per tenant.  Per-tenant connections are capped per server: a new tenant
+beyond the cap replaces the least recently used idle connection, or is refused while all are busy;
+``close_idle()`` closes those idle longer than ``tenant_idle_seconds``.  The hub applies no policy:
+callers see it through ``McpScope``.
 """
 
 from __future__ import annotations
