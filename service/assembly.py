@@ -40,7 +40,7 @@ from .tools.catalog import CatalogLimits, CatalogView, ToolCatalog
 from .tools.errors import ToolError
 from .tools.loader import load_plugins
 from .tools.plugin import ToolSpec
-from .tools.policy import ToolPolicy, mcp_entry_server
+from .tools.policy import ListedToolCheck, ToolPolicy, unknown_entry
 from .tracing import NO_TRACING, Tracing, TracingConfig, start_tracing
 
 log = logging.getLogger("codemode")
@@ -236,10 +236,21 @@ def build_components(
         session_store = store  # type: ignore[assignment]
     mcp = None
     if settings.mcp_servers:
+        from .mcp.errors import McpConfigError
         from .mcp.hub import McpHub
 
-        mcp = McpHub(settings.mcp_servers)
-    _check_mcp_entries(settings, mcp.identifiers() if mcp is not None else [], policy)
+        try:
+            mcp = McpHub(settings.mcp_servers, tenants=len({key.tenant for key in settings.api_keys}))
+        except McpConfigError as exc:
+            raise ConfigError(str(exc), need_param=f"mcp.servers.{exc.server}") from None
+    listed_check = _check_policy_entries(settings, catalog, mcp.identifiers() if mcp is not None else [], policy)
+    if mcp is not None:
+
+        def report_unlisted(server: tuple[str, str], tools: list[tuple[str, str]]) -> None:
+            for problem in listed_check.problems(server, tools):
+                log.warning("%s", problem)
+
+        mcp.on_listed = report_unlisted
     try:
         results = open_results(
             settings.resolved_store_url if store is True else "",
@@ -287,20 +298,27 @@ def build_components(
     )
 
 
-def _check_mcp_entries(settings: Settings, servers: list[tuple[str, str]], base: ToolPolicy) -> None:
-    """Refuse `mcp:<server>` policy entries naming no configured server (a typo would hide it silently)."""
-    known = {"*", *(ident for ident, _ in servers), *(name for _, name in servers)}
-    policies = [("tools", base)]
+def _check_policy_entries(
+    settings: Settings, catalog: ToolCatalog, servers: list[tuple[str, str]], base: ToolPolicy
+) -> ListedToolCheck:
+    """Refuse every `[tools]` and `[[api_keys]] tools` entry that names nothing (a typo would hide or
+    expose tools silently), and unusable key tables; return the check of `mcp:<server>/<tool>`
+    entries, which can only run once each server lists its tools."""
+    names = [name for pair in servers for name in pair]
+    policies = [("tools", base, tuple(settings.tools.approve))]
     for index, key in enumerate(settings.api_keys):
+        where = f"api_keys[{index}].tools"
         try:
-            policies.append((f"api_keys[{index}].tools", ToolPolicy.from_config(key.tools)))
-        except ToolError:
-            continue  # reported when the key is used, as before
-    for where, policy in policies:
-        for entry in policy.mcp_entries():
-            if mcp_entry_server(entry) not in known:
-                raise ConfigError(
-                    f"{where}: {entry!r} names no configured MCP server; configured: "
-                    f"{', '.join(sorted(name for _, name in servers)) or '(none)'}",
-                    need_param="tools",
-                )
+            parsed = ToolPolicy.from_config(key.tools or None, where=where)
+        except ToolError as exc:
+            raise ConfigError(str(exc), need_param=where) from None
+        policies.append((where, parsed, parsed.approve))
+    tables: list[tuple[str, tuple[str, ...]]] = []
+    for where, policy, approve in policies:
+        for kind, entries in (("allow", policy.allow or ()), ("deny", policy.deny)):
+            problem = unknown_entry(entries, f"{where}.{kind}", catalog.subjects, names)
+            if problem is not None:
+                raise ConfigError(problem, need_param=f"{where}.{kind}")
+            tables.append((f"{where}.{kind}", entries))
+        tables.append((f"{where}.approve", approve))  # checked with the approvals (ToolAccess)
+    return ListedToolCheck(tables)

@@ -61,56 +61,60 @@ function mcpArgc(input, count) {
   return input === undefined && count <= 1 ? 0 : count;
 }
 
-// A configured server that is down still has a namespace: every call on it rejects with an
-// error naming the server, instead of a TypeError about an undefined property.
-function unavailableServer(name) {
-  function refuse() {
-    return NativePromise.reject(makeError({
-      name: "Error", code: "mcp_unavailable",
-      message: "MCP server '" + name + "' is unavailable: it could not be reached when this cell started; retry in a later cell",
-    }));
-  }
-  refuse.list = refuse;
-  refuse.read = refuse;
-  refuse.get = refuse;
-  return new Proxy(ObjectCreate(null), {
-    get: function (target, key) { return typeof key === "string" ? refuse : undefined; },
+// `list({cursor})`: the page after the one whose `nextCursor` this is; no argument is the first page.
+function mcpCursor(params) {
+  return params !== null && typeof params === "object" && params.cursor !== undefined ? params.cursor : null;
+}
+
+function mcpTool(sid, tid) {
+  return function (input) {
+    return request("mcp.call", [sid, tid, input, mcpArgc(input, arguments.length)]);
+  };
+}
+
+// `MCP.<sid>`: $api, one function per listed tool, resources and prompts (frozen).
+function mcpNamespace(sid, tools) {
+  const ns = ObjectCreate(null);
+  defineProperty(ns, "$api", { value: function $api(tool, options) {
+    return request("mcp.api", [sid, tool === undefined ? null : tool, options === undefined ? null : options]);
+  } });
+  for (let j = 0; j < tools.length; j++) ns[tools[j]] = mcpTool(sid, tools[j]);
+  ns.resources = ObjectFreeze({
+    list: function list(params) { return request("mcp.resources.list", [sid, mcpCursor(params)]); },
+    templates: function templates(params) { return request("mcp.resources.templates", [sid, mcpCursor(params)]); },
+    read: function read(uri) {
+      const u = uri !== null && typeof uri === "object" ? uri.uri : uri;
+      return request("mcp.resources.read", [sid, u]);
+    },
+  });
+  ns.prompts = ObjectFreeze({
+    list: function list(params) { return request("mcp.prompts.list", [sid, mcpCursor(params)]); },
+    get: function get(name, args) {
+      if (name !== null && typeof name === "object") return request("mcp.prompts.get", [sid, name.name, name.arguments === undefined ? {} : name.arguments]);
+      return request("mcp.prompts.get", [sid, name, args === undefined ? {} : args]);
+    },
+  });
+  return ObjectFreeze(ns);
+}
+
+// A configured server that could not be reached when the cell started has a namespace whose tools
+// are not known yet: any member is a tool call, which the host sends once the server is back (or
+// rejects naming the server while it is down). `then` stays undefined so the namespace is no thenable.
+function unreachedServer(sid) {
+  return new Proxy(mcpNamespace(sid, []), {
+    get: function (target, key) {
+      if (typeof key !== "string" || key === "then" || key === "toJSON") return undefined;
+      const own = target[key];
+      return own !== undefined ? own : mcpTool(sid, key);
+    },
   });
 }
 
 function installMcp(servers, down) {
   const root = ObjectCreate(null);
-  for (let i = 0; i < down.length; i++) root[down[i].identifier] = unavailableServer(down[i].serverName);
+  for (let i = 0; i < down.length; i++) root[down[i].identifier] = unreachedServer(down[i].identifier);
   defineProperty(root, "$api", { value: function $api() { return request("mcp.api", [null, null, null]); }, enumerable: false });
-  for (let i = 0; i < servers.length; i++) {
-    const s = servers[i];
-    const ns = ObjectCreate(null);
-    const sid = s.identifier;
-    defineProperty(ns, "$api", { value: function $api(tool, options) {
-      return request("mcp.api", [sid, tool === undefined ? null : tool, options === undefined ? null : options]);
-    } });
-    for (let j = 0; j < s.tools.length; j++) {
-      const tid = s.tools[j];
-      ns[tid] = function (input) {
-        return request("mcp.call", [sid, tid, input, mcpArgc(input, arguments.length)]);
-      };
-    }
-    ns.resources = ObjectFreeze({
-      list: function list() { return request("mcp.resources.list", [sid]); },
-      read: function read(uri) {
-        const u = uri !== null && typeof uri === "object" ? uri.uri : uri;
-        return request("mcp.resources.read", [sid, u]);
-      },
-    });
-    ns.prompts = ObjectFreeze({
-      list: function list() { return request("mcp.prompts.list", [sid]); },
-      get: function get(name, args) {
-        if (name !== null && typeof name === "object") return request("mcp.prompts.get", [sid, name.name, name.arguments === undefined ? {} : name.arguments]);
-        return request("mcp.prompts.get", [sid, name, args === undefined ? {} : args]);
-      },
-    });
-    root[sid] = ObjectFreeze(ns);
-  }
+  for (let i = 0; i < servers.length; i++) root[servers[i].identifier] = mcpNamespace(servers[i].identifier, servers[i].tools);
   defineProperty(G, "MCP", { value: ObjectFreeze(root), enumerable: false });
 }
 

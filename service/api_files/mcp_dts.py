@@ -47,6 +47,11 @@ interface McpResourcesListResult {
     nextCursor?: string;
 }
 
+interface McpResourceTemplatesListResult {
+    resourceTemplates: unknown[];
+    nextCursor?: string;
+}
+
 interface McpResourcesReadResult {
     contents: unknown[];
 }
@@ -66,6 +71,8 @@ _RESOURCES = """\
     namespace resources {
         /** One page of this server's resources; pass `nextCursor` back as `cursor` for the next. */
         function list(params?: { cursor?: string }): Promise<McpResourcesListResult>;
+        /** One page of this server's resource templates (`uriTemplate`s whose filled-in URIs `read` takes). */
+        function templates(params?: { cursor?: string }): Promise<McpResourceTemplatesListResult>;
         /** Read one resource by URI. */
         function read(uri: string): Promise<McpResourcesReadResult>;
         function read(params: { uri: string }): Promise<McpResourcesReadResult>;
@@ -139,7 +146,7 @@ def render_mcp_server(server: McpServerDecl) -> str:
         f"{_INDENT}function $api(tool?: string, options?: {{ schema?: boolean }}): Promise<McpApiHeader>;",
     ]
     for tool in server.tools:
-        lines += ["", _tool_function(tool)]
+        lines += ["", _tool_function(ident, tool)]
     if server.has_resources:
         lines += ["", _RESOURCES]
     if server.has_prompts:
@@ -148,7 +155,7 @@ def render_mcp_server(server: McpServerDecl) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _tool_function(tool: McpToolDecl) -> str:
+def _tool_function(server: str, tool: McpToolDecl) -> str:
     schema = tool.input_schema
     # Named types of the schema's local references: MCP.<server>.<tool>.<Name>, merged with the function.
     types = TsNamespace(tool.identifier)
@@ -168,7 +175,7 @@ def _tool_function(tool: McpToolDecl) -> str:
         rendered = schema_type(schema, types)
         signature = f"input{'?' if optional else ''}: {rendered.text}"
         types.add(rendered.declarations)
-    doc = _tool_doc(tool, params)
+    doc = _tool_doc(server, tool, params)
     return "\n".join(
         [
             *types.block(_INDENT, declare=False),
@@ -178,9 +185,14 @@ def _tool_function(tool: McpToolDecl) -> str:
     )
 
 
-def _tool_doc(tool: McpToolDecl, params: list[tuple[str, str]]) -> list[str]:
+def _tool_doc(server: str, tool: McpToolDecl, params: list[tuple[str, str]]) -> list[str]:
     body = [line.rstrip() for line in (tool.description or "").splitlines() if line.strip()]
-    body = body[:MCP_MAX_DOC_LINES]
+    if len(body) > MCP_MAX_DOC_LINES:
+        # A cut must say so, and where the rest is: a model would otherwise take the start for the whole.
+        body = [
+            *body[:MCP_MAX_DOC_LINES],
+            f'\u2026 (cut at {MCP_MAX_DOC_LINES} lines; the full description: MCP.{server}.$api("{tool.identifier}"))',
+        ]
     if tool.name != tool.identifier:
         body.append(f"MCP tool name: {one_line(tool.name)}")
     tags = [f"@param {one_line(name)} {one_line(text)}".rstrip() for name, text in params if text.strip()]

@@ -48,7 +48,6 @@ class CellTools:
     session: CallSession
     mcp_servers: list[Any]
     mcp: Any = None  # service.mcp.scope.McpScope: the tenant's connections under its tool policy
-    mcp_calls: int = 0  # MCP tool calls, counted beside the session's native and client calls
     api: ApiFileTable | None = None
     writes: CellStoreWrites | None = None
     session_network: bool = False  # the committed session data includes network-derived writes
@@ -76,7 +75,7 @@ def sync_counters(call: HostCall) -> None:
     """Copy the cell's call, search and describe counts into its telemetry."""
     state = cell_tools(call.cell)
     t = call.cell.telemetry
-    t.call_count = state.session.call_count + state.mcp_calls
+    t.call_count = state.session.call_count  # native, client and MCP calls
     t.search_count = state.session.search_count
     t.describe_count = state.session.describe_count
     t.retries = state.session.retries

@@ -66,7 +66,11 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
             sync_counters(call)
         wanted = limits.clamp(limit)
         if state.mcp is not None and len(found) < wanted:
-            found = found + search_mcp_tools(state.mcp_servers, query, wanted - len(found))
+            blocked = state.session.ledger.blocked()  # MCP tools are blocked for a run like native ones
+            found += [
+                {**meta, "blocked": True} if meta["callableName"] in blocked else meta
+                for meta in search_mcp_tools(state.mcp_servers, query, wanted - len(found))
+            ]
         return found
 
     async def describe(call: HostCall) -> Any:

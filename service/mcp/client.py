@@ -9,7 +9,9 @@ Every SDK and transport failure is translated into the ``McpError`` tree here.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import secrets
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -24,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from service.outbound_http import TRANSPORT_ERRORS as _HTTP_TRANSPORT_ERRORS
-from service.outbound_http import mcp_http_client
+from service.outbound_http import McpHttpTrouble, mcp_http_client
 
 from .arguments import shape_native, shape_tool_result
 from .config import McpServerConfig
@@ -37,8 +39,12 @@ _T = TypeVar("_T")
 # JSON-RPC error codes the SDK and transports use.
 _CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
 _REQUEST_TIMEOUT = mcp_types.REQUEST_TIMEOUT
-_INVALID_REQUEST = mcp_types.INVALID_REQUEST
+_INTERNAL_ERROR = mcp_types.INTERNAL_ERROR
 _INVALID_PARAMS = mcp_types.INVALID_PARAMS
+#: Characters of a server's own error text kept in an error message (remote text, bounded).
+_SERVER_WORDS_CHARS = 512
+#: Where our HTTP trouble reports ride in a JSON-RPC error's `data` (with the connection's nonce).
+_TROUBLE_KEY = "codemodeHttpTrouble"
 _MAX_LIST_PAGES = 100
 _CLOSE_WAIT_S = 8.0
 _CLIENT_INFO = mcp_types.Implementation(name="codemode", version="1")
@@ -135,14 +141,22 @@ class McpConnection:
         self._dead = False
         self._failure: BaseException | None = None
         self._runner: asyncio.Task[None] | None = None
+        # Marks the HTTP trouble reports this connection made, so a server cannot forge one.
+        self._nonce = secrets.token_hex(8)
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     @property
     def alive(self) -> bool:
         """True while the session is open and the server has not gone away."""
         return self._client is not None and not self._dead
 
-    def mark_dead(self) -> None:
-        """Remember that the transport ended; the hub replaces this connection on next use."""
+    def mark_dead(self, why: str | None = None) -> None:
+        """Remember that the server went away (``why`` is logged, once); the hub replaces this connection
+        on next use, with a new process or session."""
+        if why is not None and self._client is not None and not self._dead:
+            log.warning("MCP server '%s': %s; its next request reconnects", self.config.name, why)
         self._dead = True
 
     # ---- lifecycle -------------------------------------------------------------------------------
@@ -173,6 +187,16 @@ class McpConnection:
         self.has_prompts = caps.prompts is not None
         self.tools = await self._call("tools/list", self._list_all_tools, timeout_s) if self.has_tools else ()
 
+    async def close_when_idle(self) -> None:
+        """``close()`` once the requests in flight have their answers (at most ``timeout_ms`` from now).
+
+        A replaced connection is retired this way: requests sent on a forgotten session still get the
+        server's refusal, which lets them be resent, instead of a closed connection.
+        """
+        with anyio.move_on_after(self.config.timeout_ms / 1000):
+            await self._idle.wait()
+        await self.close()
+
     async def close(self) -> None:
         """End the session and stop the server process; bounded, never raises."""
         self._dead = True
@@ -192,7 +216,10 @@ class McpConnection:
             async with AsyncExitStack() as stack:
                 transport = await self._transport(stack)
                 client = Client(
-                    _watched(transport, self.mark_dead), mode="legacy", cache=None, client_info=_CLIENT_INFO
+                    _watched(transport, lambda: self.mark_dead("the connection ended")),
+                    mode="legacy",
+                    cache=None,
+                    client_info=_CLIENT_INFO,
                 )
                 await stack.enter_async_context(client)
                 self._client = client
@@ -200,8 +227,7 @@ class McpConnection:
                 await self._stop.wait()
         except BaseException as exc:  # noqa: BLE001 - the runner's outcome is reported to open()
             self._failure = exc
-            if self._client is not None:
-                log.warning("MCP server '%s' connection ended: %s", self.config.name, type(_unwrap(exc)).__name__)
+            self.mark_dead(f"the connection ended ({type(_unwrap(exc)).__name__})")
         finally:
             self._dead = True
             self._ready.set()
@@ -213,8 +239,36 @@ class McpConnection:
             params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env), cwd=cfg.cwd)
             return stdio_client(params, errlog=sys.stderr)
         assert cfg.url is not None
-        http = await stack.enter_async_context(mcp_http_client(dict(cfg.headers)))
+        http = await stack.enter_async_context(mcp_http_client(cfg.url, dict(cfg.headers), self._http_trouble))
         return streamable_http_client(cfg.url, http_client=http)
+
+    def _http_trouble(self, trouble: McpHttpTrouble) -> bytes | None:
+        """Judge one HTTP request that got no normal answer; for a POST, the JSON-RPC error the SDK gets.
+
+        A 404 to a request carrying our session, or a 400 whose text names the session, means the
+        server forgot the session (it restarted): the request was refused unprocessed.  A request
+        that could not connect never left.  Both end this connection (the next request opens a new
+        session) and may be resent; a request whose answer broke off may have run.
+        """
+        words = _server_words(trouble)
+        stale = trouble.sent_session and (
+            trouble.status == 404 or (trouble.status == 400 and "session" in words.lower())
+        )
+        not_sent = trouble.failure == "not_sent"
+        if stale:
+            self.mark_dead(f"the server no longer knows our session ({_clip(words, 200)})")
+        elif trouble.failure is not None and trouble.error != "PoolTimeout":  # a full pool is ours, not the server's
+            self.mark_dead(f"a request failed ({words})")
+        if trouble.method != "POST":
+            return None  # the SDK retries its event stream, then gives up; the next request reconnects
+        code = _rpc_error(trouble.body).get("code") if "json" in trouble.content_type else None
+        report = {"nonce": self._nonce, "resendable": stale or not_sent, "status": trouble.status}
+        error = {
+            "code": code if type(code) is int else _INTERNAL_ERROR,  # the server's own code where it gave one
+            "message": words,
+            "data": {_TROUBLE_KEY: report},
+        }
+        return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
 
     # ---- requests --------------------------------------------------------------------------------
 
@@ -276,6 +330,8 @@ class McpConnection:
     async def _call(
         self, what: str, request: Callable[[], Awaitable[_T]], timeout_s: float, *, tool: str | None = None
     ) -> _T:
+        self._in_flight += 1
+        self._idle.clear()
         try:
             with anyio.fail_after(max(timeout_s, 0.001)):
                 return await request()
@@ -283,6 +339,10 @@ class McpConnection:
             raise
         except Exception as exc:  # noqa: BLE001 - every SDK and transport failure becomes an McpError
             raise self._translate(_unwrap(exc), what, tool) from None
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.set()
 
     def _translate(self, exc: BaseException, what: str, tool: str | None) -> McpError:
         server = self.config.name
@@ -309,27 +369,34 @@ class McpConnection:
 
     def _from_rpc_error(self, exc: MCPError, what: str, tool: str | None) -> McpError:
         server = self.config.name
-        if exc.code == _CONNECTION_CLOSED:
-            self.mark_dead()
+        words = _clip(exc.message, _SERVER_WORDS_CHARS)
+        found = exc.data.get(_TROUBLE_KEY) if isinstance(exc.data, dict) else None
+        report = found if isinstance(found, dict) and found.get("nonce") == self._nonce else None
+        if report is not None and report.get("resendable") is True:
+            # Refused unprocessed (a forgotten session) or never sent: the hub may send it again.
             return McpUnavailable(
-                f"MCP server '{server}' is unavailable: the connection closed during {what}",
-                server=server,
-                tool=tool,
-            )
-        if exc.code == _INVALID_REQUEST and "session" in exc.message.lower():
-            # An HTTP server that restarted forgot our session; it rejected the request unprocessed.
-            self.mark_dead()
-            return McpUnavailable(
-                f"MCP server '{server}' lost the session during {what}",
+                f"MCP server '{server}' is unavailable during {what} ({words})",
                 server=server,
                 tool=tool,
                 retryable=True,
             )
+        if report is not None and report.get("status") is None:
+            return McpUnavailable(
+                f"MCP server '{server}' is unavailable: the connection broke during {what} ({words}); it may have run",
+                server=server,
+                tool=tool,
+            )
+        # Our report of an HTTP error answer carries the server's own code, which says nothing of our connection.
+        if exc.code == _CONNECTION_CLOSED and report is None:
+            self.mark_dead(f"the connection closed during {what}")
+            return McpUnavailable(
+                f"MCP server '{server}' is unavailable: the connection closed during {what}", server=server, tool=tool
+            )
         if exc.code == _REQUEST_TIMEOUT:
             return self._timeout(what, tool=tool)
         if exc.code == _INVALID_PARAMS:
-            return McpInvalidInput(f"MCP server '{server}' rejected {what}: {exc.message}", server=server, tool=tool)
-        return McpProtocolError(f"MCP server '{server}' failed {what}: {exc.message}", server=server, tool=tool)
+            return McpInvalidInput(f"MCP server '{server}' rejected {what}: {words}", server=server, tool=tool)
+        return McpProtocolError(f"MCP server '{server}' failed {what}: {words}", server=server, tool=tool)
 
     def _timeout(self, what: str, *, tool: str | None = None) -> McpTimeout:
         server = self.config.name
@@ -339,10 +406,40 @@ class McpConnection:
         server = self.config.name
         leaf = _unwrap(failure) if failure is not None else None
         if isinstance(leaf, MCPError):
-            reason = f"initialize failed: {leaf.message}"
+            reason = f"initialize failed: {_clip(leaf.message, _SERVER_WORDS_CHARS)}"
         elif leaf is not None:
             # Only the type: transport messages may quote URLs or commands that carry secrets.
             reason = f"could not connect ({type(leaf).__name__})"
         else:
             reason = "could not connect"
         return McpUnavailable(f"MCP server '{server}' is unavailable: {reason}", server=server)
+
+
+def _clip(text: str, limit: int) -> str:
+    """Remote text on one line, at most ``limit`` characters (an ellipsis marks a cut)."""
+    line = " ".join(text[: limit * 4].split())
+    return line if len(line) <= limit else line[:limit] + "\u2026"
+
+
+def _rpc_error(body: bytes) -> dict[str, Any]:
+    """The ``error`` object of a JSON-RPC error body (or a bare ``{code?, message}``), else ``{}``."""
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return {}
+    found = parsed.get("error", parsed) if isinstance(parsed, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _server_words(trouble: McpHttpTrouble) -> str:
+    """What went wrong in the server's own words where it gave any: ``HTTP 400: Bad Request: …``."""
+    if trouble.status is None:
+        return f"{'never sent' if trouble.failure == 'not_sent' else 'no answer'}: {trouble.error}"
+    text = ""
+    if "json" in trouble.content_type:
+        message = _rpc_error(trouble.body).get("message")
+        text = message if isinstance(message, str) else ""
+    if not text and trouble.content_type.startswith(("text/", "application/json")):
+        text = trouble.body.decode("utf-8", "replace")
+    text = _clip(text, _SERVER_WORDS_CHARS)
+    return f"HTTP {trouble.status}" + (f": {text}" if text else "")

@@ -2,13 +2,16 @@
 
 ``per_tenant = true`` gives every tenant its own connection (a stdio process or an HTTP session), at
 most ``max_tenant_connections`` of them at once; one idle for ``tenant_idle_seconds`` is closed.
-Otherwise every tenant shares one connection.
+``per_tenant = false`` makes every tenant share one connection.  Unset, the deployment decides
+(``for_deployment``): a stdio server is per tenant when the API keys name several tenants, so one
+tenant's call that crashes or wedges the process cannot fail another tenant's call, and tenants never
+share a process's memory; an HTTP server is shared, because its remote process is shared anyway.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -34,13 +37,18 @@ class McpServerConfig:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False, hash=False)
     timeout_ms: int = 30000
     startup: Startup = "lazy"
-    per_tenant: bool = False
+    per_tenant: bool | None = None  # None: decided by the deployment (for_deployment)
     max_tenant_connections: int = 8
     tenant_idle_seconds: int = 300
+    # Tools (as the server lists them) that may be sent again after a connection broke mid-call.
+    idempotent_tools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Copies behind read-only views: a caller mutating its dict cannot change a running server.
-        object.__setattr__(self, "args", tuple(self.args))
+        for label in ("args", "idempotent_tools"):
+            value = getattr(self, label)
+            # A lone string stays one, so validate() refuses it instead of splitting it into characters.
+            object.__setattr__(self, label, tuple(value) if isinstance(value, list | tuple) else value)
         object.__setattr__(self, "env", _frozen(self.env))
         object.__setattr__(self, "headers", _frozen(self.headers))
 
@@ -60,8 +68,10 @@ class McpServerConfig:
             raise McpConfigError(f"{where}: 'command' must be a non-empty string", server=self.name)
         if self.url is not None and (not isinstance(self.url, str) or not self.url.startswith(("http://", "https://"))):
             raise McpConfigError(f"{where}: 'url' must be an http:// or https:// URL", server=self.name)
-        if not all(isinstance(a, str) for a in self.args):
-            raise McpConfigError(f"{where}: 'args' must be strings", server=self.name)
+        for label in ("args", "idempotent_tools"):
+            value = getattr(self, label)
+            if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
+                raise McpConfigError(f"{where}: '{label}' must be a list of strings", server=self.name)
         for label, table in (("env", self.env), ("headers", self.headers)):
             if not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
                 raise McpConfigError(f"{where}: '{label}' must map strings to strings", server=self.name)
@@ -76,7 +86,7 @@ class McpServerConfig:
         if "/" in self.name:
             # Policy entries read `mcp:<server>/<tool>`; a slash in the name would be ambiguous.
             raise McpConfigError(f"{where}: a server name cannot contain '/'", server=self.name)
-        if not isinstance(self.per_tenant, bool):
+        if self.per_tenant is not None and not isinstance(self.per_tenant, bool):
             raise McpConfigError(f"{where}: 'per_tenant' must be true or false", server=self.name)
         for label in ("max_tenant_connections", "tenant_idle_seconds"):
             value = getattr(self, label)
@@ -88,3 +98,17 @@ class McpServerConfig:
                 server=self.name,
             )
         return self
+
+    def for_deployment(self, tenants: int) -> McpServerConfig:
+        """This config with ``per_tenant`` decided for a deployment serving ``tenants`` tenants."""
+        if self.per_tenant is not None:
+            return self
+        isolate = self.transport == "stdio" and tenants > 1
+        if isolate and self.startup == "eager":
+            raise McpConfigError(
+                f"MCP server '{self.name}': with several tenants a stdio server runs one process per tenant "
+                '(per_tenant defaults to true), started on first use; drop startup = "eager", or set '
+                "per_tenant = false to share one process between every tenant",
+                server=self.name,
+            )
+        return replace(self, per_tenant=isolate)

@@ -17,9 +17,15 @@ from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
 from service.tools.approvals import denial_message
 from service.tools.errors import ApprovalDeniedError, ToolCallError
 
-from .errors import McpError
+from .errors import McpError, McpTimeout, McpUnavailable
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
+#: Characters of a tool name a call may give (MCP recommends at most 128).
+MAX_TOOL_NAME_CHARS = 1024
+#: Characters of each tool name and description one catalog.search looks at.
+_SEARCHED_CHARS = 2048
+#: Characters of a description an MCP search handle carries (an ellipsis marks a cut).
+_HANDLE_DESCRIPTION_CHARS = 512
 
 
 class McpCell(Protocol):
@@ -27,9 +33,8 @@ class McpCell(Protocol):
 
     mcp: Any  # service.mcp.scope.McpScope: the tenant's connections under its tool policy
     mcp_servers: list[Any]  # views of the servers connected when the cell started
-    mcp_calls: int
-    session: Any  # service.tools.session.CallSession: its ledger is the run's failure budget and
-    #               its approvals say which calls wait for the API caller's approval
+    session: Any  # service.tools.session.CallSession: its call budget, loop guard and ledger (the
+    #               run's failure budget) count MCP calls too; its approvals say which calls wait
 
 
 def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCell]) -> None:
@@ -49,35 +54,63 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
             raise GuestError(str(exc), exc.code) from None
 
     async def call_tool(call: HostCall) -> Any:
-        server, tool = call.args[0], call.args[1]
+        """``MCP.<server>.<tool>(input)`` as a tool call: the run's failure budget, the cell's call
+        budget and loop guard, approval, then the call; a failure of the call counts against the run.
+
+        The one place MCP calls use the run budget: ``RunLedger.check`` before, ``RunLedger.reserve``
+        around the call (``Reservation.fail`` for a counted failure).
+        """
+        server, tool = call.args[0] if call.args else None, call.args[1] if len(call.args) > 1 else None
         argc = call.args[3] if len(call.args) > 3 else 1
         value = call.args[2] if len(call.args) > 2 else None
         if argc == 0:
             value, argc = {}, 1  # `MCP.s.t()` is the empty input (declared as `input?`)
+        if not isinstance(server, str) or not isinstance(tool, str):
+            raise GuestError("MCP tools are called as MCP.<server>.<tool>(input)", "invalid_input", name="TypeError")
+        if len(tool) > MAX_TOOL_NAME_CHARS:
+            # Any member of an unreached server's namespace is a call; its name is kept in the run's counters.
+            raise GuestError(
+                f"MCP tool names are at most {MAX_TOOL_NAME_CHARS} characters", "invalid_input", name="TypeError"
+            )
         if argc != 1 or not isinstance(value, dict):
             raise GuestError(ONE_OBJECT, "invalid_input", name="TypeError")
         state = state_of(call.cell)
-        name = f"MCP.{server}.{tool}"
-        ledger = state.session.ledger
+        session = state.session
+        servers, tools = mcp_names(state, server, tool)
+        name = f"MCP.{server}.{tools[0] if tools is not None else tool}"  # the identifier budgets count by
         try:
-            ledger.check(name)
+            session.ledger.check(name)
+            session.spend_call(name)
+            session.guard_loop("mcp", name, name, value)
         except ToolCallError as exc:
             raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
-        state.mcp_calls += 1
-        call.cell.telemetry.call_count += 1
-        await approved(call, state, server, tool, value, name)
+        finally:
+            call.cell.telemetry.call_count = session.call_count
+        await approved(call, state, servers, tools, name, value)
+        call.cell.network_content = True
         try:
-            async with ledger.reserve(name) as reservation:  # the run's failure budget, held while it runs
-                result = await guarded(call, scope(call).call_tool(server, tool, value, deadline_s=deadline(call)))
+            async with session.ledger.reserve(name) as reservation:  # the run's failure budget, held while it runs
+                try:
+                    result = await scope(call).call_tool(server, tool, value, deadline_s=deadline(call))
+                except McpError as exc:
+                    if exc.counted:
+                        reservation.fail()
+                    raise GuestError(str(exc), exc.code, extra=guest_fields(exc, name)) from None
                 if isinstance(result, dict) and result.get("isError") is True:
                     # isError results resolve (the MCP contract) but count against the run like any failure.
                     reservation.fail()
-        except ToolCallError as exc:
+        except ToolCallError as exc:  # blocked (or the budget spent) while it waited for a place
             raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
         return result
 
-    async def approved(call: HostCall, state: McpCell, server: Any, tool: Any, value: Any, name: str) -> None:
-        servers, tools = mcp_names(state, server, tool)
+    async def approved(
+        call: HostCall,
+        state: McpCell,
+        servers: tuple[str, ...],
+        tools: tuple[str, ...] | None,
+        name: str,
+        value: Any,
+    ) -> None:
         reason = state.session.approvals.mcp(servers, tools, name)
         if reason is None:
             return
@@ -97,8 +130,21 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
         schema = bool(options.get("schema")) if isinstance(options, dict) else False
         return await guarded(call, _now(scope(call).api_server, server, tool, schema))
 
+    def cursor(call: HostCall) -> str | None:
+        given = call.args[1] if len(call.args) > 1 else None
+        if given is not None and not isinstance(given, str):
+            raise GuestError(
+                "list({cursor}) needs the string nextCursor of an earlier page", "invalid_input", name="TypeError"
+            )
+        return given
+
     async def resources_list(call: HostCall) -> Any:
-        return await guarded(call, scope(call).list_resources(call.args[0], deadline_s=deadline(call)))
+        listing = scope(call).list_resources(call.args[0], cursor=cursor(call), deadline_s=deadline(call))
+        return await guarded(call, listing)
+
+    async def resources_templates(call: HostCall) -> Any:
+        listing = scope(call).list_resource_templates(call.args[0], cursor=cursor(call), deadline_s=deadline(call))
+        return await guarded(call, listing)
 
     async def resources_read(call: HostCall) -> Any:
         uri = call.args[1] if len(call.args) > 1 else None
@@ -107,7 +153,8 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
         return await guarded(call, scope(call).read_resource(call.args[0], uri, deadline_s=deadline(call)))
 
     async def prompts_list(call: HostCall) -> Any:
-        return await guarded(call, scope(call).list_prompts(call.args[0], deadline_s=deadline(call)))
+        listing = scope(call).list_prompts(call.args[0], cursor=cursor(call), deadline_s=deadline(call))
+        return await guarded(call, listing)
 
     async def prompts_get(call: HostCall) -> Any:
         name = call.args[1] if len(call.args) > 1 else None
@@ -119,9 +166,19 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
     dispatcher.register("mcp.call", call_tool)
     dispatcher.register("mcp.api", api, side_effects=False)
     dispatcher.register("mcp.resources.list", resources_list, side_effects=False)
+    dispatcher.register("mcp.resources.templates", resources_templates, side_effects=False)
     dispatcher.register("mcp.resources.read", resources_read, side_effects=False)
     dispatcher.register("mcp.prompts.list", prompts_list, side_effects=False)
     dispatcher.register("mcp.prompts.get", prompts_get, side_effects=False)
+
+
+def guest_fields(exc: McpError, name: str) -> dict[str, Any]:
+    """The guest Error's fields beside message and code: the tool, and ``errorType: "transient"``
+    when trying again later may work (the server was down or silent)."""
+    fields: dict[str, Any] = {"tool": name}
+    if isinstance(exc, McpUnavailable | McpTimeout):
+        fields["errorType"] = "transient"
+    return fields
 
 
 def mcp_names(state: McpCell, server: Any, tool: Any) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
@@ -157,14 +214,20 @@ def search_mcp_tools(servers: list[Any], query: Any, limit: int) -> list[dict[st
     scored = []
     for server in servers:
         for tool in server.tools:
-            hay = f"{server.name} {server.identifier} {tool.name} {tool.identifier} {tool.description or ''}".lower()
+            # Remote metadata may be megabytes: each search reads a bounded prefix of every tool's.
+            text = (
+                f"{server.name} {server.identifier} {tool.name[:_SEARCHED_CHARS]} {tool.identifier[:_SEARCHED_CHARS]}"
+            )
+            hay = f"{text} {(tool.description or '')[:_SEARCHED_CHARS]}".lower()
             score = sum(hay.count(w) for w in words)
             if score:
                 scored.append((-score, server.identifier, tool.identifier, server, tool))
     scored.sort(key=lambda item: item[:3])
     out = []
     for _, _, _, server, tool in scored[:limit]:
-        description = (tool.description or "")[:512]
+        description = tool.description or ""
+        if len(description) > _HANDLE_DESCRIPTION_CHARS:
+            description = description[:_HANDLE_DESCRIPTION_CHARS] + "\u2026"  # the rest: describe() or $api
         out.append(
             {
                 "callableName": f"MCP.{server.identifier}.{tool.identifier}",

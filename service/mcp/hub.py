@@ -5,10 +5,12 @@ again.  A connection whose server died is replaced on next use.  Every request r
 (the smaller of the server's ``timeout_ms`` and the caller's ``deadline_s``), covering the connect too.
 
 A server is reached through one shared connection (one process or HTTP session for every tenant: a
-crash fails every tenant's in-flight calls on it), or, with ``per_tenant``, through one connection per
-tenant.  Per-tenant connections are capped per server: a new tenant beyond the cap replaces the least
-recently used idle connection, or is refused while all are busy; ``close_idle()`` closes those idle
-longer than ``tenant_idle_seconds``.  The hub applies no policy: callers see it through ``McpScope``.
+crash fails every tenant's in-flight calls on it, with a transient error, and the next call restarts
+it), or, with ``per_tenant`` (the default for stdio servers of a deployment with several tenants),
+through one connection per tenant.  Per-tenant connections are capped per server: a new tenant
+beyond the cap replaces the least recently used idle connection, or is refused while all are busy;
+``close_idle()`` closes those idle longer than ``tenant_idle_seconds``.  The hub applies no policy:
+callers see it through ``McpScope``.
 """
 
 from __future__ import annotations
@@ -84,15 +86,20 @@ class _Server:
 class McpHub:
     """All configured MCP servers; safe for concurrent use from one event loop."""
 
-    def __init__(self, configs: Sequence[McpServerConfig]) -> None:
-        names = [config.validate().name for config in configs]
+    def __init__(self, configs: Sequence[McpServerConfig], *, tenants: int = 1) -> None:
+        """``tenants``: how many tenants the deployment serves (decides ``per_tenant`` where unset)."""
+        configs = [config.validate().for_deployment(tenants) for config in configs]
+        names = [config.name for config in configs]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise McpConfigError(f"MCP server '{duplicates[0]}' is configured twice", server=duplicates[0])
         identifiers = assign_identifiers(names, fallback="server")
         self._servers = {ident: _Server(config, ident) for ident, config in zip(identifiers, configs)}
         self._closing: set[asyncio.Task[None]] = set()
+        self._retiring: set[McpConnection] = set()  # replaced connections closing once their requests end
         self._closed = False
+        #: Told each fresh tool listing: ((server identifier, name), [(tool identifier, name), ...]).
+        self.on_listed: Callable[[tuple[str, str], list[tuple[str, str]]], None] | None = None
 
     def server_name(self, server_identifier: str) -> str | None:
         """The configured name behind a guest identifier, or None."""
@@ -117,7 +124,8 @@ class McpHub:
         conns = [slot.conn for slot in slots if slot.conn is not None]
         for slot in slots:
             slot.conn, slot.view = None, None
-        await asyncio.gather(*(conn.close() for conn in conns), *self._closing, return_exceptions=True)
+        retiring = list(self._retiring)  # closed now: their in-flight requests are not waited for
+        await asyncio.gather(*(conn.close() for conn in conns + retiring), *self._closing, return_exceptions=True)
 
     def close_idle(self) -> int:
         """Close per-tenant connections idle for their server's ``tenant_idle_seconds``; how many."""
@@ -203,7 +211,7 @@ class McpHub:
         slot = server.existing(tenant)
         if slot is None or slot.view is None:
             name = server.config.name
-            raise McpUnavailable(f"MCP server '{name}' is not connected", server=name)
+            raise McpUnavailable(f"MCP server '{name}' is unavailable: it is not connected yet", server=name)
         return slot.view
 
     # ---- requests --------------------------------------------------------------------------------
@@ -237,7 +245,7 @@ class McpHub:
             prepared = prepare_arguments(found.input_schema, arguments, label=label)
             return await conn.call_tool(found.name, prepared, remaining)
 
-        return await self._request(slot, deadline_s, call)
+        return await self._request(slot, deadline_s, call, replayable=lambda: self._idempotent(slot, tool_identifier))
 
     async def list_resources(
         self,
@@ -300,7 +308,17 @@ class McpHub:
 
     # ---- internals -------------------------------------------------------------------------------
 
-    async def _request(self, slot: _Slot, deadline_s: float, op: Callable[[McpConnection, float], Awaitable[_T]]) -> _T:
+    async def _request(
+        self,
+        slot: _Slot,
+        deadline_s: float,
+        op: Callable[[McpConnection, float], Awaitable[_T]],
+        *,
+        replayable: Callable[[], bool] = lambda: True,
+    ) -> _T:
+        """Run ``op`` on a live connection; sent once more on a new one, within the deadline, when the
+        first try provably never reached a live server, or when the connection broke mid-request and
+        ``replayable()`` says sending it twice is harmless (listings and reads; idempotent tools)."""
         budget = max(min(slot.config.timeout_ms / 1000, deadline_s), 0.0)
         end = time.monotonic() + budget
         slot.active += 1
@@ -310,12 +328,17 @@ class McpHub:
                 try:
                     return await op(conn, end - time.monotonic())
                 except McpUnavailable as exc:
-                    # Resend only what provably never reached a live server (a forgotten HTTP session).
-                    if not exc.retryable or attempt or end - time.monotonic() <= 0:
+                    if attempt or end - time.monotonic() <= 0 or not (exc.retryable or replayable()):
                         raise
             raise AssertionError("unreachable")
         finally:
             self._release(slot)
+
+    @staticmethod
+    def _idempotent(slot: _Slot, tool_identifier: str) -> bool:
+        """Whether the operator listed the tool in ``idempotent_tools`` (the server's own hints are not trusted)."""
+        found = slot.view.tool(tool_identifier) if slot.view is not None else None
+        return found is not None and found.name in slot.config.idempotent_tools
 
     async def _connect(self, slot: _Slot, timeout_s: float) -> McpConnection:
         conn = slot.conn
@@ -323,7 +346,7 @@ class McpHub:
             return conn
         name = slot.config.name
         if self._closed:
-            raise McpUnavailable(f"MCP server '{name}' is unavailable: the service is shutting down", server=name)
+            raise _shutting_down(name)
         try:
             await asyncio.wait_for(slot.lock.acquire(), timeout=max(timeout_s, 0.001))
         except TimeoutError:
@@ -344,9 +367,11 @@ class McpHub:
                 raise
             if self._closed:  # closed while this connection opened: nobody else will close it
                 self._close_later(fresh)
-                raise McpUnavailable(f"MCP server '{name}' is unavailable: the service is shutting down", server=name)
+                raise _shutting_down(name)
             slot.conn, slot.failed_at = fresh, None
-            slot.view = _view_of(slot.identifier, slot.config.name, fresh)
+            slot.view = view = _view_of(slot.identifier, slot.config.name, fresh)
+            if self.on_listed is not None:
+                self.on_listed((view.identifier, view.name), [(t.identifier, t.name) for t in view.tools])
             return fresh
         finally:
             slot.lock.release()
@@ -363,9 +388,12 @@ class McpHub:
         slot.last_used = time.monotonic()
 
     def _close_later(self, conn: McpConnection) -> None:
-        task = asyncio.create_task(conn.close())
+        """Close ``conn`` in the background once its requests in flight are answered."""
+        self._retiring.add(conn)
+        task = asyncio.create_task(conn.close_when_idle())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
+        task.add_done_callback(lambda _: self._retiring.discard(conn))
 
     def _server(self, server_identifier: str) -> _Server:
         server = self._servers.get(server_identifier)
@@ -393,6 +421,7 @@ class McpHub:
                     f"MCP server '{name}' is unavailable: all {cap} per-tenant connections "
                     "(max_tenant_connections) are busy; retry shortly",
                     server=name,
+                    counted=False,  # codemode's own cap, not a failure of the tool
                 )
             self._drop(server, idle)
         slot = server.tenants[tenant] = _Slot(server.config, server.identifier)
@@ -412,6 +441,12 @@ def _view_of(identifier: str, name: str, conn: McpConnection) -> McpServerView:
         for ident, tool in zip(idents, conn.tools)
     )
     return McpServerView(identifier, name, tools, conn.has_resources, conn.has_prompts)
+
+
+def _shutting_down(name: str) -> McpUnavailable:
+    return McpUnavailable(
+        f"MCP server '{name}' is unavailable: the service is shutting down", server=name, counted=False
+    )
 
 
 def _json_text(value: Any) -> str:

@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.tools.policy import GROUPS, MCP_ALL, MCP_PREFIX, PolicySubject, is_mcp_entry, mcp_entry_server
+from service.tools.policy import MCP_ALL, MCP_PREFIX, PolicySubject, is_mcp_entry
+from service.tools.policy import unknown_entry as policy_unknown_entry
 
 __all__ = [
     "KEY",
@@ -95,20 +96,10 @@ def unknown_entry(
     entries: Sequence[str], where: str, subjects: Sequence[PolicySubject], servers: Iterable[str]
 ) -> str | None:
     """The problem with the first entry naming no tool of `subjects` and no server of `servers`, or None."""
-    server_names = {"*", *servers}
-    for index, entry in enumerate(entries):
-        if entry in GROUPS:
-            continue
-        if is_mcp_entry(entry):
-            if mcp_entry_server(entry) not in server_names:
-                known = ", ".join(sorted(server_names - {"*"})) or "(none)"
-                return f"{where}[{index}]: {entry!r} names no MCP server here; servers: {known}"
-        elif not any(s.matches(entry, groups=False) for s in subjects):
-            return (
-                f"{where}[{index}]: {entry!r} names no tool, tool id or plugin id here; a misspelt "
-                "approval entry would let calls run unasked, so it is refused"
-            )
-    return None
+    problem = policy_unknown_entry(entries, where, subjects, servers)
+    if problem is None:
+        return None
+    return problem + "; a misspelt approval entry would let calls run unasked, so it is refused"
 
 
 def clip_reason(reason: Any) -> str | None:

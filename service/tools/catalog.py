@@ -159,10 +159,6 @@ class ToolCatalog:
         """Every loaded native tool, enabled or not, as policy entries see it."""
         return self._all_subjects
 
-    def unmatched_entries(self, policy: ToolPolicy) -> list[str]:
-        """Policy entries that select no known tool or plugin (worth a start-up warning)."""
-        return [e for e in policy.entries() if not any(s.matches(e) for s in self._all_subjects)]
-
     def view(
         self,
         *,

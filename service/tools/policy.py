@@ -23,11 +23,17 @@ without its resources and prompts.  Profiles govern native tools only.
 `approve` (same entry spelling) lists tools whose calls wait for a person's approval; it never
 changes what is visible.  It is parsed here with the rest of a key's `tools` table and applied by
 service.tools.approvals.
+
+Entries that name nothing are refused (`unknown_entry`): a typo would silently hide, expose or leave
+unasked what the operator meant.  Native names, ids, plugin ids and `mcp:<server>` are checked at
+start; a bare name never matches an MCP tool.  The tools of an MCP server are known only once it is
+connected, so `mcp:<server>/<tool>` entries are checked against each listing as it arrives
+(`ListedToolCheck`) and a miss is reported then, without stopping anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -38,11 +44,13 @@ __all__ = [
     "GROUPS",
     "MCP_ALL",
     "PROFILES",
+    "ListedToolCheck",
     "McpAccess",
     "McpVisibility",
     "PolicySubject",
     "ToolPolicy",
     "parse_entries",
+    "unknown_entry",
 ]
 
 GROUP_CORE = "group:core"
@@ -55,6 +63,8 @@ PROFILES: Mapping[str, tuple[str, ...]] = {
 }
 _KEYS = ("allow", "deny", "profile", "approve")
 _MAX_ENTRY_CHARS = 256
+#: Tool names a report of an unlisted MCP tool shows (a server may list thousands).
+_SHOWN_TOOLS = 8
 MCP_PREFIX = "mcp:"
 MCP_ALL = "mcp:*"
 
@@ -137,14 +147,6 @@ class ToolPolicy:
     def restricts(self) -> bool:
         """True when this policy would remove anything as a narrowing policy."""
         return self.allow is not None or self.profile is not None or bool(self.deny)
-
-    def entries(self) -> tuple[str, ...]:
-        """All native non-group entries (for reporting entries that match no tool)."""
-        return tuple(e for e in (*(self.allow or ()), *self.deny) if e not in GROUPS and not is_mcp_entry(e))
-
-    def mcp_entries(self) -> tuple[str, ...]:
-        """All `mcp:` entries (for checking that they name configured servers)."""
-        return tuple(e for e in (*(self.allow or ()), *self.deny) if is_mcp_entry(e))
 
     def _start_entries(self) -> tuple[str, ...] | None:
         native = tuple(e for e in self.allow or () if not is_mcp_entry(e))
@@ -237,3 +239,69 @@ def _check_mcp_entry(entry: str, at: str) -> None:
     server, slash, tool = entry[len(MCP_PREFIX) :].partition("/")
     if not server or (slash and not tool) or (server == "*" and slash):
         raise ToolConfigError(f"{at}: {entry!r} is not an MCP entry; use mcp:<server>, mcp:<server>/<tool> or mcp:*")
+
+
+def unknown_entry(
+    entries: Sequence[str], where: str, subjects: Sequence[PolicySubject], servers: Iterable[str]
+) -> str | None:
+    """The problem with the first entry naming nothing, or None: a native entry must name a tool, tool
+    id or plugin id of `subjects`, an `mcp:` entry a server of `servers` (configured names and guest
+    identifiers); groups always name something."""
+    server_names = {"*", *servers}
+    for index, entry in enumerate(entries):
+        at = f"{where}[{index}]"
+        if entry in GROUPS:
+            continue
+        if is_mcp_entry(entry):
+            if mcp_entry_server(entry) not in server_names:
+                known = ", ".join(sorted(server_names - {"*"})) or "(none)"
+                return f"{at}: {entry!r} names no MCP server here; servers: {known}"
+        elif not any(s.matches(entry, groups=False) for s in subjects):
+            return f"{at}: {entry!r} names no tool, tool id or plugin id here" + _mcp_hint(entry, server_names - {"*"})
+    return None
+
+
+def _mcp_hint(entry: str, servers: set[str]) -> str:
+    """How an MCP tool is spelt, for a bare entry that names no native tool (bare names never match MCP)."""
+    if not servers:
+        return ""
+    known = sorted(servers)
+    return (
+        f"; MCP tools are written mcp:<server>/<tool>, e.g. {MCP_PREFIX + known[0] + '/' + entry!r}"
+        f" (servers: {', '.join(known)})"
+    )
+
+
+class ListedToolCheck:
+    """Reports `mcp:<server>/<tool>` entries naming no tool their server lists, once per entry.
+
+    ``tables`` are (where, entries) pairs (`tools.deny`, `api_keys[2].tools.allow`, …).
+    """
+
+    def __init__(self, tables: Sequence[tuple[str, Sequence[str]]]) -> None:
+        self._entries = [
+            (f"{where}[{index}]", entry, *entry[len(MCP_PREFIX) :].split("/", 1))
+            for where, entries in tables
+            for index, entry in enumerate(entries)
+            if is_mcp_entry(entry) and "/" in entry
+        ]
+        self._reported: set[str] = set()
+
+    def problems(self, server: tuple[str, str], tools: Sequence[tuple[str, str]]) -> list[str]:
+        """New problems of the entries for `server` (identifier, name) given its listed `tools` (identifier, name)."""
+        mine = [e for e in self._entries if e[2] in server and e[0] not in self._reported]
+        if not mine:
+            return []
+        listed = {spelling for pair in tools for spelling in pair}
+        shown = ", ".join(repr(name[:64]) for _, name in tools[:_SHOWN_TOOLS]) + (
+            ", …" if len(tools) > _SHOWN_TOOLS else ""
+        )
+        out = []
+        for at, entry, _, tool in mine:
+            if tool not in listed:
+                self._reported.add(at)
+                out.append(
+                    f"{at}: {entry!r} names no tool MCP server {server[1]!r} lists ({len(tools)} tool{'' if len(tools) == 1 else 's'}: "
+                    f"{shown or 'none'}); it has no effect unless the server lists such a tool"
+                )
+        return out

@@ -103,7 +103,7 @@ class CallSession:
         self.describe_count = 0
         # True once a network-derived result reached the guest: the cell's model text is untrusted.
         self.network_used = False
-        self._repeats: Counter[tuple[str, str]] = Counter()
+        self._repeats: Counter[tuple[str, str, str]] = Counter()
         # Without a run of its own (tests, embedding), the session is a run by itself.
         self.ledger = ledger or RunLedger(RunState(), FailureLimits())
         self.breaker = breaker or Breaker()
@@ -164,17 +164,11 @@ class CallSession:
         name = entry.callable_name
         entry.contract.ensure_usable(name)
         self.ledger.check(name)
-        if self.call_count >= self.max_calls:
-            raise CallBudgetError(
-                f"{name} was not called: this cell already made {self.call_count} tool calls, its budget. "
-                "Batch the work into fewer calls or continue in a new cell.",
-                tool=name,
-            )
-        self.call_count += 1
+        self.spend_call(name)
         caller_input = {} if params is None else params if handed_over else jsoncodec.copied(params)
         params = None
         await _checked(entry.contract.check_input, caller_input, name)
-        self._guard_loop(entry, caller_input)
+        self.guard_loop(entry.source, entry.tool_id, name, caller_input)
         # The arguments are parsed once.  Output checks pick a schema branch by the caller's own input,
         # which hooks or the tool may change in place: for such a contract it is kept aside, encoded.
         caller_encoded = jsoncodec.dumps_kept(caller_input) if entry.contract.variants is not None else None
@@ -248,20 +242,31 @@ class CallSession:
         reason = "" if exc.untrusted else exc.message
         reservation.fail(non_retriable=non_retriable, reason=reason)
 
-    def _guard_loop(self, entry: ToolEntry, params: Any) -> None:
+    def spend_call(self, name: str) -> None:
+        """Count one call of ``name`` (native, client or MCP) against the cell's budget, or refuse it."""
+        if self.call_count >= self.max_calls:
+            raise CallBudgetError(
+                f"{name} was not called: this cell already made {self.call_count} tool calls, its budget. "
+                "Batch the work into fewer calls or continue in a new cell.",
+                tool=name,
+            )
+        self.call_count += 1
+
+    def guard_loop(self, source: str, tool_key: str, name: str, params: Any) -> None:
+        """Count one call of the tool ``tool_key`` (of ``source``) with ``params``; refuse a 4th identical one."""
         try:
             canonical = jsoncodec.dumps(params, sort_keys=True)
         except jsoncodec.JSONEncodeError:
             return
         # A digest, not the text: a cell may make hundreds of calls with megabytes of arguments each.
-        key = (entry.tool_id, hashlib.sha256(canonical).hexdigest())
+        key = (source, tool_key, hashlib.sha256(canonical).hexdigest())
         self._repeats[key] += 1
         if self._repeats[key] > LOOP_GUARD_LIMIT:
             raise LoopGuardError(
-                f"{entry.callable_name} was refused: it was already called {LOOP_GUARD_LIMIT} times "
+                f"{name} was refused: it was already called {LOOP_GUARD_LIMIT} times "
                 "in this cell with exactly these arguments; repeating it will not give a different result. "
                 "Change the arguments, use the earlier result, or stop.",
-                tool=entry.callable_name,
+                tool=name,
             )
 
     def _hook_call(self, entry: ToolEntry, params: Any, ctx: ToolContext) -> HookCall:

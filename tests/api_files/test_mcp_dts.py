@@ -36,11 +36,19 @@ def test_server_file_declares_tools_with_docs():
     assert "function $api(tool?: string, options?: { schema?: boolean }): Promise<McpApiHeader>;" in text
 
 
-def test_description_keeps_at_most_12_non_empty_lines():
-    """Long descriptions are cut to 12 non-empty lines."""
+def test_description_keeps_at_most_12_non_empty_lines_and_marks_the_cut():
+    """Long descriptions are cut to 12 non-empty lines, then a line saying so and where the full text is."""
     text = render_mcp_server(SERVER)
     assert " * l10\n" in text
     assert " * l11\n" not in text
+    assert ' * l10\n     * \u2026 (cut at 12 lines; the full description: MCP.github.$api("createIssue"))\n' in text
+
+
+def test_descriptions_of_12_lines_or_fewer_have_no_cut_marker():
+    """A description that fits is kept whole, with no marker."""
+    whole = McpToolDecl("t", "t", "\n".join(f"w{n}" for n in range(12)), None)
+    text = render_mcp_server(McpServerDecl("s", "s", (whole,), False, False))
+    assert " * w11\n" in text and "\u2026" not in text and "cut at" not in text
 
 
 def test_resources_and_prompts_namespaces_follow_flags():

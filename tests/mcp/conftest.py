@@ -31,16 +31,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class HttpServer:
-    """The test server's Streamable HTTP variant as a child process on a loopback port."""
+EVERYTHING = Path(__file__).resolve().parents[1] / "node" / "node_modules" / ".bin" / "mcp-server-everything"
 
-    def __init__(self, port: int) -> None:
+
+class HttpServer:
+    """An MCP server over Streamable HTTP as a child process on a loopback port (by default the test
+    server's HTTP variant); ``restart`` kills it and starts it again on the same port."""
+
+    def __init__(self, port: int, argv: list[str] | None = None, env: dict[str, str] | None = None) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}/mcp"
+        self.argv = argv or [sys.executable, SERVER_SCRIPT, "http", str(port), HTTP_TOKEN]
+        self.env = None if env is None else {**os.environ, **env}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, SERVER_SCRIPT, "http", str(self.port), HTTP_TOKEN])
+        self.proc = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -68,6 +74,13 @@ def http_server() -> Iterator[HttpServer]:
     server.start()
     yield server
     server.stop()
+
+
+def everything_http(port: int) -> HttpServer:
+    """`@modelcontextprotocol/server-everything` over Streamable HTTP on ``port``; a missing binary fails."""
+    if not EVERYTHING.exists():
+        pytest.fail(f"{EVERYTHING} is missing; run `npm ci --prefix tests/node`")
+    return HttpServer(port, [str(EVERYTHING), "streamableHttp"], {"PORT": str(port)})
 
 
 def stdio_children() -> list[int]:

@@ -118,6 +118,7 @@ async def test_wrong_header_is_unavailable_and_right_header_connects(http_server
         with pytest.raises(McpError) as info:
             await hub.call_tool("bad", "echo", {"text": "x"}, deadline_s=D)
         assert info.value.code == "mcp_unavailable" and "'bad'" in info.value.message
+        assert "HTTP 401: unauthorized: send X-Test-Token" in info.value.message  # the server's own words
         assert "wrong" not in info.value.message
         assert (await hub.call_tool("tests", "echo", {"text": "ok"}, deadline_s=D))["content"][0]["text"] == "ok"
     finally:

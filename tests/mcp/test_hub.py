@@ -20,7 +20,7 @@ async def test_servers_lists_every_tool_across_pages(hub: McpHub) -> None:
     (view,) = await hub.servers()
     assert view.identifier == "tests" and view.name == "tests"
     assert [t.name for t in view.tools][:3] == ["echo", "add", "create-issue"]
-    assert len(view.tools) == 12
+    assert len(view.tools) == 13
     assert view.has_resources and view.has_prompts
 
 
@@ -163,7 +163,7 @@ async def test_api_root_shape(hub: McpHub) -> None:
     await hub.servers()
     root = hub.api_root()
     assert root["kind"] == "mcp_api" and root["scope"] == "root" and root["header"]
-    assert root["servers"] == [{"identifier": "tests", "serverName": "tests", "toolCount": 12}]
+    assert root["servers"] == [{"identifier": "tests", "serverName": "tests", "toolCount": 13}]
 
 
 async def test_api_server_shape_without_and_with_schemas(hub: McpHub) -> None:

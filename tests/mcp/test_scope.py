@@ -85,7 +85,7 @@ async def test_unfiltered_scope_sees_everything(two_servers: McpHub) -> None:
     full = McpScope(two_servers, "t")
     views = await full.servers(deadline_s=D)
     assert [v.identifier for v in views] == ["docs", "lab"]
-    assert [len(v.tools) for v in views] == [12, 12]
+    assert [len(v.tools) for v in views] == [13, 13]
     read = await full.read_resource("docs", "docs://readme", deadline_s=D)
     assert read["contents"][0]["text"] == "Read me first."
 

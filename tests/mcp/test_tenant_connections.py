@@ -1,4 +1,5 @@
-"""Per-tenant connections (`per_tenant = true`) against the real stdio test server: isolation, cap, idle close."""
+"""Per-tenant connections against the real test server: the default by transport and tenant count, isolation,
+cap, idle close."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from service.mcp.errors import McpError, McpUnavailable
 from service.mcp.hub import McpHub
-from tests.mcp.conftest import stdio_children, stdio_config
+from tests.mcp.conftest import HttpServer, http_config, stdio_children, stdio_config
 from tests.support.polling import apoll_until
 
 pytestmark = pytest.mark.anyio
@@ -58,6 +59,32 @@ async def test_crash_by_one_tenant_and_another_tenants_in_flight_call(per_tenant
         else:
             assert outcome["b"] == "mcp_unavailable", outcome
         assert await echo(hub, "a", "restarted") == "restarted"
+    finally:
+        await hub.close()
+
+
+@pytest.mark.parametrize(("tenants", "processes"), [(2, 2), (1, 1)], ids=["several_tenants", "one_tenant"])
+async def test_stdio_servers_are_per_tenant_by_default_when_the_deployment_has_several_tenants(
+    tenants: int, processes: int
+) -> None:
+    """`per_tenant` unset: two tenants calling get a process each when the deployment serves several tenants,
+    and share one when it serves one."""
+    hub = McpHub([stdio_config(name="lab")], tenants=tenants)
+    before = set(stdio_children())
+    try:
+        assert [await echo(hub, "a"), await echo(hub, "b")] == ["hi", "hi"]
+        assert len(set(stdio_children()) - before) == processes
+        assert hub.tenant_connections("lab") == (["a", "b"] if processes == 2 else [])
+    finally:
+        await hub.close()
+
+
+async def test_http_servers_stay_shared_by_default(http_server: HttpServer) -> None:
+    """An HTTP server with `per_tenant` unset is one session for every tenant, however many tenants there are."""
+    hub = McpHub([http_config(http_server, name="lab")], tenants=5)
+    try:
+        assert [await echo(hub, "a"), await echo(hub, "b")] == ["hi", "hi"]
+        assert hub.tenant_connections("lab") == [] and hub.view("lab", "a") is hub.view("lab", "b")
     finally:
         await hub.close()
 

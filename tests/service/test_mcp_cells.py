@@ -227,7 +227,7 @@ def test_is_error_results_count_against_the_run(mcp_client):
         """
         const out = [];
         for (let i = 0; i < 5; i++) {
-          try { out.push((await MCP.docs.fail({})).isError); } catch (e) { out.push(e.code); }
+          try { out.push((await MCP.docs.fail({n: i})).isError); } catch (e) { out.push(e.code); }
         }
         return out;
     """,
@@ -260,6 +260,36 @@ def test_resources_list_and_read_in_mcp_shapes(mcp_client, server):
     }
     assert readme == {"contents": [{"uri": "docs://readme", "mimeType": "text/plain", "text": "Read me first."}]}
     assert page == {"contents": [{"uri": "docs://pages/intro", "mimeType": "text/plain", "text": "Page intro"}]}
+
+
+@BOTH
+def test_resource_templates_page_by_page_in_the_mcp_shape(mcp_client, server):
+    """`resources.templates()` answers the first page with `nextCursor`; `templates({cursor})` the next one."""
+    got = value(
+        mcp_client,
+        f"""
+        const first = await MCP.{server}.resources.templates();
+        return [first, await MCP.{server}.resources.templates({{cursor: first.nextCursor}})];
+    """,
+    )
+    assert got == [
+        {
+            "resourceTemplates": [{"name": "page", "uriTemplate": "docs://pages/{name}", "mimeType": "text/plain"}],
+            "nextCursor": "1",
+        },
+        {
+            "resourceTemplates": [
+                {"name": "section", "uriTemplate": "docs://pages/{name}/{section}", "mimeType": "text/plain"}
+            ]
+        },
+    ]
+
+
+@pytest.mark.parametrize("method", ["resources.list", "resources.templates", "prompts.list"])
+def test_a_cursor_that_is_not_a_string_is_refused(mcp_client, method):
+    """`list({cursor: 5})` rejects with a TypeError naming the cursor, before anything reaches the server."""
+    err = caught(mcp_client, f"MCP.docs.{method}({{cursor: 5}})")
+    assert err["name"] == "TypeError" and err["code"] == "invalid_input" and "cursor" in err["message"], err
 
 
 @BOTH
@@ -303,8 +333,8 @@ def test_root_api_lists_servers_with_tool_counts(mcp_client):
     """`MCP.$api()` lists `{identifier, serverName, toolCount}` per server."""
     got = value(mcp_client, "return await MCP.$api()")
     assert got["servers"] == [
-        {"identifier": "docs", "serverName": "docs", "toolCount": 12},
-        {"identifier": "web", "serverName": "web-ü", "toolCount": 12},
+        {"identifier": "docs", "serverName": "docs", "toolCount": 13},
+        {"identifier": "web", "serverName": "web-ü", "toolCount": 13},
     ]
 
 
@@ -323,7 +353,7 @@ def test_tool_api_has_schemas_only_when_asked(mcp_client):
     assert schemas["outputSchema"]["properties"] == {"sum": {"type": "number"}}
     assert "schemas" not in without and without["tools"] == with_schema["tools"]
     assert server["scope"] == "server" and "schemas" not in server
-    assert len(server["tools"]) == 12
+    assert len(server["tools"]) == 13
     assert {"createIssue", "delete2", "myTool"} <= {t["identifier"] for t in server["tools"]}
 
 

@@ -30,11 +30,14 @@ async function usage(): Promise<void> {
   const servers: number = (await MCP.$api()).servers.length;
   const header: string = (await MCP.docs.$api("add", { schema: true })).header;
   const listed: unknown[] = (await MCP.docs.resources.list()).resources;
+  const templates = await MCP.everything.resources.templates();
+  const templateList: unknown[] = templates.resourceTemplates;
+  const next: string | undefined = (await MCP.everything.resources.templates({ cursor: templates.nextCursor })).nextCursor;
   const read: unknown[] = (await MCP.docs.resources.read("docs://readme")).contents;
   const readObj: unknown[] = (await MCP.docs.resources.read({ uri: "docs://readme" })).contents;
   const prompts: unknown[] = (await MCP.everything.prompts.list()).prompts;
   const got: unknown[] = (await MCP.docs.prompts.get("greet", { name: "Ann" })).messages;
-  void [blocks, failed, renamed, sum, echoed, servers, header, listed, read, readObj, prompts, got];
+  void [blocks, failed, renamed, sum, echoed, servers, header, listed, templateList, next, read, readObj, prompts, got];
 }
 void usage;
 """
@@ -102,6 +105,13 @@ def test_everything_reads_a_listed_resource(every_client):
     content = got["read"]["contents"][0]
     assert content["uri"] == got["first"]["uri"]
     assert content.get("text") or content.get("blob")
+
+
+def test_everything_lists_resource_templates(every_client):
+    """`resources.templates()` lists server-everything's URI templates in the MCP shape."""
+    got = value(every_client, "return await MCP.everything.resources.templates()")
+    assert got["resourceTemplates"], got
+    assert all("uriTemplate" in t and "name" in t for t in got["resourceTemplates"]), got
 
 
 def test_everything_gets_a_listed_prompt(every_client):

@@ -14,7 +14,7 @@ from service.mcp.config import McpServerConfig
 from tests.conftest import make_client, run
 from tests.conftest import run_ok as ok
 from tests.conftest import wait as post_wait
-from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer
+from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer, everything_http, free_port
 
 # Small enough to keep the hang tests short, large enough for the Python server to start (~0.6 s) under load.
 SLOW_TIMEOUT_MS = 2500
@@ -173,15 +173,44 @@ def test_http_server_stopping_mid_call_rejects_and_service_keeps_serving(fail_cl
     assert back == 4, f"the HTTP server was not reachable again after restarting: {back}"
 
 
+def test_a_server_that_comes_back_serves_the_same_cell(tmp_path):
+    """A server down when a cell starts has a namespace whose tool calls reach the host: rejected while it is
+    down, answered (connecting it) once it is back, in the same cell."""
+    late = HttpServer(free_port())
+    config = McpServerConfig(name="late", url=late.url, headers={"X-Test-Token": HTTP_TOKEN}, timeout_ms=10000)
+    try:
+        with make_client(tmp_path, mcp_servers=(config,)) as c:
+            env = run(
+                c,
+                """
+            const call = () => MCP.late.echo({text: "back"}).then(r => r.content[0].text, e => e.code);
+            const before = await call();
+            await yield_control("start the server");
+            return {before, after: await call(), listed: typeof MCP.late.echo};
+            """,
+                timeout_ms=10000,
+            )
+            assert env["status"] == "waiting", env
+            late.start()
+            done = post_wait(c, env["cell_id"], timeout_ms=15000)
+            assert done["status"] == "completed", done
+            assert done["value"] == {"before": "mcp_unavailable", "after": "back", "listed": "function"}
+    finally:
+        late.stop()
+
+
 def test_a_server_down_at_cell_start_rejects_calls_naming_it(tmp_path):
-    """A configured server that cannot be reached still has a namespace whose calls reject catchably, naming it."""
+    """A configured server that cannot be reached still has a namespace whose calls reject catchably, naming it;
+    a member name over 1024 characters is refused before anything is sent."""
     dead = McpServerConfig(name="ghost", url="http://127.0.0.1:9/mcp", timeout_ms=1000)
     with make_client(tmp_path, mcp_servers=(dead,)) as c:
         env = run(
             c,
             """
         const out = [];
-        for (const f of [() => MCP.ghost.search({q: 1}), () => MCP.ghost.resources.list(), () => MCP.ghost.$api()]) {
+        const calls = [() => MCP.ghost.search({q: 1}), () => MCP.ghost.resources.list(),
+                       () => MCP.ghost.resources.templates(), () => MCP.ghost.$api()];
+        for (const f of calls) {
           try { await f(); out.push("resolved"); } catch (e) { out.push([e.code, e.message]); }
         }
         return out;
@@ -192,4 +221,29 @@ def test_a_server_down_at_cell_start_rejects_calls_naming_it(tmp_path):
         for code, message in env["value"]:
             assert code == "mcp_unavailable"
             assert "MCP server 'ghost' is unavailable" in message
+        long = run(c, 'try { await MCP.ghost["x".repeat(1025)]({}); } catch (e) { return [e.code, e.message]; }')
+        assert long["value"] == ["invalid_input", "MCP tool names are at most 1024 characters"], long
         assert run(c, "return 1")["value"] == 1  # the service keeps serving
+
+
+def test_cells_reach_a_restarted_server_everything_over_http(tmp_path):
+    """The issue's reproduction through cells: server-everything over Streamable HTTP, one call, the server
+    killed and started again on the same port; the next cell's call is answered (a new session), and a call
+    while it is down rejects naming the server and the request that never left."""
+    remote = everything_http(free_port())
+    remote.start()
+    try:
+        config = McpServerConfig(name="remote", url=remote.url, timeout_ms=20000)
+        with make_client(tmp_path, mcp_servers=(config,)) as c:
+            echo = 'try { return (await MCP.remote.echo({message: "{text}"})).content[0].text; } catch (e) { return [e.code, e.errorType, e.message]; }'
+            assert ok(c, echo.replace("{text}", "one"), timeout_ms=20000)["value"] == "Echo: one"
+            remote.stop()
+            code, error_type, message = ok(c, echo.replace("{text}", "down"), timeout_ms=20000)["value"]
+            assert (code, error_type) == ("mcp_unavailable", "transient") and "'remote'" in message, message
+            assert "never sent: ConnectError" in message, message
+            remote.start()
+            assert ok(c, echo.replace("{text}", "two"), timeout_ms=20000)["value"] == "Echo: two"
+            remote.restart()
+            assert ok(c, echo.replace("{text}", "three"), timeout_ms=20000)["value"] == "Echo: three"
+    finally:
+        remote.stop()

@@ -1,7 +1,7 @@
 """MCP under per-key tool policy and per-tenant connections, with real API keys and the real MCP test server.
 
-One service per module: `docs` (stdio, one connection shared by every tenant) and `lab` (stdio,
-`per_tenant = true`). Keys: `open` (no policy), `narrow` (denies `mcp:docs` and `mcp:lab/crash`),
+One service per module: `docs` (stdio, `per_tenant = false`: one connection shared by every tenant)
+and `lab` (stdio, `per_tenant` unset: with several tenants configured, one process per tenant). Keys: `open` (no policy), `narrow` (denies `mcp:docs` and `mcp:lab/crash`),
 `echoer` (allows native `echo` and `mcp:lab/echo` only), `nomcp` (denies `mcp:*`) and `other` (no policy).
 """
 
@@ -25,8 +25,8 @@ from tests.mcp.conftest import SERVER_SCRIPT
 
 STDIO = {"command": sys.executable, "args": (SERVER_SCRIPT, "stdio"), "timeout_ms": 10000}
 SERVERS = (
-    McpServerConfig(name="docs", **STDIO),  # type: ignore[arg-type]
-    McpServerConfig(name="lab", per_tenant=True, **STDIO),  # type: ignore[arg-type]
+    McpServerConfig(name="docs", per_tenant=False, **STDIO),  # type: ignore[arg-type]
+    McpServerConfig(name="lab", **STDIO),  # type: ignore[arg-type]
 )
 KEYS = (
     ApiKey("key-open", "open"),
@@ -197,7 +197,7 @@ def crash_during_in_flight_call(client: TestClient, server: str, victim: dict[st
         victim,
         f"""
         try {{ return (await MCP.{server}.sleep_echo({{seconds: 3, value: "answered"}})).structuredContent.value; }}
-        catch (e) {{ return e.code; }}
+        catch (e) {{ return e.code + ":" + e.errorType; }}
     """,
         timeout_ms=300,
     )
@@ -211,7 +211,8 @@ def crash_during_in_flight_call(client: TestClient, server: str, victim: dict[st
 
 @pytest.mark.slow
 def test_crash_by_one_tenant_leaves_another_tenants_in_flight_call_answered(svc_client):
-    """On a `per_tenant` server, `open` crashing its process does not fail `narrow`'s in-flight call."""
+    """On a stdio server of a multi-tenant service (per tenant by default), `open` crashing its process
+    does not fail `narrow`'s in-flight call."""
     done = crash_during_in_flight_call(svc_client, "lab", NARROW)
     assert done["status"] == "completed" and done["value"] == "answered", done
     again = value(svc_client, OPEN, 'return (await MCP.lab.echo({text: "restarted"})).content[0].text')
@@ -220,9 +221,11 @@ def test_crash_by_one_tenant_leaves_another_tenants_in_flight_call_answered(svc_
 
 @pytest.mark.slow
 def test_crash_on_a_shared_server_fails_another_tenants_in_flight_call(svc_client):
-    """On a shared server one process serves every tenant: crashing it fails another tenant's in-flight call."""
+    """With `per_tenant = false` one process serves every tenant: crashing it fails another tenant's
+    in-flight call with a transient `mcp_unavailable`, and that tenant's next call is served."""
     done = crash_during_in_flight_call(svc_client, "docs", OTHER)
-    assert done["status"] == "completed" and done["value"] == "mcp_unavailable", done
+    assert done["status"] == "completed" and done["value"] == "mcp_unavailable:transient", done
+    assert value(svc_client, OTHER, 'return (await MCP.docs.echo({text: "next"})).content[0].text') == "next"
 
 
 # ---- the global policy and configuration -------------------------------------------------------
@@ -258,7 +261,7 @@ def test_mcp_entry_naming_no_configured_server_is_a_config_error(tmp_path, where
         settings = settings.replace(tools=ToolSettings(deny=("mcp:dcos",)))
     else:
         settings = settings.replace(api_keys=(ApiKey("k", "t", {"allow": ["mcp:dcos/echo"]}),))
-    with pytest.raises(ConfigError, match=r"'mcp:dcos.*' names no configured MCP server; configured: docs, lab"):
+    with pytest.raises(ConfigError, match=r"'mcp:dcos.*' names no MCP server here; servers: docs, lab"):
         build_components(settings, store=False)
 
 
@@ -287,7 +290,21 @@ def test_per_tenant_keys_are_read_from_the_config_file(tmp_path):
     )
     lab, docs = settings.mcp_servers
     assert (lab.per_tenant, lab.max_tenant_connections, lab.tenant_idle_seconds) == (True, 3, 60)
-    assert (docs.per_tenant, docs.max_tenant_connections, docs.tenant_idle_seconds) == (False, 8, 300)
+    assert (docs.per_tenant, docs.max_tenant_connections, docs.tenant_idle_seconds) == (None, 8, 300)
+
+
+@pytest.mark.parametrize("per_tenant", [None, False])
+def test_an_eager_stdio_server_of_a_multi_tenant_service_must_say_it_is_shared(tmp_path, per_tenant):
+    """With two tenants an eager stdio server with `per_tenant` unset stops the service at start, saying what to
+    choose; `per_tenant = false` (one shared process) starts."""
+    server = McpServerConfig(name="boot", startup="eager", per_tenant=per_tenant, **STDIO)  # type: ignore[arg-type]
+    settings = Settings(workers=1, data_dir=str(tmp_path), mcp_servers=(server,), api_keys=(KEYS[0], KEYS[4]))
+    if per_tenant is None:
+        with pytest.raises(ConfigError, match=r"'boot'.*one process per tenant.*per_tenant = false") as info:
+            build_components(settings, store=False)
+        assert info.value.need_param == "mcp.servers.boot"
+    else:
+        assert build_components(settings, store=False).mcp is not None
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 
 from service.tools.catalog import ToolCatalog
 from service.tools.errors import ToolConfigError
-from service.tools.policy import McpAccess, McpVisibility, ToolPolicy
+from service.tools.policy import ListedToolCheck, McpAccess, McpVisibility, ToolPolicy, unknown_entry
 
 DOCS = ("docs", "docs")
 WEB = ("web-ü", "web")  # configured name, guest identifier
@@ -123,12 +123,39 @@ def test_mcp_only_allow_list_leaves_native_tools_alone(make_tool) -> None:
     assert view.callable_names() == ["quote"]
 
 
-def test_mcp_entries_are_not_reported_as_unmatched_native_entries(make_tool) -> None:
-    """`unmatched_entries` reports native typos only; `mcp_entries` lists the MCP ones."""
-    policy = _policy(allow=["quote", "mcp:docs/echo"], deny=["mcp:web"])
-    catalog = ToolCatalog.build([make_tool("quote", plugin_id="shipping")], policy=policy)
-    assert catalog.unmatched_entries(policy) == []
-    assert policy.mcp_entries() == ("mcp:docs/echo", "mcp:web")
+def test_mcp_entries_must_name_a_server_and_bare_names_a_native_tool(make_tool) -> None:
+    """An `mcp:` entry is checked against the servers only; a bare name against native tools only, and the
+    problem says how an MCP tool is spelt."""
+    subjects = ToolCatalog.build([make_tool("quote", plugin_id="shipping")]).subjects
+    assert (
+        unknown_entry(["quote", "mcp:docs/echo", "mcp:web", "mcp:*"], "tools.deny", subjects, ["docs", "web"]) is None
+    )
+    assert (
+        unknown_entry(["mcp:dcos"], "w", subjects, ["docs"])
+        == "w[0]: 'mcp:dcos' names no MCP server here; servers: docs"
+    )
+    assert unknown_entry(["crash"], "api_keys[0].tools.deny", subjects, ["test"]) == (
+        "api_keys[0].tools.deny[0]: 'crash' names no tool, tool id or plugin id here; MCP tools are written "
+        "mcp:<server>/<tool>, e.g. 'mcp:test/crash' (servers: test)"
+    )
+
+
+def test_listed_tool_check_reports_each_unlisted_tool_entry_once() -> None:
+    """`mcp:<server>/<tool>` entries are checked when the server lists its tools: a miss is reported once,
+    in either spelling of server and tool; whole-server entries and other servers' entries are not."""
+    check = ListedToolCheck(
+        [("tools.deny", ("mcp:docs/crsh", "mcp:docs", "mcp:web/x")), ("api_keys[0].tools.allow", ("mcp:docs/myTool",))]
+    )
+    listed = [("echo", "echo"), ("myTool", "my-tool"), ("crash", "crash")]
+    (problem,) = check.problems(("docs", "docs"), listed)
+    assert problem.startswith("tools.deny[0]: 'mcp:docs/crsh' names no tool MCP server 'docs' lists (3 tools: ")
+    assert "'echo', 'my-tool', 'crash'" in problem
+    assert check.problems(("docs", "docs"), listed) == []  # reported once, not at every connection
+    assert check.problems(("docs", "docs"), listed[:1]) == [
+        "api_keys[0].tools.allow[0]: 'mcp:docs/myTool' "
+        "names no tool MCP server 'docs' lists (1 tool: 'echo'); "
+        "it has no effect unless the server lists such a tool"
+    ]
 
 
 @pytest.mark.parametrize("entry", ["mcp:", "mcp:/echo", "mcp:docs/", "mcp:*/echo"])

@@ -6,7 +6,7 @@ import pytest
 
 from service.tools.catalog import ToolCatalog
 from service.tools.errors import ToolConfigError, UnknownToolError
-from service.tools.policy import ToolPolicy
+from service.tools.policy import ToolPolicy, unknown_entry
 
 
 @pytest.fixture
@@ -116,10 +116,9 @@ def test_config_can_ignore_sibling_keys() -> None:
     assert policy == ToolPolicy(allow=None, deny=("a",), profile=None)
 
 
-def test_unmatched_entries_are_reported(tools) -> None:
-    """Entries naming no tool or plugin are listed for a start-up warning."""
-    catalog = ToolCatalog.build(tools)
-    assert catalog.unmatched_entries(_policy(allow=["quote", "nosuch"], deny=["dangerous_operation"])) == [
-        "nosuch",
-        "dangerous_operation",
-    ]
+def test_the_first_entry_naming_nothing_is_reported_with_its_index(tools) -> None:
+    """`unknown_entry` names the first entry that selects no tool, tool id or plugin id; groups always pass."""
+    subjects = ToolCatalog.build(tools).subjects
+    assert unknown_entry(["group:core", "quote", "shipping"], "tools.allow", subjects, []) is None
+    problem = unknown_entry(["quote", "nosuch", "dangerous_operation"], "tools.allow", subjects, [])
+    assert problem == "tools.allow[1]: 'nosuch' names no tool, tool id or plugin id here"

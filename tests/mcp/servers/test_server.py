@@ -59,12 +59,17 @@ TOOLS: list[types.Tool] = [
     types.Tool(name="crash", description="Kills its own server mid-call.", input_schema={"type": _OBJ}),
     types.Tool(
         name="sleep_echo",
-        description="Sleep, then echo a value.",
+        description="Sleep, then echo a value; with a marker file, first append a line to it.",
         input_schema={
             "type": _OBJ,
-            "properties": {"seconds": {"type": "number"}, "value": {}},
+            "properties": {"seconds": {"type": "number"}, "value": {}, "marker": {"type": "string"}},
             "required": ["seconds"],
         },
+    ),
+    types.Tool(
+        name="crash_once",
+        description="Append a line to the marker file; kill the server mid-call if it was the first line.",
+        input_schema={"type": _OBJ, "properties": {"marker": {"type": "string"}}, "required": ["marker"]},
     ),
     types.Tool(name="env_value", description="Read CODEMODE_TEST_SECRET.", input_schema={"type": _OBJ}),
     types.Tool(name="delete", description="Reserved-word tool.", input_schema={"type": _OBJ}),
@@ -77,6 +82,7 @@ RESOURCES = [
 ]
 TEMPLATES = [
     types.ResourceTemplate(name="page", uri_template="docs://pages/{name}", mime_type="text/plain"),
+    types.ResourceTemplate(name="section", uri_template="docs://pages/{name}/{section}", mime_type="text/plain"),
 ]
 PROMPTS = [
     types.Prompt(
@@ -122,8 +128,14 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if name == "crash":
         os._exit(1)
     if name == "sleep_echo":
+        if "marker" in args:
+            _append_run(args["marker"])
         await anyio.sleep(float(args["seconds"]))
         return types.CallToolResult(content=[_text("slept")], structured_content={"value": args.get("value")})
+    if name == "crash_once":
+        if _append_run(args["marker"]) == 1:
+            os._exit(1)
+        return types.CallToolResult(content=[_text("ran again")])
     if name == "env_value":
         return types.CallToolResult(content=[_text(os.environ.get("CODEMODE_TEST_SECRET", "<unset>"))])
     if name in ("delete", "constructor", "my-tool"):
@@ -131,12 +143,25 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     return types.CallToolResult(content=[_text(f"unknown tool {name}")], is_error=True)
 
 
+def _append_run(marker: str) -> int:
+    """Append one line to the test's marker file; how many lines it has now (the runs so far)."""
+    with open(marker, "a+", encoding="utf-8") as file:
+        file.write("run\n")
+        file.seek(0)
+        return len(file.read().splitlines())
+
+
 async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
     return types.ListResourcesResult(resources=RESOURCES)
 
 
 async def list_templates(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
-    return types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
+    # One template per page, so callers must follow nextCursor.
+    start = int(params.cursor) if params is not None and params.cursor else 0
+    more = start + 1 < len(TEMPLATES)
+    return types.ListResourceTemplatesResult(
+        resource_templates=TEMPLATES[start : start + 1], next_cursor=str(start + 1) if more else None
+    )
 
 
 async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
@@ -186,8 +211,10 @@ def _require_token(app: Any, token: str) -> Any:
         if scope["type"] == "http":
             headers = dict(scope.get("headers") or [])
             if headers.get(b"x-test-token") != token.encode():
-                await send({"type": "http.response.start", "status": 401, "headers": []})
-                await send({"type": "http.response.body", "body": b"unauthorized"})
+                await send(
+                    {"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]}
+                )
+                await send({"type": "http.response.body", "body": b"unauthorized: send X-Test-Token"})
                 return
         await app(scope, receive, send)
 
