@@ -20,6 +20,7 @@ from .replica_routing import ReplicaRouting
 from .request_gate import MCP_PATH, RequestGate, api_key_of
 from .request_json import BodyDecoder
 from .routes import router
+from .tool_description_route import tool_description_router
 
 DESCRIPTION = """Runs agent-written JavaScript **cells** in fresh QuickJS guests inside supervised worker
 processes. `POST /v1/exec` starts a cell; a cell that is still blocked on host work when its
@@ -54,9 +55,10 @@ def create_app(settings: Settings | None = None, services: Components | None = N
 
     app = FastAPI(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.services = svc
-    install_error_handlers(app, [*router.routes, *events_router.routes])
+    install_error_handlers(app, [*router.routes, *events_router.routes, *tool_description_router.routes])
     app.include_router(router)
     app.include_router(events_router)
+    app.include_router(tool_description_router)
     app.add_route(MCP_PATH, mcp, include_in_schema=False)
     if svc.replica is not None:
         # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.
