@@ -22,6 +22,7 @@ from .cells.pool import WorkerPool
 from .cells.registry import CellRegistry
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
+from .demo import demo_settings
 from .errors import ConfigError, InvalidRequest
 from .handlers.api_files import api_table, install_api_files
 from .handlers.cell_tools import ToolAccess, cell_tools
@@ -163,6 +164,7 @@ def build_components(
     ``tracing`` defaults to what the ``OTEL_*`` environment asks for (``service.tracing``).
     With a ``redis://`` store URL saved results live in Redis too, shared by replicas.
     """
+    settings = demo_settings(settings)
     pool = WorkerPool(
         size=settings.workers,
         cap=settings.worker_cap,

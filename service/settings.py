@@ -111,6 +111,8 @@ class Settings(BaseSettings):
     replica_ttl_seconds: Int = setting(
         "server", 6, 2, 60, "a replica without a heartbeat for this long is stopped; its cells fail"
     )
+    # Demo mode (service/demo.py): the example shipping plugin and the bundled travel MCP server.
+    demo: bool = setting("server", False, doc="load the example shipping plugin and the bundled travel MCP server")
     # [limits]: request defaults and the server's caps
     timeout_ms: Int = setting("limits", 10000, 100, 60000, "default wall clock per exec/wait call")
     max_timeout_ms: Int = setting("limits", 60000, 100, 60000, "largest timeout_ms a request may ask")
