@@ -35,6 +35,7 @@ SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
     "pydantic_settings": "service/settings.py",
     "opentelemetry": "service/tracing.py",
     "httpx2": "service/outbound_http.py",
+    "fastapi_offline": "service/http/docs_pages.py",
 }
 
 

@@ -14,6 +14,7 @@ from service.metrics import LoopLagMonitor
 from service.settings import Settings, load_settings
 
 from .body_limits import BodyCaps
+from .docs_pages import app_with_offline_docs
 from .error_responses import install_error_handlers
 from .events_route import events_router
 from .replica_routing import ReplicaRouting
@@ -53,7 +54,7 @@ def create_app(settings: Settings | None = None, services: Components | None = N
             decoder.close()
             await lag.stop()
 
-    app = FastAPI(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = app_with_offline_docs(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.services = svc
     install_error_handlers(app, [*router.routes, *events_router.routes, *tool_description_router.routes])
     app.include_router(router)
