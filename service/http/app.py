@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from service import __version__
 from service.assembly import Components, build_components
 from service.metrics import LoopLagMonitor
+from service.playground.route import playground_router
 from service.settings import Settings, load_settings
 
 from .body_limits import BodyCaps
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None, services: Components | None = N
     app.include_router(router)
     app.include_router(events_router)
     app.include_router(tool_description_router)
+    app.include_router(playground_router)
     app.add_route(MCP_PATH, mcp, include_in_schema=False)
     if svc.replica is not None:
         # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.

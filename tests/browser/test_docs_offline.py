@@ -25,3 +25,15 @@ def test_swagger_ui_renders_the_operations_offline(browser, base, tmp_path):
     assert "Run a cell" in summaries and "Model-facing tool description" in summaries, summaries
     screenshot(tab.page, tmp_path, "docs")
     assert tab.outside == [] and tab.errors == []
+
+
+def test_without_keys_the_playground_asks_for_none(browser, base):
+    """On a server without API keys the playground hides the key field and runs cells as they are."""
+    from playwright.sync_api import expect
+
+    tab = open_offline(browser, base)
+    tab.page.goto(base + "/playground")
+    tab.page.get_by_test_id("run").click()
+    expect(tab.page.get_by_test_id("value")).to_have_text("2", timeout=60000)
+    assert tab.page.locator("#key-box").is_hidden()
+    assert tab.outside == [] and tab.errors == []
