@@ -57,7 +57,8 @@ def create_app(settings: Settings | None = None, services: Components | None = N
 
     app = app_with_offline_docs(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.services = svc
-    install_error_handlers(app, [*router.routes, *events_router.routes, *tool_description_router.routes])
+    routes = [*router.routes, *events_router.routes, *tool_description_router.routes, *playground_router.routes]
+    install_error_handlers(app, routes)
     app.include_router(router)
     app.include_router(events_router)
     app.include_router(tool_description_router)
