@@ -9,10 +9,11 @@ call a cell makes to one of them goes back through the framework's own tool exec
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 from .models import Envelope
 
@@ -25,6 +26,17 @@ MAX_TOOL_LINE_CHARS = 600
 MAX_CLIENT_DESCRIPTION_CHARS = 4096
 #: Text output entries returned to the model after the value (the envelope's own budget bounds them).
 _OUTPUT_KINDS = ("text", "truncated")
+
+#: ``approve(tool_name, args)`` for a framework tool whose framework asks for approval: bool, or an awaitable of one.
+Approve = Callable[[str, Mapping[str, Any]], Union[bool, Awaitable[bool]]]
+
+
+async def approved(approve: Approve | None, name: str, args: Any) -> bool:
+    """Whether ``approve`` lets this call run (no approver: it does not)."""
+    if approve is None:
+        return False
+    decision = approve(name, args if isinstance(args, Mapping) else {})
+    return bool(await decision if inspect.isawaitable(decision) else decision)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 try:
@@ -36,16 +36,13 @@ from .async_client import AsyncClient
 from .client import Client
 from .errors import BadRequestError
 
-#: ``approve(tool_name, args)`` for tools whose ``needs_approval`` says so: bool, or an awaitable of one.
-Approve = Callable[[str, Mapping[str, Any]], "bool | Awaitable[bool]"]
-
 
 def codemode_tool(
     base_url: str,
     tools: Sequence[FunctionTool] = (),
     *,
     api_key: str | None = None,
-    approve: Approve | None = None,
+    approve: adapters.Approve | None = None,
     **exec_fields: Any,
 ) -> FunctionTool:
     """The code tool for the server at ``base_url``, whose cells call ``tools`` (``@function_tool`` tools).
@@ -78,12 +75,14 @@ def codemode_tool(
     )
 
 
-def _handler(ctx: ToolContext[Any], tool: FunctionTool, approve: Approve | None) -> Callable[[Any], Awaitable[Any]]:
+def _handler(
+    ctx: ToolContext[Any], tool: FunctionTool, approve: adapters.Approve | None
+) -> Callable[[Any], Awaitable[Any]]:
     async def handle(args: Any) -> Any:
         arguments = json.dumps(args, ensure_ascii=False)
         call_id = f"codemode-{uuid.uuid4().hex[:12]}"
         if await _needs_approval(tool, ctx, args, call_id):
-            if approve is None or not await _maybe_await(approve(tool.name, args)):
+            if not await adapters.approved(approve, tool.name, args):
                 raise PermissionError(f"{tool.name} needs approval and it was not given")
         nested = ToolContext(
             context=ctx.context,
@@ -107,10 +106,6 @@ async def _needs_approval(tool: FunctionTool, ctx: RunContextWrapper[Any], args:
     if isinstance(policy, bool):
         return policy
     return bool(await policy(ctx, args if isinstance(args, dict) else {}, call_id))
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if isinstance(value, Awaitable) else value
 
 
 __all__ = ["codemode_tool"]

@@ -16,7 +16,7 @@ This is the only module of ours that imports pydantic-ai.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -35,8 +35,6 @@ from . import adapters
 from .async_client import AsyncClient
 from .errors import BadRequestError
 
-#: ``approve(tool_name, args)`` for wrapped tools that require approval: bool, or an awaitable of one.
-Approve = Callable[[str, Mapping[str, Any]], "bool | Awaitable[bool]"]
 #: The model's arguments are checked by ``adapters.exec_arguments`` (and again by the server).
 # Typed Any: pydantic may hand back its plugin validator, API-compatible but not the declared protocol.
 _ANY_OBJECT: Any = TypeAdapter(dict[str, Any]).validator
@@ -51,7 +49,7 @@ class CodeModeToolset(WrapperToolset[Any]):
         wrapped: AbstractToolset[Any] | None = None,
         *,
         api_key: str | None = None,
-        approve: Approve | None = None,
+        approve: adapters.Approve | None = None,
         max_retries: int = 1,
         **exec_fields: Any,
     ) -> None:
@@ -103,7 +101,7 @@ class CodeModeToolset(WrapperToolset[Any]):
             try:
                 result = await manager.handle_call(part, wrap_validation_errors=False)
             except ApprovalRequired:
-                if self._approve is None or not await _maybe_await(self._approve(name, args)):
+                if not await adapters.approved(self._approve, name, args):
                     raise PermissionError(f"{name} requires approval and it was not given") from None
                 result = await manager.handle_call(part, approved=True, wrap_validation_errors=False)
             if isinstance(result, ToolDenied):
@@ -117,7 +115,3 @@ class CodeModeToolset(WrapperToolset[Any]):
 
 def _framework_tool(tool_def: ToolDefinition) -> adapters.FrameworkTool:
     return adapters.FrameworkTool(tool_def.name, tool_def.description or "", tool_def.parameters_json_schema)
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if isinstance(value, Awaitable) else value
