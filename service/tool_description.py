@@ -9,6 +9,8 @@ plus the quick index (itself at most ``QUICK_INDEX_MAX_CHARS``) stays under ``MA
 
 from __future__ import annotations
 
+import copy
+import functools
 from typing import Any
 
 from service.api_files.quick_index import QUICK_INDEX_MAX_CHARS
@@ -82,6 +84,12 @@ def description_text(settings: Settings, quick_index: str, language: str = DEFAU
 
 def input_schema() -> dict[str, Any]:
     """The arguments a model passes: the exec request's own fields and bounds, ``code`` required."""
+    return copy.deepcopy(_input_schema())
+
+
+@functools.cache
+def _input_schema() -> dict[str, Any]:
+    # pydantic builds a JSON schema in milliseconds: once per process, not once per request.
     full = ExecRequest.model_json_schema()
     return {
         "type": "object",
