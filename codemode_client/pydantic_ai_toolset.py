@@ -15,8 +15,10 @@ This is the only module of ours that imports pydantic-ai.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -56,7 +58,8 @@ class CodeModeToolset(WrapperToolset[Any]):
         from pydantic_ai import FunctionToolset
 
         super().__init__(wrapped if wrapped is not None else FunctionToolset([]))
-        self._client = AsyncClient(client, api_key) if isinstance(client, str) else client
+        self._client = client
+        self._api_key = api_key
         self._approve = approve
         self._max_retries = max_retries
         self._fields = exec_fields  # session_id, run_id, ... for every cell
@@ -64,7 +67,8 @@ class CodeModeToolset(WrapperToolset[Any]):
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         if self._server is None:
-            self._server = await self._client.tool_description()
+            async with self._session() as cm:
+                self._server = await cm.tool_description()
         tools = [_framework_tool(t.tool_def) for t in (await self.wrapped.get_tools(ctx)).values()]
         tool_def = ToolDefinition(
             name=adapters.TOOL_NAME,
@@ -89,11 +93,19 @@ class CodeModeToolset(WrapperToolset[Any]):
         client_tools = [
             (_framework_tool(t.tool_def).declaration(), self._handler(manager, n)) for n, t in inner.items()
         ]
-        try:
-            env = await self._client.run(code, client_tools=client_tools, **{**self._fields, **fields})
-        except BadRequestError as exc:  # the service refused the request: the model can change it
-            raise ModelRetry(f"codemode refused the cell: {exc.message}") from None
+        async with self._session() as cm:
+            try:
+                env = await cm.run(code, client_tools=client_tools, **{**self._fields, **fields})
+            except BadRequestError as exc:  # the service refused the request: the model can change it
+                raise ModelRetry(f"codemode refused the cell: {exc.message}") from None
         return adapters.answer(env)
+
+    def _session(self) -> AbstractAsyncContextManager[AsyncClient]:
+        """The client for one call: the caller's own (left open), or a new one for the URL (each agent run
+        may have its own event loop, and an HTTP connection belongs to the loop that opened it)."""
+        if isinstance(self._client, AsyncClient):
+            return contextlib.nullcontext(self._client)
+        return AsyncClient(self._client, self._api_key)
 
     def _handler(self, manager: ToolManager[Any], name: str) -> Callable[[Any], Awaitable[Any]]:
         async def handle(args: Any) -> Any:

@@ -62,3 +62,10 @@ def test_a_tool_that_requires_approval_asks_the_approver(base_url):
         else:
             assert "requires approval" in answer["value"]["refused"] and CALLS == [], answer
     assert asked == ["shipping_rate", "shipping_rate"]
+
+
+def test_one_toolset_serves_runs_on_separate_event_loops(base_url):
+    """A toolset made from a URL opens its connection per call, so two run_sync calls (two event loops) both work."""
+    toolset = CodeModeToolset(base_url, FunctionToolset([lookup_order]), api_key=API_KEY)
+    agent = Agent(scripted('return (await lookup_order({order_id: "B-2"})).order_id;', {}), toolsets=[toolset])
+    assert [json.loads(agent.run_sync("x").output)["value"] for _ in range(2)] == ["B-2", "B-2"]
