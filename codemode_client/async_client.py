@@ -124,6 +124,10 @@ class AsyncClient:
     async def api_file(self, path: str) -> dict[str, Any]:
         return await self._http.request("GET", "/v1/api/files/" + file_path(path))  # type: ignore[no-any-return]
 
+    async def tool_description(self, language: str | None = None) -> dict[str, Any]:
+        params = {"language": language} if language is not None else None
+        return await self._http.request("GET", "/v1/tool-description", params=params)  # type: ignore[no-any-return]
+
     async def run(
         self, code: str, *, client_tools: ClientTools | None = None, approve: Approver | None = None, **fields: Any
     ) -> Envelope:

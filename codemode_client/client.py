@@ -135,6 +135,11 @@ class Client:
         """``{path, description?, content, bytes}``: what ``API.read(path)`` returns in a guest."""
         return self._http.request("GET", "/v1/api/files/" + file_path(path))  # type: ignore[no-any-return]
 
+    def tool_description(self, language: str | None = None) -> dict[str, Any]:
+        """``{name, description, input_schema}``: codemode as one function tool for a model, for this key."""
+        params = {"language": language} if language is not None else None
+        return self._http.request("GET", "/v1/tool-description", params=params)  # type: ignore[no-any-return]
+
     # ---- the whole loop ------------------------------------------------------------------------------
 
     def run(

@@ -24,6 +24,7 @@ from .cells.sandbox import SandboxStatus, sandbox_options
 from .cells.worker_process import start_worker
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
+from .demo import demo_settings
 from .errors import ConfigError, InvalidRequest, WorkerGone
 from .handlers.api_files import api_table, install_api_files
 from .handlers.cell_tools import ToolAccess, cell_tools
@@ -188,6 +189,7 @@ def build_components(
     ``tracing`` defaults to what the ``OTEL_*`` environment asks for (``service.tracing``).
     With a ``redis://`` store URL saved results live in Redis too, shared by replicas.
     """
+    settings = demo_settings(settings)
     sandbox = sandbox_options(settings.sandbox, settings.worker_user)
     pool = WorkerPool(
         size=settings.workers,

@@ -25,6 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, help="warm worker processes")
     serve.add_argument("--store-url", help="sqlite:///PATH or redis://HOST:PORT/DB")
     serve.add_argument("--log-level", help="uvicorn log level")
+    serve.add_argument(
+        "--demo", action="store_true", default=None, help="load the example shipping plugin and a demo MCP server"
+    )
     ex = sub.add_parser("exec", help="run one cell and print its envelope (exit 0 only when completed)")
     ex.add_argument("file", help="JavaScript file, or - for stdin")
     ex.add_argument("--config", help="TOML config file (or CODEMODE_CONFIG)")
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             "workers": args.workers,
             "store_url": args.store_url,
             "log_level": args.log_level,
+            "demo": args.demo,
         }
     try:
         settings = load_settings(config_path=args.config, overrides=overrides)

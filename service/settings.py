@@ -135,6 +135,8 @@ class Settings(BaseSettings):
     allowed_hosts: CommaList = setting(
         "server", (), doc="host names or addresses (optionally :port) a server without API keys also answers"
     )
+    # Demo mode (service/demo.py): the example shipping plugin and the bundled travel MCP server.
+    demo: bool = setting("server", False, doc="load the example shipping plugin and the bundled travel MCP server")
     # [limits]: request defaults and the server's caps
     timeout_ms: Int = setting("limits", 10000, 100, 60000, "default wall clock per exec/wait call")
     max_timeout_ms: Int = setting("limits", 60000, 100, 60000, "largest timeout_ms a request may ask")

@@ -17,10 +17,52 @@ def test_client_modules_were_found():
     assert "httpx" in CLIENT_IMPORTS["codemode_client/transport.py"]
 
 
+#: The framework adapters, each an optional extra: the one module importing its framework (and pydantic,
+#: which every one of these frameworks is built on).
+ADAPTERS = {
+    "codemode_client/pydantic_ai_toolset.py": {"pydantic_ai", "pydantic"},
+    "codemode_client/langchain_tool.py": {"langchain_core", "pydantic"},
+    "codemode_client/openai_agents_tool.py": {"agents"},
+}
+FRAMEWORKS = ("pydantic_ai", "langchain_core", "langchain", "langgraph", "agents")
+
+
 def test_client_imports_only_stdlib_httpx_and_itself():
-    """No client module imports service, bridge, guest_runtime or any other third-party library."""
-    bad = {m: sorted(names - STDLIB - {"httpx", "codemode_client"}) for m, names in CLIENT_IMPORTS.items()}
+    """No client module imports service, bridge, guest_runtime or any other third-party library; an adapter
+    imports its own framework besides."""
+    bad = {
+        m: sorted(names - STDLIB - {"httpx", "codemode_client"} - ADAPTERS.get(m, set()))
+        for m, names in CLIENT_IMPORTS.items()
+    }
     assert {m: n for m, n in bad.items() if n} == {}
+
+
+def test_each_framework_has_one_importer_in_the_client():
+    """Each framework is imported by its adapter alone."""
+    for framework in FRAMEWORKS:
+        importers = sorted(m for m, names in CLIENT_IMPORTS.items() if framework in names)
+        assert importers == [m for m, allowed in ADAPTERS.items() if framework in allowed], framework
+
+
+def test_the_client_imports_with_no_framework_installed():
+    """With every framework made unimportable, codemode_client and its run() machinery import; an adapter
+    refuses with an ImportError naming the extra to install."""
+    probe = (
+        "import sys\n"
+        f"for name in {FRAMEWORKS!r}: sys.modules[name] = None\n"
+        "import codemode_client, codemode_client.adapters\n"
+        "for module, extra in (('pydantic_ai_toolset', 'pydantic-ai'), ('langchain_tool', 'langchain'),"
+        " ('openai_agents_tool', 'openai-agents')):\n"
+        "    try:\n"
+        "        __import__('codemode_client.' + module)\n"
+        "    except ImportError as exc:\n"
+        '        assert f"codemode[{extra}]" in str(exc), exc\n'
+        "    else:\n"
+        "        raise AssertionError(module + ' imported without its framework')\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
 
 
 def test_httpx_has_one_importer_in_the_client():

@@ -36,6 +36,7 @@ SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
     "opentelemetry": "service/tracing.py",
     "httpx2": "service/outbound_http.py",
     "pyseccomp": "guest_runtime/confinement.py",
+    "fastapi_offline": "service/http/docs_pages.py",
 }
 
 
@@ -193,17 +194,28 @@ def _normalised(distribution: str) -> str:
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 RUNTIME_REQUIREMENTS = {_distribution_name(r): r for r in PYPROJECT["dependencies"]}
 DEV_REQUIREMENTS = {_distribution_name(r): r for r in PYPROJECT["optional-dependencies"]["dev"]}
+#: Shipped modules that import an optional framework, and the extra of pyproject that installs it.
+EXTRA_OF = {
+    "codemode_client/pydantic_ai_toolset.py": "pydantic-ai",
+    "codemode_client/langchain_tool.py": "langchain",
+    "codemode_client/openai_agents_tool.py": "openai-agents",
+    "examples/pydantic_ai_agent.py": "pydantic-ai",
+    "examples/langchain_agent.py": "langchain",
+    "examples/openai_agents_agent.py": "openai-agents",
+}
 
 
 def test_every_imported_distribution_is_declared():
     """Each third-party import resolves to a distribution pyproject declares: shipped code in
-    ``dependencies``, tests and benchmarks there or in the ``dev`` extra."""
+    ``dependencies`` (a framework adapter also in its extra), tests and benchmarks there or in the ``dev`` extra."""
     owners = importlib.metadata.packages_distributions()
     missing = set()
     for module, names in OUR_IMPORTS.items():
         declared = set(RUNTIME_REQUIREMENTS)
         if module.split("/")[0] in DEVELOPMENT:
             declared |= set(DEV_REQUIREMENTS)
+        if module in EXTRA_OF:
+            declared |= {_distribution_name(r) for r in PYPROJECT["optional-dependencies"][EXTRA_OF[module]]}
         for name in filter(_foreign, names):
             top = name.split(".")[0]
             distributions = {_normalised(d) for d in owners.get(top, [f"<nothing installed provides {top}>"])}

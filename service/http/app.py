@@ -11,15 +11,18 @@ from fastapi import FastAPI
 from service import __version__
 from service.assembly import Components, build_components
 from service.metrics import LoopLagMonitor
+from service.playground.route import playground_router
 from service.settings import Settings, load_settings
 
 from .body_limits import BodyCaps
+from .docs_pages import app_with_offline_docs
 from .error_responses import install_error_handlers
 from .events_route import events_router
 from .replica_routing import ReplicaRouting
 from .request_gate import MCP_PATH, RequestGate, api_key_of
 from .request_json import BodyDecoder
 from .routes import router
+from .tool_description_route import tool_description_router
 
 DESCRIPTION = """Runs agent-written JavaScript **cells** in fresh QuickJS guests inside supervised worker
 processes. `POST /v1/exec` starts a cell; a cell that is still blocked on host work when its
@@ -52,11 +55,14 @@ def create_app(settings: Settings | None = None, services: Components | None = N
             decoder.close()
             await lag.stop()
 
-    app = FastAPI(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app = app_with_offline_docs(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.services = svc
-    install_error_handlers(app, [*router.routes, *events_router.routes])
+    routes = [*router.routes, *events_router.routes, *tool_description_router.routes, *playground_router.routes]
+    install_error_handlers(app, routes)
     app.include_router(router)
     app.include_router(events_router)
+    app.include_router(tool_description_router)
+    app.include_router(playground_router)
     app.add_route(MCP_PATH, mcp, include_in_schema=False)
     if svc.replica is not None:
         # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.

@@ -1,0 +1,47 @@
+"""A LangChain agent (a LangGraph graph) whose two tools run inside codemode cells (README "Framework adapters").
+
+    codemode serve --demo
+    CODEMODE_URL=http://127.0.0.1:8000 MODEL=openai:gpt-4o-mini python -m examples.langchain_agent "Ship order A-17"
+
+The model gets one tool, ``codemode``; it writes a cell that calls ``lookup_order`` and ``customer_tier``
+(run here, by LangChain) beside the server's own tools (``quote_shipping`` with ``--demo``).
+Needs ``pip install 'codemode[langchain]' langchain`` and the model provider's package and API key.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+
+from codemode_client.langchain_tool import codemode_tool
+
+
+@tool
+def lookup_order(order_id: str) -> dict[str, Any]:
+    """Look an order up: its customer, destination country and weight in kg."""
+    return {"order_id": order_id, "customer": "ada", "destination": "FR", "weight_kg": 2.5}
+
+
+@tool
+def customer_tier(customer: str) -> str:
+    """The customer's tier: "gold" customers ship express."""
+    return "gold" if customer == "ada" else "standard"
+
+
+def build_agent(base_url: str, model: Any, api_key: str | None = None) -> Any:
+    """The agent: codemode as its one tool, the two tools above as the cell's client tools."""
+    return create_agent(model, [codemode_tool(base_url, tools=[lookup_order, customer_tier], api_key=api_key)])
+
+
+if __name__ == "__main__":
+    agent = build_agent(
+        os.environ.get("CODEMODE_URL", "http://127.0.0.1:8000"),
+        os.environ.get("MODEL", "openai:gpt-4o-mini"),
+        os.environ.get("CODEMODE_API_KEY"),
+    )
+    question = " ".join(sys.argv[1:]) or "Ship order A-17: what does it cost?"
+    print(agent.invoke({"messages": [("user", question)]})["messages"][-1].content)

@@ -1,0 +1,71 @@
+"""The pydantic-ai toolset against a live server, driven by pydantic-ai's own FunctionModel."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic_ai import Agent, FunctionToolset
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from codemode_client import AsyncClient
+from codemode_client.pydantic_ai_toolset import CodeModeToolset
+from tests.adapters.conftest import API_KEY, CALLS, CELL, check_outcome, lookup_order, shipping_rate
+
+
+def scripted(code: str, seen: dict[str, Any]) -> FunctionModel:
+    """A model that writes one cell, then answers with the tool's return as its final text."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+        if not returns:
+            seen["tools"] = {t.name: t.description for t in info.function_tools}
+            return ModelResponse(parts=[ToolCallPart("codemode", {"code": code})])
+        return ModelResponse(parts=[TextPart(json.dumps(returns[-1].content))])
+
+    return FunctionModel(model)
+
+
+def test_a_cell_calls_two_pydantic_ai_tools_and_the_value_reaches_the_model(base_url):
+    """The model sees one codemode tool (the server's description plus the two tools); its cell calls both
+    tools through pydantic-ai (whose validation refuses a bad argument), and the cell's value is the answer."""
+    seen: dict[str, Any] = {}
+    toolset = CodeModeToolset(AsyncClient(base_url, API_KEY), FunctionToolset([lookup_order, shipping_rate]))
+    result = Agent(scripted(CELL, seen), toolsets=[toolset]).run_sync("ship order A-17")
+    assert list(seen["tools"]) == ["codemode"]
+    description = seen["tools"]["codemode"]
+    assert description.startswith("Run JavaScript in a fresh sandbox")
+    assert "- lookup_order(" in description and "- shipping_rate(" in description
+    check_outcome(json.loads(result.output))
+
+
+def test_a_tool_that_requires_approval_asks_the_approver(base_url):
+    """A wrapped tool with requires_approval runs only when approve() says yes; refused, the cell's call rejects."""
+    asked: list[str] = []
+    tools = FunctionToolset([lookup_order])
+    tools.add_function(shipping_rate, requires_approval=True)
+    code = (
+        'try { return await shipping_rate({country: "FR", weight_kg: 1}); } catch (e) { return {refused: e.message}; }'
+    )
+    for decision in (True, False):
+        CALLS.clear()
+
+        def approve(name: str, args: Any) -> bool:
+            asked.append(name)
+            return decision
+
+        toolset = CodeModeToolset(AsyncClient(base_url, API_KEY), tools, approve=approve)
+        answer = json.loads(Agent(scripted(code, {}), toolsets=[toolset]).run_sync("rate").output)
+        if decision:
+            assert answer["value"] == {"country": "FR", "price": 6.0} and CALLS, answer
+        else:
+            assert "requires approval" in answer["value"]["refused"] and CALLS == [], answer
+    assert asked == ["shipping_rate", "shipping_rate"]
+
+
+def test_one_toolset_serves_runs_on_separate_event_loops(base_url):
+    """A toolset made from a URL opens its connection per call, so two run_sync calls (two event loops) both work."""
+    toolset = CodeModeToolset(base_url, FunctionToolset([lookup_order]), api_key=API_KEY)
+    agent = Agent(scripted('return (await lookup_order({order_id: "B-2"})).order_id;', {}), toolsets=[toolset])
+    assert [json.loads(agent.run_sync("x").output)["value"] for _ in range(2)] == ["B-2", "B-2"]
