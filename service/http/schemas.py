@@ -344,7 +344,15 @@ class Health(BaseModel):
     status: Literal["ok"]
 
 
+class SandboxReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["strict", "auto", "off"]
+    layers: dict[str, bool] = Field(description="each confinement layer of the workers: in force or not")
+    missing: dict[str, str] = Field(description="why each layer not in force is missing")
+
+
 class Readiness(BaseModel):
     model_config = ConfigDict(extra="forbid")
     status: Literal["ok", "unavailable"]
     checks: dict[str, str] = Field(description='"ok" or what is wrong, per part (workers, store)')
+    sandbox: SandboxReport
