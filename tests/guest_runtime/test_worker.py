@@ -176,3 +176,33 @@ def test_unhandled_rejections_stay_with_their_runtime(worker):
     assert done_b["ok"] and done_b["value"] == {"json": "2"}, done_b
     done_a = _settle(worker, "ra", a["requests"][0]["id"], "null")
     assert not done_a["ok"] and "mine" in done_a["error"]["text"], done_a
+
+
+MEMORY_BOMBS = [
+    'const a = []; while (true) a.push("x".repeat(1e5) + a.length)',
+    "const a = []; while (true) a.push([a.length, {x: a.length}])",
+    "const m = new Map(); for (let i = 0;; i++) m.set(i, {i, s: 'y' + i})",
+    "const a = []; for (;;) a.push(new ArrayBuffer(1 << 20))",
+]
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS line")
+
+
+def test_an_engine_memory_limit_failure_keeps_the_process_and_leaks_nothing(worker):
+    """A cell over the engine's heap cap fails memory_limit_exceeded without asking for a recycle (QuickJS
+    unwinds the failed allocation and the runtime is freed after the cell), the same process runs the next
+    cell, and five rounds of four kinds of bomb leave it no larger than the first round did."""
+    sizes = []
+    for _ in range(5):
+        for code in MEMORY_BOMBS:
+            done = worker.run(code)
+            assert (done["ok"], done["recycle"], done["error"]["code"]) == (False, False, "memory_limit_exceeded")
+        sizes.append(_rss_bytes(worker.proc.pid))
+    assert worker.run("return 'next'")["value"] == {"json": '"next"'}
+    assert worker.proc.poll() is None and worker.ready["pid"] == worker.proc.pid
+    assert max(sizes[1:]) <= sizes[0] + (16 << 20), [s >> 20 for s in sizes]
