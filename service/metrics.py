@@ -58,6 +58,21 @@ class _Collector:
         recycled = CounterMetricFamily("codemode_workers_recycled", "Worker processes retired")
         recycled.add_metric([], pool["recycled"])
         yield recycled
+        slots = GaugeMetricFamily(
+            "codemode_running_slots", "Running slots held: legs running guest code (at most workers + burst_slots)"
+        )
+        slots.add_metric([], pool["slots"])
+        yield slots
+        lowered = GaugeMetricFamily(
+            "codemode_workers_lowered", "Worker processes at the lowest CPU priority (their tenant is over its share)"
+        )
+        lowered.add_metric([], pool["lowered"])
+        yield lowered
+        refused = CounterMetricFamily(
+            "codemode_worker_starts_refused", "New cells refused because their tenant took too many fresh processes"
+        )
+        refused.add_metric([], pool["starts_refused"])
+        yield refused
 
 
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -178,6 +178,14 @@ class Settings(BaseSettings):
         "niceness steps workers run below the service; 0: the same priority (the "
         "event loop then competes with guest code for the CPU)",
     )
+    burst_slots: Int = setting(
+        "workers",
+        4,
+        0,
+        256,
+        "running slots above `workers` for tenants that hold none (so another tenant's long cells never "
+        "make a tenant's cell wait)",
+    )
     # [tenants]: per-tenant quotas, so one tenant cannot take what another needs
     tenant_max_parked_cells: Int = setting(
         "tenants", 256, 1, 65536, "parked cells per tenant (within max_parked_cells)"
@@ -194,6 +202,9 @@ class Settings(BaseSettings):
     tenant_finished_kept: Int = setting("tenants", 1000, 1, 1_000_000, "finished-cell summaries kept per tenant")
     max_tenants_tracked: Int = setting(
         "tenants", 10000, 1, 1_000_000, "tenants whose finished-cell summaries are kept (least recent dropped)"
+    )
+    tenant_worker_starts_per_minute: Int = setting(
+        "tenants", 60, 1, 100000, "fresh worker processes one tenant may take per minute (each is replaced by a start)"
     )
     # Structured tables of the file
     api_keys: tuple[ApiKey, ...] = section("api_keys", (), "[[api_keys]]: key, tenant, tools narrowing and approvals")

@@ -16,8 +16,12 @@ is stopped when the last one leaves.  When a worker process dies (crash, SIGKILL
 deadline + grace), every cell whose runtime it held is told, and each fails on its own with
 ``runtime_unavailable``.
 
-Admission is fair across tenants (``admission.py``): a running new cell holds one of ``workers``
-slots until its first leg ends.
+Every leg that holds a process to run guest code holds a running slot (``admission.py``): new
+cells take one before their process, resumed legs after theirs (the process is their tenant's
+own, the slot is what tenants compete for).  Lending the process, parking or ending gives the
+slot back.  The processes of a tenant over its share of slots run at the lowest CPU priority
+(``cpu_priority.py``), and each tenant may take only so many fresh processes a minute
+(``worker_starts.py``).
 """
 
 from __future__ import annotations
@@ -25,15 +29,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from bridge.messages import WorkerOptions
-from service.errors import Overloaded, WorkerGone
+from service.errors import Overloaded, TooManyRequests, WorkerGone
 
 from .admission import Admission
+from .cpu_priority import Priorities
 from .worker_process import Worker, start_worker
+from .worker_starts import WorkerStarts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -57,6 +64,8 @@ class WorkerPool:
         max_parked_bytes: int = 256 << 20,
         snapshot_bytes: int = 10 << 20,
         nice: int = 0,
+        burst: int = 0,
+        starts_per_minute: int = 1_000_000,
     ) -> None:
         self.size = size
         self.nice = nice
@@ -74,7 +83,11 @@ class WorkerPool:
         self._spawning = 0
         self._changed = asyncio.Condition()
         self._hungry = 0  # callers blocked in _worker_for (the only listeners on _changed)
-        self.admission = Admission(size, self._no_worker)
+        self.admission = Admission(size, self._no_worker, burst=burst, on_share=self._share_changed)
+        self.priorities = Priorities(nice)
+        self._lowered: set[Worker] = set()  # processes at the lowered niceness
+        self.starts = WorkerStarts(starts_per_minute)
+        self.starts_refused = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._alive: set[Worker] = set()  # every process started and not yet seen to end
         self._closed = False
@@ -86,6 +99,12 @@ class WorkerPool:
 
     async def start(self) -> None:
         await asyncio.gather(*(self._spawn_into_fresh() for _ in range(self.size)))
+        if self._fresh:
+            probed = self._fresh[0]
+            self.priorities.probe(probed.pid)
+            if self.priorities.stranded:  # left at the lowest priority: a fresh one replaces it
+                self._retire(probed)
+                self._top_up()
 
     async def close(self) -> None:
         self._closed = True
@@ -118,6 +137,10 @@ class WorkerPool:
             "recycled": self.recycled,
             "runtimes": sum(len(w.cells) for w in assigned),
             "starved": self.starved,
+            "slots": self.admission.held,
+            "slots_peak": self.admission.peak,
+            "lowered": len(self._lowered),
+            "starts_refused": self.starts_refused,
         }
 
     @property
@@ -127,7 +150,9 @@ class WorkerPool:
     # -- hand-out ---------------------------------------------------------------------------------
 
     async def acquire(self, tenant: str) -> Worker:
-        """A running slot (fair across tenants), then a process for a new cell, held for its first leg."""
+        """A running slot (fair across tenants), then a process for a new cell, held with the slot."""
+        if not any(self._takes_new_cells(w) for w in self._assigned.get(tenant, ())):
+            self._check_starts(tenant)  # refused before it queues for a slot it could not use
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_s
         await self.admission.admit(tenant, deadline - loop.time())
@@ -136,7 +161,7 @@ class WorkerPool:
         except BaseException:
             self.admission.give_back(tenant)
             raise
-        worker.slot_pending = True  # the cell attached next (at once, by the caller) holds the slot
+        self._prioritise(worker)
         return worker
 
     async def _worker_for(self, tenant: str, deadline: float) -> Worker:
@@ -185,11 +210,13 @@ class WorkerPool:
         usable = [w for w in self._assigned.get(tenant, ()) if self._takes_new_cells(w)]
         if usable:
             return max(usable, key=lambda w: len(w.cells))
+        self._check_starts(tenant)
         while self._fresh:
             w = self._fresh.popleft()
             if not w.dead:
                 w.tenant = tenant
                 self._assigned.setdefault(tenant, []).append(w)
+                self.starts.take(tenant)
                 return w
         # At the cap, an idle empty process of another tenant makes room for a fresh one.
         if self._total() >= self.cap:
@@ -206,33 +233,30 @@ class WorkerPool:
     def attach(self, worker: Worker, cell_id: str, on_lost: Callable[[str], None]) -> None:
         """Record that ``cell_id``'s runtime lives in ``worker``; ``on_lost`` hears if the process dies."""
         worker.cells[cell_id] = on_lost
-        if worker.slot_pending:
-            worker.slot_pending = False
-            self.admission.hold_for(cell_id, worker.tenant or "")
 
     async def reserve(self, worker: Worker, cell_id: str, timeout: float, abort: asyncio.Event) -> bool:
-        """Hold ``worker`` for a resumed cell's leg: at once if free, else after the legs before it.
+        """Hold ``worker`` and a running slot for a resumed cell's leg.
 
-        Answers False when ``timeout`` passed or ``abort`` was set first; raises WorkerGone when
-        the process died (also while waiting).
+        The process first (at once if free, else after the legs before it: only its own tenant's
+        legs wait there), then a slot (fair across tenants).  Answers False when ``timeout``
+        passed or ``abort`` was set first; raises WorkerGone when the process died (also while
+        waiting).
         """
         if worker.dead:
             raise WorkerGone(await worker.exit_reason())
+        deadline = asyncio.get_running_loop().time() + timeout
         if not worker.busy and not worker.waiters:
             worker.busy = True
         else:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             worker.waiters.append(waiter)
-            aborted: asyncio.Future[Any] = asyncio.ensure_future(abort.wait())
-            either: set[asyncio.Future[Any]] = {waiter, aborted}
             try:
-                await asyncio.wait(either, timeout=max(timeout, 0.001), return_when=asyncio.FIRST_COMPLETED)
+                await _first_of(waiter, abort, timeout)
             except BaseException:
                 if waiter.done() and not waiter.cancelled():
-                    self._unhold(worker)  # granted just as the caller went away: pass it on
+                    self._pass_on(worker)  # granted just as the caller went away: pass it on
                 raise
             finally:
-                aborted.cancel()
                 if not waiter.done():
                     waiter.cancel()
                     with contextlib.suppress(ValueError):
@@ -240,26 +264,52 @@ class WorkerPool:
             if waiter.cancelled():
                 return False
         if worker.dead:
+            self._pass_on(worker)
+            raise WorkerGone(await worker.exit_reason())
+        if not await self._slot_for(worker, deadline, abort):
+            self._pass_on(worker)
+            return False
+        if worker.dead:
             self._unhold(worker)
             raise WorkerGone(await worker.exit_reason())
         worker.parked_heaps.pop(cell_id, None)
+        self._prioritise(worker)
         return True
+
+    async def _slot_for(self, worker: Worker, deadline: float, abort: asyncio.Event) -> bool:
+        """A running slot for the leg holding ``worker``, by ``deadline`` and unless ``abort`` is set."""
+        tenant = worker.tenant or ""
+        if self.admission.take_now(tenant):
+            return True
+        waiter = self.admission.enqueue(tenant)
+        try:
+            await _first_of(waiter, abort, deadline - asyncio.get_running_loop().time())
+        except BaseException:
+            if self.admission.withdraw(tenant, waiter):
+                self.admission.give_back(tenant)
+            raise
+        return self.admission.withdraw(tenant, waiter)
 
     def park(self, worker: Worker, cell_id: str, heap_bytes: int, *, holding: bool) -> None:
         """The cell's leg ended with its runtime parked in ``worker``: the process serves others."""
         worker.parked_heaps[cell_id] = heap_bytes
-        self.vacate(worker, cell_id)
         if holding:
             self._unhold(worker)
 
     def lend(self, worker: Worker) -> None:
-        """The holding cell waits for host work: its process serves other legs meanwhile.
+        """The holding cell waits for host work: its process and its slot serve other legs meanwhile.
 
-        The cell takes it back with ``reserve`` before it delivers replies (its runtime stays put).
+        The cell takes both back with ``reserve`` before it delivers replies (its runtime stays put).
         """
         self._unhold(worker)
 
     def _unhold(self, worker: Worker) -> None:
+        """The leg holding ``worker`` and a running slot lets both go."""
+        self.admission.give_back(worker.tenant or "")
+        self._pass_on(worker)
+
+    def _pass_on(self, worker: Worker) -> None:
+        """``worker`` goes straight to the next resume waiting for it (no new cell slips in between)."""
         worker.busy = False
         while worker.waiters:
             waiter = worker.waiters.popleft()
@@ -269,7 +319,7 @@ class WorkerPool:
                 return
         self._notify()
 
-    # -- fair admission (admission.py) ------------------------------------------------------------
+    # -- fair admission (admission.py), priorities and starts ----------------------------------------
 
     def running_slots(self, tenant: str) -> int:
         return self.admission.running_slots(tenant)
@@ -277,9 +327,33 @@ class WorkerPool:
     def queued(self, tenant: str) -> int:
         return self.admission.queued(tenant)
 
-    def vacate(self, worker: Worker, cell_id: str) -> None:
-        """The cell's first leg ended (parked or done): the running slot it held goes to the next caller."""
-        self.admission.vacate(cell_id)
+    def _share_changed(self, tenant: str, over: bool) -> None:
+        """``tenant`` went over its share of slots (lower its busy processes) or back within it."""
+        for worker in self._assigned.get(tenant, ()):
+            if worker.busy or worker in self._lowered:
+                self._prioritise(worker)
+
+    def _prioritise(self, worker: Worker) -> None:
+        """Give ``worker`` the niceness its tenant's share calls for (a system call only on a change)."""
+        lowered = self.admission.over_share(worker.tenant or "")
+        if lowered != (worker in self._lowered) and self.priorities.enabled:
+            self.priorities.apply(worker.pid, lowered)
+            if lowered:
+                self._lowered.add(worker)
+            else:
+                self._lowered.discard(worker)
+
+    def _check_starts(self, tenant: str) -> None:
+        wait = self.starts.wait_s(tenant)
+        if wait > 0:
+            self.starts_refused += 1
+            raise TooManyRequests(
+                f"worker-starts quota reached: tenant {tenant!r} took {self.starts.per_minute} fresh worker "
+                f"processes in the last minute (cap tenant_worker_starts_per_minute={self.starts.per_minute}; "
+                "a cell that times out or crashes retires its process); retry later, or stop cells that run "
+                "into their timeout",
+                retry_after=max(1, math.ceil(wait)),
+            )
 
     def set_parked(self, parked: int) -> None:
         """How many cells are parked (reported only: parking never starts a process)."""
@@ -295,7 +369,6 @@ class WorkerPool:
         worker.parked_heaps.pop(cell_id, None)
         if drop:
             worker.drop(cell_id)
-        self.vacate(worker, cell_id)
         worker.cells_run += 1
         if recycle or worker.dead or worker.cells_run >= worker.max_cells or self._closed:
             worker.retiring = True
@@ -330,6 +403,7 @@ class WorkerPool:
         self._forget(worker)
 
     def _forget(self, worker: Worker) -> None:
+        self._lowered.discard(worker)
         ws = self._assigned.get(worker.tenant or "")
         if ws is not None and worker in ws:
             ws.remove(worker)
@@ -407,3 +481,14 @@ class WorkerPool:
         worker.max_cells = random.randint(max(1, self.max_cells * 4 // 5), self.max_cells)
         self.spawned += 1
         return worker
+
+
+async def _first_of(waiter: asyncio.Future[None], abort: asyncio.Event, timeout: float) -> None:
+    """Wait until ``waiter`` is done, ``abort`` is set, or ``timeout`` seconds passed."""
+    if abort.is_set():
+        return
+    aborted: asyncio.Future[Any] = asyncio.ensure_future(abort.wait())
+    try:
+        await asyncio.wait({waiter, aborted}, timeout=max(timeout, 0.001), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        aborted.cancel()
