@@ -5,12 +5,13 @@ admission until it parks, ends, or lends the process to wait for host work (a to
 A resumed leg (a ``wait``, or a background cell's next leg) takes a slot again before it delivers
 replies, so every leg that runs guest code is counted, whoever started it.
 
-There are ``size`` slots (the ``workers`` setting), and ``burst`` more for tenants that hold none:
-a tenant with no running leg is admitted at once while fewer than ``size + burst`` slots are held,
-so another tenant's long cells never make its cell wait.  Only when every slot, burst ones too,
-is held does a caller wait; each tenant waits in its own queue, and a freed slot goes to the
-waiting tenant that holds the fewest slots (ties: the one served longest ago).  A tenant that holds
-a slot gets another only while fewer than ``size`` are held, so bursts drain before it grows again.
+There are ``size`` slots (the ``workers`` setting) and ``burst`` more.  Below ``size`` a caller is
+admitted at once.  Above it, up to ``size + burst``, a caller is admitted at once if another tenant
+holds more slots than its own: nobody waits behind a tenant holding more than it, so one tenant's
+long cells never make another's wait, and the tenant holding the most grows again only once the
+bursts have drained below ``size``.  Otherwise (every slot held, or no tenant holds more) a
+caller waits in its tenant's queue, and a freed slot goes to the waiting tenant that holds the
+fewest slots (ties: the one served longest ago).
 
 While several tenants hold or wait for slots, each one's *share* is ``ceil(size / tenants)``.  A
 tenant holding more than its share is told (``on_share``), and the pool lowers the CPU priority of
@@ -126,7 +127,10 @@ class Admission:
     def _room_for(self, tenant: str) -> bool:
         if self._held < self.size:
             return True
-        return self._held < self.size + self.burst and tenant not in self._slots
+        if self._held >= self.size + self.burst:
+            return False
+        mine = self._slots.get(tenant, 0)
+        return any(n > mine for n in self._slots.values())  # a loop over the (few) holding tenants
 
     def _grant_to(self, tenant: str) -> None:
         self._slots[tenant] = self._slots.get(tenant, 0) + 1

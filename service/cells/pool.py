@@ -177,7 +177,7 @@ class WorkerPool:
                     return worker
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    raise self._no_worker()
+                    raise self._no_worker(started=True)
                 starved = True
                 self._hungry += 1
                 try:
@@ -187,9 +187,10 @@ class WorkerPool:
                 finally:
                     self._hungry -= 1
 
-    def _no_worker(self) -> Overloaded:
+    def _no_worker(self, started: bool = False) -> Overloaded:
+        what = "no worker process became ready" if started else "no running slot became free"
         return Overloaded(
-            f"no worker became free within {self.acquire_timeout_s:.1f}s (acquire_timeout_ms); retry shortly "
+            f"{what} within {self.acquire_timeout_s:.1f}s (acquire_timeout_ms); retry shortly "
             "or lower the number of concurrent cells",
             retry_after=1,
         )

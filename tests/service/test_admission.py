@@ -38,12 +38,13 @@ IMMEDIATE = [
     (2, 0, {"a": 1}, "a", True),
     (2, 0, {"a": 2}, "a", False),
     (2, 0, {"a": 2}, "b", False),  # no burst: a newcomer waits like anyone
-    (2, 1, {"a": 2}, "b", True),  # a burst slot for a tenant that holds none
-    (2, 1, {"a": 2}, "a", False),  # never for one that holds some
-    (2, 1, {"a": 2, "b": 1}, "b", False),  # one burst slot per tenant at a time
+    (2, 1, {"a": 2}, "b", True),  # a burst slot: b holds fewer than a
+    (2, 1, {"a": 2}, "a", False),  # never for the tenant holding the most
     (2, 1, {"a": 2, "b": 1}, "c", False),  # every burst slot is taken
+    (2, 2, {"a": 2, "b": 1}, "b", True),  # b still holds fewer than a
     (2, 2, {"a": 2, "b": 1}, "c", True),
-    (2, 2, {"a": 1, "b": 1}, "b", False),  # b holds one and all `size` slots are held
+    (2, 2, {"a": 1, "b": 1}, "b", False),  # nobody holds more than b: it waits for a release
+    (4, 4, {"a": 4, "d": 1}, "d", True),  # one long-running tenant never makes another wait
     (4, 0, {"a": 3}, "a", True),
     (1, 3, {"a": 1, "b": 1, "c": 1}, "d", True),
     (1, 3, {"a": 1, "b": 1, "c": 1, "d": 1}, "e", False),
@@ -52,7 +53,8 @@ IMMEDIATE = [
 
 @pytest.mark.parametrize(("size", "burst", "held", "tenant", "granted"), IMMEDIATE)
 def test_who_gets_a_slot_at_once(size, burst, held, tenant, granted):
-    """A slot is free below ``size``; above it, only a tenant that holds none gets one, up to ``size + burst``."""
+    """A slot is free below ``size``; above it, up to ``size + burst``, only a tenant that holds fewer slots
+    than another tenant gets one."""
 
     async def ask() -> bool:
         adm = admission(size, burst, held)
@@ -83,8 +85,8 @@ ORDER = [
     (1, 0, {"a": 1}, ["a", "a", "b", "c"], ["a", "b", "c", "a"], ["b", "c", "a", "a"]),
     # A tenant holding two waits behind one holding one.
     (4, 0, {"a": 2, "b": 1, "c": 1}, ["a", "b"], ["c"], ["b"]),
-    # Above `size` a freed slot goes only to a tenant that holds none: a (holding some) waits until
-    # fewer than `size` are held, after the bursts drained.
+    # Above `size` a freed slot goes only to a tenant that holds fewer than another: a (holding the
+    # most) waits until fewer than `size` are held, after the bursts drained.
     (2, 2, {"a": 2, "b": 1, "c": 1}, ["a", "d"], ["b", "c", "a", "d"], ["d", "a"]),
 ]
 

@@ -24,12 +24,14 @@ from tests.support.live_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Four tenants, one key each; the corpus uses the first two, the soak all four.
+#: One key per tenant; the corpus uses the first two, the soak all of them (the last two as attackers).
 TENANT_KEYS = {
     "alpha": "ck_test_alpha_0123456789",
     "beta": "ck_test_beta_0123456789",
     "gamma": "ck_test_gamma_0123456789",
     "delta": "ck_test_delta_0123456789",
+    "epsilon": "ck_test_epsilon_0123456789",
+    "zeta": "ck_test_zeta_0123456789",
 }
 
 
@@ -53,7 +55,10 @@ def _rss_bytes(pid: int) -> int:
 class LiveServer:
     """``python -m service.cli serve`` in its own process group; ``restart()`` after a stall."""
 
-    def __init__(self, data_dir: Path, *, workers: int = 2, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *, workers: int = 2, env: dict[str, str] | None = None, root: Path = ROOT
+    ) -> None:
+        self.root = root  # the source tree served (another checkout compares two versions)
         self.data_dir = data_dir
         self.workers = workers
         self.config = data_dir / "codemode.toml"
@@ -71,7 +76,7 @@ class LiveServer:
             {
                 "CODEMODE_DATA_DIR": str(self.data_dir / "data"),
                 "CODEMODE_KILL_GRACE_MS": "300",
-                "PYTHONPATH": str(ROOT),
+                "PYTHONPATH": str(self.root),
                 **self.extra_env,
             }
         )
@@ -93,7 +98,7 @@ class LiveServer:
                     "--log-level",
                     "warning",
                 ],
-                cwd=ROOT,
+                cwd=self.root,
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
