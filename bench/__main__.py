@@ -1,6 +1,7 @@
 """``python -m bench``: run every figure in one go, print the table, write ``bench/results.json``.
 
 ``python -m bench soak [--seconds N]``: the mixed benign/hostile soak of ``bench/soak.py`` instead.
+``python -m bench capacity``: what one tenant's load costs another, per scenario (``bench/capacity.py``).
 ``python -m bench density``: only the density figures (``bench/density.py``).
 ``python -m bench replicas``: 1 vs 3 replicas behind HAProxy, and the cost of relaying a wait (``bench/replicas.py``).
 ``python -m bench tracing``: only tracing on versus off (``bench/tracing.py``).
@@ -99,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         from .soak import main as soak_main
 
         return soak_main(argv[1:])
+    if argv[:1] == ["capacity"]:
+        from .capacity import main as capacity_main
+
+        return capacity_main(argv[1:])
     if argv[:1] == ["replicas"]:
         from .replicas import main as replicas_main
 

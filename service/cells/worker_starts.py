@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-#: Buckets kept before full ones are dropped (a full bucket is the same as no entry).
-_PRUNE_AT = 256
+#: How often full buckets are dropped (a full bucket is the same as no entry).
+_SWEEP_EVERY_S = 60.0
 
 
 class WorkerStarts:
@@ -26,7 +26,7 @@ class WorkerStarts:
         self._rate = per_minute / 60.0  # tokens per second
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}  # tenant -> (tokens, when counted)
-        self._prune_at = _PRUNE_AT
+        self._swept_at = clock()
 
     def _tokens(self, tenant: str, now: float) -> float:
         entry = self._buckets.get(tenant)
@@ -44,8 +44,8 @@ class WorkerStarts:
         """``tenant`` took a fresh process (the caller checked ``wait_s`` first)."""
         now = self._clock()
         self._buckets[tenant] = (self._tokens(tenant, now) - 1.0, now)
-        if len(self._buckets) > self._prune_at:
+        if now - self._swept_at >= _SWEEP_EVERY_S:
+            # Once a minute at most: the table holds the tenants that took a process lately.
+            self._swept_at = now
             for name in [t for t in self._buckets if self._tokens(t, now) >= self.per_minute]:
                 del self._buckets[name]
-            # The next sweep waits until the table doubles: the sweeps cost O(1) per take on average.
-            self._prune_at = max(_PRUNE_AT, 2 * len(self._buckets))

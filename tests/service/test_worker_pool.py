@@ -203,6 +203,18 @@ def test_fresh_processes_per_tenant_are_a_token_bucket(per_minute, gaps, allowed
     assert starts.wait_s("b") == 0
 
 
+def test_the_table_of_start_budgets_stays_bounded_by_active_tenants():
+    """Buckets that refilled are dropped by a sweep at most once a minute: 10,000 tenants that each took a
+    process two minutes ago leave one entry (the last taker) after the next take."""
+    now = [0.0]
+    starts = WorkerStarts(60, clock=lambda: now[0])
+    for i in range(10_000):
+        starts.take(f"t{i}")
+    now[0] += 120.0
+    starts.take("last")
+    assert len(starts._buckets) == 1 and starts.wait_s("t1") == 0
+
+
 def test_a_tenant_whose_cells_retire_processes_is_refused_fresh_ones():
     """With 2 starts a minute, a tenant whose cells retire their process gets 429 naming the setting for a
     third fresh one, while its own warm process and another tenant are still served."""
