@@ -99,12 +99,6 @@ class WorkerPool:
 
     async def start(self) -> None:
         await asyncio.gather(*(self._spawn_into_fresh() for _ in range(self.size)))
-        if self._fresh:
-            probed = self._fresh[0]
-            self.priorities.probe(probed.pid)
-            if self.priorities.stranded:  # left at the lowest priority: a fresh one replaces it
-                self._retire(probed)
-                self._top_up()
 
     async def close(self) -> None:
         self._closed = True
@@ -471,6 +465,11 @@ class WorkerPool:
             return
         self._fresh.append(worker)
         self._background(self._watch(worker))
+        if not self.priorities.probed:  # the first spare process tells whether priorities can be used
+            self.priorities.probe(worker.pid)
+            if self.priorities.stranded:  # left at the lowest priority: a fresh one replaces it
+                self._retire(worker)
+                self._top_up()
         await self._wake()
 
     async def spawn(self) -> Worker:

@@ -200,7 +200,19 @@ def test_an_engine_memory_limit_failure_keeps_the_process_and_leaks_nothing(work
     sizes = []
     for _ in range(5):
         for code in MEMORY_BOMBS:
-            done = worker.run(code)
+            # A budget long enough for a loaded machine: the heap cap, not the clock, must end the cell.
+            worker.send(
+                run_frame(
+                    cell_id="c",
+                    code=code,
+                    budget_ms=30000,
+                    memory_limit_bytes=16 << 20,
+                    max_output_bytes=65536,
+                    value_capture_bytes=65536,
+                    config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
+                )
+            )
+            done = worker.recv()
             assert (done["ok"], done["recycle"], done["error"]["code"]) == (False, False, "memory_limit_exceeded")
         sizes.append(_rss_bytes(worker.proc.pid))
     assert worker.run("return 'next'")["value"] == {"json": '"next"'}
