@@ -175,7 +175,7 @@ def build_components(
         },
         nice=settings.worker_nice,
         burst=settings.burst_slots,
-        starts_per_minute=settings.tenant_worker_starts_per_minute,
+        replacements_per_minute=settings.tenant_worker_replacements_per_minute,
         acquire_timeout_s=settings.acquire_timeout_ms / 1000,
         max_runtimes=settings.worker_max_runtimes,
         max_parked_bytes=settings.worker_max_parked_bytes,

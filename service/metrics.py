@@ -69,9 +69,10 @@ class _Collector:
         lowered.add_metric([], pool["lowered"])
         yield lowered
         refused = CounterMetricFamily(
-            "codemode_worker_starts_refused", "New cells refused because their tenant took too many fresh processes"
+            "codemode_worker_replacements_refused",
+            "New cells refused because their tenant's cells retired too many worker processes",
         )
-        refused.add_metric([], pool["starts_refused"])
+        refused.add_metric([], pool["replacements_refused"])
         yield refused
 
 

@@ -203,8 +203,12 @@ class Settings(BaseSettings):
     max_tenants_tracked: Int = setting(
         "tenants", 10000, 1, 1_000_000, "tenants whose finished-cell summaries are kept (least recent dropped)"
     )
-    tenant_worker_starts_per_minute: Int = setting(
-        "tenants", 60, 1, 100000, "fresh worker processes one tenant may take per minute (each is replaced by a start)"
+    tenant_worker_replacements_per_minute: Int = setting(
+        "tenants",
+        60,
+        1,
+        100000,
+        "worker processes one tenant's cells may retire per minute (timeouts, kills, crashes; each costs a start)",
     )
     # Structured tables of the file
     api_keys: tuple[ApiKey, ...] = section("api_keys", (), "[[api_keys]]: key, tenant, tools narrowing and approvals")

@@ -20,8 +20,8 @@ Every leg that holds a process to run guest code holds a running slot (``admissi
 cells take one before their process, resumed legs after theirs (the process is their tenant's
 own, the slot is what tenants compete for).  Lending the process, parking or ending gives the
 slot back.  The processes of a tenant over its share of slots run at the lowest CPU priority
-(``cpu_priority.py``), and each tenant may take only so many fresh processes a minute
-(``worker_starts.py``).
+(``cpu_priority.py``), and the processes a tenant's cells retire are rate-limited per tenant
+(``worker_replacements.py``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from service.errors import Overloaded, TooManyRequests, WorkerGone
 from .admission import Admission
 from .cpu_priority import Priorities
 from .worker_process import Worker, start_worker
-from .worker_starts import WorkerStarts
+from .worker_replacements import WorkerReplacements
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -65,9 +65,10 @@ class WorkerPool:
         snapshot_bytes: int = 10 << 20,
         nice: int = 0,
         burst: int = 0,
-        starts_per_minute: int = 1_000_000,
+        replacements_per_minute: int = 1_000_000,
     ) -> None:
         self.size = size
+        self.burst = burst
         self.nice = nice
         self.cap = max(cap, size)
         self.max_cells = max_cells
@@ -86,8 +87,10 @@ class WorkerPool:
         self.admission = Admission(size, self._no_worker, burst=burst, on_share=self._share_changed)
         self.priorities = Priorities(nice)
         self._lowered: set[Worker] = set()  # processes at the lowered niceness
-        self.starts = WorkerStarts(starts_per_minute)
-        self.starts_refused = 0
+        self._idle_since: dict[Worker, int] = {}  # assigned process -> when it last went idle (a counter)
+        self._idle_clock = 0
+        self.replacements = WorkerReplacements(replacements_per_minute)
+        self.replacements_refused = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._alive: set[Worker] = set()  # every process started and not yet seen to end
         self._closed = False
@@ -134,7 +137,7 @@ class WorkerPool:
             "slots": self.admission.held,
             "slots_peak": self.admission.peak,
             "lowered": len(self._lowered),
-            "starts_refused": self.starts_refused,
+            "replacements_refused": self.replacements_refused,
         }
 
     @property
@@ -146,7 +149,7 @@ class WorkerPool:
     async def acquire(self, tenant: str) -> Worker:
         """A running slot (fair across tenants), then a process for a new cell, held with the slot."""
         if not any(self._takes_new_cells(w) for w in self._assigned.get(tenant, ())):
-            self._check_starts(tenant)  # refused before it queues for a slot it could not use
+            self._check_replacements(tenant)  # refused before it queues for a slot it could not use
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_s
         await self.admission.admit(tenant, deadline - loop.time())
@@ -205,13 +208,12 @@ class WorkerPool:
         usable = [w for w in self._assigned.get(tenant, ()) if self._takes_new_cells(w)]
         if usable:
             return max(usable, key=lambda w: len(w.cells))
-        self._check_starts(tenant)
+        self._check_replacements(tenant)
         while self._fresh:
             w = self._fresh.popleft()
             if not w.dead:
                 w.tenant = tenant
                 self._assigned.setdefault(tenant, []).append(w)
-                self.starts.take(tenant)
                 return w
         # At the cap, an idle empty process of another tenant makes room for a fresh one.
         if self._total() >= self.cap:
@@ -338,15 +340,16 @@ class WorkerPool:
             else:
                 self._lowered.discard(worker)
 
-    def _check_starts(self, tenant: str) -> None:
-        wait = self.starts.wait_s(tenant)
+    def _check_replacements(self, tenant: str) -> None:
+        wait = self.replacements.wait_s(tenant)
         if wait > 0:
-            self.starts_refused += 1
+            self.replacements_refused += 1
+            per_minute = self.replacements.per_minute
             raise TooManyRequests(
-                f"worker-starts quota reached: tenant {tenant!r} took {self.starts.per_minute} fresh worker "
-                f"processes in the last minute (cap tenant_worker_starts_per_minute={self.starts.per_minute}; "
-                "a cell that times out or crashes retires its process); retry later, or stop cells that run "
-                "into their timeout",
+                f"worker-replacements quota reached: cells of tenant {tenant!r} retired {per_minute} worker "
+                f"processes in the last minute (cap tenant_worker_replacements_per_minute={per_minute}; a cell "
+                "that times out, is killed or crashes retires its process); retry later, or stop cells that "
+                "run into their timeout",
                 retry_after=max(1, math.ceil(wait)),
             )
 
@@ -365,6 +368,8 @@ class WorkerPool:
         if drop:
             worker.drop(cell_id)
         worker.cells_run += 1
+        if (recycle or worker.dead) and not worker.retiring and not self._closed:
+            self.replacements.charge(worker.tenant or "")  # this cell's end costs a process start
         if recycle or worker.dead or worker.cells_run >= worker.max_cells or self._closed:
             worker.retiring = True
         if holding:
@@ -383,11 +388,11 @@ class WorkerPool:
         if worker.retiring or worker.dead:
             self._retire(worker)
             return
-        idle_empty = sum(
-            1 for ws in self._assigned.values() for w in ws if not w.busy and not w.cells and not w.waiters
-        )
-        if idle_empty > self.size:
-            self._retire(worker)
+        self._idle_since[worker] = self._idle_clock = self._idle_clock + 1
+        idle_empty = [w for ws in self._assigned.values() for w in ws if not w.busy and not w.cells and not w.waiters]
+        if len(idle_empty) > self.size + self.burst:  # as many as the slots can keep busy at once
+            # The one idle longest goes: a tenant that just used its process is likely to use it again.
+            self._retire(min(idle_empty, key=lambda w: self._idle_since.get(w, 0)))
 
     def _retire(self, worker: Worker) -> None:
         if worker.retired:
@@ -399,6 +404,7 @@ class WorkerPool:
 
     def _forget(self, worker: Worker) -> None:
         self._lowered.discard(worker)
+        self._idle_since.pop(worker, None)
         ws = self._assigned.get(worker.tenant or "")
         if ws is not None and worker in ws:
             ws.remove(worker)

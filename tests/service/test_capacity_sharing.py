@@ -155,14 +155,14 @@ def test_cells_that_hit_their_memory_limit_keep_their_process(tmp_path):
 
 
 def test_a_tenant_whose_cells_keep_timing_out_is_refused_fresh_processes(tmp_path):
-    """Each timed-out cell retires its process; with 2 fresh processes a minute, A's third such cell in a
-    row is 429 naming tenant_worker_starts_per_minute, and B is served meanwhile."""
-    with make_client(tmp_path, api_keys=KEYS, workers=1, tenant_worker_starts_per_minute=2) as client:
+    """Each timed-out cell retires its process; with 2 replacements a minute, A's next cell after two such
+    cells is 429 naming tenant_worker_replacements_per_minute, and B is served meanwhile."""
+    with make_client(tmp_path, api_keys=KEYS, workers=1, tenant_worker_replacements_per_minute=2) as client:
         first = [exec_ok(client, ALPHA, BUSY, timeout_ms=200)["code"] for _ in range(2)]
         refused = post(client, ALPHA, "/v1/exec", {"code": "return 1"})
         other = exec_ok(client, BETA, "return 3")
     assert first == ["timeout", "timeout"]
     assert refused.status_code == 429, refused.text
-    assert "tenant_worker_starts_per_minute=2" in refused.json()["error"]["message"]
+    assert "tenant_worker_replacements_per_minute=2" in refused.json()["error"]["message"]
     assert refused.headers["Retry-After"].isdigit()
     assert other["value"] == 3

@@ -18,7 +18,7 @@ import pytest
 
 from service.cells.cpu_priority import LOWERED, Priorities
 from service.cells.pool import WorkerPool
-from service.cells.worker_starts import WorkerStarts
+from service.cells.worker_replacements import WorkerReplacements
 from service.errors import TooManyRequests
 from tests.support.polling import apoll_until
 
@@ -177,47 +177,48 @@ def test_the_probe_enables_priorities_where_restoring_is_allowed():
         child.wait()
 
 
-# ---- fresh processes per tenant -------------------------------------------------------------------
+# ---- processes retired per tenant -----------------------------------------------------------------
 
-# per minute, seconds between the takes, how many takes, which are allowed
-STARTS = [
-    (2, [0, 0, 0], [True, True, False]),  # the bucket starts full and holds per_minute
-    (2, [0, 0, 30], [True, True, True]),  # half a minute brings one back
-    (60, [0] * 60 + [0.5, 0.5], [True] * 60 + [False, True]),  # one a second
+# per minute, seconds before each retirement, whether a fresh process may be had after it
+REPLACEMENTS = [
+    (2, [0, 0, 0], [True, False, False]),  # the bucket starts full and holds per_minute
+    (2, [0, 0, 30], [True, False, False]),  # half a minute brings back one, which the third retirement uses
+    (2, [0, 0, 60], [True, False, True]),  # a minute refills the bucket
+    (60, [0] * 60 + [2], [True] * 59 + [False, True]),  # one a second
 ]
 
 
-@pytest.mark.parametrize(("per_minute", "gaps", "allowed"), STARTS)
-def test_fresh_processes_per_tenant_are_a_token_bucket(per_minute, gaps, allowed):
-    """``per_minute`` takes at once, then one every 60 / per_minute seconds; other tenants have their own."""
+@pytest.mark.parametrize(("per_minute", "gaps", "allowed"), REPLACEMENTS)
+def test_retired_processes_per_tenant_are_a_token_bucket(per_minute, gaps, allowed):
+    """A tenant may have its cells retire ``per_minute`` processes at once, then one every 60 / per_minute
+    seconds; past that it may not take a fresh one; other tenants have their own buckets."""
     now = [0.0]
-    starts = WorkerStarts(per_minute, clock=lambda: now[0])
+    budget = WorkerReplacements(per_minute, clock=lambda: now[0])
     seen = []
     for gap in gaps:
         now[0] += gap
-        ok = starts.wait_s("a") == 0
-        if ok:
-            starts.take("a")
-        seen.append(ok)
+        budget.charge("a")
+        seen.append(budget.wait_s("a") == 0)
     assert seen == allowed
-    assert starts.wait_s("b") == 0
+    assert budget.wait_s("b") == 0
 
 
-def test_the_table_of_start_budgets_stays_bounded_by_active_tenants():
-    """Buckets that refilled are dropped by a sweep at most once a minute: 10,000 tenants that each took a
-    process two minutes ago leave one entry (the last taker) after the next take."""
+def test_the_table_of_budgets_stays_bounded_by_active_tenants():
+    """Buckets that refilled are dropped by a sweep at most once a minute: 10,000 tenants charged two
+    minutes ago leave one entry (the last one charged) after the next charge."""
     now = [0.0]
-    starts = WorkerStarts(60, clock=lambda: now[0])
+    budget = WorkerReplacements(60, clock=lambda: now[0])
     for i in range(10_000):
-        starts.take(f"t{i}")
+        budget.charge(f"t{i}")
     now[0] += 120.0
-    starts.take("last")
-    assert len(starts._buckets) == 1 and starts.wait_s("t1") == 0
+    budget.charge("last")
+    assert len(budget._buckets) == 1 and budget.wait_s("t1") == 0
 
 
 def test_a_tenant_whose_cells_retire_processes_is_refused_fresh_ones():
-    """With 2 starts a minute, a tenant whose cells retire their process gets 429 naming the setting for a
-    third fresh one, while its own warm process and another tenant are still served."""
+    """With 2 replacements a minute, after two of a tenant's cells retired their process its next new cell
+    gets 429 naming the setting, while another tenant is served, and a process the pool retires for its own
+    reasons (its cell budget) is charged to nobody."""
 
     async def body(pool: WorkerPool) -> None:
         for cell in ("a1", "a2"):
@@ -225,13 +226,12 @@ def test_a_tenant_whose_cells_retire_processes_is_refused_fresh_ones():
             pool.release(w, recycle=True, cell_id=cell)  # e.g. the cell timed out
         with pytest.raises(TooManyRequests) as refused:
             await pool.acquire("a")
-        assert "tenant_worker_starts_per_minute=2" in refused.value.message
+        assert "tenant_worker_replacements_per_minute=2" in refused.value.message
         assert refused.value.retry_after >= 1
-        b = await pool.acquire("b")
-        pool.release(b, recycle=False, cell_id="b1")
-        again = await pool.acquire("b")  # b's own warm process: no fresh one needed
-        assert again is b
-        pool.release(b, recycle=False, cell_id="b2")
-        assert pool.stats()["starts_refused"] == 1
+        for cell in ("b1", "b2", "b3"):
+            b = await pool.acquire("b")
+            b.max_cells = 1  # worn out after one cell: retired, not b's doing
+            pool.release(b, recycle=False, cell_id=cell)
+        assert pool.stats()["replacements_refused"] == 1
 
-    with_pool(body, starts_per_minute=2, size=2)
+    with_pool(body, replacements_per_minute=2, size=2)

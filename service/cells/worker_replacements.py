@@ -1,12 +1,13 @@
-"""How many fresh worker processes each tenant may take: a token bucket per tenant.
+"""How many worker processes each tenant's cells may retire: a token bucket per tenant.
 
-Every process a tenant takes from the pool's warm spares is replaced by a process start (about
-80 ms of CPU on the reference machine), and a cell that times out or crashes retires its
-process.  So a tenant whose cells keep failing that way would have the service spend its CPU on
-starting processes.  Each tenant may take ``per_minute`` fresh processes in any minute (the bucket
-starts full and refills evenly); past that its new cells are refused (429 naming the setting)
-until a token is back, while its own warm processes keep serving it and other tenants are not
-touched.
+A cell that times out, is killed or crashes retires its worker process, and every retired process
+is replaced by a process start (about 80 ms of CPU on the reference machine).  So a tenant whose
+cells keep failing that way would have the service spend its CPU starting processes.  Each tenant
+is charged one token per process its cells retire and may be charged ``per_minute`` in any minute
+(the bucket starts full and refills evenly).  While its bucket is empty, its new cells that would
+need a fresh process are refused (429 naming the setting) until a token is back; its own warm
+processes keep serving it, and no other tenant is touched.  Processes the pool retires for its own
+reasons (a process's cell budget, idle processes beyond what it keeps) are charged to nobody.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from collections.abc import Callable
 _SWEEP_EVERY_S = 60.0
 
 
-class WorkerStarts:
-    """A per-tenant budget of fresh worker processes."""
+class WorkerReplacements:
+    """A per-tenant budget of worker processes retired by the tenant's cells."""
 
     def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.per_minute = per_minute
@@ -36,16 +37,16 @@ class WorkerStarts:
         return min(float(self.per_minute), tokens + (now - then) * self._rate)
 
     def wait_s(self, tenant: str) -> float:
-        """Seconds until ``tenant`` may take a fresh process (0: now)."""
+        """Seconds until ``tenant`` may have a fresh process again (0: now)."""
         tokens = self._tokens(tenant, self._clock())
         return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self._rate
 
-    def take(self, tenant: str) -> None:
-        """``tenant`` took a fresh process (the caller checked ``wait_s`` first)."""
+    def charge(self, tenant: str) -> None:
+        """A cell of ``tenant`` retired its process (the bucket may go below zero: it then refills longer)."""
         now = self._clock()
         self._buckets[tenant] = (self._tokens(tenant, now) - 1.0, now)
         if now - self._swept_at >= _SWEEP_EVERY_S:
-            # Once a minute at most: the table holds the tenants that took a process lately.
+            # Once a minute at most: the table holds the tenants charged lately.
             self._swept_at = now
             for name in [t for t in self._buckets if self._tokens(t, now) >= self.per_minute]:
                 del self._buckets[name]
