@@ -183,8 +183,8 @@ class Settings(BaseSettings):
         4,
         0,
         256,
-        "running slots above `workers` for tenants that hold none (so another tenant's long cells never "
-        "make a tenant's cell wait)",
+        "running slots above `workers` for tenants holding fewer slots than another (so one tenant's "
+        "long cells never make another tenant's cell wait)",
     )
     # [tenants]: per-tenant quotas, so one tenant cannot take what another needs
     tenant_max_parked_cells: Int = setting(

@@ -316,7 +316,7 @@ class WorkerPool:
                 return
         self._notify()
 
-    # -- fair admission (admission.py), priorities and starts ----------------------------------------
+    # -- fair admission (admission.py), priorities and replacements ------------------------------
 
     def running_slots(self, tenant: str) -> int:
         return self.admission.running_slots(tenant)

@@ -11,6 +11,7 @@ import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from service.cells.cpu_priority import LOWERED
@@ -58,8 +59,6 @@ def test_the_processes_of_a_tenant_over_its_share_get_the_lowest_cpu_priority(tm
     with make_client(tmp_path, api_keys=KEYS, workers=2, burst_slots=1) as client:
         pool = client.app.state.services.pool
         if not pool.priorities.enabled:
-            import pytest
-
             pytest.skip("this machine refuses restoring a niceness (no CAP_SYS_NICE): priorities are off")
         normal = pool.priorities.normal
         with ThreadPoolExecutor(3) as threads:
