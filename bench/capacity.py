@@ -82,7 +82,7 @@ async def _spawned(http: httpx.AsyncClient) -> float:
 
 
 def most_at_once(intervals: list[tuple[int, int]]) -> int:
-    """The most half-open [start, end) intervals that overlap at one instant."""
+    """The most half-open [start, end) intervals that overlap at one instant (at a tie, an end comes first)."""
     events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
     now = peak = 0
     for _, step in events:

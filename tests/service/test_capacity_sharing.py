@@ -15,21 +15,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.cells.cpu_priority import LOWERED
+from bench.capacity import most_at_once
 from tests.conftest import make_client
+from tests.service.test_tenant_quotas import exec_ok, post
 from tests.service.test_tenants_isolation import ALPHA, BETA, KEYS
 from tests.support.polling import poll_until
 
 BUSY = "while (true) {}"
-
-
-def post(client: TestClient, headers: dict[str, str], path: str, body: dict[str, Any]) -> Any:
-    return client.post(path, json=body, headers=headers)
-
-
-def exec_ok(client: TestClient, headers: dict[str, str], code: str, **fields: Any) -> dict[str, Any]:
-    r = post(client, headers, "/v1/exec", {"code": code, **fields})
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
 
 
 def busy_loops(pool: ThreadPoolExecutor, client: TestClient, n: int, timeout_ms: int) -> list[Future[Any]]:
@@ -92,16 +84,6 @@ for (let i = 0; i < 4; i++) {
 }
 return marks;
 """
-
-
-def most_at_once(intervals: list[tuple[int, int]]) -> int:
-    """The most half-open [start, end) intervals that overlap at one instant (an end before a start)."""
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
-    now = peak = 0
-    for _, step in events:
-        now += step
-        peak = max(peak, now)
-    return peak
 
 
 def test_background_legs_and_resumed_waits_run_within_the_slots(tmp_path):
