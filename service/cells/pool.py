@@ -10,7 +10,7 @@ Parking never starts a process.  A leg that needs its process while another leg 
 
 The pool keeps ``size`` fresh (never used) workers ready, and starts a replacement in the
 background whenever one is taken or retired, so no request waits for a process start while the
-machine keeps up.  A worker is retired after a limit hit, a crash, an abort or ``worker_max_cells``
+machine keeps up.  A worker is retired after a timeout, a crash, an abort or ``worker_max_cells``
 cells; while it still holds other cells' parked runtimes it only *drains* (takes no new cell) and
 is stopped when the last one leaves.  When a worker process dies (crash, SIGKILL at a cell's
 deadline + grace), every cell whose runtime it held is told, and each fails on its own with
