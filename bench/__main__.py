@@ -2,6 +2,7 @@
 
 ``python -m bench soak [--seconds N]``: the mixed benign/hostile soak of ``bench/soak.py`` instead.
 ``python -m bench held``: what held guest data and many small values cost (``bench/held.py``).
+``python -m bench capacity``: what one tenant's load costs another, per scenario (``bench/capacity.py``).
 ``python -m bench density``: only the density figures (``bench/density.py``).
 ``python -m bench replicas``: 1 vs 3 replicas behind HAProxy, and the cost of relaying a wait (``bench/replicas.py``).
 ``python -m bench tracing``: only tracing on versus off (``bench/tracing.py``).
@@ -107,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         from .held import main as held_main
 
         return held_main(argv[1:])
+    if argv[:1] == ["capacity"]:
+        from .capacity import main as capacity_main
+
+        return capacity_main(argv[1:])
     if argv[:1] == ["replicas"]:
         from .replicas import main as replicas_main
 

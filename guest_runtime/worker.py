@@ -178,9 +178,12 @@ class CellRun:
             return self.fail(str(exc), "guest", "internal_error")
         except EngineFault as exc:
             if "out of memory" in str(exc) or str(exc) == "null":
-                return self.fail("memory limit exceeded", "guest", "memory_limit_exceeded", recycle=True)
+                # The engine's own heap cap refused an allocation: QuickJS unwinds it as an ordinary
+                # exception and the runtime is freed after the cell, so the process stays sound.
+                return self.fail("memory limit exceeded", "guest", "memory_limit_exceeded", recycle=False)
             return self.fail(f"guest runtime fault: {exc}", "host", "runtime_unavailable", recycle=True)
         except MemoryError:
+            # The process itself ran out (RLIMIT_AS), not the engine's cap: replace it.
             return self.fail("memory limit exceeded", "guest", "memory_limit_exceeded", recycle=True)
 
     def _spent_ms(self) -> float:
@@ -263,12 +266,11 @@ class CellRun:
             text = engine.final_value(3 * self.msg["value_capture_bytes"] + 16 * 1024 * 1024, self.deadline)
             self.send_done(value=capture_value(text, self.msg["value_capture_bytes"]), cancels=cancels)
             return False
-        if done.get("oom"):
+        if done.get("oom"):  # the cell itself ended on the engine's heap cap: a clean failure
             return self.fail(
                 "memory limit exceeded: InternalError: out of memory",
                 "guest",
                 "memory_limit_exceeded",
-                recycle=True,
                 cancels=cancels,
             )
         if done["bridge"]:

@@ -203,6 +203,8 @@ def build_components(
             "sandbox": sandbox,
         },
         nice=settings.worker_nice,
+        burst=settings.burst_slots,
+        replacements_per_minute=settings.tenant_worker_replacements_per_minute,
         acquire_timeout_s=settings.acquire_timeout_ms / 1000,
         max_runtimes=settings.worker_max_runtimes,
         max_parked_bytes=settings.worker_max_parked_bytes,

@@ -59,6 +59,22 @@ class _Collector:
         recycled = CounterMetricFamily("codemode_workers_recycled", "Worker processes retired")
         recycled.add_metric([], pool["recycled"])
         yield recycled
+        slots = GaugeMetricFamily(
+            "codemode_running_slots", "Running slots held: legs running guest code (at most workers + burst_slots)"
+        )
+        slots.add_metric([], pool["slots"])
+        yield slots
+        lowered = GaugeMetricFamily(
+            "codemode_workers_lowered", "Worker processes at the lowest CPU priority (their tenant is over its share)"
+        )
+        lowered.add_metric([], pool["lowered"])
+        yield lowered
+        refused = CounterMetricFamily(
+            "codemode_worker_replacements_refused",
+            "New cells refused because their tenant's cells retired too many worker processes",
+        )
+        refused.add_metric([], pool["replacements_refused"])
+        yield refused
 
 
 class Confinement(Protocol):

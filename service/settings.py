@@ -217,6 +217,14 @@ class Settings(BaseSettings):
     worker_user: NonEmpty = setting(
         "workers", "nobody", doc="user (name or uid) workers switch to when the service runs as root"
     )
+    burst_slots: Int = setting(
+        "workers",
+        4,
+        0,
+        256,
+        "running slots above `workers` for tenants holding fewer slots than another (so one tenant's "
+        "long cells never make another tenant's cell wait)",
+    )
     # [tenants]: per-tenant quotas, so one tenant cannot take what another needs
     tenant_max_parked_cells: Int = setting(
         "tenants", 256, 1, 65536, "parked cells per tenant (within max_parked_cells)"
@@ -241,6 +249,13 @@ class Settings(BaseSettings):
         1 << 40,
         "bytes the service holds for one tenant's live cells: pending arguments, unconsumed replies, "
         "uncollected output and final envelopes",
+    )
+    tenant_worker_replacements_per_minute: Int = setting(
+        "tenants",
+        60,
+        1,
+        100000,
+        "worker processes one tenant's cells may retire per minute (timeouts, kills, crashes; each costs a start)",
     )
     # Structured tables of the file
     api_keys: tuple[ApiKey, ...] = section("api_keys", (), "[[api_keys]]: key, tenant, tools narrowing and approvals")

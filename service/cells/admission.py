@@ -1,10 +1,21 @@
-"""Fair admission of new cells to the running slots of one worker pool.
+"""Fair admission to the running slots of one worker pool.
 
-A running new cell holds one of ``size`` slots until its first leg ends (a parked cell gives its
-slot back).  Callers that find no free slot wait in a queue per tenant, and a freed slot goes to
-the waiting tenant that holds the fewest slots (ties: the one served longest ago).  So a tenant
-flooding the pool holds at most its share while others wait, and another tenant's cell waits at
-most for one running cell to end.
+A leg holds a running slot exactly while it holds a worker process to run guest code: from its
+admission until it parks, ends, or lends the process to wait for host work (a tool call, a timer).
+A resumed leg (a ``wait``, or a background cell's next leg) takes a slot again before it delivers
+replies, so every leg that runs guest code is counted, whoever started it.
+
+There are ``size`` slots (the ``workers`` setting) and ``burst`` more.  Below ``size`` a caller is
+admitted at once.  Above it, up to ``size + burst``, a caller is admitted at once if another tenant
+holds more slots than its own: nobody waits behind a tenant holding more than it, so one tenant's
+long cells never make another's wait, and the tenant holding the most grows again only once the
+bursts have drained below ``size``.  Otherwise (every slot held, or no tenant holds more) a
+caller waits in its tenant's queue, and a freed slot goes to the waiting tenant that holds the
+fewest slots (ties: the one served longest ago).
+
+While several tenants hold or wait for slots, each one's *share* is ``ceil(size / tenants)``.  A
+tenant holding more than its share is told (``on_share``), and the pool lowers the CPU priority of
+its processes until it is back within it.
 """
 
 from __future__ import annotations
@@ -18,14 +29,29 @@ from collections.abc import Callable
 class Admission:
     """Running slots per tenant, and the queues of callers waiting for one."""
 
-    def __init__(self, size: int, refuse: Callable[[], Exception]) -> None:
+    def __init__(
+        self,
+        size: int,
+        refuse: Callable[[], Exception],
+        *,
+        burst: int = 0,
+        on_share: Callable[[str, bool], None] | None = None,
+    ) -> None:
         self.size = size
+        self.burst = burst
         self._refuse = refuse  # the error a caller gets when its wait runs out
+        self._on_share = on_share  # (tenant, over its share?) whenever that changes
+        self._held = 0  # slots held in all
         self._slots: dict[str, int] = {}  # tenant -> running slots held
         self._queues: dict[str, deque[asyncio.Future[None]]] = {}  # tenant -> callers waiting for a slot
         self._served: dict[str, int] = {}  # tenant -> when it last got a slot (grant counter)
         self._grants = 0
-        self._cells: dict[str, str] = {}  # cell id -> tenant, for new cells whose first leg holds a slot
+        self._over: set[str] = set()  # tenants holding more than their share
+        self.peak = 0  # the most slots ever held at once
+
+    @property
+    def held(self) -> int:
+        return self._held
 
     def running_slots(self, tenant: str) -> int:
         return self._slots.get(tenant, 0)
@@ -34,47 +60,27 @@ class Admission:
         """Callers of ``tenant`` waiting for a running slot."""
         return len(self._queues.get(tenant, ()))
 
-    async def admit(self, tenant: str, timeout: float) -> None:
-        """Take a slot for ``tenant``, waiting at most ``timeout`` seconds for one."""
-        if not self._queues and sum(self._slots.values()) < self.size:
-            self._grant_to(tenant)
-            return
+    def over_share(self, tenant: str) -> bool:
+        return tenant in self._over
+
+    # -- taking and giving back -------------------------------------------------------------------
+
+    def take_now(self, tenant: str) -> bool:
+        """Take a slot for ``tenant`` if it may have one without waiting (nobody of it waits first)."""
+        if tenant in self._queues or not self._room_for(tenant):
+            return False
+        self._grant_to(tenant)
+        self._reshare()
+        return True
+
+    def enqueue(self, tenant: str) -> asyncio.Future[None]:
+        """Wait in ``tenant``'s queue; the future is done when a slot was granted to it."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queues.setdefault(tenant, deque()).append(waiter)
         self._grant()
-        try:
-            async with asyncio.timeout(max(timeout, 0.001)):
-                # A grant that lands as the wait is cancelled stands: ``_abandon`` sees the result.
-                await waiter
-        except TimeoutError:
-            if not self._abandon(tenant, waiter):
-                raise self._refuse() from None
-        except BaseException:
-            if self._abandon(tenant, waiter):
-                self.give_back(tenant)
-            raise
+        return waiter
 
-    def hold_for(self, cell_id: str, tenant: str) -> None:
-        """The slot just taken for ``tenant`` is held by ``cell_id`` until its first leg ends."""
-        self._cells[cell_id] = tenant
-
-    def vacate(self, cell_id: str) -> None:
-        """``cell_id``'s first leg ended (parked or done): its slot, if it holds one, goes on."""
-        tenant = self._cells.pop(cell_id, None)
-        if tenant is not None:
-            self.give_back(tenant)
-
-    def give_back(self, tenant: str) -> None:
-        held = self._slots.get(tenant, 0) - 1
-        if held > 0:
-            self._slots[tenant] = held
-        else:
-            self._slots.pop(tenant, None)
-            if tenant not in self._queues:
-                self._served.pop(tenant, None)  # keep the table bounded by active tenants
-        self._grant()
-
-    def _abandon(self, tenant: str, waiter: asyncio.Future[None]) -> bool:
+    def withdraw(self, tenant: str, waiter: asyncio.Future[None]) -> bool:
         """Stop waiting; return whether the slot was granted meanwhile (the caller then holds it)."""
         if waiter.done() and not waiter.cancelled():
             return True
@@ -85,21 +91,84 @@ class Admission:
                 queue.remove(waiter)
             if not queue:
                 del self._queues[tenant]
+                self._reshare()  # one tenant fewer competing: the others' shares grow
         return False
+
+    async def admit(self, tenant: str, timeout: float) -> None:
+        """Take a slot for ``tenant``, waiting at most ``timeout`` seconds for one."""
+        if self.take_now(tenant):
+            return
+        waiter = self.enqueue(tenant)
+        try:
+            async with asyncio.timeout(max(timeout, 0.001)):
+                # A grant that lands as the wait is cancelled stands: ``withdraw`` sees the result.
+                await waiter
+        except TimeoutError:
+            if not self.withdraw(tenant, waiter):
+                raise self._refuse() from None
+        except BaseException:
+            if self.withdraw(tenant, waiter):
+                self.give_back(tenant)
+            raise
+
+    def give_back(self, tenant: str) -> None:
+        held = self._slots.get(tenant, 0) - 1
+        self._held -= 1
+        if held > 0:
+            self._slots[tenant] = held
+        else:
+            self._slots.pop(tenant, None)
+            if tenant not in self._queues:
+                self._served.pop(tenant, None)  # keep the table bounded by active tenants
+        self._grant()
+
+    # -- the rules --------------------------------------------------------------------------------
+
+    def _room_for(self, tenant: str) -> bool:
+        if self._held < self.size:
+            return True
+        if self._held >= self.size + self.burst:
+            return False
+        mine = self._slots.get(tenant, 0)
+        return any(n > mine for n in self._slots.values())  # a loop over the (few) holding tenants
 
     def _grant_to(self, tenant: str) -> None:
         self._slots[tenant] = self._slots.get(tenant, 0) + 1
+        self._held += 1
+        self.peak = max(self.peak, self._held)
         self._grants += 1
         self._served[tenant] = self._grants
 
     def _grant(self) -> None:
-        """Hand free slots to waiting tenants, fewest slots held first, then least recently served."""
-        while self._queues and sum(self._slots.values()) < self.size:
+        """Hand free slots to waiting tenants, fewest slots held first, then least recently served.
+
+        If the first in that order has no room, nobody has: it holds the fewest slots, and a
+        tenant's room only shrinks with the slots it holds.
+        """
+        while self._queues:
             tenant = min(self._queues, key=lambda t: (self._slots.get(t, 0), self._served.get(t, 0)))
-            waiter = self._queues[tenant].popleft()
-            if not self._queues[tenant]:
+            if not self._room_for(tenant):
+                break
+            queue = self._queues[tenant]
+            waiter = queue.popleft()
+            if not queue:
                 del self._queues[tenant]
             if waiter.done():
                 continue  # gave up already
             self._grant_to(tenant)
             waiter.set_result(None)
+        self._reshare()
+
+    def _reshare(self) -> None:
+        """Tell the pool which tenants now hold more than their share (a loop over holding tenants)."""
+        if self._on_share is None or (len(self._slots) <= 1 and not self._queues and not self._over):
+            return  # one tenant alone is never over its share: the common case costs nothing
+        competing = len(self._slots.keys() | self._queues.keys())
+        share = -(-self.size // max(competing, 1))
+        over = {t for t, n in self._slots.items() if n > share} if competing > 1 else set()
+        if over == self._over:
+            return
+        changed = over ^ self._over
+        self._over = over
+        for tenant in changed:
+            self._on_share(tenant, tenant in over)

@@ -4,8 +4,10 @@ A background cell holds one parked-cell slot from its exec until its final envel
 (by a wait, a cancel, or an event stream that wrote the envelope event), so it can always park
 between its legs and its finished result stays bounded like a parked cell; a result nobody collects
 is dropped ``cell_ttl_seconds`` after the cell ended.  Each leg counts as one of the tenant's running
-calls (admitted at exec, so a later leg is counted, never refused).  The registry lends its quota
-bookkeeping through the callables given here; this module changes no quota of its own.
+calls (admitted at exec, so a later leg is counted, never refused) and, like any leg, holds one of
+the pool's running slots while it runs guest code (it queues for one fairly, ``admission.py``).  The
+registry lends its quota bookkeeping through the callables given here; this module changes no quota
+of its own.
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ class BackgroundCells:
     def _drop(self, run: BackgroundRun) -> None:
         if self._runs.pop(run.cell.id, None) is not None:
             slot = self._first_slots.pop(run.cell.id, None)
-            if slot is not None:  # ended before its first leg ran: the exec's running slot goes back
+            if slot is not None:  # ended before its first leg ran: the exec's running-call count goes back
                 slot.close()
             self._release(run.cell)
             self.events.retire(run.cell.id)

@@ -10,14 +10,18 @@ Parking never starts a process.  A leg that needs its process while another leg 
 
 The pool keeps ``size`` fresh (never used) workers ready, and starts a replacement in the
 background whenever one is taken or retired, so no request waits for a process start while the
-machine keeps up.  A worker is retired after a limit hit, a crash, an abort or ``worker_max_cells``
+machine keeps up.  A worker is retired after a timeout, a crash, an abort or ``worker_max_cells``
 cells; while it still holds other cells' parked runtimes it only *drains* (takes no new cell) and
 is stopped when the last one leaves.  When a worker process dies (crash, SIGKILL at a cell's
 deadline + grace), every cell whose runtime it held is told, and each fails on its own with
 ``runtime_unavailable``.
 
-Admission is fair across tenants (``admission.py``): a running new cell holds one of ``workers``
-slots until its first leg ends.
+Every leg that holds a process to run guest code holds a running slot (``admission.py``): new
+cells take one before their process, resumed legs after theirs (the process is their tenant's
+own, the slot is what tenants compete for).  Lending the process, parking or ending gives the
+slot back.  The processes of a tenant over its share of slots run at the lowest CPU priority
+(``cpu_priority.py``), and the processes a tenant's cells retire are rate-limited per tenant
+(``worker_replacements.py``).
 """
 
 from __future__ import annotations
@@ -25,15 +29,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from bridge.messages import WorkerOptions
-from service.errors import Overloaded, WorkerGone
+from service.errors import Overloaded, TooManyRequests, WorkerGone
 
 from .admission import Admission
+from .cpu_priority import Priorities
 from .worker_process import Worker, start_worker
+from .worker_replacements import WorkerReplacements
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -57,8 +64,11 @@ class WorkerPool:
         max_parked_bytes: int = 256 << 20,
         snapshot_bytes: int = 10 << 20,
         nice: int = 0,
+        burst: int = 0,
+        replacements_per_minute: int = 1_000_000,
     ) -> None:
         self.size = size
+        self.burst = burst
         self.nice = nice
         self.cap = max(cap, size)
         self.max_cells = max_cells
@@ -74,7 +84,13 @@ class WorkerPool:
         self._spawning = 0
         self._changed = asyncio.Condition()
         self._hungry = 0  # callers blocked in _worker_for (the only listeners on _changed)
-        self.admission = Admission(size, self._no_worker)
+        self.admission = Admission(size, self._no_worker, burst=burst, on_share=self._share_changed)
+        self.priorities = Priorities(nice)
+        self._lowered: set[Worker] = set()  # processes at the lowered niceness
+        self._idle_since: dict[Worker, int] = {}  # assigned process -> when it last went idle (a counter)
+        self._idle_clock = 0
+        self.replacements = WorkerReplacements(replacements_per_minute)
+        self.replacements_refused = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._alive: set[Worker] = set()  # every process started and not yet seen to end
         self._closed = False
@@ -118,6 +134,10 @@ class WorkerPool:
             "recycled": self.recycled,
             "runtimes": sum(len(w.cells) for w in assigned),
             "starved": self.starved,
+            "slots": self.admission.held,
+            "slots_peak": self.admission.peak,
+            "lowered": len(self._lowered),
+            "replacements_refused": self.replacements_refused,
         }
 
     @property
@@ -127,7 +147,9 @@ class WorkerPool:
     # -- hand-out ---------------------------------------------------------------------------------
 
     async def acquire(self, tenant: str) -> Worker:
-        """A running slot (fair across tenants), then a process for a new cell, held for its first leg."""
+        """A running slot (fair across tenants), then a process for a new cell, held with the slot."""
+        if not any(self._takes_new_cells(w) for w in self._assigned.get(tenant, ())):
+            self._check_replacements(tenant)  # refused before it queues for a slot it could not use
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_s
         await self.admission.admit(tenant, deadline - loop.time())
@@ -136,7 +158,7 @@ class WorkerPool:
         except BaseException:
             self.admission.give_back(tenant)
             raise
-        worker.slot_pending = True  # the cell attached next (at once, by the caller) holds the slot
+        self._prioritise(worker)
         return worker
 
     async def _worker_for(self, tenant: str, deadline: float) -> Worker:
@@ -152,7 +174,7 @@ class WorkerPool:
                     return worker
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    raise self._no_worker()
+                    raise self._no_worker(started=True)
                 starved = True
                 self._hungry += 1
                 try:
@@ -162,9 +184,10 @@ class WorkerPool:
                 finally:
                     self._hungry -= 1
 
-    def _no_worker(self) -> Overloaded:
+    def _no_worker(self, started: bool = False) -> Overloaded:
+        what = "no worker process became ready" if started else "no running slot became free"
         return Overloaded(
-            f"no worker became free within {self.acquire_timeout_s:.1f}s (acquire_timeout_ms); retry shortly "
+            f"{what} within {self.acquire_timeout_s:.1f}s (acquire_timeout_ms); retry shortly "
             "or lower the number of concurrent cells",
             retry_after=1,
         )
@@ -185,6 +208,7 @@ class WorkerPool:
         usable = [w for w in self._assigned.get(tenant, ()) if self._takes_new_cells(w)]
         if usable:
             return max(usable, key=lambda w: len(w.cells))
+        self._check_replacements(tenant)
         while self._fresh:
             w = self._fresh.popleft()
             if not w.dead:
@@ -206,33 +230,30 @@ class WorkerPool:
     def attach(self, worker: Worker, cell_id: str, on_lost: Callable[[str], None]) -> None:
         """Record that ``cell_id``'s runtime lives in ``worker``; ``on_lost`` hears if the process dies."""
         worker.cells[cell_id] = on_lost
-        if worker.slot_pending:
-            worker.slot_pending = False
-            self.admission.hold_for(cell_id, worker.tenant or "")
 
     async def reserve(self, worker: Worker, cell_id: str, timeout: float, abort: asyncio.Event) -> bool:
-        """Hold ``worker`` for a resumed cell's leg: at once if free, else after the legs before it.
+        """Hold ``worker`` and a running slot for a resumed cell's leg.
 
-        Answers False when ``timeout`` passed or ``abort`` was set first; raises WorkerGone when
-        the process died (also while waiting).
+        The process first (at once if free, else after the legs before it: only its own tenant's
+        legs wait there), then a slot (fair across tenants).  Answers False when ``timeout``
+        passed or ``abort`` was set first; raises WorkerGone when the process died (also while
+        waiting).
         """
         if worker.dead:
             raise WorkerGone(await worker.exit_reason())
+        deadline = asyncio.get_running_loop().time() + timeout
         if not worker.busy and not worker.waiters:
             worker.busy = True
         else:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             worker.waiters.append(waiter)
-            aborted: asyncio.Future[Any] = asyncio.ensure_future(abort.wait())
-            either: set[asyncio.Future[Any]] = {waiter, aborted}
             try:
-                await asyncio.wait(either, timeout=max(timeout, 0.001), return_when=asyncio.FIRST_COMPLETED)
+                await _first_of(waiter, abort, timeout)
             except BaseException:
                 if waiter.done() and not waiter.cancelled():
-                    self._unhold(worker)  # granted just as the caller went away: pass it on
+                    self._pass_on(worker)  # granted just as the caller went away: pass it on
                 raise
             finally:
-                aborted.cancel()
                 if not waiter.done():
                     waiter.cancel()
                     with contextlib.suppress(ValueError):
@@ -240,26 +261,52 @@ class WorkerPool:
             if waiter.cancelled():
                 return False
         if worker.dead:
+            self._pass_on(worker)
+            raise WorkerGone(await worker.exit_reason())
+        if not await self._slot_for(worker, deadline, abort):
+            self._pass_on(worker)
+            return False
+        if worker.dead:
             self._unhold(worker)
             raise WorkerGone(await worker.exit_reason())
         worker.parked_heaps.pop(cell_id, None)
+        self._prioritise(worker)
         return True
+
+    async def _slot_for(self, worker: Worker, deadline: float, abort: asyncio.Event) -> bool:
+        """A running slot for the leg holding ``worker``, by ``deadline`` and unless ``abort`` is set."""
+        tenant = worker.tenant or ""
+        if self.admission.take_now(tenant):
+            return True
+        waiter = self.admission.enqueue(tenant)
+        try:
+            await _first_of(waiter, abort, deadline - asyncio.get_running_loop().time())
+        except BaseException:
+            if self.admission.withdraw(tenant, waiter):
+                self.admission.give_back(tenant)
+            raise
+        return self.admission.withdraw(tenant, waiter)
 
     def park(self, worker: Worker, cell_id: str, heap_bytes: int, *, holding: bool) -> None:
         """The cell's leg ended with its runtime parked in ``worker``: the process serves others."""
         worker.parked_heaps[cell_id] = heap_bytes
-        self.vacate(worker, cell_id)
         if holding:
             self._unhold(worker)
 
     def lend(self, worker: Worker) -> None:
-        """The holding cell waits for host work: its process serves other legs meanwhile.
+        """The holding cell waits for host work: its process and its slot serve other legs meanwhile.
 
-        The cell takes it back with ``reserve`` before it delivers replies (its runtime stays put).
+        The cell takes both back with ``reserve`` before it delivers replies (its runtime stays put).
         """
         self._unhold(worker)
 
     def _unhold(self, worker: Worker) -> None:
+        """The leg holding ``worker`` and a running slot lets both go."""
+        self.admission.give_back(worker.tenant or "")
+        self._pass_on(worker)
+
+    def _pass_on(self, worker: Worker) -> None:
+        """``worker`` goes straight to the next resume waiting for it (no new cell slips in between)."""
         worker.busy = False
         while worker.waiters:
             waiter = worker.waiters.popleft()
@@ -269,7 +316,7 @@ class WorkerPool:
                 return
         self._notify()
 
-    # -- fair admission (admission.py) ------------------------------------------------------------
+    # -- fair admission (admission.py), priorities and replacements ------------------------------
 
     def running_slots(self, tenant: str) -> int:
         return self.admission.running_slots(tenant)
@@ -277,9 +324,34 @@ class WorkerPool:
     def queued(self, tenant: str) -> int:
         return self.admission.queued(tenant)
 
-    def vacate(self, worker: Worker, cell_id: str) -> None:
-        """The cell's first leg ended (parked or done): the running slot it held goes to the next caller."""
-        self.admission.vacate(cell_id)
+    def _share_changed(self, tenant: str, over: bool) -> None:
+        """``tenant`` went over its share of slots (lower its busy processes) or back within it."""
+        for worker in self._assigned.get(tenant, ()):
+            if worker.busy or worker in self._lowered:
+                self._prioritise(worker)
+
+    def _prioritise(self, worker: Worker) -> None:
+        """Give ``worker`` the niceness its tenant's share calls for (a system call only on a change)."""
+        lowered = self.admission.over_share(worker.tenant or "")
+        if lowered != (worker in self._lowered) and self.priorities.enabled:
+            self.priorities.apply(worker.pid, lowered)
+            if lowered:
+                self._lowered.add(worker)
+            else:
+                self._lowered.discard(worker)
+
+    def _check_replacements(self, tenant: str) -> None:
+        wait = self.replacements.wait_s(tenant)
+        if wait > 0:
+            self.replacements_refused += 1
+            per_minute = self.replacements.per_minute
+            raise TooManyRequests(
+                f"worker-replacements quota reached: cells of tenant {tenant!r} retired {per_minute} worker "
+                f"processes in the last minute (cap tenant_worker_replacements_per_minute={per_minute}; a cell "
+                "that times out, is killed or crashes retires its process); retry later, or stop cells that "
+                "run into their timeout",
+                retry_after=max(1, math.ceil(wait)),
+            )
 
     def set_parked(self, parked: int) -> None:
         """How many cells are parked (reported only: parking never starts a process)."""
@@ -295,8 +367,9 @@ class WorkerPool:
         worker.parked_heaps.pop(cell_id, None)
         if drop:
             worker.drop(cell_id)
-        self.vacate(worker, cell_id)
         worker.cells_run += 1
+        if (recycle or worker.dead) and not worker.retiring and not self._closed:
+            self.replacements.charge(worker.tenant or "")  # this cell's end costs a process start
         if recycle or worker.dead or worker.cells_run >= worker.max_cells or self._closed:
             worker.retiring = True
         if holding:
@@ -315,11 +388,11 @@ class WorkerPool:
         if worker.retiring or worker.dead:
             self._retire(worker)
             return
-        idle_empty = sum(
-            1 for ws in self._assigned.values() for w in ws if not w.busy and not w.cells and not w.waiters
-        )
-        if idle_empty > self.size:
-            self._retire(worker)
+        self._idle_since[worker] = self._idle_clock = self._idle_clock + 1
+        idle_empty = [w for ws in self._assigned.values() for w in ws if not w.busy and not w.cells and not w.waiters]
+        if len(idle_empty) > self.size + self.burst:  # as many as the slots can keep busy at once
+            # The one idle longest goes: a tenant that just used its process is likely to use it again.
+            self._retire(min(idle_empty, key=lambda w: self._idle_since.get(w, 0)))
 
     def _retire(self, worker: Worker) -> None:
         if worker.retired:
@@ -330,6 +403,8 @@ class WorkerPool:
         self._forget(worker)
 
     def _forget(self, worker: Worker) -> None:
+        self._lowered.discard(worker)
+        self._idle_since.pop(worker, None)
         ws = self._assigned.get(worker.tenant or "")
         if ws is not None and worker in ws:
             ws.remove(worker)
@@ -396,6 +471,11 @@ class WorkerPool:
             return
         self._fresh.append(worker)
         self._background(self._watch(worker))
+        if not self.priorities.probed:  # the first spare process tells whether priorities can be used
+            self.priorities.probe(worker.pid)
+            if self.priorities.stranded:  # left at the lowest priority: a fresh one replaces it
+                self._retire(worker)
+                self._top_up()
         await self._wake()
 
     async def spawn(self) -> Worker:
@@ -407,3 +487,14 @@ class WorkerPool:
         worker.max_cells = random.randint(max(1, self.max_cells * 4 // 5), self.max_cells)
         self.spawned += 1
         return worker
+
+
+async def _first_of(waiter: asyncio.Future[None], abort: asyncio.Event, timeout: float) -> None:
+    """Wait until ``waiter`` is done, ``abort`` is set, or ``timeout`` seconds passed."""
+    if abort.is_set():
+        return
+    aborted: asyncio.Future[Any] = asyncio.ensure_future(abort.wait())
+    try:
+        await asyncio.wait({waiter, aborted}, timeout=max(timeout, 0.001), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        aborted.cancel()

@@ -443,8 +443,6 @@ class CellRegistry:
             gate.parked += 1
         self._parked.add(cell.id)
         self.pool.set_parked(len(self._parked))
-        if cell.worker is not None:
-            self.pool.vacate(cell.worker, cell.id)
         self.counts["waiting"] += 1
         return True
 

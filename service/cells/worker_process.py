@@ -38,7 +38,6 @@ class Worker:
         self.proc = proc
         self.frame_cap = frame_cap
         self.tenant: str | None = None
-        self.slot_pending = False  # handed out with a running slot its next attached cell takes over
         self.cells_run = 0
         self.max_cells = sys.maxsize  # cells it runs before it is retired (the pool draws it)
         self.dead = False

@@ -191,13 +191,6 @@ def test_unhandled_rejections_stay_with_their_runtime(worker):
     assert not done_a["ok"] and "mine" in done_a["error"]["text"], done_a
 
 
-def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 def test_dropped_runtimes_give_their_memory_back(worker):
     """A parked runtime of ~60 MB of small objects, dropped while a later runtime still lives above it in
     the heap: the worker hands the freed pages back to the kernel (RSS falls), it does not keep them."""
@@ -221,3 +214,45 @@ def test_dropped_runtimes_give_their_memory_back(worker):
     assert worker.run("return 1")["value"] == {"json": "1"}  # the drop was handled before this cell ran
     poll_until(lambda: _rss(worker.proc.pid) < parked - 30 * 2**20, "the dropped runtime's memory is given back")
     worker.send(drop_frame("above"))
+
+
+MEMORY_BOMBS = [
+    'const a = []; while (true) a.push("x".repeat(1e5) + a.length)',
+    "const a = []; while (true) a.push([a.length, {x: a.length}])",
+    "const m = new Map(); for (let i = 0;; i++) m.set(i, {i, s: 'y' + i})",
+    "const a = []; for (;;) a.push(new ArrayBuffer(1 << 20))",
+]
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS line")
+
+
+def test_an_engine_memory_limit_failure_keeps_the_process_and_leaks_nothing(worker):
+    """A cell over the engine's heap cap fails memory_limit_exceeded without asking for a recycle (QuickJS
+    unwinds the failed allocation and the runtime is freed after the cell), the same process runs the next
+    cell, and five rounds of four kinds of bomb leave it no larger than the first round did."""
+    sizes = []
+    for _ in range(5):
+        for code in MEMORY_BOMBS:
+            # A budget long enough for a loaded machine: the heap cap, not the clock, must end the cell.
+            worker.send(
+                run_frame(
+                    cell_id="c",
+                    code=code,
+                    budget_ms=30000,
+                    memory_limit_bytes=16 << 20,
+                    max_output_bytes=65536,
+                    value_capture_bytes=65536,
+                    config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
+                )
+            )
+            done = worker.recv()
+            assert (done["ok"], done["recycle"], done["error"]["code"]) == (False, False, "memory_limit_exceeded")
+        sizes.append(_rss(worker.proc.pid))
+    assert worker.run("return 'next'")["value"] == {"json": '"next"'}
+    assert worker.proc.poll() is None and worker.ready["pid"] == worker.proc.pid
+    assert max(sizes[1:]) <= sizes[0] + (16 << 20), [s >> 20 for s in sizes]

@@ -53,14 +53,16 @@ def assert_quota_refusal(r: Any, setting: str) -> None:
 
 
 def test_a_flood_of_busy_loops_delays_another_tenant_by_about_one_cell(tmp_path):
-    """Tenant A queues 6 `while(true){}` cells on 2 workers; B's cell waits for one of A's cells, not for all.
+    """Without burst slots, tenant A queues 6 `while(true){}` cells on 2 workers; B's cell waits for one of
+    A's cells, not for all.
 
     First-come-first-served admission would make B wait three of A's rounds (>= 3 x A's timeout); fair
     admission hands B the first slot that frees, so B is done within A's timeout plus one worker start
-    (bounded here by a second A timeout).
+    (bounded here by a second A timeout).  (With burst slots B does not wait at all:
+    tests/service/test_capacity_sharing.py.)
     """
     a_timeout_ms = 1500
-    with make_client(tmp_path, api_keys=KEYS, workers=2, acquire_timeout_ms=30000) as client:
+    with make_client(tmp_path, api_keys=KEYS, workers=2, burst_slots=0, acquire_timeout_ms=30000) as client:
         pool = client.app.state.services.pool
         with ThreadPoolExecutor(6) as flood:
             floods = [

@@ -1392,7 +1392,10 @@ def _runaway_case(id: str, code: str, codes: tuple[str, ...], seconds: float, do
             assert "timeout" in env["error"], brief(env)
 
     run.__doc__ = doc
-    case(id, soak=id in ("runaway_infinite_loop", "runaway_memory_bomb", "runaway_deep_recursion"))(run)
+    soak = id in ("runaway_infinite_loop", "runaway_memory_bomb", "runaway_deep_recursion")
+    # The engine's heap cap is a clean failure: the worker process stays (a timeout or a kill retires it).
+    guest_only = "memory_limit_exceeded" in codes and "timeout" not in codes
+    case(id, soak=soak, guest_only=guest_only)(run)
 
 
 _runaway_case(
@@ -1878,6 +1881,61 @@ async def _exec_values_bomb(c: Caller) -> None:
         expect_status(ans, 413)
         assert "max_request_values" in ans.body["error"]["message"], ans
         expect_fast(ans, 5.0)
+
+
+# -- capacity: a tenant cannot take another's running slots -------------------------------------------
+
+
+async def _running_slots(c: Caller) -> float:
+    """The service's held running slots (``codemode_running_slots``); -1 when /metrics is not readable."""
+    r = await c.http.get("/metrics", headers=c.auth(), timeout=5.0)
+    found = re.search(r"^codemode_running_slots (\S+)$", r.text, re.M) if r.status_code == 200 else None
+    return float(found.group(1)) if found else -1.0
+
+
+async def _victim_served_beside(c: Caller, hog: list[Awaitable[Answer]], holding: float, seconds: float) -> None:
+    """While ``hog`` (alpha's requests) runs, once ``holding`` slots are held, beta's trivial cells complete fast."""
+    hogs = [asyncio.ensure_future(h) for h in hog]
+    try:
+        deadline = time.monotonic() + 10.0
+        while 0 <= await _running_slots(c) < holding and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        for i in range(10):
+            ans = await c.exec(f"return {i}", tenant="beta")
+            expect_status(ans, 200)
+            assert completed(ans.body) == i, ans
+            expect_fast(ans, seconds)
+        assert not all(h.done() for h in hogs), "the other tenant was served only after the hogging cells ended"
+    finally:
+        for ans in await asyncio.gather(*hogs):
+            expect_status(ans, 200, 503)
+
+
+@case("capacity_busy_loops_hold_every_slot")
+async def _busy_loops_every_slot(c: Caller) -> None:
+    """Four `while(true){}` cells from one tenant (every running slot and more): another tenant's `return i`
+    cells complete at once, never 503 (a burst slot), while the loops still run."""
+    hog = [c.exec("while (true) {}", timeout_ms=4000, timeout=30.0, capacity_ok=True) for _ in range(4)]
+    await _victim_served_beside(c, hog, 2, 2.0)
+
+
+@case("capacity_memory_bombs_keep_their_process", guest_only=True)
+async def _memory_bombs(c: Caller) -> None:
+    """Cells that hit the engine's heap cap fail `memory_limit_exceeded` without retiring their worker process."""
+    for code in (
+        "const a = []; while (true) a.push([a.length, {x: a.length}])",
+        "const m = new Map(); for (let i = 0;; i++) m.set(i, {i, s: 'y' + i})",
+        "const a = []; for (;;) a.push(new ArrayBuffer(1 << 20))",
+    ):
+        failed(await c.cell(code, memory_limit_bytes=8 * MiB, timeout_ms=5000), "memory_limit_exceeded")
+
+
+@case("capacity_search_heavy_cells")
+async def _search_heavy(c: Caller) -> None:
+    """Eight cells that each run 200 `catalog.search` calls: another tenant's trivial cells still complete fast."""
+    code = "for (let i = 0; i < 200; i++) await catalog.search('ship quote ' + i); return 1"
+    hog = [c.exec(code, timeout_ms=20000, timeout=60.0, capacity_ok=True) for _ in range(8)]
+    await _victim_served_beside(c, hog, 0, 2.0)  # they hold slots only between searches: no wait
 
 
 def soak_cases() -> list[Case]:

@@ -24,12 +24,16 @@ from tests.support.live_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Four tenants, one key each; the corpus uses the first two, the soak all four.
+#: One key per tenant; the corpus uses the first two, the soak all of them (the first four benign).
 TENANT_KEYS = {
     "alpha": "ck_test_alpha_0123456789",
     "beta": "ck_test_beta_0123456789",
     "gamma": "ck_test_gamma_0123456789",
     "delta": "ck_test_delta_0123456789",
+    "epsilon": "ck_test_epsilon_0123456789",
+    "zeta": "ck_test_zeta_0123456789",
+    "eta": "ck_test_eta_0123456789",
+    "theta": "ck_test_theta_0123456789",
 }
 
 

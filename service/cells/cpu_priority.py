@@ -1,0 +1,75 @@
+"""CPU priority of worker processes: the workers of a tenant over its share of slots run lowest.
+
+Workers start ``worker_nice`` steps below the service (``start_worker``).  While a tenant holds
+more running slots than its share (``admission.py``), the processes running its legs are set to
+niceness 19, so the kernel gives the CPU first to the other tenants' legs (and to the service's
+event loop); they go back to the workers' own niceness when the tenant is within its share again.
+
+Linux lets a process's owner raise a niceness but not lower it back without ``CAP_SYS_NICE``
+(``setpriority(2)``, EACCES).  A service that could lower a worker but never restore it would
+leave a tenant's processes slow for good, so the pool tries both on its first (fresh, unused)
+worker (``probe``) and, if either is refused, never lowers anything (and logs why once); a
+probed worker left lowered is ``stranded`` and the pool replaces it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger("codemode.workers")
+
+#: The niceness of a worker whose tenant is over its share (the lowest priority there is).
+LOWERED = 19
+
+
+def worker_niceness(nice: int) -> int:
+    """The niceness workers start at: ``nice`` steps below this process, at most 19."""
+    return min(LOWERED, os.getpriority(os.PRIO_PROCESS, 0) + nice)
+
+
+class Priorities:
+    """Sets worker processes to their normal or their lowered niceness, if the pool may."""
+
+    def __init__(self, nice: int) -> None:
+        self.normal = worker_niceness(nice)
+        self.enabled = False  # until ``probe`` showed both directions work
+        self.probed = False
+        self.stranded = False  # the probe lowered its process and could not restore it
+
+    def probe(self, pid: int) -> bool:
+        """Lower and restore ``pid`` once; lowering is used only if both work."""
+        if self.probed:
+            return self.enabled
+        self.probed = True
+        if self.normal >= LOWERED:
+            log.info("workers already run at niceness %d: tenants over their share are not lowered", self.normal)
+            return False
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, LOWERED)
+            self.stranded = True
+            os.setpriority(os.PRIO_PROCESS, pid, self.normal)
+            self.stranded = False
+            self.enabled = os.getpriority(os.PRIO_PROCESS, pid) == self.normal
+        except ProcessLookupError:
+            self.probed = False  # the worker died first: try again on the next one
+        except OSError as exc:
+            log.warning(
+                "workers of a tenant over its share of running slots cannot be given a lower CPU priority "
+                "(restoring a niceness needs CAP_SYS_NICE: %s); every worker keeps niceness %d",
+                exc,
+                self.normal,
+            )
+        return self.enabled
+
+    def apply(self, pid: int, lowered: bool) -> None:
+        """Set ``pid`` to the lowered or the normal niceness (a process that has gone is ignored)."""
+        if not self.enabled:
+            return
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, LOWERED if lowered else self.normal)
+        except ProcessLookupError:
+            pass
+        except OSError as exc:  # a restore refused after a good probe: stop lowering from now on
+            self.enabled = False
+            log.warning("could not set a worker's niceness (%s); tenants over their share are no longer lowered", exc)

@@ -1,0 +1,237 @@
+"""The worker pool driven directly, with real worker processes: slots, priorities, process starts.
+
+No cells run here: the tests take and give back processes the way a cell's legs do (``acquire`` for
+a new cell, ``lend`` while it waits for host work, ``reserve`` to resume, ``release`` at its end) and
+look at what the pool and the kernel say (held slots, the processes' niceness).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from service.cells.cpu_priority import LOWERED, Priorities
+from service.cells.pool import WorkerPool
+from service.cells.worker_replacements import WorkerReplacements
+from service.errors import TooManyRequests
+from tests.support.polling import apoll_until
+
+
+def make_pool(**kw: Any) -> WorkerPool:
+    settings: dict[str, Any] = {
+        "size": 1,
+        "cap": 16,
+        "max_cells": 1000,
+        "frame_cap": 1 << 20,
+        "acquire_timeout_s": 20.0,  # room for a process start on a loaded machine
+        "options": {"rlimit_as_bytes": 0, "rlimit_cpu_seconds": 0, "stack_bytes": 1 << 20},
+        "nice": 5,
+    }
+    return WorkerPool(**{**settings, **kw})
+
+
+def with_pool(body: Callable[[WorkerPool], Awaitable[Any]], **kw: Any) -> Any:
+    async def main() -> Any:
+        pool = make_pool(**kw)
+        await pool.start()
+        try:
+            return await body(pool)
+        finally:
+            await pool.close()
+
+    return asyncio.run(main())
+
+
+def nice_of(pid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, pid)
+
+
+# ---- running slots --------------------------------------------------------------------------------
+
+
+def test_a_tenant_holding_no_slot_gets_a_burst_slot_and_others_wait():
+    """size 1, burst 1: a's leg holds the slot, b's first leg gets the burst slot, a third tenant queues
+    until a's leg lends its process (it waits for host work)."""
+
+    async def body(pool: WorkerPool) -> None:
+        a = await pool.acquire("a")
+        b = await pool.acquire("b")
+        assert a is not b and pool.stats()["slots"] == 2
+        waiting = asyncio.ensure_future(pool.acquire("c"))
+        await apoll_until(lambda: pool.queued("c") == 1, "c queues: every slot, the burst one too, is held")
+        pool.lend(a)  # a's leg waits for host work: its slot goes on
+        c = await waiting
+        assert pool.stats()["slots"] == 2 and pool.stats()["slots_peak"] == 2
+        for w, cell in ((b, "b1"), (c, "c1")):
+            pool.release(w, recycle=False, cell_id=cell)
+        pool.release(a, recycle=False, cell_id="a1", holding=False)
+        assert pool.stats()["slots"] == 0
+
+    with_pool(body, burst=1)
+
+
+def test_a_resumed_leg_takes_a_slot_before_it_runs():
+    """A leg resuming in its own process waits for a running slot like a new cell: False at its budget,
+    True once one frees; an abort ends the wait at once."""
+
+    async def body(pool: WorkerPool) -> None:
+        a = await pool.acquire("a")
+        pool.attach(a, "a1", lambda reason: None)
+        pool.lend(a)
+        b = await pool.acquire("b")  # takes the only slot while a waits for host work
+        assert not await pool.reserve(a, "a1", 0.05, asyncio.Event())
+        assert not a.busy, "a process whose resume gave up is free for its tenant's other legs"
+        abort = asyncio.Event()
+        waiting = asyncio.ensure_future(pool.reserve(a, "a1", 10.0, abort))
+        await asyncio.sleep(0.01)
+        abort.set()
+        assert not await waiting
+        resumed = asyncio.ensure_future(pool.reserve(a, "a1", 10.0, asyncio.Event()))
+        await asyncio.sleep(0.01)
+        assert not resumed.done(), "the resume waits while b's leg runs"
+        pool.release(b, recycle=False, cell_id="b1")
+        assert await resumed and pool.running_slots("a") == 1
+        pool.release(a, recycle=False, cell_id="a1")
+
+    with_pool(body)
+
+
+# ---- CPU priority ---------------------------------------------------------------------------------
+
+
+def test_processes_of_a_tenant_over_its_share_run_at_the_lowest_priority():
+    """a holds both slots; when b's leg takes a burst slot a is over its share (1 of 2): a's busy
+    processes go to niceness 19, b's stays normal; when b's leg ends a's are restored."""
+
+    async def body(pool: WorkerPool) -> None:
+        if not pool.priorities.enabled:
+            pytest.skip("this machine refuses restoring a niceness (no CAP_SYS_NICE): priorities are off")
+        normal = pool.priorities.normal
+        a1, a2 = await pool.acquire("a"), await pool.acquire("a")
+        assert {nice_of(a1.pid), nice_of(a2.pid)} == {normal}
+        b = await pool.acquire("b")
+        assert (nice_of(a1.pid), nice_of(a2.pid), nice_of(b.pid)) == (LOWERED, LOWERED, normal)
+        assert pool.stats()["lowered"] == 2
+        pool.release(b, recycle=False, cell_id="b1")
+        assert (nice_of(a1.pid), nice_of(a2.pid)) == (normal, normal)
+        for w, cell in ((a1, "a1"), (a2, "a2")):
+            pool.release(w, recycle=False, cell_id=cell)
+
+    with_pool(body, size=2, burst=1)
+
+
+def test_without_the_right_to_restore_a_niceness_nothing_is_lowered():
+    """As an unprivileged user the probe can lower its own process but not restore it: priorities stay off
+    (a worker lowered for good would stay slow) and the probed process is reported stranded, for the pool
+    to replace.  Run in a forked child that drops to uid 65534, probing a process of that user."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to another user in a forked child")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: nothing but system calls, then _exit
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            target = os.fork()
+            if target == 0:
+                os.pause()
+                os._exit(0)
+            p = Priorities(5)
+            enabled = p.probe(target)
+            niceness = os.getpriority(os.PRIO_PROCESS, target)
+            os.kill(target, 9)
+            os.write(write_end, f"{enabled} {p.stranded} {niceness}".encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    answer = os.read(read_end, 100).decode().split()
+    os.close(read_end)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert answer == ["False", "True", str(LOWERED)]
+
+
+def test_the_probe_enables_priorities_where_restoring_is_allowed():
+    """With the right to restore (here: root), the probe lowers and restores a real process and enables them."""
+    if os.geteuid() != 0:
+        pytest.skip("restoring a niceness needs CAP_SYS_NICE; this test runs as an unprivileged user")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        p = Priorities(5)
+        assert p.probe(child.pid) is True
+        assert nice_of(child.pid) == p.normal
+        p.apply(child.pid, True)
+        assert nice_of(child.pid) == LOWERED
+        p.apply(child.pid, False)
+        assert nice_of(child.pid) == p.normal
+    finally:
+        child.kill()
+        child.wait()
+
+
+# ---- processes retired per tenant -----------------------------------------------------------------
+
+# per minute, seconds before each retirement, whether a fresh process may be had after it
+REPLACEMENTS = [
+    (2, [0, 0, 0], [True, False, False]),  # the bucket starts full and holds per_minute
+    (2, [0, 0, 30], [True, False, False]),  # half a minute brings back one, which the third retirement uses
+    (2, [0, 0, 60], [True, False, True]),  # a minute refills the bucket
+    (60, [0] * 60 + [2], [True] * 59 + [False, True]),  # one a second
+]
+
+
+@pytest.mark.parametrize(("per_minute", "gaps", "allowed"), REPLACEMENTS)
+def test_retired_processes_per_tenant_are_a_token_bucket(per_minute, gaps, allowed):
+    """A tenant may have its cells retire ``per_minute`` processes at once, then one every 60 / per_minute
+    seconds; past that it may not take a fresh one; other tenants have their own buckets."""
+    now = [0.0]
+    budget = WorkerReplacements(per_minute, clock=lambda: now[0])
+    seen = []
+    for gap in gaps:
+        now[0] += gap
+        budget.charge("a")
+        seen.append(budget.wait_s("a") == 0)
+    assert seen == allowed
+    assert budget.wait_s("b") == 0
+
+
+def test_the_table_of_budgets_stays_bounded_by_active_tenants():
+    """Buckets that refilled are dropped by a sweep at most once a minute: 10,000 tenants charged two
+    minutes ago leave one entry (the last one charged) after the next charge."""
+    now = [0.0]
+    budget = WorkerReplacements(60, clock=lambda: now[0])
+    for i in range(10_000):
+        budget.charge(f"t{i}")
+    now[0] += 120.0
+    budget.charge("last")
+    assert len(budget._buckets) == 1 and budget.wait_s("t1") == 0
+
+
+def test_a_tenant_whose_cells_retire_processes_is_refused_fresh_ones():
+    """With 2 replacements a minute, after two of a tenant's cells retired their process its next new cell
+    gets 429 naming the setting, while another tenant is served, and a process the pool retires for its own
+    reasons (its cell budget) is charged to nobody."""
+
+    async def body(pool: WorkerPool) -> None:
+        for cell in ("a1", "a2"):
+            w = await pool.acquire("a")
+            pool.release(w, recycle=True, cell_id=cell)  # e.g. the cell timed out
+        with pytest.raises(TooManyRequests) as refused:
+            await pool.acquire("a")
+        assert "tenant_worker_replacements_per_minute=2" in refused.value.message
+        assert refused.value.retry_after >= 1
+        for cell in ("b1", "b2", "b3"):
+            b = await pool.acquire("b")
+            b.max_cells = 1  # worn out after one cell: retired, not b's doing
+            pool.release(b, recycle=False, cell_id=cell)
+        assert pool.stats()["replacements_refused"] == 1
+
+    with_pool(body, replacements_per_minute=2, size=2)
