@@ -92,7 +92,7 @@ class Components:
     async def _check_sandbox(self) -> None:
         """Log the workers' confinement layers; with ``sandbox = "strict"``, refuse to run without them."""
         self.metrics.watch_sandbox(self.sandbox)
-        reports = [w.sandbox for w in self.pool.workers() if w.sandbox is not None]
+        reports = [self.pool.sandbox] if self.pool.sandbox is not None else []
         if not reports and self.settings.sandbox == "strict":
             try:  # one more start, for the reason: a strict worker names the layer it cannot have
                 probe = await start_worker(self.pool.options, self.pool.frame_cap)

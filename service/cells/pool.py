@@ -34,7 +34,7 @@ import random
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from bridge.messages import WorkerOptions
+from bridge.messages import SandboxReport, WorkerOptions
 from service.errors import Overloaded, TooManyRequests, WorkerGone
 
 from .admission import Admission
@@ -95,6 +95,8 @@ class WorkerPool:
         self._alive: set[Worker] = set()  # every process started and not yet seen to end
         self._closed = False
         self.spawned = 0
+        # The confinement layers the first worker reported (kept: that worker may be retired at once).
+        self.sandbox: SandboxReport | None = None
         self.recycled = 0
         self.starved = 0  # new cells that found no warm process and waited for one
 
@@ -486,6 +488,8 @@ class WorkerPool:
         # are then not all replaced at once, a burst of process starts in the middle of serving.
         worker.max_cells = random.randint(max(1, self.max_cells * 4 // 5), self.max_cells)
         self.spawned += 1
+        if self.sandbox is None:
+            self.sandbox = worker.sandbox
         return worker
 
 
