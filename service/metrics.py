@@ -59,6 +59,12 @@ class _Collector:
         recycled = CounterMetricFamily("codemode_workers_recycled", "Worker processes retired")
         recycled.add_metric([], pool["recycled"])
         yield recycled
+        by_cells = CounterMetricFamily(
+            "codemode_workers_retired_by_cells",
+            "Worker processes retired because of a cell (a limit hit, a crash, a kill), not by the pool's own upkeep",
+        )
+        by_cells.add_metric([], pool["retired_by_cells"])
+        yield by_cells
         slots = GaugeMetricFamily(
             "codemode_running_slots", "Running slots held: legs running guest code (at most workers + burst_slots)"
         )

@@ -98,6 +98,7 @@ class WorkerPool:
         # The confinement layers the first worker reported (kept: that worker may be retired at once).
         self.sandbox: SandboxReport | None = None
         self.recycled = 0
+        self.retired_by_cells = 0  # of them, retired because of a cell (a limit hit, a crash, a kill)
         self.starved = 0  # new cells that found no warm process and waited for one
 
     # -- life cycle -------------------------------------------------------------------------------
@@ -134,6 +135,7 @@ class WorkerPool:
             "spawning": self._spawning,
             "spawned": self.spawned,
             "recycled": self.recycled,
+            "retired_by_cells": self.retired_by_cells,
             "runtimes": sum(len(w.cells) for w in assigned),
             "starved": self.starved,
             "slots": self.admission.held,
@@ -372,6 +374,7 @@ class WorkerPool:
         worker.cells_run += 1
         if (recycle or worker.dead) and not worker.retiring and not self._closed:
             self.replacements.charge(worker.tenant or "")  # this cell's end costs a process start
+            self.retired_by_cells += 1
         if recycle or worker.dead or worker.cells_run >= worker.max_cells or self._closed:
             worker.retiring = True
         if holding:

@@ -115,7 +115,9 @@ def test_hostile_case(case: Case, live: tuple[LiveServer, HealthProbe]) -> None:
     elif before is not None:
         after = _pool(server)
         if after is not None:
-            retired = after["codemode_workers_recycled_total"] - before["codemode_workers_recycled_total"]
+            retired = (
+                after["codemode_workers_retired_by_cells_total"] - before["codemode_workers_retired_by_cells_total"]
+            )
             if retired:
                 problems.append(f"a guest-only condition cost {retired:.0f} worker(s) (respawned)")
     assert not problems, f"[{case.id}] {case.note}\n" + "\n".join(problems)
