@@ -18,6 +18,7 @@ from service.cells.spec import CellSpec
 from service.assembly import Components, build_components
 from service.settings import Settings
 
+from .pipe_floor import measure_pipe_floor
 from .tools import BIG_JS_BUILDER, PAGE_BYTES, BenchTools
 
 MiB = 1024 * 1024
@@ -82,6 +83,25 @@ return {{ms, length: text.length, rows: v.length}};
     )
 
 
+def _sequential_calls_code(n: int) -> str:
+    return f"for (let i = 0; i < {n}; i++) await nop({{i}});\nreturn 1"
+
+
+async def _service_cpu_per_call_us(runner: CellRunner, n: int, repeats: int) -> float:
+    """The service process's CPU per sequential no-op call: a cell of ``n`` calls minus a ``return 1``.
+
+    The worker runs in its own process, so this process's CPU time is the service's share alone."""
+    per_call = []
+    for _ in range(repeats):
+        c0 = time.process_time()
+        await runner.run("return 1")
+        empty = time.process_time() - c0
+        c0 = time.process_time()
+        await runner.run(_sequential_calls_code(n))
+        per_call.append((time.process_time() - c0 - empty) * 1e6 / n)
+    return statistics.median(per_call)
+
+
 SMALL_TOOL_CODE = """
 const t = Date.now();
 const v = await nop({x: 1});
@@ -120,8 +140,11 @@ async def _figures(tmp: str, *, n_round_trips: int, repeats: int, pages: int) ->
         await runner.run("return 1")  # warm both workers' first cell
         await runner.run("return 1")
 
+        # The floor is measured in this loop, between the same cells, so load skews both alike.
+        floor = await measure_pipe_floor()
         rt, _ = await runner.run(_round_trip_code(n_round_trips))
         round_trip = {k: v * 1000 / n_round_trips for k, v in rt.items()}  # ms total -> µs per call
+        service_cpu_us = await _service_cpu_per_call_us(runner, n_round_trips, repeats)
 
         big_mem = 512 * MiB
         tool_ms, parse_ms, small_ms = [], [], []
@@ -162,7 +185,14 @@ async def _figures(tmp: str, *, n_round_trips: int, repeats: int, pages: int) ->
         }
     finally:
         await svc.close()
-    return {"round_trip_us": round_trip, "round_trips": n_round_trips, "big_reply": big, "paging": paging}
+    return {
+        "round_trip_us": round_trip,
+        "round_trips": n_round_trips,
+        "pipe_floor": floor,
+        "service_cpu_per_call_us": service_cpu_us,
+        "big_reply": big,
+        "paging": paging,
+    }
 
 
 def run_inproc(*, n_round_trips: int = 1000, repeats: int = 3, pages: int = 36) -> dict[str, Any]:

@@ -1,0 +1,69 @@
+"""The floor of a nested call in this design: one small frame each way between two Python processes.
+
+A tool call from a cell is, at the bottom, the worker writing a request frame to its pipe and the
+service writing a reply frame back. This figure measures exactly that and nothing else — the same
+length-prefixed framing (``bridge.framing``), the same asyncio subprocess pipes the worker pool uses,
+in the caller's event loop — so the call figures can be printed as a multiple of it, measured in
+the same run on the same machine under the same load.
+
+The echo process is a plain Python child: it reads a frame, decodes it, and writes a small reply
+frame (``{"id": .., "ok": true}``), which is about what a worker does with a no-op tool's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+from typing import Any
+
+from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+
+# The child imports only bridge.framing (orjson underneath), like the worker's frame loop.
+_ECHO_CHILD = """
+import sys
+from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+read, out = sys.stdin.buffer.read, sys.stdout.buffer
+while True:
+    header = read(HEADER_SIZE)
+    if len(header) < HEADER_SIZE:
+        break
+    message = decode_body(read(frame_length(header)))
+    out.write(encode_frame({"id": message["id"], "ok": True}))
+    out.flush()
+"""
+
+
+async def measure_pipe_floor(n: int = 2000, rounds: int = 3) -> dict[str, Any]:
+    """Median over ``rounds`` of the sequential round trip (wall µs) and the parent's CPU µs per trip."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _ECHO_CHILD,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    writer, reader = proc.stdin, proc.stdout
+    walls: list[float] = []
+    cpus: list[float] = []
+    try:
+
+        async def trip(i: int) -> None:
+            writer.write(encode_frame({"op": "call", "id": i, "tool": "nop", "args": {"i": i}}))
+            header = await reader.readexactly(HEADER_SIZE)
+            decode_body(await reader.readexactly(frame_length(header)))
+
+        for i in range(200):  # warm the child's imports and both sides' buffers
+            await trip(i)
+        for _ in range(rounds):
+            t0, c0 = time.perf_counter(), time.process_time()
+            for i in range(n):
+                await trip(i)
+            walls.append((time.perf_counter() - t0) * 1e6 / n)
+            cpus.append((time.process_time() - c0) * 1e6 / n)
+    finally:
+        writer.close()
+        await proc.wait()
+    return {"round_trip_us": statistics.median(walls), "parent_cpu_us": statistics.median(cpus), "trips": n}
