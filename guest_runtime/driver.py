@@ -227,7 +227,8 @@ class GuestEngine:
             # budget stops a single long job, while this loop stops a flood of short ones.
             ctx.set_time_limit(remaining)
             try:
-                if not ctx.execute_pending_job():
+                # Zero-delay timers the worker keeps (prelude/timers.js) run once the jobs drained.
+                if not ctx.execute_pending_job() and not self._call("fireTimers"):
                     return
             except _quickjs.JSException as exc:
                 _raise_engine_exception(str(exc))

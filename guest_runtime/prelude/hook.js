@@ -138,10 +138,14 @@ return function codemodeHostHook(op, a, b, c) {
     }
     case "settle":
       return settle(a, b, c);
+    case "fireTimers":
+      return fireTimers();
     case "cancelTimers": {
       // The cell finished: timers nobody waits for are dropped, their callbacks never run.
       const ids = ObjectKeys(timers);
       for (let i = 0; i < ids.length; i++) clearTimeout(+ids[i]);
+      const local = ObjectKeys(localTimers);
+      for (let i = 0; i < local.length; i++) clearTimeout(+local[i]);
       return true;
     }
     case "unhandledBridge": {

@@ -128,12 +128,12 @@ def test_cell_failures_keep_the_worker_process(worker, name):
 def test_frames_carry_exactly_their_typed_fields(worker):
     """ready, idle and both kinds of done frame have the keys bridge.messages declares, no more, no fewer."""
     assert set(worker.ready) == ReadyFrame.__required_keys__
-    worker.start("await new Promise(r => setTimeout(r, 0)); return 1")
+    worker.start("await new Promise(r => setTimeout(r, 1)); return 1")
     idle = worker.recv()
     assert idle["t"] == "idle" and set(idle) == IdleFrame.__required_keys__, idle
     [request] = idle["requests"]
     assert set(request) == GuestRequest.__required_keys__, request
-    assert worker.raw_args == [b"[0]"]  # the arguments follow as a raw frame, the JSON text the guest wrote
+    assert worker.raw_args == [b"[1]"]  # the arguments follow as a raw frame, the JSON text the guest wrote
     worker.send(settle_frame("c", 3000, [{"id": request["id"], "ok": True}]))
     worker.send_raw(b"null")
     done = worker.recv()

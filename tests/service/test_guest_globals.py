@@ -98,6 +98,65 @@ def test_settimeout_delay_normalisation_and_type_check(client):
     assert env["value"] == ["neg", "nan", "TypeError"]
 
 
+def test_zero_delay_timers_of_a_cell_without_host_work_stay_in_the_worker(client):
+    """setTimeout(0) with no host request in flight runs in the worker: no host request, same order.
+
+    Microtasks run before the timers, timers run in the order they were set, and a timer set by a
+    timer callback runs in the next round, after the rest of the batch."""
+    env = _completed(
+        run(
+            client,
+            """
+        const out = [];
+        for (let i = 0; i < 200; i++) await new Promise(r => setTimeout(r, 0));
+        setTimeout(() => { out.push("a"); setTimeout(() => out.push("c"), 0); }, 0);
+        setTimeout((x) => out.push(x), 0, "b");
+        const gone = setTimeout(() => out.push("cleared"), 0);
+        clearTimeout(gone);
+        Promise.resolve().then(() => out.push("micro"));
+        await new Promise(r => setTimeout(r, 0));
+        await new Promise(r => setTimeout(r, 0));
+        return out;
+    """,
+        )
+    )
+    assert env["value"] == ["micro", "a", "b", "c"]
+    assert env["telemetry"]["host_requests"] == 0
+
+
+def test_zero_delay_timer_chains_cannot_hold_back_host_work(client):
+    """Once a cell waits for a tool, its zero-delay timers go to the host, so an endless timer chain
+    started before the call still lets the call run and the cell finish."""
+    env = _completed(
+        run(
+            client,
+            """
+        let stop = false, ticks = 0;
+        (function tick() { ticks++; if (!stop) setTimeout(tick, 0); })();
+        const r = await echo({x: "through"});
+        stop = true;
+        return {echo: r.echo, ticked: ticks > 1};
+    """,
+            timeout_ms=10000,
+        )
+    )
+    assert env["value"] == {"echo": "through", "ticked": True}
+    assert env["telemetry"]["host_requests"] >= 2  # the tool call and at least one host timer
+
+
+def test_worker_kept_timers_share_the_timer_cap_and_failures(client):
+    """Worker-kept timers are capped like host requests (RangeError), and a throwing callback fails
+    the cell as an unhandled rejection, as a host timer's does."""
+    env = _completed(
+        run(client, "try { for (let i = 0; i < 100000; i++) setTimeout(() => {}, 0) } catch (e) { return e.name }")
+    )
+    assert env["value"] == "RangeError"
+    env = run(
+        client, 'setTimeout(() => { throw new Error("boom") }, 0); await new Promise(r => setTimeout(r, 0)); return 1'
+    )
+    assert env["status"] == "failed" and "boom" in env["error"], env
+
+
 def test_yield_control_parks_with_reason_yield_then_resumes(client):
     """yield_control parks as waiting/yield; wait resolves it to {status:"yielded", reason}."""
     env = run(client, 'text("a"); const r = await yield_control("checkpoint"); text("b"); return r')
