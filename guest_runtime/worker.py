@@ -52,6 +52,9 @@ TRIM_AFTER_BYTES = 4 * 1024 * 1024
 
 #: Share of the worker's RLIMIT_CPU after which it asks to be replaced.
 CPU_RECYCLE_FRACTION = 0.8
+#: Frames read ahead in one system call, and frames written per writev (IOV_MAX is 1024 on Linux).
+READ_AHEAD = 64 * 1024
+WRITEV_GROUP = 512
 
 BURST_TOO_LARGE = (
     "host requests started in one synchronous burst do not fit one bridge frame ({exc}); "
@@ -71,6 +74,7 @@ class Channel:
         self.fd_in = fd_in
         self.fd_out = fd_out
         self.cap = cap
+        self._buffer = bytearray()  # bytes read ahead of the frame being read
 
     def read(self) -> HostFrame | None:
         header = self._read_exact(HEADER_SIZE)
@@ -93,20 +97,42 @@ class Channel:
     def write(self, message: WorkerFrame, attachments: Sequence[bytes] = ()) -> None:
         """One frame, then ``attachments`` as raw frames (checked against the cap before anything is sent)."""
         frames = [encode_frame(message, self.cap)] + [encode_raw(data, self.cap) for data in attachments]
-        for frame in frames:
-            data = memoryview(frame)
-            while data:
-                n = os.write(self.fd_out, data)
-                data = data[n:]
+        # One writev for the frame and its attachments (in groups under the kernel's IOV_MAX): the
+        # host wakes once, with the whole message.
+        for start in range(0, len(frames), WRITEV_GROUP):
+            group = frames[start : start + WRITEV_GROUP]
+            n = os.writev(self.fd_out, group)
+            for frame in group:
+                if n >= len(frame):
+                    n -= len(frame)
+                    continue
+                data = memoryview(frame)[n:]
+                n = 0
+                while data:
+                    data = data[os.write(self.fd_out, data) :]
 
     def _read_exact(self, n: int) -> bytes | None:
-        chunks = []
-        while n:
-            chunk = os.read(self.fd_in, min(n, 1 << 20))
+        # Small reads fetch READ_AHEAD bytes at once, so a frame and the raw frames after it (a
+        # settle and its payloads) usually take one system call; a large body is read to its size
+        # exactly, never copied through the read-ahead buffer.
+        buffered = self._buffer
+        if len(buffered) >= n:
+            data = bytes(buffered[:n])
+            del buffered[:n]
+            return data
+        chunks = [bytes(buffered)]
+        have = len(buffered)
+        buffered.clear()
+        while have < n:
+            need = n - have
+            chunk = os.read(self.fd_in, need if need >= READ_AHEAD else READ_AHEAD)
             if not chunk:
                 return None
+            if len(chunk) > need:  # only a read-ahead chunk, at most READ_AHEAD bytes
+                buffered += chunk[need:]
+                chunk = chunk[:need]
             chunks.append(chunk)
-            n -= len(chunk)
+            have += len(chunk)
         return b"".join(chunks)
 
 

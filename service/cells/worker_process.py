@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 #: Start-up of a worker (interpreter, quickjs import, engine self-check) must fit in this.
 SPAWN_TIMEOUT_S = 20.0
+#: Messages up to this size (a settle frame and its payloads) go to the pipe in one write.
+JOIN_WRITES_BELOW = 256 * 1024
 
 
 class Worker:
@@ -63,9 +65,14 @@ class Worker:
         if self.dead or self.proc.stdin is None:
             raise WorkerGone("worker process is gone")
         try:
-            self.proc.stdin.write(encode_frame(message, self.frame_cap))
-            for data in attachments or ():
-                self.proc.stdin.write(encode_raw(data, self.frame_cap))
+            frames = [encode_frame(message, self.frame_cap)]
+            frames.extend(encode_raw(data, self.frame_cap) for data in attachments or ())
+            # One pipe write for the whole message, so the worker wakes once (framing a payload
+            # copies it already; joining small ones costs little, large ones are written as they are).
+            if len(frames) > 1 and sum(map(len, frames)) <= JOIN_WRITES_BELOW:
+                frames = [b"".join(frames)]
+            for frame in frames:
+                self.proc.stdin.write(frame)
             await self.proc.stdin.drain()
         except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
             self.dead = True
