@@ -3,7 +3,7 @@
 Each page holds its generated part between ``<!-- generated: NAME -->`` and ``<!-- end generated -->``:
 
 * ``docs/reference/settings.md`` (``settings``): every field of ``Settings``: TOML key, environment
-  variable, default, bounds, description;
+  variable, default and allowed range, description;
 * ``docs/reference/errors.md`` (``service-errors``, ``call-errors``): the service's exception tree
   (code, HTTP status, error type) and the error trees of the subpackages whose codes reach the guest;
 * ``docs/reference/http-api.md`` (``operations``): every operation of the OpenAPI document.
@@ -41,20 +41,21 @@ def _first_line(doc: str | None) -> str:
 def settings_table() -> str:
     from service.settings import ENV_PREFIX, Settings
 
-    rows = ["| Setting (TOML) | Environment | Default | Allowed | Description |", "|---|---|---|---|---|"]
+    rows = ["| Setting (TOML key, environment variable) | Default | Description |", "|---|---|---|"]
     for name, info in Settings.model_fields.items():
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         if "table" in extra:
-            key, env = f"`{extra['table']}.{name}`", f"`{ENV_PREFIX}{name.upper()}`"
+            where = f"`{extra['table']}.{name}`<br>`{ENV_PREFIX}{name.upper()}`"
         else:
-            key, env = f"`{extra['path']}`", "file only"
+            where = f"`{extra['path']}`<br>(file only)"
         default = info.default
         if isinstance(default, tuple):
             default = list(default)
         shown = "`" + json.dumps(default, default=str) + "`" if default not in ("", None, [], {}) else "—"
         bounds = [getattr(m, attr) for m in info.metadata for attr in ("ge", "le") if hasattr(m, attr)]
-        allowed = f"{bounds[0]:,}..{bounds[1]:,}" if len(bounds) == 2 else ""
-        rows.append(f"| {key} | {env} | {shown} | {allowed} | {_cell(info.description or '')} |")
+        if len(bounds) == 2:
+            shown += f"<br>{bounds[0]:,}..{bounds[1]:,}"
+        rows.append(f"| {where} | {shown} | {_cell(info.description or '')} |")
     return "\n".join(rows) + "\n"
 
 
