@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.docs.pages import ROOT, Sample, samples
+from tests.docs.pages import ROOT, Sample, pages, samples
 from tests.support.live_server import codemode_serve
 
 SAMPLES = samples()
@@ -41,6 +41,13 @@ def test_the_readme_tour_is_marked() -> None:
     """The README's tour has a runnable curl, cell and Python sample (so the tour is what runs)."""
     kinds = {s.kind for s in SAMPLES if s.page == "README.md"}
     assert kinds == {"shell", "python", "cell"}, kinds
+
+
+def test_every_sample_mark_is_read() -> None:
+    """Each ``<!-- sample: ... -->`` comment marks a fence the runner finds (a typo in the kind, or a
+    blank line before the fence, would otherwise leave the sample silently unrun)."""
+    marks = sum(len(re.findall(r"^<!-- sample:", path.read_text(encoding="utf-8"), re.M)) for path in pages())
+    assert marks == len(SAMPLES) > 0
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=str)
