@@ -1,5 +1,5 @@
 # codemode in a container. Binding 0.0.0.0 requires API keys, so mount a config file with
-# [[api_keys]] at /etc/codemode/config.toml (see README "Configuration").
+# [[api_keys]] at /etc/codemode/config.toml (see docs/reference/settings.md).
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./

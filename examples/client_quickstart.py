@@ -1,4 +1,4 @@
-"""The Python client in two loops (README "Python client"): ``run()`` with a client tool and an approver,
+"""The Python client in two loops (docs/guide/python-client.md): ``run()`` with a client tool and an approver,
 and a background cell followed on its event stream.
 
     CODEMODE_URL=http://127.0.0.1:8000 python -m examples.client_quickstart

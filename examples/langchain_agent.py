@@ -1,4 +1,4 @@
-"""A LangChain agent (a LangGraph graph) whose two tools run inside codemode cells (README "Framework adapters").
+"""A LangChain agent (a LangGraph graph) whose two tools run inside codemode cells (docs/guide/adapters.md).
 
     codemode serve --demo
     CODEMODE_URL=http://127.0.0.1:8000 MODEL=openai:gpt-4o-mini python -m examples.langchain_agent "Ship order A-17"

@@ -1,4 +1,4 @@
-"""An OpenAI Agents SDK agent whose two tools run inside codemode cells (README "Framework adapters").
+"""An OpenAI Agents SDK agent whose two tools run inside codemode cells (docs/guide/adapters.md).
 
     codemode serve --demo
     CODEMODE_URL=http://127.0.0.1:8000 python -m examples.openai_agents_agent "Ship order A-17"

@@ -1,4 +1,4 @@
-"""A pydantic-ai agent whose two tools run inside codemode cells (README "Framework adapters").
+"""A pydantic-ai agent whose two tools run inside codemode cells (docs/guide/adapters.md).
 
     codemode serve --demo
     CODEMODE_URL=http://127.0.0.1:8000 MODEL=openai:gpt-4o-mini python -m examples.pydantic_ai_agent "Ship order A-17"

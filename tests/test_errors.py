@@ -42,7 +42,7 @@ SHARED_CODES = {
 
 #: The codes that reach callers: HTTP error bodies, guest-visible Error codes, envelope failure codes.
 CONTRACT = {
-    # HTTP error bodies {"error": {"code": ...}} (service/errors.py; README "Errors")
+    # HTTP error bodies {"error": {"code": ...}} (service/errors.py; docs/reference/errors.md)
     "service.errors.ServiceError": "service_error",
     "service.errors.InvalidRequest": "invalid_request",
     "service.errors.Unauthorized": "unauthorized",

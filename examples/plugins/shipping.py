@@ -1,4 +1,4 @@
-"""Example tool plugin used by the README walkthrough: shipping quotes, tracking and shipments.
+"""Example tool plugin used by the docs and demo mode: shipping quotes, tracking and shipments.
 
 Enable it with `plugins = ["examples.plugins.shipping"]` under `[tools]`. All data is fake and
 deterministic; nothing touches the network.

@@ -20,7 +20,7 @@ function makeError(err) {
   else if (name === "RangeError") e = new RangeErrorCtor(message);
   else e = new ErrorCtor(message);
   if (err && typeof err.code === "string") defineValue(e, "code", err.code);
-  // Seed 001 failure fields of a tool_error (errorType, needParam, ...) travel the same way.
+  // The tool failure contract's fields of a tool_error (errorType, needParam, ...) travel the same way.
   const extra = ["effectStatus", "tool", "details", "data", "errorType", "needParam", "nonRetriable",
     "userMessage", "redirect", "upstream"];
   for (let i = 0; i < extra.length; i++) {

@@ -1,6 +1,6 @@
 """The model-facing text of a cell envelope (MCP ``content``); the envelope itself is ``structuredContent``.
 
-A model reads this text, a program reads the envelope (seed 002: two channels).  The text holds what
+A model reads this text, a program reads the envelope (two channels: text for the model, structure for programs).  The text holds what
 the cell printed, then a compact rendering of its value, its pending calls or its error, and says in
 words what a truncation marker means, so a model never has to decode marker JSON.  Its size follows
 the envelope's, which the cell's ``max_output_bytes`` already bounds: every part is either a string

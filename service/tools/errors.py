@@ -138,7 +138,7 @@ class InvalidContractError(ToolCallError):
 
 class ToolExecutionError(ToolCallError):
     """The tool or one of its hooks raised (only the exception class and message are kept), or the
-    tool reported a failure (seed 001 envelope: ``reported`` is its own dict, ``fields`` the seed's
+    tool reported a failure (the tool failure contract's envelope: ``reported`` is its own dict, ``fields`` the contract's
     fields in the guest's camelCase: errorType, needParam, nonRetriable, userMessage, redirect, upstream).
 
     ``recoverable`` failures are fixed by changing the arguments and never count against a run's

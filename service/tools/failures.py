@@ -1,4 +1,4 @@
-"""How a tool's failure reads (seed 001): the fake-success flip, the reason order and the seed's fields.
+"""How a tool's failure reads (the tool failure contract): the fake-success flip, the reason order, the fields.
 
 A tool fails by raising, by ``ToolResult(is_error=True)`` or by returning a dict with
 ``success: false`` / ``ok: false``.  ``failure_of_result`` turns a finished result into a
@@ -37,7 +37,7 @@ def failure_of_result(result: ToolResult, tool: str, *, untrusted: bool) -> Tool
     """The failure a finished result reports, or None when it is a success.
 
     ``success``/``ok`` must be ``False`` itself: a missing or ``None`` flag is no failure, and a
-    ``code`` field never flips a result (seed 001).
+    ``code`` field never flips a result (the tool failure contract).
     """
     details = result.details
     own = details if isinstance(details, Mapping) else None

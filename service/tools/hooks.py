@@ -61,7 +61,7 @@ class Block:
 class AfterResult:
     """Partial override returned by an after-hook; fields left UNSET keep the tool's value.
 
-    Merge rule (seed 002): `details` replaces the structured value when given. Giving `text`
+    Merge rule (text and structured value are two channels): `details` replaces the structured value when given. Giving `text`
     without `details` drops the structured value (set to None), because it may no longer match the
     text; return both to keep it.
     """

@@ -75,7 +75,7 @@ class ToolSpec:
     `idempotent` tools may be repeated: the host retries them when they raise a transient error
     (TimeoutError, ConnectionError, OSError).
 
-    Failing (seed 001): raise, return ``ToolResult(is_error=True)``, or return a dict with
+    Failing (the tool failure contract): raise, return ``ToolResult(is_error=True)``, or return a dict with
     ``success: False`` (reason from ``stderr``/``error``/``msg``/``user_message``) or ``ok: False``
     (``error``/``msg``). Add ``error_type`` ("recoverable" when other arguments would work, "config",
     "transient"), ``need_param``, ``non_retriable: True`` (only for deployment problems: the tool is

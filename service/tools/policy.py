@@ -1,4 +1,4 @@
-"""Tool policy (seed 004): allow/deny lists, groups, profiles, and narrowing policies.
+"""Tool policy: allow/deny lists, groups, profiles, and narrowing policies.
 
 Entries are tool names, tool ids, plugin ids, `group:core` (tools shipped with codemode) or
 `group:plugins` (tools of loaded plugins). Deny always wins.

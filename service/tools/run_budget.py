@@ -1,4 +1,4 @@
-"""The failure budget of a run (seed 001) and the transient-failure breaker of a tenant's tools.
+"""The failure budget of a run (the tool failure contract) and the transient-failure breaker of a tenant's tools.
 
 A run is (tenant, session_id, run_id): an agent's turn, spanning several cells.  Its counters live
 in the session store (SQLite or Redis), so every cell, replica and restart sees the same ones; each

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MAX_SEARCHES", "LOOP_GUARD_LIMIT", "CallOutcome", "CallSession"]
 
-# Seed 001: the 4th identical call (count > 3) is refused.
+# The tool failure contract's loop guard: the 4th identical call (count > 3) is refused.
 LOOP_GUARD_LIMIT = 3
 _UNPARSED = object()
 _MAX_ERROR_BYTES = 4096
@@ -46,7 +46,7 @@ _INLINE_STEPS = 2000
 #: Tool replies larger than this are decoded and checked in a thread straight away.
 _INLINE_BYTES = 64 * 1024
 DEFAULT_MAX_SEARCHES = 200
-#: Attempts in all for an idempotent tool raising a transient error (seed 001), and the first pause.
+#: Attempts in all for an idempotent tool raising a transient error (the tool failure contract), and the first pause.
 MAX_ATTEMPTS = 3
 _RETRY_PAUSE_S = 0.05
 #: Envelope warnings about partial successes one cell collects at most.
@@ -231,7 +231,7 @@ class CallSession:
         return CallOutcome(name, encoded, result.text, result.is_error, entry.network, parsed)
 
     def _count_failure(self, entry: ToolEntry, exc: ToolCallError, ctx: ToolContext, reservation: Reservation) -> None:
-        """Count a non-recoverable failure of the tool itself against the run (seed 001)."""
+        """Count a non-recoverable failure of the tool itself against the run (the tool failure contract)."""
         if isinstance(exc, ToolExecutionError) and exc.recoverable:
             return
         if not isinstance(exc, ToolExecutionError | OutputContractError):

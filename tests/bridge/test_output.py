@@ -183,7 +183,7 @@ def test_waits_without_new_output_deliver_nothing() -> None:
 
 
 def test_marker_describes_original_output_across_legs() -> None:
-    """exec->wait: the marker's prefix and omittedBytes describe the original blocks (issue 132575)."""
+    """exec->wait: the marker's prefix and omittedBytes describe the original blocks."""
     first, second = text_entry("🦞" * 140), text_entry("é" * 240)
     _, (exec_leg, wait_leg) = run_legs(1024, [[first], [second]], json_value(True))
     original = array_text([first, second])

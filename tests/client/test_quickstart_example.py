@@ -1,4 +1,4 @@
-"""examples/client_quickstart.py (the README's client examples) works against a real server."""
+"""examples/client_quickstart.py (the Python client guide's examples, docs/guide/python-client.md) works against a real server."""
 
 from __future__ import annotations
 

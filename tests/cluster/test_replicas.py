@@ -1,4 +1,4 @@
-"""Three replicas behind a round-robin HAProxy behave like one service (issue 12).
+"""Three replicas behind a round-robin HAProxy behave like one service.
 
 Each request goes to whichever replica the front (or the test) picks; a cell lives on the replica
 that started it, and every other replica relays its wait, cancel and status there.

@@ -1,4 +1,4 @@
-"""Issue 8 items 3-6 through the real service: the hook stays out of reach, guest strings are
+"""Guest hardening through the real service: the hook stays out of reach, guest strings are
 well-formed, deep values fail cleanly, caps reject catchably (again on the host), and guest-side
 conditions fail only their cell while the worker process lives on."""
 

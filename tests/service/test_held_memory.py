@@ -1,4 +1,4 @@
-"""Every byte held for a cell is charged and bounded (SPEC §5, issue 8): pending request arguments,
+"""Every byte held for a cell is charged and bounded (SPEC §5, the untrusted-input contract): pending request arguments,
 finished-cell summaries, and end-of-cell commits that happen only once the result can be sent."""
 
 from __future__ import annotations

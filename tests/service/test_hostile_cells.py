@@ -1,4 +1,4 @@
-"""Hostile cells (issue 2 §5): each gets the right answer while the same service keeps serving."""
+"""Hostile cells: each gets the right answer while the same service keeps serving."""
 
 from __future__ import annotations
 

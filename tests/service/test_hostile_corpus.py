@@ -1,4 +1,4 @@
-"""The hostile corpus (issue 8 §7) against a live ``codemode serve`` on loopback, while /healthz is probed.
+"""The hostile corpus (the untrusted-input contract) against a live ``codemode serve`` on loopback, while /healthz is probed.
 
 Each case of ``tests/support/hostile.py`` is one test: its requests must get the answers the contract
 demands (see that module), ``/healthz`` must stay fast while it runs (nothing a caller sends may hold
@@ -21,7 +21,7 @@ from tests.support.tenant_server import TENANT_KEYS, HealthProbe, LiveServer, pe
 
 pytestmark = pytest.mark.timeout(300)
 
-#: Longest /healthz answer allowed while any case runs ("a fraction of a second", issue 8).
+#: Longest /healthz answer allowed while any case runs ("a fraction of a second", the untrusted-input contract).
 HEALTHZ_MAX_S = 0.5
 
 
@@ -124,7 +124,7 @@ def test_hostile_case(case: Case, live: tuple[LiveServer, HealthProbe]) -> None:
 
 
 def test_corpus_is_large_and_covers_issue_8() -> None:
-    """At least 60 cases, including one for each attack issue 8 lists."""
+    """At least 60 cases, including one for each attack the untrusted-input contract lists."""
     ids = {c.id for c in CASES}
     assert len(ids) >= 60
     for needed in (

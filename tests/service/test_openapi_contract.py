@@ -1,7 +1,7 @@
 """The OpenAPI document against live answers, checked by an independent validator (openapi-core).
 
 A real ``codemode serve`` (plugins, an MCP server, the SQLite session store) answers one request of
-every kind the README's HTTP API table gives; openapi-core finds each URL's operation in
+every kind the HTTP API reference's route table gives (docs/reference/http-api.md); openapi-core finds each URL's operation in
 ``/openapi.json`` (a URL no path template describes fails), validates the request, and validates the
 answer's status, media type and body against the documented schema (``additionalProperties: false``
 in the models, so an undocumented field fails too).  Declaration files are read at every depth the
@@ -27,7 +27,7 @@ from tests.mcp.conftest import SERVER_SCRIPT
 from tests.support.live_server import codemode_serve
 from tests.support.polling import poll_until
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+HTTP_API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "http-api.md"
 CONFIG = f"""
 [tools]
 plugins = ["examples.plugins.shipping", "tests.support.echo_plugin"]
@@ -37,7 +37,7 @@ command = {sys.executable!r}
 args = [{SERVER_SCRIPT!r}, "stdio"]
 """
 WEATHER = {"name": "get_weather", "input_schema": {"type": "object"}}
-#: Routes the README lists that are not part of the OpenAPI document, and why.
+#: Routes the route table lists that are not part of the OpenAPI document, and why.
 NOT_OPENAPI = {
     "/mcp": "MCP's JSON-RPC, described by the MCP specification",
     "/docs": "the page that renders the document",
@@ -152,11 +152,11 @@ def test_ops_routes_match_the_document(live: Live) -> None:
     assert "codemode_event_loop_lag_seconds" in live.ok("GET", "/metrics")
 
 
-def test_every_url_of_the_readme_is_an_operation(live: Live) -> None:
-    """Each ``METHOD /path`` of the README's HTTP API table is an operation of the document, path
+def test_every_url_of_the_route_table_is_an_operation(live: Live) -> None:
+    """Each ``METHOD /path`` of the HTTP API reference's route table is an operation of the document, path
     parameters included (``{dir}/{name}``: nested declaration files), except the MCP endpoint."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## HTTP API (v1)") : text.index("**Envelope**")]
+    text = HTTP_API_PAGE.read_text(encoding="utf-8")
+    section = text[text.index("## Routes") : text.index("## OpenAPI")]
     table = "\n".join(line for line in section.splitlines() if line.startswith("| `"))
     documented = {
         (method, re.sub(r"\{[^}]+\}", "{}", path))

@@ -1,4 +1,4 @@
-"""Saved results shared by two service instances through one real redis-server (issue 12, item 2).
+"""Saved results shared by two service instances through one real redis-server (replicas share saved results).
 
 Each instance is a whole app (its own worker processes, event loop and Redis connections) as a
 replica would be; a result saved by a cell on one loads in a cell on the other with the same

@@ -1,4 +1,4 @@
-"""The README promise on a real socket: `codemode serve` answers the quick-start curl body."""
+"""The quick start on a real socket: `codemode serve` answers the quick-start curl body."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_quick_start_curl_body_over_a_real_socket(served):
-    """POST the README's curl body: completed, value 2, output [text "hi"]."""
+    """POST the quick start's curl body (README.md): completed, value 2, output [text "hi"]."""
     r = httpx.post(
         served + "/v1/exec",
         content=b'{"code":"text(\\"hi\\"); return 1+1"}',

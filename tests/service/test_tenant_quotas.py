@@ -1,4 +1,4 @@
-"""Tenants stay isolated under load (issue 9): fair admission and per-tenant quotas, two real API keys."""
+"""Tenants stay isolated under load: fair admission and per-tenant quotas, two real API keys."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tool failures the way seed 001 defines them (SPEC §10, issue 13), through HTTP with real plugin tools:
+"""Tool failures the way the tool failure contract defines them (SPEC §10), through HTTP with real plugin tools:
 the failure envelope and fake-success flip, the per-run failure budget, transient retries, the run endpoint."""
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""A corpus of hostile requests (issue 8) and what a correct service answers to each.
+"""A corpus of hostile requests (the untrusted-input contract) and what a correct service answers to each.
 
 Every case is an async function that sends its requests through a ``Caller``; the caller checks
 what every answer must satisfy whatever was sent (never a 5xx except capacity, valid UTF-8 JSON
 with no lone surrogate, a cell envelope for 200s on cell routes, the error schema otherwise, and
 ``transient`` only when retrying helps), and the case asserts its own expectation on top.  The
-expectations are the contract's (SPEC §2, §8, §10 and issue 8), not today's behaviour.
+expectations are the contract's (SPEC §2, §8, §10 and §11), not today's behaviour.
 
 Used by ``tests/service/test_hostile_corpus.py`` (each case one test id) and by ``bench/soak.py``
 (a subset as hostile background traffic).

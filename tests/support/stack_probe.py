@@ -1,4 +1,4 @@
-"""A cell that tries every stack-frame path to a function of the guest prelude (issue 8 item 4).
+"""A cell that tries every stack-frame path to a function of the guest prelude (guest hardening: the prelude stays out of reach).
 
 It installs ``Error.prepareStackTrace`` and makes errors inside every kind of frame the prelude
 can put on the stack: cell code, prelude code the cell called, the host hook settling a reply

@@ -22,7 +22,7 @@ async def _fail(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
 
 
 def _reporting(name: str) -> Any:
-    """A tool that counts its runs and returns ``params["reply"]`` as its result (a seed-001 envelope)."""
+    """A tool that counts its runs and returns ``params["reply"]`` as its result (a tool failure contract envelope)."""
 
     async def execute(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
         CALLS[name] = CALLS.get(name, 0) + 1
@@ -104,10 +104,10 @@ TEST_TOOLS = [
     ),
 ]
 
-#: Tools for the seed-001 failure tests (tests/service/test_tool_failures.py); kept apart from
+#: Tools for the tool failure contract tests (tests/service/test_tool_failures.py); kept apart from
 #: TEST_TOOLS so the other modules' catalogs stay as they are.
 FAILURE_TOOLS = [
-    # Seed 001 failure kinds: each returns the envelope it is given and counts its runs in CALLS.
+    # The tool failure contract's failure kinds: each returns the envelope it is given and counts its runs in CALLS.
     *(
         ToolSpec(
             name=name,

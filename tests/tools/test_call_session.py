@@ -42,7 +42,7 @@ async def test_loop_guard_refuses_fourth_identical_call(make_tool, ctx) -> None:
 
 @pytest.mark.anyio
 async def test_loop_guard_ignores_rejected_input(make_tool, ctx) -> None:
-    """Calls failing input validation do not count toward the loop guard (seed 001)."""
+    """Calls failing input validation do not count toward the loop guard (the tool failure contract)."""
     spec = make_tool("strict", input_schema={"type": "object", "required": ["x"]}, result=1)
     session = _session([spec])
     for _ in range(4):
@@ -95,7 +95,7 @@ async def test_before_hook_rewrites_arguments_and_after_hook_merges(make_tool, c
 
 @pytest.mark.anyio
 async def test_after_hook_text_without_details_drops_details(make_tool, ctx) -> None:
-    """Seed 002: replacing only the text drops the structured value; giving both keeps it."""
+    """The after-hook merge rule: replacing only the text drops the structured value; giving both keeps it."""
     spec = make_tool("stats", result=ToolResult(details={"count": 5}, text="5 rows"))
     only_text = Hook(after=lambda call, result: AfterResult(text="redacted"))
     outcome = await _session([spec], hooks=[only_text]).call_detailed("stats", {}, ctx)
@@ -172,7 +172,7 @@ async def test_non_finite_numbers_become_null(make_tool, ctx) -> None:
 
 @pytest.mark.anyio
 async def test_error_result_rejects_with_message(make_tool, ctx) -> None:
-    """is_error results reject (seed 001); their text is the reason and is copied into details as `message`."""
+    """is_error results reject (the tool failure contract); their text is the reason and is copied into details as `message`."""
     spec = make_tool("soft", result=ToolResult(details={"code": 7}, text="carrier offline", is_error=True))
     with pytest.raises(ToolExecutionError) as failed:
         await _session([spec]).call_detailed("soft", {}, ctx)

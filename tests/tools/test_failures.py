@@ -1,4 +1,4 @@
-"""Seed 001 failure rules in isolation: the flip and reason order, partial successes, the run ledger, the breaker."""
+"""The tool failure contract in isolation: the flip and reason order, partial successes, the run ledger, the breaker."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tool policy (seed 004): groups, plugin ids, optional tools, profiles, deny wins, narrowing."""
+"""Tool policy: groups, plugin ids, optional tools, profiles, deny wins, narrowing."""
 
 from __future__ import annotations
 

@@ -1,17 +1,16 @@
-"""The README's examples stay true: its config file loads as written."""
+"""The settings reference's configuration file stays true: it loads as written."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from service.settings import load_settings
+from tests.docs.pages import DOCS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+SETTINGS_PAGE = DOCS / "reference" / "settings.md"
 
 
-def test_readme_config_example_loads(tmp_path):
-    """The TOML example under Configuration is accepted by the settings loader as written."""
-    text = README.read_text(encoding="utf-8")
+def test_settings_page_config_example_loads(tmp_path):
+    """The TOML example of the settings reference is accepted by the settings loader as written."""
+    text = SETTINGS_PAGE.read_text(encoding="utf-8")
     start = text.index("```toml\n[limits]") + len("```toml\n")
     config = tmp_path / "codemode.toml"
     config.write_text(text[start : text.index("```", start)], encoding="utf-8")
