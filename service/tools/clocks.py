@@ -14,12 +14,15 @@ tools (the API caller's work) are not on it.  MCP servers declare theirs in thei
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 
 from service.tools.errors import ToolConfigError, ToolTimeoutError
 from service.tools.plugin import ToolSpec
 
-__all__ = ["CANCEL_GRACE_S", "ToolClocks", "timed_out"]
+__all__ = ["CANCEL_GRACE_S", "CallClock", "ToolClocks", "timed_out"]
 
 #: How long a cancelled call may take to unwind (clean up) before the guest's promise rejects anyway
 #: and the call's task is left behind; a handler that swallows cancellation cannot hold the cell.
@@ -44,6 +47,54 @@ class ToolClocks:
                 f"{self.cap_s:g} s (tool_timeout_cap_seconds); lower the tool's timeout_s or raise the cap"
             )
         return float(spec.timeout_s)
+
+
+class CallClock:
+    """One call's wall clock around the awaits of its own task (``with CallClock(...): await ...``).
+
+    One timer per call, no task: at the limit it cancels the task (the tool sees ``CancelledError``
+    and may clean up), and the block then raises ``tool_timeout``, also when the tool turned the
+    cancellation into an error of its own or swallowed it and returned.  ``CANCEL_GRACE_S`` after the
+    limit the same timer tells ``overdue`` (if given) the rejection, for a tool that has not unwound
+    by then.  A cancellation from elsewhere (the cell ended) still propagates as a cancellation.
+    """
+
+    __slots__ = ("_expired", "_handle", "_limit_s", "_loop", "_name", "_overdue", "_task")
+
+    def __init__(self, limit_s: float, name: str, overdue: Callable[[ToolTimeoutError], None] | None = None) -> None:
+        self._limit_s = limit_s
+        self._name = name
+        self._overdue = overdue
+        self._expired = False
+
+    def __enter__(self) -> CallClock:
+        self._loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None, "a CallClock runs inside a task"
+        self._task = task
+        self._handle = self._loop.call_later(self._limit_s, self._expire)
+        return self
+
+    def _expire(self) -> None:
+        self._expired = True
+        self._task.cancel()
+        if self._overdue is not None:
+            self._handle = self._loop.call_later(CANCEL_GRACE_S, self._tell_overdue)
+
+    def _tell_overdue(self) -> None:
+        assert self._overdue is not None
+        self._overdue(timed_out(self._name, self._limit_s))
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._handle.cancel()
+        if not self._expired:
+            return
+        # Take back our own cancellation; one requested by someone else (the cell ended) still stands.
+        if self._task.uncancel() > 0 and exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
+            return
+        raise timed_out(self._name, self._limit_s) from None
 
 
 def timed_out(name: str, limit_s: float) -> ToolTimeoutError:

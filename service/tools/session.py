@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
 from service.tools.approvals import ApprovalRules, AskApproval, NeedsApproval, denial_message, hook_reason
-from service.tools.clocks import CANCEL_GRACE_S, timed_out
+from service.tools.clocks import CallClock
 from service.tools.contracts import ValidationDeferred
 from service.tools.errors import (
     ApprovalDeniedError,
@@ -166,10 +166,10 @@ class CallSession:
         for an approval through ``ask`` is added to it.  Without ``ask``, a call that needs approval
         is refused (``approval_denied``): nobody could be asked.
 
-        A native tool's execute() runs on the tool's wall clock (``service.tools.clocks``): past it
-        the call is cancelled and rejects with ``tool_timeout``, a counted failure of the run.  When
-        the tool does not unwind within ``CANCEL_GRACE_S`` after that, ``overdue`` is called with
-        that rejection so the caller can answer the guest without waiting for it.
+        A native tool's execute() runs on the tool's wall clock (``service.tools.clocks.CallClock``):
+        past it the call is cancelled and rejects with ``tool_timeout``, a counted failure of the run.
+        When the tool has not unwound ``CANCEL_GRACE_S`` later, ``overdue`` is told that rejection so
+        the caller can answer the guest without waiting for the tool.
         """
         entry = self.view.require(callable_name)
         name = entry.callable_name
@@ -315,32 +315,11 @@ class CallSession:
     async def _clocked(
         self, entry: ToolEntry, params: Any, ctx: ToolContext, deadline: float | None, overdue: Overdue | None
     ) -> ToolResult:
-        """``_execute`` on the tool's wall clock: one ``asyncio.timeout`` (a timer, no task) per call."""
-        limit = entry.timeout_s
-        if limit is None:
+        """``_execute`` on the tool's wall clock (one timer per call, no task)."""
+        if entry.timeout_s is None:
             return await self._execute(entry, params, ctx, deadline)
-        backstop = None
-        if overdue is not None:
-            backstop = asyncio.get_running_loop().call_later(
-                limit + CANCEL_GRACE_S, overdue, timed_out(entry.callable_name, limit)
-            )
-        clock = asyncio.timeout(limit)
-        result = None
-        try:
-            async with clock:
-                result = await self._execute(entry, params, ctx, deadline)
-        except (TimeoutError, ToolCallError):
-            if not clock.expired():
-                raise
-            # Cancelled by its clock; a tool that turned the cancellation into an error of its own
-            # timed out all the same.
-        finally:
-            if backstop is not None:
-                backstop.cancel()
-        if clock.expired() or result is None:
-            # Also when the tool swallowed the cancellation and returned: too late, its result is dropped.
-            raise timed_out(entry.callable_name, limit) from None
-        return result
+        with CallClock(entry.timeout_s, entry.callable_name, overdue):
+            return await self._execute(entry, params, ctx, deadline)
 
     async def _execute(self, entry: ToolEntry, params: Any, ctx: ToolContext, deadline: float | None) -> ToolResult:
         assert entry.spec is not None
