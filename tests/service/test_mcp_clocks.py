@@ -106,3 +106,16 @@ def test_an_mcp_clock_over_the_cap_stops_the_service_at_start():
     slow_server = McpServerConfig(name="s", command="x", timeout_ms=61_000).validate()
     with pytest.raises(ConfigError, match=r"timeout_ms = 61000 is above tool_timeout_cap_seconds \(60 s\)"):
         Settings(mcp_servers=(slow_server,), tool_timeout_cap_seconds=60, tool_timeout_seconds=60).check()
+
+
+def test_tool_timeouts_ms_is_read_from_the_config_file(tmp_path):
+    """`tool_timeouts_ms` in `[mcp.servers.<name>]` is a table of tool name -> ms; other tools use timeout_ms."""
+    from service.settings import load_settings
+
+    path = tmp_path / "codemode.toml"
+    path.write_text(
+        '[mcp.servers.search]\nurl = "https://search.example/mcp"\ntimeout_ms = 5000\n'
+        "tool_timeouts_ms = { deep_crawl = 600000 }\n"
+    )
+    (server,) = load_settings(environ={}, config_path=str(path)).mcp_servers
+    assert server.tool_timeout_ms("deep_crawl") == 600000 and server.tool_timeout_ms("lookup") == 5000

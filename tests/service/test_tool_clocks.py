@@ -238,3 +238,30 @@ def test_the_default_clock_cannot_exceed_the_cap():
     """tool_timeout_seconds above tool_timeout_cap_seconds stops the service at start, naming the setting."""
     with pytest.raises(ConfigError, match="tool_timeout_seconds is above tool_timeout_cap_seconds"):
         Settings(tool_timeout_seconds=100, tool_timeout_cap_seconds=10).check()
+
+
+def test_leg_spans_carry_where_the_time_went(tmp_path):
+    """With tracing on, each leg's ``codemode.cell`` span carries wall_ms, guest_cpu_ms, tool_wait_ms and
+    tool_wait_total_ms as its envelope's telemetry tells them."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from service.assembly import build_components
+    from service.http.app import create_app
+    from service.tracing import tracing_to
+    from tests.support.tools import TEST_TOOLS
+
+    exporter = InMemorySpanExporter()
+    settings = Settings(workers=1, data_dir=str(tmp_path), kill_grace_ms=500).check()
+    services = build_components(settings, extra_tools=TEST_TOOLS, tracing=tracing_to(exporter))
+    with TestClient(create_app(settings, services)) as c:
+        env = run_ok(c, "return (await echo({x: 1, delay: 0.05})).echo;")
+        legs = [
+            s
+            for s in exporter.get_finished_spans()
+            if s.name == "codemode.cell" and s.attributes["codemode.cell_id"] == env["cell_id"]
+        ]
+    assert len(legs) == 1
+    times = env["telemetry"]
+    for key in ("wall_ms", "guest_cpu_ms", "tool_wait_ms", "tool_wait_total_ms"):
+        assert legs[0].attributes[f"codemode.{key}"] == pytest.approx(times[key], abs=0.01), key
+    assert times["tool_wait_ms"] > 0
