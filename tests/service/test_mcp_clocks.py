@@ -74,7 +74,8 @@ def test_other_tools_run_on_the_servers_timeout_ms(client, server):
 
 @pytest.mark.parametrize("server", TRANSPORTS)
 def test_cancelling_a_cell_cancels_its_mcp_calls(tmp_path, web_server, server):
-    """A cell parked on an MCP call (clock of 20 s) and cancelled: the server sees the call cancelled."""
+    """A cell parked on an MCP call (clock of 20 s) and cancelled: the server sees the call cancelled, and
+    nothing of the call stays charged to the tenant."""
     marker = tmp_path / "cancelled"
     servers = (
         McpServerConfig(name="local", command=sys.executable, args=(SERVER_SCRIPT, "stdio"), timeout_ms=20000),
@@ -89,6 +90,7 @@ def test_cancelling_a_cell_cancels_its_mcp_calls(tmp_path, web_server, server):
         r = c.post(f"/v1/cells/{env['cell_id']}/cancel")
         assert r.json()["code"] == "aborted", r.text
         poll_until(lambda: lines(marker) == 1, f"the {server} server saw the call cancelled")
+        assert c.app.state.services.cells.held_account("local").used == 0  # nothing of it stays charged
 
 
 def test_tool_timeouts_ms_must_map_names_to_positive_integers():
