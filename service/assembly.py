@@ -38,6 +38,7 @@ from .stores import ResultsBackend, ResultsLimits, SessionStore, open_results, o
 from .stores.errors import StoreError
 from .stores.results_backend import LocalResults
 from .tools.catalog import CatalogLimits, CatalogView, ToolCatalog
+from .tools.clocks import ToolClocks
 from .tools.errors import ToolError
 from .tools.loader import load_plugins
 from .tools.plugin import ToolSpec
@@ -225,6 +226,7 @@ def build_components(
             loaded.hooks,
             policy,
             limits=CatalogLimits(settings.search_default_limit, settings.max_search_limit),
+            clocks=ToolClocks(settings.tool_timeout_seconds, settings.tool_timeout_cap_seconds),
         )
     except ToolError as exc:
         raise ConfigError(f"tools: {exc}", need_param="tools") from None

@@ -156,6 +156,14 @@ class Settings(BaseSettings):
         "limits", 8, 1, 10000, "counted tool failures of a run before every tool call is refused"
     )
     max_pending_requests: Int = setting("limits", 128, 1, 4096, "host requests one cell may have in flight")
+    # Wall clocks of tool calls (service/tools/clocks.py): a native tool's default, and the cap no
+    # tool or MCP server may declare more than.
+    tool_timeout_seconds: Int = setting(
+        "limits", 600, 1, 86400, "wall clock of one native tool call unless the tool declares its own timeout_s"
+    )
+    tool_timeout_cap_seconds: Int = setting(
+        "limits", 1800, 1, 86400, "largest wall clock a tool or MCP server may declare; a plugin over it is refused"
+    )
     search_default_limit: Int = setting("limits", 8, 1, 50, "catalog.search default limit")
     max_search_limit: Int = setting("limits", 50, 1, 50, "catalog.search largest limit")
     max_request_bytes: Int = setting("limits", 8 * MiB, 1024, 256 * MiB, "JSON arguments of one guest request")
@@ -317,6 +325,18 @@ class Settings(BaseSettings):
             raise ConfigError("timeout_ms is above max_timeout_ms", need_param="timeout_ms")
         if self.memory_limit_bytes > self.max_memory_limit_bytes:
             raise ConfigError("memory_limit_bytes is above max_memory_limit_bytes", need_param="memory_limit_bytes")
+        if self.tool_timeout_seconds > self.tool_timeout_cap_seconds:
+            raise ConfigError(
+                "tool_timeout_seconds is above tool_timeout_cap_seconds", need_param="tool_timeout_seconds"
+            )
+        for server in self.mcp_servers:
+            over = server.clock_over(self.tool_timeout_cap_seconds * 1000)
+            if over is not None:
+                raise ConfigError(
+                    f"mcp.servers.{server.name}: {over} is above tool_timeout_cap_seconds "
+                    f"({self.tool_timeout_cap_seconds} s); lower it or raise the cap",
+                    need_param=f"mcp.servers.{server.name}",
+                )
         if self.advertise_url and not re.match(r"^https?://[^/?#\s]+(/[^?#\s]*)?$", self.advertise_url):
             raise ConfigError(
                 f"advertise_url {self.advertise_url!r} is not an http:// or https:// URL (e.g. http://10.0.0.5:8000)",

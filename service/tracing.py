@@ -165,6 +165,7 @@ class Tracing:
             {
                 "codemode.status": str(status),
                 "codemode.legs": cell.telemetry.legs,
+                **_times(envelope.get("telemetry")),
                 "codemode.output_bytes": cell.output.committed_bytes - output_before,
                 **({"codemode.code": str(code)} if code else {}),
             }
@@ -218,6 +219,14 @@ def end_call(
     if outcome != "ok":
         span.set_status(trace.StatusCode.ERROR, outcome)
     span.end()
+
+
+def _times(telemetry: Any) -> dict[str, float]:
+    """Where the leg's time went, as its envelope's telemetry tells it (``codemode.wall_ms``, ...)."""
+    if not isinstance(telemetry, dict):
+        return {}
+    keys = ("wall_ms", "guest_cpu_ms", "tool_wait_ms", "tool_wait_total_ms")
+    return {f"codemode.{key}": float(telemetry[key]) for key in keys if isinstance(telemetry.get(key), int | float)}
 
 
 def _outcome(reply: Any) -> str:

@@ -59,6 +59,7 @@ CONTRACT = {
     # guest-visible err.code of a rejected tool call (ToolCallError.to_guest)
     "service.tools.errors.ToolCallError": "tool_error",
     "service.tools.errors.ToolExecutionError": "tool_error",
+    "service.tools.errors.ToolTimeoutError": "tool_timeout",
     "service.tools.errors.InvalidInputError": "invalid_input",
     "service.tools.errors.ClientToolDeclError": "invalid_input",
     "service.tools.errors.InputContractError": "input_contract",

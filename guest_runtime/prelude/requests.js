@@ -22,7 +22,7 @@ function makeError(err) {
   if (err && typeof err.code === "string") defineValue(e, "code", err.code);
   // The tool failure contract's fields of a tool_error (errorType, needParam, ...) travel the same way.
   const extra = ["effectStatus", "tool", "details", "data", "errorType", "needParam", "nonRetriable",
-    "userMessage", "redirect", "upstream"];
+    "userMessage", "redirect", "upstream", "timeoutSeconds"];
   for (let i = 0; i < extra.length; i++) {
     if (err && err[extra[i]] !== undefined) defineValue(e, extra[i], err[extra[i]]);
   }

@@ -61,11 +61,12 @@ declare function load(key: string): Promise<unknown>;
  * What a rejected tool call carries (catch it as `e: ToolCallError`). `tool_error`: the tool failed.
  * A tool that failed 4 times in this run (or once with nonRetriable) rejects with `tool_blocked` without
  * running: use another tool or report the problem. After 8 failures in a run every tool call rejects
- * with `failure_budget_exhausted`: stop and report. Recoverable failures never count.
+ * with `failure_budget_exhausted`: stop and report. Recoverable failures never count. `tool_timeout`:
+ * the call ran past its wall clock (`timeoutSeconds`) and was cancelled; it counts as a failure.
  */
 interface ToolCallError extends Error {
     readonly code: "tool_error" | "tool_blocked" | "failure_budget_exhausted" | "invalid_input" | "loop_guard"
-        | "output_contract" | "call_budget_exceeded" | string;
+        | "output_contract" | "call_budget_exceeded" | "tool_timeout" | string;
     readonly tool?: string;
     /** The tool's own failure object (tool_error), or validation details. */
     readonly details?: unknown;
@@ -83,5 +84,7 @@ interface ToolCallError extends Error {
     /** The failing upstream service's own reply. */
     readonly upstream?: unknown;
     readonly effectStatus?: "not_started" | "unknown";
+    /** tool_timeout: the call's wall clock, in seconds. */
+    readonly timeoutSeconds?: number;
 }
 """

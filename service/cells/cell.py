@@ -89,6 +89,7 @@ class Cell:
         self._aborted: str | None = None
         self._started = False
         self._leg_started = time.perf_counter()
+        self._leg_waited_ms = 0.0  # the cell's tool wait when the current leg started
         self._on_park = on_park
         self._on_end = on_end
         self._retainer = retainer
@@ -246,6 +247,7 @@ class Cell:
         margin = min(0.25, max(0.001, budget_ms / 2000))
         self.telemetry.legs += 1
         self._leg_started = time.perf_counter()  # uvloop's loop.time() only has millisecond resolution
+        self._leg_waited_ms = self.requests.waiting.total_ms()
         while True:
             if self._worker_running:
                 assert self.worker is not None
@@ -489,7 +491,9 @@ class Cell:
         }
 
     def _telemetry(self, wall_ms: float) -> dict[str, Any]:
-        return self.telemetry.public(wall_ms)
+        waited = self.requests.waiting.total_ms()
+        # The leg's share of the wait is within the leg: a snapshot (wall 0) of a parked cell shows none.
+        return self.telemetry.public(wall_ms, min(waited - self._leg_waited_ms, wall_ms), waited)
 
     @property
     def _retains(self) -> bool:

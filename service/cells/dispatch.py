@@ -112,6 +112,9 @@ class HostCall:
     #: (tool, input, reason) -> (approved, the approver's reason); parks the cell until answered.  The
     #: input is best its compact JSON (bytes): then the request holds only those bytes meanwhile.
     ask_approval: Callable[[str, Any, str], Awaitable[tuple[bool, str | None]]] | None = None
+    #: Rejects the guest's promise with this error payload now, leaving the handler's task behind
+    #: (cancelled; whatever it returns later is dropped): for a call that ignores its cancellation.
+    abandon: Callable[[dict[str, Any]], None] | None = None
     #: What the call is, for the caller's list of pending calls (``tool``): set by handlers that know.
     label: str | None = None
     _args: list[Any] | None = field(default=None, repr=False)

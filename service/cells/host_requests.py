@@ -40,6 +40,7 @@ from service.tracing import end_call
 
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
 from .request_caps import check_request, leading_strings
+from .wait_clock import UNTIMED_METHODS, WaitClock
 
 #: One reply for the worker: the settle entry, and its JSON payload when it succeeded.
 ReadyReply = tuple[Reply, bytes | None]
@@ -103,6 +104,7 @@ class HostRequests:
         self._ready: list[ReadyReply] = []
         self._charged: dict[int, int] = {}  # request id -> inbox bytes of its queued reply
         self._in_flight: set[int] = set()  # ids whose handler task runs (a dropped one counts no more)
+        self.waiting = WaitClock()  # time with host work in flight (telemetry's tool_wait_ms)
         self._closed = False
         self.trace: Any = None  # service.tracing.CellTrace once a leg is traced; None while tracing is off
 
@@ -199,8 +201,11 @@ class HostRequests:
         if route.side_effects:
             self._unconfirmed.add(request_id)
         self._in_flight.add(request_id)
+        if method not in UNTIMED_METHODS:
+            self.waiting.start(request_id)
         call = self.make_call(request_id, method, raw)
         call.ask_approval = functools.partial(self._ask_approval, request_id)
+        call.abandon = functools.partial(self._abandon, request_id)
         pending.task = asyncio.ensure_future(self._run(route.handler, call))
 
     def _charge_args(self, pending: Pending, raw: bytes) -> dict[str, Any] | None:
@@ -251,6 +256,7 @@ class HostRequests:
             return
         finally:
             self._in_flight.discard(call.request_id)
+            self.waiting.stop(call.request_id)
         self.settle(call.request_id, True, value)
 
     def _await_caller(self, request_id: int, need: NeedsCaller) -> None:
@@ -372,6 +378,7 @@ class HostRequests:
         pending = self._pending.pop(request_id, None)
         self._confirm(request_id)
         self._in_flight.discard(request_id)  # at once: the guest may start a new one in the same frame
+        self.waiting.stop(request_id)
         if pending is None:
             return
         self.inbox.release(pending.args_bytes)
@@ -379,6 +386,17 @@ class HostRequests:
             pending.task.cancel()
         if pending.span is not None:
             end_call(pending.span, pending.args_bytes, None, outcome="dropped")
+
+    def _abandon(self, request_id: int, error: dict[str, Any]) -> None:
+        """Reject the request with ``error`` now and cancel its task again; a late result is dropped."""
+        pending = self._pending.get(request_id)
+        if pending is None:
+            return
+        self._in_flight.discard(request_id)
+        self.waiting.stop(request_id)
+        self.settle(request_id, False, error)
+        if pending.task is not None:
+            pending.task.cancel()
 
     def _confirm(self, request_id: int) -> None:
         """The request settled or was dropped without waiting for approval: its effects count."""
@@ -408,6 +426,7 @@ class HostRequests:
         self._ready.clear()
         self._charged.clear()
         self.inbox.release_all()
+        self.waiting.stop_all()
 
 
 def call_label(method: str, raw: bytes) -> str | None:

@@ -69,11 +69,14 @@ class Telemetry:
     legs: int = 0
     heap_bytes: int = 0
 
-    def public(self, wall_ms: float) -> dict[str, Any]:
-        """The envelope's ``telemetry`` object; ``wall_ms`` is the current exec/wait call's."""
+    def public(self, wall_ms: float, tool_wait_ms: float = 0.0, tool_wait_total_ms: float = 0.0) -> dict[str, Any]:
+        """The envelope's ``telemetry`` object; ``wall_ms`` and ``tool_wait_ms`` are the current
+        exec/wait call's, ``tool_wait_total_ms`` the cell's so far (service.cells.wait_clock)."""
         return {
             "wall_ms": round(wall_ms, 3),
             "guest_cpu_ms": self.guest_cpu_ms,
+            "tool_wait_ms": round(tool_wait_ms, 3),
+            "tool_wait_total_ms": round(tool_wait_total_ms, 3),
             "call_count": self.call_count,
             "search_count": self.search_count,
             "describe_count": self.describe_count,

@@ -28,6 +28,7 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
         name: Any = args[0] if args else None
         # Retries of an idempotent tool stay within one cell timeout of the call's start.
         deadline = asyncio.get_running_loop().time() + call.cell.spec.limits.timeout_ms / 1000
+        abandon = call.abandon
         running = state.session.call_detailed(
             name,
             args[1] if len(args) > 1 else {},
@@ -35,6 +36,7 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
             deadline=deadline,
             ask=call.ask_approval,
             handed_over=True,
+            overdue=None if abandon is None else lambda exc: abandon(_guest_error(exc).payload()),
         )
         # From here on only the session holds the parsed arguments (and lets go of them while it waits).
         del args
@@ -45,7 +47,7 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
         except ToolCallError as exc:
             if getattr(exc, "untrusted", False):
                 call.cell.network_content = True
-            raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
+            raise _guest_error(exc) from None
         finally:
             sync_counters(call)
         if outcome.network:
@@ -104,3 +106,8 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
     dispatcher.on_finish(failures_written)
     dispatcher.register("search", search, side_effects=False)
     dispatcher.register("describe", describe, side_effects=False)
+
+
+def _guest_error(exc: ToolCallError) -> GuestError:
+    """The guest's rejection of a tool call that failed with ``exc``."""
+    return GuestError(exc.message, exc.code, extra=exc.to_guest())

@@ -141,6 +141,13 @@ class CellTelemetry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     wall_ms: float
     guest_cpu_ms: float
+    tool_wait_ms: float = Field(
+        description="this exec/wait call's time with at least one host request in flight (timers and "
+        "requests waiting for the API caller excluded); at most wall_ms"
+    )
+    tool_wait_total_ms: float = Field(
+        description="tool_wait_ms summed over the cell's life so far, parked time included"
+    )
     call_count: int
     search_count: int
     describe_count: int
@@ -167,6 +174,8 @@ class CellEnvelope(BaseModel):
                     "telemetry": {
                         "wall_ms": 1.2,
                         "guest_cpu_ms": 0.4,
+                        "tool_wait_ms": 0.0,
+                        "tool_wait_total_ms": 0.0,
                         "call_count": 0,
                         "search_count": 0,
                         "describe_count": 0,

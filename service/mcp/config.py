@@ -42,6 +42,8 @@ class McpServerConfig:
     tenant_idle_seconds: int = 300
     # Tools (as the server lists them) that may be sent again after a connection broke mid-call.
     idempotent_tools: tuple[str, ...] = ()
+    # Wall clocks of single tools (as the server lists them), in ms; the others run on ``timeout_ms``.
+    tool_timeouts_ms: Mapping[str, int] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         # Copies behind read-only views: a caller mutating its dict cannot change a running server.
@@ -51,6 +53,8 @@ class McpServerConfig:
             object.__setattr__(self, label, tuple(value) if isinstance(value, list | tuple) else value)
         object.__setattr__(self, "env", _frozen(self.env))
         object.__setattr__(self, "headers", _frozen(self.headers))
+        if isinstance(self.tool_timeouts_ms, Mapping):
+            object.__setattr__(self, "tool_timeouts_ms", MappingProxyType(dict(self.tool_timeouts_ms)))
 
     @property
     def transport(self) -> str:
@@ -81,6 +85,14 @@ class McpServerConfig:
             raise McpConfigError(f"{where}: 'headers' apply to HTTP servers only", server=self.name)
         if isinstance(self.timeout_ms, bool) or not isinstance(self.timeout_ms, int) or self.timeout_ms <= 0:
             raise McpConfigError(f"{where}: 'timeout_ms' must be a positive integer", server=self.name)
+        if not isinstance(self.tool_timeouts_ms, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0
+            for k, v in self.tool_timeouts_ms.items()
+        ):
+            raise McpConfigError(
+                f"{where}: 'tool_timeouts_ms' must map tool names to positive integers (milliseconds)",
+                server=self.name,
+            )
         if self.startup not in ("eager", "lazy"):
             raise McpConfigError(f'{where}: \'startup\' must be "eager" or "lazy"', server=self.name)
         if "/" in self.name:
@@ -98,6 +110,19 @@ class McpServerConfig:
                 server=self.name,
             )
         return self
+
+    def tool_timeout_ms(self, tool_name: str) -> int:
+        """The wall clock of one call of ``tool_name``: its own entry in ``tool_timeouts_ms``, else ``timeout_ms``."""
+        return self.tool_timeouts_ms.get(tool_name, self.timeout_ms)
+
+    def clock_over(self, cap_ms: int) -> str | None:
+        """The first of this server's clocks above ``cap_ms`` (as the config spells it), or None."""
+        if self.timeout_ms > cap_ms:
+            return f"timeout_ms = {self.timeout_ms}"
+        for tool, ms in self.tool_timeouts_ms.items():
+            if ms > cap_ms:
+                return f"tool_timeouts_ms.{tool} = {ms}"
+        return None
 
     def for_deployment(self, tenants: int) -> McpServerConfig:
         """This config with ``per_tenant`` decided for a deployment serving ``tenants`` tenants."""

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
 
 from service.tools.approvals import denial_message
+from service.tools.clocks import timed_out
 from service.tools.errors import ApprovalDeniedError, ToolCallError
 
 from .errors import McpError, McpTimeout, McpUnavailable
@@ -91,7 +92,13 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
         try:
             async with session.ledger.reserve(name) as reservation:  # the run's failure budget, held while it runs
                 try:
-                    result = await scope(call).call_tool(server, tool, value, deadline_s=deadline(call))
+                    # The tool's wall clock (service.tools.clocks), not the leg's: a parked cell's call goes on.
+                    clock_s = scope(call).hub.tool_clock_s(server, tool, tenant=scope(call).tenant)
+                    result = await scope(call).call_tool(server, tool, value, deadline_s=clock_s)
+                except McpTimeout:
+                    reservation.fail()
+                    timeout = timed_out(name, clock_s)
+                    raise GuestError(timeout.message, timeout.code, extra=timeout.to_guest()) from None
                 except McpError as exc:
                     if exc.counted:
                         reservation.fail()

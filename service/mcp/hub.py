@@ -245,7 +245,17 @@ class McpHub:
             prepared = prepare_arguments(found.input_schema, arguments, label=label)
             return await conn.call_tool(found.name, prepared, remaining)
 
-        return await self._request(slot, deadline_s, call, replayable=lambda: self._idempotent(slot, tool_identifier))
+        clock_s = self.tool_clock_s(server_identifier, tool_identifier, tenant=tenant)
+        return await self._request(
+            slot, deadline_s, call, replayable=lambda: self._idempotent(slot, tool_identifier), limit_s=clock_s
+        )
+
+    def tool_clock_s(self, server_identifier: str, tool_identifier: str, *, tenant: str = DEFAULT_TENANT) -> float:
+        """The wall clock of one call of the tool (its ``tool_timeouts_ms`` entry, else the server's
+        ``timeout_ms``), in seconds; the connect and a resend after a broken connection are on it too."""
+        slot = self._slot(server_identifier, tenant)
+        found = slot.view.tool(tool_identifier) if slot.view is not None else None
+        return slot.config.tool_timeout_ms(found.name if found is not None else tool_identifier) / 1000
 
     async def list_resources(
         self,
@@ -315,11 +325,13 @@ class McpHub:
         op: Callable[[McpConnection, float], Awaitable[_T]],
         *,
         replayable: Callable[[], bool] = lambda: True,
+        limit_s: float | None = None,
     ) -> _T:
         """Run ``op`` on a live connection; sent once more on a new one, within the deadline, when the
         first try provably never reached a live server, or when the connection broke mid-request and
         ``replayable()`` says sending it twice is harmless (listings and reads; idempotent tools)."""
-        budget = max(min(slot.config.timeout_ms / 1000, deadline_s), 0.0)
+        limit = slot.config.timeout_ms / 1000 if limit_s is None else limit_s
+        budget = max(min(limit, deadline_s), 0.0)
         end = time.monotonic() + budget
         slot.active += 1
         try:

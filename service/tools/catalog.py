@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bridge import jsoncodec
+from service.tools.clocks import ToolClocks
 from service.tools.contracts import ToolContract
 from service.tools.errors import ClientToolDeclError, SchemaRefused, ToolConfigError, UnknownToolError
 from service.tools.hooks import Hook
@@ -82,6 +83,7 @@ class ToolEntry:
     optional: bool
     contract: ToolContract = field(repr=False, compare=False)
     spec: ToolSpec | None = field(default=None, repr=False, compare=False)
+    timeout_s: float | None = None  # the wall clock of one call (service.tools.clocks); None: not on one
 
     @property
     def trusted(self) -> bool:
@@ -94,6 +96,7 @@ class _Native:
     spec: ToolSpec
     contract: ToolContract
     subject: PolicySubject
+    timeout_s: float
 
 
 class ToolCatalog:
@@ -123,9 +126,12 @@ class ToolCatalog:
         policy: ToolPolicy | None = None,
         *,
         limits: CatalogLimits | None = None,
+        clocks: ToolClocks | None = None,
     ) -> ToolCatalog:
-        """Compile every contract and apply the base policy; duplicate tool ids are a config error."""
+        """Compile every contract and apply the base policy; duplicate tool ids, and a tool clock
+        over the cap, are config errors."""
         policy = policy or ToolPolicy()
+        clocks = clocks or ToolClocks()
         seen: dict[str, ToolSpec] = {}
         natives: list[_Native] = []
         subjects: list[PolicySubject] = []
@@ -139,11 +145,12 @@ class ToolCatalog:
                     f'and "{spec.plugin_id}"); give one of them a distinct id'
                 )
             seen[spec.tool_id] = spec
+            timeout_s = clocks.of(spec)  # every loaded tool, enabled or not: a plugin over the cap is refused
             subject = PolicySubject(spec.name, spec.tool_id, spec.plugin_id, spec.source, spec.optional)
             subjects.append(subject)
             if policy.enables(subject):
                 contract = ToolContract(spec.input_schema_json, spec.output_schema_json)
-                natives.append(_Native(spec, contract, subject))
+                natives.append(_Native(spec, contract, subject, timeout_s))
         for hook in hooks:
             if not isinstance(hook, Hook):
                 raise ToolConfigError(f"catalog hooks must be Hook objects, got {type(hook).__name__}")
@@ -217,6 +224,7 @@ class ToolCatalog:
             optional=spec.optional,
             contract=native.contract,
             spec=spec,
+            timeout_s=native.timeout_s,
         )
 
     def hints(self, entry: ToolEntry) -> tuple[str | None, str | None]:

@@ -18,6 +18,7 @@ ToolError                        tool_system_error: base
       ├── InvalidContractError   invalid_contract: the tool's own schemas are unusable; it never runs
       ├── ToolExecutionError     tool_error (shared with ToolCallError, which a plugin may raise itself):
       │                          execute() or a hook raised, or the tool reported failure
+      │    └── ToolTimeoutError  tool_timeout: the call ran past its wall clock and was cancelled
       ├── ToolBlockedError       blocked: a before-hook refused the call
       ├── ApprovalDeniedError    approval_denied: the call needed approval and was denied; it never ran
       ├── ToolDisabledError      tool_blocked: the tool failed too often in this run (or non-retriably)
@@ -168,6 +169,19 @@ class ToolExecutionError(ToolCallError):
         if self.reported is not None:
             body["details"] = self.reported
         return body
+
+
+class ToolTimeoutError(ToolExecutionError):
+    """The call ran past its wall clock (``limit_s``) and was cancelled; counted against the run."""
+
+    code = "tool_timeout"
+
+    def __init__(self, message: str, *, limit_s: float, **kwargs: Any) -> None:
+        super().__init__(message, effect_started=True, **kwargs)
+        self.limit_s = limit_s
+
+    def to_guest(self) -> dict[str, Any]:
+        return {**super().to_guest(), "timeoutSeconds": self.limit_s}
 
 
 class ToolBlockedError(ToolCallError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -81,6 +82,11 @@ class ToolSpec:
     "transient"), ``need_param``, ``non_retriable: True`` (only for deployment problems: the tool is
     blocked for the run at once), ``user_message``, ``redirect`` and ``upstream``. A partial success is
     ``success: True`` with ``completed: False`` or a ``warning``.
+
+    ``timeout_s`` is the tool's wall clock per call, in seconds (default: the ``tool_timeout_seconds``
+    setting; a tool declaring more than ``tool_timeout_cap_seconds`` is refused at load).  A call past
+    it is cancelled (``execute`` sees ``asyncio.CancelledError`` and may clean up) and rejects with
+    ``tool_timeout``.
     """
 
     name: str
@@ -95,6 +101,7 @@ class ToolSpec:
     idempotent: bool = False
     plugin_id: str | None = None
     source: str = "plugin"
+    timeout_s: float | None = None
     input_schema_json: dict[str, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
     output_schema_json: dict[str, Any] | None = field(init=False, repr=False, compare=False, default=None)
 
@@ -117,6 +124,13 @@ class ToolSpec:
         for flag in ("optional", "network", "idempotent"):
             if not isinstance(getattr(self, flag), bool):
                 raise ToolConfigError(f"{where}: {flag} must be true or false")
+        if self.timeout_s is not None and (
+            isinstance(self.timeout_s, bool)
+            or not isinstance(self.timeout_s, int | float)
+            or not math.isfinite(self.timeout_s)
+            or self.timeout_s <= 0
+        ):
+            raise ToolConfigError(f"{where}: timeout_s must be a positive number of seconds or None")
         input_json = schema_dict(self.input_schema, what=f"{where}: input_schema")
         object.__setattr__(
             self,
@@ -144,6 +158,7 @@ def define_tool(
     optional: bool = False,
     network: bool = False,
     idempotent: bool = False,
+    timeout_s: float | None = None,
 ) -> Callable[[Execute], ToolSpec]:
     """Decorator turning `async def fn(call_id, params, ctx)` into a ToolSpec (description: docstring)."""
 
@@ -160,6 +175,7 @@ def define_tool(
             optional=optional,
             network=network,
             idempotent=idempotent,
+            timeout_s=timeout_s,
         )
 
     return wrap

@@ -6,11 +6,13 @@ import asyncio
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
 from service.tools.approvals import ApprovalRules, AskApproval, NeedsApproval, denial_message, hook_reason
+from service.tools.clocks import CallClock
 from service.tools.contracts import ValidationDeferred
 from service.tools.errors import (
     ApprovalDeniedError,
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
     from service.tools.catalog import CatalogView, ToolEntry
 
 __all__ = ["DEFAULT_MAX_SEARCHES", "LOOP_GUARD_LIMIT", "CallOutcome", "CallSession"]
+
+#: Told a call's ``tool_timeout`` rejection when the call outlives its clock by ``CANCEL_GRACE_S``.
+Overdue = Callable[[ToolCallError], None]
 
 # The tool failure contract's loop guard: the 4th identical call (count > 3) is refused.
 LOOP_GUARD_LIMIT = 3
@@ -149,6 +154,7 @@ class CallSession:
         deadline: float | None = None,
         ask: AskApproval | None = None,
         handed_over: bool = False,
+        overdue: Overdue | None = None,
     ) -> CallOutcome:
         """Like `call`, but returns text, error flag and network provenance too.
 
@@ -159,6 +165,11 @@ class CallSession:
         ``deadline`` (event-loop time) bounds the retries of an idempotent tool; time spent waiting
         for an approval through ``ask`` is added to it.  Without ``ask``, a call that needs approval
         is refused (``approval_denied``): nobody could be asked.
+
+        A native tool's execute() runs on the tool's wall clock (``service.tools.clocks.CallClock``):
+        past it the call is cancelled and rejects with ``tool_timeout``, a counted failure of the run.
+        When the tool has not unwound ``CANCEL_GRACE_S`` later, ``overdue`` is told that rejection so
+        the caller can answer the guest without waiting for the tool.
         """
         entry = self.view.require(callable_name)
         name = entry.callable_name
@@ -193,7 +204,7 @@ class CallSession:
         # The place is taken only now: a call waiting for its approval holds none.
         async with self.ledger.reserve(name) as reservation:
             try:
-                outcome = await self._run(entry, caller_encoded, prepared, ctx, deadline)
+                outcome = await self._run(entry, caller_encoded, prepared, ctx, deadline, overdue)
             except ToolCallError as exc:
                 self._count_failure(entry, exc, ctx, reservation)
                 raise
@@ -201,10 +212,16 @@ class CallSession:
         return outcome
 
     async def _run(
-        self, entry: ToolEntry, caller_encoded: bytes | None, prepared: Any, ctx: ToolContext, deadline: float | None
+        self,
+        entry: ToolEntry,
+        caller_encoded: bytes | None,
+        prepared: Any,
+        ctx: ToolContext,
+        deadline: float | None,
+        overdue: Overdue | None,
     ) -> CallOutcome:
         name = entry.callable_name
-        result = await self._execute(entry, prepared, ctx, deadline)
+        result = await self._clocked(entry, prepared, ctx, deadline, overdue)
         result = await self._run_after_hooks(entry, prepared, ctx, result)
         failure = failure_of_result(result, name, untrusted=entry.network)
         if failure is not None:
@@ -294,6 +311,15 @@ class CallSession:
             elif outcome is not None:
                 params = outcome
         return params, ran, asked
+
+    async def _clocked(
+        self, entry: ToolEntry, params: Any, ctx: ToolContext, deadline: float | None, overdue: Overdue | None
+    ) -> ToolResult:
+        """``_execute`` on the tool's wall clock (one timer per call, no task)."""
+        if entry.timeout_s is None:
+            return await self._execute(entry, params, ctx, deadline)
+        with CallClock(entry.timeout_s, entry.callable_name, overdue):
+            return await self._execute(entry, params, ctx, deadline)
 
     async def _execute(self, entry: ToolEntry, params: Any, ctx: ToolContext, deadline: float | None) -> ToolResult:
         assert entry.spec is not None

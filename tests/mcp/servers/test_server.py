@@ -59,10 +59,16 @@ TOOLS: list[types.Tool] = [
     types.Tool(name="crash", description="Kills its own server mid-call.", input_schema={"type": _OBJ}),
     types.Tool(
         name="sleep_echo",
-        description="Sleep, then echo a value; with a marker file, first append a line to it.",
+        description="Sleep, then echo a value; with a marker file, first append a line to it (with a "
+        "cancel_marker file, append a line there when the call is cancelled).",
         input_schema={
             "type": _OBJ,
-            "properties": {"seconds": {"type": "number"}, "value": {}, "marker": {"type": "string"}},
+            "properties": {
+                "seconds": {"type": "number"},
+                "value": {},
+                "marker": {"type": "string"},
+                "cancel_marker": {"type": "string"},
+            },
             "required": ["seconds"],
         },
     ),
@@ -130,7 +136,12 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if name == "sleep_echo":
         if "marker" in args:
             _append_run(args["marker"])
-        await anyio.sleep(float(args["seconds"]))
+        try:
+            await anyio.sleep(float(args["seconds"]))
+        except anyio.get_cancelled_exc_class():
+            if "cancel_marker" in args:  # the client gave up on the call (notifications/cancelled)
+                _append_run(args["cancel_marker"])
+            raise
         return types.CallToolResult(content=[_text("slept")], structured_content={"value": args.get("value")})
     if name == "crash_once":
         if _append_run(args["marker"]) == 1:

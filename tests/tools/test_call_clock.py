@@ -1,0 +1,126 @@
+"""One tool call's wall clock (service.tools.clocks.CallClock) inside a real CallSession: per call, not
+per attempt; a cancellation from elsewhere stays a cancellation; the overdue callback fires only for a
+tool that ignores its cancellation; a tool without a clock is not on one."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from service.tools.catalog import CatalogView, ToolCatalog
+from service.tools.clocks import CallClock
+from service.tools.errors import ToolCallError, ToolTimeoutError
+from service.tools.plugin import ToolSpec
+from service.tools.session import CallSession
+
+
+def _session(*specs: ToolSpec) -> CallSession:
+    return CallSession(ToolCatalog.build(list(specs)).view(), max_calls=50)
+
+
+@pytest.mark.anyio
+async def test_an_idempotent_tools_retries_share_one_clock(ctx) -> None:
+    """Each attempt of `flaky` fails transiently after 0.3 s, within its 0.5 s clock; on a clock per
+    attempt all three would run and the call would fail with tool_error.  The clock is per call: the
+    second attempt is cut and the call rejects with tool_timeout."""
+    attempts: list[int] = []
+
+    async def flaky(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+        attempts.append(1)
+        await asyncio.sleep(0.3)
+        raise ConnectionError("upstream reset")
+
+    session = _session(ToolSpec(name="flaky", description="", execute=flaky, idempotent=True, timeout_s=0.5))
+    with pytest.raises(ToolTimeoutError) as info:
+        await session.call("flaky", {}, ctx)
+    assert info.value.code == "tool_timeout" and info.value.limit_s == 0.5
+    assert len(attempts) <= 2, attempts
+
+
+@pytest.mark.anyio
+async def test_a_cancellation_from_elsewhere_stays_a_cancellation(ctx) -> None:
+    """Cancelling the task running a clocked call (its cell ended) raises CancelledError, not tool_timeout."""
+    entered = asyncio.Event()
+
+    async def wait_long(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+        entered.set()
+        await asyncio.sleep(60)
+
+    session = _session(ToolSpec(name="wait_long", description="", execute=wait_long, timeout_s=30))
+    task = asyncio.ensure_future(session.call("wait_long", {}, ctx))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+@pytest.mark.anyio
+async def test_both_clock_and_outer_cancellation_propagate_the_outer_one() -> None:
+    """When the clock expired and the task is cancelled from elsewhere too, the block lets the
+    cancellation through (the cell's end wins) and takes back only its own."""
+
+    async def body() -> None:
+        with CallClock(0.01, "t"):
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                asyncio.current_task().cancel()  # type: ignore[union-attr] - the outer cancel arrives meanwhile
+                await asyncio.sleep(0)
+
+    task = asyncio.ensure_future(body())
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+@pytest.mark.anyio
+async def test_overdue_is_told_only_about_a_tool_that_ignores_its_cancellation(ctx) -> None:
+    """A tool that unwinds on cancellation never triggers `overdue`; one that ignores it does, with
+    the tool_timeout rejection, while it still runs."""
+    told: list[ToolCallError] = []
+    release = asyncio.Event()
+
+    async def polite(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+        await asyncio.sleep(60)
+
+    async def stubborn(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                pass
+        return {"late": True}
+
+    session = _session(
+        ToolSpec(name="polite", description="", execute=polite, timeout_s=0.05),
+        ToolSpec(name="stubborn", description="", execute=stubborn, timeout_s=0.05),
+    )
+    with pytest.raises(ToolTimeoutError):
+        await session.call_detailed("polite", {}, ctx, overdue=told.append)
+    assert told == []
+    running = asyncio.ensure_future(session.call_detailed("stubborn", {}, ctx, overdue=told.append))
+    while not told:
+        await asyncio.sleep(0.01)
+    assert isinstance(told[0], ToolTimeoutError) and told[0].tool == "stubborn"
+    assert not running.done()
+    release.set()
+    with pytest.raises(ToolTimeoutError):  # it returned, but too late: its result is dropped
+        await running
+
+
+@pytest.mark.anyio
+async def test_a_tool_without_a_clock_is_not_cancelled(ctx) -> None:
+    """The same tool past a 1 ms clock rejects; its entry off any clock (as client tools are) runs to the end."""
+
+    async def quick(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+        await asyncio.sleep(0.05)
+        return 7
+
+    catalog = ToolCatalog.build([ToolSpec(name="quick", description="", execute=quick, timeout_s=0.001)])
+    clocked = catalog.view()
+    with pytest.raises(ToolTimeoutError):
+        await CallSession(clocked, max_calls=5).call("quick", {}, ctx)
+    unclocked = CatalogView(catalog, [replace(entry, timeout_s=None) for entry in clocked.entries()])
+    assert await CallSession(unclocked, max_calls=5).call("quick", {}, ctx) == 7
