@@ -56,6 +56,7 @@ class CellSpec:
     client_tools: tuple[Any, ...] = ()  # compiled once per exec (service.tools.catalog.ToolEntry)
     tool_policy: Any = None  # the API key's tool narrowing (service.tools.policy.ToolPolicy)
     require_approval: tuple[str, ...] = ()  # the exec's approval entries (service.tools.approvals)
+    language: str = "javascript"  # "python": the cell runs on Monty (bridge.messages.LANGUAGES)
 
 
 @dataclass

@@ -28,7 +28,11 @@ class ExecRequest(BaseModel):
         extra="forbid",
         json_schema_extra={"examples": [{"code": 'text("hi"); return 1 + 1', "title": "smoke test"}]},
     )
-    code: str = Field(max_length=1024 * 1024, description="JavaScript: the body of an async function.")
+    code: str = Field(
+        max_length=1024 * 1024,
+        description="JavaScript: the body of an async function; Python (language python): a module whose last "
+        "expression statement is the cell's value.",
+    )
     title: str | None = Field(default=None, max_length=120)
     session_id: str | None = Field(default=None, pattern=SESSION_PATTERN)
     run_id: str | None = Field(default=None, pattern=SESSION_PATTERN)
@@ -44,6 +48,9 @@ class ExecRequest(BaseModel):
         description="tool names, tool ids, plugin ids, mcp:<server> or mcp:<server>/<tool> whose calls in this "
         "cell wait for approval (added to the server's and the key's)",
     )
+    language: Literal["javascript", "python"] = Field(
+        default="javascript", description="the cell's language: javascript (QuickJS) or python (Monty)"
+    )
     background: StrictBool = Field(
         default=False, description="answer `running` at once; the cell runs on its own (see /v1/cells/{id}/events)"
     )
@@ -52,7 +59,7 @@ class ExecRequest(BaseModel):
     @classmethod
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
-            raise ValueError("code must be a non-blank string of JavaScript")
+            raise ValueError("code must be a non-blank string of source code")
         return v
 
 
