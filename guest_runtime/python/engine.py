@@ -31,6 +31,7 @@ import pydantic_monty as monty
 from bridge.jsoncodec import dumps_text, loads
 
 from ..errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from .namespaces import Namespaces, handle, route
 from .values import NotJson, to_json_text, to_json_value
 
 SCRIPT = "cell.py"
@@ -54,7 +55,7 @@ class PythonEngine:
     def __init__(self) -> None:
         self._program: monty.Monty | None = None
         self._parked: bytes | None = None  # the dumped FutureSnapshot between slices
-        self._tools: set[str] = set()
+        self._ns = Namespaces({})
         self._caps: dict[str, int] = {}
         self._memory_limit = 0
         self._next_id = 1
@@ -77,7 +78,7 @@ class PythonEngine:
 
     def configure(self, config_json: str, memory_limit_bytes: int) -> None:
         cfg = loads(config_json)
-        self._tools = {t["callableName"] for t in cfg.get("tools", []) if t.get("source") != "mcp"}
+        self._ns = Namespaces(cfg)
         self._caps = {
             "maxRequestBytes": cfg["maxRequestBytes"],
             "maxQueuedRequests": cfg.get("maxQueuedRequests") or 1024,
@@ -90,7 +91,7 @@ class PythonEngine:
     def compile(self, code: str, budget_s: float) -> None:
         """Parse the cell; a syntax error (or a construct Monty does not run) is the caller's input error."""
         try:
-            self._program = monty.Monty(code, script_name=SCRIPT)
+            self._program = monty.Monty(code, script_name=SCRIPT, dataclass_registry=self._ns.classes)
         except monty.MontySyntaxError as exc:
             raise GuestSyntaxError(_syntax_text(exc.display("type-msg"), exc.traceback())) from None
         except monty.MontyError as exc:  # e.g. NotImplementedError: class definitions
@@ -116,7 +117,9 @@ class PythonEngine:
             return
         data, self._parked = self._parked, None
         replies, self._replies = self._replies, {}
-        snapshot: Any = monty.load_snapshot(data, print_callback=self._on_print)  # it was a FutureSnapshot
+        snapshot: Any = monty.load_snapshot(  # it was a FutureSnapshot
+            data, print_callback=self._on_print, dataclass_registry=self._ns.classes
+        )
         self._advance(lambda: snapshot.resume(replies))
 
     def settle(self, request_id: int, ok: bool, payload: str | None) -> None:
@@ -189,7 +192,9 @@ class PythonEngine:
                     self._heap = len(self._parked)
                     return
                 if isinstance(snapshot, monty.NameLookupSnapshot):
-                    snapshot = snapshot.resume()  # no value: the guest gets a NameError
+                    value = self._ns.globals.get(snapshot.variable_name)
+                    # No value: the guest gets a NameError.
+                    snapshot = snapshot.resume() if value is None else snapshot.resume(value=value)
                 elif snapshot.is_os_function:
                     snapshot = snapshot.resume_not_handled()  # no files, no environment, no clock
                 else:
@@ -230,14 +235,17 @@ class PythonEngine:
         name = snapshot.function_name
         args, kwargs = snapshot.args, snapshot.kwargs
         try:
+            if snapshot.is_method_call:
+                return self._method(snapshot, name, args[0], args[1:], kwargs)
             if name == "text":
                 return self._emit_text(*args, **kwargs)
             if name == "json":
                 return self._emit_json(*args, **kwargs)
-            if name in self._tools:
+            tool = self._ns.tools.get(name)
+            if tool is not None:
                 if args:
                     raise TypeError(f"{name}() takes the tool's input as keyword arguments: {name}(field=value, ...)")
-                return self._request(snapshot, "tool", [name, kwargs])
+                return self._request(snapshot, *_routed(tool, "call", (), kwargs))
             if name == "yield_control":
                 reason = (args or [kwargs.get("reason")])[0]
                 return self._request(snapshot, "yield", [None if reason is None else str(reason)])
@@ -252,6 +260,14 @@ class PythonEngine:
             kind = ValueError if isinstance(exc, ValueError) else TypeError
             return {"exception": kind(str(exc))}
         return {"exception": NameError(f"name {name!r} is not defined")}
+
+    def _method(self, snapshot: Any, name: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A method of a namespace: ``catalog.all()`` answers here, every other one is a host request."""
+        if getattr(target, "namespace", None) == "catalog" and name == "all":
+            return {"return_value": list(self._ns.handles)}
+        method, request_args = _routed(target, name, args, kwargs)
+        shape = _as_handles if method == "search" else None
+        return self._request(snapshot, method, request_args, shape=shape)
 
     def _emit(self, entry: dict[str, Any]) -> None:
         if self._emitted >= MAX_OUTPUT_ENTRIES:
@@ -350,6 +366,17 @@ class PythonEngine:
 
 
 # ---- errors ---------------------------------------------------------------------------------------
+
+
+def _routed(target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, list[Any]]:
+    found = route(target, name, args, kwargs)
+    if found is None:
+        raise TypeError(f"{name}() is not a method the host serves")
+    return found
+
+
+def _as_handles(metas: Any) -> Any:
+    return [handle(m) for m in metas] if isinstance(metas, list) else metas
 
 
 def _check_key(key: Any) -> None:

@@ -14,6 +14,8 @@ from typing import Any
 
 from bridge.jsoncodec import MAX_NESTING, dumps_text
 
+from .namespaces import handle_json
+
 
 #: Integers past 64 bits cross as JSON numbers the way JavaScript writes them: as doubles.
 _INT64 = 2**63
@@ -57,6 +59,9 @@ def to_json_value(value: Any, *, max_values: int | None = None) -> tuple[Any, in
                     raise NotJson(f"dict keys must be str to cross as JSON, not {type(key).__name__}")
                 out[key] = convert(item, depth + 1)
             return out
+        meta = handle_json(v)
+        if meta is not None:
+            return meta
         raise NotJson(
             f"a value of type {type(v).__name__} cannot cross as JSON (use dict, list, str, int, float, bool, None)"
         )

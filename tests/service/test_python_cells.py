@@ -204,3 +204,28 @@ def test_sleep_and_yield_control_wait_on_the_host(client):
 def test_unknown_names_are_name_errors(client):
     """A name that is neither the cell's, a built-in nor a guest function is a NameError, as in Python."""
     assert failed(py(client, "await nothing_here(x=1)")).startswith("NameError: name 'nothing_here' is not defined")
+
+
+def test_catalog_handles_are_dataclass_values_with_call_and_describe(client):
+    """`catalog.all()` lists handles; `catalog.search` finds them; `h.call(**input)` and `h.describe()` ask the
+    host; a handle crosses as JSON as its metadata."""
+    env = py(client, "[h.callableName for h in catalog.all()]")
+    assert env["value"] == ["blob", "echo", "fail", "news"]
+    env = py(
+        client, "[h] = await catalog.search('echo', limit=1)\n[await h.call(x=3), h, (await h.describe())['name']]"
+    )
+    assert env["status"] == "completed", env
+    reply, meta, name = env["value"]
+    assert reply["echo"] == 3 and meta["callableName"] == "echo" and "mcp" not in meta and name == "echo"
+    assert env["telemetry"]["search_count"] == 1 and env["telemetry"]["describe_count"] == 1
+
+
+def test_results_and_api_namespaces(client):
+    """`results.save/load/delete` keep a value out of the context; `API.list()` and `API.read(path)` read the
+    declaration files."""
+    env = py(client, "ref = await results.save({'a': [1, 2]})\n[ref['count'], await results.load(ref['id'])]")
+    assert env["value"] == [1, {"a": [1, 2]}], env
+    code = "files = (await API.list('tools'))['files']\n[f['path'] for f in files], (await API.read('tools/echo.d.ts'))"
+    env = py(client, code)
+    paths, read = env["value"]
+    assert "tools/echo.d.ts" in paths and "declare function echo" in read["content"], env
