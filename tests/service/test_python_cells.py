@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from service.settings import ToolSettings
 from tests.conftest import make_client, wait
+from tests.support.polling import poll_until
 from tests.support.tools import CALLS
 
 
@@ -229,3 +230,24 @@ def test_results_and_api_namespaces(client):
     env = py(client, code)
     paths, read = env["value"]
     assert "tools/echo.d.ts" in paths and "declare function echo" in read["content"], env
+
+
+WEATHER = {"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+
+
+def test_client_tools_wait_for_the_caller_and_resume_the_paused_cell(client):
+    """A client tool call parks the cell with a pending entry; the posted result resumes the same cell."""
+    code = "n = 7\nw = await get_weather(city='Oslo')\n[w['temp'], n]"
+    env = py(client, code, client_tools=[WEATHER])
+    assert env["status"] == "waiting", env
+    [entry] = env["pending_tool_calls"]
+    assert entry["method"] == "tool" and entry["input"] == {"city": "Oslo"}
+    done = wait(client, env["cell_id"], tool_results=[{"id": entry["id"], "ok": True, "value": {"temp": 21}}])
+    assert done["status"] == "completed" and done["value"] == [21, 7], done
+
+
+def test_background_python_cells_end_on_their_own(client):
+    """`background: true` answers running at once; the cell's end is read back from its status."""
+    env = py(client, "await sleep(0.05)\ntext('late')\n'done'", background=True)
+    assert env["status"] == "running", env
+    poll_until(lambda: client.get(f"/v1/cells/{env['cell_id']}").json()["status"] == "completed", "the cell's end")
