@@ -185,7 +185,7 @@ class PythonEngine:
             snapshot = step()
             while True:
                 if isinstance(snapshot, monty.MontyComplete):
-                    self._finish_ok(snapshot.output)
+                    self._finish_ok(snapshot)
                     return
                 if isinstance(snapshot, monty.FutureSnapshot):
                     self._parked = snapshot.dump()
@@ -204,8 +204,13 @@ class PythonEngine:
         except (monty.MontyError, RuntimeError, ValueError) as exc:  # Monty itself failed, not the cell
             raise EngineFault(f"Monty failed: {exc}") from None
 
-    def _finish_ok(self, value: Any) -> None:
+    def _finish_ok(self, complete: Any) -> None:
         self._flush_print()
+        try:
+            value = complete.output
+        except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused it (too deep)
+            self._done = _failure(f"TypeError: the cell's value nests too deep to cross as JSON ({exc})")
+            return
         # Calls the cell started but never awaited are dropped with it: nobody can see their outcome.
         self._cancels.extend(self._pending)
         self._pending.clear()
@@ -221,19 +226,16 @@ class PythonEngine:
             raise EngineFault(f"out of memory: {head}")  # the worker reports memory_limit_exceeded
         self._cancels.extend(self._pending)
         self._pending.clear()
-        self._done = {
-            "ok": False,
-            "bridge": False,
-            "error": _error_text(head, _frames_of(exc)),
-            "code": "",
-            "oom": False,
-        }
+        self._done = _failure(_error_text(head, _frames_of(exc)))
 
     # -- the guest's external functions -----------------------------------------------------------
 
     def _call(self, snapshot: Any) -> Any:
         name = snapshot.function_name
-        args, kwargs = snapshot.args, snapshot.kwargs
+        try:
+            args, kwargs = snapshot.args, snapshot.kwargs
+        except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused them (too deep)
+            return {"exception": TypeError(f"the call's arguments nest too deep to cross as JSON ({exc})")}
         try:
             if snapshot.is_method_call:
                 return self._method(snapshot, name, args[0], args[1:], kwargs)
@@ -366,6 +368,10 @@ class PythonEngine:
 
 
 # ---- errors ---------------------------------------------------------------------------------------
+
+
+def _failure(text: str) -> dict[str, Any]:
+    return {"ok": False, "bridge": False, "error": text, "code": "", "oom": False}
 
 
 def _routed(target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, list[Any]]:
