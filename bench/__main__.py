@@ -9,6 +9,7 @@
 ``python -m bench gate``: the cost of the Host and Origin check per request (``bench/gate.py``).
 ``python -m bench stores [--compare DIR]``: the failure budget under a burst, a hung and a busy store (``bench/stores.py``).
 ``python -m bench sandbox``: kernel confinement of workers off versus auto (``bench/sandbox.py``).
+``python -m bench python``: Python cells beside JavaScript cells, alternating (``bench/python_cells.py``).
 """
 
 from __future__ import annotations
@@ -132,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         from .tracing import main as tracing_main
 
         return tracing_main()
+    if argv[:1] == ["python"]:
+        from .python_cells import main as python_main
+
+        return python_main(argv[1:])
     if argv[:1] == ["sandbox"]:
         from .sandbox import main as sandbox_main
 

@@ -32,6 +32,8 @@ from bridge.jsoncodec import dumps_text, loads
 
 from ..errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
 from .namespaces import Namespaces, handle, route
+
+EMPTY = Namespaces({})
 from .values import NotJson, to_json_text, to_json_value
 
 SCRIPT = "cell.py"
@@ -55,7 +57,7 @@ class PythonEngine:
     def __init__(self) -> None:
         self._program: monty.Monty | None = None
         self._parked: bytes | None = None  # the dumped FutureSnapshot between slices
-        self._ns = Namespaces({})
+        self._ns = EMPTY
         self._caps: dict[str, int] = {}
         self._memory_limit = 0
         self._next_id = 1

@@ -11,6 +11,7 @@ both languages' calls alike.  A forged ``namespace`` only names a request the ho
 from __future__ import annotations
 
 import dataclasses
+import functools
 import keyword
 from typing import Any
 
@@ -22,18 +23,25 @@ def _method(self: Any, *args: Any, **kwargs: Any) -> None:
     """A placeholder body: Monty never runs it, it pauses the cell at the call instead."""
 
 
-def _namespace_class(name: str, fields: list[str], methods: list[str]) -> type:
+@functools.lru_cache(maxsize=256)
+def _namespace_class(name: str, fields: tuple[str, ...], methods: tuple[str, ...]) -> type:
+    """A frozen dataclass; made once per shape (making one costs about 0.3 ms), a worker's cells share it."""
     spec: list[Any] = [("namespace", str)] + [(f, Any, dataclasses.field(default=None)) for f in fields]
     return dataclasses.make_dataclass(name, spec, namespace={m: _method for m in methods}, frozen=True)
 
 
+@functools.lru_cache(maxsize=256)
+def _root_class(servers: tuple[str, ...]) -> type:
+    return dataclasses.make_dataclass("MCP", [(sid, Any) for sid in servers], frozen=True)
+
+
 #: ``mcp`` is [server identifier, tool identifier] for an MCP tool's handle; hidden from its JSON, as in JS.
-Handle = _namespace_class("ToolHandle", [*HANDLE_FIELDS, "mcp"], ["call", "describe"])
-Catalog = _namespace_class("Catalog", [], ["search", "all"])
-Api = _namespace_class("API", [], ["list", "read"])
-Results = _namespace_class("Results", [], ["save", "load", "delete"])
-Resources = _namespace_class("McpResources", [], ["list", "templates", "read"])
-Prompts = _namespace_class("McpPrompts", [], ["list", "get"])
+Handle = _namespace_class("ToolHandle", (*HANDLE_FIELDS, "mcp"), ("call", "describe"))
+Catalog = _namespace_class("Catalog", (), ("search", "all"))
+Api = _namespace_class("API", (), ("list", "read"))
+Results = _namespace_class("Results", (), ("save", "load", "delete"))
+Resources = _namespace_class("McpResources", (), ("list", "templates", "read"))
+Prompts = _namespace_class("McpPrompts", (), ("list", "get"))
 FIXED = [Handle, Catalog, Api, Results, Resources, Prompts]
 
 
@@ -65,15 +73,15 @@ class Namespaces:
             sid = server.get("identifier")
             if not _identifier(sid):
                 continue
-            tools = [t for t in server.get("tools", []) if _identifier(t) and t not in ("resources", "prompts")]
-            cls = _namespace_class(f"MCP_{sid}", ["resources", "prompts"], tools)
+            tools = tuple(t for t in server.get("tools", []) if _identifier(t) and t not in ("resources", "prompts"))
+            cls = _namespace_class(f"MCP_{sid}", ("resources", "prompts"), tools)
             self.classes.append(cls)
             servers[sid] = cls(
                 namespace=f"MCP.{sid}",
                 resources=Resources(namespace=f"MCP.{sid}.resources"),
                 prompts=Prompts(namespace=f"MCP.{sid}.prompts"),
             )
-        root = dataclasses.make_dataclass("MCP", [(sid, Any) for sid in servers], frozen=True)
+        root = _root_class(tuple(servers))
         self.classes.append(root)
         self.globals: dict[str, Any] = {
             "catalog": Catalog(namespace="catalog"),
