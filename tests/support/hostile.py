@@ -2146,3 +2146,15 @@ for _id, _code, _starts in (
 def _equal(got: Any, want: Any) -> None:
     if got != want:
         raise Violation(f"expected {want!r}, got {got!r}")
+
+
+_python_case(
+    "python_source_nested_100000_parens",
+    "(" * 100000 + ")" * 100000,
+    _fails_with("invalid_input", starts="SyntaxError at cell.py:"),
+)
+_python_case(
+    "python_deep_repr_and_compare",
+    "v = 1\nfor i in range(200000):\n    v = [v]\n[len(str(v)) > 0, v == v]",
+    lambda env: _equal(completed(env), [True, True]),
+)
