@@ -13,6 +13,7 @@ import copy
 import functools
 from typing import Any
 
+from bridge.messages import LANGUAGES as BRIDGE_LANGUAGES
 from service.api_files.quick_index import QUICK_INDEX_MAX_CHARS
 from service.errors import InvalidRequest
 from service.http.schemas import ExecRequest
@@ -20,7 +21,7 @@ from service.settings import Settings
 
 TOOL_NAME = "codemode"
 #: Languages a cell may be written in: JavaScript on QuickJS, Python on Monty (the same contract).
-LANGUAGES = ("javascript", "python")
+LANGUAGES = BRIDGE_LANGUAGES
 DEFAULT_LANGUAGE = "javascript"
 #: The exec fields a model fills in; sessions, runs and client tools are the caller's business.
 MODEL_FIELDS = ("code", "title", "timeout_ms", "max_output_bytes")

@@ -63,7 +63,7 @@ class PythonEngine:
         self._next_id = 1
         self._pending: dict[int, tuple[int, Callable[[Any], Any] | None]] = {}  # request id -> (call id, shape)
         self._replies: dict[int, Any] = {}  # Monty call id -> ExternalResult, until the next slice
-        self._queue: list[str] = []
+        self._queue: list[dict[str, Any]] = []
         self._queue_args: list[str] = []
         self._taken_args: list[str] = []
         self._queued_bytes = 0
@@ -138,7 +138,7 @@ class PythonEngine:
     def take(self) -> str:
         outstanding = len(self._pending)
         snap = {
-            "requests": [loads(r) for r in self._queue],
+            "requests": self._queue,
             "cancels": self._cancels,
             "output": self._output,
             "outstanding": outstanding,
@@ -364,7 +364,7 @@ class PythonEngine:
         request_id = self._next_id
         self._next_id += 1
         self._pending[request_id] = (snapshot.call_id, shape)
-        self._queue.append(dumps_text({"id": request_id, "method": method}))
+        self._queue.append({"id": request_id, "method": method})
         self._queue_args.append(text)
         return {"future": ...}
 

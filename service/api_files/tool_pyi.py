@@ -22,6 +22,8 @@ MAX_CHARS = 65_536
 _MAX_DOC_LINES = 40
 _SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
 _NOT_NAME = re.compile(r"[^0-9A-Za-z]+")
+#: Control characters a comment line must not hold (a NUL makes the file unreadable to Python tools).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 _HEADER = (
     "# Generated from this tool's declared contract for Python cells; shapes Python typing cannot express",
@@ -114,7 +116,7 @@ def _union(types: Any) -> str:
 
 def _comment(text: str) -> list[str]:
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()][:_MAX_DOC_LINES]
-    return [f"# {line}" for line in lines]
+    return [f"# {_CONTROL.sub(' ', line)}" for line in lines]
 
 
 def render_tool_stub(

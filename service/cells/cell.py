@@ -123,7 +123,7 @@ class Cell:
                     if self._retains
                     else limits.max_output_bytes,
                     config=self._guest_config(),
-                    language="python" if self.spec.language == "python" else "javascript",
+                    language=self.spec.language,
                 )
             )
         except WorkerGone as exc:

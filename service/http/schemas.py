@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from bridge.messages import Language
 from service.tools.approvals import MAX_REASON_CHARS, MAX_REQUEST_ENTRIES
 
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
@@ -48,7 +49,7 @@ class ExecRequest(BaseModel):
         description="tool names, tool ids, plugin ids, mcp:<server> or mcp:<server>/<tool> whose calls in this "
         "cell wait for approval (added to the server's and the key's)",
     )
-    language: Literal["javascript", "python"] = Field(
+    language: Language = Field(
         default="javascript", description="the cell's language: javascript (QuickJS) or python (Monty)"
     )
     background: StrictBool = Field(
