@@ -10,11 +10,13 @@
 ``python -m bench stores [--compare DIR]``: the failure budget under a burst, a hung and a busy store (``bench/stores.py``).
 ``python -m bench sandbox``: kernel confinement of workers off versus auto (``bench/sandbox.py``).
 ``python -m bench clocks``: a no-op tool call on its wall clock versus off any clock (``bench/clocks.py``).
+``python -m bench python``: Python cells beside JavaScript cells, alternating (``bench/python_cells.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import platform
 import statistics
@@ -99,48 +101,29 @@ def _loadavg() -> float:
         return float("nan")
 
 
+#: ``python -m bench NAME [args]`` runs one figure's module instead of the whole table: its module and
+#: whether its ``main`` takes the remaining arguments. Imported on demand: each pulls in its own parts.
+SUBCOMMANDS: dict[str, tuple[str, bool]] = {
+    "soak": ("soak", True),
+    "held": ("held", True),
+    "capacity": ("capacity", True),
+    "replicas": ("replicas", True),
+    "density": ("density", False),
+    "gate": ("gate", False),
+    "stores": ("stores", True),
+    "tracing": ("tracing", False),
+    "clocks": ("clocks", False),
+    "python": ("python_cells", True),
+    "sandbox": ("sandbox", True),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["soak"]:
-        from .soak import main as soak_main
-
-        return soak_main(argv[1:])
-    if argv[:1] == ["held"]:
-        from .held import main as held_main
-
-        return held_main(argv[1:])
-    if argv[:1] == ["capacity"]:
-        from .capacity import main as capacity_main
-
-        return capacity_main(argv[1:])
-    if argv[:1] == ["replicas"]:
-        from .replicas import main as replicas_main
-
-        return replicas_main(argv[1:])
-    if argv[:1] == ["density"]:
-        from .density import main as density_main
-
-        return density_main()
-    if argv[:1] == ["gate"]:
-        from .gate import main as gate_main
-
-        return gate_main()
-    if argv[:1] == ["stores"]:
-        from .stores import main as stores_main
-
-        return stores_main(argv[1:])
-    if argv[:1] == ["tracing"]:
-        from .tracing import main as tracing_main
-
-        return tracing_main()
-    if argv[:1] == ["clocks"]:
-        from .clocks import main as clocks_main
-
-        return clocks_main()
-    if argv[:1] == ["sandbox"]:
-        from .sandbox import main as sandbox_main
-
-        return sandbox_main(argv[1:])
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        module_name, takes_args = SUBCOMMANDS[argv[0]]
+        run = importlib.import_module(f".{module_name}", __package__).main
+        return int(run(argv[1:]) if takes_args else run())
     args = _parser().parse_args(argv)
     client = args.client
     if client == "auto":

@@ -74,6 +74,11 @@ class GuestConfig(TypedDict):
     maxRequestValues: NotRequired[int]  # JSON values of one guest request's arguments; RangeError over it
 
 
+#: The languages a cell may be written in: QuickJS runs JavaScript, Monty runs Python.
+Language = Literal["javascript", "python"]
+LANGUAGES: tuple[Language, ...] = ("javascript", "python")
+
+
 class RunFrame(TypedDict):
     """Start one cell in a fresh engine; ``budget_ms`` is the first leg's."""
 
@@ -85,6 +90,7 @@ class RunFrame(TypedDict):
     max_output_bytes: int
     value_capture_bytes: int  # bytes of the final value's JSON the worker captures
     config: GuestConfig
+    language: NotRequired[Language]  # absent: "javascript"
 
 
 class ReplyError(TypedDict):
@@ -204,8 +210,9 @@ def run_frame(
     max_output_bytes: int,
     value_capture_bytes: int,
     config: GuestConfig,
+    language: Language = "javascript",
 ) -> RunFrame:
-    return {
+    frame: RunFrame = {
         "t": "run",
         "cell_id": cell_id,
         "code": code,
@@ -215,6 +222,9 @@ def run_frame(
         "value_capture_bytes": value_capture_bytes,
         "config": config,
     }
+    if language != "javascript":
+        frame["language"] = language  # the JavaScript frame stays as it was
+    return frame
 
 
 def settle_frame(rt: str, budget_ms: int, replies: list[Reply]) -> SettleFrame:

@@ -1,4 +1,4 @@
-"""The worker process: runs cells one at a time, each in a fresh QuickJS engine.
+"""The worker process: runs cells one at a time, each in a fresh QuickJS engine (or Monty, for Python cells).
 
 Started by the service's pool as ``python -m guest_runtime.worker '<json options>'``.  It speaks
 the ``bridge.messages`` protocol over its stdin/stdout (the real stdout is moved aside so a
@@ -42,6 +42,7 @@ from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value
 from .confinement import confine
 from .driver import GuestEngine, check_engine, give_back_memory, map_stack
 from .errors import ConfinementError, EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from .python.engine import PythonEngine
 
 #: What a slice answers when its runtime blocked on host work and stays in the worker's table.
 IDLE = None
@@ -145,7 +146,7 @@ class CellRun:
     Every slice answers ``IDLE`` (the runtime stays) or whether the worker must be recycled.
     """
 
-    def __init__(self, engine: GuestEngine, channel: Channel, msg: RunFrame, cpu_limit_s: float) -> None:
+    def __init__(self, engine: GuestEngine | PythonEngine, channel: Channel, msg: RunFrame, cpu_limit_s: float) -> None:
         self.engine = engine
         self.channel = channel
         self.msg = msg
@@ -437,8 +438,12 @@ class Runtimes:
                 self.engine = GuestEngine(stack_bytes=self.stack_bytes)  # built while idle
 
     def _run(self, msg: RunFrame) -> None:
-        engine = self.engine or GuestEngine(stack_bytes=self.stack_bytes)
-        self.engine = None
+        engine: GuestEngine | PythonEngine
+        if msg.get("language") == "python":
+            engine = PythonEngine()  # costs microseconds: nothing is built ahead for Python cells
+        else:
+            engine = self.engine or GuestEngine(stack_bytes=self.stack_bytes)
+            self.engine = None
         run = CellRun(engine, self.channel, msg, self.cpu_limit)
         self.table[run.rt] = run
         self._after(run, run.run())

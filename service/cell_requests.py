@@ -34,6 +34,7 @@ async def cell_spec(svc: Components, key: ApiKey, body: ExecRequest) -> CellSpec
         client_tools=await svc.access.client_tools([_declaration(t) for t in body.client_tools]),
         tool_policy=svc.tool_policy_for(key),
         require_approval=tuple(body.require_approval),
+        language=body.language,
     )
 
 

@@ -13,14 +13,15 @@ import copy
 import functools
 from typing import Any
 
+from bridge.messages import LANGUAGES as BRIDGE_LANGUAGES
 from service.api_files.quick_index import QUICK_INDEX_MAX_CHARS
 from service.errors import InvalidRequest
 from service.http.schemas import ExecRequest
 from service.settings import Settings
 
 TOOL_NAME = "codemode"
-#: Languages a cell may be written in today (Python cells come later, under the same contract).
-LANGUAGES = ("javascript",)
+#: Languages a cell may be written in: JavaScript on QuickJS, Python on Monty (the same contract).
+LANGUAGES = BRIDGE_LANGUAGES
 DEFAULT_LANGUAGE = "javascript"
 #: The exec fields a model fills in; sessions, runs and client tools are the caller's business.
 MODEL_FIELDS = ("code", "title", "timeout_ms", "max_output_bytes")
@@ -54,6 +55,15 @@ cell_id, plus tool_results for client tool calls and approvals for approval requ
 before comes back."""
 
 
+_PYTHON = """Run Python in a fresh sandbox (Monty, a Python subset: no classes, no third-party packages). Pass "language": "python". The code is a module: top-level `await` works and the value of the last expression statement is the cell's value (JSON). Each call is a new cell; nothing carries over except the session store. Write one cell that does the whole job (calls, loops, filtering) and ends with only what matters.
+- Tools are async functions taking keyword arguments: `r = await tool_name(field=value)`. The tools you may call are listed below; several at once: `import asyncio` then `await asyncio.gather(a(...), b(...))`.
+- Output: `text(v)`, `json(v)` and `print(...)` append to the cell's output, in order.
+- `await store(key, value)` and `await load(key)` keep small values per session; `await sleep(seconds)` and `await yield_control()` wait on the host.
+- No network, files, environment, clock or processes: such calls raise an error.
+Limits. What a cell reads (tool replies, loads) must fit its inbox of {inbox_bytes} bytes not yet consumed: a bigger reply raises a catchable "program-data budget exceeded" error, so paginate or narrow the request. What comes back to you (output plus the value or error) shares max_output_bytes (default {max_output_bytes}): past it you get a truncation marker instead. Each call runs at most timeout_ms (default {timeout_ms}, at most {max_timeout_ms}).
+Continuing. A cell still blocked on tools when timeout_ms runs out, or that needs its caller (a client tool, an approval), answers status "waiting" with a cell_id and pending_tool_calls: continue it with wait (the cell_id, plus tool_results for client tool calls and approvals for approval requests). Only output not shown before comes back."""
+
+
 def check_language(language: str | None) -> str:
     """The language asked for, or ``InvalidRequest`` naming the ones this server runs."""
     if language is None:
@@ -75,7 +85,7 @@ def description_text(settings: Settings, quick_index: str, language: str = DEFAU
         "timeout_ms": settings.timeout_ms,
         "max_timeout_ms": settings.max_timeout_ms,
     }
-    text = _JAVASCRIPT
+    text = _PYTHON if language == "python" else _JAVASCRIPT
     # Not str.format: the text is full of JavaScript braces.
     for name, value in values.items():
         text = text.replace("{" + name + "}", str(value))
@@ -102,8 +112,13 @@ def _input_schema() -> dict[str, Any]:
 def tool_description(settings: Settings, quick_index: str, language: str | None = None) -> dict[str, Any]:
     """``{name, description, input_schema}``, ready to register as a function tool with a model provider."""
     lang = check_language(language)
+    schema = input_schema()
+    if lang != DEFAULT_LANGUAGE:
+        # The model must say which language its code is in: the field is fixed to the described one.
+        schema["properties"]["language"] = {"const": lang, "description": f"always {lang!r}: the code is {lang}"}
+        schema["required"] = ["code", "language"]
     return {
         "name": TOOL_NAME,
         "description": description_text(settings, quick_index, lang),
-        "input_schema": input_schema(),
+        "input_schema": schema,
     }

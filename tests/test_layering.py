@@ -37,6 +37,7 @@ SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
     "httpx2": "service/outbound_http.py",
     "pyseccomp": "guest_runtime/confinement.py",
     "fastapi_offline": "service/http/docs_pages.py",
+    "pydantic_monty": "guest_runtime/python/engine.py",
 }
 
 

@@ -11,6 +11,7 @@ from service.api_files.model import McpServerDecl, ToolDecl
 from service.api_files.results_dts import RESULTS_DTS, RESULTS_DTS_DESCRIPTION
 from service.api_files.schema_ts import one_line
 from service.api_files.tool_dts import render_tool_declaration
+from service.api_files.tool_pyi import render_tool_stub
 
 __all__ = ["ApiFileTable", "normalize_api_path"]
 
@@ -31,9 +32,14 @@ class _Entry:
 
 
 class ApiFileTable:
-    """Declaration files of one cell's tool surface; tool files are rendered on first read."""
+    """Declaration files of one cell's tool surface; tool files are rendered on first read.
 
-    def __init__(self, tools: Sequence[ToolDecl], mcp_servers: Sequence[McpServerDecl]) -> None:
+    ``python``: a Python cell's table, which has ``tools/<name>.pyi`` beside each ``tools/<name>.d.ts``.
+    """
+
+    def __init__(
+        self, tools: Sequence[ToolDecl], mcp_servers: Sequence[McpServerDecl], *, python: bool = False
+    ) -> None:
         entries: dict[str, _Entry] = {
             "results.d.ts": _Entry(RESULTS_DTS_DESCRIPTION, lambda: RESULTS_DTS, lazy=False),
         }
@@ -42,6 +48,10 @@ class ApiFileTable:
             if path in entries:
                 raise ValueError(f"duplicate callable name {tool.callable_name!r}")
             entries[path] = _Entry(_tool_description(tool), _tool_renderer(tool), lazy=True)
+            if python:
+                entries[f"tools/{tool.callable_name}.pyi"] = _Entry(
+                    _tool_description(tool), _stub_renderer(tool), lazy=True
+                )
         servers = sorted(mcp_servers, key=lambda item: item.identifier)
         if servers:
             entries["mcp/index.d.ts"] = _Entry(
@@ -126,6 +136,12 @@ def _tool_description(tool: ToolDecl) -> str:
 
 def _tool_renderer(tool: ToolDecl) -> Callable[[], str]:
     return lambda: render_tool_declaration(
+        tool.callable_name, tool.description, tool.input_schema, tool.output_schema, tool.trusted
+    )
+
+
+def _stub_renderer(tool: ToolDecl) -> Callable[[], str]:
+    return lambda: render_tool_stub(
         tool.callable_name, tool.description, tool.input_schema, tool.output_schema, tool.trusted
     )
 

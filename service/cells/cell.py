@@ -124,6 +124,7 @@ class Cell:
                     if self._retains
                     else limits.max_output_bytes,
                     config=self._guest_config(),
+                    language=self.spec.language,
                 )
             )
         except WorkerGone as exc:

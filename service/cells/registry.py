@@ -208,7 +208,8 @@ class CellRegistry:
     async def exec(self, spec: CellSpec, trace_parent: TraceParent = None) -> dict[str, Any]:
         """Start a cell and run its first leg (traced as a child of ``trace_parent``, from its admission)."""
         started_ns = time.time_ns() if self.tracing.enabled else None
-        problem = await source_problem(spec.code)
+        # The source pre-checks know JavaScript; Monty reports a Python cell's own syntax errors.
+        problem = None if spec.language == "python" else await source_problem(spec.code)
         if problem is not None:
             return input_refusal(problem)
         if len(self._parked) >= self.settings.max_parked_cells:

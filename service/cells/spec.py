@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from bridge.messages import Language
+
 
 class CellStatus(enum.Enum):
     RUNNING = "running"  # a leg is in progress
@@ -56,6 +58,7 @@ class CellSpec:
     client_tools: tuple[Any, ...] = ()  # compiled once per exec (service.tools.catalog.ToolEntry)
     tool_policy: Any = None  # the API key's tool narrowing (service.tools.policy.ToolPolicy)
     require_approval: tuple[str, ...] = ()  # the exec's approval entries (service.tools.approvals)
+    language: Language = "javascript"  # "python": the cell runs on Monty
 
 
 @dataclass

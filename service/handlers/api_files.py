@@ -20,8 +20,9 @@ from service.tools.catalog import CatalogView
 from .cell_tools import cell_tools
 
 
-def api_table(view: CatalogView, servers: list[Any]) -> ApiFileTable:
-    """The declaration files of the tools in ``view`` and of the MCP ``servers``."""
+def api_table(view: CatalogView, servers: list[Any], *, python: bool = False) -> ApiFileTable:
+    """The declaration files of the tools in ``view`` and of the MCP ``servers`` (``python``: with the
+    Python cells' ``.pyi`` stubs)."""
     tools = [
         ToolDecl(e.callable_name, e.description, e.input_schema, e.output_schema, e.trusted) for e in view.entries()
     ]
@@ -35,7 +36,7 @@ def api_table(view: CatalogView, servers: list[Any]) -> ApiFileTable:
         )
         for s in servers
     ]
-    return ApiFileTable(tools, mcp)
+    return ApiFileTable(tools, mcp, python=python)
 
 
 def quick_index(view: CatalogView) -> str:
@@ -67,7 +68,7 @@ def install_api_files(dispatcher: Dispatcher) -> None:
     def table(call: HostCall) -> ApiFileTable:
         state = cell_tools(call.cell)
         if state.api is None:
-            state.api = api_table(state.view, state.mcp_servers)
+            state.api = api_table(state.view, state.mcp_servers, python=call.cell.spec.language == "python")
         return state.api
 
     async def api_list(call: HostCall) -> Any:

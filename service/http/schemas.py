@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from bridge.messages import Language
 from service.tools.approvals import MAX_REASON_CHARS, MAX_REQUEST_ENTRIES
 
 SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
@@ -28,7 +29,11 @@ class ExecRequest(BaseModel):
         extra="forbid",
         json_schema_extra={"examples": [{"code": 'text("hi"); return 1 + 1', "title": "smoke test"}]},
     )
-    code: str = Field(max_length=1024 * 1024, description="JavaScript: the body of an async function.")
+    code: str = Field(
+        max_length=1024 * 1024,
+        description="JavaScript: the body of an async function; Python (language python): a module whose last "
+        "expression statement is the cell's value.",
+    )
     title: str | None = Field(default=None, max_length=120)
     session_id: str | None = Field(default=None, pattern=SESSION_PATTERN)
     run_id: str | None = Field(default=None, pattern=SESSION_PATTERN)
@@ -44,6 +49,9 @@ class ExecRequest(BaseModel):
         description="tool names, tool ids, plugin ids, mcp:<server> or mcp:<server>/<tool> whose calls in this "
         "cell wait for approval (added to the server's and the key's)",
     )
+    language: Language = Field(
+        default="javascript", description="the cell's language: javascript (QuickJS) or python (Monty)"
+    )
     background: StrictBool = Field(
         default=False, description="answer `running` at once; the cell runs on its own (see /v1/cells/{id}/events)"
     )
@@ -52,7 +60,7 @@ class ExecRequest(BaseModel):
     @classmethod
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
-            raise ValueError("code must be a non-blank string of JavaScript")
+            raise ValueError("code must be a non-blank string of source code")
         return v
 
 

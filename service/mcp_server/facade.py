@@ -35,7 +35,7 @@ from .descriptions import RESOURCE_PREFIX
 from .rendering import envelope_text
 
 DECLARATION_MIME = "text/typescript"
-EXEC_FIELDS = ("code", "title", "session_id", "run_id", "timeout_ms", "max_output_bytes")
+EXEC_FIELDS = ("code", "title", "session_id", "run_id", "timeout_ms", "max_output_bytes", "language")
 WAIT_FIELDS = ("timeout_ms", "tool_results", "approvals")  # besides cell_id
 MAX_OUTPUT_BYTES = 10 * 1024 * 1024  # the largest output budget a cell may have (max_output_bytes)
 RELAY_SLACK_BYTES = 1024 * 1024  # an envelope's own fields and JSON punctuation

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import run
 
 UNAWAITED = "[Unawaited Promise: use await or Promise.all(...) before emitting or returning values.]"
@@ -24,30 +26,53 @@ def test_undefined_return_becomes_null(client):
     assert _completed(run(client, "const a = 1; a + 1;"))["value"] is None
 
 
-def test_return_value_is_the_envelope_value(client):
-    """A returned JSON value comes back unchanged as `value`."""
-    env = _completed(run(client, 'return {n: 1.5, s: "x", list: [true, null], nested: {deep: [1, {k: "v"}]}}'))
+#: The behaviour is the same in both guest languages: one test, the cell spelled per language.
+LANGUAGES = pytest.mark.parametrize("language", ["javascript", "python"])
+
+
+@LANGUAGES
+def test_return_value_is_the_envelope_value(client, language):
+    """A returned JSON value (Python: the last expression's) comes back unchanged as `value`."""
+    cells = {
+        "javascript": 'return {n: 1.5, s: "x", list: [true, null], nested: {deep: [1, {k: "v"}]}}',
+        "python": '{"n": 1.5, "s": "x", "list": [True, None], "nested": {"deep": [1, {"k": "v"}]}}',
+    }
+    env = _completed(run(client, cells[language], language=language))
     assert env["value"] == {"n": 1.5, "s": "x", "list": [True, None], "nested": {"deep": [1, {"k": "v"}]}}
 
 
-def test_text_json_and_console_share_one_ordered_stream(client):
-    """text, json and console.* entries appear in call order."""
-    env = _completed(
-        run(client, 'text("a"); console.log("b", 1, {x: 2}); json({y: 1}); console.warn("w"); text("z"); return 3')
-    )
+@LANGUAGES
+def test_text_json_and_console_share_one_ordered_stream(client, language):
+    """text, json and console.* (Python: print) entries appear in call order."""
+    cells = {
+        "javascript": 'text("a"); console.log("b", 1); json({y: 1}); console.log("w"); text("z"); return 3',
+        "python": 'text("a")\nprint("b", 1)\njson({"y": 1})\nprint("w")\ntext("z")\n3',
+    }
+    env = _completed(run(client, cells[language], language=language))
     assert env["output"] == [
         {"type": "text", "text": "a"},
-        {"type": "text", "text": "b 1 {x: 2}"},
+        {"type": "text", "text": "b 1"},
         {"type": "json", "value": {"y": 1}},
-        {"type": "text", "text": "[warn] w"},
+        {"type": "text", "text": "w"},
         {"type": "text", "text": "z"},
     ]
     assert env["value"] == 3
 
 
-def test_text_encodes_non_strings_as_json(client):
+def test_console_renders_objects_and_levels(client):
+    """console.log renders objects in its own short form; console.warn prefixes its level."""
+    env = _completed(run(client, 'console.log("b", {x: 2}); console.warn("w"); return 1'))
+    assert [e["text"] for e in env["output"]] == ["b {x: 2}", "[warn] w"]
+
+
+@LANGUAGES
+def test_text_encodes_non_strings_as_json(client, language):
     """text() keeps strings verbatim and JSON-encodes other values."""
-    env = _completed(run(client, 'text("plain \\"q\\""); text({a: [1, 2]}); text(5); return null'))
+    cells = {
+        "javascript": 'text("plain \\"q\\""); text({a: [1, 2]}); text(5); return null',
+        "python": 'text("plain \\"q\\"")\ntext({"a": [1, 2]})\ntext(5)\nNone',
+    }
+    env = _completed(run(client, cells[language], language=language))
     texts = [e["text"] for e in env["output"]]
     assert texts[0] == 'plain "q"'
     assert json.loads(texts[1]) == {"a": [1, 2]}

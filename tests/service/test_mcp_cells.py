@@ -24,6 +24,8 @@ ONE_OBJECT = "MCP namespace tools accept one object argument."
 SECRET = "stdio-secret-value-not-for-guests"
 MCP_FILES = ["mcp/index.d.ts", "mcp/docs.d.ts", "mcp/web.d.ts"]
 BOTH = pytest.mark.parametrize("server", ["docs", "web"])
+#: The behaviour is the same in both guest languages: one test, the cell spelled per language.
+LANGUAGES = pytest.mark.parametrize("language", ["javascript", "python"])
 
 
 @pytest.fixture(scope="module")
@@ -159,16 +161,22 @@ def test_promise_all_runs_mcp_calls_concurrently(mcp_client, server):
 
 
 @BOTH
-def test_schema_defaults_are_filled_before_the_call(mcp_client, server):
+@LANGUAGES
+def test_schema_defaults_are_filled_before_the_call(mcp_client, server, language):
     """`createIssue({title})` reaches the server with `body: ""` and `labels: ["triage"]`; given keys win."""
-    got = value(
-        mcp_client,
-        f"""
+    cells = {
+        "javascript": f"""
         const a = await MCP.{server}.createIssue({{title: "t"}});
         const b = await MCP.{server}.createIssue({{title: "u", body: "b", labels: []}});
         return [a.structuredContent.seen, b.structuredContent.seen];
     """,
-    )
+        "python": f"""
+a = await MCP.{server}.createIssue(title="t")
+b = await MCP.{server}.createIssue(title="u", body="b", labels=[])
+[a["structuredContent"]["seen"], b["structuredContent"]["seen"]]
+""",
+    }
+    got = value(mcp_client, cells[language], language=language)
     assert got == [{"title": "t", "body": "", "labels": ["triage"]}, {"title": "u", "body": "b", "labels": []}]
 
 
@@ -243,15 +251,21 @@ def test_is_error_results_count_against_the_run(mcp_client):
 
 
 @BOTH
-def test_resources_list_and_read_in_mcp_shapes(mcp_client, server):
-    """`resources.list()` and `resources.read(uri | {uri})` return the native MCP shapes."""
-    got = value(
-        mcp_client,
-        f"""
+@LANGUAGES
+def test_resources_list_and_read_in_mcp_shapes(mcp_client, server, language):
+    """`resources.list()` and `resources.read(uri | {uri})` (Python: `read(uri)` or `read(uri=...)`) return the
+    native MCP shapes."""
+    cells = {
+        "javascript": f"""
         const ns = MCP.{server}.resources;
         return [await ns.list(), await ns.read("docs://readme"), await ns.read({{uri: "docs://pages/intro"}})];
     """,
-    )
+        "python": f"""
+ns = MCP.{server}.resources
+[await ns.list(), await ns.read("docs://readme"), await ns.read(uri="docs://pages/intro")]
+""",
+    }
+    got = value(mcp_client, cells[language], language=language)
     listing, readme, page = got
     assert listing == {
         "resources": [
@@ -263,15 +277,21 @@ def test_resources_list_and_read_in_mcp_shapes(mcp_client, server):
 
 
 @BOTH
-def test_resource_templates_page_by_page_in_the_mcp_shape(mcp_client, server):
-    """`resources.templates()` answers the first page with `nextCursor`; `templates({cursor})` the next one."""
-    got = value(
-        mcp_client,
-        f"""
+@LANGUAGES
+def test_resource_templates_page_by_page_in_the_mcp_shape(mcp_client, server, language):
+    """`resources.templates()` answers the first page with `nextCursor`; `templates({cursor})` (Python:
+    `templates(cursor=...)`) the next one."""
+    cells = {
+        "javascript": f"""
         const first = await MCP.{server}.resources.templates();
         return [first, await MCP.{server}.resources.templates({{cursor: first.nextCursor}})];
     """,
-    )
+        "python": f"""
+first = await MCP.{server}.resources.templates()
+[first, await MCP.{server}.resources.templates(cursor=first["nextCursor"])]
+""",
+    }
+    got = value(mcp_client, cells[language], language=language)
     assert got == [
         {
             "resourceTemplates": [{"name": "page", "uriTemplate": "docs://pages/{name}", "mimeType": "text/plain"}],
@@ -293,16 +313,22 @@ def test_a_cursor_that_is_not_a_string_is_refused(mcp_client, method):
 
 
 @BOTH
-def test_prompts_list_and_get_in_mcp_shapes(mcp_client, server):
-    """`prompts.list()`, `prompts.get(name, args)` and `prompts.get({name, arguments})` return MCP shapes."""
-    got = value(
-        mcp_client,
-        f"""
+@LANGUAGES
+def test_prompts_list_and_get_in_mcp_shapes(mcp_client, server, language):
+    """`prompts.list()`, `prompts.get(name, args)` and `prompts.get({name, arguments})` (Python:
+    `get(name=..., arguments=...)`) return MCP shapes."""
+    cells = {
+        "javascript": f"""
         const ns = MCP.{server}.prompts;
         return [await ns.list(), await ns.get("greet", {{name: "Ann"}}),
                 await ns.get({{name: "greet", arguments: {{name: "Bob"}}}})];
     """,
-    )
+        "python": f"""
+ns = MCP.{server}.prompts
+[await ns.list(), await ns.get("greet", {{"name": "Ann"}}), await ns.get(name="greet", arguments={{"name": "Bob"}})]
+""",
+    }
+    got = value(mcp_client, cells[language], language=language)
     listing, ann, bob = got
     assert listing == {
         "prompts": [

@@ -84,11 +84,14 @@ def assert_body_decoder_confined(base: str, service: int, service_uid: int) -> N
 
 
 def test_pool_workers_run_confined_and_say_so(tmp_path):
-    """Every pool worker shows the layers in /proc, holds only its pipes, and runs cells as before;
-    /readyz and the gauge report each layer."""
+    """Every pool worker shows the layers in /proc, holds only its pipes, and runs cells as before (Python
+    cells too: Monty runs inside the same confined worker, opening nothing); /readyz and the gauge report
+    each layer."""
     with make_client(tmp_path) as client:
         pool = client.app.state.services.pool  # type: ignore[attr-defined]
         workers = poll_until(lambda: pool.workers() if len(pool.workers()) >= 2 else None, "two warm workers")
+        for _ in workers:  # both workers (if the pool spreads them) ran a Python cell before they are inspected
+            assert run_ok(client, "[x * 2 for x in [1, 2]]", language="python")["value"] == [2, 4]
         for worker in workers:
             assert_confined(worker.pid, os.geteuid())
             # stdin (frames in), fd 1 and 2 (the stderr pipe the service reads), the frame channel out.

@@ -81,14 +81,22 @@ def test_the_input_schema_takes_what_exec_runs(keyed):
     assert not validator.is_valid({"code": "return 1", "session_id": "s"})  # the caller's business, not the model's
 
 
-def test_javascript_is_the_only_language_today(keyed):
-    """language=javascript is the default; any other language is a 422 naming the parameter and what runs."""
+def test_languages_are_javascript_by_default_and_python(keyed):
+    """language=javascript is the default; python describes Python cells and fixes `language` in the schema;
+    any other language is a 422 naming the parameter and the languages that run."""
     assert describe(keyed, FULL, language="javascript") == describe(keyed, FULL)
-    r = keyed.get("/v1/tool-description", params={"language": "python"}, headers=FULL)
+    python = describe(keyed, FULL, language="python")
+    assert python["description"].startswith("Run Python in a fresh sandbox (Monty")
+    assert "keyword arguments" in python["description"] and "quote_shipping" in python["description"]
+    validator = jsonschema.Draft202012Validator(python["input_schema"])
+    assert validator.is_valid({"code": "1 + 1", "language": "python"})
+    assert not validator.is_valid({"code": "1 + 1"}) and not validator.is_valid({"code": "1", "language": "javascript"})
+    assert len(python["description"]) <= MAX_DESCRIPTION_CHARS
+    r = keyed.get("/v1/tool-description", params={"language": "ruby"}, headers=FULL)
     assert r.status_code == 422, r.text
     err = r.json()["error"]
     assert err["need_param"] == "language"
-    assert "'python' is not available" in err["message"] and "javascript" in err["message"]
+    assert "'ruby' is not available" in err["message"] and "javascript, python" in err["message"]
     r = keyed.get("/v1/tool-description", params={"language": "x" * 65}, headers=FULL)
     assert r.status_code == 422 and r.json()["error"]["need_param"] == "language"
 

@@ -2067,3 +2067,94 @@ _TCP_ESTABLISHED = 1
 def _tcp_state(sock: socket.socket) -> int:
     """The kernel's TCP state of ``sock`` (first byte of ``struct tcp_info``; Linux)."""
     return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+
+
+# -- Python cells (Monty in the same confined worker): the same bounds for the second guest language -------
+
+
+def _python_case(id: str, code: str, check: Callable[[dict[str, Any]], None], *, guest_only: bool = True) -> None:
+    async def run(c: Caller) -> None:
+        env = await c.cell(code, language="python", timeout_ms=2000)
+        if guest_only:
+            sound(env)
+        check(env)
+
+    run.__doc__ = f"Python cell: {code[:120]!r}"
+    case(id, guest_only=guest_only)(run)
+
+
+def _fails_with(*codes: str, starts: str = "") -> Callable[[dict[str, Any]], None]:
+    def check(env: dict[str, Any]) -> None:
+        failed(env, *codes)
+        assert str(env.get("error", "")).startswith(starts), brief(env)
+
+    return check
+
+
+_python_case("python_runaway_loop", "while True:\n    pass", _fails_with("timeout"), guest_only=False)
+_python_case(
+    "python_deep_recursion",
+    "def f(n):\n    return f(n + 1)\nf(0)",
+    _fails_with("internal_error", starts="RecursionError"),
+)
+_python_case("python_huge_string", "s = 'x' * (10**10)\nlen(s)", _fails_with("memory_limit_exceeded"))
+_python_case(
+    "python_doubling_list_memory_bomb",
+    "x = [0]\nwhile True:\n    x = x + x",
+    _fails_with("memory_limit_exceeded"),
+)
+_python_case(
+    "python_huge_int_to_text",
+    "x = 7 ** 200000\nstr(x)",
+    _fails_with("internal_error", starts="ValueError: Exceeds the limit"),
+)
+_python_case(
+    "python_nested_10000_value",
+    "v = 1\nfor i in range(10000):\n    v = [v]\nv",
+    _fails_with("internal_error", starts="TypeError: the cell's value nests too deep"),
+)
+_python_case(
+    "python_nested_10000_tool_argument",
+    "v = 1\nfor i in range(10000):\n    v = [v]\nawait results.save(v)",
+    _fails_with("internal_error", starts="TypeError: the call's arguments nest too deep"),
+)
+_python_case(
+    "python_unawaited_call_flood",
+    "for i in range(100000):\n    sleep(0)\n1",
+    _fails_with("internal_error", starts="ValueError: too many host requests"),
+)
+_python_case(
+    "python_print_flood",
+    "for i in range(200000):\n    print(i)\n'done'",
+    lambda env: _equal([completed(env), len(env["output"]) < 5000], ["done", True]),
+)
+_python_case("python_lone_surrogate_value", "'a\\ud800b'", lambda env: _equal(completed(env), "a" + FFFD + "b"))
+for _id, _code, _starts in (
+    ("python_open_file", "open('/etc/passwd').read()", "PermissionError"),
+    ("python_os_environment", "import os\nos.environ", ""),
+    ("python_os_getenv", "import os\nos.getenv('PATH')", "RuntimeError"),
+    ("python_subprocess", "import subprocess\nsubprocess.run(['id'])", "ModuleNotFoundError"),
+    ("python_socket", "import socket\nsocket.socket()", "ModuleNotFoundError"),
+    ("python_dunder_import", "__import__('os').system('id')", "NameError"),
+    ("python_eval_exec", "eval('1 + 1')", "NameError"),
+    ("python_class_definition", "class A:\n    def __repr__(self):\n        return 1 / 0\nA()", ""),
+    ("python_frame_escape", "def f():\n    pass\nf.__globals__", "AttributeError"),
+):
+    _python_case(_id, _code, _fails_with("internal_error", "invalid_input", starts=_starts))
+
+
+def _equal(got: Any, want: Any) -> None:
+    if got != want:
+        raise Violation(f"expected {want!r}, got {got!r}")
+
+
+_python_case(
+    "python_source_nested_100000_parens",
+    "(" * 100000 + ")" * 100000,
+    _fails_with("invalid_input", starts="SyntaxError at cell.py:"),
+)
+_python_case(
+    "python_deep_repr_and_compare",
+    "v = 1\nfor i in range(200000):\n    v = [v]\n[len(str(v)) > 0, v == v]",
+    lambda env: _equal(completed(env), [True, True]),
+)

@@ -1,0 +1,1 @@
+"""Python cells: the second guest language, run by Monty inside the same confined worker."""

@@ -1,0 +1,75 @@
+"""Python values of a Monty cell to JSON text and back, with the JavaScript guest's bounds.
+
+Monty hands the worker plain Python objects (its conversion of the guest's values).  What crosses the
+guest boundary is JSON, exactly as for JavaScript cells: dict with string keys, list (a tuple becomes
+a list, as a JS array), str, int, float, bool, None.  Anything else fails the call, naming its type.
+Nesting is bounded (``bridge.jsoncodec.MAX_NESTING``) and the values are counted, so a request that
+would be too costly for the host to parse is refused here, in the guest, before it exists.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bridge.jsoncodec import MAX_NESTING, dumps_text
+
+from .namespaces import handle_json
+
+
+#: Integers past 64 bits cross as JSON numbers the way JavaScript writes them: as doubles.
+_INT64 = 2**63
+
+
+def _as_float(v: int) -> float:
+    try:
+        return float(v)
+    except OverflowError:
+        raise NotJson("an int this large has no JSON number form (it overflows a double)") from None
+
+
+class NotJson(TypeError):
+    """A guest value that has no JSON form (the guest sees it as a TypeError)."""
+
+
+def to_json_value(value: Any, *, max_values: int | None = None) -> tuple[Any, int]:
+    """``(value as JSON-ready data, number of JSON values)``; NotJson names what does not convert."""
+    count = 0
+
+    def convert(v: Any, depth: int) -> Any:
+        nonlocal count
+        count += 1
+        if max_values is not None and count > max_values:
+            raise OverflowError("too many values")
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, int):
+            return v if -_INT64 <= v < _INT64 else _as_float(v)
+        if isinstance(v, float):
+            # JSON has no NaN or infinity; JSON.stringify writes null for them, and so do we.
+            return v if math.isfinite(v) else None
+        if depth >= MAX_NESTING:
+            raise NotJson(f"values may nest at most {MAX_NESTING} levels of lists/dicts")
+        if isinstance(v, (list, tuple)):
+            return [convert(item, depth + 1) for item in v]
+        if isinstance(v, dict):
+            out = {}
+            for key, item in v.items():
+                if not isinstance(key, str):
+                    raise NotJson(f"dict keys must be str to cross as JSON, not {type(key).__name__}")
+                out[key] = convert(item, depth + 1)
+            return out
+        meta = handle_json(v)
+        if meta is not None:
+            return meta
+        raise NotJson(
+            f"a value of type {type(v).__name__} cannot cross as JSON (use dict, list, str, int, float, bool, None)"
+        )
+
+    return convert(value, 0), count
+
+
+def to_json_text(value: Any) -> str:
+    """The JSON text of a guest value (NotJson if it has none)."""
+    data, _ = to_json_value(value)
+    return dumps_text(data)

@@ -1,0 +1,148 @@
+"""The `tools/<callableName>.pyi` declaration of one tool for Python cells, beside its `.d.ts`.
+
+The same declared contract as the TypeScript file, spelled for Python: the input is a ``TypedDict``
+(functional form, so any property name fits) unpacked as the function's keyword arguments, the output a
+``TypedDict`` or the Python type of its schema.  What Python typing cannot express (references,
+conditional schemas, ``not``) stays ``Any``: call-time validation owns the schema's constraints.
+Rendering is bounded: at most ``MAX_NODES`` schema nodes, ``MAX_DEPTH`` levels and ``MAX_CHARS`` of
+declarations per file; past a bound the part stays ``Any``.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from typing import Any
+
+__all__ = ["MAX_CHARS", "render_tool_stub"]
+
+MAX_NODES = 4096
+MAX_DEPTH = 24
+MAX_CHARS = 65_536
+_MAX_DOC_LINES = 40
+_SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
+_NOT_NAME = re.compile(r"[^0-9A-Za-z]+")
+#: Control characters a comment line must not hold (a NUL makes the file unreadable to Python tools).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+_HEADER = (
+    "# Generated from this tool's declared contract for Python cells; shapes Python typing cannot express",
+    "# stay `Any`. Call-time validation owns the schema's constraints.",
+    "from typing import Any, Literal, Required, TypedDict, Unpack",
+)
+
+
+def _identifier(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _pascal(text: str) -> str:
+    parts = [p for p in _NOT_NAME.split(text) if p]
+    name = "".join(p[:1].upper() + p[1:] for p in parts) or "Value"
+    return name if name[0].isalpha() else "T" + name
+
+
+class _Renderer:
+    """Turns schemas into Python type expressions, collecting the TypedDicts they need."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.blocks: list[str] = []
+        self.names: set[str] = set()
+        self.nodes = 0
+
+    def name(self, hint: str) -> str:
+        name = self.base + _pascal(hint)
+        candidate, n = name, 2
+        while candidate in self.names:
+            candidate, n = f"{name}{n}", n + 1
+        self.names.add(candidate)
+        return candidate
+
+    def type_of(self, schema: Any, hint: str, depth: int = 0) -> str:
+        self.nodes += 1
+        if self.nodes > MAX_NODES or depth > MAX_DEPTH or not isinstance(schema, dict):
+            return "Any"
+        if "const" in schema:
+            return _literal([schema["const"]])
+        if isinstance(schema.get("enum"), list):
+            return _literal(schema["enum"])
+        for key in ("anyOf", "oneOf"):
+            members = schema.get(key)
+            if isinstance(members, list) and members:
+                return _union(self.type_of(m, f"{hint}{i}", depth + 1) for i, m in enumerate(members))
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            return _union(self.type_of({**schema, "type": k}, hint, depth + 1) for k in kind)
+        if kind in _SCALARS:
+            return _SCALARS[kind]
+        if kind == "array":
+            items = schema.get("items")
+            return f"list[{self.type_of(items, hint + 'Item', depth + 1)}]" if isinstance(items, dict) else "list[Any]"
+        if kind == "object" or "properties" in schema:
+            return self.object_type(schema, hint, depth)
+        return "Any"
+
+    def object_type(self, schema: dict[str, Any], hint: str, depth: int) -> str:
+        properties = schema.get("properties")
+        if not isinstance(properties, dict) or not properties:
+            extra = schema.get("additionalProperties")
+            value = self.type_of(extra, hint + "Value", depth + 1) if isinstance(extra, dict) else "Any"
+            return f"dict[str, {value}]"
+        required = schema.get("required")
+        required = set(required) if isinstance(required, list) else set()
+        name = self.name(hint)
+        fields = []
+        for key, sub in properties.items():
+            if not isinstance(key, str):
+                continue
+            kind = self.type_of(sub, f"{hint}_{key}", depth + 1)
+            fields.append(f"{key!r}: {f'Required[{kind}]' if key in required else kind}")
+        self.blocks.append(f"{name} = TypedDict({name!r}, {{{', '.join(fields)}}}, total=False)")
+        return name
+
+
+def _literal(values: list[Any]) -> str:
+    shown = [repr(v) for v in values if isinstance(v, (str, int, bool)) or v is None]
+    if len(shown) != len(values) or not shown:
+        return "Any"
+    return f"Literal[{', '.join(shown)}]"
+
+
+def _union(types: Any) -> str:
+    unique = list(dict.fromkeys(types))
+    return "Any" if "Any" in unique else " | ".join(unique)
+
+
+def _comment(text: str) -> list[str]:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()][:_MAX_DOC_LINES]
+    return [f"# {_CONTROL.sub(' ', line)}" for line in lines]
+
+
+def render_tool_stub(
+    callable_name: str, description: str, input_schema: dict | None, output_schema: dict | None, trusted: bool
+) -> str:
+    """The stub of one tool: ``async def <name>(**input: Unpack[<Name>Input]) -> <output>``."""
+    lines = [*_HEADER, ""]
+    if not _identifier(callable_name):
+        lines.append(f"# {callable_name!r} is not a Python name: call it as a handle, `await h.call(**input)`.")
+        return "\n".join(lines) + "\n"
+    if not trusted:
+        lines.append("# Client tool: its metadata is not trusted, so input and output stay `Any`.")
+        lines.extend(_comment(description))
+        lines.append(f"async def {callable_name}(**input: Any) -> Any: ...")
+        return "\n".join(lines) + "\n"
+    renderer = _Renderer(_pascal(callable_name))
+    input_type = renderer.object_type(input_schema, "Input", 0) if isinstance(input_schema, dict) else "dict[str, Any]"
+    output_type = renderer.type_of(output_schema, "Output") if output_schema is not None else "Any"
+    kwargs = f"Unpack[{input_type}]" if not input_type.startswith("dict[") else "Any"
+    body = [
+        *renderer.blocks,
+        "",
+        *_comment(description),
+        f"async def {callable_name}(**input: {kwargs}) -> {output_type}: ...",
+    ]
+    if sum(len(line) + 1 for line in body) > MAX_CHARS:
+        lines.append(f"# The declarations exceed {MAX_CHARS} characters; input and output stay `Any`.")
+        body = [*_comment(description), f"async def {callable_name}(**input: Any) -> Any: ..."]
+    return "\n".join(lines + body) + "\n"

@@ -1,0 +1,108 @@
+"""The Python declarations a Python cell reads (`tools/<name>.pyi`) type-check with the real mypy, strictly.
+
+A Python cell lists a `.pyi` stub beside each tool's `.d.ts`; the stubs are written out as modules and
+code that uses them the way a cell would must pass `mypy --strict`, while misuse (an unknown keyword, a
+wrong literal, a missing required argument, a key the output does not have) must be rejected.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.settings import ToolSettings
+from tests.conftest import make_client, run
+
+COLLECT = """
+files = (await API.list('tools'))['files']
+out = {}
+for f in files:
+    if f['path'].endswith('.pyi'):
+        out[f['path']] = (await API.read(f['path']))['content']
+[[f['path'] for f in files], out]
+"""
+USAGE = """
+from echo import echo
+from list_carriers import list_carriers
+from quote_shipping import quote_shipping
+
+
+async def usage() -> float:
+    quote = await quote_shipping(origin="DE", destination="FR", weight_kg=2)
+    price: float = quote["price"]
+    echoed = await echo(x=1)
+    carriers = await list_carriers()
+    return price + len([echoed, carriers])
+"""
+MISUSE = """
+from echo import echo
+from quote_shipping import quote_shipping
+
+
+async def misuse() -> None:
+    await echo(y=1)
+    await quote_shipping(origin="DE", destination="FR")
+    quote = await quote_shipping(origin="DE", destination="FR", weight_kg="2")
+    quote["no_such_key"]
+"""
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """A service with the shipping plugin and the test tools."""
+    with make_client(tmp_path_factory.mktemp("pyi"), tools=ToolSettings(plugins=("examples.plugins.shipping",))) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def stubs(shop: TestClient) -> tuple[list[str], dict[str, str]]:
+    env = run(shop, COLLECT, language="python")
+    assert env["status"] == "completed", env
+    paths, files = env["value"]
+    return paths, files
+
+
+def mypy(directory: Path, source: str) -> subprocess.CompletedProcess[str]:
+    (directory / "usage.py").write_text(source)
+    command = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--config-file", "/dev/null", "usage.py"]
+    return subprocess.run(command, cwd=directory, capture_output=True, text=True, timeout=300)
+
+
+def write_stubs(directory: Path, files: dict[str, str]) -> None:
+    directory.mkdir()
+    for path, content in files.items():
+        (directory / path.removeprefix("tools/")).write_text(content)
+
+
+def test_python_cells_list_a_stub_beside_each_declaration(stubs, shop):
+    """Each tools/<name>.d.ts has a tools/<name>.pyi in a Python cell; a JavaScript cell lists no stubs."""
+    paths, files = stubs
+    declarations = {p.removesuffix(".d.ts") for p in paths if p.endswith(".d.ts")}
+    assert declarations and declarations == {p.removesuffix(".pyi") for p in paths if p.endswith(".pyi")}
+    assert set(files) == {p for p in paths if p.endswith(".pyi")}
+    js = run(shop, "return (await API.list('tools')).files.map(f => f.path)")["value"]
+    assert js and not [p for p in js if p.endswith(".pyi")]
+
+
+def test_the_stubs_type_check_a_cells_use_of_its_tools(stubs, tmp_path):
+    """Code that calls the tools as a cell would (keyword arguments, typed output) passes mypy --strict."""
+    write_stubs(tmp_path / "ok", stubs[1])
+    done = mypy(tmp_path / "ok", USAGE)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_stubs_reject_misuse(stubs, tmp_path):
+    """An unknown keyword, a missing required argument, a wrong type and an unknown output key are errors."""
+    write_stubs(tmp_path / "bad", stubs[1])
+    done = mypy(tmp_path / "bad", MISUSE)
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert 'Unexpected keyword argument "y" for "echo"' in out
+    assert 'Missing named argument "weight_kg" for "quote_shipping"' in out
+    assert 'Argument "weight_kg" to "quote_shipping" has incompatible type "str"' in out
+    assert 'has no key "no_such_key"' in out
