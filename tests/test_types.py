@@ -14,11 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_mypy_finds_no_type_errors():
-    """`mypy` (configured in pyproject.toml) reports no error in bridge/, guest_runtime/, service/ or codemode_client/."""
+    """`mypy` (configured in pyproject.toml) reports no error in bridge/, guest_runtime/, service/ or client/codemode_client/."""
     # The installed packages are this interpreter's, whatever python_version the checks target.
     command = [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", "--python-executable", sys.executable]
     result = subprocess.run(
-        [*command, "bridge", "guest_runtime", "service", "codemode_client"],
+        [*command, "bridge", "guest_runtime", "service", "client/codemode_client"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -30,7 +30,7 @@ from tests.support.polling import poll_until
 README = Path(__file__).resolve().parents[2] / "README.md"
 CONFIG = f"""
 [tools]
-plugins = ["examples.plugins.shipping", "tests.support.echo_plugin"]
+plugins = ["service.demo.shipping", "tests.support.echo_plugin"]
 
 [mcp.servers.docs]
 command = {sys.executable!r}
