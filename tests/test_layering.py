@@ -135,13 +135,6 @@ PRIVATE_IMPORTS_ALLOWED = {
         "the package's wrapper (whose import starts a thread, and a worker confines itself single-threaded); "
         "quickjs-ng is pinned exactly and check_engine() proves the wiring at every worker start"
     ),
-    **{
-        ("service/tools/contracts.py", f"jsonschema.{module}"): (
-            "its `re` is pointed at RE2 so schema patterns match in linear time; contracts.py refuses to "
-            "import if a module stops matching through `re`, and pyproject keeps jsonschema on 4.x"
-        )
-        for module in ("_keywords", "_legacy_keywords", "_utils")
-    },
 }
 
 
