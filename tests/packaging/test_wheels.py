@@ -1,7 +1,7 @@
 """The two wheels, built and installed into a clean virtualenv, work on their own.
 
-`python -m build` builds the service's wheel (`codemode`) and the client's (`codemode-client`,
-client/); a fresh venv installs both from those files (their dependencies from the package index),
+`python -m build` builds the service's sdist and wheel (`codemode`) and the client's
+(`codemode-client`, client/); a fresh venv installs both from those files (their dependencies from the package index),
 and everything below runs from that venv with the repository off `sys.path`: a cell through
 `codemode exec` (the guest prelude's `.js` files ship), and the client, imported from its wheel,
 against `codemode serve --demo` (the demo's plugin and MCP server ship inside the service).
@@ -41,7 +41,9 @@ def _run(argv: list[str], cwd: Path, timeout: float = 600, stdin: str | None = N
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("wheels")
     for project in (ROOT, ROOT / "client"):
-        _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(project)], out)
+        # The sdist first, then the wheel from the unpacked sdist (build's default): a clean tree, so no
+        # stale file of the checkout's build/ reaches the wheel, and the sdist is proven complete.
+        _run([sys.executable, "-m", "build", "--outdir", str(out), str(project)], out)
     found = {path.name.split("-")[0]: path for path in out.glob("*.whl")}
     assert set(found) == {"codemode", "codemode_client"}, sorted(out.iterdir())
     return found
