@@ -135,7 +135,7 @@ class Settings(BaseSettings):
     allowed_hosts: CommaList = setting(
         "server", (), doc="host names or addresses (optionally :port) a server without API keys also answers"
     )
-    # Demo mode (service/demo.py): the example shipping plugin and the bundled travel MCP server.
+    # Demo mode (service/demo/): the example shipping plugin and the bundled travel MCP server.
     demo: bool = setting("server", False, doc="load the example shipping plugin and the bundled travel MCP server")
     # [limits]: request defaults and the server's caps
     timeout_ms: Int = setting("limits", 10000, 100, 60000, "default wall clock per exec/wait call")

@@ -10,6 +10,7 @@ import asyncio
 import importlib.metadata
 import inspect
 import socket
+import sys
 import tomllib
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from service.http.server import guarded_protocol
 from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
+STDLIB = set(sys.stdlib_module_names) | {"builtins"}
 GUARDED = guarded_protocol(Settings())
 
 
@@ -135,3 +137,33 @@ def test_fastapi_builds_each_route_handler_through_get_route_handler():
 
 async def _app(scope: object, receive: object, send: object) -> None:
     raise AssertionError("no request reaches this app")
+
+
+def _our_classes() -> list[type]:
+    import importlib
+    import pkgutil
+
+    import service
+
+    found = []
+    for info in pkgutil.walk_packages(service.__path__, "service."):
+        if info.name.startswith("service.demo.travel"):
+            continue  # a program of its own (it builds its MCP server at import)
+        module = importlib.import_module(info.name)
+        found += [c for c in vars(module).values() if inspect.isclass(c) and c.__module__ == module.__name__]
+    return found
+
+
+def test_no_class_of_ours_overrides_a_private_name_of_another_distribution():
+    """Subclasses of third-party classes (pydantic-settings sources, uvicorn's protocol, FastAPI's route,
+    starlette's request, ...) define no ``_name`` their base already has: we extend through public hooks only."""
+    clashes = []
+    for cls in [*_our_classes(), GUARDED]:
+        foreign = [b for b in cls.__mro__[1:] if b.__module__.split(".")[0] not in STDLIB | {"service"}]
+        for name in vars(cls):
+            if name == "_abc_impl":  # set on every class by the standard library's ABCMeta, not by us
+                continue
+            if name.startswith("_") and not name.startswith("__") and any(name in vars(b) for b in foreign):
+                clashes.append(f"{cls.__module__}.{cls.__qualname__}.{name}")
+    assert clashes == []
+    assert any(issubclass(c, APIRoute) for c in _our_classes()), "the scan found no framework subclass"
