@@ -6,7 +6,6 @@ COPY pyproject.toml README.md ./
 COPY bridge ./bridge
 COPY guest_runtime ./guest_runtime
 COPY service ./service
-COPY examples ./examples
 RUN pip install --no-cache-dir . && useradd --system --home /var/lib/codemode --create-home codemode
 USER codemode
 ENV CODEMODE_DATA_DIR=/var/lib/codemode

@@ -3,7 +3,7 @@ and a background cell followed on its event stream.
 
     CODEMODE_URL=http://127.0.0.1:8000 python -m examples.client_quickstart
 
-Needs a service with the shipping example plugin (``plugins = ["examples.plugins.shipping"]``).
+Needs a service with the shipping example plugin (``plugins = ["service.demo.shipping"]``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 
 The model gets one tool, ``codemode``; it writes a cell that calls ``lookup_order`` and ``customer_tier``
 (run here, by LangChain) beside the server's own tools (``quote_shipping`` with ``--demo``).
-Needs ``pip install 'codemode[langchain]' langchain`` and the model provider's package and API key.
+Needs ``pip install 'codemode-client[langchain]' langchain`` and the model provider's package and API key.
 """
 
 from __future__ import annotations

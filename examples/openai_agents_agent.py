@@ -5,7 +5,7 @@
 
 The model gets one tool, ``codemode``; it writes a cell that calls ``lookup_order`` and ``customer_tier``
 (run here, by the SDK) beside the server's own tools (``quote_shipping`` with ``--demo``).
-Needs ``pip install 'codemode[openai-agents]'`` and ``OPENAI_API_KEY``.
+Needs ``pip install 'codemode-client[openai-agents]'`` and ``OPENAI_API_KEY``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 
 The model gets one tool, ``codemode``; it writes a cell that calls ``lookup_order`` and ``customer_tier``
 (run here, by pydantic-ai) beside the server's own tools (``quote_shipping`` with ``--demo``).
-Needs ``pip install 'codemode[pydantic-ai]'`` and the model provider's API key.
+Needs ``pip install 'codemode-client[pydantic-ai]'`` and the model provider's API key.
 """
 
 from __future__ import annotations

@@ -1,3 +1,6 @@
 """codemode: the HTTP host that runs JavaScript cells in supervised QuickJS workers."""
 
-__version__ = "0.1.0"
+from importlib.metadata import version
+
+# One version source: pyproject.toml's [project] version, as installed (an editable install counts).
+__version__ = version("codemode")

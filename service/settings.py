@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BeforeValidator, Field, SkipValidation, ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .errors import ConfigError
 from .hosts import parse_allowed_host
@@ -64,7 +64,7 @@ def _comma_list(value: Any) -> Any:
     return value
 
 
-CommaList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_list)]
+CommaList = Annotated[tuple[str, ...], BeforeValidator(_comma_list)]
 NonEmpty = Annotated[str, Field(min_length=1)]
 
 
@@ -135,7 +135,7 @@ class Settings(BaseSettings):
     allowed_hosts: CommaList = setting(
         "server", (), doc="host names or addresses (optionally :port) a server without API keys also answers"
     )
-    # Demo mode (service/demo.py): the example shipping plugin and the bundled travel MCP server.
+    # Demo mode (service/demo/): the example shipping plugin and the bundled travel MCP server.
     demo: bool = setting("server", False, doc="load the example shipping plugin and the bundled travel MCP server")
     # [limits]: request defaults and the server's caps
     timeout_ms: Int = setting("limits", 10000, 100, 60000, "default wall clock per exec/wait call")
@@ -393,26 +393,29 @@ def _hint(wrong: str, choices: Mapping[str, str]) -> str:
 # -- sources ------------------------------------------------------------------------------------
 
 
-class _Environment(EnvSettingsSource):
-    """``CODEMODE_<NAME>`` variables of the given environment; any other ``CODEMODE_*`` is a typo."""
+class _Environment(PydanticBaseSettingsSource):
+    """``CODEMODE_<NAME>`` variables of the given environment; any other ``CODEMODE_*`` is a typo.
+
+    Every variable is a scalar setting (``setting()``), handed to validation as its text: pydantic
+    turns ``"8000"`` into an int and ``"true"`` into a bool, and a list is ``CommaList``'s "a,b"."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
-        for key in environ:
+        super().__init__(Settings)
+        self.values: dict[str, str] = {}
+        for key, value in environ.items():
             upper = key.upper()
-            if (
-                upper.startswith(ENV_PREFIX)
-                and upper not in ENV_NAMES
-                and upper not in (CONFIG_VARIABLE, API_KEY_VARIABLE)
-            ):
+            if upper in ENV_NAMES:
+                self.values[ENV_NAMES[upper]] = value
+            elif upper.startswith(ENV_PREFIX) and upper not in (CONFIG_VARIABLE, API_KEY_VARIABLE):
                 suffix = upper[len(ENV_PREFIX) :]
                 hint = _hint(suffix, {n[len(ENV_PREFIX) :]: n for n in ENV_NAMES})
                 raise ConfigError(f"unknown environment variable {key}{hint}", need_param=key)
-        self._environ = {k.lower(): v for k, v in environ.items() if k.upper() in ENV_NAMES}
-        super().__init__(Settings)
 
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        # The library reads os.environ; load_settings is given its environment (tests pass a dict).
-        return self._environ
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self.values.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.values)
 
 
 class _ConfigFile(PydanticBaseSettingsSource):

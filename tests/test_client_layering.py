@@ -7,22 +7,22 @@ import sys
 
 from tests.test_layering import MAX_MODULE_LINES, ROOT, STDLIB, _imports
 
-CLIENT = ROOT / "codemode_client"
+CLIENT = ROOT / "client" / "codemode_client"
 CLIENT_IMPORTS = {str(p.relative_to(ROOT)): _imports(p) for p in sorted(CLIENT.rglob("*.py"))}
 
 
 def test_client_modules_were_found():
     """The scan sees the client's modules, the transport among them (guards against a vacuous pass)."""
-    assert "codemode_client/transport.py" in CLIENT_IMPORTS
-    assert "httpx" in CLIENT_IMPORTS["codemode_client/transport.py"]
+    assert "client/codemode_client/transport.py" in CLIENT_IMPORTS
+    assert "httpx" in CLIENT_IMPORTS["client/codemode_client/transport.py"]
 
 
 #: The framework adapters, each an optional extra: the one module importing its framework (and pydantic,
 #: which every one of these frameworks is built on).
 ADAPTERS = {
-    "codemode_client/pydantic_ai_toolset.py": {"pydantic_ai", "pydantic"},
-    "codemode_client/langchain_tool.py": {"langchain_core", "pydantic"},
-    "codemode_client/openai_agents_tool.py": {"agents"},
+    "client/codemode_client/pydantic_ai_toolset.py": {"pydantic_ai", "pydantic"},
+    "client/codemode_client/langchain_tool.py": {"langchain_core", "pydantic"},
+    "client/codemode_client/openai_agents_tool.py": {"agents"},
 }
 FRAMEWORKS = ("pydantic_ai", "langchain_core", "langchain", "langgraph", "agents")
 
@@ -56,7 +56,7 @@ def test_the_client_imports_with_no_framework_installed():
         "    try:\n"
         "        __import__('codemode_client.' + module)\n"
         "    except ImportError as exc:\n"
-        '        assert f"codemode[{extra}]" in str(exc), exc\n'
+        '        assert f"codemode-client[{extra}]" in str(exc), exc\n'
         "    else:\n"
         "        raise AssertionError(module + ' imported without its framework')\n"
         "print('ok')\n"
@@ -67,7 +67,9 @@ def test_the_client_imports_with_no_framework_installed():
 
 def test_httpx_has_one_importer_in_the_client():
     """httpx is imported by the transport module alone."""
-    assert sorted(m for m, names in CLIENT_IMPORTS.items() if "httpx" in names) == ["codemode_client/transport.py"]
+    assert sorted(m for m, names in CLIENT_IMPORTS.items() if "httpx" in names) == [
+        "client/codemode_client/transport.py"
+    ]
 
 
 def test_importing_the_client_loads_nothing_of_the_service():

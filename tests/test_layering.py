@@ -28,7 +28,8 @@ SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
     "re2": "service/tools/patterns.py",
     "sqlite3": "service/stores/sqlite.py",
     "redis": "service/stores/redis_store.py",
-    "mcp": ("service/mcp/client.py", "service/mcp_server/sdk_server.py"),
+    # The demo's travel server is a program of its own (python -m service.demo.travel), not the service.
+    "mcp": ("service/mcp/client.py", "service/mcp_server/sdk_server.py", "service/demo/travel.py"),
     "mcp_types": ("service/mcp/client.py", "service/mcp_server/sdk_server.py"),
     "prometheus_client": "service/metrics.py",
     "orjson": "bridge/jsoncodec.py",
@@ -57,7 +58,8 @@ def _import_names(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                names.add(rel.parts[0])  # "from .x import" / "from .. import" stay inside the package
+                # "from .x import" / "from .. import" stay inside the package (client/ holds codemode_client)
+                names.add(rel.parts[1] if rel.parts[0] == "client" else rel.parts[0])
             elif node.module:
                 names.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif (
@@ -122,10 +124,11 @@ def test_third_party_library_has_one_importer(library):
 
 # ---- dependencies --------------------------------------------------------------------------------
 
-#: Packages that ship (pyproject's setuptools include); the rest of our code runs only in development.
-SHIPPED = PACKAGES + ("examples", "codemode_client")
-DEVELOPMENT = ("bench", "tests")
-OURS = set(SHIPPED + DEVELOPMENT)
+#: Packages that ship: the service's wheel (pyproject's setuptools include) and the client's (client/).
+SHIPPED = PACKAGES + ("client/codemode_client",)
+#: Our code that runs only in development (examples/ are documentation, run by the tests).
+DEVELOPMENT = ("bench", "tests", "examples")
+OURS = {top.split("/")[-1] for top in SHIPPED + DEVELOPMENT}
 #: Private modules of other distributions we import on purpose: (our module, private import) -> why.
 PRIVATE_IMPORTS_ALLOWED = {
     ("guest_runtime/driver.py", "_quickjs"): (
@@ -133,13 +136,6 @@ PRIVATE_IMPORTS_ALLOWED = {
         "the package's wrapper (whose import starts a thread, and a worker confines itself single-threaded); "
         "quickjs-ng is pinned exactly and check_engine() proves the wiring at every worker start"
     ),
-    **{
-        ("service/tools/contracts.py", f"jsonschema.{module}"): (
-            "its `re` is pointed at RE2 so schema patterns match in linear time; contracts.py refuses to "
-            "import if a module stops matching through `re`, and pyproject keeps jsonschema on 4.x"
-        )
-        for module in ("_keywords", "_legacy_keywords", "_utils")
-    },
 }
 
 
@@ -193,36 +189,55 @@ def _normalised(distribution: str) -> str:
 
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+CLIENT_PYPROJECT = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 RUNTIME_REQUIREMENTS = {_distribution_name(r): r for r in PYPROJECT["dependencies"]}
+CLIENT_REQUIREMENTS = {_distribution_name(r): r for r in CLIENT_PYPROJECT["dependencies"]}
+CLIENT_EXTRAS = {_distribution_name(r) for extra in CLIENT_PYPROJECT["optional-dependencies"].values() for r in extra}
 DEV_REQUIREMENTS = {_distribution_name(r): r for r in PYPROJECT["optional-dependencies"]["dev"]}
-#: Shipped modules that import an optional framework, and the extra of pyproject that installs it.
+#: Client modules that import an optional framework, and the extra of client/pyproject.toml that installs it.
 EXTRA_OF = {
-    "codemode_client/pydantic_ai_toolset.py": "pydantic-ai",
-    "codemode_client/langchain_tool.py": "langchain",
-    "codemode_client/openai_agents_tool.py": "openai-agents",
-    "examples/pydantic_ai_agent.py": "pydantic-ai",
-    "examples/langchain_agent.py": "langchain",
-    "examples/openai_agents_agent.py": "openai-agents",
+    "client/codemode_client/pydantic_ai_toolset.py": "pydantic-ai",
+    "client/codemode_client/langchain_tool.py": "langchain",
+    "client/codemode_client/openai_agents_tool.py": "openai-agents",
 }
 
 
+def _declared_for(module: str) -> set[str]:
+    """The distributions `module` may import: its own project's dependencies (and extra), or for
+    development code both projects' with every extra and the service's ``dev`` extra."""
+    if module.startswith("client/"):
+        extra = CLIENT_PYPROJECT["optional-dependencies"].get(EXTRA_OF.get(module, ""), [])
+        return set(CLIENT_REQUIREMENTS) | {_distribution_name(r) for r in extra}
+    if module.split("/")[0] in DEVELOPMENT:
+        return set(RUNTIME_REQUIREMENTS) | set(DEV_REQUIREMENTS) | set(CLIENT_REQUIREMENTS) | CLIENT_EXTRAS
+    return set(RUNTIME_REQUIREMENTS)
+
+
 def test_every_imported_distribution_is_declared():
-    """Each third-party import resolves to a distribution pyproject declares: shipped code in
-    ``dependencies`` (a framework adapter also in its extra), tests and benchmarks there or in the ``dev`` extra."""
+    """Each third-party import resolves to a distribution its project declares: the service's code in
+    pyproject.toml's ``dependencies``, the client's in client/pyproject.toml's (an adapter also in its
+    extra), tests, benchmarks and examples in either or in the service's ``dev`` extra."""
     owners = importlib.metadata.packages_distributions()
     missing = set()
     for module, names in OUR_IMPORTS.items():
-        declared = set(RUNTIME_REQUIREMENTS)
-        if module.split("/")[0] in DEVELOPMENT:
-            declared |= set(DEV_REQUIREMENTS)
-        if module in EXTRA_OF:
-            declared |= {_distribution_name(r) for r in PYPROJECT["optional-dependencies"][EXTRA_OF[module]]}
+        declared = _declared_for(module)
         for name in filter(_foreign, names):
             top = name.split(".")[0]
             distributions = {_normalised(d) for d in owners.get(top, [f"<nothing installed provides {top}>"])}
             if not distributions & declared:
                 missing.add((module, top, ", ".join(sorted(distributions))))
     assert sorted(missing) == []
+
+
+def test_the_two_distributions_share_nothing():
+    """The service's wheel depends on nothing of the client and the client only on httpx; neither ships
+    the other's package, nor ``examples``."""
+    assert not {"codemode-client", "httpx"} & set(RUNTIME_REQUIREMENTS)
+    assert set(CLIENT_REQUIREMENTS) == {"httpx"}
+    service_packages = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert service_packages["packages"]["find"]["include"] == ["service*", "guest_runtime*", "bridge*"]
+    client_packages = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text(encoding="utf-8"))["tool"]
+    assert client_packages["setuptools"]["packages"]["find"]["include"] == ["codemode_client*"]
 
 
 def test_mcp_is_pinned_to_the_major_version_the_client_is_written_for():

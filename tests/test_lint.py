@@ -20,7 +20,7 @@ def test_ruff_finds_no_undefined_names_or_unused_imports():
             "service",
             "bridge",
             "guest_runtime",
-            "codemode_client",
+            "client",
             "examples",
             "bench",
             "tests",

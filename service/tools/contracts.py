@@ -5,8 +5,10 @@ from the validated value, so an output-contract failure does not leak the reject
 
 Every schema, the operator's and the caller's, compiles against a registry that refuses to
 retrieve anything: left to itself jsonschema resolves an unknown `$ref` by fetching the URL
-(urllib, no timeout) or reading a `file:` path. Patterns run on RE2, and one validation may
-evaluate at most `MAX_VALIDATION_STEPS` keywords, so no schema/value pair holds a thread long.
+(urllib, no timeout) or reading a `file:` path. Patterns run on RE2: our validator classes are
+each draft's, `extend()`-ed with RE2 `pattern`, `patternProperties` and `additionalProperties`
+keywords (jsonschema itself, and its other users, keep theirs). One validation may evaluate at
+most `MAX_VALIDATION_STEPS` keywords, so no schema/value pair holds a thread long.
 A pattern search is charged by its worst cost (RE2 program size × text bytes, see
 `patterns.search_work`), `PATTERN_WORK_PER_STEP` units a step, before it runs: a pattern RE2
 can only run on its NFA cannot spend seconds on one long string inside a single step.
@@ -19,12 +21,9 @@ from __future__ import annotations
 import contextvars
 import functools
 import json
-import types
+from collections.abc import Iterator
 from typing import Any
 
-import jsonschema._keywords
-import jsonschema._legacy_keywords
-import jsonschema._utils
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.validators import extend, validator_for
@@ -108,14 +107,65 @@ def _charged_search(pattern: str, text: str, flags: int = 0) -> Any:
     return patterns.search(pattern, text, flags)
 
 
-# jsonschema matches `pattern`, `patternProperties` (also inside additionalProperties and
-# unevaluatedProperties) through the `re` module of these three modules; pointing that name at RE2
-# covers every place without copying the keyword implementations.
-_RE2 = types.SimpleNamespace(search=_charged_search)
-for _module in (jsonschema._keywords, jsonschema._utils, jsonschema._legacy_keywords):
-    if not hasattr(_module, "re"):
-        raise ImportError(f"{_module.__name__} no longer matches patterns through `re`; update contracts.py")
-    _module.re = _RE2  # type: ignore[attr-defined]
+# The keywords that match a pattern, on RE2 (jsonschema's own use Python's backtracking `re`). Our
+# validator classes extend each draft with these (`_bounded`); jsonschema itself, and every other
+# user of it in the process (the MCP SDK), keeps its stock keywords.
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _charged_search(pattern, instance):
+        yield ValidationError(f"does not match {_show(pattern)}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _charged_search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    known = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = [k for k in instance if k not in known and not any(_charged_search(p, k) for p in patterns)]
+    if validator.is_type(additional, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], additional, path=key)
+    elif not additional and extras:
+        yield ValidationError(f"{len(extras)} additional properties are not allowed")
+
+
+_ON_RE2 = {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+}
+
+#: Keywords whose value maps names (not keywords) to subschemas, and keywords whose value is data.
+_NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})
+_DATA = frozenset({"enum", "const", "default", "examples"})
+
+
+def _keywords_used(schema: Any) -> set[str]:
+    """Every keyword `schema` uses at any depth (one iterative pass, linear in the schema)."""
+    used: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                used.add(key)
+                if key in _NAMED and isinstance(value, dict):
+                    stack.extend(value.values())
+                elif key not in _DATA:
+                    stack.append(value)
+    return used
 
 
 def _counted(keyword: Any) -> Any:
@@ -133,8 +183,9 @@ def _counted(keyword: Any) -> Any:
 
 @functools.cache
 def _bounded(base: Any) -> Any:
-    """`base` (a draft's validator class) with every keyword counted against the step budget."""
-    return extend(base, {name: _counted(fn) for name, fn in base.VALIDATORS.items()})
+    """`base` (a draft's validator class) with its pattern keywords on RE2 and every keyword counted
+    against the step budget."""
+    return extend(base, {name: _counted(_ON_RE2.get(name, fn)) for name, fn in base.VALIDATORS.items()})
 
 
 @functools.cache
@@ -284,6 +335,13 @@ def _compile(schema: Any, what: str) -> Any:
         raise _SchemaProblem(f"{what} is invalid at {where}: {_clip(exc.message, 160)}") from None
     except RecursionError:
         raise _SchemaProblem(f"{what} is nested too deeply to check") from None
+    if {"unevaluatedProperties", "patternProperties"} <= _keywords_used(schema):
+        # jsonschema finds the properties unevaluatedProperties skips with its own (backtracking)
+        # pattern matching, which no public extension point reaches: refused rather than run.
+        raise _SchemaProblem(
+            f"{what} uses unevaluatedProperties together with patternProperties, which cannot be checked in "
+            "linear time here; use additionalProperties next to patternProperties instead"
+        )
     return _validator(schema)
 
 

@@ -43,7 +43,7 @@ def load_plugins(
     owners: dict[str, str] = {}
     for index, path in enumerate(module_paths):
         if not isinstance(path, str) or not path.strip():
-            raise ToolConfigError(f'tools.plugins[{index}]: must be a module path like "examples.plugins.shipping"')
+            raise ToolConfigError(f'tools.plugins[{index}]: must be a module path like "service.demo.shipping"')
         module_name, _, attr = path.strip().partition(":")
         module = _import(module_name, f"tools.plugins[{index}] ({path!r})")
         register = _register_fn(module, attr, f"plugin module {path!r}")

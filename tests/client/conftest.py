@@ -12,7 +12,7 @@ from tests.support.live_server import codemode_serve
 API_KEY = "ck_test_client_0123456789"
 CONFIG = f"""
 [tools]
-plugins = ["examples.plugins.shipping"]
+plugins = ["service.demo.shipping"]
 
 [[api_keys]]
 key = "{API_KEY}"

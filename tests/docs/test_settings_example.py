@@ -16,6 +16,6 @@ def test_settings_page_config_example_loads(tmp_path):
     config.write_text(text[start : text.index("```", start)], encoding="utf-8")
     settings = load_settings(environ={}, config_path=str(config))
     assert [k.tenant for k in settings.api_keys] == ["acme"]
-    assert settings.tools.plugins == ("examples.plugins.shipping",)
+    assert settings.tools.plugins == ("service.demo.shipping",)
     assert [s.name for s in settings.mcp_servers] == ["everything", "docs"]
     assert settings.max_snapshot_bytes == 10485760

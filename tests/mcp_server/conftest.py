@@ -26,7 +26,7 @@ BETA = "ck_mcp_beta_0123456789"
 
 CONFIG = f"""
 [tools]
-plugins = ["examples.plugins.shipping"]
+plugins = ["service.demo.shipping"]
 
 [mcp.servers.docs]
 command = {sys.executable!r}

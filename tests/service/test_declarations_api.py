@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from service.settings import ToolSettings
 from tests.conftest import make_client, run
 
-SHIPPING = "examples.plugins.shipping"
+SHIPPING = "service.demo.shipping"
 VISIBLE = ["blob", "echo", "fail", "list_carriers", "news", "quote_shipping", "shipments", "track_package"]
 DECLARED_OUTPUT = ["list_carriers", "news", "quote_shipping", "shipments", "track_package"]
 INVALID_PATHS = ["a/../b", "./x", "", "tools//echo.d.ts", "tools/.", "  ", ".."]

@@ -55,7 +55,7 @@ async def misuse() -> None:
 @pytest.fixture(scope="module")
 def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """A service with the shipping plugin and the test tools."""
-    with make_client(tmp_path_factory.mktemp("pyi"), tools=ToolSettings(plugins=("examples.plugins.shipping",))) as c:
+    with make_client(tmp_path_factory.mktemp("pyi"), tools=ToolSettings(plugins=("service.demo.shipping",))) as c:
         yield c
 
 

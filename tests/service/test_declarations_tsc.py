@@ -11,7 +11,7 @@ from service.settings import ToolSettings
 from tests.support.tsc import run_tsc as tsc
 from tests.conftest import make_client, run
 
-SHIPPING = "examples.plugins.shipping"
+SHIPPING = "service.demo.shipping"
 CLIENT_TOOLS = [
     {
         "name": "get_weather",

@@ -30,7 +30,7 @@ from tests.support.polling import poll_until
 HTTP_API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "http-api.md"
 CONFIG = f"""
 [tools]
-plugins = ["examples.plugins.shipping", "tests.support.echo_plugin"]
+plugins = ["service.demo.shipping", "tests.support.echo_plugin"]
 
 [mcp.servers.docs]
 command = {sys.executable!r}

@@ -25,7 +25,7 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     with make_client(
         tmp_path_factory.mktemp("tooldesc"),
         api_keys=KEYS,
-        tools=ToolSettings(plugins=("examples.plugins.shipping",)),
+        tools=ToolSettings(plugins=("service.demo.shipping",)),
         max_output_bytes=4096,
     ) as c:
         yield c

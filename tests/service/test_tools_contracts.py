@@ -16,7 +16,7 @@ from service.api_files.discriminator import DISCRIMINATOR_KEY
 from tests.conftest import run
 from tests.support.tools import TEST_TOOLS
 
-SHIPPING = "examples.plugins.shipping"
+SHIPPING = "service.demo.shipping"
 SECRET = "secret-value-7f3a9"
 RUNS: dict[str, int] = {}
 

@@ -85,7 +85,7 @@ def register(registry: ToolRegistry) -> None:
 @pytest.fixture(scope="module")
 def hooked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """A service loading this module as a plugin next to the shipping plugin, with one API key."""
-    tools = ToolSettings(plugins=("examples.plugins.shipping", __name__))
+    tools = ToolSettings(plugins=("service.demo.shipping", __name__))
     with make_client(tmp_path_factory.mktemp("hooks"), tools=tools, api_keys=(ApiKey("k1", "acme"),)) as c:
         yield c
 

@@ -11,7 +11,7 @@ from service.settings import ApiKey, ToolSettings
 from tests.conftest import make_client, run
 from tests.support.tools import CALLS
 
-SHIPPING = "examples.plugins.shipping"
+SHIPPING = "service.demo.shipping"
 FULL = {"Authorization": "Bearer full-key"}
 NARROW = {"Authorization": "Bearer narrow-key"}
 NO_SHIPPING = {"Authorization": "Bearer no-shipping-key"}

@@ -12,7 +12,7 @@ from service.settings import ToolSettings
 from service.tools.untrusted import BEGIN_MARKER, END_MARKER
 from tests.conftest import make_client, run
 
-SHIPPING = "examples.plugins.shipping"
+SHIPPING = "service.demo.shipping"
 # Shipping plugin (cancel_shipment is opt-in, so absent) plus tests/support/tools.py.
 VISIBLE = ["blob", "echo", "fail", "list_carriers", "news", "quote_shipping", "shipments", "track_package"]
 HANDLE_KEYS = {"callableName", "toolName", "label", "description", "source", "input", "output"}

@@ -37,7 +37,7 @@ TENANT_KEYS = {
 }
 
 
-def config_toml(plugins: tuple[str, ...] = ("examples.plugins.shipping",)) -> str:
+def config_toml(plugins: tuple[str, ...] = ("service.demo.shipping",)) -> str:
     lines = ["[tools]", "plugins = [" + ", ".join(f'"{p}"' for p in plugins) + "]", ""]
     for tenant, key in TENANT_KEYS.items():
         lines += ["[[api_keys]]", f'key = "{key}"', f'tenant = "{tenant}"', ""]
@@ -63,7 +63,7 @@ class LiveServer:
         *,
         workers: int = 2,
         env: dict[str, str] | None = None,
-        plugins: tuple[str, ...] = ("examples.plugins.shipping",),
+        plugins: tuple[str, ...] = ("service.demo.shipping",),
         root: Path = ROOT,
     ) -> None:
         """``root``: the source tree served (another checkout, for a before/after benchmark)."""

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from service.tools import contracts
 from service.tools.catalog import ClientTool, ToolCatalog
@@ -254,3 +255,52 @@ async def test_costly_pattern_searches_run_off_the_event_loop(ctx) -> None:
     await task
     # On the loop the search (~0.3 s of RE2) would not let the ticker run at all; RE2 lets go of the GIL.
     assert during > 10, during
+
+
+def test_re2_is_ours_alone_and_jsonschema_keeps_its_own_keywords() -> None:
+    """Our contracts match `\\d` as RE2 does (ASCII only) while jsonschema's stock validator, which the
+    MCP SDK uses, still matches it as Python's `re` (any Unicode digit): nothing is patched process-wide."""
+    schema = {"type": "string", "pattern": "^\\d+$"}
+    assert Draft202012Validator(schema).is_valid("١٢٣")
+    with pytest.raises(InvalidInputError, match="must match pattern"):
+        ToolContract(schema, None).check_input("١٢٣", "t")
+
+
+def test_pattern_keywords_match_keys_and_values_on_re2_through_every_draft() -> None:
+    """pattern, patternProperties and additionalProperties (beside patternProperties) run the ReDoS
+    pattern in linear time under draft 4, 7 and 2019-09 as under 2020-12."""
+    for draft in (
+        "http://json-schema.org/draft-04/schema#",
+        "http://json-schema.org/draft-07/schema#",
+        "https://json-schema.org/draft/2019-09/schema",
+    ):
+        schema = {
+            "$schema": draft,
+            "type": "object",
+            "properties": {"s": {"type": "string", "pattern": REDOS}},
+            "patternProperties": {REDOS: {"type": "integer"}},
+            "additionalProperties": {"type": "boolean"},
+        }
+        contract = ToolContract(schema, None)
+        assert contract.problem is None, contract.problem
+        contract.check_input({"s": "a" * 30, "a" * 30: 1, "x" * 30 + "!": True}, "t")
+        for bad, why in (
+            ({"s": "a" * 30 + "!"}, "must match pattern"),
+            ({"a" * 30: "x"}, "expected integer"),
+            ({"a" * 30 + "!": 1}, "expected boolean"),
+        ):
+            with pytest.raises(InvalidInputError, match=why):
+                contract.check_input(bad, "t")
+
+
+def test_unevaluated_properties_beside_pattern_properties_is_refused_with_the_way_out() -> None:
+    """jsonschema's unevaluatedProperties matches patternProperties with Python's `re` internally, so a
+    schema using both is unusable, its problem naming additionalProperties instead; either alone is fine."""
+    both = {"patternProperties": {REDOS: {}}, "allOf": [{"unevaluatedProperties": False}]}
+    problem = ToolContract(both, None).problem
+    assert problem is not None and "use additionalProperties next to patternProperties" in problem
+    assert ToolContract({"patternProperties": {REDOS: {}}, "unevaluatedProperties": False}, None).problem
+    assert ToolContract({"properties": {"a": {}}, "unevaluatedProperties": False}, None).problem is None
+    # A property merely named patternProperties is a name, not the keyword.
+    named = {"properties": {"patternProperties": {"const": {"patternProperties": 1}}}, "unevaluatedProperties": False}
+    assert ToolContract(named, None).problem is None

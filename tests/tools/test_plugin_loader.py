@@ -99,7 +99,7 @@ def test_module_listed_twice_loads_once(plugin_dir, tmp_path) -> None:
 
 def test_example_plugin_loads() -> None:
     """The shipped example plugin loads by module path with its five tools."""
-    loaded = load_plugins(["examples.plugins.shipping"], entry_points=False)
+    loaded = load_plugins(["service.demo.shipping"], entry_points=False)
     assert loaded.plugin_ids == ("shipping",)
     assert {t.name for t in loaded.tools} == {
         "quote_shipping",

@@ -12,7 +12,7 @@ from service.tools.policy import ToolPolicy
 
 
 def _view(allow=("group:plugins",)):
-    loaded = load_plugins(["examples.plugins.shipping"], entry_points=False)
+    loaded = load_plugins(["service.demo.shipping"], entry_points=False)
     policy = ToolPolicy.from_config({"allow": list(allow)})
     return ToolCatalog.build(loaded.tools, loaded.hooks, policy).view()
 
@@ -74,7 +74,7 @@ async def test_wrong_branch_hook_is_caught(ctx) -> None:
     """A hook that swaps the result shape of `shipments` is caught by the branch check."""
     from service.tools.hooks import AfterResult, Hook
 
-    loaded = load_plugins(["examples.plugins.shipping"], entry_points=False)
+    loaded = load_plugins(["service.demo.shipping"], entry_points=False)
     swap = Hook(after=lambda call, result: AfterResult(details={"shipments": []}))
     session = CallSession(ToolCatalog.build(loaded.tools, [swap]).view(), max_calls=5)
     with pytest.raises(OutputContractError):

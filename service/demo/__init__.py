@@ -1,8 +1,9 @@
 """Demo mode (``codemode serve --demo``): real tools on a fresh install, off by default.
 
-It adds the example shipping plugin and the bundled travel MCP server (both ship in the package,
-under ``examples/``) to whatever the settings configure, so the playground and the README's tour
-have tools to call.  The tool policy of the settings and of each key still applies to them.
+It adds the example shipping plugin (``service.demo.shipping``) and the bundled travel MCP server
+(``service.demo.travel``, run as ``python -m service.demo.travel``), both inside the service's
+wheel, to whatever the settings configure, so the playground and the README's tour have tools to
+call.  The tool policy of the settings and of each key still applies to them.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from service.errors import ConfigError
 from service.mcp.config import McpServerConfig
 from service.settings import Settings
 
-DEMO_PLUGIN = "examples.plugins.shipping"
-DEMO_SERVER = McpServerConfig(name="travel", command=sys.executable, args=("-m", "examples.mcp_servers.travel"))
+DEMO_PLUGIN = "service.demo.shipping"
+DEMO_SERVER = McpServerConfig(name="travel", command=sys.executable, args=("-m", "service.demo.travel"))
 
 
 def demo_settings(settings: Settings) -> Settings:

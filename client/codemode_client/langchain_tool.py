@@ -1,4 +1,4 @@
-"""codemode for LangChain and LangGraph: one code tool (``pip install 'codemode[langchain]'``).
+"""codemode for LangChain and LangGraph: one code tool (``pip install 'codemode-client[langchain]'``).
 
     from codemode_client.langchain_tool import codemode_tool
     tool = codemode_tool("http://127.0.0.1:8000", tools=[get_weather, get_time])
@@ -24,7 +24,7 @@ try:
     from pydantic import ConfigDict, Field
 except ImportError as exc:  # the framework is an optional extra
     raise ImportError(
-        f"codemode_client.langchain_tool needs its framework: pip install 'codemode[langchain]' ({exc})"
+        f"codemode_client.langchain_tool needs its framework: pip install 'codemode-client[langchain]' ({exc})"
     ) from exc
 
 from . import adapters

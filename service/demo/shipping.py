@@ -1,6 +1,6 @@
 """Example tool plugin used by the docs and demo mode: shipping quotes, tracking and shipments.
 
-Enable it with `plugins = ["examples.plugins.shipping"]` under `[tools]`. All data is fake and
+Enable it with `plugins = ["service.demo.shipping"]` under `[tools]`. All data is fake and
 deterministic; nothing touches the network.
 """
 

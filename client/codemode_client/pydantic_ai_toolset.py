@@ -1,4 +1,4 @@
-"""codemode for pydantic-ai: a toolset with one code tool (``pip install 'codemode[pydantic-ai]'``).
+"""codemode for pydantic-ai: a toolset with one code tool (``pip install 'codemode-client[pydantic-ai]'``).
 
     from codemode_client.pydantic_ai_toolset import CodeModeToolset
     toolset = CodeModeToolset("http://127.0.0.1:8000", FunctionToolset([get_weather, get_time]))
@@ -30,7 +30,7 @@ try:
     from pydantic_ai.tools import ToolDefinition, ToolDenied
 except ImportError as exc:  # the framework is an optional extra
     raise ImportError(
-        f"codemode_client.pydantic_ai_toolset needs its framework: pip install 'codemode[pydantic-ai]' ({exc})"
+        f"codemode_client.pydantic_ai_toolset needs its framework: pip install 'codemode-client[pydantic-ai]' ({exc})"
     ) from exc
 
 from . import adapters

@@ -1,4 +1,4 @@
-"""codemode for the OpenAI Agents SDK: one function tool (``pip install 'codemode[openai-agents]'``).
+"""codemode for the OpenAI Agents SDK: one function tool (``pip install 'codemode-client[openai-agents]'``).
 
     from codemode_client.openai_agents_tool import codemode_tool
     tool = codemode_tool("http://127.0.0.1:8000", tools=[get_weather, get_time])
@@ -28,7 +28,7 @@ try:
     from agents.tracing import function_span
 except ImportError as exc:  # the framework is an optional extra
     raise ImportError(
-        f"codemode_client.openai_agents_tool needs its framework: pip install 'codemode[openai-agents]' ({exc})"
+        f"codemode_client.openai_agents_tool needs its framework: pip install 'codemode-client[openai-agents]' ({exc})"
     ) from exc
 
 from . import adapters

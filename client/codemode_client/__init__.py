@@ -9,6 +9,8 @@ with Client("http://127.0.0.1:8000", api_key=None) as cm:
 
 from __future__ import annotations
 
+from importlib.metadata import version
+
 from .async_client import AsyncClient, AsyncEventStream
 from .client import Client, EventStream
 from .errors import (
@@ -40,7 +42,11 @@ from .models import (
     UnknownEvent,
 )
 
+# One version source: client/pyproject.toml's [project] version, as installed.
+__version__ = version("codemode-client")
+
 __all__ = [
+    "__version__",
     "ApiError",
     "AsyncClient",
     "AsyncEventStream",

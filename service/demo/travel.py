@@ -1,6 +1,6 @@
 """A small MCP server for the demo (``codemode serve --demo``): fake, deterministic travel facts.
 
-Run on its own with ``python -m examples.mcp_servers.travel`` (stdio).  Nothing touches the network;
+Run on its own with ``python -m service.demo.travel`` (stdio).  Nothing touches the network;
 every answer is computed from the arguments, so the playground and the tour give the same result
 everywhere.  It complements the shipping plugin: a cell can quote a parcel with ``quote_shipping``
 and ask this server about the destination with ``MCP.travel.forecast({city})``.

@@ -1,0 +1,169 @@
+"""Framework internals we rely on: one test each, so an upgrade that moves one fails here, by name.
+
+pyproject.toml bounds fastapi, starlette and uvicorn from above because of these; raise a bound
+once this file passes on the new release (the behaviour itself is tested in test_http_gate.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import inspect
+import socket
+import sys
+import tomllib
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
+from packaging.requirements import Requirement
+from starlette.requests import Request
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from service.http.request_gate import GatedRoute
+from service.http.server import guarded_protocol
+from service.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+STDLIB = set(sys.stdlib_module_names) | {"builtins"}
+GUARDED = guarded_protocol(Settings())
+
+
+def test_the_frameworks_we_subclass_have_upper_bounds_that_admit_what_is_installed():
+    """fastapi, starlette and uvicorn are bounded from above in pyproject.toml, and the installed
+    versions (the ones this file checks) are inside the bounds."""
+    requirements = [
+        Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    ]
+    bounded = {r.name: r.specifier for r in requirements if r.name in ("fastapi", "starlette", "uvicorn")}
+    assert set(bounded) == {"fastapi", "starlette", "uvicorn"}
+    for name, specifier in bounded.items():
+        assert any(s.operator in ("<", "<=", "~=", "==") for s in specifier), f"{name} has no upper bound"
+        assert specifier.contains(importlib.metadata.version(name)), (name, str(specifier))
+
+
+def test_uvicorn_http_tools_protocol_has_the_hooks_the_guarded_protocol_overrides():
+    """service/http/server.py subclasses uvicorn's HttpToolsProtocol: every method it overrides exists on
+    the base with the same parameters, and uvicorn accepts the class as ``http=``."""
+    overridden = [name for name, member in vars(GUARDED).items() if inspect.isfunction(member) and name[0] != "_"]
+    assert {
+        "connection_made",
+        "connection_lost",
+        "on_headers_complete",
+        "on_response_complete",
+        "pause_writing",
+    } <= set(overridden)
+    for name in overridden:
+        base = getattr(HttpToolsProtocol, name, None)
+        assert base is not None, f"uvicorn's HttpToolsProtocol no longer has {name}"
+        ours = list(inspect.signature(getattr(GUARDED, name)).parameters)
+        assert list(inspect.signature(base).parameters) == ours, name
+    config = uvicorn.Config(app=_app, http=GUARDED, log_level="warning")
+    config.load()
+    assert config.http_protocol_class is GUARDED
+
+
+def test_uvicorn_http_tools_protocol_keeps_connections_transport_and_loop_where_we_read_them():
+    """A connected HttpToolsProtocol (a real socket pair) has ``connections`` (the server's shared set,
+    which the connection cap counts), ``transport`` and ``loop``, and none of the private names our
+    subclass adds is uvicorn's own (a clash would silently change either side)."""
+
+    async def connect() -> tuple[HttpToolsProtocol, asyncio.Transport, ServerState]:
+        config = uvicorn.Config(app=_app, http=HttpToolsProtocol, log_level="warning")
+        config.load()
+        state = ServerState()
+        ours, theirs = socket.socketpair()
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.connect_accepted_socket(lambda: HttpToolsProtocol(config, state, {}), ours)
+        assert protocol.loop is loop
+        transport.close()
+        theirs.close()
+        return protocol, transport, state
+
+    protocol, transport, state = asyncio.run(connect())
+    assert protocol.transport is transport
+    assert protocol.connections is state.connections
+    ours = {name for name in vars(GUARDED) if name.startswith("_") and not name.startswith("__")}
+    assert ours, "the scan found none of the subclass's own names"
+    theirs = set(dir(HttpToolsProtocol)) | set(vars(protocol))
+    assert ours & theirs == set()
+
+
+def test_starlette_request_keeps_its_send_channel_as_underscore_send():
+    """request_gate.GatedRoute rebuilds the request from ``request.scope``, ``request.receive`` and
+    ``request._send``: starlette keeps the send channel it was given there."""
+
+    async def send(message: object) -> None:
+        pass
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request"}
+
+    request = Request({"type": "http", "method": "GET", "headers": []}, receive, send)
+    assert request._send is send
+    assert request.receive is receive
+
+
+def test_fastapi_builds_each_route_handler_through_get_route_handler():
+    """GatedRoute overrides APIRoute.get_route_handler: FastAPI still calls it to build the handler that
+    answers a request on a route of that class."""
+    calls = []
+
+    class Counting(APIRoute):
+        def get_route_handler(self):  # type: ignore[no-untyped-def]
+            handler = super().get_route_handler()
+
+            async def counted(request: Request):  # type: ignore[no-untyped-def]
+                calls.append(request.url.path)
+                return await handler(request)
+
+            return counted
+
+    app = FastAPI()
+    app.router.route_class = Counting
+
+    @app.get("/probe")
+    def probe() -> dict[str, int]:
+        return {"ok": 1}
+
+    with TestClient(app) as client:
+        assert client.get("/probe").json() == {"ok": 1}
+    assert calls == ["/probe"]
+    assert "get_route_handler" in vars(GatedRoute)
+
+
+async def _app(scope: object, receive: object, send: object) -> None:
+    raise AssertionError("no request reaches this app")
+
+
+def _our_classes() -> list[type]:
+    import importlib
+    import pkgutil
+
+    import service
+
+    found = []
+    for info in pkgutil.walk_packages(service.__path__, "service."):
+        if info.name.startswith("service.demo.travel"):
+            continue  # a program of its own (it builds its MCP server at import)
+        module = importlib.import_module(info.name)
+        found += [c for c in vars(module).values() if inspect.isclass(c) and c.__module__ == module.__name__]
+    return found
+
+
+def test_no_class_of_ours_overrides_a_private_name_of_another_distribution():
+    """Subclasses of third-party classes (pydantic-settings sources, uvicorn's protocol, FastAPI's route,
+    starlette's request, ...) define no ``_name`` their base already has: we extend through public hooks only."""
+    clashes = []
+    for cls in [*_our_classes(), GUARDED]:
+        foreign = [b for b in cls.__mro__[1:] if b.__module__.split(".")[0] not in STDLIB | {"service"}]
+        for name in vars(cls):
+            if name == "_abc_impl":  # set on every class by the standard library's ABCMeta, not by us
+                continue
+            if name.startswith("_") and not name.startswith("__") and any(name in vars(b) for b in foreign):
+                clashes.append(f"{cls.__module__}.{cls.__qualname__}.{name}")
+    assert clashes == []
+    assert any(issubclass(c, APIRoute) for c in _our_classes()), "the scan found no framework subclass"
