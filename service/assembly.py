@@ -240,13 +240,10 @@ def build_components(
         session_store = store  # type: ignore[assignment]
     mcp = None
     if settings.mcp_servers:
-        from .mcp.errors import McpConfigError
         from .mcp.hub import McpHub
 
-        try:
-            mcp = McpHub(settings.mcp_servers, tenants=len({key.tenant for key in settings.api_keys}))
-        except McpConfigError as exc:
-            raise ConfigError(str(exc), need_param=f"mcp.servers.{exc.server}") from None
+        # An unusable entry raises McpConfigError, a ConfigError naming the server's table.
+        mcp = McpHub(settings.mcp_servers, tenants=len({key.tenant for key in settings.api_keys}))
     listed_check = _check_policy_entries(settings, catalog, mcp.identifiers() if mcp is not None else [], policy)
     if mcp is not None:
 

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(settings: Any) -> int:
-    from .http.app import create_app
+    from .app import create_app
     from .http.server import serve
 
     try:
@@ -97,11 +97,19 @@ async def _mcp(settings: Any) -> int:
 
 
 async def _exec(settings: Any, args: argparse.Namespace) -> int:
+    from .api.exec import cell_spec, parsed
+    from .api.schemas import ExecRequest
     from .assembly import build_components
-    from .auth import LOCAL_TENANT
-    from .cells.spec import CellSpec
+    from .auth import LOCAL_KEY, LOCAL_TENANT
 
     code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    fields = ("timeout_ms", "memory_limit_bytes", "max_output_bytes", "session_id", "run_id")
+    try:
+        # The same request model as HTTP and MCP: the same bounds, refused before any worker starts.
+        body = parsed(ExecRequest, {"code": code, "headless": True, **{f: getattr(args, f) for f in fields}})
+    except ServiceError as exc:
+        print(jsoncodec.dumps_pretty(exc.body()))
+        return 2
     try:
         svc = build_components(settings.replace(workers=1))  # one cell needs one warm worker, not a pool
         await svc.start()
@@ -109,15 +117,7 @@ async def _exec(settings: Any, args: argparse.Namespace) -> int:
         print(f"codemode: cannot start: {exc.message}", file=sys.stderr)
         return STARTUP_FAILURE
     try:
-        limits = svc.cells.limits(
-            timeout_ms=args.timeout_ms,
-            memory_limit_bytes=args.memory_limit_bytes,
-            max_output_bytes=args.max_output_bytes,
-        )
-        spec = CellSpec(
-            code=code, tenant=LOCAL_TENANT, limits=limits, session_id=args.session_id, run_id=args.run_id, headless=True
-        )
-        envelope = await svc.cells.exec(spec)
+        envelope = await svc.cells.exec(await cell_spec(svc, LOCAL_KEY, body))
         # A cell parked on host work gets the rest of its time budget from wait legs.
         while (
             envelope["status"] == "waiting"

@@ -56,6 +56,7 @@ CONTRACT = {
     "service.errors.Overloaded": "overloaded",
     "service.errors.StoreUnavailable": "store_unavailable",
     "service.errors.ResponseNotEncodable": "response_not_encodable",
+    "service.errors.McpConfigError": "mcp_config",  # start-up: an unusable [mcp.servers.<name>] entry
     # guest-visible err.code of a rejected tool call (ToolCallError.to_guest)
     "service.tools.errors.ToolCallError": "tool_error",
     "service.tools.errors.ToolExecutionError": "tool_error",
@@ -71,7 +72,6 @@ CONTRACT = {
     "service.tools.errors.CallBudgetError": "call_budget_exceeded",
     "service.tools.errors.SearchBudgetError": "search_budget_exceeded",
     # guest-visible err.code of MCP calls (service/mcp/guest_requests.py)
-    "service.mcp.errors.McpConfigError": "mcp_config",
     "service.mcp.errors.McpUnavailable": "mcp_unavailable",
     "service.mcp.errors.McpTimeout": "mcp_timeout",
     "service.mcp.errors.McpProtocolError": "mcp_protocol",

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
 
 from service.assembly import Components
-from service.cell_requests import cell_spec
+from service.api.exec import cell_spec, wait_answers
 from service.errors import NotFound, ServiceError, StoreUnavailable
 from service.handlers.api_files import list_api_files, quick_index, read_api_file
 from service.handlers.session_store import NETWORK_MARK_KEY
@@ -19,7 +19,7 @@ from service.tools.run_budget import run_report
 
 from .request_gate import GatedRoute, api_key_of
 from .responses import JSONBytes as ORJSONResponse
-from .schemas import (
+from service.api.schemas import (
     ERROR_RESPONSES,
     ID_PATTERN,
     SESSION_PATTERN,
@@ -155,9 +155,7 @@ async def wait_cell(cell_id: CellId, request: Request, body: WaitRequest | None 
     """Resume a parked cell (optionally with client tool results and approval answers) until its next stop."""
     svc, key = _services_and_key(request)
     body = body or WaitRequest()
-    # Not model_dump(): it would copy every (possibly megabytes of) result value on the event loop.
-    results = [{"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results]
-    approvals = [{"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals]
+    results, approvals = wait_answers(body)
     return _envelope(
         await svc.cells.wait(
             cell_id,

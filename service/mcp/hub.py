@@ -27,8 +27,10 @@ from typing import Any, TypeVar
 
 from .arguments import prepare_arguments
 from .client import McpConnection
-from .config import McpServerConfig
-from .errors import McpConfigError, McpError, McpInvalidInput, McpTimeout, McpUnavailable, McpUnknownTool
+from service.settings_mcp import McpServerConfig
+from service.errors import McpConfigError
+
+from .errors import McpError, McpInvalidInput, McpTimeout, McpUnavailable, McpUnknownTool
 from .identifiers import assign_identifiers
 from .views import McpServerView, McpToolView, root_header, server_header
 

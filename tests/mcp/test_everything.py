@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.mcp.hub import McpHub
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.mcp.errors import McpError
 from service.mcp.hub import McpHub
 from tests.mcp.conftest import HttpServer, free_port, http_config, stdio_children, stdio_config

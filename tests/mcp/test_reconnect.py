@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.mcp.errors import McpUnavailable
 from service.mcp.hub import McpHub
 from tests.mcp.conftest import HttpServer, everything_http, free_port, http_config, stdio_config
@@ -136,7 +136,7 @@ async def test_only_idempotent_tools_are_sent_again_after_the_server_died_mid_ca
 
 def test_idempotent_tools_must_be_a_list_of_strings() -> None:
     """A lone string is refused (not split into characters), naming the server and the key."""
-    from service.mcp.errors import McpConfigError
+    from service.errors import McpConfigError
 
     for bad in ("echo", ["echo", 3]):
         with pytest.raises(McpConfigError, match=r"MCP server 'tests': 'idempotent_tools' must be a list of strings"):
