@@ -2,6 +2,7 @@
 
 ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── InvalidRequest               422: a request field is wrong (``need_param`` names it)
+ │    └── MethodNotAllowed        405: the path exists, not with this method (code ``invalid_request``)
  ├── Unauthorized                 401: no or unknown API key
  ├── Forbidden                    403: the key may not do this
  ├── HostNotAllowed               421: without API keys, a Host or Origin that names no allowed host
@@ -199,3 +200,9 @@ class McpConfigError(ConfigError):
     def __init__(self, message: str, *, server: str | None = None) -> None:
         super().__init__(message, need_param=f"mcp.servers.{server}" if server else "mcp.servers")
         self.server = server
+
+
+class MethodNotAllowed(InvalidRequest):
+    """The path exists, but not with this HTTP method (the answer's ``Allow`` names those that do)."""
+
+    status = 405

@@ -35,6 +35,7 @@ SIGNALS = {
 
 #: Classes that deliberately share a code (with the class named): the code means the same to a caller.
 SHARED_CODES = {
+    "service.errors.MethodNotAllowed": "service.errors.InvalidRequest",  # a request the caller must change
     "service.tools.errors.ClientToolDeclError": "service.tools.errors.InvalidInputError",
     "service.tools.errors.ToolExecutionError": "service.tools.errors.ToolCallError",
     "service.stores.errors.StoreKeyError": "service.stores.errors.StoreTypeError",
