@@ -14,7 +14,7 @@ import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .api_files.table import ApiFileTable
 from .auth import KeyRing
@@ -46,6 +46,9 @@ from .tools.plugin import ToolSpec
 from .tools.policy import ListedToolCheck, ToolPolicy, unknown_entry
 from .tracing import NO_TRACING, Tracing, TracingConfig, start_tracing
 
+if TYPE_CHECKING:
+    from .mcp.hub import McpHub
+
 log = logging.getLogger("codemode")
 #: How long /readyz waits for the session store's answer before it reports the store unavailable.
 READY_STORE_SECONDS = 0.5
@@ -63,7 +66,7 @@ class Components:
     access: ToolAccess
     store: SessionStore | None
     results: ResultsBackend
-    mcp: Any = None
+    mcp: McpHub | None = None
     replica: Replica | None = None  # with a shared (Redis) store: this process as one replica of many
     metrics: Metrics = field(default_factory=Metrics)
     tracing: Tracing = NO_TRACING

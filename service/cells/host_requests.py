@@ -25,7 +25,7 @@ import asyncio
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
 from bridge.inbox import (
@@ -40,6 +40,9 @@ from service.tracing import end_call
 
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
 from .request_caps import check_request, leading_strings
+
+if TYPE_CHECKING:
+    from service.tracing import CellTrace
 
 #: One reply for the worker: the settle entry, and its JSON payload when it succeeded.
 ReadyReply = tuple[Reply, bytes | None]
@@ -104,7 +107,7 @@ class HostRequests:
         self._charged: dict[int, int] = {}  # request id -> inbox bytes of its queued reply
         self._in_flight: set[int] = set()  # ids whose handler task runs (a dropped one counts no more)
         self._closed = False
-        self.trace: Any = None  # service.tracing.CellTrace once a leg is traced; None while tracing is off
+        self.trace: CellTrace | None = None  # once a leg is traced; None while tracing is off
 
     # ---- questions the leg loop asks -------------------------------------------------------------
 
