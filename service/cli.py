@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
 
 from .errors import ServiceError
+
+if TYPE_CHECKING:  # the settings module is imported once the command line is parsed
+    from .settings import Settings
 
 STARTUP_FAILURE = 3
 
@@ -67,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     return asyncio.run(_exec(settings, args))
 
 
-def _serve(settings: Any) -> int:
+def _serve(settings: Settings) -> int:
     from .app import create_app
     from .http.server import serve
 
@@ -85,7 +88,7 @@ def _serve(settings: Any) -> int:
     return 0
 
 
-async def _mcp(settings: Any) -> int:
+async def _mcp(settings: Settings) -> int:
     from .mcp_server.stdio_main import run_stdio
 
     try:
@@ -96,7 +99,7 @@ async def _mcp(settings: Any) -> int:
     return 0
 
 
-async def _exec(settings: Any, args: argparse.Namespace) -> int:
+async def _exec(settings: Settings, args: argparse.Namespace) -> int:
     from .api.exec import cell_spec, parsed
     from .api.schemas import ExecRequest
     from .assembly import build_components
