@@ -43,14 +43,14 @@ router = APIRouter(route_class=GatedRoute)
 CellId = Annotated[str, Path(pattern=ID_PATTERN, description="cell id from an envelope")]
 SessionId = Annotated[str, Path(pattern=SESSION_PATTERN)]
 RunId = Annotated[str, Path(pattern=SESSION_PATTERN)]
-# Declaration files are one or two segments deep (results.d.ts, tools/<name>.d.ts, mcp/<server>.d.ts):
-# one route each, so every URL the docs give is an operation of the OpenAPI document.
 # The API contract names the parameter; what a tool shows depends on the key, not on a session (a run's
 # blocked tools are in GET /v1/sessions/{id}/runs/{run}).
 CatalogSession = Annotated[
     str | None,
     Query(pattern=SESSION_PATTERN, description="accepted and checked; the catalog is the same for every session"),
 ]
+# Declaration files are one or two segments deep (results.d.ts, tools/<name>.d.ts, mcp/<server>.d.ts):
+# one route each, so every URL the docs give is an operation of the OpenAPI document.
 ApiDir = Annotated[str, Path(description="the file's folder: tools or mcp")]
 ApiName = Annotated[str, Path(description="the file's name, e.g. results.d.ts or echo.d.ts")]
 
