@@ -25,7 +25,7 @@ from typing import Any
 from service.assembly import build_components
 from service.auth import LOCAL_TENANT
 from service.cells.spec import CellSpec
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.settings import Settings
 
 from .servers import free_port

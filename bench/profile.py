@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
-    from service.http.app import create_app
+    from service.app import create_app
     from service.settings import Settings
 
     port = free_port()

@@ -95,7 +95,7 @@ def call_errors_table() -> str:
 
 def openapi_document() -> dict[str, Any]:
     from service.assembly import build_components
-    from service.http.app import create_app
+    from service.app import create_app
     from service.settings import Settings
 
     settings = Settings(workers=1)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .api_files.table import ApiFileTable
 from .auth import KeyRing
@@ -27,7 +28,7 @@ from .cluster.replica import Replica, replica_for
 from .demo import demo_settings
 from .errors import ConfigError, InvalidRequest, WorkerGone
 from .handlers.api_files import api_table, install_api_files
-from .handlers.cell_tools import ToolAccess, cell_tools
+from .handlers.cell_tools import cell_tools, prepare_cell
 from .handlers.saved_results import SavedResults
 from .handlers.session_store import SessionStoreHandlers, store_limits
 from .handlers.tools import install_tools
@@ -37,6 +38,7 @@ from .settings import ApiKey, Settings
 from .stores import ResultsBackend, ResultsLimits, SessionStore, open_results, open_store
 from .stores.errors import StoreError
 from .stores.results_backend import LocalResults
+from .tools.access import ToolAccess
 from .tools.catalog import CatalogLimits, CatalogView, ToolCatalog
 from .tools.clocks import ToolClocks
 from .tools.errors import ToolError
@@ -44,6 +46,9 @@ from .tools.loader import load_plugins
 from .tools.plugin import ToolSpec
 from .tools.policy import ListedToolCheck, ToolPolicy, unknown_entry
 from .tracing import NO_TRACING, Tracing, TracingConfig, start_tracing
+
+if TYPE_CHECKING:
+    from .mcp.hub import McpHub
 
 log = logging.getLogger("codemode")
 #: How long /readyz waits for the session store's answer before it reports the store unavailable.
@@ -62,7 +67,7 @@ class Components:
     access: ToolAccess
     store: SessionStore | None
     results: ResultsBackend
-    mcp: Any = None
+    mcp: McpHub | None = None
     replica: Replica | None = None  # with a shared (Redis) store: this process as one replica of many
     metrics: Metrics = field(default_factory=Metrics)
     tracing: Tracing = NO_TRACING
@@ -242,13 +247,10 @@ def build_components(
         session_store = store  # type: ignore[assignment]
     mcp = None
     if settings.mcp_servers:
-        from .mcp.errors import McpConfigError
         from .mcp.hub import McpHub
 
-        try:
-            mcp = McpHub(settings.mcp_servers, tenants=len({key.tenant for key in settings.api_keys}))
-        except McpConfigError as exc:
-            raise ConfigError(str(exc), need_param=f"mcp.servers.{exc.server}") from None
+        # An unusable entry raises McpConfigError, a ConfigError naming the server's table.
+        mcp = McpHub(settings.mcp_servers, tenants=len({key.tenant for key in settings.api_keys}))
     listed_check = _check_policy_entries(settings, catalog, mcp.identifiers() if mcp is not None else [], policy)
     if mcp is not None:
 
@@ -266,7 +268,7 @@ def build_components(
         )
     except StoreError as exc:
         raise ConfigError(str(exc), need_param="store_url") from None
-    access = ToolAccess(settings, catalog, mcp, tool_policy=policy, run_counters=session_store)
+    access = ToolAccess(settings, catalog, mcp, tool_policy=policy, run_counters=session_store, sandbox=sandbox)
     saved = SavedResults(settings, results)
     dispatcher = dispatcher or base_dispatcher()
     install_tools(dispatcher, catalog.limits)
@@ -274,13 +276,13 @@ def build_components(
     saved.install(dispatcher)
     store_handlers = SessionStoreHandlers(session_store, store_limits(settings))
     store_handlers.install(dispatcher)
-    access.start_steps.append(store_handlers.prefetch)
     if mcp is not None:
         from .mcp.guest_requests import install_mcp
 
         install_mcp(dispatcher, cell_tools)
     tracing = start_tracing(TracingConfig.from_env()) if tracing is None else tracing
-    cells = CellRegistry(settings, pool, dispatcher, prepare=access.prepare, retainer=saved, tracing=tracing)
+    prepare = functools.partial(prepare_cell, access, [store_handlers.prefetch])
+    cells = CellRegistry(settings, pool, dispatcher, prepare=prepare, retainer=saved, tracing=tracing)
     if isinstance(results, LocalResults):
         cells.sweepers.append(results.store.expire)
     replica = replica_for(settings, session_store)

@@ -14,6 +14,8 @@ from service.hosts import MAX_AUTHORITY_CHARS, HostCheck
 from service.settings import ApiKey, Settings
 
 LOCAL_TENANT = "local"
+#: The caller of a server without keys, and the operator of the command line (``codemode exec``/``mcp``).
+LOCAL_KEY = ApiKey(key="", tenant=LOCAL_TENANT)
 
 # Starlette's TestClient names its in-process peer this way; no network socket can.
 IN_PROCESS_PEER = "testclient"
@@ -36,7 +38,7 @@ class KeyRing:
     def __init__(self, settings: Settings) -> None:
         self._keys = settings.api_keys
         self._encoded = tuple(entry.key.encode() for entry in settings.api_keys)
-        self._local = ApiKey(key="", tenant=LOCAL_TENANT)  # every caller of a server without keys
+        self._local = LOCAL_KEY
         self._hosts = HostCheck(settings.allowed_hosts)
 
     @property

@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
 
 from .errors import ServiceError
+
+if TYPE_CHECKING:  # the settings module is imported once the command line is parsed
+    from .settings import Settings
 
 STARTUP_FAILURE = 3
 
@@ -67,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     return asyncio.run(_exec(settings, args))
 
 
-def _serve(settings: Any) -> int:
-    from .http.app import create_app
+def _serve(settings: Settings) -> int:
+    from .app import create_app
     from .http.server import serve
 
     try:
@@ -85,7 +88,7 @@ def _serve(settings: Any) -> int:
     return 0
 
 
-async def _mcp(settings: Any) -> int:
+async def _mcp(settings: Settings) -> int:
     from .mcp_server.stdio_main import run_stdio
 
     try:
@@ -96,12 +99,20 @@ async def _mcp(settings: Any) -> int:
     return 0
 
 
-async def _exec(settings: Any, args: argparse.Namespace) -> int:
+async def _exec(settings: Settings, args: argparse.Namespace) -> int:
+    from .api.exec import cell_spec, parsed
+    from .api.schemas import ExecRequest
     from .assembly import build_components
-    from .auth import LOCAL_TENANT
-    from .cells.spec import CellSpec
+    from .auth import LOCAL_KEY, LOCAL_TENANT
 
     code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    fields = ("timeout_ms", "memory_limit_bytes", "max_output_bytes", "session_id", "run_id")
+    try:
+        # The same request model as HTTP and MCP: the same bounds, refused before any worker starts.
+        body = parsed(ExecRequest, {"code": code, "headless": True, **{f: getattr(args, f) for f in fields}})
+    except ServiceError as exc:
+        print(jsoncodec.dumps_pretty(exc.body()))
+        return 2
     try:
         svc = build_components(settings.replace(workers=1))  # one cell needs one warm worker, not a pool
         await svc.start()
@@ -109,15 +120,7 @@ async def _exec(settings: Any, args: argparse.Namespace) -> int:
         print(f"codemode: cannot start: {exc.message}", file=sys.stderr)
         return STARTUP_FAILURE
     try:
-        limits = svc.cells.limits(
-            timeout_ms=args.timeout_ms,
-            memory_limit_bytes=args.memory_limit_bytes,
-            max_output_bytes=args.max_output_bytes,
-        )
-        spec = CellSpec(
-            code=code, tenant=LOCAL_TENANT, limits=limits, session_id=args.session_id, run_id=args.run_id, headless=True
-        )
-        envelope = await svc.cells.exec(spec)
+        envelope = await svc.cells.exec(await cell_spec(svc, LOCAL_KEY, body))
         # A cell parked on host work gets the rest of its time budget from wait legs.
         while (
             envelope["status"] == "waiting"

@@ -2,6 +2,7 @@
 
 ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── InvalidRequest               422: a request field is wrong (``need_param`` names it)
+ │    └── MethodNotAllowed        405: the path exists, not with this method (code ``invalid_request``)
  ├── Unauthorized                 401: no or unknown API key
  ├── Forbidden                    403: the key may not do this
  ├── HostNotAllowed               421: without API keys, a Host or Origin that names no allowed host
@@ -17,6 +18,7 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── WorkerGone                   a worker's pipe closed or its frames cannot be read; the cell layer
  │                                always turns it into a ``runtime_unavailable`` envelope (never an HTTP answer)
  └── ConfigError                  raised at start: a setting is wrong (never an HTTP answer)
+      └── McpConfigError          mcp_config: a [mcp.servers.<name>] entry is unusable (names the server)
 
 Every exception of the ``service`` package derives from ServiceError, except those of the subpackages
 with their own tree (``tools/``, ``mcp/``, ``stores/``, ``api_files/``: each has an ``errors`` module)
@@ -188,3 +190,19 @@ class ConfigError(ServiceError):
     code = "config_error"
     status = 500
     error_type = "config"
+
+
+class McpConfigError(ConfigError):
+    """An ``[mcp.servers.<name>]`` entry cannot be used; names the server (service.settings_mcp)."""
+
+    code = "mcp_config"
+
+    def __init__(self, message: str, *, server: str | None = None) -> None:
+        super().__init__(message, need_param=f"mcp.servers.{server}" if server else "mcp.servers")
+        self.server = server
+
+
+class MethodNotAllowed(InvalidRequest):
+    """The path exists, but not with this HTTP method (the answer's ``Allow`` names those that do)."""
+
+    status = 405

@@ -26,9 +26,9 @@ from pydantic import BeforeValidator, Field, SkipValidation, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .errors import ConfigError
+from .errors import ConfigError, McpConfigError
 from .hosts import parse_allowed_host
-from .mcp.config import McpServerConfig
+from .settings_mcp import McpServerConfig
 
 MiB = 1024 * 1024
 ENV_PREFIX = "CODEMODE_"
@@ -507,6 +507,8 @@ def _mcp_servers(servers: Any) -> tuple[McpServerConfig, ...]:
         where = f"mcp.servers.{name}"
         try:
             built.append(McpServerConfig(name=name, **_table(where, entry, known)).validate())
+        except McpConfigError as exc:
+            raise ConfigError(f"config {where}: {exc.message}", need_param=where) from None
         except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - the MCP config type raises its own error kinds

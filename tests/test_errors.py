@@ -35,6 +35,7 @@ SIGNALS = {
 
 #: Classes that deliberately share a code (with the class named): the code means the same to a caller.
 SHARED_CODES = {
+    "service.errors.MethodNotAllowed": "service.errors.InvalidRequest",  # a request the caller must change
     "service.tools.errors.ClientToolDeclError": "service.tools.errors.InvalidInputError",
     "service.tools.errors.ToolExecutionError": "service.tools.errors.ToolCallError",
     "service.stores.errors.StoreKeyError": "service.stores.errors.StoreTypeError",
@@ -56,6 +57,7 @@ CONTRACT = {
     "service.errors.Overloaded": "overloaded",
     "service.errors.StoreUnavailable": "store_unavailable",
     "service.errors.ResponseNotEncodable": "response_not_encodable",
+    "service.errors.McpConfigError": "mcp_config",  # start-up: an unusable [mcp.servers.<name>] entry
     # guest-visible err.code of a rejected tool call (ToolCallError.to_guest)
     "service.tools.errors.ToolCallError": "tool_error",
     "service.tools.errors.ToolExecutionError": "tool_error",
@@ -72,7 +74,6 @@ CONTRACT = {
     "service.tools.errors.CallBudgetError": "call_budget_exceeded",
     "service.tools.errors.SearchBudgetError": "search_budget_exceeded",
     # guest-visible err.code of MCP calls (service/mcp/guest_requests.py)
-    "service.mcp.errors.McpConfigError": "mcp_config",
     "service.mcp.errors.McpUnavailable": "mcp_unavailable",
     "service.mcp.errors.McpTimeout": "mcp_timeout",
     "service.mcp.errors.McpProtocolError": "mcp_protocol",

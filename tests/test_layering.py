@@ -256,12 +256,25 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in _modules()}
 
 
-def _module_imports(name: str, path: Path) -> set[str]:
-    """Our modules this one imports: top level, under TYPE_CHECKING or inside a function alike."""
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """Ids of the nodes inside ``if TYPE_CHECKING:`` blocks (imports there never run)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+            inside.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    return inside
+
+
+def _module_imports(name: str, path: Path, *, typing_only: bool = True) -> set[str]:
+    """Our modules this one imports: top level or inside a function alike, and under TYPE_CHECKING
+    unless ``typing_only`` is false (those imports never run, so they cannot make an import circle)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    skipped = set() if typing_only else _type_checking_nodes(tree)
     found: set[str] = set()
     for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name in MODULES)
         elif isinstance(node, ast.ImportFrom):
@@ -279,16 +292,18 @@ def _module_imports(name: str, path: Path) -> set[str]:
 
 
 MODULE_GRAPH = {name: _module_imports(name, path) for name, path in MODULES.items()}
+#: The imports that run (TYPE_CHECKING blocks left out): the graph import circles are looked for in.
+RUNTIME_GRAPH = {name: _module_imports(name, path, typing_only=False) for name, path in MODULES.items()}
 
 
-def _reaches(start: str) -> set[str]:
+def _reaches(start: str, graph: dict[str, set[str]] = RUNTIME_GRAPH) -> set[str]:
     seen: set[str] = set()
-    todo = list(MODULE_GRAPH[start])
+    todo = list(graph[start])
     while todo:
         name = todo.pop()
         if name not in seen:
             seen.add(name)
-            todo.extend(MODULE_GRAPH[name])
+            todo.extend(graph[name])
     return seen
 
 
@@ -301,9 +316,44 @@ def test_module_graph_sees_imports_of_every_kind():
 
 
 def test_no_import_circles():
-    """No module imports another that imports it back, directly or through others."""
-    circles = sorted(name for name in MODULE_GRAPH if name in _reaches(name))
+    """No module imports another that imports it back, directly or through others, with the imports
+    that run (a ``TYPE_CHECKING`` import names a type for mypy and is never executed)."""
+    circles = sorted(name for name in RUNTIME_GRAPH if name in _reaches(name))
     assert circles == []
+
+
+def test_type_checking_imports_are_seen_and_left_out_of_the_runtime_graph():
+    """The circle scan tells a ``TYPE_CHECKING`` import from one that runs (guards the rule above)."""
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\nimport b\n"
+    tree = ast.parse(source)
+    skipped = _type_checking_nodes(tree)
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    kept = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import) and id(node) not in skipped
+        for alias in node.names
+    }
+    assert imported == {"a", "b"} and kept == {"b"}
+
+
+#: The modules that may import the HTTP face: the face itself, the composition root that mounts the
+#: MCP facade on it, and the command line that serves it.  Every other face shares ``service.api``.
+HTTP_IMPORTERS = ("service.http", "service.app", "service.cli")
+
+
+def test_only_the_composition_root_imports_the_http_face():
+    """Nothing outside ``service/http/``, ``service/app.py`` and the CLI imports ``service.http``: the wire
+    models and the exec recipe live in ``service.api``, and ``/mcp`` is mounted by the composition root."""
+    offenders = sorted(
+        (name, target)
+        for name, targets in MODULE_GRAPH.items()
+        if not any(name == allowed or name.startswith(allowed + ".") for allowed in HTTP_IMPORTERS)
+        for target in targets
+        if target.startswith("service.http.") or target == "service.http"
+    )
+    assert offenders == []
+    assert "service.http.app" in MODULE_GRAPH["service.app"]  # the scan sees the root's own import
 
 
 # Measured on ruff-formatted code (tests/test_lint.py keeps the tree formatted).
@@ -318,3 +368,12 @@ def test_no_module_over_the_line_cap():
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+def test_settings_load_no_mcp_code_and_http_mounts_no_mcp_face():
+    """Reading settings imports nothing of the MCP client (its server entries are ``service.settings_mcp``),
+    and the HTTP face reaches the MCP facade only through the composition root that mounts it."""
+    assert not {m for m in _reaches("service.settings") if m.startswith("service.mcp")}
+    http = [name for name in MODULE_GRAPH if name.startswith("service.http.")]
+    assert http and not {m for name in http for m in _reaches(name) if m.startswith("service.mcp_server")}
+    assert "service.mcp_server.sdk_server" in _reaches("service.app")

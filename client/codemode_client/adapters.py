@@ -22,7 +22,7 @@ TOOL_NAME = "codemode"
 CODE_FIELDS = ("code", "title", "timeout_ms", "max_output_bytes")
 #: One framework tool's line in the description (its schema is in the cell's declaration file anyway).
 MAX_TOOL_LINE_CHARS = 600
-#: The service's cap on a client tool's description (service/http/schemas.py ClientToolDecl).
+#: The service's cap on a client tool's description (service/api/schemas.py ClientToolDecl).
 MAX_CLIENT_DESCRIPTION_CHARS = 4096
 #: Text output entries returned to the model after the value (the envelope's own budget bounds them).
 _OUTPUT_KINDS = ("text", "truncated")

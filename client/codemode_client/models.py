@@ -107,6 +107,7 @@ class Envelope:
     error: str | None = None
     code: str | None = None
     failure_phase: str | None = None
+    untrusted_content: bool = False  # the cell has seen network-derived data (its text output is wrapped)
     bridge_dispatch_started: bool = False
     replay_safe: bool = True
     telemetry: Mapping[str, Any] = field(default_factory=dict)
@@ -131,6 +132,7 @@ class Envelope:
             error=_str_or_none(env.get("error")),
             code=_str_or_none(env.get("code")),
             failure_phase=_str_or_none(env.get("failure_phase")),
+            untrusted_content=env.get("untrusted_content") is True,
             bridge_dispatch_started=env.get("bridge_dispatch_started") is True,
             replay_safe=env.get("replay_safe") is not False,
             telemetry=telemetry if isinstance(telemetry, Mapping) else {},

@@ -14,7 +14,7 @@ from typing import Any, Union
 
 from .models import Envelope, OutputEntry, PendingCall
 
-#: The service's caps on a declaration (service/http/schemas.py ClientToolDecl).
+#: The service's caps on a declaration (service/api/schemas.py ClientToolDecl).
 MAX_DESCRIPTION_CHARS = 4096
 OPEN_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object"}
 NO_APPROVER_REASON = "no approver was given to run(): pass approve=callable to answer approval requests"

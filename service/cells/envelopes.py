@@ -1,4 +1,4 @@
-"""Every cell envelope is built here, one function per kind, and matches ``CellEnvelope`` (service.http.schemas).
+"""Every cell envelope is built here, one function per kind, and matches ``CellEnvelope`` (service.api.schemas).
 
 Kinds: ``completed``, ``waiting`` (a leg parked on host work), ``failed`` (any phase), ``input_refusal``
 (a failed envelope for code refused before any worker was involved), ``status_snapshot`` (what

@@ -25,7 +25,7 @@ import asyncio
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
 from bridge.inbox import (
@@ -41,6 +41,9 @@ from service.tracing import end_call
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
 from .request_caps import check_request, leading_strings
 from .wait_clock import UNTIMED_METHODS, WaitClock
+
+if TYPE_CHECKING:
+    from service.tracing import CellTrace
 
 #: One reply for the worker: the settle entry, and its JSON payload when it succeeded.
 ReadyReply = tuple[Reply, bytes | None]
@@ -106,7 +109,7 @@ class HostRequests:
         self._in_flight: set[int] = set()  # ids whose handler task runs (a dropped one counts no more)
         self.waiting = WaitClock()  # time with host work in flight (telemetry's tool_wait_ms)
         self._closed = False
-        self.trace: Any = None  # service.tracing.CellTrace once a leg is traced; None while tracing is off
+        self.trace: CellTrace | None = None  # once a leg is traced; None while tracing is off
 
     # ---- questions the leg loop asks -------------------------------------------------------------
 

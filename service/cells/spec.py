@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from service.tools.catalog import ToolEntry
+    from service.tools.policy import ToolPolicy
 
 from bridge.messages import Language
 
@@ -55,8 +59,8 @@ class CellSpec:
     restart_safe: bool = False
     headless: bool = False
     background: bool = False  # runs leg after leg on its own after exec answered "running"
-    client_tools: tuple[Any, ...] = ()  # compiled once per exec (service.tools.catalog.ToolEntry)
-    tool_policy: Any = None  # the API key's tool narrowing (service.tools.policy.ToolPolicy)
+    client_tools: tuple[ToolEntry, ...] = ()  # compiled once per exec
+    tool_policy: ToolPolicy | None = None  # the API key's tool narrowing
     require_approval: tuple[str, ...] = ()  # the exec's approval entries (service.tools.approvals)
     language: Language = "javascript"  # "python": the cell runs on Monty
 

@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 
 from service.errors import ConfigError
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.settings import Settings
 
 DEMO_PLUGIN = "service.demo.shipping"

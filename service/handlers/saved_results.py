@@ -20,8 +20,8 @@ from service.settings import Settings
 from service.stores.errors import ResultsError, StoreError
 from service.stores.results_backend import ResultsBackend
 from service.stores.saved_results import ResultScope
+from service.tools.run_book import DEFAULT_RUN
 
-DEFAULT_RUN = "default"
 log = logging.getLogger("codemode")
 
 

@@ -1,25 +1,29 @@
-"""``create_app(settings)``: the FastAPI application with its lifespan and error handlers."""
+"""``http_app(settings, svc)``: the FastAPI application with its lifespan and error handlers.
+
+Endpoints of other faces (the MCP facade at ``/mcp``) are handed in by the composition root
+(``service.app``), so this package knows nothing of them beyond the ``Mounted`` shape.
+"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
 
 from fastapi import FastAPI
 
 from service import __version__
-from service.assembly import Components, build_components
+from service.assembly import Components
 from service.metrics import LoopLagMonitor
 from service.playground.route import playground_router
-from service.settings import Settings, load_settings
+from service.settings import Settings
 
 from .body_limits import BodyCaps
 from .docs_pages import app_with_offline_docs
 from .error_responses import install_error_handlers
 from .events_route import events_router
 from .replica_routing import ReplicaRouting
-from .request_gate import MCP_PATH, RequestGate, api_key_of
+from .request_gate import MCP_PATH, RequestGate
 from .request_json import BodyDecoder
 from .routes import router
 from .tool_description_route import tool_description_router
@@ -30,15 +34,23 @@ processes. `POST /v1/exec` starts a cell; a cell that is still blocked on host w
 outcome is HTTP 200 with one envelope; service errors share one error body."""
 
 
-def create_app(settings: Settings | None = None, services: Components | None = None) -> FastAPI:
-    """Build the app; the lifespan starts and stops the worker pool and the stores."""
-    settings = settings or load_settings()
-    svc = services or build_components(settings)
+class Mounted(Protocol):
+    """An ASGI endpoint served beside the API routes, whose ``run()`` is open while the service runs."""
 
+    def run(self) -> AbstractAsyncContextManager[None]: ...
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None: ...
+
+
+def mcp_body_cap(settings: Settings) -> int:
+    """The body cap of ``/mcp`` requests (the request gate enforces it; the endpoint is told it too)."""
+    return BodyCaps(settings).cap_for(MCP_PATH)
+
+
+def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) -> FastAPI:
+    """The app over ``svc``; the lifespan starts and stops the services (and ``mcp``, at ``/mcp``)."""
     lag = LoopLagMonitor(svc.metrics)
     decoder = BodyDecoder(svc.sandbox.options)
-    caps = BodyCaps(settings)
-    mcp = mcp_endpoint(svc, caps.cap_for(MCP_PATH))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -46,9 +58,12 @@ def create_app(settings: Settings | None = None, services: Components | None = N
         try:
             await svc.start()
             try:
-                # The MCP sessions' task group lives inside the service's lifetime.
-                async with mcp.run():
+                if mcp is None:
                     yield
+                else:
+                    # The MCP sessions' task group lives inside the service's lifetime.
+                    async with mcp.run():
+                        yield
             finally:
                 await svc.close()
         finally:
@@ -63,29 +78,18 @@ def create_app(settings: Settings | None = None, services: Components | None = N
     app.include_router(events_router)
     app.include_router(tool_description_router)
     app.include_router(playground_router)
-    app.add_route(MCP_PATH, mcp, include_in_schema=False)
+    if mcp is not None:
+        # Starlette serves an object that is not a function as a raw ASGI app; its annotation names only
+        # request handlers.
+        app.add_route(MCP_PATH, mcp, include_in_schema=False)  # type: ignore[arg-type]
     if svc.replica is not None:
         # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.
         app.add_middleware(ReplicaRouting, replica=svc.replica)
     app.add_middleware(
-        RequestGate, keys=svc.keys, caps=caps, decoder=decoder, metrics_require_key=settings.metrics_require_key
+        RequestGate,
+        keys=svc.keys,
+        caps=BodyCaps(settings),
+        decoder=decoder,
+        metrics_require_key=settings.metrics_require_key,
     )
     return app
-
-
-def mcp_endpoint(svc: Components, max_body_bytes: int) -> Any:
-    """The MCP facade at ``/mcp``: the SDK's Streamable HTTP transport over the same services and keys."""
-    from service.mcp_server.facade import McpFacade
-    from service.mcp_server.sdk_server import HttpEndpoint
-
-    # The request gate resolved the caller's key before the SDK reads the request.
-    return HttpEndpoint(
-        McpFacade(svc),
-        lambda request: api_key_of(request),
-        max_body_bytes=max_body_bytes,
-    )
-
-
-def app_factory() -> Any:
-    """Entry for ``uvicorn --factory service.http.app:app_factory``."""
-    return create_app()

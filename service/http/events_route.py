@@ -23,7 +23,7 @@ from service.errors import InvalidRequest
 
 from .request_gate import GatedRoute, api_key_of
 from .routes import CellId
-from .schemas import ERROR_RESPONSES
+from service.api.schemas import ERROR_RESPONSES
 
 events_router = APIRouter(route_class=GatedRoute)
 

@@ -8,18 +8,18 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
 
 from service.assembly import Components
-from service.cell_requests import cell_spec
-from service.errors import NotFound, ServiceError, StoreUnavailable
+from service.api.exec import cell_spec, wait_answers
+from service.errors import NotFound
 from service.handlers.api_files import list_api_files, quick_index, read_api_file
 from service.handlers.session_store import NETWORK_MARK_KEY
 from service.settings import ApiKey
-from service.stores.errors import StoreError
+from service.stores import SessionStore
 from service.stores.saved_results import ResultScope
 from service.tools.run_budget import run_report
 
 from .request_gate import GatedRoute, api_key_of
-from .responses import JSONBytes as ORJSONResponse
-from .schemas import (
+from .responses import JSONBytes
+from service.api.schemas import (
     ERROR_RESPONSES,
     ID_PATTERN,
     SESSION_PATTERN,
@@ -43,6 +43,12 @@ router = APIRouter(route_class=GatedRoute)
 CellId = Annotated[str, Path(pattern=ID_PATTERN, description="cell id from an envelope")]
 SessionId = Annotated[str, Path(pattern=SESSION_PATTERN)]
 RunId = Annotated[str, Path(pattern=SESSION_PATTERN)]
+# The API contract names the parameter; what a tool shows depends on the key, not on a session (a run's
+# blocked tools are in GET /v1/sessions/{id}/runs/{run}).
+CatalogSession = Annotated[
+    str | None,
+    Query(pattern=SESSION_PATTERN, description="accepted and checked; the catalog is the same for every session"),
+]
 # Declaration files are one or two segments deep (results.d.ts, tools/<name>.d.ts, mcp/<server>.d.ts):
 # one route each, so every URL the docs give is an operation of the OpenAPI document.
 ApiDir = Annotated[str, Path(description="the file's folder: tools or mcp")]
@@ -130,18 +136,14 @@ def _example(example: Any) -> dict[str, Any]:
     return {"content": {"application/json": {"example": example}}}
 
 
-def _envelope(body: dict[str, Any]) -> ORJSONResponse:
-    return ORJSONResponse(body)
-
-
 @router.post("/v1/exec", response_model=CellEnvelope, responses=ERROR_RESPONSES, tags=["cells"], summary="Run a cell")
-async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
+async def exec_cell(body: ExecRequest, request: Request) -> JSONBytes:
     """Start a cell and run it until it completes, fails, or parks (``waiting``); with ``background``,
     answer ``running`` at once while the cell runs on its own."""
     # The hot path resolves services and the key inline: each FastAPI dependency costs a solve.
     svc, key = _services_and_key(request)
     spec = await cell_spec(svc, key, body)
-    return _envelope(await svc.cells.exec(spec, svc.tracing.parent_from_scope(request.scope)))
+    return JSONBytes(await svc.cells.exec(spec, svc.tracing.parent_from_scope(request.scope)))
 
 
 @router.post(
@@ -151,14 +153,12 @@ async def exec_cell(body: ExecRequest, request: Request) -> ORJSONResponse:
     tags=["cells"],
     summary="Resume a waiting cell",
 )
-async def wait_cell(cell_id: CellId, request: Request, body: WaitRequest | None = None) -> ORJSONResponse:
+async def wait_cell(cell_id: CellId, request: Request, body: WaitRequest | None = None) -> JSONBytes:
     """Resume a parked cell (optionally with client tool results and approval answers) until its next stop."""
     svc, key = _services_and_key(request)
     body = body or WaitRequest()
-    # Not model_dump(): it would copy every (possibly megabytes of) result value on the event loop.
-    results = [{"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results]
-    approvals = [{"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals]
-    return _envelope(
+    results, approvals = wait_answers(body)
+    return JSONBytes(
         await svc.cells.wait(
             cell_id,
             key.tenant,
@@ -178,10 +178,10 @@ async def wait_cell(cell_id: CellId, request: Request, body: WaitRequest | None 
     tags=["cells"],
     summary="Cancel a cell",
 )
-async def cancel_cell(cell_id: CellId, request: Request) -> ORJSONResponse:
+async def cancel_cell(cell_id: CellId, request: Request) -> JSONBytes:
     """Abort a cell; answers its final envelope (``failed``, code ``aborted``)."""
     svc, key = _services_and_key(request)
-    return _envelope(await svc.cells.cancel(cell_id, key.tenant, svc.tracing.parent_from_scope(request.scope)))
+    return JSONBytes(await svc.cells.cancel(cell_id, key.tenant, svc.tracing.parent_from_scope(request.scope)))
 
 
 @router.get(
@@ -191,9 +191,9 @@ async def cancel_cell(cell_id: CellId, request: Request) -> ORJSONResponse:
     tags=["cells"],
     summary="Cell status",
 )
-async def cell_status(cell_id: CellId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def cell_status(cell_id: CellId, svc: ServicesDep, key: CallerDep) -> JSONBytes:
     """Status of a cell without resuming it (finished cells: a summary without value or output)."""
-    return _envelope(svc.cells.status(cell_id, key.tenant))
+    return JSONBytes(svc.cells.status(cell_id, key.tenant))
 
 
 @router.get(
@@ -203,12 +203,14 @@ async def cell_status(cell_id: CellId, svc: ServicesDep, key: CallerDep) -> ORJS
     tags=["tools"],
     summary="Tool catalog and quick index",
 )
-async def catalog(
-    svc: ServicesDep, key: CallerDep, session_id: Annotated[str | None, Query(pattern=SESSION_PATTERN)] = None
-) -> ORJSONResponse:
-    """Handle metadata of every tool visible to this key, and the quick index for agent prompts."""
+async def catalog(svc: ServicesDep, key: CallerDep, session_id: CatalogSession = None) -> JSONBytes:
+    """Handle metadata of every tool visible to this key, and the quick index for agent prompts.
+
+    The catalog is the key's (its tool policy decides it), the same for every session: ``session_id``
+    is checked and accepted, and changes nothing.
+    """
     view = svc.view_for(key)
-    return ORJSONResponse({"tools": view.handles(), "quick_index": quick_index(view)})
+    return JSONBytes({"tools": view.handles(), "quick_index": quick_index(view)})
 
 
 @router.get(
@@ -218,10 +220,10 @@ async def catalog(
     tags=["tools"],
     summary="List declaration files",
 )
-async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None) -> ORJSONResponse:
+async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None) -> JSONBytes:
     """What ``API.list(prefix)`` returns in a guest of this key."""
     table = await svc.api_table_for(key)
-    return ORJSONResponse(list_api_files(table, prefix))
+    return JSONBytes(list_api_files(table, prefix))
 
 
 @router.get(
@@ -231,10 +233,10 @@ async def api_files(svc: ServicesDep, key: CallerDep, prefix: str | None = None)
     tags=["tools"],
     summary="Read a top-level declaration file",
 )
-async def api_file(name: ApiName, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def api_file(name: ApiName, svc: ServicesDep, key: CallerDep) -> JSONBytes:
     """What ``API.read(name)`` returns in a guest of this key (``results.d.ts``)."""
     table = await svc.api_table_for(key)
-    return ORJSONResponse(read_api_file(table, name))
+    return JSONBytes(read_api_file(table, name))
 
 
 @router.get(
@@ -244,18 +246,18 @@ async def api_file(name: ApiName, svc: ServicesDep, key: CallerDep) -> ORJSONRes
     tags=["tools"],
     summary="Read a declaration file in a folder",
 )
-async def api_nested_file(dir: ApiDir, name: ApiName, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def api_nested_file(dir: ApiDir, name: ApiName, svc: ServicesDep, key: CallerDep) -> JSONBytes:
     """What ``API.read("<dir>/<name>")`` returns in a guest of this key (``tools/echo.d.ts``, ``mcp/time.d.ts``)."""
     table = await svc.api_table_for(key)
-    return ORJSONResponse(read_api_file(table, f"{dir}/{name}"))
+    return JSONBytes(read_api_file(table, f"{dir}/{name}"))
 
 
 # Any other depth or spelling (an empty segment, a dot segment, three segments) names no file: this
 # undocumented fallback answers it like API.read does (422 invalid path, 404 unknown file), as before.
 @router.get("/v1/api/files/{path:path}", include_in_schema=False)
-async def api_file_any_path(path: str, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def api_file_any_path(path: str, svc: ServicesDep, key: CallerDep) -> JSONBytes:
     table = await svc.api_table_for(key)
-    return ORJSONResponse(read_api_file(table, path))
+    return JSONBytes(read_api_file(table, path))
 
 
 @router.delete(
@@ -265,14 +267,12 @@ async def api_file_any_path(path: str, svc: ServicesDep, key: CallerDep) -> ORJS
     tags=["sessions"],
     summary="End a run",
 )
-async def end_run(session_id: SessionId, run_id: RunId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def end_run(session_id: SessionId, run_id: RunId, svc: ServicesDep, key: CallerDep) -> JSONBytes:
     """End a run: its saved results expire now and its tool-failure counters are forgotten."""
-    try:
-        dropped = await svc.results.end_run(ResultScope(key.tenant, session_id, run_id))
-        await svc.access.run_counters.delete_run_failures(key.tenant, session_id, run_id)
-    except StoreError as exc:
-        raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
-    return ORJSONResponse({"session_id": session_id, "run_id": run_id, "expired_results": dropped})
+    # A store that fails here is a 503 (error_responses.on_store_error), like every store failure.
+    dropped = await svc.results.end_run(ResultScope(key.tenant, session_id, run_id))
+    await svc.access.run_counters.delete_run_failures(key.tenant, session_id, run_id)
+    return JSONBytes({"session_id": session_id, "run_id": run_id, "expired_results": dropped})
 
 
 @router.get(
@@ -282,17 +282,14 @@ async def end_run(session_id: SessionId, run_id: RunId, svc: ServicesDep, key: C
     tags=["sessions"],
     summary="Run counters",
 )
-async def run_status(session_id: SessionId, run_id: RunId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def run_status(session_id: SessionId, run_id: RunId, svc: ServicesDep, key: CallerDep) -> JSONBytes:
     """The run's tool-failure counters (per tool, total, blocked tools and why) and its saved results.
 
     A run nobody used answers zeros: runs are named by the caller and not registered anywhere.
     """
-    try:
-        state = await svc.access.run_counters.run_failures(key.tenant, session_id, run_id)
-        count, size = await svc.results.usage(ResultScope(key.tenant, session_id, run_id))
-    except StoreError as exc:
-        raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
-    return ORJSONResponse(
+    state = await svc.access.run_counters.run_failures(key.tenant, session_id, run_id)
+    count, size = await svc.results.usage(ResultScope(key.tenant, session_id, run_id))
+    return JSONBytes(
         {
             "session_id": session_id,
             "run_id": run_id,
@@ -309,11 +306,11 @@ async def run_status(session_id: SessionId, run_id: RunId, svc: ServicesDep, key
     tags=["sessions"],
     summary="Session store keys",
 )
-async def session_store(session_id: SessionId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def session_store(session_id: SessionId, svc: ServicesDep, key: CallerDep) -> JSONBytes:
     """Keys of the session's committed store and their byte sizes."""
-    sizes = await _store_call(svc, "sizes", key.tenant, session_id)
+    sizes = await _session_store(svc).sizes(key.tenant, session_id)
     sizes.pop(NETWORK_MARK_KEY, None)  # internal provenance mark, not a guest key
-    return ORJSONResponse(
+    return JSONBytes(
         {
             "session_id": session_id,
             "keys": [{"key": k, "bytes": v} for k, v in sorted(sizes.items())],
@@ -329,22 +326,19 @@ async def session_store(session_id: SessionId, svc: ServicesDep, key: CallerDep)
     tags=["sessions"],
     summary="Delete a session",
 )
-async def delete_session(session_id: SessionId, svc: ServicesDep, key: CallerDep) -> ORJSONResponse:
+async def delete_session(session_id: SessionId, svc: ServicesDep, key: CallerDep) -> JSONBytes:
     """Delete the session's committed store (running cells keep their own buffered writes)."""
-    existed = await _store_call(svc, "delete_session", key.tenant, session_id)
+    existed = await _session_store(svc).delete_session(key.tenant, session_id)
     if not existed:
         raise NotFound(f"session {session_id!r} has no stored data")
-    return ORJSONResponse({"session_id": session_id, "deleted": True})
+    return JSONBytes({"session_id": session_id, "deleted": True})
 
 
-async def _store_call(svc: Components, method: str, *args: Any) -> Any:
-    """Call the session store, answering 404 without one and 503 while it is down."""
+def _session_store(svc: Components) -> SessionStore:
+    """The session store (404 on a server without one; while it is down its calls answer 503)."""
     if svc.store is None:
         raise NotFound("this server runs without a session store")
-    try:
-        return await getattr(svc.store, method)(*args)
-    except StoreError as exc:
-        raise StoreUnavailable(f"session store unavailable: {exc}; retry shortly", retry_after=1) from None
+    return svc.store
 
 
 @router.get(
@@ -363,11 +357,11 @@ async def healthz() -> dict[str, str]:
     # Not ready is the same body with status "unavailable", not an error body.
     responses={200: _example(READY_EXAMPLE), 503: {"model": Readiness, "description": "a part is not ready"}},
 )
-async def readyz(svc: ServicesDep) -> ORJSONResponse:
+async def readyz(svc: ServicesDep) -> JSONBytes:
     """The worker pool has workers and the session store answers; ``sandbox``: the workers' confinement layers."""
     checks = await svc.readiness()
     ok = all(v == "ok" for v in checks.values())
-    return ORJSONResponse(
+    return JSONBytes(
         {"status": "ok" if ok else "unavailable", "checks": checks, "sandbox": svc.sandbox.as_json()},
         status_code=200 if ok else 503,
     )
@@ -384,6 +378,3 @@ async def metrics(svc: ServicesDep) -> PlainTextResponse:
     """Prometheus text exposition (with ``metrics_require_key``, only for a valid API key)."""
     body, content_type = svc.metrics.render(svc.cells, svc.pool)
     return PlainTextResponse(body, media_type=content_type)
-
-
-__all__ = ["ServiceError", "router"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,3 +48,15 @@ def shape_tool_result(result: Mapping[str, Any]) -> dict[str, Any]:
 def shape_native(result: Mapping[str, Any]) -> dict[str, Any]:
     """A resources/prompts result in its MCP JSON shape, without the SDK's negotiation keys."""
     return {key: value for key, value in result.items() if key not in _SDK_RESULT_KEYS}
+
+
+def prompt_arguments(arguments: Any, server: str) -> dict[str, str]:
+    """``prompts.get(name, args)``'s arguments as MCP sends them: an object whose values are strings
+    (a value that is not one is sent as its JSON text)."""
+    if arguments is not None and not isinstance(arguments, dict):
+        raise McpInvalidInput("MCP prompt arguments must be an object", server=server)
+    return {str(k): v if isinstance(v, str) else _json_text(v) for k, v in (arguments or {}).items()}
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

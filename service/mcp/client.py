@@ -29,7 +29,7 @@ from service.outbound_http import TRANSPORT_ERRORS as _HTTP_TRANSPORT_ERRORS
 from service.outbound_http import McpHttpTrouble, mcp_http_client
 
 from .arguments import shape_native, shape_tool_result
-from .config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from .errors import McpError, McpInvalidInput, McpProtocolError, McpTimeout, McpUnavailable
 
 log = logging.getLogger(__name__)

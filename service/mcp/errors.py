@@ -1,12 +1,14 @@
 """Errors of the MCP host side; every class has a stable ``code``.
 
 McpError                     base
- ├── McpConfigError          mcp_config: a [mcp.servers.<name>] entry is unusable (start-up)
  ├── McpUnavailable          mcp_unavailable: the server cannot be reached or died; names the server
  ├── McpTimeout              mcp_timeout: no answer within the deadline; names the server (and tool)
  ├── McpProtocolError        mcp_protocol: the server answered with an error or a malformed result
  ├── McpUnknownTool          mcp_unknown_tool: no such server or tool identifier
  └── McpInvalidInput         mcp_invalid_input: the guest's arguments cannot be sent
+
+An unusable ``[mcp.servers.<name>]`` entry is a start-up ``ConfigError`` (``service.errors.McpConfigError``),
+raised while the settings are read.
 
 ``counted`` says whether a tool call failing this way counts against the run's failure budget, as a
 native tool's failure does: the server failing the call does (down, silent, broken answer); the
@@ -27,12 +29,6 @@ class McpError(Exception):
         self.message = message
         self.server = server
         self.tool = tool
-
-
-class McpConfigError(McpError):
-    """A server entry in the config cannot be used; names the server."""
-
-    code = "mcp_config"
 
 
 class McpUnavailable(McpError):

@@ -8,9 +8,8 @@ message naming the server; they never fail the cell by themselves.  ``catalog.se
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
 
@@ -19,6 +18,12 @@ from service.tools.clocks import timed_out
 from service.tools.errors import ApprovalDeniedError, ToolCallError
 
 from .errors import McpError, McpTimeout, McpUnavailable
+
+if TYPE_CHECKING:  # types only: reaching MCP requests loads no hub or SDK client
+    from service.tools.session import CallSession
+
+    from .scope import McpScope
+    from .views import McpServerView
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
 #: Characters of a tool name a call may give (MCP recommends at most 128).
@@ -32,10 +37,11 @@ _HANDLE_DESCRIPTION_CHARS = 512
 class McpCell(Protocol):
     """The part of a cell's handler state that MCP requests use."""
 
-    mcp: Any  # service.mcp.scope.McpScope: the tenant's connections under its tool policy
-    mcp_servers: list[Any]  # views of the servers connected when the cell started
-    session: Any  # service.tools.session.CallSession: its call budget, loop guard and ledger (the
-    #               run's failure budget) count MCP calls too; its approvals say which calls wait
+    mcp: McpScope | None  # the tenant's connections under its tool policy
+    mcp_servers: list[McpServerView]  # views of the servers connected when the cell started
+    # Its call budget, loop guard and ledger (the run's failure budget) count MCP calls too; its
+    # approvals say which calls wait.
+    session: CallSession
 
 
 def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCell]) -> None:
@@ -93,7 +99,7 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
             async with session.ledger.reserve(name) as reservation:  # the run's failure budget, held while it runs
                 try:
                     # The tool's wall clock (service.tools.clocks), not the leg's: a parked cell's call goes on.
-                    clock_s = scope(call).hub.tool_clock_s(server, tool, tenant=scope(call).tenant)
+                    clock_s = scope(call).tool_clock_s(server, tool)
                     result = await scope(call).call_tool(server, tool, value, deadline_s=clock_s)
                 except McpTimeout:
                     reservation.fail()
@@ -189,23 +195,11 @@ def guest_fields(exc: McpError, name: str) -> dict[str, Any]:
 
 
 def mcp_names(state: McpCell, server: Any, tool: Any) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
-    """Every spelling of the server and tool a guest called (guest identifiers and configured names).
-
-    The tool's spellings are None when no view of its server knows it yet (not connected): the
-    approval rules then treat every `mcp:<server>/<tool>` entry of that server as matching.
-    """
+    """Every spelling of the server and tool a guest called (``McpScope.names``; the call's own
+    spelling alone when it names no string or the cell has no MCP scope)."""
     if not isinstance(server, str) or not isinstance(tool, str) or state.mcp is None:
         return (str(server),), None
-    name = state.mcp.hub.server_name(server)
-    servers = (server,) if name is None else (server, name)
-    views = [v for v in state.mcp_servers if v.identifier == server]
-    with contextlib.suppress(McpError):
-        views.insert(0, state.mcp.hub.view(server, state.mcp.tenant))  # the freshest tool list
-    for view in views:
-        found = view.tool(tool)
-        if found is not None:
-            return servers, (found.identifier, found.name)
-    return servers, None
+    return state.mcp.names(server, tool, state.mcp_servers)
 
 
 async def _now(fn: Any, *args: Any) -> Any:

@@ -16,7 +16,6 @@ callers see it through ``McpScope``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import time
@@ -27,10 +26,12 @@ from typing import Any, TypeVar
 
 from .arguments import prepare_arguments
 from .client import McpConnection
-from .config import McpServerConfig
-from .errors import McpConfigError, McpError, McpInvalidInput, McpTimeout, McpUnavailable, McpUnknownTool
+from service.settings_mcp import McpServerConfig
+from service.errors import McpConfigError
+
+from .errors import McpError, McpTimeout, McpUnavailable, McpUnknownTool
 from .identifiers import assign_identifiers
-from .views import McpServerView, McpToolView, root_header, server_header
+from .views import McpServerView, McpToolView
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +40,6 @@ _T = TypeVar("_T")
 # After a failed connect, listing servers skips that server for this long so a dead server does not
 # slow down every cell; an explicit call on it still retries at once.
 LIST_RETRY_AFTER_S = 5.0
-#: The tenant of callers that name none (tests, single-tenant use).
-DEFAULT_TENANT = "default"
 
 
 @dataclass
@@ -148,8 +147,8 @@ class McpHub:
     async def servers(
         self,
         *,
+        tenant: str,
         deadline_s: float | None = None,
-        tenant: str = DEFAULT_TENANT,
         only: Sequence[str] | None = None,
     ) -> list[McpServerView]:
         """Views of the servers reachable for ``tenant`` (all, or those in ``only``), connecting now."""
@@ -177,7 +176,7 @@ class McpHub:
                 self._release(slot)
         return [slot.view for slot in slots if slot.view is not None and slot.alive]
 
-    def unavailable(self, tenant: str = DEFAULT_TENANT) -> list[tuple[str, str]]:
+    def unavailable(self, tenant: str) -> list[tuple[str, str]]:
         """``(identifier, name)`` of configured servers not connected for ``tenant`` right now."""
         down = []
         for server in self._servers.values():
@@ -186,26 +185,12 @@ class McpHub:
                 down.append((server.identifier, server.config.name))
         return down
 
-    def views(self, tenant: str = DEFAULT_TENANT) -> list[McpServerView]:
+    def views(self, tenant: str) -> list[McpServerView]:
         """The last known view of every server ``tenant`` has connected to (config order)."""
         found = (server.existing(tenant) for server in self._servers.values())
         return [slot.view for slot in found if slot is not None and slot.view is not None]
 
-    def api_root(self, tenant: str = DEFAULT_TENANT) -> dict[str, Any]:
-        """``MCP.$api()``: the root header and the known servers."""
-        return root_header(self.views(tenant))
-
-    def api_server(
-        self,
-        server_identifier: str,
-        tool: str | None = None,
-        schema: bool = False,
-        tenant: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]:
-        """``MCP.<server>.$api(tool?, {schema?})``: the server or single-tool header."""
-        return server_header(self.view(server_identifier, tenant), tool, schema)
-
-    def view(self, server_identifier: str, tenant: str = DEFAULT_TENANT) -> McpServerView:
+    def view(self, server_identifier: str, tenant: str) -> McpServerView:
         """The server's current view for ``tenant``; unknown or unconnected servers raise."""
         server = self._server(server_identifier)
         slot = server.existing(tenant)
@@ -222,8 +207,8 @@ class McpHub:
         tool_identifier: str,
         arguments: Any,
         *,
+        tenant: str,
         deadline_s: float,
-        tenant: str = DEFAULT_TENANT,
         visible: Callable[[McpToolView], bool] | None = None,
     ) -> dict[str, Any]:
         """Call ``MCP.<server>.<tool>(arguments)``; the raw result, ``isError`` included.
@@ -250,71 +235,25 @@ class McpHub:
             slot, deadline_s, call, replayable=lambda: self._idempotent(slot, tool_identifier), limit_s=clock_s
         )
 
-    def tool_clock_s(self, server_identifier: str, tool_identifier: str, *, tenant: str = DEFAULT_TENANT) -> float:
+    def tool_clock_s(self, server_identifier: str, tool_identifier: str, *, tenant: str) -> float:
         """The wall clock of one call of the tool (its ``tool_timeouts_ms`` entry, else the server's
         ``timeout_ms``), in seconds; the connect and a resend after a broken connection are on it too."""
         slot = self._slot(server_identifier, tenant)
         found = slot.view.tool(tool_identifier) if slot.view is not None else None
         return slot.config.tool_timeout_ms(found.name if found is not None else tool_identifier) / 1000
 
-    async def list_resources(
+    async def request(
         self,
         server_identifier: str,
-        *,
-        cursor: str | None = None,
-        deadline_s: float,
-        tenant: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]:
-        """``MCP.<server>.resources.list()``: one page in the MCP shape."""
-        slot = self._slot(server_identifier, tenant)
-        return await self._request(slot, deadline_s, lambda conn, t: conn.list_resources(cursor, t))
-
-    async def list_resource_templates(
-        self,
-        server_identifier: str,
-        *,
-        cursor: str | None = None,
-        deadline_s: float,
-        tenant: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]:
-        """One page of resource templates in the MCP shape."""
-        slot = self._slot(server_identifier, tenant)
-        return await self._request(slot, deadline_s, lambda conn, t: conn.list_resource_templates(cursor, t))
-
-    async def read_resource(
-        self, server_identifier: str, uri: str, *, deadline_s: float, tenant: str = DEFAULT_TENANT
-    ) -> dict[str, Any]:
-        """``MCP.<server>.resources.read(uri)`` in the MCP shape."""
-        slot = self._slot(server_identifier, tenant)
-        return await self._request(slot, deadline_s, lambda conn, t: conn.read_resource(uri, t))
-
-    async def list_prompts(
-        self,
-        server_identifier: str,
-        *,
-        cursor: str | None = None,
-        deadline_s: float,
-        tenant: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]:
-        """``MCP.<server>.prompts.list()``: one page in the MCP shape."""
-        slot = self._slot(server_identifier, tenant)
-        return await self._request(slot, deadline_s, lambda conn, t: conn.list_prompts(cursor, t))
-
-    async def get_prompt(
-        self,
-        server_identifier: str,
-        name: str,
-        arguments: Any = None,
+        tenant: str,
+        op: Callable[[McpConnection, float], Awaitable[_T]],
         *,
         deadline_s: float,
-        tenant: str = DEFAULT_TENANT,
-    ) -> dict[str, Any]:
-        """``MCP.<server>.prompts.get(name, args)`` in the MCP shape; argument values become strings."""
-        slot = self._slot(server_identifier, tenant)
-        if arguments is not None and not isinstance(arguments, dict):
-            raise McpInvalidInput("MCP prompt arguments must be an object", server=slot.config.name)
-        args = {str(k): v if isinstance(v, str) else _json_text(v) for k, v in (arguments or {}).items()}
-        return await self._request(slot, deadline_s, lambda conn, t: conn.get_prompt(name, args, t))
+    ) -> _T:
+        """Run ``op(connection, seconds left)`` on ``tenant``'s connection to the server, within the
+        deadline (connect included); sent once more on a new connection when it broke mid-request
+        (the resource and prompt operations only read)."""
+        return await self._request(self._slot(server_identifier, tenant), deadline_s, op)
 
     # ---- internals -------------------------------------------------------------------------------
 
@@ -459,7 +398,3 @@ def _shutting_down(name: str) -> McpUnavailable:
     return McpUnavailable(
         f"MCP server '{name}' is unavailable: the service is shutting down", server=name, counted=False
     )
-
-
-def _json_text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -8,20 +8,27 @@ Resources and prompts belong to the server as a whole: a server shown only tool 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from service.tools.policy import McpAccess, McpVisibility
 
-from .errors import McpUnknownTool
-from .hub import DEFAULT_TENANT, McpHub
+from .arguments import prompt_arguments
+from .client import McpConnection
+from .errors import McpError, McpUnknownTool
+from .hub import McpHub
 from .views import McpServerView, McpToolView, root_header, server_header
+
+
+_T = TypeVar("_T")
 
 
 class McpScope:
     """The hub as one tenant under one visibility sees it (same methods as the hub, filtered)."""
 
-    def __init__(self, hub: McpHub, tenant: str = DEFAULT_TENANT, visibility: McpVisibility | None = None) -> None:
+    def __init__(self, hub: McpHub, tenant: str, visibility: McpVisibility | None = None) -> None:
         self.hub = hub
         self.tenant = tenant
         self.visibility = visibility or McpVisibility()
@@ -32,7 +39,7 @@ class McpScope:
 
     async def servers(self, *, deadline_s: float | None = None) -> list[McpServerView]:
         """Views of the visible servers reachable for this tenant, connecting now."""
-        views = await self.hub.servers(deadline_s=deadline_s, tenant=self.tenant, only=self._shown)
+        views = await self.hub.servers(tenant=self.tenant, deadline_s=deadline_s, only=self._shown)
         return [self._narrow(view) for view in views]
 
     def unavailable(self) -> list[tuple[str, str]]:
@@ -47,6 +54,26 @@ class McpScope:
         self._check(server_identifier)
         return server_header(self._narrow(self.hub.view(server_identifier, self.tenant)), tool, schema)
 
+    def names(
+        self, server: str, tool: str, started: Sequence[McpServerView]
+    ) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+        """Every spelling of a server and tool a guest called (guest identifiers and configured names).
+
+        The tool's spellings are None when no view of its server knows it yet (not connected): the
+        approval rules then treat every `mcp:<server>/<tool>` entry of that server as matching.
+        ``started``: the views the cell saw when it started (the live one is asked first).
+        """
+        name = self.hub.server_name(server)
+        servers = (server,) if name is None else (server, name)
+        views = [v for v in started if v.identifier == server]
+        with contextlib.suppress(McpError):
+            views.insert(0, self.hub.view(server, self.tenant))  # the freshest tool list
+        for view in views:
+            found = view.tool(tool)
+            if found is not None:
+                return servers, (found.identifier, found.name)
+        return servers, None
+
     # ---- requests --------------------------------------------------------------------------------
 
     async def call_tool(
@@ -59,40 +86,41 @@ class McpScope:
             return self.visibility.tool((name, server_identifier), (tool.name, tool.identifier))
 
         return await self.hub.call_tool(
-            server_identifier, tool_identifier, arguments, deadline_s=deadline_s, tenant=self.tenant, visible=visible
+            server_identifier, tool_identifier, arguments, tenant=self.tenant, deadline_s=deadline_s, visible=visible
         )
 
-    async def list_resources(
-        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float
-    ) -> dict[str, Any]:
+    def tool_clock_s(self, server_identifier: str, tool_identifier: str) -> float:
+        """The wall clock of one call of the tool, in seconds (its server's config says)."""
+        return self.hub.tool_clock_s(server_identifier, tool_identifier, tenant=self.tenant)
+
+    async def request(
+        self, server_identifier: str, op: Callable[[McpConnection, float], Awaitable[_T]], *, deadline_s: float
+    ) -> _T:
+        """A resource or prompt operation: the server must be shown as a whole (its resources and
+        prompts belong to all of it), then ``op`` runs on this tenant's connection."""
         self._check(server_identifier, whole=True)
-        return await self.hub.list_resources(
-            server_identifier, cursor=cursor, deadline_s=deadline_s, tenant=self.tenant
-        )
+        return await self.hub.request(server_identifier, self.tenant, op, deadline_s=deadline_s)
+
+    async def list_resources(self, server: str, *, cursor: str | None = None, deadline_s: float) -> dict[str, Any]:
+        return await self.request(server, lambda conn, t: conn.list_resources(cursor, t), deadline_s=deadline_s)
 
     async def list_resource_templates(
-        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float
+        self, server: str, *, cursor: str | None = None, deadline_s: float
     ) -> dict[str, Any]:
-        self._check(server_identifier, whole=True)
-        return await self.hub.list_resource_templates(
-            server_identifier, cursor=cursor, deadline_s=deadline_s, tenant=self.tenant
+        return await self.request(
+            server, lambda conn, t: conn.list_resource_templates(cursor, t), deadline_s=deadline_s
         )
 
-    async def read_resource(self, server_identifier: str, uri: str, *, deadline_s: float) -> dict[str, Any]:
-        self._check(server_identifier, whole=True)
-        return await self.hub.read_resource(server_identifier, uri, deadline_s=deadline_s, tenant=self.tenant)
+    async def read_resource(self, server: str, uri: str, *, deadline_s: float) -> dict[str, Any]:
+        return await self.request(server, lambda conn, t: conn.read_resource(uri, t), deadline_s=deadline_s)
 
-    async def list_prompts(
-        self, server_identifier: str, *, cursor: str | None = None, deadline_s: float
-    ) -> dict[str, Any]:
-        self._check(server_identifier, whole=True)
-        return await self.hub.list_prompts(server_identifier, cursor=cursor, deadline_s=deadline_s, tenant=self.tenant)
+    async def list_prompts(self, server: str, *, cursor: str | None = None, deadline_s: float) -> dict[str, Any]:
+        return await self.request(server, lambda conn, t: conn.list_prompts(cursor, t), deadline_s=deadline_s)
 
-    async def get_prompt(
-        self, server_identifier: str, name: str, arguments: Any = None, *, deadline_s: float
-    ) -> dict[str, Any]:
-        self._check(server_identifier, whole=True)
-        return await self.hub.get_prompt(server_identifier, name, arguments, deadline_s=deadline_s, tenant=self.tenant)
+    async def get_prompt(self, server: str, name: str, arguments: Any, *, deadline_s: float) -> dict[str, Any]:
+        self._check(server, whole=True)  # before the arguments are read: a hidden server names no error of them
+        args = prompt_arguments(arguments, self.hub.server_name(server) or server)
+        return await self.request(server, lambda conn, t: conn.get_prompt(name, args, t), deadline_s=deadline_s)
 
     # ---- internals -------------------------------------------------------------------------------
 

@@ -14,15 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from bridge import jsoncodec
+from service.api.exec import cell_spec, parsed, wait_answers
+from service.api.schemas import ID_PATTERN, CellEnvelope, ExecRequest, WaitRequest
 from service.assembly import Components
-from service.cell_requests import cell_spec
 from service.cluster.relay import call_holder, held_elsewhere
 from service.errors import InvalidRequest, NotFound, ServiceError
 from service.handlers.api_files import list_api_files, quick_index, read_api_file
-from service.http.schemas import ID_PATTERN, CellEnvelope, ExecRequest, WaitRequest
 from service.mcp.guest_requests import search_mcp_tools
 from service.settings import ApiKey
 from service.tracing import TraceParent
@@ -186,8 +186,7 @@ class McpFacade:
     async def _wait(self, key: ApiKey, args: dict[str, Any], trace_parent: TraceParent) -> ToolAnswer:
         ref = _validated(_CellRef, {k: args[k] for k in ("cell_id",) if k in args}, ("cell_id",))
         body = _validated(WaitRequest, {k: v for k, v in args.items() if k != "cell_id"}, WAIT_FIELDS)
-        results = [{"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results]
-        approvals = [{"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals]
+        results, approvals = wait_answers(body)
         relay: dict[str, Any] = {"tool_results": results, "approvals": approvals}
         if body.timeout_ms is not None:
             relay["timeout_ms"] = body.timeout_ms
@@ -285,12 +284,7 @@ def _validated(model: type[M], args: dict[str, Any], fields: tuple[str, ...]) ->
         raise InvalidRequest(
             f"unknown argument {unknown[0][:64]!r}; this tool takes {', '.join(fields)}", need_param=unknown[0][:64]
         )
-    try:
-        return model.model_validate(args)
-    except ValidationError as exc:
-        first = exc.errors()[0]  # a ValidationError has at least one
-        field = ".".join(str(p) for p in first["loc"]) or "arguments"
-        raise InvalidRequest(f"{field}: {first['msg']}", need_param=field) from None
+    return parsed(model, args)
 
 
 def _subschema(model: type[BaseModel], fields: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from service.assembly import build_components
-from service.auth import LOCAL_TENANT
+from service.auth import LOCAL_KEY
 from service.settings import API_KEY_VARIABLE, ApiKey, Settings
 
 from .facade import McpFacade
@@ -41,4 +41,4 @@ def stdio_key(resolve: Callable[[str | None], ApiKey], presented: str | None) ->
     """The key named by ``CODEMODE_API_KEY`` (resolved like a Bearer header), else the local operator."""
     if presented:
         return resolve(f"Bearer {presented}")
-    return ApiKey(key="", tenant=LOCAL_TENANT)
+    return LOCAL_KEY

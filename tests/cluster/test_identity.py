@@ -11,7 +11,7 @@ import pytest
 from service.assembly import build_components
 from service.cluster.identity import cell_id_prefix, holder_of, new_replica_id
 from service.errors import ConfigError
-from service.http.schemas import ID_PATTERN
+from service.api.schemas import ID_PATTERN
 from service.settings import Settings
 
 

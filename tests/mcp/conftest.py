@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.mcp.hub import McpHub
 
 SERVER_SCRIPT = str(Path(__file__).parent / "servers" / "test_server.py")

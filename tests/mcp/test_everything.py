@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.mcp.hub import McpHub
+from service.mcp.scope import McpScope
 
 pytestmark = pytest.mark.anyio
 
@@ -17,16 +18,17 @@ D = 20.0
 
 
 @pytest.fixture(scope="module")
-async def everything(anyio_backend: str) -> AsyncIterator[McpHub]:
-    """A hub with server-everything; a missing binary fails with the install hint."""
+async def everything(anyio_backend: str) -> AsyncIterator[McpScope]:
+    """A hub with server-everything, as a tenant without tool policy sees it; a missing binary fails
+    with the install hint."""
     if not BINARY.exists():
         pytest.fail(f"{BINARY} is missing; run `npm ci --prefix tests/node`")
     hub = McpHub([McpServerConfig(name="everything", command=str(BINARY), args=("stdio",), timeout_ms=20000)])
-    yield hub
+    yield McpScope(hub, "default")
     await hub.close()
 
 
-async def test_lists_tools_resources_and_prompts(everything: McpHub) -> None:
+async def test_lists_tools_resources_and_prompts(everything: McpScope) -> None:
     """The server's tools are listed under camelCased identifiers, with resources and prompts."""
     (view,) = await everything.servers()
     assert view.identifier == "everything" and view.has_resources and view.has_prompts
@@ -35,7 +37,7 @@ async def test_lists_tools_resources_and_prompts(everything: McpHub) -> None:
     assert everything.api_root()["servers"][0]["toolCount"] == len(view.tools)
 
 
-async def test_calls_tools(everything: McpHub) -> None:
+async def test_calls_tools(everything: McpScope) -> None:
     """echo answers with text; get-sum answers too (called through its identifier)."""
     result = await everything.call_tool("everything", "echo", {"message": "hi"}, deadline_s=D)
     assert result["content"][0] == {"type": "text", "text": "Echo: hi"}
@@ -43,7 +45,7 @@ async def test_calls_tools(everything: McpHub) -> None:
     assert "5" in total["content"][0]["text"]
 
 
-async def test_reads_a_listed_resource(everything: McpHub) -> None:
+async def test_reads_a_listed_resource(everything: McpScope) -> None:
     """A resource from the listing can be read back in the MCP shape."""
     listing = await everything.list_resources("everything", deadline_s=D)
     uri = listing["resources"][0]["uri"]
@@ -52,7 +54,7 @@ async def test_reads_a_listed_resource(everything: McpHub) -> None:
     assert read["contents"][0].get("text") or read["contents"][0].get("blob")
 
 
-async def test_gets_a_prompt_with_arguments(everything: McpHub) -> None:
+async def test_gets_a_prompt_with_arguments(everything: McpScope) -> None:
     """A prompt with a required argument renders messages mentioning it."""
     listing = await everything.list_prompts("everything", deadline_s=D)
     assert "args-prompt" in {p["name"] for p in listing["prompts"]}

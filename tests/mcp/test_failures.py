@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.mcp.errors import McpError
 from service.mcp.hub import McpHub
 from tests.mcp.conftest import HttpServer, free_port, http_config, stdio_children, stdio_config
@@ -26,12 +26,14 @@ async def test_crash_fails_in_flight_calls_and_next_call_restarts() -> None:
     """A tool that kills its server fails every in-flight call with mcp_unavailable; the next call works."""
     hub = McpHub([stdio_config(name="crashy")])
     try:
-        assert (await hub.call_tool("crashy", "add", {"a": 1, "b": 2}, deadline_s=D))["structuredContent"] == {"sum": 3}
+        assert (await hub.call_tool("crashy", "add", {"a": 1, "b": 2}, deadline_s=D, tenant="default"))[
+            "structuredContent"
+        ] == {"sum": 3}
         errors: list[McpError] = []
 
         async def expect_failure(tool: str, args: dict) -> None:
             try:
-                await hub.call_tool("crashy", tool, args, deadline_s=D)
+                await hub.call_tool("crashy", tool, args, deadline_s=D, tenant="default")
             except McpError as exc:
                 errors.append(exc)
 
@@ -42,7 +44,9 @@ async def test_crash_fails_in_flight_calls_and_next_call_restarts() -> None:
             tg.start_soon(expect_failure, "crash", {})
         assert [e.code for e in errors] == ["mcp_unavailable", "mcp_unavailable"]
         assert all("'crashy'" in e.message for e in errors)
-        assert (await hub.call_tool("crashy", "add", {"a": 2, "b": 2}, deadline_s=D))["structuredContent"] == {"sum": 4}
+        assert (await hub.call_tool("crashy", "add", {"a": 2, "b": 2}, deadline_s=D, tenant="default"))[
+            "structuredContent"
+        ] == {"sum": 4}
     finally:
         await hub.close()
 
@@ -52,11 +56,11 @@ async def test_server_that_died_idle_is_restarted_on_next_use() -> None:
     before = set(stdio_children())
     hub = McpHub([stdio_config()])
     try:
-        await hub.call_tool("tests", "add", {"a": 1, "b": 1}, deadline_s=D)
+        await hub.call_tool("tests", "add", {"a": 1, "b": 1}, deadline_s=D, tenant="default")
         (pid,) = set(stdio_children()) - before
         os.kill(pid, signal.SIGKILL)
-        await apoll_until(lambda: hub.unavailable(), "the hub notices the server died")
-        result = await hub.call_tool("tests", "add", {"a": 1, "b": 2}, deadline_s=D)
+        await apoll_until(lambda: hub.unavailable(tenant="default"), "the hub notices the server died")
+        result = await hub.call_tool("tests", "add", {"a": 1, "b": 2}, deadline_s=D, tenant="default")
         assert result["structuredContent"] == {"sum": 3}
         assert pid not in stdio_children()
     finally:
@@ -80,12 +84,12 @@ async def test_http_crash_then_reconnect_after_server_returns() -> None:
     server.start()
     hub = McpHub([http_config(server, name="remote")])
     try:
-        await hub.call_tool("remote", "echo", {"text": "a"}, deadline_s=D)
+        await hub.call_tool("remote", "echo", {"text": "a"}, deadline_s=D, tenant="default")
         with pytest.raises(McpError) as info:
-            await hub.call_tool("remote", "crash", {}, deadline_s=D)
+            await hub.call_tool("remote", "crash", {}, deadline_s=D, tenant="default")
         assert info.value.code == "mcp_unavailable" and "'remote'" in info.value.message
         server.restart()
-        result = await hub.call_tool("remote", "echo", {"text": "back"}, deadline_s=D)
+        result = await hub.call_tool("remote", "echo", {"text": "back"}, deadline_s=D, tenant="default")
         assert result["content"][0]["text"] == "back"
     finally:
         await hub.close()
@@ -99,11 +103,11 @@ async def test_unreachable_servers_never_stop_the_hub(tmp_path: Path) -> None:
     hub = McpHub([dead_http, missing, stdio_config(name="ok")])
     try:
         await hub.start()
-        assert [view.name for view in await hub.servers()] == ["ok"]
+        assert [view.name for view in await hub.servers(tenant="default")] == ["ok"]
         for ident, name in (("gone", "gone"), ("missing", "missing")):
             started = time.monotonic()
             with pytest.raises(McpError) as info:
-                await hub.call_tool(ident, "echo", {"text": "x"}, deadline_s=D)
+                await hub.call_tool(ident, "echo", {"text": "x"}, deadline_s=D, tenant="default")
             assert info.value.code == "mcp_unavailable"
             assert f"'{name}'" in info.value.message
             assert time.monotonic() - started < 5
@@ -116,11 +120,13 @@ async def test_wrong_header_is_unavailable_and_right_header_connects(http_server
     hub = McpHub([http_config(http_server, name="bad", headers={"X-Test-Token": "wrong"}), http_config(http_server)])
     try:
         with pytest.raises(McpError) as info:
-            await hub.call_tool("bad", "echo", {"text": "x"}, deadline_s=D)
+            await hub.call_tool("bad", "echo", {"text": "x"}, deadline_s=D, tenant="default")
         assert info.value.code == "mcp_unavailable" and "'bad'" in info.value.message
         assert "HTTP 401: unauthorized: send X-Test-Token" in info.value.message  # the server's own words
         assert "wrong" not in info.value.message
-        assert (await hub.call_tool("tests", "echo", {"text": "ok"}, deadline_s=D))["content"][0]["text"] == "ok"
+        assert (await hub.call_tool("tests", "echo", {"text": "ok"}, deadline_s=D, tenant="default"))["content"][0][
+            "text"
+        ] == "ok"
     finally:
         await hub.close()
 
@@ -129,7 +135,7 @@ async def test_env_reaches_the_stdio_server() -> None:
     """The configured env is given to the stdio server process."""
     hub = McpHub([stdio_config(env={"CODEMODE_TEST_SECRET": "s3cret"})])
     try:
-        result = await hub.call_tool("tests", "env_value", {}, deadline_s=D)
+        result = await hub.call_tool("tests", "env_value", {}, deadline_s=D, tenant="default")
         assert result["content"][0]["text"] == "s3cret"
     finally:
         await hub.close()
@@ -142,7 +148,7 @@ async def test_server_that_never_initializes_is_bounded_by_the_deadline() -> Non
     try:
         started = time.monotonic()
         with pytest.raises(McpError) as info:
-            await hub.call_tool("silent", "anything", {}, deadline_s=0.5)
+            await hub.call_tool("silent", "anything", {}, deadline_s=0.5, tenant="default")
         assert info.value.code == "mcp_timeout" and "'silent'" in info.value.message
         assert time.monotonic() - started < 2
     finally:
@@ -153,10 +159,10 @@ async def test_server_timeout_ms_caps_the_caller_deadline() -> None:
     """The server's timeout_ms bounds a call even when the caller allows longer."""
     hub = McpHub([stdio_config(timeout_ms=1000)])
     try:
-        await hub.servers()
+        await hub.servers(tenant="default")
         started = time.monotonic()
         with pytest.raises(McpError) as info:
-            await hub.call_tool("tests", "hang", {}, deadline_s=60)
+            await hub.call_tool("tests", "hang", {}, deadline_s=60, tenant="default")
         assert info.value.code == "mcp_timeout"
         assert 0.9 < time.monotonic() - started < 3
     finally:

@@ -7,8 +7,9 @@ import dataclasses
 import pytest
 
 from service.mcp.arguments import ONE_OBJECT, prepare_arguments, shape_native, shape_tool_result
-from service.mcp.config import McpServerConfig
-from service.mcp.errors import McpConfigError, McpError
+from service.settings_mcp import McpServerConfig
+from service.errors import McpConfigError
+from service.mcp.errors import McpError
 from service.mcp.identifiers import assign_identifiers, camel_identifier
 
 

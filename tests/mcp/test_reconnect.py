@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.mcp.errors import McpUnavailable
 from service.mcp.hub import McpHub
 from tests.mcp.conftest import HttpServer, everything_http, free_port, http_config, stdio_config
@@ -36,7 +36,7 @@ def stale_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 async def echo(hub: McpHub, text: str) -> str:
-    result = await hub.call_tool("remote", "echo", {"message": text}, deadline_s=D)
+    result = await hub.call_tool("remote", "echo", {"message": text}, deadline_s=D, tenant="default")
     return str(result["content"][0]["text"])
 
 
@@ -94,7 +94,9 @@ async def test_a_call_in_flight_when_the_http_server_dies_is_not_sent_again(
 
     async def in_flight() -> None:
         try:
-            await hub.call_tool("tests", "sleep_echo", {"seconds": 30, "marker": str(marker)}, deadline_s=D)
+            await hub.call_tool(
+                "tests", "sleep_echo", {"seconds": 30, "marker": str(marker)}, deadline_s=D, tenant="default"
+            )
         except McpUnavailable as exc:
             outcome.append(exc)
 
@@ -106,7 +108,7 @@ async def test_a_call_in_flight_when_the_http_server_dies_is_not_sent_again(
         (exc,) = outcome
         assert "'tests'" in exc.message and not exc.retryable, exc.message
         assert marker.read_text().splitlines() == ["run"]
-        ok = await hub.call_tool("tests", "echo", {"text": "again"}, deadline_s=D)
+        ok = await hub.call_tool("tests", "echo", {"text": "again"}, deadline_s=D, tenant="default")
         assert ok["content"][0]["text"] == "again"
         assert marker.read_text().splitlines() == ["run"]
     finally:
@@ -122,7 +124,7 @@ async def test_only_idempotent_tools_are_sent_again_after_the_server_died_mid_ca
     marker = tmp_path / "runs"
     hub = McpHub([stdio_config(idempotent_tools=("crash_once",) if idempotent else ())])
     try:
-        call = hub.call_tool("tests", "crash_once", {"marker": str(marker)}, deadline_s=D)
+        call = hub.call_tool("tests", "crash_once", {"marker": str(marker)}, deadline_s=D, tenant="default")
         if idempotent:
             assert (await call)["content"][0]["text"] == "ran again"
             assert marker.read_text().splitlines() == ["run", "run"]
@@ -136,7 +138,7 @@ async def test_only_idempotent_tools_are_sent_again_after_the_server_died_mid_ca
 
 def test_idempotent_tools_must_be_a_list_of_strings() -> None:
     """A lone string is refused (not split into characters), naming the server and the key."""
-    from service.mcp.errors import McpConfigError
+    from service.errors import McpConfigError
 
     for bad in ("echo", ["echo", 3]):
         with pytest.raises(McpConfigError, match=r"MCP server 'tests': 'idempotent_tools' must be a list of strings"):

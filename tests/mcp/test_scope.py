@@ -93,4 +93,4 @@ async def test_unfiltered_scope_sees_everything(two_servers: McpHub) -> None:
 async def test_non_string_server_identifier_is_unknown(two_servers: McpHub) -> None:
     """A server identifier that is not a string is refused as unknown (no lookup error)."""
     with pytest.raises(McpUnknownTool, match="Unknown MCP server"):
-        await McpScope(two_servers).call_tool(["docs"], "echo", {}, deadline_s=D)  # type: ignore[arg-type]
+        await McpScope(two_servers, "t").call_tool(["docs"], "echo", {}, deadline_s=D)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.settings import ToolSettings
 from tests.conftest import make_client
 from tests.mcp.conftest import SERVER_SCRIPT

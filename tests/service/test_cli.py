@@ -78,3 +78,21 @@ def test_exec_refuses_unknown_environment_setting(cli_env, capsys, monkeypatch):
     rc = main(["exec", _script(cli_env, "return 1")])
     assert rc not in (0, 1)
     assert "CODEMODE_NOT_A_SETTING" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("code", "flags", "field"),
+    [("   \n", [], "code"), ("return 1", ["--session-id", "bad id!"], "session_id")],
+)
+def test_exec_checks_the_request_like_http_before_any_worker_starts(cli_env, capsys, monkeypatch, code, flags, field):
+    """`codemode exec` builds its cell from the HTTP request model: blank code or a malformed session id
+    prints the invalid_request body naming the field and exits 2, and no service is built."""
+    import service.assembly
+
+    def no_service(*_args, **_kwargs):
+        raise AssertionError("the service was built for a request that is refused")
+
+    monkeypatch.setattr(service.assembly, "build_components", no_service)
+    rc = main(["exec", _script(cli_env, code), *flags])
+    body = json.loads(capsys.readouterr().out)["error"]
+    assert rc == 2 and body["code"] == "invalid_request" and body["need_param"] == field

@@ -30,14 +30,14 @@ def _non_loopback_address() -> str | None:
 
 @pytest.fixture(scope="module")
 def uvicorn_on_all_interfaces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """Plain `uvicorn --factory service.http.app:app_factory --host 0.0.0.0`, no API keys (serving every interface without keys)."""
+    """Plain `uvicorn --factory service.app:app_factory --host 0.0.0.0`, no API keys (serving every interface without keys)."""
     port = free_port()
     argv = [
         sys.executable,
         "-m",
         "uvicorn",
         "--factory",
-        "service.http.app:app_factory",
+        "service.app:app_factory",
         "--host",
         "0.0.0.0",
         "--port",

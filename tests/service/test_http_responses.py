@@ -59,7 +59,25 @@ def test_unexpected_failure_is_not_transient(tmp_path):
         r = c.get("/boom")
     assert r.status_code == 500
     err = r.json()["error"]
-    assert err["error_type"] != "transient" and err["non_retriable"] is True and "RuntimeError: a bug" in err["message"]
+    assert err["error_type"] != "transient" and err["non_retriable"] is True
+    assert "incident" in err["message"]
+
+
+def test_unexpected_failure_keeps_the_exception_text_out_of_the_body(tmp_path, caplog):
+    """A 500 names an incident the service logged with the exception; its text never reaches the caller."""
+    client = make_client(tmp_path)
+
+    async def leak() -> None:
+        raise RuntimeError("secret-token-123 at /etc/codemode/config.toml")
+
+    client.app.add_api_route("/leak", leak)
+    with TestClient(client.app, raise_server_exceptions=False) as c, caplog.at_level("ERROR", logger="codemode"):
+        r = c.get("/leak")
+    message = r.json()["error"]["message"]
+    assert r.status_code == 500 and "secret-token-123" not in r.text and "RuntimeError" not in r.text
+    incident = message.split("incident ")[1].split(" ")[0]
+    logged = [rec for rec in caplog.records if incident in rec.getMessage()]
+    assert logged and "secret-token-123" in str(logged[0].exc_info[1])
 
 
 def test_openapi_envelope_status_includes_running(app_client):
@@ -125,6 +143,9 @@ def test_boolean_fields_take_only_booleans(app_client, field, value):
 
 
 def test_405_names_the_allowed_methods(app_client):
+    """A method the path does not answer is 405 with ``Allow`` listing every route's methods of that path."""
     r = app_client.put("/v1/exec", json={})
     assert r.status_code == 405 and r.headers["allow"] == "POST"
-    assert r.json()["error"]["error_type"] == "recoverable"
+    assert r.json()["error"]["error_type"] == "recoverable" and r.json()["error"]["code"] == "invalid_request"
+    both = app_client.put("/v1/sessions/s1/runs/r1", json={})
+    assert both.status_code == 405 and both.headers["allow"] == "DELETE, GET"

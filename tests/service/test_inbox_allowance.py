@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.http.app import create_app
+from service.app import create_app
 from service.assembly import build_components
 from service.settings import Settings
 from service.tools import ToolSpec

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from tests.conftest import make_client, run_ok
 from tests.mcp.conftest import SERVER_SCRIPT
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.tools.untrusted import BEGIN_MARKER, END_MARKER
 from tests.conftest import make_client, run_ok as ok
 from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.errors import ConfigError
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.mcp.errors import McpConfigError
 from service.settings import Settings
 from tests.conftest import make_client, run, run_ok

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from tests.conftest import make_client, run
 from tests.conftest import run_ok as ok
 from tests.conftest import wait as post_wait

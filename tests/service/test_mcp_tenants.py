@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from service.errors import ConfigError
 from service.assembly import build_components
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.settings import ApiKey, Settings, ToolSettings, load_settings
 from tests.conftest import make_client, value_of
 from tests.mcp.conftest import SERVER_SCRIPT

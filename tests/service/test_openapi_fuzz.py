@@ -14,7 +14,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from service.http.app import create_app
+from service.app import create_app
 from service.assembly import build_components
 from service.settings import Settings
 from tests.support.live_server import codemode_serve

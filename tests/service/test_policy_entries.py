@@ -11,7 +11,7 @@ import pytest
 
 from service.assembly import build_components
 from service.errors import ConfigError
-from service.mcp.config import McpServerConfig
+from service.settings_mcp import McpServerConfig
 from service.settings import ApiKey, Settings, ToolSettings
 from tests.conftest import make_client
 from tests.mcp.conftest import SERVER_SCRIPT

@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from service.http.app import create_app
+from service.app import create_app
 from service.cells.finished import FinishedCells
 from service.handlers.session_store import store_limits
 from service.assembly import build_components

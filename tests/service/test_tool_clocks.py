@@ -246,7 +246,7 @@ def test_leg_spans_carry_where_the_time_went(tmp_path):
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from service.assembly import build_components
-    from service.http.app import create_app
+    from service.app import create_app
     from service.tracing import tracing_to
     from tests.support.tools import TEST_TOOLS
 

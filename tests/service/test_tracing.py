@@ -26,7 +26,7 @@ from service.assembly import build_components
 from service.cells.spec import CellSpec
 from service.cli import main
 from service.errors import ConfigError
-from service.http.app import create_app
+from service.app import create_app
 from service.settings import Settings
 from service.tracing import NO_TRACING, Tracing, TracingConfig, start_tracing, tracing_to
 from bench.servers import otlp_collector

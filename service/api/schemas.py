@@ -1,4 +1,4 @@
-"""Wire models of the HTTP API (requests, envelopes, errors), with OpenAPI examples."""
+"""Wire models of the API (requests, envelopes, errors), with OpenAPI examples: HTTP, the MCP facade and the CLI share them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Immutable configuration of one MCP server (``[mcp.servers.<name>]``).
+"""Immutable configuration of one MCP server (``[mcp.servers.<name>]``), read by the settings.
+
+It imports nothing of the MCP client (``service/mcp/``), so reading settings loads no MCP code.
 
 ``per_tenant = true`` gives every tenant its own connection (a stdio process or an HTTP session), at
 most ``max_tenant_connections`` of them at once; one idle for ``tenant_idle_seconds`` is closed.
