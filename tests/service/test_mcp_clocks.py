@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from service.errors import ConfigError
 from service.settings_mcp import McpServerConfig
-from service.mcp.errors import McpConfigError
+from service.errors import McpConfigError
 from service.settings import Settings
 from tests.conftest import make_client, run, run_ok
 from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer
