@@ -3,6 +3,7 @@ MCP servers and redis-server, used by the tests and the bench alike."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -10,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 
@@ -94,8 +95,8 @@ def spawn(
     """Start ``argv`` (output appended to ``log``, else discarded) and return it once ``ready()`` holds;
     a process that exits or never becomes ready is stopped and reported with its log's tail.
     ``new_session``: its own process group, so the caller can kill it with everything it spawned."""
-    out: IO[bytes] | int = open(log, "ab") if log is not None else subprocess.DEVNULL
-    try:
+    # The child keeps its own copy of the log's descriptor; ours closes once it is started.
+    with open(log, "ab") if log is not None else contextlib.nullcontext(subprocess.DEVNULL) as out:
         proc = subprocess.Popen(
             list(argv),
             cwd=cwd,
@@ -105,9 +106,6 @@ def spawn(
             stderr=subprocess.STDOUT,
             start_new_session=new_session,
         )
-    finally:
-        if not isinstance(out, int):
-            out.close()
     try:
         wait_ready(proc, ready, what, log, timeout_s)
     except BaseException:

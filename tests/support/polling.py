@@ -36,7 +36,9 @@ async def apoll_until(
     deadline = time.monotonic() + timeout_s
     while True:
         result = probe()
-        value = cast(T, await result) if inspect.isawaitable(result) else cast(T, result)
+        if inspect.isawaitable(result):
+            result = await result
+        value = cast(T, result)
         if value:
             return value
         if time.monotonic() > deadline:
