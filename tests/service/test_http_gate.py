@@ -19,6 +19,8 @@ import pytest
 from tests.support.live_server import answers, codemode_serve, is_200
 from tests.support.polling import poll_until
 
+pytestmark = pytest.mark.slow
+
 KEYS = """
 [[api_keys]]
 key = "key-alpha"

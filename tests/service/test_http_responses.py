@@ -48,6 +48,7 @@ def app_client(tmp_path_factory):
         yield c
 
 
+@pytest.mark.slow
 def test_unexpected_failure_is_not_transient(tmp_path):
     """An unforeseen exception answers 500 with the error body, non-retriable and not 'transient'."""
     client = make_client(tmp_path)

@@ -17,6 +17,8 @@ from tests.conftest import wait as post_wait
 from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer, everything_http, free_port
 from tests.support.polling import poll_until
 
+pytestmark = pytest.mark.slow
+
 # Small enough to keep the hang tests short, large enough for the Python server to start (~0.6 s) under load.
 SLOW_TIMEOUT_MS = 2500
 

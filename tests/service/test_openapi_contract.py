@@ -27,6 +27,8 @@ from tests.mcp.conftest import SERVER_SCRIPT
 from tests.support.live_server import codemode_serve
 from tests.support.polling import poll_until
 
+pytestmark = pytest.mark.slow
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 CONFIG = f"""
 [tools]

@@ -18,6 +18,8 @@ from tests.stores.conftest import redis_url  # noqa: F401 - redis_url is a sessi
 from tests.support.live_server import answers, is_200, spawn
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -31,6 +31,8 @@ from tests.support.live_server import ROOT, is_200, live_process
 from tests.support.polling import poll_until
 from tests.support.ports import free_port
 
+pytestmark = pytest.mark.slow
+
 AS_ROOT = os.geteuid() == 0
 NOBODY = pwd.getpwnam("nobody").pw_uid
 CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")

@@ -9,6 +9,8 @@ import pytest
 
 from tests.support.live_server import codemode_serve
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
