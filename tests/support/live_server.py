@@ -3,13 +3,12 @@ MCP servers and redis-server, used by the tests and the bench alike."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +95,7 @@ def spawn(
     a process that exits or never becomes ready is stopped and reported with its log's tail.
     ``new_session``: its own process group, so the caller can kill it with everything it spawned."""
     # The child keeps its own copy of the log's descriptor; ours closes once it is started.
-    with open(log, "ab") if log is not None else contextlib.nullcontext(subprocess.DEVNULL) as out:
+    with open(log, "ab") if log is not None else nullcontext(subprocess.DEVNULL) as out:
         proc = subprocess.Popen(
             list(argv),
             cwd=cwd,
