@@ -14,6 +14,7 @@ from service.tools.catalog import ClientTool, ToolCatalog
 from service.tools.contracts import ToolContract, ValidationDeferred
 from service.tools.session import CallSession
 from service.tools.errors import ClientToolCall, InvalidContractError, InvalidInputError
+from tests.support.counters import BACKTRACKING_DEADLINE_S
 
 
 @pytest.fixture
@@ -68,11 +69,6 @@ def test_file_ref_is_never_read(tmp_path) -> None:
 
 
 REDOS = "^(a+)+$"
-
-
-#: A backtracking engine needs about 2**40 steps (hours) for `^(a+)+$` against 40 a's and a `!`; a
-#: linear one, microseconds. Only backtracking reaches this deadline, however loaded the machine.
-BACKTRACKING_DEADLINE_S = 10.0
 
 
 def test_redos_pattern_is_fast_and_correct() -> None:

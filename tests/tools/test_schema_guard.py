@@ -11,6 +11,7 @@ from service.tools.catalog import ClientTool, compile_client_tools
 from service.tools.errors import ClientToolDeclError, InvalidInputError
 from service.tools.errors import SchemaRefused
 from service.tools.schema_guard import SchemaLimits, check_caller_schema
+from tests.support.counters import count_calls, json_objects
 
 LIMITS = SchemaLimits()
 
@@ -27,15 +28,6 @@ def all_of_bomb(levels: int) -> dict:
     for i in range(1, levels + 1):
         defs[f"d{i}"] = {"allOf": [{"$ref": f"#/$defs/d{i - 1}"}, {"$ref": f"#/$defs/d{i - 1}"}]}
     return {"$defs": defs, "$ref": f"#/$defs/d{levels}"}
-
-
-def _dict_count(value: object) -> int:
-    """How many JSON objects ``value`` holds, itself included."""
-    if isinstance(value, dict):
-        return 1 + sum(_dict_count(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_dict_count(v) for v in value)
-    return 0
 
 
 TREE = {
@@ -107,18 +99,11 @@ def test_nested_id_is_refused() -> None:
 def test_all_of_bomb_is_refused_quickly(monkeypatch) -> None:
     """1 KB of $defs doubling per level is refused naming the cap, after entering each of its ~50
     subschemas once (memoised), not the 2**16 that following every $ref would visit."""
-    entered: list[int] = []
-    real_check = schema_guard._Expansion._check_node
-
-    def counting_check(self: schema_guard._Expansion, node: dict) -> None:
-        entered.append(id(node))
-        real_check(self, node)
-
-    monkeypatch.setattr(schema_guard._Expansion, "_check_node", counting_check)
+    entered = count_calls(monkeypatch, schema_guard._Expansion, "_check_node")
     bomb = all_of_bomb(16)
     message = refusal(bomb)
     assert f"more than {LIMITS.max_expanded} subschemas" in message
-    assert 0 < len(entered) <= _dict_count(bomb), len(entered)
+    assert 0 < len(entered) <= json_objects(bomb), len(entered)
     assert check_caller_schema(all_of_bomb(8), LIMITS)  # 256 subschemas is fine
 
 

@@ -10,6 +10,7 @@ from service.tools.session import CallSession
 from service.tools.errors import SearchBudgetError
 from service.tools.errors import SearchQueryError
 from service.tools.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, query_terms
+from tests.support.counters import count_calls
 
 WORDS = [f"w{i}x" for i in range(64)]
 
@@ -34,19 +35,12 @@ def test_query_at_the_caps_is_accepted() -> None:
 
 def test_query_over_the_length_cap_is_refused_before_any_work(monkeypatch) -> None:
     """A 6 MB query is refused before it is split into words, naming the length and the cap."""
-    split: list[int] = []
-    real_tokens = search.tokens
-
-    def counting_tokens(text: str) -> list[str]:
-        split.append(len(text))
-        return real_tokens(text)
-
-    monkeypatch.setattr(search, "tokens", counting_tokens)
+    split = count_calls(monkeypatch, search, "tokens")
     with pytest.raises(SearchQueryError, match=rf"6000000 characters \(limit {MAX_QUERY_CHARS}\)"):
         query_terms("ab " * 2_000_000)
     assert split == [], "the over-long query was tokenised before it was refused"
     query_terms("parcel tracking")
-    assert split == [len("parcel tracking")], "the counter sees the tokeniser"
+    assert split == [("parcel tracking",)], "the counter sees the tokeniser"
 
 
 def test_query_with_too_many_distinct_words_is_refused() -> None:
@@ -66,21 +60,14 @@ def test_view_search_raises_the_query_error(make_tool) -> None:
 def test_128_client_tools_and_a_maximal_query_build_the_index_once(make_tool, monkeypatch) -> None:
     """The index is built once per view: 21 maximal searches over 128 client tools build it once and
     agree (how fast a search is belongs to the benchmarks)."""
-    built: list[int] = []
-    real_init = search.SearchIndex.__init__
-
-    def counting_init(self, docs):  # type: ignore[no-untyped-def]
-        built.append(len(docs))
-        real_init(self, docs)
-
-    monkeypatch.setattr(search.SearchIndex, "__init__", counting_init)
+    built = count_calls(monkeypatch, search.SearchIndex, "__init__")
     view = _client_view(make_tool)
     query = _max_query()
     first = view.search(query, 50)
     for _ in range(20):
         assert view.search(query, 50) == first
     assert len(first) == 50
-    assert built == [129], built
+    assert [len(docs) for _, docs in built] == [129], built
 
 
 def test_session_refuses_searches_past_its_budget(make_tool) -> None:
