@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
 from bridge import jsoncodec
@@ -101,7 +102,9 @@ async def _exec(settings: Any, args: argparse.Namespace) -> int:
     from .auth import LOCAL_TENANT
     from .cells.spec import CellSpec
 
-    code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    code = (
+        sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    )  # read and closed: no unclosed-file warning
     try:
         svc = build_components(settings.replace(workers=1))  # one cell needs one warm worker, not a pool
         await svc.start()

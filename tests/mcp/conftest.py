@@ -39,7 +39,7 @@ class HttpServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.proc = spawn(self.argv, listening(self.port), "test MCP HTTP server", env=self.env, timeout_s=15)
+        self.proc = spawn(self.argv, listening(self.port), "test MCP HTTP server", env=self.env)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
