@@ -5,19 +5,18 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
+from tests.support.live_server import answers, is_200, wait_ready
+from tests.support.ports import free_port
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -47,12 +46,6 @@ def otlp_collector() -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _stat(pid: int) -> list[str]:
@@ -115,17 +108,7 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} server exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                if httpx.get(self.base + "/readyz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.name} server not ready after {timeout_s}s")
+        wait_ready(self.proc, answers(self.base + "/readyz", is_200), f"{self.name} server", self.log_path, timeout_s)
 
     def cpu(self) -> tuple[float, float]:
         live = sum(_cpu_seconds(c) for c in descendants(self.proc.pid))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
@@ -105,7 +106,8 @@ async def _exec(settings: Settings, args: argparse.Namespace) -> int:
     from .assembly import build_components
     from .auth import LOCAL_KEY, LOCAL_TENANT
 
-    code = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()
+    # read and closed: no unclosed-file warning
+    code = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
     fields = ("timeout_ms", "memory_limit_bytes", "max_output_bytes", "session_id", "run_id")
     try:
         # The same request model as HTTP and MCP: the same bounds, refused before any worker starts.

@@ -43,3 +43,25 @@ def test_tree_is_ruff_formatted():
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_pre_commit_runs_scripts_check_from_a_local_hook():
+    """`.pre-commit-config.yaml` is valid and its only hook is local (nothing fetched): `scripts/check`,
+    an executable script that runs ruff, the format check, mypy and the fast lane."""
+    config = ROOT / ".pre-commit-config.yaml"
+    result = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "validate-config", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    repos = [line.split(":", 1)[1].strip() for line in config.read_text().splitlines() if "- repo:" in line]
+    assert repos == ["local"], repos
+    assert "entry: scripts/check" in config.read_text()
+    check = ROOT / "scripts" / "check"
+    assert check.stat().st_mode & 0o111, "scripts/check is not executable"
+    steps = check.read_text()
+    for step in ("ruff check", "ruff format --check", "mypy", '-m "not slow"'):
+        assert step in steps, step

@@ -12,6 +12,9 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+import pytest
+
+pytestmark = pytest.mark.slow
 
 import pytest
 

@@ -10,6 +10,9 @@ from tests.adapters.conftest import API_KEY
 from tests.adapters.test_langchain import scripted as langchain_model
 from tests.adapters.test_openai_agents import scripted as agents_model, tool_output
 from tests.adapters.test_pydantic_ai import scripted as pydantic_ai_model
+import pytest
+
+pytestmark = pytest.mark.slow
 
 CELL = """
 const order = await lookup_order({order_id: "A-17"});

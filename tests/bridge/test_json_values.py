@@ -38,6 +38,7 @@ def walked(value: Any) -> int:
     return count
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(VALUES, st.sampled_from([None, 1, 2]), st.integers(0, 60), st.sampled_from([7, 64, 256 * 1024]))
 def test_the_verdict_is_the_walks_for_every_text_and_cap(value, indent, cap, chunk):
@@ -83,6 +84,7 @@ def _peak(fn: Any, *args: Any) -> int:
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, value, cap",
     [

@@ -30,6 +30,7 @@ from bridge.truncation import (
     truncation_marker,
     utf8_size,
 )
+import pytest
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -206,6 +207,7 @@ _finals = st.one_of(
 )
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(st.integers(1024, 6000), st.lists(st.lists(_entries, max_size=8), min_size=1, max_size=5), _finals)
 def test_every_leg_is_valid_json_within_the_budget(max_bytes: int, legs: list[list[str]], final: Any) -> None:

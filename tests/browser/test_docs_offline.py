@@ -9,6 +9,8 @@ import pytest
 from tests.browser.conftest import open_offline, screenshot
 from tests.support.demo_server import demo_serve
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

@@ -22,6 +22,8 @@ from tests.browser.conftest import OfflinePage, open_offline, screenshot
 from tests.support.demo_server import demo_serve
 from tests.support.live_server import ROOT
 
+pytestmark = pytest.mark.slow
+
 API_KEY = "ck_playground_0123456789"
 CONFIG = f"""
 [[api_keys]]

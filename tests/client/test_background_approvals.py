@@ -8,6 +8,8 @@ from codemode_client import AsyncClient, Client, EnvelopeEvent, OutputEvent, Pen
 from codemode_client.tools import NO_APPROVER_REASON
 from tests.client.conftest import API_KEY
 
+pytestmark = pytest.mark.slow
+
 QUOTE = '{origin: "DE", destination: "FR", weight_kg: 2}'
 STREAMING = f"""
 text("a");

@@ -22,6 +22,8 @@ from tests.client.conftest import API_KEY
 from tests.support.live_server import free_port
 from tests.support.polling import poll_until
 
+pytestmark = pytest.mark.slow
+
 
 def test_exec_completes_with_typed_output(client: Client):
     """exec answers a completed envelope: value, text and json output entries, telemetry, raw dict."""

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from codemode_client import Client
 from examples import client_quickstart
+import pytest
+
+pytestmark = pytest.mark.slow
 
 
 def test_quote_order_runs_the_client_tool_and_the_approved_call(client: Client, capsys):

@@ -20,7 +20,7 @@ from service.cluster.identity import cell_id_prefix, holder_of
 from tests.mcp_server.conftest import http_client
 from tests.support.cluster import Cluster
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 #: Parks until a wait resumes it, then answers what the wait gave it.
 PARKS = 'const r = await yield_control("hold"); return r.status;'

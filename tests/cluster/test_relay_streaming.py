@@ -14,7 +14,7 @@ from service.cluster.identity import cell_id_prefix
 from service.cluster.peers import FORWARDED_HEADER, PeerClient
 from service.http.replica_routing import ReplicaRouting
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 class StreamingHolder:

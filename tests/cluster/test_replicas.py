@@ -17,6 +17,9 @@ from service.cluster.identity import holder_of
 from tests.cluster.conftest import REPLICA_TTL_SECONDS
 from tests.support.cluster import Cluster
 from tests.support.polling import poll_until
+import pytest
+
+pytestmark = pytest.mark.slow
 
 WEATHER = {"name": "get_weather", "input_schema": {"type": "object"}}
 # Three client-tool calls one after the other: three waits, each through whatever replica answers.

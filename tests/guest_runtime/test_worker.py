@@ -191,6 +191,7 @@ def test_unhandled_rejections_stay_with_their_runtime(worker):
     assert not done_a["ok"] and "mine" in done_a["error"]["text"], done_a
 
 
+@pytest.mark.slow
 def test_dropped_runtimes_give_their_memory_back(worker):
     """A parked runtime of ~60 MB of small objects, dropped while a later runtime still lives above it in
     the heap: the worker hands the freed pages back to the kernel (RSS falls), it does not keep them."""
@@ -231,6 +232,7 @@ def _rss(pid: int) -> int:
     raise AssertionError("no VmRSS line")
 
 
+@pytest.mark.slow
 def test_an_engine_memory_limit_failure_keeps_the_process_and_leaks_nothing(worker):
     """A cell over the engine's heap cap fails memory_limit_exceeded without asking for a recycle (QuickJS
     unwinds the failed allocation and the runtime is freed after the cell), the same process runs the next

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -14,6 +12,8 @@ import pytest
 
 from service.settings_mcp import McpServerConfig
 from service.mcp.hub import McpHub
+from tests.support.live_server import listening, spawn
+from tests.support.ports import free_port
 
 SERVER_SCRIPT = str(Path(__file__).parent / "servers" / "test_server.py")
 HTTP_TOKEN = "test-token-not-a-secret"
@@ -22,13 +22,6 @@ HTTP_TOKEN = "test-token-not-a-secret"
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 EVERYTHING = Path(__file__).resolve().parents[1] / "node" / "node_modules" / ".bin" / "mcp-server-everything"
@@ -46,17 +39,7 @@ class HttpServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, env=self.env, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"test MCP HTTP server exited with {self.proc.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("test MCP HTTP server did not listen within 15 s")
+        self.proc = spawn(self.argv, listening(self.port), "test MCP HTTP server", env=self.env)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

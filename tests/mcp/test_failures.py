@@ -17,7 +17,7 @@ from service.mcp.hub import McpHub
 from tests.mcp.conftest import HttpServer, free_port, http_config, stdio_children, stdio_config
 from tests.support.polling import apoll_until
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 D = 10.0
 

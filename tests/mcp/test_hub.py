@@ -110,7 +110,7 @@ async def test_unknown_tool_and_server(hub: McpHub) -> None:
 
 
 async def test_concurrent_calls_share_one_server(hub: McpHub) -> None:
-    """Three 0.3 s calls in flight at once finish together, well under 0.9 s."""
+    """Three 0.3 s calls are in flight at once on the one server (it counts the calls it is running)."""
     results: list[dict] = []
 
     async def one(i: int) -> None:
@@ -118,13 +118,11 @@ async def test_concurrent_calls_share_one_server(hub: McpHub) -> None:
             await hub.call_tool("tests", "sleep_echo", {"seconds": 0.3, "value": i}, deadline_s=D, tenant="default")
         )
 
-    started = time.monotonic()
     async with anyio.create_task_group() as tg:
         for i in range(3):
             tg.start_soon(one, i)
-    elapsed = time.monotonic() - started
-    assert elapsed < 0.8
     assert sorted(r["structuredContent"]["value"] for r in results) == [0, 1, 2]
+    assert max(r["structuredContent"]["in_flight"] for r in results) == 3, results
 
 
 async def test_hanging_tool_is_bounded_by_the_deadline(hub: McpHub) -> None:

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import make_client
 from tests.mcp_server.conftest import ALPHA, BETA, http_client, stdio_parameters, stdio_session
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 INITIALIZE = {
     "jsonrpc": "2.0",

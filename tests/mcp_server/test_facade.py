@@ -12,7 +12,7 @@ from mcp import Client
 
 from tests.mcp_server.conftest import ALPHA, http_client, stdio_session
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 PLUGIN_AND_MCP = """
 text("quoting");

@@ -7,7 +7,7 @@ import pytest
 
 from tests.mcp_server.conftest import ALPHA, http_client
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 THIRTY_TICKS = """
 const out = [];

@@ -12,6 +12,8 @@ import pytest
 
 from tests.mcp_server.conftest import ALPHA
 
+pytestmark = pytest.mark.slow
+
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 SCRIPT = NODE_DIR / "mcp_client.mjs"
 SDK = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json"

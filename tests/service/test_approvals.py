@@ -271,6 +271,7 @@ def test_cancelled_cell_never_runs_its_pending_call(client):
     assert r.status_code == 404 and runs("echo") == before
 
 
+@pytest.mark.slow
 def test_expired_cell_never_runs_its_pending_call(tmp_path):
     """A parked approval expires with its cell (cell_ttl_seconds): the call is discarded, never run."""
     with make_client(tmp_path, tools=ToolSettings(approve=("echo",)), cell_ttl_seconds=1) as c:

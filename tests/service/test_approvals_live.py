@@ -16,6 +16,8 @@ import pytest
 from tests.support.approval_plugin import LOG_VARIABLE
 from tests.support.live_server import codemode_serve
 
+pytestmark = pytest.mark.slow
+
 CONFIG = """
 [tools]
 plugins = ["tests.support.approval_plugin"]

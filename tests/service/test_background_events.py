@@ -18,6 +18,8 @@ from tests.support.live_server import codemode_serve
 from tests.support.polling import poll_until
 from tests.support.sse import SseEvent, events, read_until
 
+pytestmark = pytest.mark.slow
+
 KEYS = {
     "alpha": "ck_test_bg_alpha_0123456789",
     "beta": "ck_test_bg_beta_0123456789",

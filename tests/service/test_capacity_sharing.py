@@ -21,6 +21,8 @@ from tests.service.test_tenant_quotas import exec_ok, post
 from tests.service.test_tenants_isolation import ALPHA, BETA, KEYS
 from tests.support.polling import poll_until
 
+pytestmark = pytest.mark.slow
+
 BUSY = "while (true) {}"
 
 

@@ -54,6 +54,7 @@ def test_exec_invalid_input_exits_1(cli_env, capsys):
     assert env["code"] == "invalid_input" and env["failure_phase"] == "input"
 
 
+@pytest.mark.slow
 def test_exec_reads_stdin(cli_env, capsys, monkeypatch):
     """`codemode exec -` reads the cell from stdin."""
     monkeypatch.setattr("sys.stdin", io.StringIO("return [1, 2, 3].length"))
@@ -62,6 +63,7 @@ def test_exec_reads_stdin(cli_env, capsys, monkeypatch):
     assert rc == 0 and env["value"] == 3
 
 
+@pytest.mark.slow
 def test_exec_keeps_waiting_on_host_work_past_one_leg(cli_env, capsys):
     """A cell whose timer outlasts --timeout-ms is resumed by the CLI until it completes."""
     rc = main(

@@ -11,6 +11,8 @@ from service.settings import ToolSettings
 from tests.support.tsc import run_tsc as tsc
 from tests.conftest import make_client, run
 
+pytestmark = pytest.mark.slow
+
 SHIPPING = "service.demo.shipping"
 CLIENT_TOOLS = [
     {

@@ -11,6 +11,8 @@ from service.settings_mcp import McpServerConfig
 from service.settings import Settings, ToolSettings, load_settings
 from tests.support.demo_server import demo_serve
 
+pytestmark = pytest.mark.slow
+
 TOUR = """
 const quote = await quote_shipping({origin: "DE", destination: "FR", weight_kg: 2});
 const weather = await MCP.travel.forecast({city: "Paris", days: 2});

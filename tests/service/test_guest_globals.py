@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.conftest import make_client, run
+import pytest
 
 
 def _completed(env: dict) -> dict:
@@ -211,6 +212,7 @@ def test_outstanding_timers_do_not_hold_a_finished_cell(client):
     assert env["telemetry"]["wall_ms"] < 1000
 
 
+@pytest.mark.slow
 def test_guest_dates_are_utc(tmp_path, monkeypatch):
     """Guests see UTC even when the host runs in another zone: offset 0, local hours equal UTC hours."""
     monkeypatch.setenv("TZ", "Asia/Tokyo")  # workers inherit the host's zone unless they override it

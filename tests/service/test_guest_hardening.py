@@ -160,6 +160,7 @@ def single_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield c
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(GUEST_SIDE_FAILURES))
 def test_guest_side_failures_fail_only_the_cell(single_worker, name):
     """Each used to kill the worker (runtime_unavailable); now the cell ends cleanly and the same process runs the next cell."""
@@ -176,6 +177,7 @@ def test_guest_side_failures_fail_only_the_cell(single_worker, name):
     assert _workers(single_worker) == (spawned, recycled, pids)
 
 
+@pytest.mark.slow
 def test_burst_over_the_byte_cap_rejects_catchably(client):
     """A synchronous burst past the inbox allowance (10 MiB) rejects the excess with RangeError; the rest is saved."""
     names = value_of(_raw(client, GUEST_SIDE_FAILURES["burst of 40 x 1 MB results.save"][0], timeout_ms=10000))
@@ -205,6 +207,7 @@ def lifted_guest_caps(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Worker, "send", lifted)
 
 
+@pytest.mark.slow
 def test_host_enforces_request_bytes_when_guest_caps_are_lifted(tmp_path, lifted_guest_caps):
     """With the guest's cap lifted, a 2 MB results.save over max_request_bytes (1 MiB) still rejects catchably."""
     with make_client(tmp_path, max_request_bytes=1024 * 1024) as c:
@@ -215,6 +218,7 @@ def test_host_enforces_request_bytes_when_guest_caps_are_lifted(tmp_path, lifted
         assert value_of(_raw(c, "return (await results.save('x'.repeat(1000))).bytes")) == 1002
 
 
+@pytest.mark.slow
 def test_host_enforces_request_values_when_guest_caps_are_lifted(tmp_path, lifted_guest_caps):
     """With the guest's value cap lifted, arguments of 12,000 values over max_request_values (10,000) still
     reject catchably, counted on the host before they are parsed; the same data as one string goes through."""
@@ -229,6 +233,7 @@ def test_host_enforces_request_values_when_guest_caps_are_lifted(tmp_path, lifte
         assert saved is True
 
 
+@pytest.mark.slow
 def test_host_enforces_pending_cap_when_guest_caps_are_lifted(tmp_path, lifted_guest_caps):
     """Lifted guest caps: tool calls past max_pending_requests reject with RangeError; a refused timer fails the cell."""
     with make_client(tmp_path, max_pending_requests=8) as c:

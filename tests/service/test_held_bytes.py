@@ -13,6 +13,9 @@ from typing import Any
 from service.cells.registry import CellRegistry
 from tests.conftest import make_client, run, wait
 from tests.support.polling import poll_until
+import pytest
+
+pytestmark = pytest.mark.slow
 
 MiB = 1024 * 1024
 SINK = {"name": "sink", "description": "Takes a payload from the guest."}

@@ -56,6 +56,7 @@ def sink_calls(count: int) -> str:
     """
 
 
+@pytest.mark.slow
 def test_client_tool_inputs_are_charged_until_answered_and_over_allowance_refused(svc):
     """Pending client-tool inputs count against the inbox; a call that does not fit rejects
     catchably and the cell goes on; each answer releases its input's bytes."""
@@ -77,6 +78,7 @@ def test_client_tool_inputs_are_charged_until_answered_and_over_allowance_refuse
     assert held_bytes(svc) == 0
 
 
+@pytest.mark.slow
 def test_status_and_repeated_waits_stay_within_the_allowance(svc):
     """However often a parked cell is polled, each answer carries at most the allowance of inputs."""
     env = run(svc, sink_calls(4), client_tools=[SINK])
@@ -109,6 +111,7 @@ def test_cancel_releases_inputs_and_arguments_of_running_tools(svc):
     assert held_bytes(svc) == 0
 
 
+@pytest.mark.slow
 def test_expiry_releases_pending_inputs(tmp_path):
     """A parked cell that expires gives its pending client-tool inputs back."""
     with make_client(tmp_path, workers=1, cell_ttl_seconds=1) as client:

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from tests.conftest import run
+import pytest
 
 PENDING = "pending without host work"
 
@@ -139,6 +140,7 @@ def test_request_flood_is_refused_in_the_guest_and_service_keeps_serving(client)
     _still_serves(client)
 
 
+@pytest.mark.slow
 def test_worker_near_its_cpu_limit_is_replaced_between_cells(tmp_path):
     """A worker past 80% of its RLIMIT_CPU finishes its cell, asks to be retired, and a fresh one takes over."""
     from tests.conftest import make_client
@@ -160,6 +162,7 @@ def test_worker_near_its_cpu_limit_is_replaced_between_cells(tmp_path):
         assert run(c, "return 'fresh'")["value"] == "fresh"
 
 
+@pytest.mark.slow
 def test_guest_code_runs_at_a_lower_priority_than_the_service(tmp_path):
     """Workers run ``worker_nice`` (default 10) niceness steps below the service: a busy guest never preempts the loop."""
     import os

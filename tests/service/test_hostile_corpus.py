@@ -19,7 +19,7 @@ import pytest
 from tests.support.hostile import CASES, Caller, Case, check_answer
 from tests.support.tenant_server import TENANT_KEYS, HealthProbe, LiveServer, percentile
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 #: Longest /healthz answer allowed while any case runs ("a fraction of a second", the untrusted-input contract).
 HEALTHZ_MAX_S = 0.5

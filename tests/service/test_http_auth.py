@@ -16,6 +16,8 @@ from service.errors import Forbidden, Unauthorized
 from service.settings import ApiKey, Settings
 from tests.support.live_server import free_port, live_process
 
+pytestmark = pytest.mark.slow
+
 
 def _non_loopback_address() -> str | None:
     """An address of this machine that is not loopback (the route to a documentation network)."""

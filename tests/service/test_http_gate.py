@@ -16,7 +16,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.support.live_server import codemode_serve
+from tests.support.live_server import answers, codemode_serve, is_200
+from tests.support.polling import poll_until
+
+pytestmark = pytest.mark.slow
 
 KEYS = """
 [[api_keys]]
@@ -203,15 +206,8 @@ def test_idle_keep_alive_connection_is_closed(base):
 
 
 def _serves_again(base: str) -> None:
-    deadline = time.monotonic() + 10
-    while True:  # the server notices closed sockets, then serves again
-        try:
-            if httpx.get(base + "/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "server did not serve again after connections closed"
-        time.sleep(0.05)
+    # The server notices closed sockets, then serves again.
+    poll_until(answers(base + "/healthz", is_200), "the server serves again after connections closed", 10)
 
 
 def test_at_the_cap_a_new_connection_evicts_the_oldest_idle_one(base):

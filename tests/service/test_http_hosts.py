@@ -182,6 +182,7 @@ def test_the_mcp_facade_answers_a_loopback_page(keyless) -> None:
     assert r.status_code == 200 and r.json()["result"]["serverInfo"]["name"] == "codemode", r.text
 
 
+@pytest.mark.slow
 def test_with_api_keys_hosts_are_not_checked(tmp_path: Path) -> None:
     """With keys, a foreign Host is served to a valid key (the key is the protection) and 401 without one."""
     key = "ck_hosts_0123456789"

@@ -74,6 +74,7 @@ def _wait(client: Any, cell_id: str) -> dict[str, Any]:
     return r.json()
 
 
+@pytest.mark.slow
 def test_two_concurrent_6mib_replies_under_10mib_inbox(inbox_client):
     """Two 6 MiB replies pending at once: the first is delivered, the second is a catchable budget error."""
     code = """
@@ -126,6 +127,7 @@ def test_parked_cell_receives_big_reply_on_wait(inbox_client):
     assert env["value"] == 4 * MiB
 
 
+@pytest.mark.slow
 def test_36_sequential_512kib_pages_reuse_a_16mib_inbox(tmp_path):
     """36 sequential 512 KiB pages (18 MiB in all) succeed under a 16 MiB inbox: capacity is reused."""
     code = """
@@ -144,6 +146,7 @@ def test_36_sequential_512kib_pages_reuse_a_16mib_inbox(tmp_path):
     assert env["telemetry"]["call_count"] == 36
 
 
+@pytest.mark.slow
 def test_inbox_counts_utf8_bytes_not_characters(tmp_path):
     """A reply of 600k two-byte characters (1.2 MB of UTF-8) does not fit a 1 MiB inbox."""
     code = "try { return (await wide_text({chars: 600000})).length; } catch (e) { return e.message; }"

@@ -61,6 +61,7 @@ def test_tenants_do_not_share_globals_or_workers(keyed):
     assert r.json()["value"] == "undefined"
 
 
+@pytest.mark.slow
 def test_parked_cell_expires_after_idle_ttl(tmp_path):
     """With cell_ttl_seconds=1 a parked cell expires: later wait is 404 and status says aborted."""
     with make_client(tmp_path, cell_ttl_seconds=1) as c:
@@ -81,6 +82,7 @@ def test_parked_cell_expires_after_idle_ttl(tmp_path):
         assert "it expired after 1s idle" in message  # the end reason, not a plain finish
 
 
+@pytest.mark.slow
 def test_parked_cell_cap_answers_429_with_retry_after(tmp_path):
     """With max_parked_cells=1 a second cell is refused with 429 + Retry-After; cancel frees the slot."""
     with make_client(tmp_path, max_parked_cells=1) as c:
@@ -97,6 +99,7 @@ def test_parked_cell_cap_answers_429_with_retry_after(tmp_path):
         c.post(f"/v1/cells/{again['cell_id']}/cancel")
 
 
+@pytest.mark.slow
 def test_no_free_worker_answers_503_with_retry_after(tmp_path):
     """When the only slot runs guest code past acquire_timeout_ms, exec answers 503 + Retry-After instead of hanging."""
     import threading
@@ -117,6 +120,7 @@ def test_no_free_worker_answers_503_with_retry_after(tmp_path):
     assert first["status"] == "completed" and first["value"] == 1
 
 
+@pytest.mark.slow
 def test_tenants_take_turns_on_a_one_worker_pool(tmp_path):
     """With one warm worker, three tenants in turn each get a worker promptly (idle ones of others are retired)."""
     keys = (ApiKey("ka", "ta"), ApiKey("kb", "tb"), ApiKey("kc", "tc"))
@@ -131,6 +135,7 @@ def test_tenants_take_turns_on_a_one_worker_pool(tmp_path):
         assert pool.stats()["idle"] <= 2
 
 
+@pytest.mark.slow
 def test_a_parked_cell_does_not_starve_running_cells(tmp_path):
     """A parked cell keeps its worker, so the pool starts another one for running cells."""
     with make_client(tmp_path, workers=1, acquire_timeout_ms=3000) as c:

@@ -226,6 +226,7 @@ def test_settings_built_in_code_read_no_environment(monkeypatch):
     assert load_settings(environ={"CODEMODE_WORKERS": "7"}).workers == 7
 
 
+@pytest.mark.slow
 def test_every_scalar_is_reachable_from_its_table_and_its_variable(tmp_path):
     """Each scalar field is read from [its table] in the file and from CODEMODE_<NAME>."""
     for name, info in Settings.model_fields.items():

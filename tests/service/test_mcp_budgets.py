@@ -46,6 +46,7 @@ def fresh_run() -> dict[str, str]:
     return {"session_id": "s-" + uuid.uuid4().hex[:12], "run_id": "r1"}
 
 
+@pytest.mark.slow
 def test_thirty_identical_mcp_calls_stop_at_the_loop_guard(budget_client):
     """The 4th `MCP.docs.echo` with the same arguments is refused (`loop_guard`), as a native tool's would be."""
     got, telemetry = outcomes(budget_client, 'MCP.docs.echo({text: "same"})', 30)
@@ -93,6 +94,7 @@ def test_refusals_carry_the_tool_and_name_it(budget_client):
     assert got["code"] == "loop_guard" and got["tool"] == "MCP.docs.echo" and "MCP.docs.echo" in got["message"]
 
 
+@pytest.mark.slow
 def test_server_failures_count_and_block_the_tool_for_the_run(budget_client):
     """A call the server cannot answer (`crash` kills it) counts like a native exception: the 5th is `tool_blocked`
     across cells of one run; the run report lists it and its search handle says `blocked`."""
@@ -120,6 +122,7 @@ def test_bad_input_and_unknown_tools_do_not_count(budget_client):
     assert report["total_failures"] == 0, report
 
 
+@pytest.mark.slow
 def test_the_run_failure_budget_stops_mcp_calls_too(budget_client):
     """After `failures_per_run` (8) counted failures across tools, native and MCP calls reject with
     `failure_budget_exhausted` without running."""

@@ -16,6 +16,8 @@ from tests.support.tsc import run_tsc as tsc
 from tests.conftest import make_client, run
 from tests.mcp.conftest import SERVER_SCRIPT
 
+pytestmark = pytest.mark.slow
+
 EVERYTHING = Path(__file__).resolve().parents[1] / "node" / "node_modules" / ".bin" / "mcp-server-everything"
 
 # Uses the MCP declarations the way a cell would; a type error here is a declaration bug.

@@ -231,6 +231,7 @@ def test_crash_on_a_shared_server_fails_another_tenants_in_flight_call(svc_clien
 # ---- the global policy and configuration -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_global_policy_hides_for_every_key_and_a_key_cannot_widen_it(tmp_path):
     """`[tools] allow = ["mcp:lab"]` hides docs from every key (a key allowing docs sees none); docs never starts."""
     keys = (ApiKey("key-open", "open"), ApiKey("key-docs", "wants-docs", {"allow": ["mcp:docs"]}))

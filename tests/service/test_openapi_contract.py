@@ -27,6 +27,8 @@ from tests.mcp.conftest import SERVER_SCRIPT
 from tests.support.live_server import codemode_serve
 from tests.support.polling import poll_until
 
+pytestmark = pytest.mark.slow
+
 HTTP_API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "http-api.md"
 CONFIG = f"""
 [tools]

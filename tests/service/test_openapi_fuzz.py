@@ -19,6 +19,8 @@ from service.assembly import build_components
 from service.settings import Settings
 from tests.support.live_server import codemode_serve
 
+pytestmark = pytest.mark.slow
+
 ERROR_TYPES = {"recoverable", "config", "transient"}
 EXAMPLES_PER_OPERATION = 25
 # Rules the schema cannot express (unique client tool names, pending call ids) refuse some

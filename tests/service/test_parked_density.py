@@ -15,6 +15,9 @@ from typing import Any
 from service.auth import ApiKey
 from tests.conftest import make_client, run
 from tests.support.polling import poll_until
+import pytest
+
+pytestmark = pytest.mark.slow
 
 PARK = "globalThis.mine = [{n}, 'x'.repeat({n})]; await yield_control('p'); return [mine[0], mine[1].length]"
 KEYS = (ApiKey("ka", "ta"), ApiKey("kb", "tb"))

@@ -63,6 +63,7 @@ def test_entries_that_name_something_start(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_an_mcp_tool_entry_naming_no_listed_tool_is_reported_when_the_server_lists(tmp_path, caplog):
     """`mcp:test/crsh` cannot be checked at start; the first listing of `test` logs one warning naming the
     entry and what the server lists, and the service keeps serving (the real `crash` stays visible)."""

@@ -80,6 +80,7 @@ def test_large_bodies_decode_in_the_helper_process_the_same_way():
     asyncio.run(scenario())
 
 
+@pytest.mark.slow
 def test_a_dead_decoder_process_is_replaced():
     """If the helper process dies, that request is a transient 503 and the next one decodes again."""
     import os
@@ -104,6 +105,7 @@ def test_a_dead_decoder_process_is_replaced():
     asyncio.run(scenario())
 
 
+@pytest.mark.slow
 def test_stopping_the_service_stops_its_decoder_helper(tmp_path):
     """After a large body started the decoder's helper process, SIGTERM to `codemode serve` leaves no
     process of its behind (the helper used to be left running, orphaned, with its resource tracker)."""

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.stores.conftest import free_port, redis_url  # noqa: F401 - redis_url is a session fixture
+from tests.stores.conftest import redis_url  # noqa: F401 - redis_url is a session fixture
+from tests.support.live_server import answers, is_200, spawn
+from tests.support.ports import free_port
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-START_TIMEOUT_SECONDS = 20.0
 
 
 class Service:
@@ -40,26 +42,16 @@ class Service:
         env.update({"CODEMODE_DATA_DIR": str(self.data_dir), "CODEMODE_WORKERS": "1", "CODEMODE_LOG_LEVEL": "warning"})
         if self.store_url:
             env["CODEMODE_STORE_URL"] = self.store_url
-        with open(self.log, "ab") as log:
-            # Own process group, so the workers it spawns can be cleaned up after a kill -9.
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port)],
-                cwd=REPO,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"service exited at start:\n{self.log.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/readyz", timeout=1.0).status_code == 200:
-                    return
-            time.sleep(0.05)
-        raise AssertionError(f"service did not become ready:\n{self.log.read_text()[-3000:]}")
+        # Own process group, so the workers it spawns can be cleaned up after a kill -9.
+        self.proc = spawn(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port)],
+            answers(self.url + "/readyz", is_200),
+            "service",
+            log=self.log,
+            env=env,
+            cwd=REPO,
+            new_session=True,
+        )
 
     def exec(self, code: str, **fields: object) -> dict:
         r = httpx.post(self.url + "/v1/exec", json={"code": code, **fields}, timeout=30.0)

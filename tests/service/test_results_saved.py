@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from tests.conftest import make_client, run, value_of as ok
+import pytest
 
 MiB = 1024 * 1024
 UNAVAILABLE = "unavailable or expired"
@@ -149,6 +150,7 @@ def test_ending_a_run_expires_its_references(client):
     assert UNAVAILABLE in ok(run(client, load, **ids))
 
 
+@pytest.mark.slow
 def test_oversized_final_array_is_retained_and_loads_next_cell(client):
     """An interactive cell returning a 5 MB array gets a reference; the next cell of the run loads it all."""
     ids = scope()
@@ -173,6 +175,7 @@ def test_oversized_final_array_is_retained_and_loads_next_cell(client):
     assert UNAVAILABLE in ok(run(client, elsewhere, session_id=ids["session_id"], run_id="other-run"))
 
 
+@pytest.mark.slow
 def test_headless_and_restart_safe_cells_get_a_plain_marker(client):
     """Headless and restart-safe cells never retain: an oversized array becomes an ordinary truncation marker."""
     original = compact([{"i": i} for i in range(20000)])
@@ -207,6 +210,7 @@ def test_full_store_gives_not_retained_marker_and_keeps_old_references(client):
     assert ok(run(client, f"return await results.load({json.dumps(first)});", **ids)) == {"i": 0}
 
 
+@pytest.mark.slow
 def test_retention_over_the_data_allowance_is_not_retained(tmp_path):
     """Over the run's byte allowance: the final value is a 'Not retained:' marker and results.save rejects."""
     with make_client(tmp_path, max_snapshot_bytes=2 * MiB, workers=1) as client:  # allowance 2 MiB
@@ -278,6 +282,7 @@ def test_results_save_refused_in_restart_safe_cells(client):
     assert v != "saved" and "restart-safe" in v
 
 
+@pytest.mark.slow
 def test_references_expire_after_results_ttl(tmp_path):
     """A saved result loads until results_ttl_seconds have passed on the results clock, not after."""
     now = [1000.0]

@@ -74,6 +74,7 @@ def pair(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
         yield both
 
 
+@pytest.mark.slow
 def test_a_result_saved_on_one_instance_loads_on_the_other(pair: Pair) -> None:
     """A saves; B (same tenant, session and run) loads the same value, and the network mark travels."""
     ids = run_scope()
@@ -96,6 +97,7 @@ def test_another_scope_on_the_other_instance_cannot_load(pair: Pair, elsewhere: 
     assert value_of(exec_as(pair.b, ALPHA, LOAD % json.dumps(ref["id"]), **ids)) == [1, 2]
 
 
+@pytest.mark.slow
 def test_an_oversized_final_value_kept_on_one_instance_loads_on_the_other(pair: Pair) -> None:
     """A's cell returns more than its output budget: the reference it shows loads on B."""
     ids = run_scope()
@@ -131,6 +133,7 @@ def test_ending_a_run_on_one_instance_ends_it_on_both(pair: Pair) -> None:
     assert pair.a.get(path, headers=ALPHA).json()["saved_results"] == {"count": 0, "bytes": 0}
 
 
+@pytest.mark.slow
 def test_byte_caps_hold_across_instances(redis_url: str, tmp_path: Path) -> None:  # noqa: F811
     """tenant_results_bytes and results_max_bytes count what both instances saved; each refusal is a
     catchable RangeError naming its setting, and ending a run on one instance makes room on the other."""
@@ -147,6 +150,7 @@ def test_byte_caps_hold_across_instances(redis_url: str, tmp_path: Path) -> None
         assert value_of(exec_as(p.a, BETA, SAVE_MIB % 1, session_id="s", run_id="b-run-2")) == [one]
 
 
+@pytest.mark.slow
 def test_redis_down_rejects_catchably_and_routes_answer_503(tmp_path: Path) -> None:
     """With the server stopped, results.save/load/delete reject with a transient store_unavailable the cell
     catches (quickly, no hang), an oversized value is a plain marker saying why it was not kept, and the
@@ -180,6 +184,7 @@ def test_redis_down_rejects_catchably_and_routes_answer_503(tmp_path: Path) -> N
         stop_redis_server(server)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["memory", "redis"])
 def test_a_value_saved_for_retention_but_shown_whole_is_deleted(request: pytest.FixtureRequest, backend: str) -> None:
     """The value is saved before the envelope is built when it may need a reference; when truncating the

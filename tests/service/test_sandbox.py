@@ -22,14 +22,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.servers import free_port
 from guest_runtime.confinement import LAYERS
 from service.cells.sandbox import OFF_WARNING, sandbox_options, worker_user
 from service.cells.worker_process import start_worker
 from service.errors import ConfigError, WorkerGone
 from tests.conftest import make_client, run_ok
-from tests.support.live_server import ROOT, live_process
+from tests.support.live_server import ROOT, is_200, live_process
 from tests.support.polling import poll_until
+from tests.support.ports import free_port
+
+pytestmark = pytest.mark.slow
 
 AS_ROOT = os.geteuid() == 0
 NOBODY = pwd.getpwnam("nobody").pw_uid
@@ -113,7 +115,7 @@ def test_a_live_service_logs_its_layers_and_confines_its_body_decoder(tmp_path):
     port = free_port()
     argv = [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "1", "--log-level", "info"]
     base = f"http://127.0.0.1:{port}"
-    with live_process(argv, base + "/readyz", tmp_path, ready=lambda r: r.status_code == 200) as server:
+    with live_process(argv, base + "/readyz", tmp_path, ready=is_200) as server:
         log = (tmp_path / "server.log").read_text()
         in_force = [layer for layer in LAYERS if AS_ROOT or layer != "uid"]
         assert f"worker sandbox (auto): {', '.join(in_force)} in force" in log, log
@@ -205,7 +207,7 @@ def test_a_service_run_as_another_user_confines_its_workers(tmp_path):
     with as_nobody(_serve(port)) as (argv, data):
         base = f"http://127.0.0.1:{port}"
         env = {"CODEMODE_DATA_DIR": str(data), "HOME": str(data)}
-        with live_process(argv, base + "/readyz", tmp_path, env=env, ready=lambda r: r.status_code == 200) as server:
+        with live_process(argv, base + "/readyz", tmp_path, env=env, ready=is_200) as server:
             service = next(pid for pid in [server.pid, *children(server.pid)] if "service.cli" in command_line(pid))
             assert status(service)["Uid"].split()[0] == str(NOBODY)
             workers = [pid for pid in children(service) if "guest_runtime.worker" in command_line(pid)]

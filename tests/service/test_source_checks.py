@@ -136,6 +136,7 @@ def test_a_shell_line_longer_than_any_pasted_command_is_left_to_the_engine():
     assert not looks_like_shell("ls " + "a " * 500_000)
 
 
+@pytest.mark.slow
 def test_event_loop_keeps_running_while_a_long_source_is_checked():
     """Checking 1 MiB of hostile code leaves the loop free: a 1 ms ticker is never held for long."""
     code = _fill("[/", MiB)
@@ -234,6 +235,7 @@ def test_issue_reproductions_are_fast(code):
     assert _seconds(code, repeat=1) < 0.2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fragment", ISSUE_FRAGMENTS)
 def test_one_mib_of_reported_fragments_is_bounded(fragment):
     """1 MiB (the code cap) of each reported fragment is checked well under a second's order."""

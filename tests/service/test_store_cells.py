@@ -270,6 +270,7 @@ def test_store_unavailable_rejects_catchably(store_client, fields):
     assert committed(store_client, sid) == {}
 
 
+@pytest.mark.slow
 def test_commit_failure_completes_with_warning_and_persists_nothing(tmp_path):
     """If the backend fails at commit the cell still completes, with a persistence warning; nothing is saved."""
     redis_dir = tmp_path / "redis"

@@ -26,7 +26,7 @@ import pytest
 from tests.stores.conftest import start_redis_server, stop_redis_server
 from tests.support.tenant_server import TENANT_KEYS, LiveServer
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 STORE_TIMEOUT_MS = 1000
 ALPHA = {"authorization": "Bearer " + TENANT_KEYS["alpha"]}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,6 +20,7 @@ from service.stores.results_backend import LocalResults
 from tests.conftest import make_client, value_of
 from tests.service.test_tenants_isolation import ALPHA, BETA, KEYS
 from tests.support.tools import TEST_TOOLS
+from tests.support.polling import poll_until
 
 MiB = 1024 * 1024
 
@@ -33,13 +33,6 @@ def exec_ok(client: TestClient, headers: dict[str, str], code: str, **fields: An
     r = post(client, headers, "/v1/exec", {"code": code, **fields})
     assert r.status_code == 200, r.text
     return r.json()  # type: ignore[no-any-return]
-
-
-def poll(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(0.02)
 
 
 def assert_quota_refusal(r: Any, setting: str) -> None:
@@ -69,7 +62,7 @@ def test_a_flood_of_busy_loops_delays_another_tenant_by_about_one_cell(tmp_path)
                 flood.submit(post, client, ALPHA, "/v1/exec", {"code": "while (true) {}", "timeout_ms": a_timeout_ms})
                 for _ in range(6)
             ]
-            poll(
+            poll_until(
                 lambda: pool.running_slots("alpha") == 2 and pool.queued("alpha") >= 3,
                 "A holds every worker and has cells queued",
             )
@@ -118,7 +111,7 @@ def test_concurrent_waits_are_capped_per_tenant(tmp_path):
         thread = threading.Thread(target=wait_first)
         thread.start()
         try:
-            poll(lambda: cells.tenant_load("alpha")["waits"] == 1, "A's first wait is in progress")
+            poll_until(lambda: cells.tenant_load("alpha")["waits"] == 1, "A's first wait is in progress")
             assert_quota_refusal(post(client, ALPHA, f"/v1/cells/{a2['cell_id']}/wait", {}), "tenant_max_waits")
             r = post(client, BETA, f"/v1/cells/{b1['cell_id']}/wait", {})
             assert r.status_code == 200 and r.json()["value"] == "b", r.text
@@ -135,7 +128,7 @@ def test_running_cells_quota_names_its_setting(tmp_path):
         with ThreadPoolExecutor(1) as one:
             slow = one.submit(post, client, ALPHA, "/v1/exec", {"code": "await echo({x: 1, delay: 1.5}); return 1"})
             cells = client.app.state.services.cells
-            poll(lambda: cells.tenant_load("alpha")["running"] == 1, "A's slow cell runs")
+            poll_until(lambda: cells.tenant_load("alpha")["running"] == 1, "A's slow cell runs")
             assert_quota_refusal(post(client, ALPHA, "/v1/exec", {"code": "return 2"}), "tenant_max_concurrency")
             assert value_of(exec_ok(client, BETA, "return 3")) == 3
             assert slow.result().json()["value"] == 1

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from service.settings import ApiKey
 from tests.conftest import make_client, value_of as value
-from tests.stores.conftest import free_port
+from tests.support.ports import free_port
 
 KEYS = (ApiKey("key-alpha", "alpha"), ApiKey("key-beta", "beta"))
 ALPHA = {"Authorization": "Bearer key-alpha"}

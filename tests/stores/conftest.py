@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.live_server import spawn
+from tests.support.ports import free_port
 
 REDIS_SERVER = "/usr/bin/redis-server"
 _START_TIMEOUT_SECONDS = 10.0
@@ -29,13 +32,6 @@ def redis_server_binary() -> str:
         "or on PATH; install it (Debian/Ubuntu: `apt-get install redis-server`)",
         pytrace=False,
     )
-
-
-def free_port() -> int:
-    """Return a loopback TCP port that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _answers_ping(port: int) -> bool:
@@ -60,37 +56,34 @@ def start_redis_server(tmp_dir: Path, port: int | None = None) -> tuple[int, sub
     for _ in range(attempts):
         chosen = port if port is not None else free_port()
         log_path = tmp_dir / f"redis-{chosen}.log"
-        process = subprocess.Popen(
-            [
-                binary,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(chosen),
-                "--dir",
-                str(tmp_dir),
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--daemonize",
-                "no",
-                "--logfile",
-                str(log_path),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + _START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline and process.poll() is None:
-            if _answers_ping(chosen):
-                return chosen, process
-            time.sleep(0.02)
-        stop_redis_server(process)
-        last_log = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
+        try:
+            process = spawn(
+                [
+                    binary,
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    str(chosen),
+                    "--dir",
+                    str(tmp_dir),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                    "--daemonize",
+                    "no",
+                    "--logfile",
+                    str(log_path),
+                ],
+                functools.partial(_answers_ping, chosen),
+                "redis-server",
+                timeout_s=_START_TIMEOUT_SECONDS,
+            )
+            return chosen, process
+        except RuntimeError:  # exited (the port was taken meanwhile, say) or never answered PING
+            last_log = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
     raise RuntimeError(f"redis-server did not start; log tail:\n{last_log}")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 from tests.stores.conftest import start_redis_server, stop_redis_server
-from tests.support.live_server import ROOT, free_port, live_process
+from tests.support.live_server import ROOT, free_port, is_200, live_process
 
 HAPROXY = "/usr/sbin/haproxy"
 HAPROXY_CONFIG = ROOT / "deploy" / "haproxy.cfg"
@@ -99,7 +99,7 @@ def _haproxy(workdir: Path, replicas: list[Replica]) -> Iterator[str]:
     front = f"http://127.0.0.1:{port}"
     argv = [haproxy_binary(), "-db", "-f", str(HAPROXY_CONFIG)]
     # Ready once HAProxy has seen a healthy replica: before that it answers 503 itself.
-    with live_process(argv, front + "/readyz", workdir, env, ready=lambda r: r.status_code == 200):
+    with live_process(argv, front + "/readyz", workdir, env, ready=is_200):
         yield front
 
 

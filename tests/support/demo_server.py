@@ -7,8 +7,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.servers import free_port
 from tests.support.live_server import live_process
+from tests.support.ports import free_port
 
 
 @contextmanager

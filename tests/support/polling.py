@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar, cast
 
 import anyio
 
@@ -27,11 +28,17 @@ def poll_until(probe: Callable[[], T], what: str, timeout_s: float = DEFAULT_TIM
         time.sleep(_INTERVAL_S)
 
 
-async def apoll_until(probe: Callable[[], T], what: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> T:
-    """``poll_until`` for async tests: the event loop keeps running between probes."""
+async def apoll_until(
+    probe: Callable[[], T] | Callable[[], Awaitable[T]], what: str, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> T:
+    """``poll_until`` for async tests: the event loop keeps running between probes, and a probe may be
+    a coroutine function (one that asks a server, say)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        value = probe()
+        result = probe()
+        if inspect.isawaitable(result):
+            result = await result
+        value = cast(T, result)
         if value:
             return value
         if time.monotonic() > deadline:

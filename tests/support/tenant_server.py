@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from bench.servers import descendants
-from tests.support.live_server import free_port
+from tests.support.live_server import START_TIMEOUT_S, answers, free_port, is_200, serve_argv, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,7 +78,7 @@ class LiveServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
 
-    def start(self, ready_timeout_s: float = 60.0) -> None:
+    def start(self, ready_timeout_s: float = START_TIMEOUT_S) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CODEMODE_")}
         env.update(
             {
@@ -89,42 +88,17 @@ class LiveServer:
                 **self.extra_env,
             }
         )
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "service.cli",
-                    "serve",
-                    "--config",
-                    str(self.config),
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.port),
-                    "--workers",
-                    str(self.workers),
-                    "--log-level",
-                    "warning",
-                ],
-                cwd=self.root,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + ready_timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"codemode serve exited with {self.proc.returncode}: {self.log_tail()}")
-            try:
-                if httpx.get(self.base + "/readyz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"codemode serve did not become ready: {self.log_tail()}")
-            time.sleep(0.05)
+        argv = [*serve_argv(self.port, self.workers), "--config", str(self.config)]
+        self.proc = spawn(
+            argv,
+            answers(self.base + "/readyz", is_200),
+            "codemode serve",
+            log=self.log,
+            env=env,
+            cwd=self.root,
+            timeout_s=ready_timeout_s,
+            new_session=True,
+        )
 
     def log_tail(self, chars: int = 3000) -> str:
         try:

@@ -10,9 +10,21 @@ from service.tools import ToolResult, ToolSpec
 CALLS: dict[str, int] = {}
 
 
+#: The ``x`` of each echo call running right now, and the most that ran at once since a test last set
+#: "peak" to 0: a test proves that calls overlapped, or that an answer did not wait for a call, by
+#: these rather than by how long things took.
+ECHO_IN_FLIGHT: dict[str, Any] = {"running": [], "peak": 0}
+
+
 async def _echo(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
     CALLS["echo"] = CALLS.get("echo", 0) + 1
-    await asyncio.sleep(float(params.get("delay", 0)))
+    running: list[Any] = ECHO_IN_FLIGHT["running"]
+    running.append(params.get("x"))
+    ECHO_IN_FLIGHT["peak"] = max(ECHO_IN_FLIGHT["peak"], len(running))
+    try:
+        await asyncio.sleep(float(params.get("delay", 0)))
+    finally:
+        running.remove(params.get("x"))
     return {"echo": params.get("x"), "session": ctx.session_id}
 
 

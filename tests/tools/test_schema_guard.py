@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
+from service.tools import schema_guard
 from service.tools.catalog import ClientTool, compile_client_tools
 from service.tools.errors import ClientToolDeclError, InvalidInputError
 from service.tools.errors import SchemaRefused
 from service.tools.schema_guard import SchemaLimits, check_caller_schema
+from tests.support.counters import count_calls, json_objects
 
 LIMITS = SchemaLimits()
 
@@ -95,12 +96,14 @@ def test_nested_id_is_refused() -> None:
     assert "nested $id 'https://evil.example/'" in message
 
 
-def test_all_of_bomb_is_refused_quickly() -> None:
-    """1 KB of $defs doubling per level is refused in well under a second, naming the cap."""
-    started = time.perf_counter()
-    message = refusal(all_of_bomb(16))
-    assert time.perf_counter() - started < 0.5
+def test_all_of_bomb_is_refused_quickly(monkeypatch) -> None:
+    """1 KB of $defs doubling per level is refused naming the cap, after entering each of its ~50
+    subschemas once (memoised), not the 2**16 that following every $ref would visit."""
+    entered = count_calls(monkeypatch, schema_guard._Expansion, "_check_node")
+    bomb = all_of_bomb(16)
+    message = refusal(bomb)
     assert f"more than {LIMITS.max_expanded} subschemas" in message
+    assert 0 < len(entered) <= json_objects(bomb), len(entered)
     assert check_caller_schema(all_of_bomb(8), LIMITS)  # 256 subschemas is fine
 
 

@@ -136,13 +136,22 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if name == "sleep_echo":
         if "marker" in args:
             _append_run(args["marker"])
+        _SLEEPING[0] += 1
+        seen = _SLEEPING[0]
         try:
             await anyio.sleep(float(args["seconds"]))
         except anyio.get_cancelled_exc_class():
             if "cancel_marker" in args:  # the client gave up on the call (notifications/cancelled)
                 _append_run(args["cancel_marker"])
             raise
-        return types.CallToolResult(content=[_text("slept")], structured_content={"value": args.get("value")})
+        finally:
+            seen = max(seen, _SLEEPING[0])
+            _SLEEPING[0] -= 1
+        # in_flight: the most sleep_echo calls this call saw running at once (itself included), so a
+        # test proves calls overlapped by a count instead of by how long they took.
+        return types.CallToolResult(
+            content=[_text("slept")], structured_content={"value": args.get("value"), "in_flight": seen}
+        )
     if name == "crash_once":
         if _append_run(args["marker"]) == 1:
             os._exit(1)
@@ -152,6 +161,10 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if name in ("delete", "constructor", "my-tool"):
         return types.CallToolResult(content=[_text(name)])
     return types.CallToolResult(content=[_text(f"unknown tool {name}")], is_error=True)
+
+
+#: sleep_echo calls sleeping right now in this server process.
+_SLEEPING = [0]
 
 
 def _append_run(marker: str) -> int:
