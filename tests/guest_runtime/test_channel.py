@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
+
+import pytest
 
 from bridge.framing import encode_frame, encode_raw
 from guest_runtime.worker import READ_AHEAD, WRITEV_GROUP, Channel
@@ -11,10 +14,27 @@ from guest_runtime.worker import READ_AHEAD, WRITEV_GROUP, Channel
 CAP = 64 * 1024 * 1024
 
 
+_OPEN: list[int] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_pipes() -> Iterator[None]:
+    yield
+    while _OPEN:
+        os.close(_OPEN.pop())
+
+
+def _close(fd: int) -> None:
+    """Close one end now (the other side then reads the end of the stream)."""
+    _OPEN.remove(fd)
+    os.close(fd)
+
+
 def _pipe_channel() -> tuple[Channel, int, int]:
     """A channel reading one pipe and writing another; returns it with the feeding and draining fds."""
     host_to_worker_r, host_to_worker_w = os.pipe()
     worker_to_host_r, worker_to_host_w = os.pipe()
+    _OPEN.extend((host_to_worker_r, host_to_worker_w, worker_to_host_r, worker_to_host_w))
     return Channel(host_to_worker_r, worker_to_host_w, CAP), host_to_worker_w, worker_to_host_r
 
 
@@ -23,7 +43,7 @@ def test_frames_that_arrive_in_one_read_are_all_delivered_in_order():
     read-ahead buffer after the writer has already closed its end."""
     channel, feed, _ = _pipe_channel()
     os.write(feed, encode_frame({"t": "settle", "n": 1}) + encode_raw(b'"one"') + encode_raw(b"[2]"))
-    os.close(feed)
+    _close(feed)
     assert channel.read() == {"t": "settle", "n": 1}
     assert channel.read_raw() == '"one"'
     assert channel.read_raw() == "[2]"
@@ -38,7 +58,7 @@ def test_a_body_larger_than_the_read_ahead_arrives_whole_between_small_frames():
     def writer() -> None:
         for chunk in (encode_frame({"a": 1}), encode_raw(big), encode_frame({"b": 2})):
             os.write(feed, chunk)
-        os.close(feed)
+        _close(feed)
 
     thread = threading.Thread(target=writer)
     thread.start()
