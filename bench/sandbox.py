@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from service.assembly import Components, build_components
-from service.cells.worker_process import start_worker
+from service.workers.worker_process import start_worker
 from service.settings import Settings
 
 from .inproc import CellRunner

@@ -18,10 +18,10 @@ from typing import Any
 from .api_files.table import ApiFileTable
 from .auth import KeyRing
 from .cells.dispatch import Dispatcher, base_dispatcher
-from .cells.pool import WorkerPool
+from .workers.pool import WorkerPool
 from .cells.registry import CellRegistry
-from .cells.sandbox import SandboxStatus, sandbox_options
-from .cells.worker_process import start_worker
+from .workers.sandbox import SandboxStatus, sandbox_options
+from .workers.worker_process import start_worker
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
 from .demo import demo_settings

@@ -27,9 +27,9 @@ from . import envelopes
 from .dispatch import CellContext, Dispatcher, HostCall
 from .envelopes import SealedEnvelope
 from .host_requests import HostRequests
-from .pool import WorkerPool
+from service.workers.pool import WorkerPool
 from .retention import Retainer, Retention
-from .worker_process import Worker
+from service.workers.worker_process import Worker
 from .spec import CellSpec, CellStatus, EndReason
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from .dispatch import CellContext, Dispatcher
 from .envelopes import finished_summary, input_refusal
 from .events import EventLog, EventLogs
 from .finished import FinishedCells
-from .pool import WorkerPool
+from service.workers.pool import WorkerPool
 from .source_checks import source_problem
 from .spec import CellLimits, CellSpec, CellStatus, EndReason
 

@@ -26,7 +26,7 @@ from service.tools.errors import ToolError
 from service.tools.plugin import ToolContext
 from service.tools.policy import McpVisibility, PolicySubject, ToolPolicy, parse_entries
 from service.handlers.saved_results import DEFAULT_RUN  # a session without a run_id: the same run
-from service.cells.sandbox import sandbox_options
+from service.workers.sandbox import sandbox_options
 from service.tools.run_book import RunBook, RunCounters
 from service.tools.run_budget import Breaker, FailureLimits, RunLedger
 from service.tools.schema_checks import SchemaChecker, vetted_contract

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.cells.cpu_priority import LOWERED
+from service.workers.cpu_priority import LOWERED
 from bench.capacity import most_at_once
 from tests.conftest import make_client
 from tests.service.test_tenant_quotas import exec_ok, post

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from service.cells.worker_process import Worker
+from service.workers.worker_process import Worker
 from tests.conftest import make_client, run, value_of
 from tests.support.stack_probe import PROBE, check_report
 from tests.support.polling import poll_until

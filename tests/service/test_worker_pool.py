@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from service.cells.cpu_priority import LOWERED, Priorities
-from service.cells.pool import WorkerPool
-from service.cells.worker_replacements import WorkerReplacements
+from service.workers.cpu_priority import LOWERED, Priorities
+from service.workers.pool import WorkerPool
+from service.workers.worker_replacements import WorkerReplacements
 from service.errors import TooManyRequests
 from tests.support.polling import apoll_until
 
