@@ -92,10 +92,10 @@ class Components:
     async def _check_sandbox(self) -> None:
         """Log the workers' confinement layers; with ``sandbox = "strict"``, refuse to run without them."""
         self.metrics.watch_sandbox(self.sandbox)
-        reports = [self.pool.sandbox] if self.pool.sandbox is not None else []
+        reports = [self.pool.supply.sandbox] if self.pool.supply.sandbox is not None else []
         if not reports and self.settings.sandbox == "strict":
             try:  # one more start, for the reason: a strict worker names the layer it cannot have
-                probe = await start_worker(self.pool.options, self.pool.frame_cap)
+                probe = await start_worker(self.pool.supply.options, self.pool.supply.frame_cap)
             except WorkerGone as exc:
                 raise ConfigError(f"refusing to serve: {exc}", need_param="sandbox") from None
             probe.kill()

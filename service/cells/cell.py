@@ -292,7 +292,7 @@ class Cell:
             if self.requests.has_ready and remaining > margin:
                 if not self._holding:  # lent while waiting: take the process back (after others' slices)
                     try:
-                        self._holding = await self.pool.reserve(
+                        self._holding = await self.pool.reacquire(
                             self.worker, self.id, remaining - margin, self._abort_event
                         )
                     except WorkerGone as exc:
@@ -304,7 +304,7 @@ class Cell:
                 return await self._park()
             if self._holding:  # waiting for host work: other cells' legs may run in the process meanwhile
                 self._holding = False
-                self.pool.lend(self.worker)
+                self.pool.hand_back(self.worker)
             wake = self.requests.wake
             wake.clear()
             with contextlib.suppress(TimeoutError):

@@ -326,7 +326,6 @@ class CellRegistry:
         """A background cell holds a parked slot from its exec on (admitted by exec's checks)."""
         self._parked.add(cell.id)
         self._gate(cell.spec.tenant).parked += 1
-        self.pool.set_parked(len(self._parked))
 
     @contextlib.contextmanager
     def _counted(self, tenant: str):  # type: ignore[no-untyped-def]
@@ -442,7 +441,6 @@ class CellRegistry:
         if cell.id not in self._parked:
             gate.parked += 1
         self._parked.add(cell.id)
-        self.pool.set_parked(len(self._parked))
         self.counts["waiting"] += 1
         return True
 
@@ -451,7 +449,6 @@ class CellRegistry:
             self._parked.discard(cell.id)
             self._gate(cell.spec.tenant).parked -= 1
             self._forget_idle_gate(cell.spec.tenant)
-            self.pool.set_parked(len(self._parked))
 
     def _end(self, cell: Cell) -> None:
         background = self.background.get(cell.id, cell.spec.tenant) is not None

@@ -36,7 +36,7 @@ def _raw(client, code: str, **fields: Any) -> dict[str, Any]:
 def _workers(client) -> tuple[int, int, set[int]]:
     pool = client.app.state.services.pool
     pids = {w.pid for w in pool.workers()}
-    return pool.spawned, pool.recycled, pids
+    return pool.stats()["spawned"], pool.recycled, pids
 
 
 def test_stack_frame_apis_never_reach_the_host_hook(client):

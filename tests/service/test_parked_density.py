@@ -48,9 +48,9 @@ def test_parked_cells_of_one_tenant_share_a_process_and_resume_with_their_own_st
         pool = c.app.state.services.pool
         first = _park(c, 0)
         poll_until(lambda: _settled(pool), "the replacement for the first worker taken is started")
-        spawned = pool.spawned
+        spawned = pool.stats()["spawned"]
         ids = [first] + [_park(c, n) for n in range(1, 40)]
-        assert pool.spawned == spawned, "parking started a worker process"
+        assert pool.stats()["spawned"] == spawned, "parking started a worker process"
         holders = _holders(c)
         assert len(holders) == 1 and set(ids) == next(iter(holders.values())), holders
         assert pool.stats()["runtimes"] == 40
@@ -166,9 +166,9 @@ def test_cancel_and_expiry_free_a_parked_runtime_inside_the_shared_process(tmp_p
         poll_until(lambda: c.get(f"/v1/cells/{keep}").json()["status"] == "failed", "the parked cell expires")
         assert _holders(c) == {}
         assert pid in {w.pid for w in pool.workers()}, "expiry killed the shared process"
-        spawned = pool.spawned
+        spawned = pool.stats()["spawned"]
         again = _park(c, 9)
-        assert next(iter(_holders(c))) == pid and pool.spawned == spawned
+        assert next(iter(_holders(c))) == pid and pool.stats()["spawned"] == spawned
         assert _wait(c, again)["value"] == [9, 9]
 
 

@@ -70,7 +70,7 @@ def test_a_flood_of_busy_loops_delays_another_tenant_by_about_one_cell(tmp_path)
                 for _ in range(6)
             ]
             poll(
-                lambda: pool.running_slots("alpha") == 2 and pool.queued("alpha") >= 3,
+                lambda: pool.admission.running_slots("alpha") == 2 and pool.admission.queued("alpha") >= 3,
                 "A holds every worker and has cells queued",
             )
             started = time.monotonic()
