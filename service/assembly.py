@@ -181,8 +181,11 @@ def build_components(
     store: SessionStore | None | bool = True,
     results_clock: Callable[[], float] | None = None,
     tracing: Tracing | None = None,
+    cells_clock: Callable[[], float] | None = None,
 ) -> Components:
     """Create (not start) the service parts for ``settings``.
+
+    ``cells_clock`` dates cell idleness and expiry (tests move it; the registry then sweeps often).
 
     ``extra_tools`` adds tools defined in code (tests, embedding) to the plugins of the settings;
     ``store=False`` runs without a session store; ``results_clock`` dates saved results (tests move it);
@@ -278,7 +281,15 @@ def build_components(
 
         install_mcp(dispatcher, cell_tools)
     tracing = start_tracing(TracingConfig.from_env()) if tracing is None else tracing
-    cells = CellRegistry(settings, pool, dispatcher, prepare=access.prepare, retainer=saved, tracing=tracing)
+    cells = CellRegistry(
+        settings,
+        pool,
+        dispatcher,
+        prepare=access.prepare,
+        retainer=saved,
+        tracing=tracing,
+        **({} if cells_clock is None else {"clock": cells_clock, "sweep_seconds": 0.02}),
+    )
     if isinstance(results, LocalResults):
         cells.sweepers.append(results.store.expire)
     replica = replica_for(settings, session_store)

@@ -27,13 +27,16 @@ from . import envelopes
 from .dispatch import CellContext, Dispatcher, HostCall
 from .envelopes import SealedEnvelope
 from .host_requests import HostRequests
+from .quotas import TenantQuotas
 from service.workers.pool import WorkerPool
 from .retention import Retainer, Retention
 from service.workers.worker_process import Worker
 from .spec import CellSpec, CellStatus, EndReason
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
+
+    from service.tracing import TraceParent, Tracing
 
 TIMEOUT_MESSAGE = "cell timeout exceeded"
 ABORT_MESSAGE = "cell aborted: it was cancelled or expired; start a new cell"
@@ -53,12 +56,13 @@ class Cell:
         worker: Worker,
         pool: WorkerPool,
         dispatcher: Dispatcher,
-        on_park: Callable[[Cell], bool],
+        quotas: TenantQuotas,
         on_end: Callable[[Cell], None],
         retainer: Retainer | None = None,
         id_prefix: str = "cell_",
         context: CellContext | None = None,
         account: HeldAccount | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         # ``context``: made (and prepared) before the cell took its worker.
         self.context = context or CellContext(id_prefix + str(uuid.uuid4()), spec)
@@ -81,7 +85,8 @@ class Cell:
         )
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None
-        self.last_active = time.monotonic()
+        self._clock = clock
+        self.last_active = clock()  # when its last leg stopped (parked cells expire from it)
         self.final: dict[str, Any] | None = None
         self.wait_lock = asyncio.Lock()
         self._delivered_bytes = 0  # inbox bytes handed to the worker, released on its next frame
@@ -89,7 +94,7 @@ class Cell:
         self._aborted: str | None = None
         self._started = False
         self._leg_started = time.perf_counter()
-        self._on_park = on_park
+        self._quotas = quotas
         self._on_end = on_end
         self._retainer = retainer
         self._holding = True  # our leg holds the worker process (a new cell's first leg does)
@@ -151,7 +156,7 @@ class Cell:
         running there first is waited for, within this leg's budget (``_leg``).
         """
         self.status = CellStatus.RUNNING
-        self.last_active = time.monotonic()
+        self.last_active = self._clock()
         for result in tool_results:
             self.requests.settle_caller(result)
         self.requests.settle_approvals(approvals or [])
@@ -339,7 +344,7 @@ class Cell:
         # A refused park drops only this cell's runtime: others parked in the process stay.
         if self.telemetry.heap_bytes > self.spec.limits.max_snapshot_bytes:
             return await self._end_failed(SNAPSHOT_MESSAGE, "host", "snapshot_limit_exceeded", recycle=False)
-        if not self._on_park(self):
+        if not self._quotas.park(self.id, self.spec.tenant):
             return await self._end_failed(
                 "too many parked cells on this server: the cell could not be parked; retry later "
                 "or use a longer timeout_ms",
@@ -351,7 +356,7 @@ class Cell:
             self.pool.park(self.worker, self.id, self.telemetry.heap_bytes, holding=self._holding)
             self._holding = False
         self.status = CellStatus.WAITING
-        self.last_active = time.monotonic()
+        self.last_active = self._clock()
         projection = self.output.project(None)
         envelope = envelopes.waiting(
             self.id,
@@ -495,3 +500,22 @@ class Cell:
     def _retains(self) -> bool:
         """Whether an oversized final object/array is saved as a reference (interactive cells)."""
         return self._retainer is not None and not self.spec.headless and not self.spec.restart_safe
+
+
+async def guarded(
+    cell: Cell,
+    leg: Awaitable[dict[str, Any]],
+    tracing: Tracing,
+    trace_parent: TraceParent = None,
+    started_ns: int | None = None,
+) -> dict[str, Any]:
+    """Run a leg (traced as a child of ``trace_parent``); if the service itself fails mid-leg, the cell
+    ends instead of leaking its worker."""
+    try:
+        if tracing.enabled:
+            leg = tracing.traced_leg(cell, leg, trace_parent, started_ns)
+        return await leg
+    except BaseException:
+        if not cell.done:
+            await cell.abandon()
+        raise
