@@ -153,7 +153,8 @@ def test_a_resume_whose_process_stays_busy_returns_still_waiting(tmp_path):
 
 def test_cancel_and_expiry_free_a_parked_runtime_inside_the_shared_process(tmp_path):
     """Cancel and expiry drop one runtime; the process, and the other cells parked in it, carry on."""
-    with make_client(tmp_path, workers=1, cell_ttl_seconds=1) as c:
+    now = [0.0]
+    with make_client(tmp_path, workers=1, cell_ttl_seconds=60, cells_clock=lambda: now[0]) as c:
         pool = c.app.state.services.pool
         keep = _park(c, 1)
         gone = _park(c, 2)
@@ -162,7 +163,8 @@ def test_cancel_and_expiry_free_a_parked_runtime_inside_the_shared_process(tmp_p
         assert r.status_code == 200 and r.json()["code"] == "aborted", r.text
         assert _holders(c) == {pid: {keep}}
         assert run(c, "return 1")["value"] == 1
-        # The one left expires (ttl 1 s) and is dropped the same way; the process stays for this tenant.
+        # The one left expires (moved past its TTL) and is dropped the same way; the process stays for this tenant.
+        now[0] += 61
         poll_until(lambda: c.get(f"/v1/cells/{keep}").json()["status"] == "failed", "the parked cell expires")
         assert _holders(c) == {}
         assert pid in {w.pid for w in pool.workers()}, "expiry killed the shared process"
