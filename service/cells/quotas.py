@@ -179,7 +179,11 @@ class TenantQuotas:
         }
 
     def stats(self) -> dict[str, int]:
-        return {"parked": len(self._parked), "held_bytes": sum(a.used for a in self._held.values())}
+        return {
+            "parked": len(self._parked),
+            "held_bytes": sum(a.used for a in self._held.values()),
+            "tenants_counted": len(self._usage),
+        }
 
     def _of(self, tenant: str) -> _Usage:
         return self._usage.setdefault(tenant, _Usage())
