@@ -8,6 +8,7 @@ and registers each handler module's guest requests with the dispatcher.  Nothing
 
 from __future__ import annotations
 
+import time
 import asyncio
 import contextlib
 import logging
@@ -288,7 +289,8 @@ def build_components(
         prepare=access.prepare,
         retainer=saved,
         tracing=tracing,
-        **({} if cells_clock is None else {"clock": cells_clock, "sweep_seconds": 0.02}),
+        clock=cells_clock or time.monotonic,
+        sweep_seconds=1.0 if cells_clock is None else 0.02,
     )
     if isinstance(results, LocalResults):
         cells.sweepers.append(results.store.expire)

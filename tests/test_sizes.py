@@ -30,8 +30,6 @@ ALLOWED = {
     "service/stores/sqlite.py::SqliteSessionStore",
     "service/tools/run_book.py::RunBook",
     # the cell life cycle: what is left of the split of the cell (see docs-notes/workers.md)
-    "service/cells/cell.py::Cell",
-    "service/cells/cell.py::Cell._leg",
     "service/cells/host_requests.py::HostRequests",
     "service/cells/source_checks.py::blank_literals",
 }

@@ -209,7 +209,7 @@ class BackgroundRun:
             return {**cell.final, **value, "output": output}
         envelope = self.snapshot()
         envelope["output"] = output
-        if cell.network_content:
+        if cell.context.network_content:
             envelope["untrusted_content"] = True  # text entries were wrapped when their leg ended
         return envelope
 
@@ -334,7 +334,7 @@ class BackgroundCells:
 
 def check_answers(cell: Cell, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]]) -> None:
     """Refuse caller answers that do not apply to what the cell waits for (InvalidRequest naming the field)."""
-    problem = cell.check_tool_results(tool_results)
+    problem = cell.requests.check_tool_results(tool_results)
     if problem is not None:
         raise InvalidRequest(problem, need_param="tool_results")
     problem = cell.requests.check_approvals(approvals)

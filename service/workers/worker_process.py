@@ -70,6 +70,10 @@ class Worker:
     def pid(self) -> int:
         return self.proc.pid
 
+    def holds_only(self, cell_id: str) -> bool:
+        """Whether no other cell's runtime lives here (then killing the process costs no other cell)."""
+        return set(self.cells) <= {cell_id}
+
     @property
     def parked_bytes(self) -> int:
         return sum(self.parked_heaps.values())
