@@ -29,8 +29,7 @@ ALLOWED = {
     # stores and tools: a store implements its whole protocol; the run book its ledger (to split)
     "service/stores/sqlite.py::SqliteSessionStore",
     "service/tools/run_book.py::RunBook",
-    # the cell life cycle: what is left of the split of the cell (see docs-notes/workers.md)
-    "service/cells/host_requests.py::HostRequests",
+    # the exec pre-check's literal scanner: one state machine over the source (to split into steps)
     "service/cells/source_checks.py::blank_literals",
 }
 

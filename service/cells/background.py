@@ -334,9 +334,6 @@ class BackgroundCells:
 
 def check_answers(cell: Cell, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]]) -> None:
     """Refuse caller answers that do not apply to what the cell waits for (InvalidRequest naming the field)."""
-    problem = cell.requests.check_tool_results(tool_results)
+    problem = cell.requests.check_answers(tool_results, approvals)
     if problem is not None:
-        raise InvalidRequest(problem, need_param="tool_results")
-    problem = cell.requests.check_approvals(approvals)
-    if problem is not None:
-        raise InvalidRequest(problem, need_param="approvals")
+        raise InvalidRequest(problem[0], need_param=problem[1])

@@ -140,10 +140,7 @@ class Cell:
         """
         self.status = CellStatus.RUNNING
         self.last_active = self._clock()
-        for result in tool_results:
-            self.requests.settle_caller(result)
-        self.requests.settle_approvals(approvals or [])
-        self.requests.settle_yields()
+        self.requests.settle_answers(tool_results, approvals or [])
         return await self._leg(budget_ms)
 
     def _process_lost(self, reason: str) -> None:
