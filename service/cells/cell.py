@@ -120,7 +120,7 @@ class Cell:
                     max_output_bytes=limits.max_output_bytes,
                     # Retention needs the whole value; otherwise a bounded prefix is all the host can show.
                     value_capture_bytes=max(limits.max_output_bytes, limits.inbox_bytes)
-                    if _retains(self.spec, self._retainer)
+                    if self._retainer is not None and _interactive(self.spec)
                     else limits.max_output_bytes,
                     config=_guest_config(self.context, limits),
                 )
@@ -371,11 +371,9 @@ class Cell:
             )
             self._holding = False
             self.worker = None
-        retention = (
-            Retention(self._retainer, self.context, outcome.value_source)
-            if self._retainer is not None and _retains(self.spec, self._retainer) and isinstance(outcome, Completed)
-            else None
-        )
+        retention = None
+        if isinstance(outcome, Completed) and self._retainer is not None and _interactive(self.spec):
+            retention = Retention(self._retainer, self.context, outcome.value_source)
         sealed = await FinalEnvelope(self.context, self.output, self._common, retention).seal(
             outcome, self.dispatcher.finalizers
         )
@@ -407,9 +405,9 @@ def _guest_config(context: CellContext, limits: CellLimits) -> GuestConfig:
     return config
 
 
-def _retains(spec: CellSpec, retainer: Retainer | None) -> bool:
-    """Whether an oversized final object/array is saved as a reference (interactive cells)."""
-    return retainer is not None and not spec.headless and not spec.restart_safe
+def _interactive(spec: CellSpec) -> bool:
+    """Whether an oversized final object/array is saved as a reference (given a retainer): interactive cells."""
+    return not spec.headless and not spec.restart_safe
 
 
 async def guarded(
