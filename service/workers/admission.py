@@ -1,7 +1,7 @@
 """Fair admission to the running slots of one worker pool.
 
 A leg holds a running slot exactly while it holds a worker process to run guest code: from its
-admission until it parks, ends, or lends the process to wait for host work (a tool call, a timer).
+admission until it parks, ends, or hands the process back to wait for host work (a tool call, a timer).
 A resumed leg (a ``wait``, or a background cell's next leg) takes a slot again before it delivers
 replies, so every leg that runs guest code is counted, whoever started it.
 
