@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from service.assembly import Components, build_components
-from service.cells.worker_process import start_worker
+from service.workers.worker_process import start_worker
 from service.settings import Settings
 
 from .inproc import CellRunner
@@ -29,7 +29,7 @@ MODES = ("off", "auto")
 async def _worker_start_ms(svc: Components) -> float:
     pool = svc.pool
     t0 = time.perf_counter()
-    worker = await start_worker(pool.options, pool.frame_cap, nice=pool.nice)
+    worker = await start_worker(pool.supply.options, pool.supply.frame_cap, nice=pool.supply.nice)
     elapsed = (time.perf_counter() - t0) * 1000
     worker.kill()
     await worker.proc.wait()

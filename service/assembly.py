@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -19,10 +20,10 @@ from typing import TYPE_CHECKING
 from .api_files.table import ApiFileTable
 from .auth import KeyRing
 from .cells.dispatch import Dispatcher, base_dispatcher
-from .cells.pool import WorkerPool
+from .workers.pool import WorkerPool
 from .cells.registry import CellRegistry
-from .cells.sandbox import SandboxStatus, sandbox_options
-from .cells.worker_process import start_worker
+from .workers.sandbox import SandboxStatus, sandbox_options
+from .workers.worker_process import start_worker
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
 from .demo import demo_settings
@@ -98,10 +99,10 @@ class Components:
     async def _check_sandbox(self) -> None:
         """Log the workers' confinement layers; with ``sandbox = "strict"``, refuse to run without them."""
         self.metrics.watch_sandbox(self.sandbox)
-        reports = [self.pool.sandbox] if self.pool.sandbox is not None else []
+        reports = [self.pool.supply.sandbox] if self.pool.supply.sandbox is not None else []
         if not reports and self.settings.sandbox == "strict":
             try:  # one more start, for the reason: a strict worker names the layer it cannot have
-                probe = await start_worker(self.pool.options, self.pool.frame_cap)
+                probe = await start_worker(self.pool.supply.options, self.pool.supply.frame_cap)
             except WorkerGone as exc:
                 raise ConfigError(f"refusing to serve: {exc}", need_param="sandbox") from None
             probe.kill()
@@ -187,8 +188,11 @@ def build_components(
     store: SessionStore | None | bool = True,
     results_clock: Callable[[], float] | None = None,
     tracing: Tracing | None = None,
+    cells_clock: Callable[[], float] | None = None,
 ) -> Components:
     """Create (not start) the service parts for ``settings``.
+
+    ``cells_clock`` dates cell idleness and expiry (tests move it; the registry then sweeps often).
 
     ``extra_tools`` adds tools defined in code (tests, embedding) to the plugins of the settings;
     ``store=False`` runs without a session store; ``results_clock`` dates saved results (tests move it);
@@ -282,7 +286,16 @@ def build_components(
         install_mcp(dispatcher, cell_tools)
     tracing = start_tracing(TracingConfig.from_env()) if tracing is None else tracing
     prepare = functools.partial(prepare_cell, access, [store_handlers.prefetch])
-    cells = CellRegistry(settings, pool, dispatcher, prepare=prepare, retainer=saved, tracing=tracing)
+    cells = CellRegistry(
+        settings,
+        pool,
+        dispatcher,
+        prepare=prepare,
+        retainer=saved,
+        tracing=tracing,
+        clock=cells_clock or time.monotonic,
+        sweep_seconds=1.0 if cells_clock is None else 0.02,
+    )
     if isinstance(results, LocalResults):
         cells.sweepers.append(results.store.expire)
     replica = replica_for(settings, session_store)

@@ -84,7 +84,7 @@ class _Collector:
 
 
 class Confinement(Protocol):
-    """The workers' sandbox as the service knows it (``service.cells.sandbox.SandboxStatus``)."""
+    """The workers' sandbox as the service knows it (``service.workers.sandbox.SandboxStatus``)."""
 
     @property
     def mode(self) -> str: ...

@@ -24,16 +24,18 @@ def make_client(
     tmp: Path,
     *,
     results_clock: Callable[[], float] | None = None,
+    cells_clock: Callable[[], float] | None = None,
     extra_tools: Sequence[Any] = TEST_TOOLS,
     **overrides: Any,
 ) -> TestClient:
     """A TestClient over a fully wired app; use it as a context manager (runs the lifespan).
 
     ``results_clock`` dates saved results, so retention tests move time instead of waiting it out;
-    ``extra_tools`` are the tools defined in code (tests/support/tools.py).
+    ``cells_clock`` dates cell idleness and expiry, so TTL tests move it too (the registry then
+    sweeps every 20 ms); ``extra_tools`` are the tools defined in code (tests/support/tools.py).
     """
     settings = Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500).replace(**overrides).check()
-    services = build_components(settings, extra_tools=extra_tools, results_clock=results_clock)
+    services = build_components(settings, extra_tools=extra_tools, results_clock=results_clock, cells_clock=cells_clock)
     return TestClient(create_app(settings, services))
 
 

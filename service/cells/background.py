@@ -1,17 +1,23 @@
 """Background cells: after ``exec`` answered ``running``, the cell runs leg after leg on its own.
 
 A background cell's leg ends as soon as its guest blocks on host work (the cell parks and holds no
-worker process and no running slot meanwhile); the driver here waits for a reply and runs the next
-leg, until the cell completes, fails, or needs the API caller (a client tool, ``yield_control``,
-an approval).  Then it stops, and a ``wait`` (with the caller's answers) starts it again.  Each leg
-is bounded by the cell's ``timeout_ms``; each stretch of running on its own by ``cell_ttl_seconds``
-from the exec or wait that started it (past it the cell is ended as expired).
+worker process and no running slot meanwhile); its ``BackgroundRun`` waits for a reply and runs the
+next leg, until the cell completes, fails, or needs the API caller (a client tool,
+``yield_control``, an approval).  Then it stops, and a ``wait`` (with the caller's answers) starts
+it again.  Each leg is bounded by the cell's ``timeout_ms``; each stretch of running on its own by
+``cell_ttl_seconds`` from the exec or wait that started it (past it the cell is ended as expired).
+
+A background cell holds one parked-cell slot (``TenantQuotas.hold``) from its exec until its final
+envelope is collected (by a wait, a cancel, or an event stream that wrote the envelope event), so it
+can always park between its legs and its finished result stays bounded like a parked cell; a result
+nobody collects is dropped ``cell_ttl_seconds`` after the cell ended.  Each leg counts as one of the
+tenant's running calls (admitted at exec, so a later leg is counted, never refused) and, like any
+leg, holds one of the pool's running slots while it runs guest code.
 
 Output of every leg goes to the cell's event log as undelivered: a ``wait`` answers what no event
 stream reader was shown and no earlier answer carried.  What waits to be collected (that output, the
 final value) is held encoded and charged to the tenant's held-bytes quota; a cell whose output takes
-its tenant over the quota is ended (``aborted``, naming ``tenant_held_bytes``).  Only the registry changes quotas; it runs
-each leg (``LegRunner``, service/cells/background_cells.py) and collects the final envelope.
+its tenant over the quota is ended (``aborted``, naming ``tenant_held_bytes``).
 """
 
 from __future__ import annotations
@@ -19,23 +25,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from bridge import jsoncodec
+from service.errors import InvalidRequest, WaitInProgress
+from service.tracing import Tracing
 
 from . import envelopes
-from .cell import Cell
-from .events import EventLog
+from .cell import Cell, guarded
+from .events import EventLog, EventLogs
+from .finished import FinishedCells
+from .quotas import TenantQuotas
 from .spec import EndReason
 
 log = logging.getLogger("codemode.cells")
 
 #: Starts one leg with a budget in milliseconds and answers its envelope.
 LegStart = Callable[[int], Awaitable[dict[str, Any]]]
-#: Runs one leg of the run's cell under its wait lock; None when the cell had already ended.
-LegRunner = Callable[["BackgroundRun", LegStart, int], Awaitable["dict[str, Any] | None"]]
 
 EXPIRED_MESSAGE = (
     "cell expired: a background cell runs on its own for at most cell_ttl_seconds ({ttl}s) after the "
@@ -51,15 +59,29 @@ HELD_OVER_QUOTA = (
 class BackgroundRun:
     """Drives one background cell; remembers how far its output was delivered."""
 
-    def __init__(self, cell: Cell, events: EventLog, ttl_seconds: int, run_leg: LegRunner) -> None:
+    def __init__(
+        self,
+        cell: Cell,
+        events: EventLog,
+        first_slot: contextlib.ExitStack,
+        *,
+        ttl_seconds: int,
+        clock: Callable[[], float],
+        quotas: TenantQuotas,
+        tracing: Tracing,
+    ) -> None:
         self.cell = cell
         self.events = events
         self.ttl_seconds = ttl_seconds
+        self._clock = clock
+        self._quotas = quotas
+        self._tracing = tracing
+        # The exec's running-call count, held by the first leg (later legs are counted anew).
+        self.first_slot: contextlib.ExitStack | None = first_slot
         self.deadline = 0.0
         self.active = False  # legs run on their own; False: stopped for the caller, or ended
         self.waiter = False  # a wait call is attached (one at a time)
         self.ended_at: float | None = None
-        self._run_leg = run_leg
         self._stopped = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._value: bytes | None = None  # the final value's JSON, held encoded until collected
@@ -71,7 +93,7 @@ class BackgroundRun:
     def start(self, first: LegStart) -> None:
         """Run legs from ``first`` on, until the cell ends or needs the caller."""
         assert not self.active
-        self.deadline = time.monotonic() + self.ttl_seconds
+        self.deadline = self._clock() + self.ttl_seconds
         self.active = True
         self._stopped.clear()
         self.events.status("running")
@@ -93,11 +115,11 @@ class BackgroundRun:
         cell = self.cell
         try:
             while True:
-                budget_ms = min(cell.spec.limits.timeout_ms, int((self.deadline - time.monotonic()) * 1000))
+                budget_ms = min(cell.spec.limits.timeout_ms, int((self.deadline - self._clock()) * 1000))
                 if budget_ms < 1:
                     await self._expire()
                     return
-                envelope = await self._run_leg(self, start, budget_ms)
+                envelope = await self._leg(start, budget_ms)
                 if envelope is None or cell.done:
                     return  # the registry published the end
                 self.events.output(list(envelope.get("output") or []), undelivered=True)
@@ -117,6 +139,17 @@ class BackgroundRun:
             self.active = False
             self._stopped.set()
 
+    async def _leg(self, start: LegStart, budget_ms: int) -> dict[str, Any] | None:
+        """One leg under the cell's wait lock; None when the cell had already ended."""
+        cell = self.cell
+        slot: AbstractContextManager[Any] | None = self.first_slot
+        self.first_slot = None
+        with slot or self._quotas.counted(cell.spec.tenant):
+            async with cell.wait_lock:
+                if cell.done:
+                    return None
+                return await guarded(cell, start(budget_ms), self._tracing)
+
     def _next_leg(self, budget_ms: int) -> Awaitable[dict[str, Any]]:
         return self.cell.resume(budget_ms, [])
 
@@ -131,7 +164,7 @@ class BackgroundRun:
                 return False
             if requests.has_ready:
                 return True
-            remaining = self.deadline - time.monotonic()
+            remaining = self.deadline - self._clock()
             if remaining <= 0:
                 await self._expire()
                 return False
@@ -176,7 +209,7 @@ class BackgroundRun:
             return {**cell.final, **value, "output": output}
         envelope = self.snapshot()
         envelope["output"] = output
-        if cell.network_content:
+        if cell.context.network_content:
             envelope["untrusted_content"] = True  # text entries were wrapped when their leg ended
         return envelope
 
@@ -186,3 +219,121 @@ def running_envelope(run: BackgroundRun) -> dict[str, Any]:
     envelope = run.snapshot()
     envelope["output"] = []
     return envelope
+
+
+class BackgroundCells:
+    """Background runs by cell id, until their result is collected."""
+
+    def __init__(
+        self,
+        events: EventLogs,
+        quotas: TenantQuotas,
+        finished: FinishedCells,
+        *,
+        ttl_seconds: int,
+        clock: Callable[[], float],
+        tracing: Tracing,
+    ) -> None:
+        self.events = events
+        self.quotas = quotas
+        self.finished = finished
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
+        self.tracing = tracing
+        self._runs: dict[str, BackgroundRun] = {}
+
+    def get(self, cell_id: str, tenant: str) -> BackgroundRun | None:
+        run = self._runs.get(cell_id)
+        return run if run is not None and run.tenant == tenant else None
+
+    def start(self, cell: Cell, slot: contextlib.ExitStack) -> dict[str, Any]:
+        """Hold a parked slot for the cell, start its legs (the first holds the exec's ``slot``), answer ``running``."""
+        events = self.events.live(cell.id)
+        assert events is not None
+        cell.park_when_blocked = True
+        self.quotas.hold(cell.id, cell.spec.tenant)
+        run = BackgroundRun(
+            cell,
+            events,
+            slot,
+            ttl_seconds=self.ttl_seconds,
+            clock=self.clock,
+            quotas=self.quotas,
+            tracing=self.tracing,
+        )
+        self._runs[cell.id] = run
+        run.start(cell.start)
+        return running_envelope(run)
+
+    async def wait(
+        self, run: BackgroundRun, timeout_ms: int, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Until the cell ends or needs the caller, or ``timeout_ms``; resumes a cell stopped for the caller."""
+        if run.waiter:
+            raise WaitInProgress("cell is already being waited on by another wait; retry when it returns")
+        run.waiter = True
+        try:
+            cell = run.cell
+            if not run.active and cell.final is None:  # stopped for the caller: go on with the answers
+                async with cell.wait_lock:
+                    if not cell.done and not run.active:
+                        check_answers(cell, tool_results, approvals)
+                        run.start(lambda budget_ms: cell.resume(budget_ms, tool_results, approvals))
+            elif (tool_results or approvals) and cell.final is None:
+                field = "tool_results" if tool_results else "approvals"
+                raise InvalidRequest(
+                    f"{field}: this background cell is running and asks nothing of the "
+                    f"caller now; wait without {field}",
+                    need_param=field,
+                )
+            await run.until_stopped(timeout_ms / 1000)
+            return self.collect(run) if cell.final is not None else run.answer()
+        finally:
+            run.waiter = False
+
+    def ended(self, cell: Cell) -> bool:
+        """The cell ended; True if it is a background cell (its slot stays held until collected)."""
+        run = self._runs.get(cell.id)
+        if run is None:
+            return False
+        run.ended_at = self.clock()
+        run.hold_final()
+        cell.requests.wake.set()  # a driver waiting for host work sees the end at once
+        return True
+
+    def collect(self, run: BackgroundRun) -> dict[str, Any]:
+        """The ended cell's final envelope, handed over once: its slot and event log are let go."""
+        answer = run.answer()
+        self._drop(run)
+        return answer
+
+    def _drop(self, run: BackgroundRun) -> None:
+        if self._runs.pop(run.cell.id, None) is not None:
+            if run.first_slot is not None:  # ended before its first leg ran: the exec's running-call count goes back
+                run.first_slot.close()
+                run.first_slot = None
+            self.quotas.unpark(run.cell.id)
+            self.events.retire(run.cell.id)
+
+    def sweep(self) -> None:
+        """Let go of finished cells whose envelope a stream wrote, or that nobody collected in time."""
+        now = self.clock()
+        for run in list(self._runs.values()):
+            if run.ended_at is None:
+                continue
+            if run.events.envelope_delivered:
+                self._drop(run)
+            elif now - run.ended_at > self.ttl_seconds:
+                self.finished.mark_expired(run.tenant, run.cell.id)
+                self._drop(run)
+
+    def close(self) -> None:
+        for run in self._runs.values():
+            run.stop()
+
+
+def check_answers(cell: Cell, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]]) -> None:
+    """Refuse caller answers that do not apply to what the cell waits for (InvalidRequest naming the field)."""
+    problem = cell.requests.check_answers(tool_results, approvals)
+    if problem is not None:
+        raise InvalidRequest(problem[0], need_param=problem[1])

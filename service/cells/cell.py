@@ -16,32 +16,30 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from bridge import jsoncodec
-from bridge.errors import OutputLimitExceeded
 from bridge.inbox import HeldAccount
 from bridge.messages import DoneFrame, GuestConfig, IdleFrame, run_frame, settle_frame
-from bridge.output import FinalError, FinalValue, OutputState
+from bridge.output import OutputState
 from service.errors import WorkerGone
+from service.workers.pool import WorkerPool
+from service.workers.worker_process import Worker
 
 from . import envelopes
 from .dispatch import CellContext, Dispatcher, HostCall
-from .envelopes import SealedEnvelope
+from .ending import Completed, Failed, FinalEnvelope, Outcome, marked
 from .host_requests import HostRequests
-from .pool import WorkerPool
+from .quotas import TenantQuotas
 from .retention import Retainer, Retention
-from .worker_process import Worker
-from .spec import CellSpec, CellStatus, EndReason
+from .spec import CellLimits, CellSpec, CellStatus, EndReason
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
+
+    from service.tracing import TraceParent, Tracing
+
 
 TIMEOUT_MESSAGE = "cell timeout exceeded"
 ABORT_MESSAGE = "cell aborted: it was cancelled or expired; start a new cell"
 SNAPSHOT_MESSAGE = "cell snapshot limit exceeded: its heap is over max_snapshot_bytes, so it cannot be parked"
-UNSENDABLE_MESSAGE = (
-    "the cell's result could not be encoded as JSON ({detail}), so its store writes were not "
-    "committed; return and emit plain JSON data (valid Unicode text, moderate nesting)"
-)
 
 
 class Cell:
@@ -53,12 +51,13 @@ class Cell:
         worker: Worker,
         pool: WorkerPool,
         dispatcher: Dispatcher,
-        on_park: Callable[[Cell], bool],
+        quotas: TenantQuotas,
         on_end: Callable[[Cell], None],
         retainer: Retainer | None = None,
         id_prefix: str = "cell_",
         context: CellContext | None = None,
         account: HeldAccount | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         # ``context``: made (and prepared) before the cell took its worker.
         self.context = context or CellContext(id_prefix + str(uuid.uuid4()), spec)
@@ -81,7 +80,8 @@ class Cell:
         )
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None
-        self.last_active = time.monotonic()
+        self._clock = clock
+        self.last_active = clock()  # when its last leg stopped (parked cells expire from it)
         self.final: dict[str, Any] | None = None
         self.wait_lock = asyncio.Lock()
         self._delivered_bytes = 0  # inbox bytes handed to the worker, released on its next frame
@@ -90,7 +90,7 @@ class Cell:
         self._started = False
         self._leg_started = time.perf_counter()
         self._leg_waited_ms = 0.0  # the cell's tool wait when the current leg started
-        self._on_park = on_park
+        self._quotas = quotas
         self._on_end = on_end
         self._retainer = retainer
         self._holding = True  # our leg holds the worker process (a new cell's first leg does)
@@ -121,28 +121,16 @@ class Cell:
                     max_output_bytes=limits.max_output_bytes,
                     # Retention needs the whole value; otherwise a bounded prefix is all the host can show.
                     value_capture_bytes=max(limits.max_output_bytes, limits.inbox_bytes)
-                    if self._retains
+                    if self._retainer is not None and _interactive(self.spec)
                     else limits.max_output_bytes,
-                    config=self._guest_config(),
+                    config=_guest_config(self.context, limits),
                     language=self.spec.language,
                 )
             )
         except WorkerGone as exc:
-            return await self._end_failed(exc.message, "host", "runtime_unavailable", recycle=True)
+            return await self._end(Failed(exc.message, "host", "runtime_unavailable"), recycle=True)
         self._worker_running = True
         return await self._leg(budget_ms)
-
-    def _guest_config(self) -> GuestConfig:
-        limits = self.spec.limits
-        base = self.context.guest_config or {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}
-        config: GuestConfig = {
-            **base,  # type: ignore[typeddict-item]  # built by the cell-tools handler
-            # The prelude refuses requests over these caps; HostRequests enforces them again.
-            "maxPendingRequests": limits.max_pending_requests,
-            "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
-            "maxRequestValues": limits.max_request_values,
-        }
-        return config
 
     async def resume(
         self, budget_ms: int, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]] | None = None
@@ -153,16 +141,9 @@ class Cell:
         running there first is waited for, within this leg's budget (``_leg``).
         """
         self.status = CellStatus.RUNNING
-        self.last_active = time.monotonic()
-        for result in tool_results:
-            self.requests.settle_caller(result)
-        self.requests.settle_approvals(approvals or [])
-        self.requests.settle_yields()
+        self.last_active = self._clock()
+        self.requests.settle_answers(tool_results, approvals or [])
         return await self._leg(budget_ms)
-
-    @property
-    def _alone_in_worker(self) -> bool:  # then killing the process costs no other cell
-        return self.worker is not None and set(self.worker.cells) <= {self.id}
 
     def _process_lost(self, reason: str) -> None:
         """The worker process holding our runtime died (crash, or a kill for another cell)."""
@@ -176,21 +157,13 @@ class Cell:
                 await self._lost(f"{reason}; this parked cell's runtime was in that process")
 
     async def _lost(self, reason: str) -> dict[str, Any]:
-        return await self._end_failed(
-            reason + "; the cell was lost, start it again", "host", "runtime_unavailable", recycle=True
+        return await self._end(
+            Failed(reason + "; the cell was lost, start it again", "host", "runtime_unavailable"), recycle=True
         )
-
-    def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
-        """Return the problem with caller-supplied results (by index), or None when all apply."""
-        return self.requests.check_tool_results(tool_results)
 
     @property
     def bridge_dispatch_started(self) -> bool:
         return self.requests.side_effects_started
-
-    @property
-    def network_content(self) -> bool:
-        return self.context.network_content
 
     async def cancel(self, message: str = ABORT_MESSAGE, reason: EndReason = EndReason.CANCELLED) -> dict[str, Any]:
         """Abort the cell now; a running leg ends with the same ``aborted`` envelope."""
@@ -198,23 +171,24 @@ class Cell:
             self._aborted = message
             self.end_reason = reason
             self._abort_event.set()
-            if self._holding and self._worker_running and self._alone_in_worker and self.worker:
+            if self._holding and self._worker_running and self.worker and self.worker.holds_only(self.id):
                 # Stop the guest now; beside other cells' runtimes the leg ends at its next stop.
                 self.worker.kill("the cell was cancelled")
             self.requests.wake.set()
         # A running leg notices the abort and ends the cell; a parked cell is ended here.
         async with self.wait_lock:
             if not self.done:  # parked: its runtime is dropped, the process and its other cells stay
-                await self._end_failed(message, "host", "aborted", recycle=False)
+                await self._end(Failed(message, "host", "aborted"), recycle=False)
         assert self.final is not None
         return self.final
 
     async def abandon(self) -> None:
         """End the cell after a service fault in its leg (the caller already holds ``wait_lock``)."""
-        if self.worker is not None and self._alone_in_worker:
+        if self.worker is not None and self.worker.holds_only(self.id):  # a kill costs no other cell
             self.worker.kill()
-        await self._end_failed(
-            "the service failed while running this cell; start it again", "host", "runtime_unavailable", recycle=True
+        await self._end(
+            Failed("the service failed while running this cell; start it again", "host", "runtime_unavailable"),
+            recycle=True,
         )
 
     def snapshot(self) -> dict[str, Any]:
@@ -251,42 +225,12 @@ class Cell:
         self._leg_waited_ms = self.requests.waiting.total_ms()
         while True:
             if self._worker_running:
-                assert self.worker is not None
-                try:
-                    # timeout_at, not wait_for: on 3.11 wait_for wraps the read in a task of its own
-                    async with asyncio.timeout_at(max(deadline + grace, loop.time() + 0.001)):
-                        msg = await self.worker.recv()
-                except TimeoutError:
-                    # A native operation that ignores the engine interrupt: the kill is the limit.
-                    # It also ends the cells parked in this process (they fail runtime_unavailable).
-                    self.worker.kill(
-                        "another cell sharing this worker process ignored its deadline and the "
-                        "process was killed (SIGKILL at deadline + kill_grace_ms)"
-                    )
-                    return await self._end_failed(TIMEOUT_MESSAGE, "guest", "timeout", recycle=True)
-                except WorkerGone as exc:
-                    if self._aborted:
-                        return await self._end_failed(self._aborted, "host", "aborted", recycle=True)
-                    return await self._lost(exc.message)
-                if msg["t"] != "ready" and msg["rt"] != self.id:
-                    continue  # a late frame of a runtime the host dropped mid-slice
-                self._worker_running = False
-                self.requests.inbox.release(self._delivered_bytes)
-                self._delivered_bytes = 0
-                if msg["t"] == "done":
-                    return await self._on_done(msg)
-                if msg["t"] != "idle":
-                    self.worker.kill()
-                    return await self._end_failed(
-                        f"worker sent an unexpected {msg['t']!r} frame; the cell was lost, start it again",
-                        "host",
-                        "runtime_unavailable",
-                        recycle=True,
-                    )
-                self._on_idle(msg)
+                ended = await self._run_slice(max(deadline + grace, loop.time() + 0.001))
+                if ended is not None:
+                    return ended
                 continue
             if self._aborted:
-                return await self._end_failed(self._aborted, "host", "aborted", recycle=False)
+                return await self._end(Failed(self._aborted, "host", "aborted"), recycle=False)
             if self.worker is None or self.worker.dead:
                 return await self._lost(
                     "worker process is gone" if self.worker is None else await self.worker.exit_reason()
@@ -295,7 +239,7 @@ class Cell:
             if self.requests.has_ready and remaining > margin:
                 if not self._holding:  # lent while waiting: take the process back (after others' slices)
                     try:
-                        self._holding = await self.pool.reserve(
+                        self._holding = await self.pool.reacquire(
                             self.worker, self.id, remaining - margin, self._abort_event
                         )
                     except WorkerGone as exc:
@@ -307,12 +251,48 @@ class Cell:
                 return await self._park()
             if self._holding:  # waiting for host work: other cells' legs may run in the process meanwhile
                 self._holding = False
-                self.pool.lend(self.worker)
+                self.pool.hand_back(self.worker)
             wake = self.requests.wake
             wake.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(remaining):
                     await wake.wait()
+
+    async def _run_slice(self, kill_at: float) -> dict[str, Any] | None:
+        """Read the worker's next frame for this cell; the final envelope if the cell ended, else None.
+
+        A frame that stops the guest (idle, done) frees the replies delivered with the slice before it.
+        """
+        assert self.worker is not None
+        try:
+            # timeout_at, not wait_for: on 3.11 wait_for wraps the read in a task of its own
+            async with asyncio.timeout_at(kill_at):
+                msg = await self.worker.recv()
+        except TimeoutError:
+            # A native operation that ignores the engine interrupt: the kill is the limit.
+            # It also ends the cells parked in this process (they fail runtime_unavailable).
+            self.worker.kill(
+                "another cell sharing this worker process ignored its deadline and the "
+                "process was killed (SIGKILL at deadline + kill_grace_ms)"
+            )
+            return await self._end(Failed(TIMEOUT_MESSAGE, "guest", "timeout"), recycle=True)
+        except WorkerGone as exc:
+            if self._aborted:
+                return await self._end(Failed(self._aborted, "host", "aborted"), recycle=True)
+            return await self._lost(exc.message)
+        if msg["t"] != "ready" and msg["rt"] != self.id:
+            return None  # a late frame of a runtime the host dropped mid-slice
+        self._worker_running = False
+        self.requests.inbox.release(self._delivered_bytes)
+        self._delivered_bytes = 0
+        if msg["t"] == "done":
+            return await self._on_done(msg)
+        if msg["t"] != "idle":
+            self.worker.kill()
+            unexpected = f"worker sent an unexpected {msg['t']!r} frame; the cell was lost, start it again"
+            return await self._end(Failed(unexpected, "host", "runtime_unavailable"), recycle=True)
+        self._on_idle(msg)
+        return None
 
     def _on_idle(self, msg: IdleFrame) -> None:
         self.output.extend(msg["output"])
@@ -341,20 +321,22 @@ class Cell:
     async def _park(self) -> dict[str, Any]:
         # A refused park drops only this cell's runtime: others parked in the process stay.
         if self.telemetry.heap_bytes > self.spec.limits.max_snapshot_bytes:
-            return await self._end_failed(SNAPSHOT_MESSAGE, "host", "snapshot_limit_exceeded", recycle=False)
-        if not self._on_park(self):
-            return await self._end_failed(
-                "too many parked cells on this server: the cell could not be parked; retry later "
-                "or use a longer timeout_ms",
-                "host",
-                "runtime_unavailable",
+            return await self._end(Failed(SNAPSHOT_MESSAGE, "host", "snapshot_limit_exceeded"), recycle=False)
+        if not self._quotas.park(self.id, self.spec.tenant):
+            return await self._end(
+                Failed(
+                    "too many parked cells on this server: the cell could not be parked; retry later "
+                    "or use a longer timeout_ms",
+                    "host",
+                    "runtime_unavailable",
+                ),
                 recycle=False,
             )
         if self.worker is not None:
             self.pool.park(self.worker, self.id, self.telemetry.heap_bytes, holding=self._holding)
             self._holding = False
         self.status = CellStatus.WAITING
-        self.last_active = time.monotonic()
+        self.last_active = self._clock()
         projection = self.output.project(None)
         envelope = envelopes.waiting(
             self.id,
@@ -363,12 +345,7 @@ class Cell:
             pending_tool_calls=self.requests.public(),
             **self._common(report=not self.park_when_blocked),
         )
-        self._mark_untrusted(envelope)
-        return envelope
-
-    def _mark_untrusted(self, envelope: dict[str, Any]) -> None:
-        if self.network_content:
-            envelopes.mark_untrusted(envelope)
+        return marked(envelope, self.context)
 
     async def _on_done(self, msg: DoneFrame) -> dict[str, Any]:
         self._runtime_gone = True  # the worker forgot it when it sent this frame
@@ -378,55 +355,12 @@ class Cell:
         for request_id in msg["cancels"]:
             self.requests.drop(request_id)
         if msg["ok"]:
-            return await self._end_completed(msg["value"], recycle=msg["recycle"])
+            return await self._end(Completed(msg["value"]), recycle=msg["recycle"])
         err = msg["error"]
-        return await self._end_failed(err["text"], err["phase"], err["code"], recycle=msg["recycle"])
+        return await self._end(Failed(err["text"], err["phase"], err["code"]), recycle=msg["recycle"])
 
-    async def _end_completed(self, value_source: dict[str, Any], *, recycle: bool) -> dict[str, Any]:
-        retainer = self._retainer if self._retains else None
-        retention = Retention(retainer, self.context, value_source) if retainer is not None else None
-        return await self._end(
-            lambda: self._completed_envelope(value_source, retention), recycle=recycle, retention=retention
-        )
-
-    async def _end_failed(self, message: str, phase: str, code: str, *, recycle: bool) -> dict[str, Any]:
-        return await self._end(lambda: (self._failed_envelope(message, phase, code), None), recycle=recycle)
-
-    def _completed_envelope(
-        self, value_source: dict[str, Any], retention: Retention | None
-    ) -> tuple[dict[str, Any], str | None]:
-        """The envelope of a completed cell, and the id of the saved result it shows (or None)."""
-        try:
-            projection = self.output.project(FinalValue(value_source), retention.retain if retention else None)
-        except OutputLimitExceeded as exc:
-            return self._failure_envelope(str(exc), "host", "output_limit_exceeded", []), None
-        envelope = envelopes.completed(self.id, value=projection.value, output=projection.output, **self._common())
-        return envelope, projection.reference_id
-
-    def _failed_envelope(self, message: str, phase: str, code: str) -> dict[str, Any]:
-        try:
-            projection = self.output.project(FinalError(message))
-            output, error = projection.output, projection.error or message
-        except OutputLimitExceeded:
-            output, error, code = [], message[:200] + " [error truncated]", "output_limit_exceeded"
-        return self._failure_envelope(error, phase, code, output)
-
-    def _failure_envelope(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
-        return envelopes.failed(self.id, error=error, code=code, phase=phase, output=output, **self._common())
-
-    async def _end(
-        self,
-        build: Callable[[], tuple[dict[str, Any], str | None]],
-        *,
-        recycle: bool,
-        retention: Retention | None = None,
-    ) -> dict[str, Any]:
-        """End the cell: free what it holds, build and encode its final envelope, then commit.
-
-        The end-of-cell hooks (store writes) run only after the envelope is encoded, so a result
-        that cannot be sent fails the cell and commits nothing.  The envelope decides whether the
-        cell completed: an ``output_limit_exceeded`` failure commits nothing either.
-        """
+    async def _end(self, outcome: Outcome, *, recycle: bool) -> dict[str, Any]:
+        """End the cell: free what it holds, then seal its final envelope (``ending.py``)."""
         self.status = CellStatus.FAILED  # done from here on (a cancel waits for this leg's envelope)
         self.end_reason = self.end_reason or EndReason.FINISHED
         self.requests.close()
@@ -440,47 +374,17 @@ class Cell:
             )
             self._holding = False
             self.worker = None
-        if retention is not None:
-            await retention.prepare(self.output)  # the shared results store answers asynchronously
-        envelope, encoded, shown_reference = self._encode_final(build)
-        if retention is not None:
-            await retention.settle(shown_reference)  # a saved value nobody was shown the reference of
-        completed = envelope["status"] == "completed"
-        if completed:
+        retention = None
+        if isinstance(outcome, Completed) and self._retainer is not None and _interactive(self.spec):
+            retention = Retention(self._retainer, self.context, outcome.value_source)
+        sealed = await FinalEnvelope(self.context, self.output, self._common, retention).seal(
+            outcome, self.dispatcher.finalizers
+        )
+        if sealed["status"] == "completed":
             self.status = CellStatus.COMPLETED
-        warnings = await self._run_finalizers(completed)
-        if warnings:
-            envelopes.add_warnings(envelope, warnings)
-            try:
-                encoded = jsoncodec.dumps(envelope)
-            except jsoncodec.JSONEncodeError:
-                envelopes.drop_warnings(envelope)  # the result matters more than a note about it
-        self.final = SealedEnvelope(envelope, encoded)
+        self.final = sealed
         self._on_end(self)
-        return self.final
-
-    def _encode_final(
-        self, build: Callable[[], tuple[dict[str, Any], str | None]]
-    ) -> tuple[dict[str, Any], bytes, str | None]:
-        """The final envelope, its encoding and the saved-result id it shows."""
-        try:
-            envelope, reference_id = build()
-            self._mark_untrusted(envelope)
-            return envelope, jsoncodec.dumps(envelope), reference_id
-        except Exception as exc:  # noqa: BLE001 - any failure to build the result fails the cell, not the service
-            detail = f"{type(exc).__name__}: {exc}"[:300].encode("utf-8", "replace").decode("utf-8")
-            envelope = self._failure_envelope(UNSENDABLE_MESSAGE.format(detail=detail), "bridge", "internal_error", [])
-            self._mark_untrusted(envelope)
-            return envelope, jsoncodec.dumps(envelope), None
-
-    async def _run_finalizers(self, completed: bool) -> list[str]:
-        warnings: list[str] = []
-        for finalizer in self.dispatcher.finalizers:
-            try:
-                warnings.extend(await finalizer(self.context, completed))
-            except Exception as exc:  # noqa: BLE001 - an end hook failing must not lose the result
-                warnings.append(f"end-of-cell step failed: {type(exc).__name__}: {exc}")
-        return warnings
+        return sealed
 
     def _common(self, *, report: bool = True) -> dict[str, Any]:
         """The fields every leg's envelope carries, as of now (``report``: a caller is shown them)."""
@@ -496,7 +400,38 @@ class Cell:
         # The leg's share of the wait is within the leg: a snapshot (wall 0) of a parked cell shows none.
         return self.telemetry.public(wall_ms, min(waited - self._leg_waited_ms, wall_ms), waited)
 
-    @property
-    def _retains(self) -> bool:
-        """Whether an oversized final object/array is saved as a reference (interactive cells)."""
-        return self._retainer is not None and not self.spec.headless and not self.spec.restart_safe
+
+def _guest_config(context: CellContext, limits: CellLimits) -> GuestConfig:
+    base = context.guest_config or {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}
+    config: GuestConfig = {
+        **base,  # type: ignore[typeddict-item]  # built by the cell-tools handler
+        # The prelude refuses requests over these caps; HostRequests enforces them again.
+        "maxPendingRequests": limits.max_pending_requests,
+        "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
+        "maxRequestValues": limits.max_request_values,
+    }
+    return config
+
+
+def _interactive(spec: CellSpec) -> bool:
+    """Whether an oversized final object/array is saved as a reference (given a retainer): interactive cells."""
+    return not spec.headless and not spec.restart_safe
+
+
+async def guarded(
+    cell: Cell,
+    leg: Awaitable[dict[str, Any]],
+    tracing: Tracing,
+    trace_parent: TraceParent = None,
+    started_ns: int | None = None,
+) -> dict[str, Any]:
+    """Run a leg (traced as a child of ``trace_parent``); if the service itself fails mid-leg, the cell
+    ends instead of leaking its worker."""
+    try:
+        if tracing.enabled:
+            leg = tracing.traced_leg(cell, leg, trace_parent, started_ns)
+        return await leg
+    except BaseException:
+        if not cell.done:
+            await cell.abandon()
+        raise

@@ -34,5 +34,11 @@ class FinishedCells:
         ring = self._rings.get(tenant)
         return None if ring is None else ring.get(cell_id)
 
+    def mark_expired(self, tenant: str, cell_id: str) -> None:
+        """The cell's result was never collected and has been dropped (its wait then says so)."""
+        summary = self.get(tenant, cell_id)
+        if summary is not None:
+            summary["expired"] = True
+
     def __len__(self) -> int:
         return sum(len(ring) for ring in self._rings.values())

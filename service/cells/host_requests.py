@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,11 +36,11 @@ from bridge.inbox import (
     arguments_exceeded_message,
     tenant_held_exceeded_message,
 )
+from bridge.json_values import count_values, over_cap_message
 from bridge.messages import Reply
 from service.tracing import end_call
 
 from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
-from .request_caps import check_request, leading_strings
 from .wait_clock import UNTIMED_METHODS, WaitClock
 
 if TYPE_CHECKING:
@@ -145,30 +146,23 @@ class HostRequests:
         """``side_effects_started`` without committing to it: for a background leg's stop nobody is shown."""
         return self._effects_started or bool(self._unconfirmed)
 
-    def check_tool_results(self, tool_results: list[dict[str, Any]]) -> str | None:
-        """Return the problem with caller-supplied results (by index), or None when all apply."""
-        seen: set[int] = set()
-        for i, result in enumerate(tool_results):
-            number = request_number(result.get("id"))
-            p = self._pending.get(number)
-            if p is None or p.caller is None or p.caller.kind != "client_tool":
-                return f"tool_results[{i}].id {result.get('id')!r} is not a pending client tool call of this cell"
-            if number in seen:
-                return f"tool_results[{i}].id {result.get('id')!r} is answered twice in this body; answer it once"
-            seen.add(number)
-        return None
-
-    def check_approvals(self, approvals: list[dict[str, Any]]) -> str | None:
-        """Return the problem with caller-supplied approval answers (by index), or None when all apply."""
-        seen: set[int] = set()
-        for i, answer in enumerate(approvals):
-            number = request_number(answer.get("id"))
-            p = self._pending.get(number)
-            if p is None or p.caller is None or p.caller.kind != "approval":
-                return f"approvals[{i}].id {answer.get('id')!r} is not a pending approval of this cell"
-            if number in seen:
-                return f"approvals[{i}].id {answer.get('id')!r} is answered twice in this body; answer it once"
-            seen.add(number)
+    def check_answers(
+        self, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]]
+    ) -> tuple[str, str] | None:
+        """The problem with caller-supplied answers (by index) and the field it is in, or None when all apply."""
+        for field, answers, kind, what in (
+            ("tool_results", tool_results, "client_tool", "pending client tool call"),
+            ("approvals", approvals, "approval", "pending approval"),
+        ):
+            seen: set[int] = set()
+            for i, answer in enumerate(answers):
+                number = request_number(answer.get("id"))
+                p = self._pending.get(number)
+                if p is None or p.caller is None or p.caller.kind != kind:
+                    return f"{field}[{i}].id {answer.get('id')!r} is not a {what} of this cell", field
+                if number in seen:
+                    return f"{field}[{i}].id {answer.get('id')!r} is answered twice in this body; answer it once", field
+                seen.add(number)
         return None
 
     # ---- requests in ---------------------------------------------------------------------------
@@ -223,21 +217,12 @@ class HostRequests:
             full = self.inbox.try_admit(size)
             if full is not None:
                 return {
-                    "message": self._budget_message(size, full),
+                    "message": _budget_message(self.inbox, size, full),
                     "code": "program_data_budget",
                     "name": "RangeError",
                 }
         pending.args_bytes = size
         return None
-
-    def _budget_message(self, size: int, full: str, *, reply: bool = False) -> str:
-        """Why ``size`` bytes of arguments (or of a ``reply``) fit neither the cell's allowance nor its tenant's quota."""
-        account = self.inbox.account
-        if full == "tenant" and account is not None:
-            return tenant_held_exceeded_message(size, account)
-        if reply:
-            return INBOX_EXCEEDED_MESSAGE
-        return arguments_exceeded_message(size, self.inbox.capacity, self.inbox.used)
 
     async def _run(self, handler: Any, call: HostCall) -> None:
         try:
@@ -303,7 +288,7 @@ class HostRequests:
         p.args_bytes = 0
         full = self.inbox.try_admit(len(raw))
         if full is not None:
-            raise GuestError(self._budget_message(len(raw), full), "program_data_budget", name="RangeError")
+            raise GuestError(_budget_message(self.inbox, len(raw), full), "program_data_budget", name="RangeError")
         p.args_bytes = len(raw)
         held = jsoncodec.fragment(raw)
         decision: asyncio.Future[tuple[bool, str | None]] = asyncio.get_running_loop().create_future()
@@ -316,8 +301,20 @@ class HostRequests:
         finally:
             p.caller, p.decision = None, None
 
-    def settle_approvals(self, approvals: list[dict[str, Any]]) -> None:
-        """Answer approval entries with the API caller's ``{id, approve, reason?}`` (checked before)."""
+    def settle_answers(self, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]]) -> None:
+        """A wait's answers (checked before): client tool results ``{id, ok, value?, error?}``, approvals
+        ``{id, approve, reason?}``; and every ``yield_control`` resumes."""
+        for result in tool_results:
+            request_id = request_number(result.get("id"))
+            if result.get("ok"):
+                self.settle(request_id, True, result.get("value"))
+                continue
+            err = result.get("error")
+            if isinstance(err, dict):
+                message = err.get("message", "client tool failed")
+            else:
+                message = err if isinstance(err, str) else "client tool failed"
+            self.settle(request_id, False, {"message": str(message), "code": "tool_error"})
         for answer in approvals:
             p = self._pending.get(request_number(answer.get("id")))
             if p is None or p.decision is None or p.decision.done():
@@ -328,21 +325,6 @@ class HostRequests:
             p.caller = None  # its handler goes on: the leg waits for it like any host work
             reason = answer.get("reason")
             p.decision.set_result((approved, reason if isinstance(reason, str) and reason else None))
-
-    def settle_caller(self, result: dict[str, Any]) -> None:
-        """Settle a client tool call with the API caller's ``{id, ok, value?, error?}``."""
-        request_id = request_number(result.get("id"))
-        if result.get("ok"):
-            self.settle(request_id, True, result.get("value"))
-            return
-        err = result.get("error")
-        if isinstance(err, dict):
-            message = err.get("message", "client tool failed")
-        else:
-            message = err if isinstance(err, str) else "client tool failed"
-        self.settle(request_id, False, {"message": str(message), "code": "tool_error"})
-
-    def settle_yields(self) -> None:
         for p in list(self._pending.values()):
             if p.caller is not None and p.caller.kind == "yield":
                 self.settle(p.request_id, True, {"status": "yielded", "reason": p.caller.reason})
@@ -364,7 +346,7 @@ class HostRequests:
             self._charged[request_id] = size
         else:
             ok = False
-            message = self._budget_message(size, full, reply=True)
+            message = _budget_message(self.inbox, size, full, reply=True)
             raw = jsoncodec.dumps({"message": message, "code": "program_data_budget"})
         reply: Reply = {"id": request_id, "ok": ok}
         if ok:
@@ -448,3 +430,66 @@ def request_number(public_id: Any) -> int:
     if isinstance(public_id, str) and public_id.startswith("req_") and public_id[4:].isdigit():
         return int(public_id[4:])
     return -1
+
+
+def _budget_message(inbox: InboxAllowance, size: int, full: str, *, reply: bool = False) -> str:
+    """Why ``size`` bytes of arguments (or of a ``reply``) fit neither the cell's allowance nor its tenant's quota."""
+    account = inbox.account
+    if full == "tenant" and account is not None:
+        return tenant_held_exceeded_message(size, account)
+    if reply:
+        return INBOX_EXCEEDED_MESSAGE
+    return arguments_exceeded_message(size, inbox.capacity, inbox.used)
+
+
+# ---- the caps the prelude enforces, enforced again here ----------------------------------------
+#
+# The caps the guest prelude enforces, enforced again where guest requests reach the host.
+#
+# The prelude refuses excess requests before they leave the guest, but it runs inside the guest's
+# engine; a guest that gets around it (an engine bug, a prelude it managed to reconfigure) meets
+# the same caps here, as the same kind of catchable rejection, so no cap rests on code the guest
+# can reach.  Arguments are checked while still encoded (size, then values) and parsed only for
+# their handler.  Pending requests in flight are capped in ``HostRequests.dispatch``; output sizes by
+# ``bridge.output``; a burst larger than one frame never arrives (the frame cap).
+
+#: Leading string elements of an argument array (a tool's or an MCP server's name), looked for in its first bytes.
+_FIRST = re.compile(rb'\s*\[\s*("(?:[^"\\]|\\.)*")')
+_NEXT = re.compile(rb'\s*,\s*("(?:[^"\\]|\\.)*")')
+_LEADING_BYTES = 4096
+
+
+def leading_strings(raw: bytes, count: int) -> list[str]:
+    """The first ``count`` elements of an encoded argument array, where they are strings (names for
+    the caller's pending list and for traces), read from its first bytes without parsing the rest."""
+    head = raw[:_LEADING_BYTES]
+    found: list[str] = []
+    pos = 0
+    while len(found) < count:
+        match = (_NEXT if found else _FIRST).match(head, pos)
+        if match is None:
+            break
+        try:
+            found.append(jsoncodec.loads(match.group(1)))
+        except jsoncodec.JSONDecodeError:
+            break
+        pos = match.end()
+    return found
+
+
+def check_request(raw: bytes, max_request_bytes: int, max_request_values: int) -> GuestError | None:
+    """Why the host refuses a guest request's JSON arguments before parsing them (None: within caps).
+
+    Both checks cost a few passes over the bytes in C: the size, then the values they hold.
+    """
+    if len(raw) > max_request_bytes:
+        return GuestError(
+            f"request arguments are {len(raw)} bytes of JSON, over the {max_request_bytes}-byte "
+            "max_request_bytes cap; pass less data per call",
+            code="invalid_input",
+            name="RangeError",
+        )
+    if count_values(raw, max_request_values) > max_request_values:
+        # The same words as the prelude's refusal (guest_runtime/prelude/requests.js).
+        return GuestError(over_cap_message(max_request_values, "request arguments hold"), "invalid_input", "RangeError")
+    return None

@@ -6,11 +6,13 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bridge.messages import Language
+from service.errors import InvalidRequest
+
 if TYPE_CHECKING:
+    from service.settings import Settings
     from service.tools.catalog import ToolEntry
     from service.tools.policy import ToolPolicy
-
-from bridge.messages import Language
 
 
 class CellStatus(enum.Enum):
@@ -44,6 +46,33 @@ class CellLimits:
     @property
     def inbox_bytes(self) -> int:
         return min(self.memory_limit_bytes, self.max_snapshot_bytes)
+
+
+def limits_from(
+    s: Settings, timeout_ms: int | None, memory_limit_bytes: int | None, max_output_bytes: int | None
+) -> CellLimits:
+    """A cell's limits: the request's values (checked against the server's caps), else the defaults."""
+    timeout = s.timeout_ms if timeout_ms is None else timeout_ms
+    memory = s.memory_limit_bytes if memory_limit_bytes is None else memory_limit_bytes
+    output = s.max_output_bytes if max_output_bytes is None else max_output_bytes
+    check_range("timeout_ms", timeout, 100, s.max_timeout_ms)
+    check_range("memory_limit_bytes", memory, 1024 * 1024, s.max_memory_limit_bytes)
+    check_range("max_output_bytes", output, 1024, 10 * 1024 * 1024)
+    return CellLimits(
+        timeout_ms=timeout,
+        memory_limit_bytes=memory,
+        max_output_bytes=output,
+        max_snapshot_bytes=s.max_snapshot_bytes,
+        kill_grace_ms=s.kill_grace_ms,
+        max_pending_requests=s.max_pending_requests,
+        max_request_bytes=s.max_request_bytes,
+        max_request_values=s.max_request_values,
+    )
+
+
+def check_range(name: str, value: int, low: int, high: int) -> None:
+    if not (low <= value <= high):
+        raise InvalidRequest(f"{name} must be between {low} and {high} (got {value})", need_param=name)
 
 
 @dataclass(frozen=True)

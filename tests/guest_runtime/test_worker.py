@@ -25,7 +25,7 @@ from bridge.messages import (
     settle_frame,
 )
 
-from service.cells.sandbox import sandbox_options
+from service.workers.sandbox import sandbox_options
 from tests.support.polling import poll_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from service.cells.admission import Admission
+from service.workers.admission import Admission
 from service.errors import Overloaded
 
 

@@ -47,8 +47,8 @@ async def test_effects_start_only_when_approved():
         {"id": "req_1", "method": "approval", "tool": "send", "input": {"to": "ann"}, "reason": "send needs approval"}
     ]
     assert hr.side_effects_started is False and RAN == []
-    assert hr.check_approvals([{"id": "req_1", "approve": True}]) is None
-    hr.settle_approvals([{"id": "req_1", "approve": True}])
+    assert hr.check_answers([], [{"id": "req_1", "approve": True}]) is None
+    hr.settle_answers([], [{"id": "req_1", "approve": True}])
     assert hr.side_effects_started is True and not hr.needs_caller
     await apoll_until(lambda: hr.has_ready, "the approved call settles")
     [(reply, payload)] = hr.take_ready()[0]
@@ -60,7 +60,7 @@ async def test_denied_request_settles_with_the_reason_and_no_effects():
     hr = requests()
     hr.dispatch(1, "send", [{"to": "bob"}])
     await apoll_until(lambda: hr.needs_caller, "the request asks for approval")
-    hr.settle_approvals([{"id": "req_1", "approve": False, "reason": "no"}])
+    hr.settle_answers([], [{"id": "req_1", "approve": False, "reason": "no"}])
     await apoll_until(lambda: hr.has_ready, "the denied call settles")
     [(reply, _)], charged = hr.take_ready()
     assert reply["ok"] is False and reply["error"]["code"] == "approval_denied" and "no" in reply["error"]["message"]

@@ -274,10 +274,16 @@ def test_cancelled_cell_never_runs_its_pending_call(client):
 @pytest.mark.slow
 def test_expired_cell_never_runs_its_pending_call(tmp_path):
     """A parked approval expires with its cell (cell_ttl_seconds): the call is discarded, never run."""
-    with make_client(tmp_path, tools=ToolSettings(approve=("echo",)), cell_ttl_seconds=1) as c:
+    now = [0.0]
+    with make_client(
+        tmp_path, tools=ToolSettings(approve=("echo",)), cell_ttl_seconds=60, cells_clock=lambda: now[0]
+    ) as c:
         before = runs("echo")
         env = c.post("/v1/exec", json={"code": "return await echo({x: 11})"}).json()
         one_approval(env)
+        now[0] += 59  # not idle long enough yet: still parked
+        assert c.get(f"/v1/cells/{env['cell_id']}").json()["status"] == "waiting"
+        now[0] += 2
         poll_until(lambda: c.get(f"/v1/cells/{env['cell_id']}").json()["status"] == "failed", "the cell expired")
         assert c.get(f"/v1/cells/{env['cell_id']}").json()["code"] == "aborted"
         assert runs("echo") == before

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from service.auth import LOCAL_TENANT
 from tests.conftest import make_client, run
 from tests.support.polling import poll_until
 
@@ -74,20 +75,20 @@ def test_results_for_a_running_cell_are_refused(client):
 
 
 def test_second_concurrent_wait_is_409(client):
-    """One wait at a time per background cell, as for any cell: of two concurrent waits, one is 409."""
+    """One wait at a time per background cell, as for any cell: a second wait while one is in progress is 409."""
     cell_id = start(client, SLEEP.format(ms=60000) + "return 1")
+    quotas = client.app.state.services.cells.quotas
     codes: list[int] = []
-
-    def wait_once() -> None:
-        codes.append(client.post(f"/v1/cells/{cell_id}/wait", json={"timeout_ms": 5000}).status_code)
-
-    waits = [threading.Thread(target=wait_once) for _ in range(2)]
-    for t in waits:
-        t.start()
-    for t in waits:
-        t.join()
-    assert sorted(codes) == [200, 409], codes
-    client.post(f"/v1/cells/{cell_id}/cancel")
+    first = threading.Thread(
+        target=lambda: codes.append(client.post(f"/v1/cells/{cell_id}/wait", json={"timeout_ms": 60000}).status_code)
+    )
+    first.start()
+    poll_until(lambda: quotas.usage(LOCAL_TENANT)["waits"] == 1, "the first wait is in progress")
+    second = client.post(f"/v1/cells/{cell_id}/wait", json={"timeout_ms": 60000})
+    assert second.status_code == 409, second.text
+    client.post(f"/v1/cells/{cell_id}/cancel")  # ends the cell: the first wait returns its final envelope
+    first.join()
+    assert codes == [200], codes
 
 
 def test_cancel_answers_the_final_envelope_with_undelivered_output(client):
@@ -107,9 +108,12 @@ def test_each_leg_is_bounded_by_timeout_ms(client):
     assert final["status"] == "failed" and final["code"] == "timeout", final
 
 
+TTL_NOW = [0.0]  # the clock of the short_ttl service's registry: the TTL test moves it
+
+
 @pytest.fixture(scope="module")
 def short_ttl(tmp_path_factory: pytest.TempPathFactory):
-    with make_client(Path(tmp_path_factory.mktemp("ttl")), cell_ttl_seconds=1) as c:
+    with make_client(Path(tmp_path_factory.mktemp("ttl")), cell_ttl_seconds=60, cells_clock=lambda: TTL_NOW[0]) as c:
         yield c
 
 
@@ -123,6 +127,9 @@ def small(tmp_path_factory: pytest.TempPathFactory):
 def test_running_on_its_own_is_bounded_by_cell_ttl_seconds(short_ttl):
     """A cell that never ends (a timer loop) is ended cell_ttl_seconds after its exec, naming the setting."""
     cell_id = start(short_ttl, "for (;;) " + SLEEP.format(ms=50))
+    poll_until(lambda: short_ttl.get(f"/v1/cells/{cell_id}").json()["telemetry"]["legs"] >= 3, "it runs leg after leg")
+    assert short_ttl.get(f"/v1/cells/{cell_id}").json()["status"] == "running"
+    TTL_NOW[0] += 61  # past cell_ttl_seconds since its exec
     final = wait(short_ttl, cell_id, timeout_ms=10000)
     assert final["status"] == "failed" and final["code"] == "aborted", final
     assert "cell_ttl_seconds" in final["error"]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.cells.cpu_priority import LOWERED
+from service.workers.cpu_priority import LOWERED
 from bench.capacity import most_at_once
 from tests.conftest import make_client
 from tests.service.test_tenant_quotas import exec_ok, post
@@ -37,10 +37,10 @@ def test_busy_loops_in_every_slot_do_not_make_another_tenant_wait(tmp_path):
         pool = client.app.state.services.pool
         with ThreadPoolExecutor(2) as threads:
             loops = busy_loops(threads, client, 2, timeout_ms=5000)
-            poll_until(lambda: pool.running_slots("alpha") == 2, "A's loops hold every slot")
+            poll_until(lambda: pool.admission.running_slots("alpha") == 2, "A's loops hold every slot")
             poll_until(lambda: pool.stats()["fresh"] == 2, "the spare processes A took are replaced")
             answers = [exec_ok(client, BETA, f"return {i}") for i in range(5)]
-            still_running = pool.running_slots("alpha") == 2 and not any(f.done() for f in loops)
+            still_running = pool.admission.running_slots("alpha") == 2 and not any(f.done() for f in loops)
             ended = [f.result().json() for f in loops]
     assert [a["status"] for a in answers] == ["completed"] * 5 and [a["value"] for a in answers] == list(range(5))
     assert still_running, "B was served only after A's loops ended"
@@ -57,7 +57,7 @@ def test_the_processes_of_a_tenant_over_its_share_get_the_lowest_cpu_priority(tm
         normal = pool.priorities.normal
         with ThreadPoolExecutor(3) as threads:
             loops = busy_loops(threads, client, 2, timeout_ms=6000)
-            poll_until(lambda: pool.running_slots("alpha") == 2, "A's loops hold every slot")
+            poll_until(lambda: pool.admission.running_slots("alpha") == 2, "A's loops hold every slot")
             b_loop = threads.submit(post, client, BETA, "/v1/exec", {"code": BUSY, "timeout_ms": 1500})
             b_procs = poll_until(
                 lambda: [w for w in pool.workers() if w.tenant == "beta" and w.busy], "B's loop runs in the burst slot"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from service.cells.worker_process import Worker
+from service.workers.worker_process import Worker
 from tests.conftest import make_client, run, value_of
 from tests.support.stack_probe import PROBE, check_report
 from tests.support.polling import poll_until
@@ -36,7 +36,7 @@ def _raw(client, code: str, **fields: Any) -> dict[str, Any]:
 def _workers(client) -> tuple[int, int, set[int]]:
     pool = client.app.state.services.pool
     pids = {w.pid for w in pool.workers()}
-    return pool.spawned, pool.recycled, pids
+    return pool.stats()["spawned"], pool.recycled, pids
 
 
 def test_stack_frame_apis_never_reach_the_host_hook(client):

@@ -27,7 +27,7 @@ def registry(client: Any) -> CellRegistry:
 
 def held(client: Any, tenant: str = "local") -> int:
     """What the service holds for ``tenant``'s live cells (its ``tenant_held_bytes`` account)."""
-    return registry(client).held_account(tenant).used
+    return registry(client).quotas.held_account(tenant).used
 
 
 def _service_bytes() -> int:

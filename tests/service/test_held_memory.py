@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from service.cells.envelopes import SUMMARY_TEXT_BYTES
 from tests.conftest import make_client, run, wait
+from tests.support.polling import poll_until
 
 MiB = 1024 * 1024
 INBOX = 10 * MiB  # default allowance: min(memory_limit_bytes 64 MiB, max_snapshot_bytes 10 MiB)
@@ -114,13 +114,13 @@ def test_cancel_releases_inputs_and_arguments_of_running_tools(svc):
 @pytest.mark.slow
 def test_expiry_releases_pending_inputs(tmp_path):
     """A parked cell that expires gives its pending client-tool inputs back."""
-    with make_client(tmp_path, workers=1, cell_ttl_seconds=1) as client:
+    now = [0.0]
+    with make_client(tmp_path, workers=1, cell_ttl_seconds=60, cells_clock=lambda: now[0]) as client:
         env = run(client, sink_calls(1), client_tools=[SINK])
         assert env["status"] == "waiting", env
         assert held_bytes(client) == args_bytes("sink", {"k": 1, "s": ARG_CHAR * ARG_CHARS})
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and client.get(f"/v1/cells/{env['cell_id']}").json()["status"] != "failed":
-            time.sleep(0.1)
+        now[0] += 61  # past cell_ttl_seconds idle
+        poll_until(lambda: client.get(f"/v1/cells/{env['cell_id']}").json()["status"] == "failed", "the cell expires")
         assert client.get(f"/v1/cells/{env['cell_id']}").json()["code"] == "aborted"
         assert held_bytes(client) == 0
 

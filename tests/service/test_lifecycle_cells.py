@@ -29,16 +29,18 @@ def _in_thread(fn) -> tuple[threading.Thread, dict[str, Any]]:
 
 
 def test_promise_all_over_tools_settles_out_of_order(client):
-    """Promise.all over tool calls that finish out of order gives results in call order; the calls
-    run at once (the echo tool counts how many are in flight), not one after another."""
+    """Promise.all over tool calls that finish out of order gives results in call order, and the calls ran
+    concurrently: they settled in the order of their delays (run one after another, they would settle in
+    call order), and the echo tool saw them in flight at once."""
     ECHO_IN_FLIGHT["peak"] = 0
     env = run(
         client,
-        "const r = await Promise.all([echo({x: 1, delay: 0.2}), echo({x: 2}), "
-        "echo({x: 3, delay: 0.1})]); return r.map(v => v.echo)",
+        "const settled = []; const r = await Promise.all([echo({x: 1, delay: 0.2}), echo({x: 2}), "
+        "echo({x: 3, delay: 0.1})].map(p => p.then(v => (settled.push(v.echo), v)))); "
+        "return {results: r.map(v => v.echo), settled}",
     )
     assert env["status"] == "completed", env
-    assert env["value"] == [1, 2, 3]
+    assert env["value"] == {"results": [1, 2, 3], "settled": [2, 3, 1]}
     assert env["telemetry"]["call_count"] == 3
     assert ECHO_IN_FLIGHT["peak"] >= 2, ECHO_IN_FLIGHT  # the 0.2 s and 0.1 s calls overlapped
 

@@ -51,9 +51,9 @@ def test_parked_cells_of_one_tenant_share_a_process_and_resume_with_their_own_st
         pool = c.app.state.services.pool
         first = _park(c, 0)
         poll_until(lambda: _settled(pool), "the replacement for the first worker taken is started")
-        spawned = pool.spawned
+        spawned = pool.stats()["spawned"]
         ids = [first] + [_park(c, n) for n in range(1, 40)]
-        assert pool.spawned == spawned, "parking started a worker process"
+        assert pool.stats()["spawned"] == spawned, "parking started a worker process"
         holders = _holders(c)
         assert len(holders) == 1 and set(ids) == next(iter(holders.values())), holders
         assert pool.stats()["runtimes"] == 40
@@ -156,7 +156,8 @@ def test_a_resume_whose_process_stays_busy_returns_still_waiting(tmp_path):
 
 def test_cancel_and_expiry_free_a_parked_runtime_inside_the_shared_process(tmp_path):
     """Cancel and expiry drop one runtime; the process, and the other cells parked in it, carry on."""
-    with make_client(tmp_path, workers=1, cell_ttl_seconds=1) as c:
+    now = [0.0]
+    with make_client(tmp_path, workers=1, cell_ttl_seconds=60, cells_clock=lambda: now[0]) as c:
         pool = c.app.state.services.pool
         keep = _park(c, 1)
         gone = _park(c, 2)
@@ -165,13 +166,14 @@ def test_cancel_and_expiry_free_a_parked_runtime_inside_the_shared_process(tmp_p
         assert r.status_code == 200 and r.json()["code"] == "aborted", r.text
         assert _holders(c) == {pid: {keep}}
         assert run(c, "return 1")["value"] == 1
-        # The one left expires (ttl 1 s) and is dropped the same way; the process stays for this tenant.
+        # The one left expires (moved past its TTL) and is dropped the same way; the process stays for this tenant.
+        now[0] += 61
         poll_until(lambda: c.get(f"/v1/cells/{keep}").json()["status"] == "failed", "the parked cell expires")
         assert _holders(c) == {}
         assert pid in {w.pid for w in pool.workers()}, "expiry killed the shared process"
-        spawned = pool.spawned
+        spawned = pool.stats()["spawned"]
         again = _park(c, 9)
-        assert next(iter(_holders(c))) == pid and pool.spawned == spawned
+        assert next(iter(_holders(c))) == pid and pool.stats()["spawned"] == spawned
         assert _wait(c, again)["value"] == [9, 9]
 
 

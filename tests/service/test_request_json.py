@@ -8,7 +8,7 @@ import pytest
 
 from service.cells.dispatch import RawJson
 from service.errors import InvalidRequest
-from service.cells.sandbox import sandbox_options
+from service.workers.sandbox import sandbox_options
 from service.http.request_json import INLINE_BYTES, MAX_BODY_DEPTH, WAIT_REST_BYTES, BodyDecoder, decode_body
 
 

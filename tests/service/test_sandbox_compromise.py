@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from bridge.messages import TEST_PAYLOAD_VARIABLE, SandboxOptions, run_frame
-from service.cells.stderr_relay import MAX_BYTES, MAX_LINE_BYTES
-from service.cells.worker_process import start_worker
+from service.workers.stderr_relay import MAX_BYTES, MAX_LINE_BYTES
+from service.workers.worker_process import start_worker
 from service.errors import ConfigError, WorkerGone
 from service.settings import load_settings
 from tests.conftest import make_client
@@ -71,7 +71,7 @@ def attack(service: dict[str, Any], probes: tuple[str, ...], sandbox: SandboxOpt
     Returns ``(results, None)`` from the payload's frame, or ``(None, exit status)`` if the worker died.
     """
     pool = service["pool"]
-    options = {**pool.options, "sandbox": sandbox if sandbox is not None else pool.options["sandbox"]}
+    options = {**pool.supply.options, "sandbox": sandbox if sandbox is not None else pool.supply.options["sandbox"]}
     plan = {
         "probes": list(probes),
         "service_pid": os.getpid(),
@@ -80,7 +80,7 @@ def attack(service: dict[str, Any], probes: tuple[str, ...], sandbox: SandboxOpt
     }
 
     async def scenario() -> Any:
-        worker = await start_worker(options, pool.frame_cap, test_payload=json.dumps(plan))
+        worker = await start_worker(options, pool.supply.frame_cap, test_payload=json.dumps(plan))
         assert worker.sandbox is not None
         try:
             frame: Any = await worker.recv()
@@ -141,7 +141,7 @@ WITHOUT_FILTER = {
 @pytest.mark.skipif(not ROOT, reason="as another user the workers keep its uid, so kill and fork answer differently")
 def test_without_the_filter_the_layers_below_still_refuse(service):
     """With the seccomp filter left out, every escape is still refused, by the other layers alone."""
-    sandbox = {k: v for k, v in service["pool"].options["sandbox"].items() if k != "seccomp_bpf"}
+    sandbox = {k: v for k, v in service["pool"].supply.options["sandbox"].items() if k != "seccomp_bpf"}
     results, report = attack(service, tuple(WITHOUT_FILTER), {**sandbox, "seccomp_missing": "left out by this test"})
     assert report["missing"] == {"seccomp": "left out by this test"}
     assert {name: results[name] in allowed for name, allowed in WITHOUT_FILTER.items()} == dict.fromkeys(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -11,10 +10,12 @@ from fastapi.testclient import TestClient
 
 from service.stores import sqlite_url
 from tests.conftest import make_client, run, value_of as ok, wait
+from tests.support.polling import poll_until
 from tests.stores.conftest import redis_url  # noqa: F401 - session fixture: a real redis-server
 from tests.stores.conftest import start_redis_server, stop_redis_server
 
-CELL_TTL_SECONDS = 1  # parked cells of this module expire fast, for the expiry test
+CELL_TTL_SECONDS = 60
+NOW = [0.0]  # the registry's clock for this module's services: the expiry test moves it
 
 
 @pytest.fixture(scope="module", params=["sqlite", "redis"])
@@ -22,7 +23,7 @@ def store_client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     """A running service whose session store is a SQLite file in tmp or a loopback redis-server."""
     tmp = tmp_path_factory.mktemp(f"store-{request.param}")
     url = sqlite_url(tmp / "store.sqlite3") if request.param == "sqlite" else request.getfixturevalue("redis_url")
-    with make_client(tmp, store_url=url, cell_ttl_seconds=CELL_TTL_SECONDS) as c:
+    with make_client(tmp, store_url=url, cell_ttl_seconds=CELL_TTL_SECONDS, cells_clock=lambda: NOW[0]) as c:
         yield c
 
 
@@ -217,14 +218,8 @@ def test_expired_cell_discards_writes(store_client):
     env = run(store_client, 'await store("k", 1); await yield_control(); return 1;', session_id=sid)
     assert env["status"] == "waiting"
     cell_id = env["cell_id"]
-    deadline = time.monotonic() + CELL_TTL_SECONDS + 5
-    status = None
-    while time.monotonic() < deadline:
-        status = store_client.get(f"/v1/cells/{cell_id}").json()
-        if status.get("status") == "failed":
-            break
-        time.sleep(0.2)
-    assert status is not None and status["status"] == "failed", status
+    NOW[0] += CELL_TTL_SECONDS + 1
+    poll_until(lambda: store_client.get(f"/v1/cells/{cell_id}").json()["status"] == "failed", "the cell expires")
     assert store_client.post(f"/v1/cells/{cell_id}/wait", json={}).status_code == 404
     assert ok(run(store_client, LOAD_K, session_id=sid)) == "missing"
     assert committed(store_client, sid) == {}

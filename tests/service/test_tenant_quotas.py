@@ -63,7 +63,7 @@ def test_a_flood_of_busy_loops_delays_another_tenant_by_about_one_cell(tmp_path)
                 for _ in range(6)
             ]
             poll_until(
-                lambda: pool.running_slots("alpha") == 2 and pool.queued("alpha") >= 3,
+                lambda: pool.admission.running_slots("alpha") == 2 and pool.admission.queued("alpha") >= 3,
                 "A holds every worker and has cells queued",
             )
             started = time.monotonic()
@@ -111,7 +111,7 @@ def test_concurrent_waits_are_capped_per_tenant(tmp_path):
         thread = threading.Thread(target=wait_first)
         thread.start()
         try:
-            poll_until(lambda: cells.tenant_load("alpha")["waits"] == 1, "A's first wait is in progress")
+            poll_until(lambda: cells.quotas.usage("alpha")["waits"] == 1, "A's first wait is in progress")
             assert_quota_refusal(post(client, ALPHA, f"/v1/cells/{a2['cell_id']}/wait", {}), "tenant_max_waits")
             r = post(client, BETA, f"/v1/cells/{b1['cell_id']}/wait", {})
             assert r.status_code == 200 and r.json()["value"] == "b", r.text
@@ -128,7 +128,7 @@ def test_running_cells_quota_names_its_setting(tmp_path):
         with ThreadPoolExecutor(1) as one:
             slow = one.submit(post, client, ALPHA, "/v1/exec", {"code": "await echo({x: 1, delay: 1.5}); return 1"})
             cells = client.app.state.services.cells
-            poll_until(lambda: cells.tenant_load("alpha")["running"] == 1, "A's slow cell runs")
+            poll_until(lambda: cells.quotas.usage("alpha")["running"] == 1, "A's slow cell runs")
             assert_quota_refusal(post(client, ALPHA, "/v1/exec", {"code": "return 2"}), "tenant_max_concurrency")
             assert value_of(exec_ok(client, BETA, "return 3")) == 3
             assert slow.result().json()["value"] == 1

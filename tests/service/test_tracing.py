@@ -194,11 +194,15 @@ def test_a_cancelled_parked_cell_ends_its_trace_with_a_span_and_its_pending_call
 def test_a_parked_cell_that_expires_ends_its_trace_with_a_span(tmp_path):
     """An expired parked cell's last span joins its own trace (no request to take a parent from)."""
     exporter = InMemorySpanExporter()
-    settings = Settings(workers=1, data_dir=str(tmp_path), cell_ttl_seconds=1).check()
-    services = build_components(settings, extra_tools=TEST_TOOLS, tracing=tracing_to(exporter))
+    now = [0.0]
+    settings = Settings(workers=1, data_dir=str(tmp_path), cell_ttl_seconds=60).check()
+    services = build_components(
+        settings, extra_tools=TEST_TOOLS, tracing=tracing_to(exporter), cells_clock=lambda: now[0]
+    )
     with TestClient(create_app(settings, services)) as client:
         env = run(client, "await yield_control('later'); return 1")
         assert env["status"] == "waiting", env
+        now[0] += 61
         poll_until(lambda: client.get(f"/v1/cells/{env['cell_id']}").json()["status"] == "failed", "the cell expires")
     (leg, ending), _ = _spans(exporter, env["cell_id"])
     assert (ending.attributes["codemode.status"], ending.attributes["codemode.code"]) == ("failed", "aborted")

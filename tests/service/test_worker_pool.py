@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from service.cells.cpu_priority import LOWERED, Priorities
-from service.cells.pool import WorkerPool
-from service.cells.worker_replacements import WorkerReplacements
+from service.workers.cpu_priority import LOWERED, Priorities
+from service.workers.pool import WorkerPool
+from service.workers.worker_replacements import WorkerReplacements
 from service.errors import TooManyRequests
 from tests.support.polling import apoll_until
 
@@ -64,8 +64,8 @@ def test_a_tenant_holding_no_slot_gets_a_burst_slot_and_others_wait():
         b = await pool.acquire("b")
         assert a is not b and pool.stats()["slots"] == 2
         waiting = asyncio.ensure_future(pool.acquire("c"))
-        await apoll_until(lambda: pool.queued("c") == 1, "c queues: every slot, the burst one too, is held")
-        pool.lend(a)  # a's leg waits for host work: its slot goes on
+        await apoll_until(lambda: pool.admission.queued("c") == 1, "c queues: every slot, the burst one too, is held")
+        pool.hand_back(a)  # a's leg waits for host work: its slot goes on
         c = await waiting
         assert pool.stats()["slots"] == 2 and pool.stats()["slots_peak"] == 2
         for w, cell in ((b, "b1"), (c, "c1")):
@@ -83,20 +83,20 @@ def test_a_resumed_leg_takes_a_slot_before_it_runs():
     async def body(pool: WorkerPool) -> None:
         a = await pool.acquire("a")
         pool.attach(a, "a1", lambda reason: None)
-        pool.lend(a)
+        pool.hand_back(a)
         b = await pool.acquire("b")  # takes the only slot while a waits for host work
-        assert not await pool.reserve(a, "a1", 0.05, asyncio.Event())
+        assert not await pool.reacquire(a, "a1", 0.05, asyncio.Event())
         assert not a.busy, "a process whose resume gave up is free for its tenant's other legs"
         abort = asyncio.Event()
-        waiting = asyncio.ensure_future(pool.reserve(a, "a1", 10.0, abort))
+        waiting = asyncio.ensure_future(pool.reacquire(a, "a1", 10.0, abort))
         await asyncio.sleep(0.01)
         abort.set()
         assert not await waiting
-        resumed = asyncio.ensure_future(pool.reserve(a, "a1", 10.0, asyncio.Event()))
+        resumed = asyncio.ensure_future(pool.reacquire(a, "a1", 10.0, asyncio.Event()))
         await asyncio.sleep(0.01)
         assert not resumed.done(), "the resume waits while b's leg runs"
         pool.release(b, recycle=False, cell_id="b1")
-        assert await resumed and pool.running_slots("a") == 1
+        assert await resumed and pool.admission.running_slots("a") == 1
         pool.release(a, recycle=False, cell_id="a1")
 
     with_pool(body)

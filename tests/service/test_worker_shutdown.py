@@ -10,8 +10,8 @@ import asyncio
 import gc
 import sys
 
-from service.cells.pool import WorkerPool
-from service.cells.worker_process import Worker
+from service.workers.pool import WorkerPool
+from service.workers.worker_process import Worker
 
 
 async def _retire_then_close() -> Worker:

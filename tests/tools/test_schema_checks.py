@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from bridge import jsoncodec
-from service.cells.sandbox import sandbox_options
+from service.workers.sandbox import sandbox_options
 from service.tools import schema_checks, schema_guard
 from service.tools.catalog import checked_client_tools, client_entries
 from service.tools.errors import ClientToolDeclError, InvalidInputError

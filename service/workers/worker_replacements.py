@@ -12,8 +12,11 @@ reasons (a process's cell budget, idle processes beyond what it keeps) are charg
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
+
+from service.errors import TooManyRequests
 
 #: How often full buckets are dropped (a full bucket is the same as no entry).
 _SWEEP_EVERY_S = 60.0
@@ -28,6 +31,7 @@ class WorkerReplacements:
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}  # tenant -> (tokens, when counted)
         self._swept_at = clock()
+        self.refused = 0  # new cells refused because their tenant's bucket was empty
 
     def _tokens(self, tenant: str, now: float) -> float:
         entry = self._buckets.get(tenant)
@@ -40,6 +44,19 @@ class WorkerReplacements:
         """Seconds until ``tenant`` may have a fresh process again (0: now)."""
         tokens = self._tokens(tenant, self._clock())
         return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self._rate
+
+    def check(self, tenant: str) -> None:
+        """Raise TooManyRequests (naming the setting) while ``tenant`` may not have a fresh process."""
+        wait = self.wait_s(tenant)
+        if wait > 0:
+            self.refused += 1
+            raise TooManyRequests(
+                f"worker-replacements quota reached: cells of tenant {tenant!r} retired {self.per_minute} worker "
+                f"processes in the last minute (cap tenant_worker_replacements_per_minute={self.per_minute}; a "
+                "cell that times out, is killed or crashes retires its process); retry later, or stop cells that "
+                "run into their timeout",
+                retry_after=max(1, math.ceil(wait)),
+            )
 
     def charge(self, tenant: str) -> None:
         """A cell of ``tenant`` retired its process (the bucket may go below zero: it then refills longer)."""

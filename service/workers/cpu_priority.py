@@ -16,6 +16,12 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from .worker_process import Worker
 
 log = logging.getLogger("codemode.workers")
 
@@ -73,3 +79,31 @@ class Priorities:
         except OSError as exc:  # a restore refused after a good probe: stop lowering from now on
             self.enabled = False
             log.warning("could not set a worker's niceness (%s); tenants over their share are no longer lowered", exc)
+
+
+class Lowering:
+    """Which worker processes run lowered: those busy for a tenant over its share of slots."""
+
+    def __init__(self, priorities: Priorities, over_share: Callable[[str], bool]) -> None:
+        self.priorities = priorities
+        self._over_share = over_share
+        self.lowered: set[Worker] = set()  # processes at the lowered niceness
+
+    def apply(self, worker: Worker) -> None:
+        """Give ``worker`` the niceness its tenant's share calls for (a system call only on a change)."""
+        lowered = self._over_share(worker.tenant or "")
+        if lowered != (worker in self.lowered) and self.priorities.enabled:
+            self.priorities.apply(worker.pid, lowered)
+            if lowered:
+                self.lowered.add(worker)
+            else:
+                self.lowered.discard(worker)
+
+    def reconsider(self, workers: Iterable[Worker]) -> None:
+        """A tenant went over its share or back within it: its busy (or lowered) processes follow."""
+        for worker in workers:
+            if worker.busy or worker in self.lowered:
+                self.apply(worker)
+
+    def forget(self, worker: Worker) -> None:
+        self.lowered.discard(worker)

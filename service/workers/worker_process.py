@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import os
 import signal
 import sys
@@ -33,8 +34,23 @@ SPAWN_TIMEOUT_S = 20.0
 JOIN_WRITES_BELOW = 256 * 1024
 
 
+class WorkerState(enum.Enum):
+    """Where a worker is in the pool's life cycle (``pool.py`` moves it; nothing moves it back)."""
+
+    FRESH = "fresh"  # started and ready; belongs to no tenant yet
+    SERVING = "serving"  # one tenant's; takes that tenant's new cells
+    DRAINING = "draining"  # takes no new cell; stopped once its last cell leaves
+    RETIRED = "retired"  # stopped by the pool and let go
+
+
 class Worker:
-    """One supervised worker process and the cells whose runtimes it holds."""
+    """One supervised worker process and the cells whose runtimes it holds.
+
+    Beside its ``state``, two facts change on their own: ``busy`` (a leg holds the process now) and
+    ``dead`` (its process is gone or unusable).  A worker in any state can be busy or die, so they
+    are not states of their own.  Cells are known here only by id and the callback that tells a
+    cell its process was lost.
+    """
 
     def __init__(self, proc: asyncio.subprocess.Process, frame_cap: int) -> None:
         self.proc = proc
@@ -47,15 +63,18 @@ class Worker:
         self.waiters: deque[asyncio.Future[None]] = deque()  # resumes waiting for the process
         self.cells: dict[str, Callable[[str], None]] = {}  # cell id -> told when the process is lost
         self.parked_heaps: dict[str, int] = {}  # cell id -> its heap at its last park
-        self.retiring = False  # takes no new cell; stopped when its last cell leaves
+        self.state = WorkerState.FRESH
         self.stop_reason: str | None = None
-        self.retired = False
         self.sandbox: SandboxReport | None = None  # the layers its ready frame reported
         self.stderr: StderrRelay | None = None
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def holds_only(self, cell_id: str) -> bool:
+        """Whether no other cell's runtime lives here (then killing the process costs no other cell)."""
+        return set(self.cells) <= {cell_id}
 
     @property
     def parked_bytes(self) -> int:

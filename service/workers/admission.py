@@ -1,7 +1,7 @@
 """Fair admission to the running slots of one worker pool.
 
 A leg holds a running slot exactly while it holds a worker process to run guest code: from its
-admission until it parks, ends, or lends the process to wait for host work (a tool call, a timer).
+admission until it parks, ends, or hands the process back to wait for host work (a tool call, a timer).
 A resumed leg (a ``wait``, or a background cell's next leg) takes a slot again before it delivers
 replies, so every leg that runs guest code is counted, whoever started it.
 
@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 
 class Admission:
@@ -93,6 +94,19 @@ class Admission:
                 del self._queues[tenant]
                 self._reshare()  # one tenant fewer competing: the others' shares grow
         return False
+
+    async def take_by(self, tenant: str, deadline: float, abort: asyncio.Event) -> bool:
+        """Take a slot for ``tenant`` by ``deadline`` (loop time) unless ``abort`` is set first."""
+        if self.take_now(tenant):
+            return True
+        waiter = self.enqueue(tenant)
+        try:
+            await first_of(waiter, abort, deadline - asyncio.get_running_loop().time())
+        except BaseException:
+            if self.withdraw(tenant, waiter):
+                self.give_back(tenant)
+            raise
+        return self.withdraw(tenant, waiter)
 
     async def admit(self, tenant: str, timeout: float) -> None:
         """Take a slot for ``tenant``, waiting at most ``timeout`` seconds for one."""
@@ -172,3 +186,14 @@ class Admission:
         self._over = over
         for tenant in changed:
             self._on_share(tenant, tenant in over)
+
+
+async def first_of(waiter: asyncio.Future[None], abort: asyncio.Event, timeout: float) -> None:
+    """Wait until ``waiter`` is done, ``abort`` is set, or ``timeout`` seconds passed."""
+    if abort.is_set():
+        return
+    aborted: asyncio.Future[Any] = asyncio.ensure_future(abort.wait())
+    try:
+        await asyncio.wait({waiter, aborted}, timeout=max(timeout, 0.001), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        aborted.cancel()

@@ -1,0 +1,132 @@
+"""The end of a cell: its final envelope, built from the outcome, encoded, then committed.
+
+A cell ends ``Completed`` (the guest returned a value) or ``Failed`` (a guest error, a limit, a
+cancel, the loss of its process).  The envelope is built in this order:
+
+1. the output is projected into what the envelope may carry (``bridge.output``): a completed
+   value over ``max_output_bytes`` fails the cell ``output_limit_exceeded``, or, for interactive
+   cells, an oversized object or array is saved as a reference (``retention.py``);
+2. text from the network is marked untrusted, and the envelope is encoded as JSON: a value that
+   cannot be encoded (lone surrogates, extreme nesting) fails the cell ``internal_error`` naming why;
+3. only then do the end-of-cell steps run (store commits, ``finalizers``), told whether the
+   envelope says ``completed``: a result that cannot be sent commits nothing.  Their warnings are
+   added to the envelope when they fit its encoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bridge import jsoncodec
+from bridge.errors import OutputLimitExceeded
+from bridge.output import FinalError, FinalValue, OutputState
+
+from . import envelopes
+from .dispatch import CellContext, Finalizer
+from .envelopes import SealedEnvelope
+from .retention import Retention
+
+UNSENDABLE_MESSAGE = (
+    "the cell's result could not be encoded as JSON ({detail}), so its store writes were not "
+    "committed; return and emit plain JSON data (valid Unicode text, moderate nesting)"
+)
+
+
+@dataclass(frozen=True)
+class Completed:
+    value_source: dict[str, Any]  # the worker's report of the returned value (``bridge.output``)
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str
+    phase: str
+    code: str
+
+
+Outcome = Completed | Failed
+
+
+class FinalEnvelope:
+    """Builds one cell's final envelope from its outcome and seals it (encoded, committed)."""
+
+    def __init__(
+        self,
+        context: CellContext,
+        output: OutputState,
+        fields: Callable[[], dict[str, Any]],
+        retention: Retention | None,
+    ) -> None:
+        self.context = context
+        self.output = output
+        self._fields = fields  # the fields every envelope carries (replay safety, telemetry), as of now
+        self.retention = retention
+
+    async def seal(self, outcome: Outcome, finalizers: list[Finalizer]) -> SealedEnvelope:
+        if self.retention is not None:
+            await self.retention.prepare(self.output)  # the shared results store answers asynchronously
+        envelope, encoded, shown_reference = self._encoded(outcome)
+        if self.retention is not None:
+            await self.retention.settle(shown_reference)  # a saved value nobody was shown the reference of
+        warnings = await _run_finalizers(finalizers, self.context, envelope["status"] == "completed")
+        if warnings:
+            envelopes.add_warnings(envelope, warnings)
+            try:
+                encoded = jsoncodec.dumps(envelope)
+            except jsoncodec.JSONEncodeError:
+                envelopes.drop_warnings(envelope)  # the result matters more than a note about it
+        return SealedEnvelope(envelope, encoded)
+
+    def _encoded(self, outcome: Outcome) -> tuple[dict[str, Any], bytes, str | None]:
+        """The final envelope, its encoding and the saved-result id it shows."""
+        try:
+            envelope, reference_id = self._built(outcome)
+            return envelope, jsoncodec.dumps(self._marked(envelope)), reference_id
+        except Exception as exc:  # noqa: BLE001 - any failure to build the result fails the cell, not the service
+            detail = f"{type(exc).__name__}: {exc}"[:300].encode("utf-8", "replace").decode("utf-8")
+            envelope = self._failure(UNSENDABLE_MESSAGE.format(detail=detail), "bridge", "internal_error", [])
+            return envelope, jsoncodec.dumps(self._marked(envelope)), None
+
+    def _built(self, outcome: Outcome) -> tuple[dict[str, Any], str | None]:
+        if isinstance(outcome, Completed):
+            retain = self.retention.retain if self.retention is not None else None
+            try:
+                projection = self.output.project(FinalValue(outcome.value_source), retain)
+            except OutputLimitExceeded as exc:
+                return self._failure(str(exc), "host", "output_limit_exceeded", []), None
+            envelope = envelopes.completed(
+                self.context.id, value=projection.value, output=projection.output, **self._fields()
+            )
+            return envelope, projection.reference_id
+        code = outcome.code
+        try:
+            failed = self.output.project(FinalError(outcome.message))
+            output, error = failed.output, failed.error or outcome.message
+        except OutputLimitExceeded:
+            output, error, code = [], outcome.message[:200] + " [error truncated]", "output_limit_exceeded"
+        return self._failure(error, outcome.phase, code, output), None
+
+    def _failure(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
+        return envelopes.failed(self.context.id, error=error, code=code, phase=phase, output=output, **self._fields())
+
+    def _marked(self, envelope: dict[str, Any]) -> dict[str, Any]:
+        return marked(envelope, self.context)
+
+
+def marked(envelope: dict[str, Any], context: CellContext) -> dict[str, Any]:
+    """``envelope``, marked untrusted when the cell has seen network content."""
+    if context.network_content:
+        envelopes.mark_untrusted(envelope)
+    return envelope
+
+
+async def _run_finalizers(finalizers: list[Finalizer], context: CellContext, completed: bool) -> list[str]:
+    warnings: list[str] = []
+    for finalizer in finalizers:
+        try:
+            warnings.extend(await finalizer(context, completed))
+        except Exception as exc:  # noqa: BLE001 - an end hook failing must not lose the result
+            warnings.append(f"end-of-cell step failed: {type(exc).__name__}: {exc}")
+    return warnings
