@@ -89,7 +89,6 @@ class Cell:
         self._aborted: str | None = None
         self._started = False
         self._leg_started = time.perf_counter()
-        self._leg_waited_ms = 0.0  # the cell's tool wait when the current leg started
         self._quotas = quotas
         self._on_end = on_end
         self._retainer = retainer
@@ -203,7 +202,7 @@ class Cell:
             status="waiting" if waiting else "running",
             bridge_dispatch_started=self.bridge_dispatch_started,
             replay_safe=self.replay_safe,
-            telemetry=self._telemetry(0.0),
+            telemetry=self.telemetry.public(0.0, *self.requests.waiting.split(0.0)),
             reason=self.requests.reason() if waiting else None,
             pending_tool_calls=self.requests.public() if waiting else None,
         )
@@ -222,7 +221,7 @@ class Cell:
         margin = min(0.25, max(0.001, budget_ms / 2000))
         self.telemetry.legs += 1
         self._leg_started = time.perf_counter()  # uvloop's loop.time() only has millisecond resolution
-        self._leg_waited_ms = self.requests.waiting.total_ms()
+        self.requests.waiting.start_leg()
         while True:
             if self._worker_running:
                 ended = await self._run_slice(max(deadline + grace, loop.time() + 0.001))
@@ -389,16 +388,12 @@ class Cell:
     def _common(self, *, report: bool = True) -> dict[str, Any]:
         """The fields every leg's envelope carries, as of now (``report``: a caller is shown them)."""
         started = self.bridge_dispatch_started if report else self.requests.side_effects_may_have_started()
+        wall_ms = (time.perf_counter() - self._leg_started) * 1000
         return {
             "bridge_dispatch_started": started,
             "replay_safe": self.spec.restart_safe or not started,
-            "telemetry": self._telemetry((time.perf_counter() - self._leg_started) * 1000),
+            "telemetry": self.telemetry.public(wall_ms, *self.requests.waiting.split(wall_ms)),
         }
-
-    def _telemetry(self, wall_ms: float) -> dict[str, Any]:
-        waited = self.requests.waiting.total_ms()
-        # The leg's share of the wait is within the leg: a snapshot (wall 0) of a parked cell shows none.
-        return self.telemetry.public(wall_ms, min(waited - self._leg_waited_ms, wall_ms), waited)
 
 
 def _guest_config(context: CellContext, limits: CellLimits) -> GuestConfig:

@@ -126,7 +126,15 @@ class CellRegistry:
         now = self.clock()
         ttl = self.settings.cell_ttl_seconds
         idle = [self._cells[i] for i in self.quotas.parked_ids() if i in self._cells]
-        expired = [cell for cell in idle if now - cell.last_active > ttl and not cell.wait_lock.locked()]
+        # A background cell is bounded by its own run (BackgroundCells: cell_ttl_seconds since the exec
+        # or wait that started it), which names that limit; idle expiry is for cells a caller drives.
+        expired = [
+            cell
+            for cell in idle
+            if now - cell.last_active > ttl
+            and not cell.wait_lock.locked()
+            and self.background.get(cell.id, cell.spec.tenant) is None
+        ]
         for cell in expired:
             await self._stop(cell, f"cell expired after {ttl}s idle; start a new cell", EndReason.EXPIRED)
         return len(expired)

@@ -28,6 +28,7 @@ class WaitClock:
         self._open: set[int] = set()
         self._since = 0.0
         self._total_s = 0.0
+        self._leg_start_ms = 0.0  # total_ms() when the current leg began
 
     def start(self, request_id: int) -> None:
         """A request began to wait on host work."""
@@ -53,3 +54,13 @@ class WaitClock:
         """The waiting so far, the open busy period included."""
         total = self._total_s + (self._clock() - self._since if self._open else 0.0)
         return total * 1000
+
+    def start_leg(self) -> None:
+        """A leg (exec or wait call) begins: its share of the waiting counts from here."""
+        self._leg_start_ms = self.total_ms()
+
+    def split(self, leg_wall_ms: float) -> tuple[float, float]:
+        """``(this leg's waiting, the cell's waiting so far)`` in ms; the leg's share is within its
+        wall time (a snapshot of a parked cell, wall 0, shows none)."""
+        total = self.total_ms()
+        return min(total - self._leg_start_ms, leg_wall_ms), total

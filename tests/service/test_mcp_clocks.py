@@ -90,7 +90,7 @@ def test_cancelling_a_cell_cancels_its_mcp_calls(tmp_path, web_server, server):
         r = c.post(f"/v1/cells/{env['cell_id']}/cancel")
         assert r.json()["code"] == "aborted", r.text
         poll_until(lambda: lines(marker) == 1, f"the {server} server saw the call cancelled")
-        assert c.app.state.services.cells.held_account("local").used == 0  # nothing of it stays charged
+        assert c.app.state.services.cells.quotas.held_account("local").used == 0  # nothing of it stays charged
 
 
 def test_tool_timeouts_ms_must_map_names_to_positive_integers():

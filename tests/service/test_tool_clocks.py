@@ -47,7 +47,7 @@ def events(name: str) -> list[str]:
 
 def held(client: TestClient, tenant: str = "local") -> int:
     cells: CellRegistry = client.app.state.services.cells
-    return cells.held_account(tenant).used
+    return cells.quotas.held_account(tenant).used
 
 
 def test_a_call_past_its_declared_clock_rejects_with_tool_timeout_and_is_cancelled(client):
