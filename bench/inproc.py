@@ -13,9 +13,9 @@ import tempfile
 import time
 from typing import Any
 
+from service.assembly import Components, build_components
 from service.auth import LOCAL_TENANT
 from service.cells.spec import CellSpec
-from service.assembly import Components, build_components
 from service.settings import Settings
 
 from .pipe_floor import measure_pipe_floor

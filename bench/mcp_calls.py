@@ -25,8 +25,8 @@ from typing import Any
 from service.assembly import build_components
 from service.auth import LOCAL_TENANT
 from service.cells.spec import CellSpec
-from service.settings_mcp import McpServerConfig
 from service.settings import Settings
+from service.settings_mcp import McpServerConfig
 
 from .servers import free_port
 

@@ -97,7 +97,7 @@ class Server:
         root = str(Path(__file__).resolve().parent.parent)
         full_env["PYTHONPATH"] = root + os.pathsep + full_env.get("PYTHONPATH", "")
         self.log_path = Path(self.tmp) / "server.log"
-        self._log = open(self.log_path, "wb")
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - open for the server's life, closed by close()
         self.proc = subprocess.Popen(
             [sys.executable, *argv, "--port", str(self.port)],
             env=full_env,

@@ -195,7 +195,7 @@ async def _traffic(
         for tenant in BENIGN_TENANTS:
             loops += [_benign_loop(http, tenant, deadline, stats[tenant], j) for j in range(benign_loops)]
         if cases:
-            for i, (tenant, j) in enumerate(itertools.product(HOSTILE_TENANTS, range(hostile_loops))):
+            for i, (tenant, _j) in enumerate(itertools.product(HOSTILE_TENANTS, range(hostile_loops))):
                 # Each loop starts at a different case so the mix is spread over the run.
                 loops.append(_hostile_loop(http, tenant, deadline, hostile, i * 5, server, cases))
         loops += [_attack_loop(http, BURNER, BURNER_CELL, deadline, attackers[BURNER]) for _ in range(burners)]

@@ -14,10 +14,9 @@ import os
 import sys
 from typing import Any
 
+from codemode_client.langchain_tool import codemode_tool
 from langchain.agents import create_agent
 from langchain_core.tools import tool
-
-from codemode_client.langchain_tool import codemode_tool
 
 
 @tool

@@ -15,7 +15,6 @@ import sys
 from typing import Any
 
 from agents import Agent, Runner, function_tool
-
 from codemode_client.openai_agents_tool import codemode_tool
 
 

@@ -14,9 +14,8 @@ import os
 import sys
 from typing import Any
 
-from pydantic_ai import Agent, FunctionToolset
-
 from codemode_client.pydantic_ai_toolset import CodeModeToolset
+from pydantic_ai import Agent, FunctionToolset
 
 
 def lookup_order(order_id: str) -> dict[str, Any]:

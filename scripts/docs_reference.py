@@ -94,8 +94,8 @@ def call_errors_table() -> str:
 
 
 def openapi_document() -> dict[str, Any]:
-    from service.assembly import build_components
     from service.app import create_app
+    from service.assembly import build_components
     from service.settings import Settings
 
     settings = Settings(workers=1)

@@ -20,10 +20,7 @@ from typing import TYPE_CHECKING
 from .api_files.table import ApiFileTable
 from .auth import KeyRing
 from .cells.dispatch import Dispatcher, base_dispatcher
-from .workers.pool import WorkerPool
 from .cells.registry import CellRegistry
-from .workers.sandbox import SandboxStatus, sandbox_options
-from .workers.worker_process import start_worker
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
 from .demo import demo_settings
@@ -47,6 +44,9 @@ from .tools.loader import load_plugins
 from .tools.plugin import ToolSpec
 from .tools.policy import ListedToolCheck, ToolPolicy, unknown_entry
 from .tracing import NO_TRACING, Tracing, TracingConfig, start_tracing
+from .workers.pool import WorkerPool
+from .workers.sandbox import SandboxStatus, sandbox_options
+from .workers.worker_process import start_worker
 
 if TYPE_CHECKING:
     from .mcp.hub import McpHub

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-
 ErrorType = Literal["recoverable", "config", "transient"]
 # ``transient`` tells clients to retry automatically: only for failures a retry can cure
 # (capacity, a store that is down).  Anything deterministic is ``recoverable`` or ``config``.

@@ -14,9 +14,9 @@ import functools
 from typing import Any
 
 from bridge.messages import LANGUAGES as BRIDGE_LANGUAGES
+from service.api.schemas import ExecRequest
 from service.api_files.quick_index import QUICK_INDEX_MAX_CHARS
 from service.errors import InvalidRequest
-from service.api.schemas import ExecRequest
 from service.settings import Settings
 
 TOOL_NAME = "codemode"

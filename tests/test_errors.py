@@ -208,7 +208,7 @@ def test_each_package_has_its_one_root(our_modules: list) -> None:
 def test_listed_signals_and_shared_codes_exist(our_modules: list) -> None:
     """Every exemption names a class that exists, so a renamed class cannot keep a stale pass."""
     names = {_name(c) for c in _exceptions(our_modules)}
-    assert SIGNALS <= names
+    assert names >= SIGNALS
     assert set(SHARED_CODES) | set(SHARED_CODES.values()) <= names
 
 

@@ -13,7 +13,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from .models import Envelope
 
@@ -28,7 +28,7 @@ MAX_CLIENT_DESCRIPTION_CHARS = 4096
 _OUTPUT_KINDS = ("text", "truncated")
 
 #: ``approve(tool_name, args)`` for a framework tool whose framework asks for approval: bool, or an awaitable of one.
-Approve = Callable[[str, Mapping[str, Any]], Union[bool, Awaitable[bool]]]
+Approve = Callable[[str, Mapping[str, Any]], bool | Awaitable[bool]]
 
 
 async def approved(approve: Approve | None, name: str, args: Any) -> bool:

@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from . import transport
-
 from .events import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_RECONNECTS, Resume, iter_events
 from .models import CellEvent, Envelope, PendingCall
 from .tools import (

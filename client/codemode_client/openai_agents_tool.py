@@ -81,9 +81,8 @@ def _handler(
     async def handle(args: Any) -> Any:
         arguments = json.dumps(args, ensure_ascii=False)
         call_id = f"codemode-{uuid.uuid4().hex[:12]}"
-        if await _needs_approval(tool, ctx, args, call_id):
-            if not await adapters.approved(approve, tool.name, args):
-                raise PermissionError(f"{tool.name} needs approval and it was not given")
+        if await _needs_approval(tool, ctx, args, call_id) and not await adapters.approved(approve, tool.name, args):
+            raise PermissionError(f"{tool.name} needs approval and it was not given")
         nested = ToolContext(
             context=ctx.context,
             usage=ctx.usage,

@@ -129,9 +129,8 @@ class SseParser:
         elif name == "id":
             if "\0" not in value:
                 self._id = value
-        elif name == "retry":
-            if value.isascii() and value.isdigit():
-                self.retry_ms = int(value)
+        elif name == "retry" and value.isascii() and value.isdigit():
+            self.retry_ms = int(value)
         return None
 
     def _dispatch(self) -> SseEvent | None:

@@ -10,7 +10,7 @@ import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Union
+from typing import Any
 
 from .models import Envelope, OutputEntry, PendingCall
 
@@ -20,7 +20,7 @@ OPEN_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object"}
 NO_APPROVER_REASON = "no approver was given to run(): pass approve=callable to answer approval requests"
 
 #: ``{name: callable}``, or a list of ``(spec, callable)`` pairs and spec dicts holding a ``handler``.
-ClientTools = Union[Mapping[str, Callable[..., Any]], Sequence[Any]]
+ClientTools = Mapping[str, Callable[..., Any]] | Sequence[Any]
 
 
 @dataclass(frozen=True)

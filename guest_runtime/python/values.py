@@ -16,7 +16,6 @@ from bridge.jsoncodec import MAX_NESTING, dumps_text
 
 from .namespaces import handle_json
 
-
 #: Integers past 64 bits cross as JSON numbers the way JavaScript writes them: as doubles.
 _INT64 = 2**63
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from bridge.json_types import json_type
 from service.api_files.schema_refs import MISSING, names_reaching_cycles, resolve_local
 from service.api_files.ts_text import (
     TsDeclaration,
@@ -23,8 +24,6 @@ from service.api_files.ts_text import (
     property_key,
     ts_string,
 )
-
-from bridge.json_types import json_type
 
 __all__ = [
     "DEFAULT_TS_LIMITS",

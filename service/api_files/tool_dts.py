@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from service.api_files.discriminator import OutputVariants, read_output_variants
+from service.api_files.errors import InvalidDiscriminatorError
 from service.api_files.schema_ts import (
     DEFAULT_TS_LIMITS,
     TsNamespace,
@@ -16,8 +18,6 @@ from service.api_files.schema_ts import (
     schema_type,
     ts_string,
 )
-from service.api_files.discriminator import OutputVariants, read_output_variants
-from service.api_files.errors import InvalidDiscriminatorError
 
 __all__ = ["TOOL_INPUT_MAX_CHARS", "TOOL_OUTPUT_MAX_CHARS", "accepts_empty_object", "render_tool_declaration"]
 

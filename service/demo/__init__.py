@@ -12,8 +12,8 @@ import sys
 from dataclasses import replace
 
 from service.errors import ConfigError
-from service.settings_mcp import McpServerConfig
 from service.settings import Settings
+from service.settings_mcp import McpServerConfig
 
 DEMO_PLUGIN = "service.demo.shipping"
 DEMO_SERVER = McpServerConfig(name="travel", command=sys.executable, args=("-m", "service.demo.travel"))

@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 from typing import Literal
 
-from pydantic import BaseModel, Field
-
 from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel, Field
 
 server = MCPServer("travel", instructions="Fake travel facts for the codemode demo: forecasts, countries, currency.")
 

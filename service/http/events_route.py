@@ -18,12 +18,12 @@ from fastapi import APIRouter, Header, Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from service.api.schemas import ERROR_RESPONSES
 from service.cells.events import Event, EventLog
 from service.errors import InvalidRequest
 
 from .request_gate import GatedRoute, api_key_of
 from .routes import CellId
-from service.api.schemas import ERROR_RESPONSES
 
 events_router = APIRouter(route_class=GatedRoute)
 

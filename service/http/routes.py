@@ -7,18 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
 
-from service.assembly import Components
 from service.api.exec import cell_spec, wait_answers
-from service.errors import NotFound
-from service.handlers.api_files import list_api_files, quick_index, read_api_file
-from service.handlers.session_store import NETWORK_MARK_KEY
-from service.settings import ApiKey
-from service.stores import SessionStore
-from service.stores.saved_results import ResultScope
-from service.tools.run_budget import run_report
-
-from .request_gate import GatedRoute, api_key_of
-from .responses import JSONBytes
 from service.api.schemas import (
     ERROR_RESPONSES,
     ID_PATTERN,
@@ -36,6 +25,17 @@ from service.api.schemas import (
     StoreKeys,
     WaitRequest,
 )
+from service.assembly import Components
+from service.errors import NotFound
+from service.handlers.api_files import list_api_files, quick_index, read_api_file
+from service.handlers.session_store import NETWORK_MARK_KEY
+from service.settings import ApiKey
+from service.stores import SessionStore
+from service.stores.saved_results import ResultScope
+from service.tools.run_budget import run_report
+
+from .request_gate import GatedRoute, api_key_of
+from .responses import JSONBytes
 
 router = APIRouter(route_class=GatedRoute)
 

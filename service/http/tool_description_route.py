@@ -9,11 +9,11 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from bridge import jsoncodec
+from service.api.schemas import ERROR_RESPONSES
 from service.handlers.api_files import quick_index
 from service.tool_description import LANGUAGES, check_language, tool_description
 
 from .request_gate import GatedRoute, api_key_of
-from service.api.schemas import ERROR_RESPONSES
 
 tool_description_router = APIRouter(route_class=GatedRoute)
 #: Per app: the encoded answer for each (API key, language).

@@ -27,9 +27,9 @@ from mcp.shared.exceptions import MCPError
 
 from service.outbound_http import TRANSPORT_ERRORS as _HTTP_TRANSPORT_ERRORS
 from service.outbound_http import McpHttpTrouble, mcp_http_client
+from service.settings_mcp import McpServerConfig
 
 from .arguments import shape_native, shape_tool_result
-from service.settings_mcp import McpServerConfig
 from .errors import McpError, McpInvalidInput, McpProtocolError, McpTimeout, McpUnavailable
 
 log = logging.getLogger(__name__)

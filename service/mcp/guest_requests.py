@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
-
 from service.tools.approvals import denial_message
 from service.tools.clocks import timed_out
 from service.tools.errors import ApprovalDeniedError, ToolCallError

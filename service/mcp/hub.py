@@ -24,11 +24,11 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from service.errors import McpConfigError
+from service.settings_mcp import McpServerConfig
+
 from .arguments import prepare_arguments
 from .client import McpConnection
-from service.settings_mcp import McpServerConfig
-from service.errors import McpConfigError
-
 from .errors import McpError, McpTimeout, McpUnavailable, McpUnknownTool
 from .identifiers import assign_identifiers
 from .views import McpServerView, McpToolView

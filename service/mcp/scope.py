@@ -21,7 +21,6 @@ from .errors import McpError, McpUnknownTool
 from .hub import McpHub
 from .views import McpServerView, McpToolView, root_header, server_header
 
-
 _T = TypeVar("_T")
 
 

@@ -25,10 +25,10 @@ from service.errors import InvalidRequest, NotFound, ServiceError
 from service.handlers.api_files import list_api_files, quick_index, read_api_file
 from service.mcp.guest_requests import search_mcp_tools
 from service.settings import ApiKey
-from service.tracing import TraceParent
 from service.tools.errors import SearchQueryError
 from service.tools.search import MAX_QUERY_CHARS
 from service.tools.untrusted import wrap_untrusted
+from service.tracing import TraceParent
 
 from . import descriptions
 from .descriptions import RESOURCE_PREFIX

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .base import DEFAULT_TIMEOUT_SECONDS, RunFailures, RunIncrement, SessionStore

@@ -16,8 +16,8 @@ import time
 import uuid
 from collections.abc import Callable
 
-from .redis_store import RedisLink
 from .errors import ResultUnavailableError
+from .redis_store import RedisLink
 from .results_backend import ResultsLimits
 from .saved_results import (
     ENTRY_OVERHEAD,

@@ -9,8 +9,8 @@ service sweeps.  Keys written before this index existed read as live until their
 
 from __future__ import annotations
 
-import time
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 

@@ -3,8 +3,8 @@
 Plugin authors import from here: ``from service.tools import ToolRegistry, ToolResult, define_tool``.
 """
 
-from service.tools.errors import ToolCallError, ToolConfigError, ToolError
 from service.tools.approvals import NeedsApproval
+from service.tools.errors import ToolCallError, ToolConfigError, ToolError
 from service.tools.hooks import AfterResult, Block, HookCall
 from service.tools.plugin import ToolContext, ToolRegistry, ToolResult, ToolSpec, define_tool
 

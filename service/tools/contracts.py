@@ -31,13 +31,13 @@ from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
 from bridge.json_types import json_type
-from service.tools import patterns
 from service.api_files.discriminator import (
     OutputVariants,
     read_output_variants,
     select_output_schema,
 )
 from service.api_files.errors import InvalidDiscriminatorError
+from service.tools import patterns
 from service.tools.errors import (
     InvalidContractError,
     InvalidInputError,

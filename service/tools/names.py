@@ -15,39 +15,189 @@ _START = re.compile(r"^[A-Za-z_$]")
 RESERVED_PREFIXES = ("__codemode", "__openclaw")
 
 _JS_RESERVED_WORDS = frozenset(
-    """
-    await break case catch class const continue debugger default delete do else enum export extends
-    false finally for function if import in instanceof new null return super switch this throw true try
-    typeof var void while with yield let static implements interface package private protected public
-    arguments async
-""".split()
+    [
+        "await",
+        "break",
+        "case",
+        "catch",
+        "class",
+        "const",
+        "continue",
+        "debugger",
+        "default",
+        "delete",
+        "do",
+        "else",
+        "enum",
+        "export",
+        "extends",
+        "false",
+        "finally",
+        "for",
+        "function",
+        "if",
+        "import",
+        "in",
+        "instanceof",
+        "new",
+        "null",
+        "return",
+        "super",
+        "switch",
+        "this",
+        "throw",
+        "true",
+        "try",
+        "typeof",
+        "var",
+        "void",
+        "while",
+        "with",
+        "yield",
+        "let",
+        "static",
+        "implements",
+        "interface",
+        "package",
+        "private",
+        "protected",
+        "public",
+        "arguments",
+        "async",
+    ]
 )
 
 # Every own property of a fresh QuickJS-ng globalThis (measured on quickjs-ng 0.17), plus common
 # web/Node globals an author could confuse with a tool.
 _STANDARD_GLOBALS = frozenset(
-    """
-    Object Function Error EvalError RangeError ReferenceError SyntaxError TypeError URIError
-    InternalError AggregateError SuppressedError Iterator Array parseInt parseFloat isNaN isFinite
-    queueMicrotask decodeURI decodeURIComponent encodeURI encodeURIComponent escape unescape Infinity
-    NaN undefined eval Number Boolean String Math Reflect Symbol DisposableStack globalThis BigInt Date
-    RegExp JSON Proxy Map Set WeakMap WeakSet ArrayBuffer SharedArrayBuffer Uint8ClampedArray Int8Array
-    Uint8Array Int16Array Uint16Array Int32Array Uint32Array BigInt64Array BigUint64Array Float16Array
-    Float32Array Float64Array DataView Atomics Promise AsyncDisposableStack WeakRef FinalizationRegistry
-    DOMException btoa atob performance Intl structuredClone setInterval clearInterval fetch self window
-    global print gc std os scriptArgs
-    constructor prototype __proto__ toString toLocaleString valueOf hasOwnProperty isPrototypeOf
-    propertyIsEnumerable __defineGetter__ __defineSetter__ __lookupGetter__ __lookupSetter__
-""".split()
+    [
+        "Object",
+        "Function",
+        "Error",
+        "EvalError",
+        "RangeError",
+        "ReferenceError",
+        "SyntaxError",
+        "TypeError",
+        "URIError",
+        "InternalError",
+        "AggregateError",
+        "SuppressedError",
+        "Iterator",
+        "Array",
+        "parseInt",
+        "parseFloat",
+        "isNaN",
+        "isFinite",
+        "queueMicrotask",
+        "decodeURI",
+        "decodeURIComponent",
+        "encodeURI",
+        "encodeURIComponent",
+        "escape",
+        "unescape",
+        "Infinity",
+        "NaN",
+        "undefined",
+        "eval",
+        "Number",
+        "Boolean",
+        "String",
+        "Math",
+        "Reflect",
+        "Symbol",
+        "DisposableStack",
+        "globalThis",
+        "BigInt",
+        "Date",
+        "RegExp",
+        "JSON",
+        "Proxy",
+        "Map",
+        "Set",
+        "WeakMap",
+        "WeakSet",
+        "ArrayBuffer",
+        "SharedArrayBuffer",
+        "Uint8ClampedArray",
+        "Int8Array",
+        "Uint8Array",
+        "Int16Array",
+        "Uint16Array",
+        "Int32Array",
+        "Uint32Array",
+        "BigInt64Array",
+        "BigUint64Array",
+        "Float16Array",
+        "Float32Array",
+        "Float64Array",
+        "DataView",
+        "Atomics",
+        "Promise",
+        "AsyncDisposableStack",
+        "WeakRef",
+        "FinalizationRegistry",
+        "DOMException",
+        "btoa",
+        "atob",
+        "performance",
+        "Intl",
+        "structuredClone",
+        "setInterval",
+        "clearInterval",
+        "fetch",
+        "self",
+        "window",
+        "global",
+        "print",
+        "gc",
+        "std",
+        "os",
+        "scriptArgs",
+        "constructor",
+        "prototype",
+        "__proto__",
+        "toString",
+        "toLocaleString",
+        "valueOf",
+        "hasOwnProperty",
+        "isPrototypeOf",
+        "propertyIsEnumerable",
+        "__defineGetter__",
+        "__defineSetter__",
+        "__lookupGetter__",
+        "__lookupSetter__",
+    ]
 )
 
 # Names the codemode guest defines or deliberately leaves undefined (SPEC §4).
 _CODEMODE_GLOBALS = frozenset(
-    """
-    catalog API MCP text json store load results console setTimeout clearTimeout yield_control
-    TextEncoder TextDecoder namespaces nodes skills agents phase log
-    process require module exports
-""".split()
+    [
+        "catalog",
+        "API",
+        "MCP",
+        "text",
+        "json",
+        "store",
+        "load",
+        "results",
+        "console",
+        "setTimeout",
+        "clearTimeout",
+        "yield_control",
+        "TextEncoder",
+        "TextDecoder",
+        "namespaces",
+        "nodes",
+        "skills",
+        "agents",
+        "phase",
+        "log",
+        "process",
+        "require",
+        "module",
+        "exports",
+    ]
 )
 
 RESERVED_NAMES = _JS_RESERVED_WORDS | _STANDARD_GLOBALS | _CODEMODE_GLOBALS

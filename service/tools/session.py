@@ -17,11 +17,11 @@ from service.tools.contracts import ValidationDeferred
 from service.tools.errors import (
     ApprovalDeniedError,
     CallBudgetError,
-    SearchBudgetError,
     ClientToolCall,
     InputContractError,
     LoopGuardError,
     OutputContractError,
+    SearchBudgetError,
     ToolBlockedError,
     ToolCallError,
     ToolExecutionError,

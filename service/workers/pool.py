@@ -267,9 +267,9 @@ class WorkerPool:
         if (recycle or worker.dead) and worker.state is WorkerState.SERVING and not self._closed:
             self.replacements.charge(worker.tenant or "")  # this cell's end costs a process start
             self.retired_by_cells += 1
-        if recycle or worker.dead or worker.cells_run >= worker.max_cells or self._closed:
-            if worker.state is WorkerState.SERVING:
-                worker.state = WorkerState.DRAINING
+        worn = recycle or worker.dead or worker.cells_run >= worker.max_cells or self._closed
+        if worn and worker.state is WorkerState.SERVING:
+            worker.state = WorkerState.DRAINING
         if holding:
             self.hand_back(worker)  # notifies, or hands the process straight to a waiting resume
         else:
@@ -367,7 +367,7 @@ class _Vacancies:
         self._hungry += 1
         try:
             await asyncio.wait_for(self.changed.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             self._hungry -= 1

@@ -216,7 +216,7 @@ async def start_worker(
     try:
         worker.stderr = await StderrRelay.attach(stderr_read, f"worker {proc.pid}")
         msg = await asyncio.wait_for(worker.recv(), SPAWN_TIMEOUT_S)
-    except (WorkerGone, asyncio.TimeoutError) as exc:
+    except (TimeoutError, WorkerGone) as exc:
         worker.kill()
         raise WorkerGone(f"worker failed to start: {exc}{await worker.last_words()}") from None
     except asyncio.CancelledError:

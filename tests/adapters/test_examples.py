@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from examples import langchain_agent, openai_agents_agent, pydantic_ai_agent
 from tests.adapters.conftest import API_KEY
 from tests.adapters.test_langchain import scripted as langchain_model
-from tests.adapters.test_openai_agents import scripted as agents_model, tool_output
+from tests.adapters.test_openai_agents import scripted as agents_model
+from tests.adapters.test_openai_agents import tool_output
 from tests.adapters.test_pydantic_ai import scripted as pydantic_ai_model
-import pytest
 
 pytestmark = pytest.mark.slow
 

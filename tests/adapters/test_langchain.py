@@ -6,12 +6,12 @@ import json
 from typing import Any
 from uuid import UUID
 
+from codemode_client.langchain_tool import codemode_tool
+from langchain.agents import create_agent
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain.agents import create_agent
 
-from codemode_client.langchain_tool import codemode_tool
 from tests.adapters.conftest import API_KEY, CALLS, CELL, check_outcome, lookup_order, shipping_rate
 
 

@@ -10,8 +10,8 @@ import pytest
 from agents import Agent, Runner, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tracing import TracingProcessor, set_trace_processors
-
 from codemode_client.openai_agents_tool import codemode_tool
+
 from tests.adapters.conftest import API_KEY, CALLS, CELL, check_outcome, lookup_order, shipping_rate
 
 
@@ -80,7 +80,7 @@ def test_a_tool_that_needs_approval_asks_the_approver(base_url, spans):
     )
     for decision in (True, False):
         CALLS.clear()
-        tool = codemode_tool(base_url, [gated], api_key=API_KEY, approve=lambda name, args: decision)
+        tool = codemode_tool(base_url, [gated], api_key=API_KEY, approve=lambda name, args: decision)  # noqa: B023 - used in this iteration
         model = scripted(code)
         Runner.run_sync(Agent(name="shipper", model=model, tools=[tool]), "rate")
         answer = tool_output(model)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from codemode_client import AsyncClient
+from codemode_client.pydantic_ai_toolset import CodeModeToolset
 from pydantic_ai import Agent, FunctionToolset
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from codemode_client import AsyncClient
-from codemode_client.pydantic_ai_toolset import CodeModeToolset
 from tests.adapters.conftest import API_KEY, CALLS, CELL, check_outcome, lookup_order, shipping_rate
 
 
@@ -53,7 +53,7 @@ def test_a_tool_that_requires_approval_asks_the_approver(base_url):
 
         def approve(name: str, args: Any) -> bool:
             asked.append(name)
-            return decision
+            return decision  # noqa: B023 - the toolset is used in this iteration
 
         toolset = CodeModeToolset(AsyncClient(base_url, API_KEY), tools, approve=approve)
         answer = json.loads(Agent(scripted(code, {}), toolsets=[toolset]).run_sync("rate").output)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from pydantic import BaseModel, Field
 
 from service.api_files import ApiFileTable, McpServerDecl, McpToolDecl, ToolDecl
-from service.api_files.tool_dts import TOOL_OUTPUT_MAX_CHARS, render_tool_declaration
 from service.api_files.discriminator import DISCRIMINATOR_KEY
-import pytest
+from service.api_files.tool_dts import TOOL_OUTPUT_MAX_CHARS, render_tool_declaration
 
 pytestmark = pytest.mark.slow
 

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,6 @@ from bridge.truncation import (
     truncation_marker,
     utf8_size,
 )
-import pytest
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

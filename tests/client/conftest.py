@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
 from codemode_client import Client
+
 from tests.support.live_server import codemode_serve
 
 API_KEY = "ck_test_client_0123456789"

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import BaseModel
-
 from codemode_client import Envelope
 from codemode_client.adapters import MAX_TOOL_LINE_CHARS, FrameworkTool, answer, description, exec_arguments, jsonable
+from pydantic import BaseModel
 
 SERVER = {"name": "codemode", "description": "Run JavaScript.", "input_schema": {"type": "object"}}
 

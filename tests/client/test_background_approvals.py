@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from codemode_client import AsyncClient, Client, EnvelopeEvent, OutputEvent, PendingEvent, StatusEvent
 from codemode_client.tools import NO_APPROVER_REASON
+
 from tests.client.conftest import API_KEY
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,6 @@ import json
 import threading
 
 import pytest
-
 from codemode_client import (
     AsyncClient,
     AuthenticationError,
@@ -18,6 +17,7 @@ from codemode_client import (
     NotFoundError,
     TransportError,
 )
+
 from tests.client.conftest import API_KEY
 from tests.support.live_server import free_port
 from tests.support.polling import poll_until
@@ -125,7 +125,7 @@ def test_second_concurrent_wait_raises_conflict(client: Client, base_url: str):
 
         assert poll_until(conflict, "a second wait refused with 409")
     waiter.join(30)
-    assert getattr(first["env"], "value") == 1
+    assert first["env"].value == 1
 
 
 def test_unreachable_service_raises_transport_error():

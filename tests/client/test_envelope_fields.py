@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from codemode_client.models import Envelope
+
 from service.app import create_app
 from service.settings import Settings
 

@@ -6,7 +6,6 @@ import functools
 from typing import Any
 
 import pytest
-
 from codemode_client import (
     ApiError,
     AuthenticationError,
@@ -27,6 +26,7 @@ from codemode_client import (
 from codemode_client.errors import api_error
 from codemode_client.tools import NO_APPROVER_REASON, approval, no_approver, tool_result, tool_set
 from codemode_client.wire import exec_body, file_path, segment, wait_body
+
 from tests.client.sse_server import HANG, sse_server
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from codemode_client import (
     AsyncClient,
     Client,
@@ -17,6 +16,7 @@ from codemode_client import (
     RateLimitError,
     StatusEvent,
 )
+
 from tests.client.sse_server import HANG, SSE_HEAD, event, sse_server
 
 ENVELOPE = json.dumps(

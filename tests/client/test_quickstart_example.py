@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from codemode_client import Client
-from examples import client_quickstart
 import pytest
+from codemode_client import Client
+
+from examples import client_quickstart
 
 pytestmark = pytest.mark.slow
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import codemode_client.sse as sse
+import pytest
 from codemode_client import EnvelopeEvent, OutputEvent, PendingEvent, ProtocolError, StatusEvent, UnknownEvent
 from codemode_client.sse import SseEvent, SseParser, cell_event
 
@@ -29,7 +28,7 @@ STREAM = (
     'id: 3\revent: pending\rdata: {"reason": "pending_tools", "pending_tool_calls": '
     '[{"id": "req_1", "method": "tool", "tool": "lookup", "input": {"q": 1}}]}\r\r'
     f"id: 4\nevent: envelope\ndata: {json.dumps(ENVELOPE)}\n\n"
-).encode("utf-8")
+).encode()
 
 EXPECTED = [
     SseEvent("status", '{"status": "running"}', "1"),

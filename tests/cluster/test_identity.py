@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
+from service.api.schemas import ID_PATTERN
 from service.assembly import build_components
 from service.cluster.identity import cell_id_prefix, holder_of, new_replica_id
 from service.errors import ConfigError
-from service.api.schemas import ID_PATTERN
 from service.settings import Settings
 
 

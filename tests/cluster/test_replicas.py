@@ -12,12 +12,12 @@ import uuid
 from typing import Any
 
 import httpx
+import pytest
 
 from service.cluster.identity import holder_of
 from tests.cluster.conftest import REPLICA_TTL_SECONDS
 from tests.support.cluster import Cluster
 from tests.support.polling import poll_until
-import pytest
 
 pytestmark = pytest.mark.slow
 

@@ -24,7 +24,6 @@ from bridge.messages import (
     run_frame,
     settle_frame,
 )
-
 from service.workers.sandbox import sandbox_options
 from tests.support.polling import poll_until
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from service.settings_mcp import McpServerConfig
 from service.mcp.hub import McpHub
+from service.settings_mcp import McpServerConfig
 from tests.support.live_server import listening, spawn
 from tests.support.ports import free_port
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from service.settings_mcp import McpServerConfig
 from service.mcp.hub import McpHub
 from service.mcp.scope import McpScope
+from service.settings_mcp import McpServerConfig
 
 pytestmark = pytest.mark.anyio
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from service.settings_mcp import McpServerConfig
 from service.mcp.errors import McpError
 from service.mcp.hub import McpHub
+from service.settings_mcp import McpServerConfig
 from tests.mcp.conftest import HttpServer, free_port, http_config, stdio_children, stdio_config
 from tests.support.polling import apoll_until
 

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from service.mcp.arguments import ONE_OBJECT, prepare_arguments, shape_native, shape_tool_result
-from service.settings_mcp import McpServerConfig
 from service.errors import McpConfigError
+from service.mcp.arguments import ONE_OBJECT, prepare_arguments, shape_native, shape_tool_result
 from service.mcp.errors import McpError
 from service.mcp.identifiers import assign_identifiers, camel_identifier
+from service.settings_mcp import McpServerConfig
 
 
 @pytest.mark.parametrize(

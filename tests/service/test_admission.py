@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from service.workers.admission import Admission
 from service.errors import Overloaded
+from service.workers.admission import Admission
 
 
 def refuse() -> Exception:

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from jsonschema import Draft202012Validator
 from fastapi.testclient import TestClient
+from jsonschema import Draft202012Validator
 
+from service.assembly import build_components
 from service.errors import ConfigError
 from service.settings import ApiKey, Settings, ToolSettings
-from service.assembly import build_components
 from tests.conftest import make_client
 from tests.support.polling import poll_until
 from tests.support.tools import CALLS, TEST_TOOLS

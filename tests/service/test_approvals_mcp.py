@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.settings_mcp import McpServerConfig
 from service.settings import ToolSettings
+from service.settings_mcp import McpServerConfig
 from tests.conftest import make_client
 from tests.mcp.conftest import SERVER_SCRIPT
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.workers.cpu_priority import LOWERED
 from bench.capacity import most_at_once
+from service.workers.cpu_priority import LOWERED
 from tests.conftest import make_client
 from tests.service.test_tenant_quotas import exec_ok, post
 from tests.service.test_tenants_isolation import ALPHA, BETA, KEYS

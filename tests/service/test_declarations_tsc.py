@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.settings import ToolSettings
-from tests.support.tsc import run_tsc as tsc
 from tests.conftest import make_client, run
+from tests.support.tsc import run_tsc as tsc
 
 pytestmark = pytest.mark.slow
 

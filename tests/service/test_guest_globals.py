@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tests.conftest import make_client, run
 import pytest
+
+from tests.conftest import make_client, run
 
 
 def _completed(env: dict) -> dict:

@@ -12,8 +12,8 @@ import pytest
 
 from service.workers.worker_process import Worker
 from tests.conftest import make_client, run, value_of
-from tests.support.stack_probe import PROBE, check_report
 from tests.support.polling import poll_until
+from tests.support.stack_probe import PROBE, check_report
 
 DEEP = "let v = 1; for (let i = 0; i < 254; i++) v = [v];"
 

@@ -10,10 +10,11 @@ import json
 import tracemalloc
 from typing import Any
 
+import pytest
+
 from service.cells.registry import CellRegistry
 from tests.conftest import make_client, run, wait
 from tests.support.polling import poll_until
-import pytest
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,9 @@ import threading
 import time
 from typing import Any
 
-from tests.conftest import run
 import pytest
+
+from tests.conftest import run
 
 PENDING = "pending without host work"
 

@@ -80,7 +80,7 @@ def _closed_within(s: socket.socket, seconds: float) -> float:
             pass
     except ConnectionResetError:
         pass
-    except socket.timeout:
+    except TimeoutError:
         pytest.fail(f"connection still open after {seconds} s")
     return time.monotonic() - start
 

@@ -9,8 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.errors import ResponseNotEncodable
-from service.metrics import LoopLagMonitor, Metrics
 from service.http.responses import JSONBytes
+from service.metrics import LoopLagMonitor, Metrics
 from tests.conftest import make_client
 from tests.support.polling import apoll_until, poll_until
 

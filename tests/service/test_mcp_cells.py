@@ -17,7 +17,8 @@ from fastapi.testclient import TestClient
 
 from service.settings_mcp import McpServerConfig
 from service.tools.untrusted import BEGIN_MARKER, END_MARKER
-from tests.conftest import make_client, run_ok as ok
+from tests.conftest import make_client
+from tests.conftest import run_ok as ok
 from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."

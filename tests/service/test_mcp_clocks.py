@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from service.errors import ConfigError
-from service.settings_mcp import McpServerConfig
-from service.errors import McpConfigError
+from service.errors import ConfigError, McpConfigError
 from service.settings import Settings
+from service.settings_mcp import McpServerConfig
 from tests.conftest import make_client, run, run_ok
 from tests.mcp.conftest import HTTP_TOKEN, SERVER_SCRIPT, HttpServer
 from tests.support.polling import poll_until

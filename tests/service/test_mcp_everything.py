@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.settings_mcp import McpServerConfig
-from tests.support.tsc import run_tsc as tsc
 from tests.conftest import make_client, run
 from tests.mcp.conftest import SERVER_SCRIPT
+from tests.support.tsc import run_tsc as tsc
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.errors import ConfigError
 from service.assembly import build_components
-from service.settings_mcp import McpServerConfig
+from service.errors import ConfigError
 from service.settings import ApiKey, Settings, ToolSettings, load_settings
+from service.settings_mcp import McpServerConfig
 from tests.conftest import make_client, value_of
 from tests.mcp.conftest import SERVER_SCRIPT
 

@@ -12,10 +12,11 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from service.auth import ApiKey
 from tests.conftest import make_client, run
 from tests.support.polling import poll_until
-import pytest
 
 pytestmark = pytest.mark.slow
 

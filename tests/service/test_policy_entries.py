@@ -11,8 +11,8 @@ import pytest
 
 from service.assembly import build_components
 from service.errors import ConfigError
-from service.settings_mcp import McpServerConfig
 from service.settings import ApiKey, Settings, ToolSettings
+from service.settings_mcp import McpServerConfig
 from tests.conftest import make_client
 from tests.mcp.conftest import SERVER_SCRIPT
 from tests.support.tools import TEST_TOOLS

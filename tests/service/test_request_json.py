@@ -8,8 +8,8 @@ import pytest
 
 from service.cells.dispatch import RawJson
 from service.errors import InvalidRequest
-from service.workers.sandbox import sandbox_options
 from service.http.request_json import INLINE_BYTES, MAX_BODY_DEPTH, WAIT_REST_BYTES, BodyDecoder, decode_body
+from service.workers.sandbox import sandbox_options
 
 
 def _deep(depth: int) -> bytes:

@@ -7,8 +7,10 @@ import re
 import uuid
 from typing import Any
 
-from tests.conftest import make_client, run, value_of as ok
 import pytest
+
+from tests.conftest import make_client, run
+from tests.conftest import value_of as ok
 
 MiB = 1024 * 1024
 UNAVAILABLE = "unavailable or expired"

@@ -23,9 +23,9 @@ import httpx
 import pytest
 
 from guest_runtime.confinement import LAYERS
+from service.errors import ConfigError, WorkerGone
 from service.workers.sandbox import OFF_WARNING, sandbox_options, worker_user
 from service.workers.worker_process import start_worker
-from service.errors import ConfigError, WorkerGone
 from tests.conftest import make_client, run_ok
 from tests.support.live_server import ROOT, is_200, live_process
 from tests.support.polling import poll_until

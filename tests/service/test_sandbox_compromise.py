@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from bridge.messages import TEST_PAYLOAD_VARIABLE, SandboxOptions, run_frame
-from service.workers.stderr_relay import MAX_BYTES, MAX_LINE_BYTES
-from service.workers.worker_process import start_worker
 from service.errors import ConfigError, WorkerGone
 from service.settings import load_settings
+from service.workers.stderr_relay import MAX_BYTES, MAX_LINE_BYTES
+from service.workers.worker_process import start_worker
 from tests.conftest import make_client
 from tests.stores.conftest import start_redis_server, stop_redis_server
 

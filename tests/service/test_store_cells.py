@@ -9,10 +9,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.stores import sqlite_url
-from tests.conftest import make_client, run, value_of as ok, wait
+from tests.conftest import make_client, run, wait
+from tests.conftest import value_of as ok
+from tests.stores.conftest import (
+    redis_url,  # noqa: F401 - session fixture: a real redis-server
+    start_redis_server,
+    stop_redis_server,
+)
 from tests.support.polling import poll_until
-from tests.stores.conftest import redis_url  # noqa: F401 - session fixture: a real redis-server
-from tests.stores.conftest import start_redis_server, stop_redis_server
 
 CELL_TTL_SECONDS = 60
 NOW = [0.0]  # the registry's clock for this module's services: the expiry test moves it

@@ -11,16 +11,16 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from service.app import create_app
+from service.assembly import build_components
 from service.cells.finished import FinishedCells
 from service.handlers.session_store import store_limits
-from service.assembly import build_components
 from service.settings import Settings
 from service.stores import open_store, sqlite_url
 from service.stores.results_backend import LocalResults
 from tests.conftest import make_client, value_of
 from tests.service.test_tenants_isolation import ALPHA, BETA, KEYS
-from tests.support.tools import TEST_TOOLS
 from tests.support.polling import poll_until
+from tests.support.tools import TEST_TOOLS
 
 MiB = 1024 * 1024
 

@@ -17,7 +17,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.settings import ApiKey
-from tests.conftest import make_client, value_of as value
+from tests.conftest import make_client
+from tests.conftest import value_of as value
 from tests.support.ports import free_port
 
 KEYS = (ApiKey("key-alpha", "alpha"), ApiKey("key-beta", "beta"))

@@ -245,8 +245,8 @@ def test_leg_spans_carry_where_the_time_went(tmp_path):
     tool_wait_total_ms as its envelope's telemetry tells them."""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from service.assembly import build_components
     from service.app import create_app
+    from service.assembly import build_components
     from service.tracing import tracing_to
     from tests.support.tools import TEST_TOOLS
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from service.api_files.discriminator import DISCRIMINATOR_KEY
 from service.app import create_app
 from service.assembly import build_components
 from service.settings import Settings, ToolSettings
 from service.tools import ToolSpec
-from service.api_files.discriminator import DISCRIMINATOR_KEY
 from tests.conftest import run
 from tests.support.tools import TEST_TOOLS
 

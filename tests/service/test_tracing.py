@@ -21,15 +21,15 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from bench.servers import otlp_collector
 from service import tracing as tracing_module
+from service.app import create_app
 from service.assembly import build_components
 from service.cells.spec import CellSpec
 from service.cli import main
 from service.errors import ConfigError
-from service.app import create_app
 from service.settings import Settings
 from service.tracing import NO_TRACING, Tracing, TracingConfig, start_tracing, tracing_to
-from bench.servers import otlp_collector
 from tests.conftest import run, wait
 from tests.support.polling import poll_until
 from tests.support.tools import TEST_TOOLS

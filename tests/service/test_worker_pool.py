@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from service.errors import TooManyRequests
 from service.workers.cpu_priority import LOWERED, Priorities
 from service.workers.pool import WorkerPool
 from service.workers.worker_replacements import WorkerReplacements
-from service.errors import TooManyRequests
 from tests.support.polling import apoll_until
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from service.stores import ResultsLimits, StoreUnavailableError, open_results
-from service.stores.errors import ResultsQuotaError, ResultUnavailableError
 from service.stores.base import DEFAULT_TIMEOUT_SECONDS
+from service.stores.errors import ResultsQuotaError, ResultUnavailableError
 from service.stores.redis_results import PREFIX, RedisResultsStore
 from service.stores.saved_results import ENTRY_OVERHEAD, ResultScope
 

@@ -7,8 +7,6 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from service.stores.cell_writes import CellStoreWrites
-from service.stores.limits import run_counter_bytes
 from service.stores import (
     RunFailures,
     RunIncrement,
@@ -22,6 +20,8 @@ from service.stores import (
     open_store,
     sqlite_url,
 )
+from service.stores.cell_writes import CellStoreWrites
+from service.stores.limits import run_counter_bytes
 
 pytestmark = pytest.mark.anyio
 

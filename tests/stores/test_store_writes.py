@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.stores.cell_writes import CellStoreWrites
 from service.stores import StoreKeyError, StoreLimitError, StoreLimits, StoreTypeError, charged_total
+from service.stores.cell_writes import CellStoreWrites
 
 LIMITS = StoreLimits()
 KIB = 1024

@@ -13,7 +13,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from tests.stores.conftest import start_redis_server, stop_redis_server
 from tests.support.live_server import ROOT, free_port, is_200, live_process
 

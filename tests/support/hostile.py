@@ -1723,7 +1723,7 @@ async def _slowloris(c: Caller) -> None:
             try:
                 await asyncio.wait_for(reader.read(), 15.0)  # EOF (or a 408) once the server gives up
                 return True
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return False
 
         closed = await asyncio.gather(*(closed_by_server(r) for r, _ in socks))

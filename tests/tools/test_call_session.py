@@ -7,7 +7,6 @@ import asyncio
 import pytest
 
 from service.tools.catalog import ClientTool, ToolCatalog
-from service.tools.session import CallSession
 from service.tools.errors import (
     CallBudgetError,
     ClientToolCall,
@@ -20,6 +19,7 @@ from service.tools.errors import (
 from service.tools.hooks import AfterResult, Block, Hook
 from service.tools.plugin import ToolResult, ToolSpec
 from service.tools.policy import ToolPolicy
+from service.tools.session import CallSession
 from service.tools.untrusted import BEGIN_MARKER
 
 

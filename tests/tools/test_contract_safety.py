@@ -13,8 +13,8 @@ from jsonschema import Draft202012Validator
 from service.tools import contracts
 from service.tools.catalog import ClientTool, ToolCatalog
 from service.tools.contracts import ToolContract, ValidationDeferred
-from service.tools.session import CallSession
 from service.tools.errors import ClientToolCall, InvalidContractError, InvalidInputError
+from service.tools.session import CallSession
 from tests.support.counters import BACKTRACKING_DEADLINE_S
 
 

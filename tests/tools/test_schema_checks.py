@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import pytest
 
 from bridge import jsoncodec
-from service.workers.sandbox import sandbox_options
 from service.tools import schema_checks, schema_guard
 from service.tools.catalog import checked_client_tools, client_entries
 from service.tools.errors import ClientToolDeclError, InvalidInputError
 from service.tools.schema_checks import INLINE_SCHEMA_BYTES, SchemaChecker, schema_problem_of
 from service.tools.schema_guard import SchemaLimits
+from service.workers.sandbox import sandbox_options
 
 LIMITS = SchemaLimits()
 #: ~20 KiB, 1,500 subschemas: checked in the helper, valid.

@@ -8,8 +8,7 @@ import pytest
 
 from service.tools import schema_guard
 from service.tools.catalog import ClientTool, compile_client_tools
-from service.tools.errors import ClientToolDeclError, InvalidInputError
-from service.tools.errors import SchemaRefused
+from service.tools.errors import ClientToolDeclError, InvalidInputError, SchemaRefused
 from service.tools.schema_guard import SchemaLimits, check_caller_schema
 from tests.support.counters import count_calls, json_objects
 

@@ -6,10 +6,9 @@ import pytest
 
 from service.tools import search
 from service.tools.catalog import ClientTool, ToolCatalog
-from service.tools.session import CallSession
-from service.tools.errors import SearchBudgetError
-from service.tools.errors import SearchQueryError
+from service.tools.errors import SearchBudgetError, SearchQueryError
 from service.tools.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, query_terms
+from service.tools.session import CallSession
 from tests.support.counters import count_calls
 
 WORDS = [f"w{i}x" for i in range(64)]

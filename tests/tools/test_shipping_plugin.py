@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from service.tools.catalog import ToolCatalog
-from service.tools.session import CallSession
 from service.tools.errors import InvalidInputError, OutputContractError, ToolExecutionError, UnknownToolError
 from service.tools.loader import load_plugins
 from service.tools.policy import ToolPolicy
+from service.tools.session import CallSession
 
 
 def _view(allow=("group:plugins",)):
