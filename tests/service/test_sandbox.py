@@ -74,15 +74,23 @@ def command_line(pid: int) -> str:
 
 
 def assert_body_decoder_confined(base: str, service: int, service_uid: int) -> None:
-    """A body large enough for the helper process decodes, and the helper runs confined, holding only
-    its pipes to the service and /dev/null (not the service's log)."""
+    """A body large enough for the helper process decodes, and every helper process (the body decoder,
+    the schema checker) runs confined, holding only its pipes to the service and /dev/null (not the
+    service's log).  A helper started in the background may still be importing its modules, before its
+    initializer confines it and before any job: each is given time to get there."""
     answer = httpx.post(base + "/v1/exec", json={"code": "return 1 // " + "x" * BIG_BODY_BYTES}, timeout=30).json()
     assert answer["status"] == "completed", answer
-    helpers = [pid for pid in children(service) if "multiprocessing" in command_line(pid)]
-    decoder = next(pid for pid in helpers if "resource_tracker" not in command_line(pid))
-    assert_confined(decoder, service_uid)
-    files = open_files(decoder)
-    assert all(f.startswith("pipe:") or f == "/dev/null" for f in files), files
+    helpers = [
+        pid
+        for pid in children(service)
+        if "multiprocessing" in command_line(pid) and "resource_tracker" not in command_line(pid)
+    ]
+    assert helpers, "the body decoder process runs"
+    for helper in helpers:
+        poll_until(lambda: status(helper)["Seccomp"] == "2", f"helper {helper} installs its filter")  # noqa: B023
+        assert_confined(helper, service_uid)
+        files = open_files(helper)
+        assert all(f.startswith("pipe:") or f == "/dev/null" for f in files), files
 
 
 def test_pool_workers_run_confined_and_say_so(tmp_path):
