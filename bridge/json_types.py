@@ -7,7 +7,7 @@ names; they map from this one switch so that ``bool`` (an ``int`` in Python) is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Literal, TypeAlias
 
 JsonType = Literal["null", "boolean", "integer", "number", "string", "array", "object"]
 
@@ -32,3 +32,10 @@ def json_type(value: object, *, integers: bool = False) -> JsonType | None:
     if isinstance(value, Mapping):
         return "object"
     return None
+
+
+#: A decoded JSON value, as the codec produces it.  Code that only passes a value on (it never looks
+#: inside) takes ``object``; code that walks or builds JSON takes these.
+JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
+#: A decoded JSON object (an envelope, a tool's input, a JSON Schema document).
+JsonObject: TypeAlias = "dict[str, JsonValue]"
