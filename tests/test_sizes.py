@@ -31,9 +31,7 @@ ALLOWED = {
     "service/tools/run_book.py::RunBook",
     # the exec pre-check's literal scanner: one state machine over the source (to split into steps)
     "service/cells/source_checks.py::blank_literals",
-    # landed beside this rule: the Python guest's engine (hook operations, namespaces and values in
-    # one class, to split like the JavaScript engine) and a tool call's steps with its clock
-    "guest_runtime/python/engine.py::PythonEngine",
+    # landed beside this rule: a tool call's steps with its clock
     "service/tools/session.py::CallSession.call_detailed",
 }
 

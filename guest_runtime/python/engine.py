@@ -24,31 +24,31 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 import pydantic_monty as monty
 
 from bridge.jsoncodec import dumps_text, loads
 
 from ..errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from .host_requests import HostRequests, RequestCaps, Shape
 from .namespaces import Namespaces, handle, route
+from .output import CellOutput
+from .values import NotJson, to_json_text
 
 EMPTY = Namespaces({})
-from .values import NotJson, to_json_text, to_json_value
-
 SCRIPT = "cell.py"
 MAX_FRAMES = 10
-#: What a cell emits at most, as for JavaScript cells (bridge/output.py re-checks it).
-MAX_OUTPUT_ENTRIES = 10000
-#: print() output a cell keeps in total; past it one marker says the rest was dropped (console.log's cap).
-PRINT_TOTAL = 16384
 #: Monty's own stack bound; a deeper call chain is a RecursionError the cell may catch.
 MAX_RECURSION_DEPTH = 200
 
 _TIMEOUT = re.compile(r"^TimeoutError: time limit exceeded: [0-9.]+ms > [0-9.]+ms$")
 _OUT_OF_MEMORY = re.compile(r"^MemoryError: memory limit exceeded: ")
 
-Snapshot = Any  # monty.FunctionSnapshot | NameLookupSnapshot | FutureSnapshot | MontyComplete
+#: Where Monty stops a slice.
+Snapshot = monty.FunctionSnapshot | monty.NameLookupSnapshot | monty.FutureSnapshot | monty.MontyComplete
+#: A host request a guest function stands for: (method, arguments, how its reply reaches the guest).
+Request = tuple[str, list[object], Shape | None]
 
 
 class PythonEngine:
@@ -58,22 +58,11 @@ class PythonEngine:
         self._program: monty.Monty | None = None
         self._parked: bytes | None = None  # the dumped FutureSnapshot between slices
         self._ns = EMPTY
-        self._caps: dict[str, int] = {}
+        self._requests = HostRequests(RequestCaps(max_request_bytes=1))  # replaced by configure
+        self._output = CellOutput()
         self._memory_limit = 0
-        self._next_id = 1
-        self._pending: dict[int, tuple[int, Callable[[Any], Any] | None]] = {}  # request id -> (call id, shape)
-        self._replies: dict[int, Any] = {}  # Monty call id -> ExternalResult, until the next slice
-        self._queue: list[dict[str, Any]] = []
-        self._queue_args: list[str] = []
-        self._taken_args: list[str] = []
-        self._queued_bytes = 0
-        self._cancels: list[int] = []
-        self._output: list[str] = []
-        self._emitted = 0
-        self._printed = 0
-        self._print_line = ""
-        self._done: dict[str, Any] | None = None
-        self._value: Any = None
+        self._done: dict[str, object] | None = None
+        self._value: object = None
         self._heap = 0
 
     # -- set-up -------------------------------------------------------------------------------------
@@ -81,13 +70,7 @@ class PythonEngine:
     def configure(self, config_json: str, memory_limit_bytes: int) -> None:
         cfg = loads(config_json)
         self._ns = Namespaces(cfg)
-        self._caps = {
-            "maxRequestBytes": cfg["maxRequestBytes"],
-            "maxQueuedRequests": cfg.get("maxQueuedRequests") or 1024,
-            "maxPendingRequests": cfg.get("maxPendingRequests") or 128,
-            "maxQueuedBytes": cfg.get("maxQueuedBytes") or cfg["maxRequestBytes"],
-            "maxRequestValues": cfg.get("maxRequestValues") or 1_000_000,
-        }
+        self._requests = HostRequests(RequestCaps.from_config(cfg))
         self._memory_limit = memory_limit_bytes
 
     def compile(self, code: str, budget_s: float) -> None:
@@ -107,7 +90,7 @@ class PythonEngine:
             "max_recursion_depth": MAX_RECURSION_DEPTH,
         }
         program, self._program = self._program, None
-        self._advance(lambda: program.start(limits=limits, print_callback=self._on_print))
+        self._advance(lambda: program.start(limits=limits, print_callback=self._output.on_print))
 
     # -- the job loop -------------------------------------------------------------------------------
 
@@ -115,45 +98,34 @@ class PythonEngine:
         """Resume the parked cell with the replies settled since its last slice, if any."""
         if time.monotonic() >= deadline:
             raise GuestTimeout("cell timeout exceeded")
-        if self._parked is None or not self._replies:
+        if self._parked is None or not self._requests.has_replies():
             return
         data, self._parked = self._parked, None
-        replies, self._replies = self._replies, {}
-        snapshot: Any = monty.load_snapshot(  # it was a FutureSnapshot
-            data, print_callback=self._on_print, dataclass_registry=self._ns.classes
-        )
+        # Monty's own result shape, built by HostRequests (which does not import Monty).
+        replies = cast("dict[int, monty.ExternalResult]", self._requests.take_replies())
+        snapshot = monty.load_snapshot(data, print_callback=self._output.on_print, dataclass_registry=self._ns.classes)
+        if not isinstance(snapshot, monty.FutureSnapshot):
+            raise EngineFault(f"Monty failed: a parked cell reloaded as {type(snapshot).__name__}")
         self._advance(lambda: snapshot.resume(replies))
 
     def settle(self, request_id: int, ok: bool, payload: str | None) -> None:
-        entry = self._pending.pop(request_id, None)
-        if entry is None:
-            return  # a request the cell no longer waits for
-        call_id, shape = entry
-        if ok:
-            value = None if payload is None else loads(payload)
-            self._replies[call_id] = {"return_value": shape(value) if shape else value}
-        else:
-            self._replies[call_id] = {"exception": _host_error(loads(payload or "{}"))}
+        self._requests.settle(request_id, ok, payload)
 
     def take(self) -> str:
-        outstanding = len(self._pending)
+        outstanding = self._requests.outstanding
+        requests, cancels = self._requests.take()
         snap = {
-            "requests": self._queue,
-            "cancels": self._cancels,
-            "output": self._output,
+            "requests": requests,
+            "cancels": cancels,
+            "output": self._output.take(),
             "outstanding": outstanding,
             "required": 0 if self._done is not None else outstanding,
             "done": self._done,
         }
-        self._taken_args, self._queue_args = self._queue_args, []
-        self._queue, self._queued_bytes, self._cancels, self._output = [], 0, [], []
         return dumps_text(snap)
 
     def request_args(self, index: int) -> str:
-        text = self._taken_args[index] if index < len(self._taken_args) else "[]"
-        if index < len(self._taken_args):
-            self._taken_args[index] = ""  # handed over once
-        return text
+        return self._requests.request_args(index)
 
     def final_value(self, headroom_bytes: int, deadline: float) -> str:
         value, self._value = self._value, None
@@ -167,7 +139,7 @@ class PythonEngine:
         """Nothing to do: a Python cell's sleeps are awaited, never left behind."""
 
     def unhandled_bridge_rejection(self) -> str | None:
-        return None  # an un-awaited call's outcome is nobody's: Python drops it (see _advance)
+        return None  # an un-awaited call's outcome is nobody's: Python drops it (see _finish_ok)
 
     def unhandled_rejections(self) -> list[str]:
         return []
@@ -206,203 +178,132 @@ class PythonEngine:
         except (monty.MontyError, RuntimeError, ValueError) as exc:  # Monty itself failed, not the cell
             raise EngineFault(f"Monty failed: {exc}") from None
 
-    def _finish_ok(self, complete: Any) -> None:
-        self._flush_print()
+    def _finish_ok(self, complete: monty.MontyComplete) -> None:
+        self._output.flush_print()
         try:
             value = complete.output
         except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused it (too deep)
             self._done = _failure(f"TypeError: the cell's value nests too deep to cross as JSON ({exc})")
             return
         # Calls the cell started but never awaited are dropped with it: nobody can see their outcome.
-        self._cancels.extend(self._pending)
-        self._pending.clear()
+        self._requests.drop_pending()
         self._value = value
         self._done = {"ok": True}
 
     def _finish_failed(self, exc: monty.MontyRuntimeError) -> None:
-        self._flush_print()
+        self._output.flush_print()
         head = _head(exc)
         if _TIMEOUT.match(head):
             raise GuestTimeout("cell timeout exceeded")
         if _OUT_OF_MEMORY.match(head):
             raise EngineFault(f"out of memory: {head}")  # the worker reports memory_limit_exceeded
-        self._cancels.extend(self._pending)
-        self._pending.clear()
+        self._requests.drop_pending()
         self._done = _failure(_error_text(head, _frames_of(exc)))
 
     # -- the guest's external functions -----------------------------------------------------------
 
-    def _call(self, snapshot: Any) -> Any:
-        name = snapshot.function_name
+    def _call(self, snapshot: monty.FunctionSnapshot) -> monty.ExternalResult:
+        """Answer one call of a guest-visible function: at once (output), or as a host request's future."""
+        name = str(snapshot.function_name)
         try:
             args, kwargs = snapshot.args, snapshot.kwargs
         except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused them (too deep)
             return {"exception": TypeError(f"the call's arguments nest too deep to cross as JSON ({exc})")}
         try:
-            if snapshot.is_method_call:
-                return self._method(snapshot, name, args[0], args[1:], kwargs)
-            if name == "text":
-                return self._emit_text(*args, **kwargs)
-            if name == "json":
-                return self._emit_json(*args, **kwargs)
-            tool = self._ns.tools.get(name)
-            if tool is not None:
-                if args:
-                    raise TypeError(f"{name}() takes the tool's input as keyword arguments: {name}(field=value, ...)")
-                return self._request(snapshot, *_routed(tool, "call", (), kwargs))
-            if name == "yield_control":
-                reason = (args or [kwargs.get("reason")])[0]
-                return self._request(snapshot, "yield", [None if reason is None else str(reason)])
-            if name == "sleep":
-                return self._sleep(snapshot, *args, **kwargs)
-            if name == "store":
-                return self._store(snapshot, *args, **kwargs)
-            if name == "load":
-                return self._load(snapshot, *args, **kwargs)
+            if name in ("text", "json") and not snapshot.is_method_call:
+                emit = self._output.text if name == "text" else self._output.json
+                emit(*args, **kwargs)
+                return {"return_value": None}
+            request = self._request_for(snapshot.is_method_call, name, args, kwargs)
+            if request is None:
+                return {"exception": NameError(f"name {name!r} is not defined")}
+            if isinstance(request, list):
+                return {"return_value": request}  # answered here: catalog.all()
+            method, request_args, shape = request
+            self._requests.queue(snapshot.call_id, method, request_args, shape)
+            return {"future": ...}
         except (TypeError, ValueError, OverflowError) as exc:
             # The guest gets the built-in type itself (Monty knows no host subclasses).
             kind = ValueError if isinstance(exc, ValueError) else TypeError
             return {"exception": kind(str(exc))}
-        return {"exception": NameError(f"name {name!r} is not defined")}
 
-    def _method(self, snapshot: Any, name: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A method of a namespace: ``catalog.all()`` answers here, every other one is a host request."""
-        if getattr(target, "namespace", None) == "catalog" and name == "all":
-            return {"return_value": list(self._ns.handles)}
-        method, request_args = _routed(target, name, args, kwargs)
-        shape = _as_handles if method == "search" else None
-        return self._request(snapshot, method, request_args, shape=shape)
+    def _request_for(
+        self, is_method: bool, name: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> Request | list[object] | None:
+        """The host request a call stands for, the value of a call answered here, or None (no such name)."""
+        if is_method:
+            target, rest = args[0], args[1:]
+            if getattr(target, "namespace", None) == "catalog" and name == "all":
+                return list(self._ns.handles)
+            method, request_args = _routed(target, name, rest, kwargs)
+            return method, request_args, _as_handles if method == "search" else None
+        tool = self._ns.tools.get(name)
+        if tool is not None:
+            if args:
+                raise TypeError(f"{name}() takes the tool's input as keyword arguments: {name}(field=value, ...)")
+            return (*_routed(tool, "call", (), kwargs), None)
+        builtin = _BUILTINS.get(name)
+        return None if builtin is None else builtin(*args, **kwargs)
 
-    def _emit(self, entry: dict[str, Any]) -> None:
-        if self._emitted >= MAX_OUTPUT_ENTRIES:
-            raise ValueError(
-                f"too many output entries (limit {MAX_OUTPUT_ENTRIES} per cell): "
-                "join text into one string and emit it with fewer text()/json() calls"
-            )
-        self._emitted += 1
-        self._output.append(dumps_text(entry))
 
-    def _emit_text(self, value: Any) -> Any:
-        self._flush_print()
-        self._emit({"type": "text", "text": value if isinstance(value, str) else to_json_text(value)})
-        return {"return_value": None}
+# ---- the guest's built-in host functions ----------------------------------------------------------
 
-    def _emit_json(self, value: Any) -> Any:
-        self._flush_print()
-        data, _ = to_json_value(value)
-        self._emit({"type": "json", "value": data})
-        return {"return_value": None}
 
-    def _on_print(self, _stream: str, text: str) -> None:
-        # Each printed line is one text entry, in order with text()/json(); the total is bounded.
-        if self._printed > PRINT_TOTAL:
-            return
-        self._printed += len(text)
-        if self._printed > PRINT_TOTAL:
-            self._print_line = ""
-            self._output.append(dumps_text({"type": "text", "text": "[print output truncated]"}))
-            return
-        lines = (self._print_line + text).split("\n")
-        self._print_line = lines.pop()
-        for line in lines:
-            if self._emitted < MAX_OUTPUT_ENTRIES:
-                self._emitted += 1
-                self._output.append(dumps_text({"type": "text", "text": line}))
+def _yield_control(reason: object = None) -> Request:
+    return "yield", [None if reason is None else str(reason)], None
 
-    def _flush_print(self) -> None:
-        if self._print_line:
-            line, self._print_line = self._print_line, ""
-            self._on_print("stdout", line + "\n")
 
-    def _sleep(self, snapshot: Any, seconds: Any) -> Any:
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-            raise TypeError("sleep(seconds) needs a number of seconds")
-        return self._request(snapshot, "sleep", [max(int(seconds * 1000), 0)])
+def _sleep(seconds: object) -> Request:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError("sleep(seconds) needs a number of seconds")
+    return "sleep", [max(int(seconds * 1000), 0)], None
 
-    def _store(self, snapshot: Any, key: Any, value: Any = None) -> Any:
-        _check_key(key)
-        if value is None:
-            return self._request(snapshot, "store.delete", [key])
-        return self._request(snapshot, "store.set", [key, value])
 
-    def _load(self, snapshot: Any, key: Any) -> Any:
-        _check_key(key)
-        return self._request(snapshot, "store.get", [key], shape=lambda r: None if r is None else r.get("value"))
+def _store(key: object, value: object = None) -> Request:
+    _check_key(key)
+    if value is None:
+        return "store.delete", [key], None
+    return "store.set", [key, value], None
 
-    def _request(self, snapshot: Any, method: str, args: list[Any], shape: Callable[[Any], Any] | None = None) -> Any:
-        """Queue one host request; the guest gets a future that ``settle`` resolves."""
-        caps = self._caps
-        if len(self._pending) >= caps["maxPendingRequests"]:
-            raise ValueError(
-                f"too many host requests pending (limit {caps['maxPendingRequests']}: tool calls, sleeps and "
-                "yield_control all count); await some before starting more"
-            )
-        if len(self._queue) >= caps["maxQueuedRequests"]:
-            raise ValueError(
-                f"too many host requests queued at once (limit {caps['maxQueuedRequests']}); await some before starting more"
-            )
-        try:
-            data, count = to_json_value(args, max_values=caps["maxRequestValues"])
-        except OverflowError:
-            raise ValueError(
-                f"request arguments hold more than {caps['maxRequestValues']} JSON values, over the max_request_values "
-                "cap; pass fewer, larger values (for example a table as one CSV or JSON string), or split the data "
-                "over several calls"
-            ) from None
-        text = dumps_text(data)
-        if len(text) > caps["maxRequestBytes"]:
-            raise ValueError(
-                f"request arguments are {len(text)} characters, over the {caps['maxRequestBytes']}-character bridge "
-                "frame cap; pass less data per call"
-            )
-        if self._queue and self._queued_bytes + len(text) > caps["maxQueuedBytes"]:
-            raise ValueError(
-                f"host requests started in one burst would carry {self._queued_bytes + len(text)} characters of "
-                f"arguments, over the {caps['maxQueuedBytes']}-character cap; await some before starting more"
-            )
-        self._queued_bytes += len(text)
-        request_id = self._next_id
-        self._next_id += 1
-        self._pending[request_id] = (snapshot.call_id, shape)
-        self._queue.append({"id": request_id, "method": method})
-        self._queue_args.append(text)
-        return {"future": ...}
+
+def _load(key: object) -> Request:
+    _check_key(key)
+    return "store.get", [key], _stored_value
+
+
+def _stored_value(reply: object) -> object:
+    return reply.get("value") if isinstance(reply, dict) else None
+
+
+_BUILTINS: dict[str, Callable[..., Request]] = {
+    "yield_control": _yield_control,
+    "sleep": _sleep,
+    "store": _store,
+    "load": _load,
+}
 
 
 # ---- errors ---------------------------------------------------------------------------------------
 
 
-def _failure(text: str) -> dict[str, Any]:
+def _failure(text: str) -> dict[str, object]:
     return {"ok": False, "bridge": False, "error": text, "code": "", "oom": False}
 
 
-def _routed(target: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, list[Any]]:
+def _routed(target: object, name: str, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[str, list[object]]:
     found = route(target, name, args, kwargs)
     if found is None:
         raise TypeError(f"{name}() is not a method the host serves")
     return found
 
 
-def _as_handles(metas: Any) -> Any:
+def _as_handles(metas: object) -> object:
     return [handle(m) for m in metas] if isinstance(metas, list) else metas
 
 
-def _check_key(key: Any) -> None:
+def _check_key(key: object) -> None:
     if not isinstance(key, str) or not 1 <= len(key) <= 256:
         raise TypeError("store key must be a string of 1-256 characters")
-
-
-def _host_error(err: Any) -> BaseException:
-    """A host failure as the Python exception the guest catches; a stable code ends its message: ``(code: ...)``.
-
-    Monty's exceptions are the built-in types, which carry no attributes: the code travels in the text.
-    """
-    message = err.get("message") if isinstance(err, dict) else None
-    message = message if isinstance(message, str) else "host request failed"
-    name = err.get("name") if isinstance(err, dict) else None
-    code = err.get("code") if isinstance(err, dict) and isinstance(err.get("code"), str) else None
-    kind: type[Exception] = {"TypeError": TypeError, "RangeError": ValueError}.get(name or "", RuntimeError)
-    return kind(f"{message} (code: {code})" if code else message)
 
 
 def _head(exc: monty.MontyError) -> str:
@@ -411,12 +312,12 @@ def _head(exc: monty.MontyError) -> str:
     return str(text).strip().split("\n")[-1] or "Exception"
 
 
-def _frames_of(exc: monty.MontyError) -> list[Any]:
+def _frames_of(exc: monty.MontyError) -> list[monty.Frame]:
     traceback = getattr(exc, "traceback", None)
     return list(traceback()) if traceback is not None else []
 
 
-def _error_text(head: str, frames: list[Any]) -> str:
+def _error_text(head: str, frames: list[monty.Frame]) -> str:
     """``Name: message`` first, then the cell's own frames (innermost last, as Python prints them)."""
     shown = [f for f in frames if f.filename == SCRIPT][-MAX_FRAMES:]
     lines = [head]
@@ -428,7 +329,7 @@ def _error_text(head: str, frames: list[Any]) -> str:
     return "\n".join(lines)
 
 
-def _syntax_text(head: str, frames: list[Any]) -> str:
+def _syntax_text(head: str, frames: list[monty.Frame]) -> str:
     name, _, message = head.strip().split("\n")[-1].partition(": ")
     line, col = (frames[-1].line, frames[-1].column) if frames else (1, 1)
     return (

@@ -266,8 +266,11 @@ def test_output_entries_past_the_cap_throw_a_catchable_range_error(client):
 
 
 def test_400000_empty_texts_cost_milliseconds_not_seconds(client):
-    """A loop of 400,000 text("") stops at the cap: the cell fails fast with the RangeError."""
+    """A loop of 400,000 text("") stops at the cap: the cell fails fast with the RangeError.
+
+    Fast is the worker's CPU time (the guest stopped at entry 10,001), not the wall clock, which a loaded
+    machine stretches."""
     env = run(client, 'for (let i = 0; i < 400000; i++) text(""); return 1', max_output_bytes=1024 * 1024)
     assert env["status"] == "failed" and env["error"].startswith("RangeError: too many output entries"), env
     assert len(env["output"]) == 10000
-    assert env["telemetry"]["wall_ms"] < 1000, env["telemetry"]
+    assert env["telemetry"]["guest_cpu_ms"] < 1000, env["telemetry"]

@@ -1,0 +1,164 @@
+"""A Python cell's host requests: queued while the cell runs, handed to the worker loop by ``take``,
+answered by ``settle``, and held to the same bridge caps as a JavaScript cell's.
+
+Each request the guest makes is a Monty future keyed by Monty's call id; its arguments are encoded
+once, here, and travel as text (``request_args`` hands each over once).  Replies are kept in the shape
+Monty resumes a future with (``{"return_value": ...}`` or ``{"exception": ...}``); the engine, the one
+module that imports Monty, hands them over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from bridge.jsoncodec import dumps_text, loads
+
+from .values import to_json_value
+
+#: How a request's reply becomes the guest's value (e.g. search results as catalog handles).
+Shape = Callable[[object], object]
+
+
+@dataclass(frozen=True)
+class RequestCaps:
+    """The bridge caps one cell's requests live under (the same keys as the JavaScript prelude reads)."""
+
+    max_request_bytes: int
+    max_queued: int = 1024
+    max_pending: int = 128
+    max_queued_bytes: int = 0  # 0: as much as one request may carry
+    max_values: int = 1_000_000
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, object]) -> RequestCaps:
+        def cap(key: str, default: int) -> int:
+            value = cfg.get(key)
+            return value if isinstance(value, int) and value > 0 else default
+
+        request_bytes = cfg.get("maxRequestBytes")
+        if not isinstance(request_bytes, int) or request_bytes <= 0:
+            raise ValueError(f"maxRequestBytes must be a positive integer, not {request_bytes!r}")
+        return cls(
+            max_request_bytes=request_bytes,
+            max_queued=cap("maxQueuedRequests", cls.max_queued),
+            max_pending=cap("maxPendingRequests", cls.max_pending),
+            max_queued_bytes=cap("maxQueuedBytes", request_bytes),
+            max_values=cap("maxRequestValues", cls.max_values),
+        )
+
+
+class HostRequests:
+    """The requests of one Python cell, from the guest's call to the host's reply."""
+
+    def __init__(self, caps: RequestCaps) -> None:
+        self._caps = caps
+        self._next_id = 1
+        self._pending: dict[int, tuple[int, Shape | None]] = {}  # request id -> (Monty call id, shape)
+        self._replies: dict[int, dict[str, object]] = {}  # Monty call id -> its result, until the next slice
+        self._queue: list[dict[str, object]] = []
+        self._queue_args: list[str] = []
+        self._taken_args: list[str] = []
+        self._queued_bytes = 0
+        self._cancels: list[int] = []
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._pending)
+
+    def queue(self, call_id: int, method: str, args: list[object], shape: Shape | None = None) -> None:
+        """Queue one request (the guest holds a future that ``settle`` resolves).  Over a cap: ValueError."""
+        self._check_counts()
+        text = self._encode(args)
+        self._queued_bytes += len(text)
+        request_id = self._next_id
+        self._next_id += 1
+        self._pending[request_id] = (call_id, shape)
+        self._queue.append({"id": request_id, "method": method})
+        self._queue_args.append(text)
+
+    def settle(self, request_id: int, ok: bool, payload: str | None) -> None:
+        entry = self._pending.pop(request_id, None)
+        if entry is None:
+            return  # a request the cell no longer waits for
+        call_id, shape = entry
+        if ok:
+            value = None if payload is None else loads(payload)
+            self._replies[call_id] = {"return_value": shape(value) if shape else value}
+        else:
+            self._replies[call_id] = {"exception": host_error(loads(payload or "{}"))}
+
+    def take_replies(self) -> dict[int, dict[str, object]]:
+        replies, self._replies = self._replies, {}
+        return replies
+
+    def has_replies(self) -> bool:
+        return bool(self._replies)
+
+    def drop_pending(self) -> None:
+        """The cell ended: calls it started but never awaited are cancelled (nobody can see their outcome)."""
+        self._cancels.extend(self._pending)
+        self._pending.clear()
+
+    def take(self) -> tuple[list[dict[str, object]], list[int]]:
+        """The requests queued and the cancels made since the last take; their arguments move to ``request_args``."""
+        taken = self._queue, self._cancels
+        self._taken_args, self._queue_args = self._queue_args, []
+        self._queue, self._queued_bytes, self._cancels = [], 0, []
+        return taken
+
+    def request_args(self, index: int) -> str:
+        if index >= len(self._taken_args):
+            return "[]"
+        text, self._taken_args[index] = self._taken_args[index], ""  # handed over once
+        return text
+
+    def _check_counts(self) -> None:
+        caps = self._caps
+        if len(self._pending) >= caps.max_pending:
+            raise ValueError(
+                f"too many host requests pending (limit {caps.max_pending}: tool calls, sleeps and "
+                "yield_control all count); await some before starting more"
+            )
+        if len(self._queue) >= caps.max_queued:
+            raise ValueError(
+                f"too many host requests queued at once (limit {caps.max_queued}); await some before starting more"
+            )
+
+    def _encode(self, args: list[object]) -> str:
+        caps = self._caps
+        try:
+            data, _ = to_json_value(args, max_values=caps.max_values)
+        except OverflowError:
+            raise ValueError(
+                f"request arguments hold more than {caps.max_values} JSON values, over the max_request_values "
+                "cap; pass fewer, larger values (for example a table as one CSV or JSON string), or split the data "
+                "over several calls"
+            ) from None
+        text = dumps_text(data)
+        if len(text) > caps.max_request_bytes:
+            raise ValueError(
+                f"request arguments are {len(text)} characters, over the {caps.max_request_bytes}-character bridge "
+                "frame cap; pass less data per call"
+            )
+        if self._queue and self._queued_bytes + len(text) > caps.max_queued_bytes:
+            raise ValueError(
+                f"host requests started in one burst would carry {self._queued_bytes + len(text)} characters of "
+                f"arguments, over the {caps.max_queued_bytes}-character cap; await some before starting more"
+            )
+        return text
+
+
+def host_error(err: object) -> Exception:
+    """A host failure as the Python exception the guest catches; a stable code ends its message: ``(code: ...)``.
+
+    Monty's exceptions are the built-in types, which carry no attributes: the code travels in the text.
+    """
+    fields = err if isinstance(err, dict) else {}
+    message = fields.get("message")
+    message = message if isinstance(message, str) else "host request failed"
+    name = fields.get("name")
+    code = fields.get("code")
+    kinds: dict[object, type[Exception]] = {"TypeError": TypeError, "RangeError": ValueError}
+    kind = kinds.get(name, RuntimeError)
+    return kind(f"{message} (code: {code})" if isinstance(code, str) and code else message)
