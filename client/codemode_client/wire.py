@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 from .tools import ClientTools, tool_set
@@ -35,6 +35,7 @@ def cell_path(cell_id: str, action: str = "") -> str:
 def exec_body(
     code: str,
     *,
+    language: Literal["javascript", "python"] | None = None,
     title: str | None = None,
     session_id: str | None = None,
     run_id: str | None = None,
@@ -51,6 +52,7 @@ def exec_body(
     """``POST /v1/exec``'s body; fields left at None are not sent, so the service's defaults apply."""
     body: dict[str, Any] = {"code": code}
     fields = {
+        "language": language,
         "title": title,
         "session_id": session_id,
         "run_id": run_id,

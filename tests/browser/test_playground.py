@@ -58,8 +58,11 @@ def expect() -> Any:
     return playwright_expect
 
 
-def example(tab: OfflinePage, label: str) -> None:
+def example(tab: OfflinePage, label: str, language: str = "javascript") -> None:
+    tab.page.get_by_test_id("language").select_option(value=language)
     tab.page.get_by_test_id("examples").select_option(label=label)
+    if language == "python":  # the editor holds the example's Python spelling
+        expect()(tab.page.get_by_test_id("code")).not_to_have_value(re.compile(r"\breturn\b|\bconst\b"))
 
 
 def run_to_the_end(tab: OfflinePage) -> dict[str, Any]:
@@ -73,9 +76,11 @@ def final_envelope(tab: OfflinePage) -> dict[str, Any]:
     return json.loads(tab.page.get_by_test_id("envelope").inner_text())  # type: ignore[no-any-return]
 
 
-def test_run_a_cell_that_calls_a_demo_tool_and_an_mcp_tool(tab, tmp_path):
-    """The demo example quotes a parcel (plugin) and reads a forecast (MCP): the value and the text output show."""
-    example(tab, "Demo tools (shipping plugin and travel MCP server)")
+@pytest.mark.parametrize("language", ["javascript", "python"])
+def test_run_a_cell_that_calls_a_demo_tool_and_an_mcp_tool(tab, tmp_path, language):
+    """The demo example quotes a parcel (plugin) and reads a forecast (MCP), in either language: the value
+    and the text output show."""
+    example(tab, "Demo tools (shipping plugin and travel MCP server)", language)
     env = run_to_the_end(tab)
     assert env["status"] == "completed", env
     assert env["value"]["quote"]["currency"] == "USD" and len(env["value"]["sky"]) == 2
@@ -83,12 +88,13 @@ def test_run_a_cell_that_calls_a_demo_tool_and_an_mcp_tool(tab, tmp_path):
     assert "USD" in tab.page.get_by_test_id("output").inner_text()
     timeline = tab.page.get_by_test_id("timeline").inner_text()
     assert "exec → completed" in timeline and "calls 2" in timeline
-    screenshot(tab.page, tmp_path, "playground-demo")
+    screenshot(tab.page, tmp_path, f"playground-demo-{language}")
 
 
-def test_answer_a_client_tool(tab, tmp_path):
-    """A client tool call shows a form with its input; the result typed there reaches the cell."""
-    example(tab, "A client tool (you answer it)")
+@pytest.mark.parametrize("language", ["javascript", "python"])
+def test_answer_a_client_tool(tab, tmp_path, language):
+    """A client tool call shows a form with its input; the result typed there reaches the cell (either language)."""
+    example(tab, "A client tool (you answer it)", language)
     tab.page.get_by_test_id("run").click()
     card = tab.page.get_by_test_id("client-tool")
     expect()(card).to_contain_text('"order_id": "A-17"', timeout=LONG_MS)
@@ -117,9 +123,11 @@ def test_approve_or_deny_a_call(tab, tmp_path, decision):
         assert env["status"] == "failed" and "its approval was denied" in env["error"], env
 
 
-def test_follow_a_background_cell(tab, tmp_path):
-    """A background cell answers running at once; its output arrives on the live event stream, then its envelope."""
-    example(tab, "A background cell (live events)")
+@pytest.mark.parametrize("language", ["javascript", "python"])
+def test_follow_a_background_cell(tab, tmp_path, language):
+    """A background cell answers running at once; its output arrives on the live event stream, then its
+    envelope (either language)."""
+    example(tab, "A background cell (live events)", language)
     env = run_to_the_end(tab)
     assert env["status"] == "completed" and env["value"] == "done", env
     output = tab.page.get_by_test_id("output").inner_text()
@@ -127,7 +135,7 @@ def test_follow_a_background_cell(tab, tmp_path):
     events = tab.page.get_by_test_id("events").inner_text()
     assert events.count(" output ") == 3 and " envelope " in events, events
     assert "exec → running" in tab.page.get_by_test_id("timeline").inner_text()
-    screenshot(tab.page, tmp_path, "playground-background")
+    screenshot(tab.page, tmp_path, f"playground-background-{language}")
 
 
 def test_search_the_catalog_and_read_a_declaration(tab):
@@ -139,16 +147,29 @@ def test_search_the_catalog_and_read_a_declaration(tab):
     expect()(tab.page.get_by_test_id("api-file")).to_contain_text("declare function quote_shipping", timeout=LONG_MS)
 
 
-def test_copy_as_python_runs_the_same_cell(tab, base):
-    """The "Copy as Python" snippet, run as a script with the key in CODEMODE_API_KEY, completes the same cell;
-    the curl snippet names the key by its variable, never by its value."""
-    example(tab, "Hello")
+def test_python_cells_see_the_python_declarations(tab):
+    """With Python chosen, the declarations pane lists a cell's `.pyi` stubs and opens one as a Python cell reads it."""
+    tab.page.get_by_test_id("language").select_option(value="python")
+    link = tab.page.get_by_test_id("api-file-link").filter(has_text="tools/quote_shipping.pyi")
+    expect()(link).to_have_count(1, timeout=LONG_MS)
+    link.click()
+    expect()(tab.page.get_by_test_id("api-file")).to_contain_text("async def quote_shipping(", timeout=LONG_MS)
+    tab.page.get_by_test_id("language").select_option(value="javascript")
+    expect()(tab.page.get_by_test_id("api-file-link").filter(has_text=".pyi")).to_have_count(0, timeout=LONG_MS)
+
+
+@pytest.mark.parametrize("language", ["javascript", "python"])
+def test_copy_as_python_runs_the_same_cell(tab, base, language):
+    """The "Copy as Python" snippet, run as a script with the key in CODEMODE_API_KEY, completes the same cell
+    (in the language chosen); the curl snippet names the key by its variable, never by its value."""
+    example(tab, "Hello", language)
     tab.page.get_by_test_id("copy-python").click()
     snippet = tab.page.get_by_test_id("snippet").inner_text()
     env = {**os.environ, "CODEMODE_API_KEY": API_KEY, "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "completed 2"
+    assert ('language="python"' in snippet) == (language == "python"), snippet
     tab.page.get_by_test_id("copy-curl").click()
     curl = tab.page.get_by_test_id("snippet").inner_text()
     assert "$CODEMODE_API_KEY" in curl and API_KEY not in curl and base + "/v1/exec" in curl

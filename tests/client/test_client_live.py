@@ -33,6 +33,16 @@ def test_exec_completes_with_typed_output(client: Client):
     assert env.text == "hi" and env.telemetry["legs"] == 1 and env.raw["value"] == 42
 
 
+def test_exec_and_run_take_the_cell_language(client: Client):
+    """`language="python"` runs a Python cell (its last expression is the value), through exec and run alike."""
+    env = client.exec('text("hi")\n40 + 2', language="python")
+    assert env.status == "completed" and env.value == 42 and env.text == "hi"
+    env = client.run("x = [n * n for n in range(4)]\nsum(x)", language="python")
+    assert env.status == "completed" and env.value == 14
+    # The default stays JavaScript: the same source is not JavaScript.
+    assert client.exec("sum(x)").status == "failed"
+
+
 def test_guest_failure_is_an_envelope_not_an_exception(client: Client):
     """A guest error comes back as a failed envelope with its code and phase."""
     env = client.exec("missingFn()")

@@ -6,25 +6,36 @@
 const KEY_STORAGE = "codemode.apiKey";
 const $ = (id) => document.getElementById(id);
 
+// Each example: [label, JavaScript code, options, Python code].
 const EXAMPLES = [
-  ["Hello", 'text("hello from a cell");\nreturn 1 + 1;', {}],
+  ["Hello", 'text("hello from a cell");\nreturn 1 + 1;', {}, 'text("hello from a cell")\n1 + 1'],
   ["Demo tools (shipping plugin and travel MCP server)",
     'const quote = await quote_shipping({origin: "DE", destination: "FR", weight_kg: 2});\n' +
     'const weather = await MCP.travel.forecast({city: "Paris", days: 2});\n' +
     'text(`${quote.carrier}: ${quote.price} ${quote.currency}`);\n' +
-    "return {quote, sky: weather.structuredContent.days.map(d => d.sky)};", {}],
+    "return {quote, sky: weather.structuredContent.days.map(d => d.sky)};", {},
+    'quote = await quote_shipping(origin="DE", destination="FR", weight_kg=2)\n' +
+    'weather = await MCP.travel.forecast(city="Paris", days=2)\n' +
+    'text(f"{quote[\'carrier\']}: {quote[\'price\']} {quote[\'currency\']}")\n' +
+    '{"quote": quote, "sky": [d["sky"] for d in weather["structuredContent"]["days"]]}'],
   ["A client tool (you answer it)",
     'const order = await lookup_order({order_id: "A-17"});\nreturn {destination: order.destination};',
     {clientTools: [{name: "lookup_order", description: "Look an order up by {order_id}",
-      input_schema: {type: "object", properties: {order_id: {type: "string"}}, required: ["order_id"]}}]}],
+      input_schema: {type: "object", properties: {order_id: {type: "string"}}, required: ["order_id"]}}]},
+    'order = await lookup_order(order_id="A-17")\n{"destination": order["destination"]}'],
   ["An approval (approve or deny the call)",
     'const quote = await quote_shipping({origin: "DE", destination: "US", weight_kg: 30});\nreturn quote.price;',
-    {requireApproval: "quote_shipping"}],
+    {requireApproval: "quote_shipping"},
+    'quote = await quote_shipping(origin="DE", destination="US", weight_kg=30)\nquote["price"]'],
   ["A background cell (live events)",
     'for (let i = 1; i <= 3; i++) {\n  await new Promise(r => setTimeout(r, 300));\n  text(`step ${i}`);\n}\n' +
-    'return "done";', {background: true}],
-  ["Declarations", 'const files = await API.list();\nreturn files.files.map(f => f.path);', {}],
+    'return "done";', {background: true},
+    'for i in range(1, 4):\n    await sleep(0.3)\n    text(f"step {i}")\n"done"'],
+  ["Declarations", 'const files = await API.list();\nreturn files.files.map(f => f.path);', {},
+    'files = await API.list()\n[f["path"] for f in files["files"]]'],
 ];
+
+const python = () => $("language").value === "python";
 
 const state = { cell: null, started: 0, stream: null };
 
@@ -180,6 +191,7 @@ function clientToolForm(call) {
 
 function requestBody() {
   const body = { code: $("code").value };
+  if (python()) body.language = "python";
   const field = (id, name, convert) => { const v = $(id).value.trim(); if (v) body[name] = convert ? convert(v) : v; };
   field("session-id", "session_id");
   field("run-id", "run_id");
@@ -307,9 +319,9 @@ async function search() {
     if (!env.value.length) list.append(el("li", {}, "no tool matches"));
     for (const hit of env.value) {
       const name = hit.callableName;
-      const call = `await ${name}({})`;
+      const call = python() ? `r = await ${name}()\n` : `const r = await ${name}({});\n`;
       list.append(el("li", { testid: "search-hit" },
-        el("button", { class: "link", title: "insert a call into the editor", onclick: () => insert(`const r = ${call};\n`) }, name),
+        el("button", { class: "link", title: "insert a call into the editor", onclick: () => insert(call) }, name),
         " ", el("span", { class: "detail" }, `${hit.input || ""} → ${hit.output || "?"}`),
         el("div", { class: "detail" }, hit.description || "")));
     }
@@ -323,11 +335,21 @@ function insert(text) {
   code.focus();
 }
 
+// The declarations a cell of the chosen language sees: JavaScript's from the HTTP API, Python's (with
+// the .pyi stubs) from the guest's own API.list(), run as a headless Python cell.
+async function listFiles() {
+  if (!python()) return api("GET", "/v1/api/files");
+  const env = await api("POST", "/v1/exec", { code: "await API.list()", language: "python", headless: true, title: "playground files" });
+  if (env.status !== "completed") throw new Error(env.error || env.status);
+  return env.value;
+}
+
 async function loadFiles() {
   const list = $("api-files");
   list.replaceChildren();
+  $("api-file").textContent = "";
   try {
-    const answer = await api("GET", "/v1/api/files");
+    const answer = await listFiles();
     for (const file of answer.files) {
       list.append(el("li", {}, el("button", { class: "link", testid: "api-file-link", onclick: () => readFile(file.path) }, file.path),
         file.description ? el("span", { class: "detail" }, " " + file.description) : ""));
@@ -336,8 +358,16 @@ async function loadFiles() {
 }
 
 async function readFile(path) {
-  try { $("api-file").textContent = (await api("GET", "/v1/api/files/" + path.split("/").map(encodeURIComponent).join("/"))).content; }
-  catch (err) { $("api-file").textContent = err.message; }
+  try {
+    if (!path.endsWith(".pyi")) {
+      $("api-file").textContent = (await api("GET", "/v1/api/files/" + path.split("/").map(encodeURIComponent).join("/"))).content;
+      return;
+    }
+    // A stub exists only in Python cells: read it as one does.
+    const code = `(await API.read(${JSON.stringify(path)}))["content"]`;
+    const env = await api("POST", "/v1/exec", { code, language: "python", headless: true, title: "playground read" });
+    $("api-file").textContent = env.status === "completed" ? env.value : env.error || env.status;
+  } catch (err) { $("api-file").textContent = err.message; }
 }
 
 // ---- copy as curl / Python ----------------------------------------------------------------------
@@ -390,8 +420,8 @@ async function copy(kind) {
 // ---- start --------------------------------------------------------------------------------------
 
 function useExample(index) {
-  const [, code, opts] = EXAMPLES[index];
-  $("code").value = code;
+  const [, code, opts, pythonCode] = EXAMPLES[index];
+  $("code").value = python() ? pythonCode : code;
   $("client-tools").value = JSON.stringify(opts.clientTools || [], null, 1);
   $("require-approval").value = opts.requireApproval || "";
   $("background").checked = Boolean(opts.background);
@@ -409,6 +439,10 @@ async function checkKey() {
 function start() {
   EXAMPLES.forEach(([label], i) => $("examples").append(el("option", { value: String(i) }, label)));
   $("examples").addEventListener("change", (e) => useExample(Number(e.target.value)));
+  $("language").addEventListener("change", () => {
+    useExample(Number($("examples").value));
+    loadFiles();
+  });
   useExample(0);
   $("api-key").value = sessionStorage.getItem(KEY_STORAGE) || "";
   $("key-box").addEventListener("submit", (e) => {
