@@ -17,8 +17,6 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 # The installed packages are this interpreter's, whatever python_version the checks target.
 MYPY = [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", "--python-executable", sys.executable]
