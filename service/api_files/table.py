@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from service.api_files.errors import ApiFileError
 from service.api_files.mcp_dts import render_mcp_index, render_mcp_server
+from service.api_files.mcp_pyi import render_mcp_index_stub, render_mcp_server_stub
 from service.api_files.model import McpServerDecl, ToolDecl
 from service.api_files.results_dts import RESULTS_DTS, RESULTS_DTS_DESCRIPTION
 from service.api_files.schema_ts import one_line
@@ -68,6 +69,8 @@ class ApiFileTable:
                     _server_renderer(server),
                     lazy=False,
                 )
+            if python:
+                entries.update(_mcp_stub_entries(servers))
         self._entries = entries
 
     def list(self, prefix: str | None = None) -> dict:
@@ -148,6 +151,26 @@ def _stub_renderer(tool: ToolDecl) -> Callable[[], str]:
 
 def _server_renderer(server: McpServerDecl) -> Callable[[], str]:
     return lambda: render_mcp_server(server)
+
+
+def _mcp_stub_entries(servers: Sequence[McpServerDecl]) -> dict[str, _Entry]:
+    """A Python table's MCP stubs: ``mcp/index.pyi`` (the ``MCP`` root) and one ``mcp/<server>.pyi`` each."""
+    entries = {
+        "mcp/index.pyi": _Entry(
+            "MCP for Python cells: one attribute per server, typed in mcp/<server>.pyi.",
+            lambda: render_mcp_index_stub(servers),
+            lazy=False,
+        )
+    }
+    for server in servers:
+        entries[f"mcp/{server.identifier}.pyi"] = _Entry(
+            _well_formed(
+                f"MCP.{server.identifier} for Python cells: tools of MCP server {one_line(server.server_name)}"
+            ),
+            lambda server=server: render_mcp_server_stub(server),
+            lazy=False,
+        )
+    return entries
 
 
 def _well_formed(text: str) -> str:

@@ -14,7 +14,7 @@ import keyword
 import re
 from typing import Any
 
-__all__ = ["MAX_CHARS", "render_tool_stub"]
+__all__ = ["MAX_CHARS", "StubRenderer", "comment_lines", "is_python_name", "pascal_name", "render_tool_stub"]
 
 MAX_NODES = 4096
 MAX_DEPTH = 24
@@ -32,17 +32,17 @@ _HEADER = (
 )
 
 
-def _identifier(name: str) -> bool:
+def is_python_name(name: str) -> bool:
     return name.isidentifier() and not keyword.iskeyword(name)
 
 
-def _pascal(text: str) -> str:
+def pascal_name(text: str) -> str:
     parts = [p for p in _NOT_NAME.split(text) if p]
     name = "".join(p[:1].upper() + p[1:] for p in parts) or "Value"
     return name if name[0].isalpha() else "T" + name
 
 
-class _Renderer:
+class StubRenderer:
     """Turns schemas into Python type expressions, collecting the TypedDicts they need."""
 
     def __init__(self, base: str) -> None:
@@ -52,7 +52,7 @@ class _Renderer:
         self.nodes = 0
 
     def name(self, hint: str) -> str:
-        name = self.base + _pascal(hint)
+        name = self.base + pascal_name(hint)
         candidate, n = name, 2
         while candidate in self.names:
             candidate, n = f"{name}{n}", n + 1
@@ -114,7 +114,7 @@ def _union(types: Any) -> str:
     return "Any" if "Any" in unique else " | ".join(unique)
 
 
-def _comment(text: str) -> list[str]:
+def comment_lines(text: str) -> list[str]:
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()][:_MAX_DOC_LINES]
     return [f"# {_CONTROL.sub(' ', line)}" for line in lines]
 
@@ -124,25 +124,25 @@ def render_tool_stub(
 ) -> str:
     """The stub of one tool: ``async def <name>(**input: Unpack[<Name>Input]) -> <output>``."""
     lines = [*_HEADER, ""]
-    if not _identifier(callable_name):
+    if not is_python_name(callable_name):
         lines.append(f"# {callable_name!r} is not a Python name: call it as a handle, `await h.call(**input)`.")
         return "\n".join(lines) + "\n"
     if not trusted:
         lines.append("# Client tool: its metadata is not trusted, so input and output stay `Any`.")
-        lines.extend(_comment(description))
+        lines.extend(comment_lines(description))
         lines.append(f"async def {callable_name}(**input: Any) -> Any: ...")
         return "\n".join(lines) + "\n"
-    renderer = _Renderer(_pascal(callable_name))
+    renderer = StubRenderer(pascal_name(callable_name))
     input_type = renderer.object_type(input_schema, "Input", 0) if isinstance(input_schema, dict) else "dict[str, Any]"
     output_type = renderer.type_of(output_schema, "Output") if output_schema is not None else "Any"
     kwargs = f"Unpack[{input_type}]" if not input_type.startswith("dict[") else "Any"
     body = [
         *renderer.blocks,
         "",
-        *_comment(description),
+        *comment_lines(description),
         f"async def {callable_name}(**input: {kwargs}) -> {output_type}: ...",
     ]
     if sum(len(line) + 1 for line in body) > MAX_CHARS:
         lines.append(f"# The declarations exceed {MAX_CHARS} characters; input and output stay `Any`.")
-        body = [*_comment(description), f"async def {callable_name}(**input: Any) -> Any: ..."]
+        body = [*comment_lines(description), f"async def {callable_name}(**input: Any) -> Any: ..."]
     return "\n".join(lines + body) + "\n"

@@ -106,3 +106,91 @@ def test_the_stubs_reject_misuse(stubs, tmp_path):
     assert 'Missing named argument "weight_kg" for "quote_shipping"' in out
     assert 'Argument "weight_kg" to "quote_shipping" has incompatible type "str"' in out
     assert 'has no key "no_such_key"' in out
+
+
+# ---- MCP servers: mcp/index.pyi and mcp/<server>.pyi ----------------------------------------------
+
+COLLECT_MCP = """
+files = (await API.list('mcp'))['files']
+out = {}
+for f in files:
+    if f['path'].endswith('.pyi'):
+        out[f['path']] = (await API.read(f['path']))['content']
+[[f['path'] for f in files], out]
+"""
+MCP_USAGE = """
+from index import MCP
+
+
+async def usage() -> int:
+    added = await MCP.docs.add(a=1, b=2.5)
+    issue = await MCP.docs.createIssue(title="t", labels=["bug"])
+    readme = await MCP.docs.resources.read("docs://readme")
+    pages = await MCP.docs.resources.templates(cursor=None)
+    greeting = await MCP.docs.prompts.get("greet", {"name": "Ann"})
+    failed: bool = added.get("isError", False)
+    return len(added["content"]) + len(issue["content"]) + len(readme["contents"]) + len(
+        pages["resourceTemplates"]
+    ) + len(greeting["messages"]) + int(failed)
+"""
+MCP_MISUSE = """
+from index import MCP
+
+
+async def misuse() -> None:
+    await MCP.docs.add(a="1", b=2)
+    await MCP.docs.add(a=1)
+    await MCP.docs.no_such_tool()
+    await MCP.docs.resources.read(1)
+    (await MCP.docs.echo(text="x"))["no_such_key"]
+"""
+
+
+@pytest.fixture(scope="module")
+def mcp_stubs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict[str, str]]:
+    """What a Python cell lists and reads under `mcp/` with our test MCP server over stdio as `docs`."""
+    from service.settings_mcp import McpServerConfig
+    from tests.mcp.conftest import SERVER_SCRIPT
+
+    server = McpServerConfig(name="docs", command=sys.executable, args=(SERVER_SCRIPT, "stdio"), timeout_ms=10000)
+    with make_client(tmp_path_factory.mktemp("mcp-pyi"), mcp_servers=(server,)) as c:
+        env = run(c, COLLECT_MCP, language="python")
+        javascript = run(c, "return (await API.list('mcp')).files.map(f => f.path)")
+    assert env["status"] == "completed", env
+    assert javascript["value"] == ["mcp/index.d.ts", "mcp/docs.d.ts"], javascript  # stubs are Python's only
+    paths, files = env["value"]
+    return paths, files
+
+
+def test_python_cells_list_an_mcp_index_stub_and_one_per_server(mcp_stubs):
+    """A Python cell lists `mcp/index.pyi` and `mcp/<server>.pyi` beside the `.d.ts` files."""
+    paths, files = mcp_stubs
+    assert paths == ["mcp/index.d.ts", "mcp/docs.d.ts", "mcp/index.pyi", "mcp/docs.pyi"]
+    assert "class Mcp:\n    docs: DocsServer" in files["mcp/index.pyi"]
+    docs = files["mcp/docs.pyi"]
+    assert "async def add(self, **input: Unpack[DocsAddInput]) -> McpToolResult: ..." in docs
+    assert "# MCP tool name: create-issue" in docs  # the identifier differs from the MCP name
+    assert "resources: DocsResources" in docs and "prompts: DocsPrompts" in docs
+
+
+def write_mcp_stubs(directory: Path, files: dict[str, str]) -> None:
+    directory.mkdir()
+    for path, content in files.items():
+        (directory / path.removeprefix("mcp/")).write_text(content)
+
+
+def test_the_mcp_stubs_type_check_a_cells_use_of_its_servers(mcp_stubs, tmp_path):
+    """Tools, resources and prompts used as a Python cell would pass `mypy --strict` against the MCP stubs."""
+    write_mcp_stubs(tmp_path / "stubs", mcp_stubs[1])
+    result = mypy(tmp_path / "stubs", MCP_USAGE)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_mcp_stubs_reject_misuse(mcp_stubs, tmp_path):
+    """A wrong input type, a missing required input, an unknown tool, a wrong resource argument and a key the
+    result does not have are each a mypy error."""
+    write_mcp_stubs(tmp_path / "stubs", mcp_stubs[1])
+    result = mypy(tmp_path / "stubs", MCP_MISUSE)
+    lines = [line for line in result.stdout.splitlines() if "usage.py" in line and "error" in line]
+    for line_no in (6, 7, 8, 9, 10):
+        assert any(f"usage.py:{line_no}:" in line for line in lines), (line_no, result.stdout)
