@@ -14,6 +14,9 @@ import keyword
 import re
 from typing import Any
 
+from service.api_files.discriminator import read_output_variants
+from service.api_files.errors import InvalidDiscriminatorError
+
 __all__ = ["MAX_CHARS", "StubRenderer", "comment_lines", "is_python_name", "pascal_name", "render_tool_stub"]
 
 MAX_NODES = 4096
@@ -134,15 +137,56 @@ def render_tool_stub(
         return "\n".join(lines) + "\n"
     renderer = StubRenderer(pascal_name(callable_name))
     input_type = renderer.object_type(input_schema, "Input", 0) if isinstance(input_schema, dict) else "dict[str, Any]"
-    output_type = renderer.type_of(output_schema, "Output") if output_schema is not None else "Any"
     kwargs = f"Unpack[{input_type}]" if not input_type.startswith("dict[") else "Any"
-    body = [
-        *renderer.blocks,
-        "",
-        *comment_lines(description),
-        f"async def {callable_name}(**input: {kwargs}) -> {output_type}: ...",
-    ]
+    overloads = _overloads(renderer, callable_name, input_schema, output_schema, kwargs)
+    if overloads is not None:
+        lines.insert(len(_HEADER), "from typing import overload")
+        signatures = overloads
+    else:
+        output_type = renderer.type_of(output_schema, "Output") if output_schema is not None else "Any"
+        signatures = [f"async def {callable_name}(**input: {kwargs}) -> {output_type}: ..."]
+    body = [*renderer.blocks, "", *comment_lines(description), *signatures]
     if sum(len(line) + 1 for line in body) > MAX_CHARS:
         lines.append(f"# The declarations exceed {MAX_CHARS} characters; input and output stay `Any`.")
         body = [*comment_lines(description), f"async def {callable_name}(**input: Any) -> Any: ..."]
     return "\n".join(lines + body) + "\n"
+
+
+def _overloads(
+    renderer: StubRenderer, name: str, input_schema: object, output_schema: object, kwargs: str
+) -> list[str] | None:
+    """Per-input signatures for an input-discriminated output, as the `.d.ts` declares them.
+
+    One ``@overload`` per mapped value: the selector property as a keyword-only ``Literal`` (the rest of
+    the input unpacked beside it) answers that value's branch; a last overload takes any input and answers
+    the union. None when the output carries no valid annotation or the selector cannot be a keyword.
+    """
+    try:
+        variants = read_output_variants(output_schema if isinstance(output_schema, dict) else None)
+    except InvalidDiscriminatorError:
+        return None  # the .d.ts says why; here the output is the plain union
+    selector = variants.input_property if variants is not None else ""
+    properties = input_schema.get("properties") if isinstance(input_schema, dict) else None
+    if (
+        variants is None
+        or not is_python_name(selector)
+        or not isinstance(properties, dict)
+        or selector not in properties
+    ):
+        return None
+    assert isinstance(input_schema, dict)
+    required = input_schema.get("required")
+    rest = {
+        **input_schema,
+        "properties": {key: sub for key, sub in properties.items() if key != selector},
+        "required": [key for key in required if key != selector] if isinstance(required, list) else [],
+    }
+    rest_type = renderer.object_type(rest, "InputRest", 0)
+    rest_kwargs = "" if rest_type.startswith("dict[") else f", **input: Unpack[{rest_type}]"
+    branches = [renderer.type_of(branch, f"Output{index}") for index, branch in enumerate(variants.branches)]
+    lines = [f"# A literal `{selector}` selects its result type; another value, or none, gives the union."]
+    for value, index in variants.mapping.items():
+        literal = _literal([value])
+        lines += ["@overload", f"async def {name}(*, {selector}: {literal}{rest_kwargs}) -> {branches[index]}: ..."]
+    lines += ["@overload", f"async def {name}(**input: {kwargs}) -> {_union(branches)}: ..."]
+    return lines

@@ -52,3 +52,35 @@ def test_rendering_is_bounded():
     wide = {"type": "object", "properties": {f"p{i}" * 20: {"type": "string"} for i in range(3000)}}
     text = parses(render_tool_stub("t", "", wide, None, True))
     assert len(text) < MAX_CHARS and "async def t(**input: Any) -> Any: ..." in text
+
+
+def _discriminated(selector: str, mapping: dict[str, int], version: int = 1) -> tuple[dict, dict]:
+    input_schema = {
+        "type": "object",
+        "properties": {selector: {"enum": list(mapping)}, "id": {"type": "string"}},
+        "required": [selector],
+    }
+    output_schema = {
+        "anyOf": [{"type": "object", "properties": {"ids": {"type": "array"}}}, {"type": "string"}],
+        "x-openclaw-input-discriminator": {"version": version, "inputProperty": selector, "mapping": mapping},
+    }
+    return input_schema, output_schema
+
+
+def test_an_input_discriminated_output_gets_one_overload_per_value_and_the_union_last():
+    """Each mapped selector value is a keyword-only Literal answering its branch; the last overload takes
+    any input and answers the union; hostile values stay string literals."""
+    text = parses(render_tool_stub("s", "d", *_discriminated("mode", {"list": 0, "one": 1, "x'\"\n": 1}), True))
+    assert "from typing import overload" in text and text.count("@overload") == 4
+    assert "async def s(*, mode: Literal['list'], **input: Unpack[SInputRest]) -> SOutput0: ..." in text
+    assert "async def s(*, mode: Literal['one'], **input: Unpack[SInputRest]) -> str: ..." in text
+    assert "mode: Literal['x\\'\"\\n']" in text
+    assert text.rstrip().endswith("async def s(**input: Unpack[SInput]) -> SOutput0 | str: ...")
+
+
+def test_no_overloads_where_python_cannot_spell_the_selector_or_the_annotation_is_invalid():
+    """A selector that is a Python keyword, or an annotation of an unknown version, leaves one signature
+    answering the whole output."""
+    for schemas in (_discriminated("class", {"a": 0, "b": 1}), _discriminated("mode", {"a": 0}, version=2)):
+        text = parses(render_tool_stub("s", "d", *schemas, True))
+        assert "@overload" not in text and text.count("async def s(") == 1

@@ -30,6 +30,7 @@ USAGE = """
 from echo import echo
 from list_carriers import list_carriers
 from quote_shipping import quote_shipping
+from shipments import shipments
 
 
 async def usage() -> float:
@@ -37,11 +38,16 @@ async def usage() -> float:
     price: float = quote["price"]
     echoed = await echo(x=1)
     carriers = await list_carriers()
-    return price + len([echoed, carriers])
+    listed = await shipments(action="list")
+    ids: list[str] = listed["shipments"]
+    one = await shipments(action="status", shipment_id="S-1")
+    found: bool = one["found"]
+    return price + len([echoed, carriers, ids, found])
 """
 MISUSE = """
 from echo import echo
 from quote_shipping import quote_shipping
+from shipments import shipments
 
 
 async def misuse() -> None:
@@ -49,6 +55,7 @@ async def misuse() -> None:
     await quote_shipping(origin="DE", destination="FR")
     quote = await quote_shipping(origin="DE", destination="FR", weight_kg="2")
     quote["no_such_key"]
+    (await shipments(action="list"))["found"]
 """
 
 
@@ -90,7 +97,8 @@ def test_python_cells_list_a_stub_beside_each_declaration(stubs, shop):
 
 
 def test_the_stubs_type_check_a_cells_use_of_its_tools(stubs, tmp_path):
-    """Code that calls the tools as a cell would (keyword arguments, typed output) passes mypy --strict."""
+    """Code that calls the tools as a cell would (keyword arguments, typed output, an output narrowed by its
+    input's selector) passes mypy --strict."""
     write_stubs(tmp_path / "ok", stubs[1])
     done = mypy(tmp_path / "ok", USAGE)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -106,6 +114,8 @@ def test_the_stubs_reject_misuse(stubs, tmp_path):
     assert 'Missing named argument "weight_kg" for "quote_shipping"' in out
     assert 'Argument "weight_kg" to "quote_shipping" has incompatible type "str"' in out
     assert 'has no key "no_such_key"' in out
+    # The input-discriminated output: action="list" answers the list branch, which has no "found".
+    assert 'TypedDict "ShipmentsOutput0" has no key "found"' in out
 
 
 # ---- MCP servers: mcp/index.pyi and mcp/<server>.pyi ----------------------------------------------
