@@ -2,7 +2,8 @@
 
 A sample that claims to run is marked by an HTML comment on the line before its fence (invisible on
 the rendered page): ``<!-- sample: shell -->`` (a ``curl`` command line), ``<!-- sample: python -->``
-(a script) or ``<!-- sample: cell -->`` (a JavaScript cell). tests/docs/test_samples.py runs each one
+(a script), ``<!-- sample: cell -->`` (a JavaScript cell) or ``<!-- sample: python-cell -->`` (a Python
+cell). tests/docs/test_samples.py runs each one
 against a live ``codemode serve --demo``.
 """
 
@@ -15,7 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
-SAMPLE = re.compile(r"^<!-- sample: (?P<kind>shell|python|cell) -->\n```(?P<lang>\w+)\n(?P<body>.*?)^```$", re.M | re.S)
+SAMPLE = re.compile(
+    r"^<!-- sample: (?P<kind>shell|python|cell|python-cell) -->\n```(?P<lang>\w+)\n(?P<body>.*?)^```$", re.M | re.S
+)
 LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
 
 

@@ -1,6 +1,6 @@
 """The samples the README and the docs mark as runnable run against a live `codemode serve --demo`.
 
-A sample is marked with ``<!-- sample: shell|python|cell -->`` before its fence (tests/docs/pages.py).
+A sample is marked with ``<!-- sample: shell|python|cell|python-cell -->`` before its fence (tests/docs/pages.py).
 Samples name the default address (``localhost:8000`` or ``127.0.0.1:8000``); the test points them at
 the live server's port instead, and nothing else of the sample is changed.
 """
@@ -55,8 +55,9 @@ def test_sample_runs(sample: Sample, base: str, tmp_path: Path) -> None:
     """The sample runs as written: a shell sample prints a completed envelope, a Python sample exits 0
     and prints what its ``print(...)  # expected`` comments say (``…`` stands for anything), a cell
     completes."""
-    if sample.kind == "cell":
-        envelope = httpx.post(f"{base}/v1/exec", json={"code": sample.body}, timeout=60).json()
+    if sample.kind in ("cell", "python-cell"):
+        language = "python" if sample.kind == "python-cell" else "javascript"
+        envelope = httpx.post(f"{base}/v1/exec", json={"code": sample.body, "language": language}, timeout=60).json()
         assert envelope["status"] == "completed", envelope
         return
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
