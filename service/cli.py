@@ -122,7 +122,7 @@ async def _exec(settings: Settings, args: argparse.Namespace) -> int:
         print(f"codemode: cannot start: {exc.message}", file=sys.stderr)
         return STARTUP_FAILURE
     try:
-        envelope = await svc.cells.exec(await cell_spec(svc, LOCAL_KEY, body))
+        envelope = await svc.cells.exec(await cell_spec(svc.cells, svc.tools, LOCAL_KEY, body))
         # A cell parked on host work gets the rest of its time budget from wait legs.
         while (
             envelope["status"] == "waiting"

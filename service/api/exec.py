@@ -11,11 +11,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from service.assembly import Components
+from service.cells.registry import CellRegistry
 from service.cells.spec import CellSpec
 from service.errors import InvalidRequest
 from service.settings import ApiKey
 
+from .keyed_tools import KeyedTools
 from .schemas import ClientToolDecl, ExecRequest, WaitRequest
 
 M = TypeVar("M", bound=BaseModel)
@@ -31,9 +32,9 @@ def parsed(model: type[M], data: dict[str, Any], where: str = "arguments") -> M:
         raise InvalidRequest(f"{field}: {first['msg']}", need_param=field) from None
 
 
-async def cell_spec(svc: Components, key: ApiKey, body: ExecRequest) -> CellSpec:
+async def cell_spec(cells: CellRegistry, tools: KeyedTools, key: ApiKey, body: ExecRequest) -> CellSpec:
     """The cell ``body`` asks for, run as ``key``'s tenant under its tool policy (422s name the field)."""
-    limits = svc.cells.limits(
+    limits = cells.limits(
         timeout_ms=body.timeout_ms,
         memory_limit_bytes=body.memory_limit_bytes,
         max_output_bytes=body.max_output_bytes,
@@ -48,8 +49,8 @@ async def cell_spec(svc: Components, key: ApiKey, body: ExecRequest) -> CellSpec
         restart_safe=body.restart_safe,
         headless=body.headless,
         background=body.background,
-        client_tools=await svc.access.client_tools([_declaration(t) for t in body.client_tools]),
-        tool_policy=svc.tool_policy_for(key),
+        client_tools=await tools.access.client_tools([_declaration(t) for t in body.client_tools]),
+        tool_policy=tools.policy_for(key),
         require_approval=tuple(body.require_approval),
         language=body.language,
     )

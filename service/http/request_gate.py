@@ -11,9 +11,9 @@ and the decoded JSON from the scope (``GatedRoute``), so nothing is parsed twice
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request, Response
+from fastapi import Depends, Request, Response
 from fastapi.routing import APIRoute
 
 from service.auth import KeyRing
@@ -27,6 +27,8 @@ from .request_json import BodyDecoder
 Scope = dict[str, Any]
 
 API_KEY_SCOPE = "codemode.api_key"
+#: The gate's key ring, for a route outside /v1 that asks for a key after all (``api_key_of``).
+KEY_RING_SCOPE = "codemode.key_ring"
 JSON_SCOPE = "codemode.json"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # The MCP facade: authenticated and capped here like /v1, but its JSON-RPC body is the SDK's to parse.
@@ -60,6 +62,7 @@ class RequestGate:
 
     async def _admit(self, scope: Scope, receive: Any) -> Any:
         """Check the request; return a ``receive`` that replays the body read here (or None)."""
+        scope[KEY_RING_SCOPE] = self.keys
         self.keys.check_peer(scope.get("client"))
         self.keys.check_addressed(scope.get("headers", ()), scope.get("client"))
         path: str = scope["path"]
@@ -119,10 +122,20 @@ def _is_json(content_type: str | None) -> bool:
 
 def api_key_of(request: Request) -> ApiKey:
     """The key the gate resolved for this request."""
-    key = request.scope.get(API_KEY_SCOPE)
+    key: ApiKey | None = request.scope.get(API_KEY_SCOPE)
     if key is None:  # a route outside /v1 asking for a key: resolve it the same way
-        key = request.app.state.services.keys.resolve(request.headers.get("authorization"))
-    return key  # type: ignore[no-any-return]
+        keys: KeyRing = request.scope[KEY_RING_SCOPE]
+        key = keys.resolve(request.headers.get("authorization"))
+    return key
+
+
+async def caller(request: Request) -> ApiKey:
+    # async: a plain def dependency would hop through the thread pool on every request
+    return api_key_of(request)
+
+
+#: A route parameter that is the caller's API key (resolved by the gate before the body was read).
+CallerDep = Annotated[ApiKey, Depends(caller)]
 
 
 class _GatedRequest(Request):
