@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bridge import jsoncodec
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from .settings import load_settings
 
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, object] = {}
     if args.command == "serve":
         overrides = {
             "host": args.host,

@@ -7,7 +7,8 @@ same way whichever door a caller uses.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,7 +23,7 @@ from .schemas import ClientToolDecl, ExecRequest, WaitRequest
 M = TypeVar("M", bound=BaseModel)
 
 
-def parsed(model: type[M], data: dict[str, Any], where: str = "arguments") -> M:
+def parsed(model: type[M], data: Mapping[str, object], where: str = "arguments") -> M:
     """``data`` checked by ``model``; the first problem is an ``invalid_request`` naming its field."""
     try:
         return model.model_validate(data)
@@ -56,15 +57,19 @@ async def cell_spec(cells: CellRegistry, tools: KeyedTools, key: ApiKey, body: E
     )
 
 
-def wait_answers(body: WaitRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def wait_answers(body: WaitRequest) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """The client tool results and approval answers of a wait, as the registry takes them."""
     # Not model_dump(): it would copy every (possibly megabytes of) result value on the event loop.
-    results = [{"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results]
-    approvals = [{"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals]
+    results: list[dict[str, object]] = [
+        {"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results
+    ]
+    approvals: list[dict[str, object]] = [
+        {"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals
+    ]
     return results, approvals
 
 
-def _declaration(tool: ClientToolDecl) -> dict[str, Any]:
+def _declaration(tool: ClientToolDecl) -> dict[str, object]:
     # Not model_dump(): it would copy the schema, however large, on the event loop before its caps apply.
     fields = {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
     return {k: v for k, v in fields.items() if v is not None}

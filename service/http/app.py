@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol
+from typing import Protocol
 
 from fastapi import APIRouter, FastAPI
+from starlette.types import Receive, Scope, Send
 
 from service import __version__
 from service.assembly import Components
@@ -42,7 +43,7 @@ class Mounted(Protocol):
 
     def run(self) -> AbstractAsyncContextManager[None]: ...
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None: ...
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
 
 def mcp_body_cap(settings: Settings) -> int:

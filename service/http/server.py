@@ -23,9 +23,10 @@ import resource
 import socket
 import struct
 import sys
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from service.settings import Settings
@@ -220,17 +221,17 @@ class SlicedBodies:
     wait instead of the service buffering a second copy of the whole answer.
     """
 
-    def __init__(self, app: Any, slice_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, slice_bytes: int) -> None:
         self.app = app
         self.slice_bytes = slice_bytes
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         size = self.slice_bytes
 
-        async def sliced(message: Any) -> None:
+        async def sliced(message: Message) -> None:
             body = message.get("body", b"")
             if message["type"] != "http.response.body" or len(body) <= size:
                 await send(message)
@@ -269,7 +270,7 @@ def ensure_descriptors(max_connections: int) -> None:
         )
 
 
-def serve(app: Any, settings: Settings) -> None:
+def serve(app: ASGIApp, settings: Settings) -> None:
     """Run ``app`` on the configured host and port until interrupted."""
     ensure_descriptors(settings.max_connections)
     uvicorn.run(
