@@ -111,7 +111,7 @@ class ToolRoutes(RouteGroup):
         """What ``API.read("<dir>/<name>")`` returns in a guest of this key (``tools/echo.d.ts``, ``mcp/time.d.ts``)."""
         return JSONBytes(read_api_file(await self.tools.api_table_for(key), f"{dir}/{name}"))
 
-    # Any other depth or spelling (an empty segment, a dot segment, three segments) names no file: this
+    # Every other depth or spelling (an empty segment, a dot segment, three segments) names no file: this
     # undocumented fallback answers it like API.read does (422 invalid path, 404 unknown file), as before.
     # Defined last: routes match in the order the class defines them.
     @route("GET", "/v1/api/files/{path:path}", include_in_schema=False)
