@@ -17,27 +17,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .api_files.table import ApiFileTable
+from bridge.messages import SandboxOptions
+
+from .api.keyed_tools import KeyedTools
 from .auth import KeyRing
 from .cells.dispatch import Dispatcher, base_dispatcher
 from .cells.registry import CellRegistry
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
 from .demo import demo_settings
-from .errors import ConfigError, InvalidRequest, WorkerGone
-from .handlers.api_files import api_table, install_api_files
+from .errors import ConfigError, WorkerGone
+from .handlers.api_files import install_api_files
 from .handlers.cell_tools import cell_tools, prepare_cell
 from .handlers.saved_results import SavedResults
 from .handlers.session_store import SessionStoreHandlers, store_limits
 from .handlers.tools import install_tools
 from .metrics import Metrics
 from .process_tuning import tune_process
-from .settings import ApiKey, Settings
+from .settings import Settings
 from .stores import ResultsBackend, ResultsLimits, SessionStore, open_results, open_store
 from .stores.errors import StoreError
 from .stores.results_backend import LocalResults
 from .tools.access import ToolAccess
-from .tools.catalog import CatalogLimits, CatalogView, ToolCatalog
+from .tools.catalog import CatalogLimits, ToolCatalog
 from .tools.clocks import ToolClocks
 from .tools.errors import ToolError
 from .tools.loader import load_plugins
@@ -52,13 +54,15 @@ if TYPE_CHECKING:
     from .mcp.hub import McpHub
 
 log = logging.getLogger("codemode")
-#: How long /readyz waits for the session store's answer before it reports the store unavailable.
-READY_STORE_SECONDS = 0.5
 
 
 @dataclass
 class Components:
-    """The parts of one running service: what an HTTP route may need."""
+    """The parts of one running service, started and closed together.
+
+    The faces (HTTP routes, the MCP facade, the command line) are built from the parts they use
+    (``service.http.app`` hands each route group its own); this object owns their life cycle.
+    """
 
     settings: Settings
     pool: WorkerPool
@@ -66,6 +70,7 @@ class Components:
     dispatcher: Dispatcher
     keys: KeyRing
     access: ToolAccess
+    tools: KeyedTools  # what each API key may call
     store: SessionStore | None
     results: ResultsBackend
     mcp: McpHub | None = None
@@ -73,7 +78,6 @@ class Components:
     metrics: Metrics = field(default_factory=Metrics)
     tracing: Tracing = NO_TRACING
     sandbox: SandboxStatus = field(default_factory=lambda: SandboxStatus({"mode": "auto"}))
-    _policies: dict[str, ToolPolicy | None] = field(default_factory=dict)
     _store_sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -142,43 +146,6 @@ class Components:
         await self.results.close()
         await self.tracing.close()
 
-    async def readiness(self) -> dict[str, str]:
-        checks = {"workers": "ok" if self.pool.ready else "no worker available"}
-        if self.store is not None:
-            try:
-                async with asyncio.timeout(READY_STORE_SECONDS):  # /readyz answers within a second
-                    await self.store.ping()
-                checks["store"] = "ok"
-            except TimeoutError:
-                checks["store"] = f"unavailable: no answer within {READY_STORE_SECONDS} s"
-            except StoreError as exc:
-                checks["store"] = f"unavailable: {exc}"
-        return checks
-
-    def tool_policy_for(self, key: ApiKey) -> ToolPolicy | None:
-        """The key's tool narrowing (``[[api_keys]] tools = {deny = [...]}``), parsed once."""
-        if key.key not in self._policies:
-            try:
-                self._policies[key.key] = (
-                    ToolPolicy.from_config(key.tools, where="api_keys.tools") if key.tools else None
-                )
-            except ToolError as exc:
-                raise InvalidRequest(f"this API key's tool policy is invalid: {exc}") from None
-        return self._policies[key.key]
-
-    def view_for(self, key: ApiKey) -> CatalogView:
-        return self.access.view_for(self.tool_policy_for(key))
-
-    async def api_table_for(self, key: ApiKey) -> ApiFileTable:
-        """The declaration files this key's cells see (native tools and MCP under its policy).
-
-        Lazy MCP servers are connected within the default cell timeout.
-        """
-        policy = self.tool_policy_for(key)
-        mcp = self.access.mcp_scope(key.tenant, policy)
-        servers = await self.access.mcp_servers(mcp, self.settings.timeout_ms / 1000)
-        return api_table(self.access.view_for(policy), servers)
-
 
 def build_components(
     settings: Settings,
@@ -201,7 +168,60 @@ def build_components(
     """
     settings = demo_settings(settings)
     sandbox = sandbox_options(settings.sandbox, settings.worker_user)
-    pool = WorkerPool(
+    policy, catalog = _tool_catalog(settings, extra_tools)
+    session_store = _session_store(settings, store)
+    mcp = _mcp_hub(settings, catalog, policy)
+    results = _results(settings, shared=store is True, clock=results_clock)
+    access = ToolAccess(settings, catalog, mcp, tool_policy=policy, run_counters=session_store, sandbox=sandbox)
+    saved = SavedResults(settings, results)
+    store_handlers = SessionStoreHandlers(session_store, store_limits(settings))
+    dispatcher = _guest_requests(dispatcher or base_dispatcher(), catalog, saved, store_handlers, mcp)
+    tracing = start_tracing(TracingConfig.from_env()) if tracing is None else tracing
+    pool = _worker_pool(settings, sandbox)
+    cells = CellRegistry(
+        settings,
+        pool,
+        dispatcher,
+        prepare=functools.partial(prepare_cell, access, [store_handlers.prefetch]),
+        retainer=saved,
+        tracing=tracing,
+        clock=cells_clock or time.monotonic,
+        sweep_seconds=1.0 if cells_clock is None else 0.02,
+    )
+    replica = replica_for(settings, session_store)
+    _attach_to_registry(cells, results, mcp, replica)
+    return Components(
+        settings=settings,
+        pool=pool,
+        cells=cells,
+        dispatcher=dispatcher,
+        keys=KeyRing(settings),
+        access=access,
+        tools=KeyedTools(access, settings.timeout_ms / 1000),
+        store=session_store,
+        results=results,
+        mcp=mcp,
+        replica=replica,
+        tracing=tracing,
+        sandbox=SandboxStatus(sandbox),
+    )
+
+
+def _attach_to_registry(
+    cells: CellRegistry, results: ResultsBackend, mcp: McpHub | None, replica: Replica | None
+) -> None:
+    """Give the registry's sweep what else expires (in-process saved results, idle MCP connections), and
+    prefix its cell ids with this replica's id (a peer routes a cell by it)."""
+    if isinstance(results, LocalResults):
+        cells.sweepers.append(results.store.expire)
+    if mcp is not None:
+        cells.sweepers.append(mcp.close_idle)
+    if replica is not None:
+        cells.cell_id_prefix = cell_id_prefix(replica.replica_id)
+
+
+def _worker_pool(settings: Settings, sandbox: SandboxOptions) -> WorkerPool:
+    return WorkerPool(
         size=settings.workers,
         cap=settings.worker_cap,
         max_cells=settings.worker_max_cells,
@@ -220,9 +240,13 @@ def build_components(
         max_parked_bytes=settings.worker_max_parked_bytes,
         snapshot_bytes=settings.max_snapshot_bytes,
     )
+
+
+def _tool_catalog(settings: Settings, extra_tools: Sequence[ToolSpec]) -> tuple[ToolPolicy, ToolCatalog]:
+    """The base tool policy of ``[tools]`` and the catalog of the plugins' tools and ``extra_tools`` under it."""
+    t = settings.tools
     try:
-        loaded = load_plugins(settings.tools.plugins, entry_points=settings.tools.entry_points)
-        t = settings.tools
+        loaded = load_plugins(t.plugins, entry_points=t.entry_points)
         policy = ToolPolicy.from_config(
             {
                 **({"allow": list(t.allow)} if t.allow else {}),  # no allow list: every non-optional tool
@@ -239,16 +263,25 @@ def build_components(
         )
     except ToolError as exc:
         raise ConfigError(f"tools: {exc}", need_param="tools") from None
-    session_store: SessionStore | None = None
+    return policy, catalog
+
+
+def _session_store(settings: Settings, store: SessionStore | None | bool) -> SessionStore | None:
+    """The store ``store`` asks for: ``True`` opens the configured one, ``False``/``None`` none, else itself."""
     if store is True:
         try:
-            session_store = open_store(
+            return open_store(
                 settings.resolved_store_url, store_limits(settings), timeout_seconds=settings.store_timeout_ms / 1000
             )
         except StoreError as exc:
             raise ConfigError(str(exc), need_param="store_url") from None
-    elif store is not False and store is not None:
-        session_store = store  # type: ignore[assignment]
+    if store is False or store is None:
+        return None
+    return store
+
+
+def _mcp_hub(settings: Settings, catalog: ToolCatalog, policy: ToolPolicy) -> McpHub | None:
+    """The hub of ``[mcp.servers]`` (None without any), after every policy entry was checked."""
     mcp = None
     if settings.mcp_servers:
         from .mcp.hub import McpHub
@@ -257,66 +290,46 @@ def build_components(
         mcp = McpHub(settings.mcp_servers, tenants=len({key.tenant for key in settings.api_keys}))
     listed_check = _check_policy_entries(settings, catalog, mcp.identifiers() if mcp is not None else [], policy)
     if mcp is not None:
+        mcp.on_listed = functools.partial(_report_unlisted, listed_check)
+    return mcp
 
-        def report_unlisted(server: tuple[str, str], tools: list[tuple[str, str]]) -> None:
-            for problem in listed_check.problems(server, tools):
-                log.warning("%s", problem)
 
-        mcp.on_listed = report_unlisted
+def _report_unlisted(check: ListedToolCheck, server: tuple[str, str], tools: list[tuple[str, str]]) -> None:
+    """Warn of each ``mcp:<server>/<tool>`` policy entry that names no tool the server listed."""
+    for problem in check.problems(server, tools):
+        log.warning("%s", problem)
+
+
+def _results(settings: Settings, *, shared: bool, clock: Callable[[], float] | None) -> ResultsBackend:
+    """The saved-results store: in Redis beside a ``redis://`` session store (``shared``), else in memory."""
     try:
-        results = open_results(
-            settings.resolved_store_url if store is True else "",
+        return open_results(
+            settings.resolved_store_url if shared else "",
             ResultsLimits(tenant_max_bytes=settings.tenant_results_bytes, max_bytes=settings.results_max_bytes),
-            results_clock,
+            clock,
             settings.store_timeout_ms / 1000,
         )
     except StoreError as exc:
         raise ConfigError(str(exc), need_param="store_url") from None
-    access = ToolAccess(settings, catalog, mcp, tool_policy=policy, run_counters=session_store, sandbox=sandbox)
-    saved = SavedResults(settings, results)
-    dispatcher = dispatcher or base_dispatcher()
+
+
+def _guest_requests(
+    dispatcher: Dispatcher,
+    catalog: ToolCatalog,
+    saved: SavedResults,
+    store_handlers: SessionStoreHandlers,
+    mcp: McpHub | None,
+) -> Dispatcher:
+    """``dispatcher`` with every handler module's guest requests registered."""
     install_tools(dispatcher, catalog.limits)
     install_api_files(dispatcher)
     saved.install(dispatcher)
-    store_handlers = SessionStoreHandlers(session_store, store_limits(settings))
     store_handlers.install(dispatcher)
     if mcp is not None:
         from .mcp.guest_requests import install_mcp
 
         install_mcp(dispatcher, cell_tools)
-    tracing = start_tracing(TracingConfig.from_env()) if tracing is None else tracing
-    prepare = functools.partial(prepare_cell, access, [store_handlers.prefetch])
-    cells = CellRegistry(
-        settings,
-        pool,
-        dispatcher,
-        prepare=prepare,
-        retainer=saved,
-        tracing=tracing,
-        clock=cells_clock or time.monotonic,
-        sweep_seconds=1.0 if cells_clock is None else 0.02,
-    )
-    if isinstance(results, LocalResults):
-        cells.sweepers.append(results.store.expire)
-    replica = replica_for(settings, session_store)
-    if replica is not None:
-        cells.cell_id_prefix = cell_id_prefix(replica.replica_id)
-    if mcp is not None:
-        cells.sweepers.append(mcp.close_idle)
-    return Components(
-        settings=settings,
-        pool=pool,
-        cells=cells,
-        dispatcher=dispatcher,
-        keys=KeyRing(settings),
-        access=access,
-        store=session_store,
-        results=results,
-        mcp=mcp,
-        replica=replica,
-        tracing=tracing,
-        sandbox=SandboxStatus(sandbox),
-    )
+    return dispatcher
 
 
 def _check_policy_entries(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Sequence
-from typing import Any
 
 from service.errors import Forbidden, HostNotAllowed, Unauthorized
 from service.hosts import MAX_AUTHORITY_CHARS, HostCheck
@@ -45,12 +44,12 @@ class KeyRing:
     def enabled(self) -> bool:
         return bool(self._keys)
 
-    def check_peer(self, client: Any) -> None:
+    def check_peer(self, client: object) -> None:
         """Without keys, refuse any peer that is not on this machine (whatever server runs the app)."""
         if not self._keys and not is_loopback_peer(client):
             raise Forbidden(NO_KEYS_REMOTE_PEER)
 
-    def check_addressed(self, headers: Sequence[tuple[bytes, bytes]], client: Any) -> None:
+    def check_addressed(self, headers: Sequence[tuple[bytes, bytes]], client: object) -> None:
         """Without keys, refuse a request whose Host or Origin names no allowed host (a rebound page's)."""
         if self._keys:
             return  # a page cannot present a key it does not know
@@ -81,7 +80,7 @@ class KeyRing:
         return found
 
 
-def is_loopback_peer(client: Any) -> bool:
+def is_loopback_peer(client: object) -> bool:
     """True for a loopback address, a server without network peers (None) or the in-process test peer."""
     if client is None:
         return True
@@ -96,5 +95,6 @@ def is_loopback_peer(client: Any) -> bool:
     return bool((mapped or address).is_loopback)
 
 
-def _peer_host(client: Any) -> Any:
+def _peer_host(client: object) -> object:
+    # The ASGI scope's client: (host, port), or whatever a server puts there (checked, not trusted).
     return client[0] if isinstance(client, (tuple, list)) and client else client

@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bridge import jsoncodec
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from .settings import load_settings
 
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, object] = {}
     if args.command == "serve":
         overrides = {
             "host": args.host,
@@ -122,7 +122,7 @@ async def _exec(settings: Settings, args: argparse.Namespace) -> int:
         print(f"codemode: cannot start: {exc.message}", file=sys.stderr)
         return STARTUP_FAILURE
     try:
-        envelope = await svc.cells.exec(await cell_spec(svc, LOCAL_KEY, body))
+        envelope = await svc.cells.exec(await cell_spec(svc.cells, svc.tools, LOCAL_KEY, body))
         # A cell parked on host work gets the rest of its time budget from wait legs.
         while (
             envelope["status"] == "waiting"

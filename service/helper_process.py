@@ -16,11 +16,14 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import TypeVar, TypeVarTuple, Unpack
 
 from bridge.messages import SandboxOptions
 from guest_runtime.confinement import confine, pipe_fds
 from service.errors import Overloaded
+
+Args = TypeVarTuple("Args")
+Answer = TypeVar("Answer")
 
 
 class ConfinedHelper:
@@ -45,7 +48,7 @@ class ConfinedHelper:
         """Start the process now, in the background, so no request waits for it to boot."""
         self._executor().submit(int)
 
-    async def run(self, work: Callable[..., Any], *args: Any) -> Any:
+    async def run(self, work: Callable[[Unpack[Args]], Answer], *args: *Args) -> Answer:
         """``work(*args)`` in the helper; its answer must be plain data (it crosses a process boundary)."""
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor(), work, *args)

@@ -10,11 +10,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
 
 
 class Counted(Protocol):
@@ -28,7 +29,7 @@ class _Collector:
         self.cells = cells
         self.pool = pool
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[Metric]:
         cells = self.cells.stats()
         pool = self.pool.stats()
         outcomes = CounterMetricFamily("codemode_cells", "Cells by final status", labels=["status"])
@@ -96,7 +97,7 @@ class _SandboxCollector:
     def __init__(self, sandbox: Confinement) -> None:
         self.sandbox = sandbox
 
-    def collect(self) -> Iterator[Any]:
+    def collect(self) -> Iterator[Metric]:
         layers = GaugeMetricFamily(
             "codemode_sandbox_layer",
             "Kernel confinement layers of worker processes: 1 in force, 0 missing",
@@ -128,12 +129,12 @@ class Metrics:
     def watch_sandbox(self, sandbox: Confinement) -> None:
         """Report the workers' confinement layers (read at scrape time); once per service."""
         if not self._sandbox_bound:
-            self.registry.register(_SandboxCollector(sandbox))  # type: ignore[arg-type]
+            self.registry.register(_SandboxCollector(sandbox))
             self._sandbox_bound = True
 
     def render(self, cells: Counted, pool: Counted) -> tuple[bytes, str]:
         if not self._bound:
-            self.registry.register(_Collector(cells, pool))  # type: ignore[arg-type]
+            self.registry.register(_Collector(cells, pool))
             self._bound = True
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 

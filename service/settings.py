@@ -47,7 +47,7 @@ def section(path: str, default: Any, doc: str) -> Any:
     return Field(default, description=doc, json_schema_extra={"path": path})
 
 
-def _not_a_boolean(value: Any) -> Any:
+def _not_a_boolean(value: object) -> object:
     # bool is an int to Python; `port = true` in a file is a mistake, not port 1.
     if isinstance(value, bool):
         raise ValueError("a boolean is not an integer")
@@ -57,7 +57,7 @@ def _not_a_boolean(value: Any) -> Any:
 Int = Annotated[int, BeforeValidator(_not_a_boolean)]
 
 
-def _comma_list(value: Any) -> Any:
+def _comma_list(value: object) -> object:
     # The environment spells a list as "a,b"; the file as a TOML array.
     if isinstance(value, str):
         return tuple(part.strip() for part in value.split(",") if part.strip())
@@ -72,6 +72,7 @@ NonEmpty = Annotated[str, Field(min_length=1)]
 class ApiKey:
     key: NonEmpty
     tenant: NonEmpty = "default"
+    # The raw [[api_keys]] tools table (allow, deny, approve, profile), parsed by the tool policy.
     tools: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -287,7 +288,7 @@ class Settings(BaseSettings):
         # A Settings built in code is its arguments and nothing else; only load_settings reads sources.
         return (init_settings,)
 
-    def replace(self, **changes: Any) -> Settings:
+    def replace(self, **changes: object) -> Settings:
         """A copy with ``changes`` applied and validated like any other source (the object never changes)."""
         return _validated({**dict(self), **changes}, lambda name: f"setting {name}")
 
@@ -411,10 +412,10 @@ class _Environment(PydanticBaseSettingsSource):
                 hint = _hint(suffix, {n[len(ENV_PREFIX) :]: n for n in ENV_NAMES})
                 raise ConfigError(f"unknown environment variable {key}{hint}", need_param=key)
 
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[object, str, bool]:
         return self.values.get(field_name), field_name, False
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> dict[str, object]:
         return dict(self.values)
 
 
@@ -426,14 +427,14 @@ class _ConfigFile(PydanticBaseSettingsSource):
         super().__init__(Settings)
         self.values = _file_values(_read_toml(path))
 
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[object, str, bool]:
         return self.values.get(field_name), field_name, False
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> dict[str, object]:
         return dict(self.values)
 
 
-def _read_toml(path: str) -> dict[str, Any]:
+def _read_toml(path: str) -> dict[str, object]:
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
@@ -445,11 +446,11 @@ def _read_toml(path: str) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}", need_param="config") from None
 
 
-def _file_values(data: dict[str, Any]) -> dict[str, Any]:
+def _file_values(data: Mapping[str, object]) -> dict[str, object]:
     """Field name -> raw value from the file's tables; a key no field lives at is refused with a hint."""
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
 
-    def walk(table: Mapping[str, Any], prefix: tuple[str, ...]) -> None:
+    def walk(table: Mapping[str, object], prefix: tuple[str, ...]) -> None:
         for key, value in table.items():
             path = prefix + (key,)
             if path in TOML_PATHS:
@@ -488,7 +489,8 @@ def _file_hint(path: tuple[str, ...]) -> str:
     return _hint(key, siblings) or _hint(key, leaves)
 
 
-def _table(where: str, value: Any, known: list[str]) -> dict[str, Any]:
+def _table(where: str, value: object, known: list[str]) -> dict[str, Any]:
+    # Any: the entries are a TOML table's values, checked by the dataclass they are given to.
     if not isinstance(value, dict):
         raise ConfigError(f"config {where} must be a table", need_param=where)
     for key in value:
@@ -498,7 +500,7 @@ def _table(where: str, value: Any, known: list[str]) -> dict[str, Any]:
     return value
 
 
-def _mcp_servers(servers: Any) -> tuple[McpServerConfig, ...]:
+def _mcp_servers(servers: object) -> tuple[McpServerConfig, ...]:
     if not isinstance(servers, dict):
         raise ConfigError("config mcp.servers must hold [mcp.servers.<name>] tables", need_param="mcp.servers")
     known = [f.name for f in fields(McpServerConfig) if f.name != "name"]
@@ -533,10 +535,10 @@ def _allowed(info: FieldInfo) -> str:
     return "a string" if info.annotation is str else str(info.annotation)
 
 
-def _validated(values: Mapping[str, Any], where: Callable[[str], str]) -> Settings:
+def _validated(values: Mapping[str, object], where: Callable[[str], str]) -> Settings:
     """``Settings(**values)``, a refusal naming the key (as ``where`` names it) and what is allowed."""
     try:
-        return Settings(**values)
+        return Settings.model_validate(values)  # the values alone: a Settings reads no source itself
     except ValidationError as exc:
         error = exc.errors()[0]
         name = str(error["loc"][0])
@@ -558,13 +560,13 @@ def load_settings(
     *,
     environ: Mapping[str, str] | None = None,
     config_path: str | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
 ) -> Settings:
     """Build the settings: defaults < config file < environment < ``overrides`` (CLI flags; None = unset)."""
     env = os.environ if environ is None else environ
     path = config_path or env.get(CONFIG_VARIABLE)
     paths = {name: _dotted(p) for p, name in TOML_PATHS.items()}
-    layers: list[tuple[dict[str, Any], Callable[[str], str]]] = [
+    layers: list[tuple[dict[str, object], Callable[[str], str]]] = [
         (_ConfigFile(path)() if path else {}, lambda name: f"config {paths[name]}"),
         (_Environment(env)(), lambda name: f"environment variable {ENV_PREFIX}{name.upper()}"),
         (
@@ -572,7 +574,7 @@ def load_settings(
             lambda name: f"flag --{name.replace('_', '-')}",
         ),
     ]
-    merged: dict[str, Any] = {}
+    merged: dict[str, object] = {}
     for values, where in layers:
         # Each source is validated alone, so a bad value is refused even where a higher source overrides it.
         _validated(values, where)

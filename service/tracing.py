@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.propagators.textmap import Getter
@@ -37,7 +37,10 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
 #: The parent a request brings (an OpenTelemetry ``Context``), or None: opaque to everyone else.
-TraceParent = Any
+TraceParent: TypeAlias = "Context | None"
+#: A span attribute's value (what OpenTelemetry accepts; we set no sequences).
+AttributeValue: TypeAlias = str | bool | int | float
+Envelope = TypeVar("Envelope", bound=Mapping[str, object])
 EXPORTERS = ("otlp", "console", "none")
 PROTOCOL = "http/protobuf"  # the one OTLP transport installed (opentelemetry-exporter-otlp-proto-http)
 DEFAULT_SERVICE_NAME = "codemode"
@@ -89,6 +92,42 @@ class TracingConfig:
         return cls(exporters, env.get("OTEL_SERVICE_NAME") or None, endpoint)
 
 
+class _TracedSpec(Protocol):
+    @property
+    def title(self) -> str | None: ...
+    @property
+    def tenant(self) -> str: ...
+
+
+class _TracedRequests(Protocol):
+    trace: CellTrace | None
+
+
+class _TracedOutput(Protocol):
+    @property
+    def committed_bytes(self) -> int: ...
+
+
+class _TracedTelemetry(Protocol):
+    @property
+    def legs(self) -> int: ...
+
+
+class TracedCell(Protocol):
+    """What a leg's span reads of its cell (``service.cells.cell.Cell``): ids, output size, leg count."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def spec(self) -> _TracedSpec: ...
+    @property
+    def requests(self) -> _TracedRequests: ...
+    @property
+    def output(self) -> _TracedOutput: ...
+    @property
+    def telemetry(self) -> _TracedTelemetry: ...
+
+
 class Tracing:
     """The service's tracer, or nothing (``NO_TRACING``): made once at start and passed down."""
 
@@ -99,7 +138,7 @@ class Tracing:
 
     # ---- incoming parents (the HTTP layer, the MCP facade) --------------------------------------
 
-    def parent_from_scope(self, scope: Mapping[str, Any]) -> TraceParent:
+    def parent_from_scope(self, scope: Mapping[str, Any]) -> TraceParent:  # an ASGI scope
         """The parent named by an ASGI request's ``traceparent``/``tracestate`` headers, or None."""
         if not self.enabled:
             return None
@@ -127,8 +166,8 @@ class Tracing:
     # ---- spans -----------------------------------------------------------------------------------
 
     async def traced_leg(
-        self, cell: Any, leg: Awaitable[dict[str, Any]], parent: TraceParent, started_ns: int | None = None
-    ) -> dict[str, Any]:
+        self, cell: TracedCell, leg: Awaitable[Envelope], parent: TraceParent, started_ns: int | None = None
+    ) -> Envelope:
         """Run one leg of ``cell`` inside its ``codemode.cell`` span; calls made meanwhile become children."""
         assert self._tracer is not None
         calls: CellTrace | None = cell.requests.trace
@@ -196,7 +235,7 @@ class CellTrace:
 
     def call(self, method: str, label: str | None) -> trace.Span:
         """Start the span of one host request, made now by the guest; ``label`` is the callable it names."""
-        attributes: dict[str, Any] = {"codemode.method": _short(method)}
+        attributes: dict[str, AttributeValue] = {"codemode.method": _short(method)}
         if method == "tool" and label is not None:
             attributes["codemode.tool"] = _short(label)
         elif method == "mcp.call" and label is not None:
@@ -207,12 +246,16 @@ class CellTrace:
 
 
 def end_call(
-    span: trace.Span, request_bytes: int, reply_bytes: int | None, reply: Any = None, outcome: str | None = None
+    span: trace.Span,
+    request_bytes: int,
+    reply_bytes: int | None,
+    reply: Mapping[str, object] | None = None,
+    outcome: str | None = None,
 ) -> None:
     """End a host request's span: settled with ``reply`` (``{ok, error?}``), or ended by ``outcome``."""
     if outcome is None:
         outcome = _outcome(reply)
-    attributes: dict[str, Any] = {"codemode.outcome": outcome, "codemode.request_bytes": request_bytes}
+    attributes: dict[str, AttributeValue] = {"codemode.outcome": outcome, "codemode.request_bytes": request_bytes}
     if reply_bytes is not None:
         attributes["codemode.reply_bytes"] = reply_bytes
     span.set_attributes(attributes)
@@ -221,7 +264,7 @@ def end_call(
     span.end()
 
 
-def _times(telemetry: Any) -> dict[str, float]:
+def _times(telemetry: object) -> dict[str, float]:
     """Where the leg's time went, as its envelope's telemetry tells it (``codemode.wall_ms``, ...)."""
     if not isinstance(telemetry, dict):
         return {}
@@ -229,8 +272,10 @@ def _times(telemetry: Any) -> dict[str, float]:
     return {f"codemode.{key}": float(telemetry[key]) for key in keys if isinstance(telemetry.get(key), int | float)}
 
 
-def _outcome(reply: Any) -> str:
+def _outcome(reply: Mapping[str, object] | None) -> str:
     """``ok``, or the code of the guest's error (``tool_error``, ``program_data_budget``, ...)."""
+    if reply is None:
+        return "error"
     if reply.get("ok"):
         return "ok"
     error = reply.get("error")

@@ -7,21 +7,23 @@ same way whichever door a caller uses.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from service.assembly import Components
+from service.cells.registry import CellRegistry
 from service.cells.spec import CellSpec
 from service.errors import InvalidRequest
 from service.settings import ApiKey
 
+from .keyed_tools import KeyedTools
 from .schemas import ClientToolDecl, ExecRequest, WaitRequest
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def parsed(model: type[M], data: dict[str, Any], where: str = "arguments") -> M:
+def parsed(model: type[M], data: Mapping[str, object], where: str = "arguments") -> M:
     """``data`` checked by ``model``; the first problem is an ``invalid_request`` naming its field."""
     try:
         return model.model_validate(data)
@@ -31,9 +33,9 @@ def parsed(model: type[M], data: dict[str, Any], where: str = "arguments") -> M:
         raise InvalidRequest(f"{field}: {first['msg']}", need_param=field) from None
 
 
-async def cell_spec(svc: Components, key: ApiKey, body: ExecRequest) -> CellSpec:
+async def cell_spec(cells: CellRegistry, tools: KeyedTools, key: ApiKey, body: ExecRequest) -> CellSpec:
     """The cell ``body`` asks for, run as ``key``'s tenant under its tool policy (422s name the field)."""
-    limits = svc.cells.limits(
+    limits = cells.limits(
         timeout_ms=body.timeout_ms,
         memory_limit_bytes=body.memory_limit_bytes,
         max_output_bytes=body.max_output_bytes,
@@ -48,22 +50,26 @@ async def cell_spec(svc: Components, key: ApiKey, body: ExecRequest) -> CellSpec
         restart_safe=body.restart_safe,
         headless=body.headless,
         background=body.background,
-        client_tools=await svc.access.client_tools([_declaration(t) for t in body.client_tools]),
-        tool_policy=svc.tool_policy_for(key),
+        client_tools=await tools.access.client_tools([_declaration(t) for t in body.client_tools]),
+        tool_policy=tools.policy_for(key),
         require_approval=tuple(body.require_approval),
         language=body.language,
     )
 
 
-def wait_answers(body: WaitRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def wait_answers(body: WaitRequest) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """The client tool results and approval answers of a wait, as the registry takes them."""
     # Not model_dump(): it would copy every (possibly megabytes of) result value on the event loop.
-    results = [{"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results]
-    approvals = [{"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals]
+    results: list[dict[str, object]] = [
+        {"id": r.id, "ok": r.ok, "value": r.value, "error": r.error} for r in body.tool_results
+    ]
+    approvals: list[dict[str, object]] = [
+        {"id": a.id, "approve": a.approve, "reason": a.reason} for a in body.approvals
+    ]
     return results, approvals
 
 
-def _declaration(tool: ClientToolDecl) -> dict[str, Any]:
+def _declaration(tool: ClientToolDecl) -> dict[str, object]:
     # Not model_dump(): it would copy the schema, however large, on the event loop before its caps apply.
     fields = {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
     return {k: v for k, v in fields.items() if v is not None}

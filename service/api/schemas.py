@@ -21,7 +21,7 @@ class ClientToolDecl(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=128)
     description: str | None = Field(default=None, max_length=4096)
-    input_schema: dict[str, Any] | None = None
+    input_schema: dict[str, object] | None = None
 
 
 class ExecRequest(BaseModel):
@@ -68,8 +68,8 @@ class ToolResultIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(max_length=64, description='the id of a pending entry with method "tool"')
     ok: StrictBool
-    value: Any = None
-    error: Any = None
+    value: object = None
+    error: object = None
 
 
 class ApprovalIn(BaseModel):
@@ -97,7 +97,7 @@ class WaitRequest(BaseModel):
 
     @field_validator("tool_results", mode="before")
     @classmethod
-    def _few_tool_results(cls, v: Any) -> Any:
+    def _few_tool_results(cls, v: object) -> object:
         # Counted before the entries are validated: `max_length` alone is checked only after the
         # items, so 40,000 entries would each be validated (~150 ms of the event loop) first.
         if isinstance(v, list) and len(v) > MAX_TOOL_RESULTS:
@@ -117,7 +117,7 @@ class TextOutput(BaseModel):
 class JsonOutput(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: Literal["json"]
-    value: Any
+    value: object
 
 
 class TruncatedOutput(BaseModel):
@@ -141,7 +141,7 @@ class PendingCall(BaseModel):
         default=None, description="tool and MCP calls, approvals: the callable name the guest called"
     )
     name: str | None = Field(default=None, description="client tools: the tool's name as declared in client_tools")
-    input: Any = Field(default=None, description="client tools and approvals: the call's input")
+    input: object = Field(default=None, description="client tools and approvals: the call's input")
     reason: str | None = Field(default=None, description="approvals: why the call needs approval")
 
 
@@ -199,7 +199,7 @@ class CellEnvelope(BaseModel):
     # "running" only from GET /v1/cells/{id} while a leg is in progress.
     status: Literal["completed", "waiting", "failed", "running"]
     cell_id: str
-    value: Any = Field(default=None, description="completed only")
+    value: object = Field(default=None, description="completed only")
     output: list[TextOutput | JsonOutput | TruncatedOutput] = Field(
         default_factory=list, description="entries not delivered before; absent from GET /v1/cells/{id}"
     )

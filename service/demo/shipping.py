@@ -7,19 +7,20 @@ deterministic; nothing touches the network.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bridge.json_types import JsonObject, JsonValue
 from service.tools import ToolContext, ToolRegistry, ToolResult, define_tool
 
 PLUGIN_ID = "shipping"
 
-_CARRIERS = [
-    {"id": "parcelpost", "name": "ParcelPost", "services": ["standard", "express"]},
-    {"id": "swiftfreight", "name": "Swift Freight", "services": ["express"]},
-    {"id": "slowboat", "name": "Slow Boat Lines", "services": ["standard"]},
-]
+_CARRIERS = (  # id, name, services
+    ("parcelpost", "ParcelPost", ("standard", "express")),
+    ("swiftfreight", "Swift Freight", ("express",)),
+    ("slowboat", "Slow Boat Lines", ("standard",)),
+)
 _SHIPMENTS = {
     "SHP-1001": {"shipment_id": "SHP-1001", "status": "in_transit", "destination": "DE"},
     "SHP-1002": {"shipment_id": "SHP-1002", "status": "delivered", "destination": "FR"},
@@ -54,7 +55,7 @@ _QUOTE_OUTPUT = {
 
 
 @define_tool(name="quote_shipping", label="Quote shipping", input_schema=QuoteInput, output_schema=_QUOTE_OUTPUT)
-async def quote_shipping(call_id: str, params: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+async def quote_shipping(call_id: str, params: JsonObject, ctx: ToolContext) -> JsonObject:
     """Price a parcel between two countries; returns carrier, price in USD and transit days."""
     quote = QuoteInput.model_validate(params)
     domestic = quote.origin.upper() == quote.destination.upper()
@@ -117,9 +118,9 @@ _TRACK_OUTPUT = {
     output_schema=_TRACK_OUTPUT,
     network=True,
 )
-async def track_package(call_id: str, params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+async def track_package(call_id: str, params: JsonObject, ctx: ToolContext) -> ToolResult:
     """Tracking history of a parcel as reported by the carrier (carrier notes are untrusted text)."""
-    number = params["tracking_number"]
+    number = str(params["tracking_number"])  # a string: the input schema says so
     steps = int(hashlib.sha256(number.encode()).hexdigest(), 16) % 3 + 1
     places = ["Origin depot", "Sorting hub", "Destination depot"]
     events = [{"day": i + 1, "location": places[i], "note": f"Scanned at {places[i].lower()}"} for i in range(steps)]
@@ -145,9 +146,9 @@ async def track_package(call_id: str, params: dict[str, Any], ctx: ToolContext) 
         },
     },
 )
-async def list_carriers(call_id: str, params: dict[str, Any], ctx: ToolContext) -> list[dict[str, Any]]:
+async def list_carriers(call_id: str, params: JsonObject, ctx: ToolContext) -> list[JsonObject]:
     """Carriers this account can book, with the services each offers."""
-    return [dict(c, services=list(c["services"])) for c in _CARRIERS]
+    return [{"id": carrier, "name": name, "services": list(services)} for carrier, name, services in _CARRIERS]
 
 
 _SHIPMENT_LIST = {
@@ -187,13 +188,15 @@ _SHIPMENT_STATUS = {
         },
     },
 )
-async def shipments(call_id: str, params: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+async def shipments(call_id: str, params: JsonObject, ctx: ToolContext) -> JsonObject:
     """`{action: "list"}` lists shipment ids; `{action: "status", shipment_id}` returns one shipment."""
     if params["action"] == "list":
-        return {"shipments": sorted(_SHIPMENTS)}
-    found = _SHIPMENTS.get(params.get("shipment_id", ""))
+        ids: list[JsonValue] = [*sorted(_SHIPMENTS)]
+        return {"shipments": ids}
+    shipment_id = str(params.get("shipment_id", ""))  # a string: the input schema says so
+    found = _SHIPMENTS.get(shipment_id)
     if found is None:
-        return {"shipment_id": params.get("shipment_id", ""), "found": False}
+        return {"shipment_id": shipment_id, "found": False}
     return {**found, "found": True}
 
 
@@ -218,14 +221,15 @@ async def shipments(call_id: str, params: dict[str, Any], ctx: ToolContext) -> d
     },
     optional=True,
 )
-async def cancel_shipment(call_id: str, params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+async def cancel_shipment(call_id: str, params: JsonObject, ctx: ToolContext) -> ToolResult:
     """Cancel a shipment that has not been delivered (opt-in: allow "cancel_shipment" explicitly)."""
-    shipment = _SHIPMENTS.get(params["shipment_id"])
+    shipment_id = str(params["shipment_id"])  # a string: the input schema says so
+    shipment = _SHIPMENTS.get(shipment_id)
     if shipment is None or shipment["status"] == "delivered":
         # Recoverable: another shipment id may work, so the failure never counts against the run.
         return ToolResult(
             details={
-                "shipment_id": params["shipment_id"],
+                "shipment_id": shipment_id,
                 "cancelled": False,
                 "error_type": "recoverable",
                 "need_param": "shipment_id",
@@ -235,8 +239,8 @@ async def cancel_shipment(call_id: str, params: dict[str, Any], ctx: ToolContext
         )
     # Fake data: report success without mutating the shared table, so runs stay deterministic.
     return ToolResult(
-        details={"shipment_id": params["shipment_id"], "cancelled": True},
-        text=f"cancelled {params['shipment_id']}",
+        details={"shipment_id": shipment_id, "cancelled": True},
+        text=f"cancelled {shipment_id}",
     )
 
 

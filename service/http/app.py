@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol
+from typing import Protocol
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+from starlette.types import Receive, Scope, Send
 
 from service import __version__
 from service.assembly import Components
@@ -19,14 +20,17 @@ from service.playground.route import playground_router
 from service.settings import Settings
 
 from .body_limits import BodyCaps
+from .cell_routes import CellRoutes
 from .docs_pages import app_with_offline_docs
 from .error_responses import install_error_handlers
-from .events_route import events_router
+from .events_route import EventRoutes
+from .ops_routes import OpsRoutes
 from .replica_routing import ReplicaRouting
 from .request_gate import MCP_PATH, RequestGate
 from .request_json import BodyDecoder
-from .routes import router
-from .tool_description_route import tool_description_router
+from .session_routes import SessionRoutes
+from .tool_description_route import ToolDescriptionRoutes
+from .tool_routes import ToolRoutes
 
 DESCRIPTION = """Runs agent-written JavaScript **cells** in fresh QuickJS guests inside supervised worker
 processes. `POST /v1/exec` starts a cell; a cell that is still blocked on host work when its
@@ -39,12 +43,25 @@ class Mounted(Protocol):
 
     def run(self) -> AbstractAsyncContextManager[None]: ...
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None: ...
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
 
 def mcp_body_cap(settings: Settings) -> int:
     """The body cap of ``/mcp`` requests (the request gate enforces it; the endpoint is told it too)."""
     return BodyCaps(settings).cap_for(MCP_PATH)
+
+
+def route_groups(settings: Settings, svc: Components) -> list[APIRouter]:
+    """The API's routes, each group built with the parts it uses (in the order they match)."""
+    access = svc.access
+    return [
+        CellRoutes(svc.cells, svc.tools, svc.tracing).router(),
+        ToolRoutes(svc.tools).router(),
+        SessionRoutes(svc.results, access.run_counters, access.failure_limits, svc.store).router(),
+        OpsRoutes(svc.pool, svc.cells, svc.store, svc.sandbox, svc.metrics).router(),
+        EventRoutes(svc.cells, settings.events_heartbeat_seconds).router(),
+        ToolDescriptionRoutes(settings, svc.tools).router(),
+    ]
 
 
 def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) -> FastAPI:
@@ -71,13 +88,11 @@ def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) ->
             await lag.stop()
 
     app = app_with_offline_docs(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
-    app.state.services = svc
-    routes = [*router.routes, *events_router.routes, *tool_description_router.routes, *playground_router.routes]
-    install_error_handlers(app, routes)
-    app.include_router(router)
-    app.include_router(events_router)
-    app.include_router(tool_description_router)
-    app.include_router(playground_router)
+    app.state.services = svc  # for embedders and tests; no route reads it
+    routers = [*route_groups(settings, svc), playground_router]
+    install_error_handlers(app, [route for router in routers for route in router.routes])
+    for router in routers:
+        app.include_router(router)
     if mcp is not None:
         # Starlette serves an object that is not a function as a raw ASGI app; its annotation names only
         # request handlers.

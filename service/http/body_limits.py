@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Iterable
+
+from starlette.types import Message, Receive
 
 from service.errors import BodyTooLarge
 from service.settings import Settings
@@ -43,7 +44,7 @@ class BodyCaps:
         return OTHER_BODY_CAP
 
 
-def declared_length(headers: Any) -> int | None:
+def declared_length(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
     """The Content-Length header as an int, or None when absent or not a plain number."""
     for name, value in headers:
         if name == b"content-length":
@@ -51,7 +52,7 @@ def declared_length(headers: Any) -> int | None:
     return None
 
 
-async def read_body(receive: Callable[[], Awaitable[dict[str, Any]]], cap: int) -> tuple[bytes, dict[str, Any] | None]:
+async def read_body(receive: Receive, cap: int) -> tuple[bytes, Message | None]:
     """The whole body, refused with ``BodyTooLarge`` as soon as it passes ``cap`` (chunked too).
 
     Returns the body and the disconnect message if the peer went away instead of finishing.

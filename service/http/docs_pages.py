@@ -7,7 +7,8 @@ internet.  ``fastapi-offline`` ships the Swagger UI files in its wheel and serve
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
@@ -15,6 +16,19 @@ from fastapi_offline import FastAPIOffline
 DOCS_STATIC_URL = "/docs/static"
 
 
-def app_with_offline_docs(**kwargs: Any) -> FastAPI:
-    """``FastAPI(**kwargs)`` whose ``/docs`` page loads its scripts and styles from this server only."""
-    return FastAPIOffline(static_url=DOCS_STATIC_URL, redoc_url=None, **kwargs)
+def app_with_offline_docs(
+    *,
+    title: str,
+    version: str,
+    description: str,
+    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]],
+) -> FastAPI:
+    """A ``FastAPI`` app whose ``/docs`` page loads its scripts and styles from this server only."""
+    return FastAPIOffline(
+        static_url=DOCS_STATIC_URL,
+        redoc_url=None,
+        title=title,
+        version=version,
+        description=description,
+        lifespan=lifespan,
+    )

@@ -14,18 +14,18 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Request
+from fastapi import Header, Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from service.api.schemas import ERROR_RESPONSES
 from service.cells.events import Event, EventLog
+from service.cells.registry import CellRegistry
 from service.errors import InvalidRequest
 
-from .request_gate import GatedRoute, api_key_of
-from .routes import CellId
-
-events_router = APIRouter(route_class=GatedRoute)
+from .cell_routes import CellId
+from .request_gate import api_key_of
+from .route_group import RouteGroup, route
 
 KEEP_ALIVE = b": keep-alive\n\n"
 EVENTS_EXAMPLE = (
@@ -76,56 +76,64 @@ async def stream(log: EventLog, after: int, heartbeat_s: float) -> AsyncIterator
         yield KEEP_ALIVE
 
 
-@events_router.get(
-    "/v1/cells/{cell_id}/events",
-    response_class=EventStreamResponse,
-    status_code=200,
-    responses={
-        # Refusals are the usual JSON error body (the route's own media type is the event stream).
-        **{
-            code: {
-                "description": ERROR_RESPONSES[code]["description"],
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
-            }
-            for code in (401, 403, 404, 422, 429)
+class EventRoutes(RouteGroup):
+    """A cell's events as Server-Sent Events, from the registry's event logs."""
+
+    def __init__(self, cells: CellRegistry, heartbeat_s: float) -> None:
+        self.cells = cells
+        self.heartbeat_s = heartbeat_s  # a comment line goes out after this long without an event
+
+    @route(
+        "GET",
+        "/v1/cells/{cell_id}/events",
+        response_class=EventStreamResponse,
+        status_code=200,
+        responses={
+            # Refusals are the usual JSON error body (the route's own media type is the event stream).
+            **{
+                code: {
+                    "description": ERROR_RESPONSES[code]["description"],
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+                }
+                for code in (401, 403, 404, 422, 429)
+            },
+            200: {
+                "description": "Server-Sent Events: status, output, pending, dropped, then envelope",
+                "content": {"text/event-stream": {"schema": {"type": "string"}, "example": EVENTS_EXAMPLE}},
+            },
         },
-        200: {
-            "description": "Server-Sent Events: status, output, pending, dropped, then envelope",
-            "content": {"text/event-stream": {"schema": {"type": "string"}, "example": EVENTS_EXAMPLE}},
-        },
-    },
-    tags=["cells"],
-    summary="Cell events (Server-Sent Events)",
-)
-async def cell_events(
-    cell_id: CellId,
-    request: Request,
-    last_event_id: Annotated[
-        str | None,
-        Header(
-            alias=LAST_EVENT_ID,
-            pattern=r"^[0-9]{1,18}$",
-            description="resume after this event id (what an EventSource sends on reconnect)",
-        ),
-    ] = None,
-) -> EventStreamResponse:
-    """Events of a live or just-finished cell of this key's tenant: ``status``, ``output`` (one output entry
-    each), ``pending`` (the calls the cell waits for), ``dropped`` (ids a full buffer lost), and last the
-    ``envelope`` (its ``output`` is empty: every entry went out as an ``output`` event), then the stream
-    closes.  Output written here is not repeated in a later wait answer."""
-    svc = request.app.state.services
-    key = api_key_of(request)
-    release = svc.cells.events.stream_slot(key.tenant)  # first: a refused reader makes no log
-    try:
-        log = svc.cells.event_log(key.tenant, cell_id)
-        after = int(last_event_id) if last_event_id is not None else 0
-        if after > log.last_id:
-            raise InvalidRequest(
-                f"{LAST_EVENT_ID} {after} is past this cell's last event ({log.last_id}); "
-                "resume with an id this stream sent",
-                need_param=LAST_EVENT_ID,
-            )
-    except BaseException:
-        release()
-        raise
-    return EventStreamResponse(stream(log, after, svc.settings.events_heartbeat_seconds), release)
+        tags=("cells",),
+        summary="Cell events (Server-Sent Events)",
+    )
+    async def cell_events(
+        self,
+        cell_id: CellId,
+        request: Request,
+        last_event_id: Annotated[
+            str | None,
+            Header(
+                alias=LAST_EVENT_ID,
+                pattern=r"^[0-9]{1,18}$",
+                description="resume after this event id (what an EventSource sends on reconnect)",
+            ),
+        ] = None,
+    ) -> EventStreamResponse:
+        """Events of a live or just-finished cell of this key's tenant: ``status``, ``output`` (one output entry
+        each), ``pending`` (the calls the cell waits for), ``dropped`` (ids a full buffer lost), and last the
+        ``envelope`` (its ``output`` is empty: every entry went out as an ``output`` event), then the stream
+        closes.  Output written here is not repeated in a later wait answer."""
+        key = api_key_of(request)
+        release = self.cells.events.stream_slot(key.tenant)  # first: a refused reader makes no log
+        try:
+            log = self.cells.event_log(key.tenant, cell_id)
+            after = int(last_event_id) if last_event_id is not None else 0
+            if after > log.last_id:
+                raise InvalidRequest(
+                    f"{LAST_EVENT_ID} {after} is past this cell's last event ({log.last_id}); "
+                    "resume with an id this stream sent",
+                    need_param=LAST_EVENT_ID,
+                )
+        except BaseException:
+            release()
+            raise
+        return EventStreamResponse(stream(log, after, self.heartbeat_s), release)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.cluster.peers import FORWARDED_HEADER
 from service.cluster.relay import CELLS_PATH, held_elsewhere, open_on_holder
@@ -21,20 +22,19 @@ from service.errors import ServiceError
 from service.outbound_http import StreamedAnswer
 
 from .error_responses import error_response
-from .request_gate import BODY_METHODS
+from .request_gate import BODY_METHODS, header_of
 
-Scope = dict[str, Any]
 _ACTION = re.compile(r"^[a-z_]{1,32}$")  # wait, cancel, events: one plain segment after the id
 
 
 class ReplicaRouting:
     """ASGI middleware: serve this replica's cells, relay the others'."""
 
-    def __init__(self, app: Any, *, replica: Replica) -> None:
+    def __init__(self, app: ASGIApp, *, replica: Replica) -> None:
         self.app = app
         self.replica = replica
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
         if scope["type"] != "http" or not path.startswith(CELLS_PATH):
             await self.app(scope, receive, send)
@@ -57,7 +57,7 @@ class ReplicaRouting:
                 target,
                 scope["headers"],
                 await _body(scope, receive),
-                relayed_here=_header(scope, FORWARDED_HEADER.encode()) is not None,
+                relayed_here=header_of(scope, FORWARDED_HEADER.encode()) is not None,
             )
         except ServiceError as exc:
             await error_response(exc)(scope, receive, send)
@@ -65,7 +65,7 @@ class ReplicaRouting:
         await _relay(response, receive, send)
 
 
-async def _body(scope: Scope, receive: Any) -> bytes:
+async def _body(scope: Scope, receive: Receive) -> bytes:
     """The body the gate read and replays (only requests that may carry one)."""
     if scope["method"] not in BODY_METHODS:
         return b""
@@ -80,7 +80,7 @@ async def _body(scope: Scope, receive: Any) -> bytes:
     return b"".join(chunks)
 
 
-async def _relay(response: StreamedAnswer, receive: Any, send: Any) -> None:
+async def _relay(response: StreamedAnswer, receive: Receive, send: Send) -> None:
     """Pass the holder's answer on as it arrives; stop when either side goes away."""
 
     async def pump() -> None:
@@ -109,10 +109,3 @@ async def _relay(response: StreamedAnswer, receive: Any, send: Any) -> None:
             pass
         finally:
             await response.close()
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", ()):
-        if key == name:
-            return value.decode("latin-1")  # type: ignore[no-any-return]
-    return None

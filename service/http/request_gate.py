@@ -11,10 +11,11 @@ and the decoded JSON from the scope (``GatedRoute``), so nothing is parsed twice
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Annotated
 
-from fastapi import Request, Response
+from fastapi import Depends, Request, Response
 from fastapi.routing import APIRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.auth import KeyRing
 from service.errors import BodyTooLarge, ServiceError
@@ -24,9 +25,9 @@ from .body_limits import BodyCaps, declared_length, read_body, too_large_message
 from .error_responses import error_response
 from .request_json import BodyDecoder
 
-Scope = dict[str, Any]
-
 API_KEY_SCOPE = "codemode.api_key"
+#: The gate's key ring, for a route outside /v1 that asks for a key after all (``api_key_of``).
+KEY_RING_SCOPE = "codemode.key_ring"
 JSON_SCOPE = "codemode.json"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # The MCP facade: authenticated and capped here like /v1, but its JSON-RPC body is the SDK's to parse.
@@ -37,7 +38,7 @@ class RequestGate:
     """ASGI middleware: peer check, authentication, body cap and JSON decoding, in that order."""
 
     def __init__(
-        self, app: Any, *, keys: KeyRing, caps: BodyCaps, decoder: BodyDecoder, metrics_require_key: bool
+        self, app: ASGIApp, *, keys: KeyRing, caps: BodyCaps, decoder: BodyDecoder, metrics_require_key: bool
     ) -> None:
         self.app = app
         self.keys = keys
@@ -45,7 +46,7 @@ class RequestGate:
         self.decoder = decoder
         self.metrics_require_key = metrics_require_key
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -58,13 +59,14 @@ class RequestGate:
             return  # nobody is left to answer
         await self.app(scope, replay or receive, send)
 
-    async def _admit(self, scope: Scope, receive: Any) -> Any:
+    async def _admit(self, scope: Scope, receive: Receive) -> Receive | None:
         """Check the request; return a ``receive`` that replays the body read here (or None)."""
+        scope[KEY_RING_SCOPE] = self.keys
         self.keys.check_peer(scope.get("client"))
         self.keys.check_addressed(scope.get("headers", ()), scope.get("client"))
         path: str = scope["path"]
         if path.startswith("/v1/") or path == MCP_PATH or (path == "/metrics" and self.metrics_require_key):
-            scope[API_KEY_SCOPE] = self.keys.resolve(_header(scope, b"authorization"))
+            scope[API_KEY_SCOPE] = self.keys.resolve(header_of(scope, b"authorization"))
         if scope["method"] not in BODY_METHODS:
             return None
         cap = self.caps.cap_for(path)
@@ -76,7 +78,7 @@ class RequestGate:
             raise PeerGone
         if path == MCP_PATH:
             await self.decoder.check_mcp_body(body)
-        elif body and _is_json(_header(scope, b"content-type")):
+        elif body and _is_json(header_of(scope, b"content-type")):
             scope[JSON_SCOPE] = await self.decoder.decode(
                 body, tool_values_raw=path.endswith("/wait"), max_values=self.caps.values_cap_for(path)
             )
@@ -89,10 +91,10 @@ class PeerGone(Exception):
     """The peer disconnected before its body was complete."""
 
 
-def _replay(body: bytes, receive: Any) -> Any:
+def _replay(body: bytes, receive: Receive) -> Receive:
     sent = False
 
-    async def replay() -> dict[str, Any]:
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True
@@ -102,7 +104,8 @@ def _replay(body: bytes, receive: Any) -> Any:
     return replay
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
+def header_of(scope: Scope, name: bytes) -> str | None:
+    """The request header ``name`` (lower case), or None."""
     for key, value in scope.get("headers", ()):
         if key == name:
             return value.decode("latin-1")  # type: ignore[no-any-return]
@@ -119,23 +122,36 @@ def _is_json(content_type: str | None) -> bool:
 
 def api_key_of(request: Request) -> ApiKey:
     """The key the gate resolved for this request."""
-    key = request.scope.get(API_KEY_SCOPE)
+    key: ApiKey | None = request.scope.get(API_KEY_SCOPE)
     if key is None:  # a route outside /v1 asking for a key: resolve it the same way
-        key = request.app.state.services.keys.resolve(request.headers.get("authorization"))
-    return key  # type: ignore[no-any-return]
+        keys: KeyRing = request.scope[KEY_RING_SCOPE]
+        key = keys.resolve(request.headers.get("authorization"))
+    return key
+
+
+async def caller(request: Request) -> ApiKey:
+    # async: a plain def dependency would hop through the thread pool on every request
+    return api_key_of(request)
+
+
+#: A route parameter that is the caller's API key (resolved by the gate before the body was read).
+CallerDep = Annotated[ApiKey, Depends(caller)]
 
 
 class _GatedRequest(Request):
-    async def json(self) -> Any:
+    async def json(self) -> object:
+        # The gate's decoding: JSON, with each wait's tool result values kept as raw JSON (RawJson).
         if JSON_SCOPE in self.scope:
-            return self.scope[JSON_SCOPE]
-        return await super().json()
+            decoded: object = self.scope[JSON_SCOPE]
+            return decoded
+        parsed: object = await super().json()
+        return parsed
 
 
 class GatedRoute(APIRoute):
     """Routes whose handlers read the JSON the gate already decoded."""
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[None, None, Response]]:
         handler = super().get_route_handler()
 
         async def gated(request: Request) -> Response:

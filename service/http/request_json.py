@@ -12,8 +12,6 @@ is all the guest needs.
 
 from __future__ import annotations
 
-from typing import Any
-
 from bridge import jsoncodec
 from bridge.json_values import count_values, nested_deeper_than, over_cap_message
 from bridge.messages import SandboxOptions
@@ -44,7 +42,7 @@ WAIT_REST_TOO_LARGE = (
 )
 
 
-def decode_body(body: bytes, *, tool_values_raw: bool = False, max_values: int | None = None) -> Any:
+def decode_body(body: bytes, *, tool_values_raw: bool = False, max_values: int | None = None) -> object:
     """The body's JSON value; ``InvalidRequest`` (422, ``need_param`` body) if it is not JSON or too deep.
 
     With ``tool_values_raw`` (wait bodies), each ``tool_results[i].value`` is its compact JSON (``RawJson``).
@@ -60,7 +58,7 @@ class BodyDecoder:
     def __init__(self, sandbox: SandboxOptions) -> None:
         self.helper = ConfinedHelper("body decoder", sandbox, [__name__])
 
-    async def decode(self, body: bytes, *, tool_values_raw: bool = False, max_values: int | None = None) -> Any:
+    async def decode(self, body: bytes, *, tool_values_raw: bool = False, max_values: int | None = None) -> object:
         if len(body) <= INLINE_BYTES:
             return decode_body(body, tool_values_raw=tool_values_raw, max_values=max_values)
         return _finish(await self.helper.run(_decode, body, tool_values_raw, max_values))
@@ -80,7 +78,7 @@ class BodyDecoder:
         self.helper.close()
 
 
-def _decode(body: bytes, tool_values_raw: bool, max_values: int | None = None) -> tuple[str, Any]:
+def _decode(body: bytes, tool_values_raw: bool, max_values: int | None = None) -> tuple[str, object]:
     """``("ok", value)``, ``("error", message)`` or ``("too_many", message)``; plain data, so it crosses a
     process boundary."""
     if max_values is not None and count_values(body, max_values) > max_values:
@@ -98,12 +96,12 @@ def _decode(body: bytes, tool_values_raw: bool, max_values: int | None = None) -
     return "ok", value
 
 
-def _finish(outcome: tuple[str, Any]) -> Any:
+def _finish(outcome: tuple[str, object]) -> object:
     kind, value = outcome
     if kind == "error":
-        raise InvalidRequest(value, need_param="body")
+        raise InvalidRequest(str(value), need_param="body")
     if kind == "too_many":
-        raise BodyTooLarge(value)
+        raise BodyTooLarge(str(value))
     results = value.get("tool_results") if isinstance(value, dict) else None
     if isinstance(results, list):
         for entry in results:
@@ -112,7 +110,7 @@ def _finish(outcome: tuple[str, Any]) -> Any:
     return value
 
 
-def _detach_tool_values(body: Any) -> int:
+def _detach_tool_values(body: object) -> int:
     """Replace each ``tool_results[i].value`` by its compact JSON bytes; return the size of the rest."""
     results = body.get("tool_results") if isinstance(body, dict) else None
     if isinstance(results, list):

@@ -6,8 +6,6 @@ messages) into U+FFFD, and only when its fast path refuses, so normal answers pa
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.responses import Response
 
 from bridge import jsoncodec
@@ -25,7 +23,7 @@ class JSONBytes(Response):
 
     media_type = "application/json"
 
-    def render(self, content: Any) -> bytes:
+    def render(self, content: object) -> bytes:
         if isinstance(content, SealedEnvelope):
             return content.encoded  # encoded once, before the cell's side effects committed
         try:

@@ -23,9 +23,10 @@ import resource
 import socket
 import struct
 import sys
-from typing import Any
+from typing import ClassVar
 
 import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from service.settings import Settings
@@ -33,135 +34,151 @@ from service.settings import Settings
 log = logging.getLogger("codemode")
 
 
-def guarded_protocol(settings: Settings) -> type[asyncio.Protocol]:
-    """An HTTP protocol class with the read deadlines and the connection cap of ``settings``."""
-    header_s = settings.header_read_timeout_seconds
-    body_s = settings.body_read_timeout_seconds
-    max_connections = settings.max_connections
-    write_s = settings.response_write_timeout_seconds
-    # Progress is sampled several times per timeout, so a stall is caught within a quarter of it.
-    check_s = write_s / 4
-    max_unsent = settings.max_unsent_bytes
-    # Connections not inside a request (opened or kept alive, headers not complete), oldest first:
-    # at the cap a new connection evicts the oldest of them, so peers that open sockets and send
-    # nothing cannot lock everyone else out for a whole header timeout.
-    between_requests: dict[GuardedHttpToolsProtocol, None] = {}
+class ConnectionGuard:
+    """One server's read and write deadlines, its connection cap, and its connections between requests."""
 
-    class GuardedHttpToolsProtocol(HttpToolsProtocol):
-        _read_deadline: asyncio.TimerHandle | None = None
-        _write_check: asyncio.TimerHandle | None = None
-        _last_progress = 0.0  # loop time the peer last took response bytes (or the watch began)
-        _acked_seen: int | None = None
-        _unsent_seen = 0
-        _drained_since_check = False
+    def __init__(self, settings: Settings) -> None:
+        self.header_s = settings.header_read_timeout_seconds
+        self.body_s = settings.body_read_timeout_seconds
+        self.max_connections = settings.max_connections
+        self.write_s = settings.response_write_timeout_seconds
+        # Progress is sampled several times per timeout, so a stall is caught within a quarter of it.
+        self.check_s = self.write_s / 4
+        self.max_unsent = settings.max_unsent_bytes
+        # Connections not inside a request (opened or kept alive, headers not complete), oldest first:
+        # at the cap a new connection evicts the oldest of them, so peers that open sockets and send
+        # nothing cannot lock everyone else out for a whole header timeout.
+        self.between_requests: dict[HttpToolsProtocol, None] = {}
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            # Writers wait (uvicorn's flow control) once this much is unsent; SlicedBodies keeps
-            # each write to that size, so the buffer holds at most twice it.
-            transport.set_write_buffer_limits(high=max_unsent)
-            if len(self.connections) > max_connections:
-                victim = next(iter(between_requests), None)
-                if victim is None:  # every connection is inside a request: refuse this one
-                    log.warning("closing a new connection: %d are open (max_connections)", max_connections)
-                    transport.abort()
-                    return
-                between_requests.pop(victim)
-                victim.transport.close()
-            between_requests[self] = None
-            # The first request's headers are due this long after the connection opens.
-            self._arm(header_s)
+    def admit(self, protocol: HttpToolsProtocol, open_connections: int) -> bool:
+        """Count in a new connection: over the cap, evict the oldest one between requests, or refuse this one."""
+        if open_connections > self.max_connections:
+            victim = next(iter(self.between_requests), None)
+            if victim is None:  # every connection is inside a request: refuse this one
+                log.warning("closing a new connection: %d are open (max_connections)", self.max_connections)
+                return False
+            self.between_requests.pop(victim)
+            victim.transport.close()
+        self.between_requests[protocol] = None
+        return True
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            between_requests.pop(self, None)
-            self._disarm()
-            if self._write_check is not None:
-                self._write_check.cancel()
-                self._write_check = None
-            super().connection_lost(exc)
 
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            if self._read_deadline is None:
-                self._arm(header_s)
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP protocol with the deadlines and the cap of its class's ``_guard``."""
 
-        def on_headers_complete(self) -> None:
-            between_requests.pop(self, None)
-            super().on_headers_complete()
-            self._arm(body_s)
+    _guard: ClassVar[ConnectionGuard]
+    _read_deadline: asyncio.TimerHandle | None = None
+    _write_check: asyncio.TimerHandle | None = None
+    _last_progress = 0.0  # loop time the peer last took response bytes (or the watch began)
+    _acked_seen: int | None = None
+    _unsent_seen = 0
+    _drained_since_check = False
 
-        def on_message_complete(self) -> None:
-            super().on_message_complete()
-            self._disarm()
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        # Writers wait (uvicorn's flow control) once this much is unsent; SlicedBodies keeps
+        # each write to that size, so the buffer holds at most twice it.
+        transport.set_write_buffer_limits(high=self._guard.max_unsent)
+        if not self._guard.admit(self, len(self.connections)):
+            transport.abort()
+            return
+        # The first request's headers are due this long after the connection opens.
+        self._arm(self._guard.header_s)
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                between_requests[self] = None
-            # The last slice may still be unsent; a close waits for it, so it must drain or time out.
-            if self.transport.get_write_buffer_size():
-                self._watch_writes()
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._guard.between_requests.pop(self, None)
+        self._disarm()
+        if self._write_check is not None:
+            self._write_check.cancel()
+            self._write_check = None
+        super().connection_lost(exc)
 
-        def pause_writing(self) -> None:
-            super().pause_writing()
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._read_deadline is None:
+            self._arm(self._guard.header_s)
+
+    def on_headers_complete(self) -> None:
+        self._guard.between_requests.pop(self, None)
+        super().on_headers_complete()
+        self._arm(self._guard.body_s)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._guard.between_requests[self] = None
+        # The last slice may still be unsent; a close waits for it, so it must drain or time out.
+        if self.transport.get_write_buffer_size():
             self._watch_writes()
 
-        def resume_writing(self) -> None:
-            super().resume_writing()
-            self._drained_since_check = True
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._watch_writes()
 
-        def _watch_writes(self) -> None:
-            """Start watching a connection with unsent bytes (unless it is watched already)."""
-            if self._write_check is None:
-                self._last_progress = self.loop.time()
-                self._note_progress()
-                self._write_check = self.loop.call_later(check_s, self._check_writes)
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._drained_since_check = True
 
-        def _note_progress(self) -> None:
-            self._acked_seen = _acked(self.transport)
-            self._unsent_seen = self.transport.get_write_buffer_size()
-            self._drained_since_check = False
+    def _watch_writes(self) -> None:
+        """Start watching a connection with unsent bytes (unless it is watched already)."""
+        if self._write_check is None:
+            self._last_progress = self.loop.time()
+            self._note_progress()
+            self._write_check = self.loop.call_later(self._guard.check_s, self._check_writes)
 
-        def _check_writes(self) -> None:
-            """While bytes are unsent: abort the connection once the peer took none for ``write_s``."""
-            self._write_check = None
-            unsent = self.transport.get_write_buffer_size()
-            if not unsent:
-                return
-            acked = _acked(self.transport)
-            if acked is not None and self._acked_seen is not None:
-                progressed = acked > self._acked_seen
-            else:  # without the kernel's count: the buffer shrank, or drained enough to take more
-                progressed = self._drained_since_check or unsent < self._unsent_seen
-            now = self.loop.time()
-            if progressed:
-                self._last_progress = now
-                self._note_progress()
-            elif now - self._last_progress >= write_s:
-                log.warning(
-                    "aborting a connection: %d response bytes unsent for %ss (response_write_timeout_seconds)",
-                    unsent,
-                    write_s,
-                )
-                _reset(self.transport)
-                return
-            self._write_check = self.loop.call_later(check_s, self._check_writes)
+    def _note_progress(self) -> None:
+        self._acked_seen = _acked(self.transport)
+        self._unsent_seen = self.transport.get_write_buffer_size()
+        self._drained_since_check = False
 
-        def _arm(self, seconds: float) -> None:
-            self._disarm()
-            self._read_deadline = self.loop.call_later(seconds, self._read_timed_out)
+    def _check_writes(self) -> None:
+        """While bytes are unsent: abort the connection once the peer took none for ``write_s``."""
+        self._write_check = None
+        unsent = self.transport.get_write_buffer_size()
+        if not unsent:
+            return
+        acked = _acked(self.transport)
+        if acked is not None and self._acked_seen is not None:
+            progressed = acked > self._acked_seen
+        else:  # without the kernel's count: the buffer shrank, or drained enough to take more
+            progressed = self._drained_since_check or unsent < self._unsent_seen
+        now = self.loop.time()
+        write_s = self._guard.write_s
+        if progressed:
+            self._last_progress = now
+            self._note_progress()
+        elif now - self._last_progress >= write_s:
+            log.warning(
+                "aborting a connection: %d response bytes unsent for %ss (response_write_timeout_seconds)",
+                unsent,
+                write_s,
+            )
+            _reset(self.transport)
+            return
+        self._write_check = self.loop.call_later(self._guard.check_s, self._check_writes)
 
-        def _disarm(self) -> None:
-            if self._read_deadline is not None:
-                self._read_deadline.cancel()
-                self._read_deadline = None
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._read_deadline = self.loop.call_later(seconds, self._read_timed_out)
 
-        def _read_timed_out(self) -> None:
+    def _disarm(self) -> None:
+        if self._read_deadline is not None:
+            self._read_deadline.cancel()
             self._read_deadline = None
-            if not self.transport.is_closing():
-                self.transport.close()
 
-    return GuardedHttpToolsProtocol
+    def _read_timed_out(self) -> None:
+        self._read_deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def guarded_protocol(settings: Settings) -> type[GuardedHttpToolsProtocol]:
+    """The protocol class uvicorn is given: one guard (deadlines, cap, idle connections) per server."""
+    return type("GuardedHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"_guard": ConnectionGuard(settings)})
 
 
 #: ``struct tcp_info`` (Linux 4.1+): ``tcpi_bytes_acked``, a u64 at this offset, counts what the peer took.
@@ -204,17 +221,17 @@ class SlicedBodies:
     wait instead of the service buffering a second copy of the whole answer.
     """
 
-    def __init__(self, app: Any, slice_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, slice_bytes: int) -> None:
         self.app = app
         self.slice_bytes = slice_bytes
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         size = self.slice_bytes
 
-        async def sliced(message: Any) -> None:
+        async def sliced(message: Message) -> None:
             body = message.get("body", b"")
             if message["type"] != "http.response.body" or len(body) <= size:
                 await send(message)
@@ -253,7 +270,7 @@ def ensure_descriptors(max_connections: int) -> None:
         )
 
 
-def serve(app: Any, settings: Settings) -> None:
+def serve(app: ASGIApp, settings: Settings) -> None:
     """Run ``app`` on the configured host and port until interrupted."""
     ensure_descriptors(settings.max_connections)
     uvicorn.run(

@@ -138,7 +138,7 @@ class McpFacade:
         """The four tools; exec's description carries this key's quick index."""
         settings = self.svc.settings
         texts = {
-            "exec": descriptions.exec_description(settings, quick_index(self.svc.view_for(key))),
+            "exec": descriptions.exec_description(settings, quick_index(self.svc.tools.view_for(key))),
             "wait": descriptions.WAIT_DESCRIPTION,
             "cancel": descriptions.CANCEL_DESCRIPTION,
             "search_tools": descriptions.SEARCH_DESCRIPTION,
@@ -181,7 +181,9 @@ class McpFacade:
 
     async def _exec(self, key: ApiKey, args: dict[str, Any], trace_parent: TraceParent) -> ToolAnswer:
         body = _validated(ExecRequest, args, EXEC_FIELDS)
-        return _envelope_answer(await self.svc.cells.exec(await cell_spec(self.svc, key, body), trace_parent))
+        return _envelope_answer(
+            await self.svc.cells.exec(await cell_spec(self.svc.cells, self.svc.tools, key, body), trace_parent)
+        )
 
     async def _wait(self, key: ApiKey, args: dict[str, Any], trace_parent: TraceParent) -> ToolAnswer:
         ref = _validated(_CellRef, {k: args[k] for k in ("cell_id",) if k in args}, ("cell_id",))
@@ -238,7 +240,7 @@ class McpFacade:
 
     async def _search(self, key: ApiKey, args: dict[str, Any]) -> ToolAnswer:
         query = _validated(_SearchArgs, args, ("query", "limit"))
-        view = self.svc.view_for(key)
+        view = self.svc.tools.view_for(key)
         try:
             native = view.search(query.query, query.limit)
         except SearchQueryError as exc:
@@ -247,7 +249,7 @@ class McpFacade:
         remote: list[dict[str, Any]] = []
         if len(native) < wanted:
             access = self.svc.access
-            scope = access.mcp_scope(key.tenant, self.svc.tool_policy_for(key))
+            scope = access.mcp_scope(key.tenant, self.svc.tools.policy_for(key))
             servers = await access.mcp_servers(scope, self.svc.settings.timeout_ms / 1000)
             remote = search_mcp_tools(servers, query.query, wanted - len(native))
         return ToolAnswer(_search_text(native, remote), {"tools": native + remote}, False)
@@ -256,7 +258,7 @@ class McpFacade:
 
     async def resources(self, key: ApiKey) -> list[ResourceDef]:
         """The declaration files this key's cells see, as ``codemode://api/<path>`` resources."""
-        table = await self.svc.api_table_for(key)
+        table = await self.svc.tools.api_table_for(key)
         return [
             ResourceDef(RESOURCE_PREFIX + f["path"], f["path"], f.get("description"), f.get("bytes"))
             for f in list_api_files(table, None)["files"]
@@ -273,7 +275,7 @@ class McpFacade:
                 f"unknown resource {uri[:200]!r}: this server's resources are {RESOURCE_PREFIX}<path> "
                 "(list them with resources/list)"
             )
-        table = await self.svc.api_table_for(key)
+        table = await self.svc.tools.api_table_for(key)
         return str(read_api_file(table, uri[len(RESOURCE_PREFIX) :])["content"])
 
 
