@@ -153,6 +153,10 @@ def _server_renderer(server: McpServerDecl) -> Callable[[], str]:
     return lambda: render_mcp_server(server)
 
 
+def _server_stub_renderer(server: McpServerDecl) -> Callable[[], str]:
+    return lambda: render_mcp_server_stub(server)
+
+
 def _mcp_stub_entries(servers: Sequence[McpServerDecl]) -> dict[str, _Entry]:
     """A Python table's MCP stubs: ``mcp/index.pyi`` (the ``MCP`` root) and one ``mcp/<server>.pyi`` each."""
     entries = {
@@ -167,7 +171,7 @@ def _mcp_stub_entries(servers: Sequence[McpServerDecl]) -> dict[str, _Entry]:
             _well_formed(
                 f"MCP.{server.identifier} for Python cells: tools of MCP server {one_line(server.server_name)}"
             ),
-            lambda server=server: render_mcp_server_stub(server),
+            _server_stub_renderer(server),
             lazy=False,
         )
     return entries
