@@ -22,8 +22,6 @@ ALLOWED = {
     "service/assembly.py::build_components",
     "service/handlers/tools.py::install_tools",
     "service/http/server.py::guarded_protocol",
-    "service/mcp/guest_requests.py::install_mcp",
-    "service/mcp_server/sdk_server.py::build_server",
     # stores and tools: a store implements its whole protocol; the run book its ledger (to split)
     "service/stores/sqlite.py::SqliteSessionStore",
     "service/tools/run_book.py::RunBook",
