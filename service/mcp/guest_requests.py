@@ -177,7 +177,7 @@ def _call_arguments(args: Sequence[object]) -> tuple[str, str, JsonObject]:
     if not isinstance(server, str) or not isinstance(tool, str):
         raise GuestError("MCP tools are called as MCP.<server>.<tool>(input)", "invalid_input", name="TypeError")
     if len(tool) > MAX_TOOL_NAME_CHARS:
-        # Any member of an unreached server's namespace is a call; its name is kept in the run's counters.
+        # Every member of an unreached server's namespace is a call; its name is kept in the run's counters.
         raise GuestError(
             f"MCP tool names are at most {MAX_TOOL_NAME_CHARS} characters", "invalid_input", name="TypeError"
         )
