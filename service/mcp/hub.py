@@ -54,9 +54,8 @@ class McpHub:
         if duplicates:
             raise McpConfigError(f"MCP server '{duplicates[0]}' is configured twice", server=duplicates[0])
         identifiers = assign_identifiers(names, fallback="server")
-        servers = {ident: ServerSlots(config, ident) for ident, config in zip(identifiers, configs)}
-        self._servers = servers
-        self._connections = McpConnections(servers)
+        self._servers = {ident: ServerSlots(config, ident) for ident, config in zip(identifiers, configs)}
+        self._connections = McpConnections(self._servers)
 
     @property
     def on_listed(self) -> ListedListener | None:
