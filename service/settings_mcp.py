@@ -26,6 +26,11 @@ def _frozen(value: Mapping[str, str]) -> Mapping[str, str]:
     return MappingProxyType(dict(value))
 
 
+def _positive_int(value: object) -> bool:
+    """A positive ``int`` (TOML's ``true`` is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 @dataclass(frozen=True)
 class McpServerConfig:
     """One server: a stdio command or a Streamable HTTP URL, with its secrets and timeout."""
@@ -64,54 +69,64 @@ class McpServerConfig:
         return "stdio" if self.command is not None else "http"
 
     def validate(self) -> McpServerConfig:
-        """Raise ``McpConfigError`` naming the server when the entry is unusable; return self."""
-        where = f"MCP server '{self.name}'"
+        """Raise ``McpConfigError`` naming the server when the entry is unusable; return self.
+
+        The checks run in a fixed order (transport, its fields, clocks, tenancy); the first problem is told.
+        """
         if not isinstance(self.name, str) or not self.name:
             raise McpConfigError("MCP server entry needs a non-empty name")
+        for check in (self._transport_problem, self._field_problem, self._clock_problem, self._tenancy_problem):
+            problem = check()
+            if problem is not None:
+                raise McpConfigError(f"MCP server '{self.name}'{problem}", server=self.name)
+        return self
+
+    def _transport_problem(self) -> str | None:
         if (self.command is None) == (self.url is None):
-            raise McpConfigError(f"{where} needs exactly one of 'command' (stdio) or 'url' (HTTP)", server=self.name)
+            return " needs exactly one of 'command' (stdio) or 'url' (HTTP)"
         if self.command is not None and (not isinstance(self.command, str) or not self.command):
-            raise McpConfigError(f"{where}: 'command' must be a non-empty string", server=self.name)
+            return ": 'command' must be a non-empty string"
         if self.url is not None and (not isinstance(self.url, str) or not self.url.startswith(("http://", "https://"))):
-            raise McpConfigError(f"{where}: 'url' must be an http:// or https:// URL", server=self.name)
+            return ": 'url' must be an http:// or https:// URL"
+        return None
+
+    def _field_problem(self) -> str | None:
         for label in ("args", "idempotent_tools"):
             value = getattr(self, label)
             if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
-                raise McpConfigError(f"{where}: '{label}' must be a list of strings", server=self.name)
+                return f": '{label}' must be a list of strings"
         for label, table in (("env", self.env), ("headers", self.headers)):
             if not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
-                raise McpConfigError(f"{where}: '{label}' must map strings to strings", server=self.name)
+                return f": '{label}' must map strings to strings"
         if self.url is not None and (self.env or self.cwd is not None or self.args):
-            raise McpConfigError(f"{where}: 'args', 'env' and 'cwd' apply to stdio servers only", server=self.name)
+            return ": 'args', 'env' and 'cwd' apply to stdio servers only"
         if self.command is not None and self.headers:
-            raise McpConfigError(f"{where}: 'headers' apply to HTTP servers only", server=self.name)
-        if isinstance(self.timeout_ms, bool) or not isinstance(self.timeout_ms, int) or self.timeout_ms <= 0:
-            raise McpConfigError(f"{where}: 'timeout_ms' must be a positive integer", server=self.name)
+            return ": 'headers' apply to HTTP servers only"
+        return None
+
+    def _clock_problem(self) -> str | None:
+        if not _positive_int(self.timeout_ms):
+            return ": 'timeout_ms' must be a positive integer"
         if not isinstance(self.tool_timeouts_ms, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0
-            for k, v in self.tool_timeouts_ms.items()
+            isinstance(k, str) and _positive_int(v) for k, v in self.tool_timeouts_ms.items()
         ):
-            raise McpConfigError(
-                f"{where}: 'tool_timeouts_ms' must map tool names to positive integers (milliseconds)",
-                server=self.name,
-            )
+            return ": 'tool_timeouts_ms' must map tool names to positive integers (milliseconds)"
         if self.startup not in ("eager", "lazy"):
-            raise McpConfigError(f'{where}: \'startup\' must be "eager" or "lazy"', server=self.name)
+            return ': \'startup\' must be "eager" or "lazy"'
+        return None
+
+    def _tenancy_problem(self) -> str | None:
         if "/" in self.name:
             # Policy entries read `mcp:<server>/<tool>`; a slash in the name would be ambiguous.
-            raise McpConfigError(f"{where}: a server name cannot contain '/'", server=self.name)
+            return ": a server name cannot contain '/'"
         if self.per_tenant is not None and not isinstance(self.per_tenant, bool):
-            raise McpConfigError(f"{where}: 'per_tenant' must be true or false", server=self.name)
+            return ": 'per_tenant' must be true or false"
         for label in ("max_tenant_connections", "tenant_idle_seconds"):
-            value = getattr(self, label)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise McpConfigError(f"{where}: '{label}' must be a positive integer", server=self.name)
+            if not _positive_int(getattr(self, label)):
+                return f": '{label}' must be a positive integer"
         if self.per_tenant and self.startup == "eager":
-            raise McpConfigError(
-                f"{where}: 'per_tenant' servers start per tenant on first use; drop startup = \"eager\"",
-                server=self.name,
-            )
-        return self
+            return ": 'per_tenant' servers start per tenant on first use; drop startup = \"eager\""
+        return None
 
     def tool_timeout_ms(self, tool_name: str) -> int:
         """The wall clock of one call of ``tool_name``: its own entry in ``tool_timeouts_ms``, else ``timeout_ms``."""

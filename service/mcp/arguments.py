@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from typing import Any
+
+from bridge.json_types import JsonObject, JsonValue
 
 from .errors import McpInvalidInput
 
@@ -15,7 +16,7 @@ ONE_OBJECT = "MCP namespace tools accept one object argument."
 _SDK_RESULT_KEYS = frozenset({"resultType", "ttlMs", "cacheScope"})
 
 
-def prepare_arguments(input_schema: Any, value: Any, *, label: str = "MCP tool") -> dict[str, Any]:
+def prepare_arguments(input_schema: Mapping[str, JsonValue], value: object, *, label: str = "MCP tool") -> JsonObject:
     """Check the single object argument, fill schema defaults, and name missing required keys."""
     if not isinstance(value, dict):
         raise McpInvalidInput(ONE_OBJECT)
@@ -35,9 +36,10 @@ def prepare_arguments(input_schema: Any, value: Any, *, label: str = "MCP tool")
     return arguments
 
 
-def shape_tool_result(result: Mapping[str, Any]) -> dict[str, Any]:
+def shape_tool_result(result: Mapping[str, JsonValue]) -> JsonObject:
     """The guest's ``{content, structuredContent?, isError?}``: block fields kept, top-level ``_meta`` dropped."""
-    shaped: dict[str, Any] = {"content": list(result.get("content") or [])}
+    content = result.get("content")
+    shaped: JsonObject = {"content": list(content) if isinstance(content, list) else []}
     if result.get("structuredContent") is not None:
         shaped["structuredContent"] = result["structuredContent"]
     if result.get("isError") is True:
@@ -45,18 +47,19 @@ def shape_tool_result(result: Mapping[str, Any]) -> dict[str, Any]:
     return shaped
 
 
-def shape_native(result: Mapping[str, Any]) -> dict[str, Any]:
+def shape_native(result: Mapping[str, JsonValue]) -> JsonObject:
     """A resources/prompts result in its MCP JSON shape, without the SDK's negotiation keys."""
     return {key: value for key, value in result.items() if key not in _SDK_RESULT_KEYS}
 
 
-def prompt_arguments(arguments: Any, server: str) -> dict[str, str]:
+def prompt_arguments(arguments: object, server: str) -> dict[str, str]:
     """``prompts.get(name, args)``'s arguments as MCP sends them: an object whose values are strings
     (a value that is not one is sent as its JSON text)."""
     if arguments is not None and not isinstance(arguments, dict):
         raise McpInvalidInput("MCP prompt arguments must be an object", server=server)
-    return {str(k): v if isinstance(v, str) else _json_text(v) for k, v in (arguments or {}).items()}
+    given: Mapping[object, object] = arguments or {}
+    return {str(k): v if isinstance(v, str) else _json_text(v) for k, v in given.items()}
 
 
-def _json_text(value: Any) -> str:
+def _json_text(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

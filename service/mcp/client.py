@@ -9,42 +9,59 @@ Every SDK and transport failure is translated into the ``McpError`` tree here.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Self, TypeVar
+from types import TracebackType
+from typing import Protocol, Self, TypeVar
 
 import anyio
 import mcp_types
 from mcp import Client, StdioServerParameters
+from mcp.client import Transport
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import BaseModel
 
+from bridge.json_types import JsonObject
 from service.outbound_http import TRANSPORT_ERRORS as _HTTP_TRANSPORT_ERRORS
 from service.outbound_http import McpHttpTrouble, mcp_http_client
 from service.settings_mcp import McpServerConfig
 
+from . import http_trouble
 from .arguments import shape_native, shape_tool_result
 from .errors import McpError, McpInvalidInput, McpProtocolError, McpTimeout, McpUnavailable
+from .http_trouble import SERVER_WORDS_CHARS, clip
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+_W = TypeVar("_W")
+#: What a transport's read stream yields: a message, or the failure that ended reading.
+_Received = SessionMessage | Exception
+
+
+class _ReadStream(Protocol):
+    """The read side of an SDK transport (the SDK names its stream protocols only in private modules)."""
+
+    async def receive(self) -> _Received: ...
+    async def aclose(self) -> None: ...
+    async def __anext__(self) -> _Received: ...
+    async def __aenter__(self) -> object: ...
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None: ...
+
 
 # JSON-RPC error codes the SDK and transports use.
 _CONNECTION_CLOSED = mcp_types.CONNECTION_CLOSED
 _REQUEST_TIMEOUT = mcp_types.REQUEST_TIMEOUT
-_INTERNAL_ERROR = mcp_types.INTERNAL_ERROR
 _INVALID_PARAMS = mcp_types.INVALID_PARAMS
-#: Characters of a server's own error text kept in an error message (remote text, bounded).
-_SERVER_WORDS_CHARS = 512
-#: Where our HTTP trouble reports ride in a JSON-RPC error's `data` (with the connection's nonce).
-_TROUBLE_KEY = "codemodeHttpTrouble"
 _MAX_LIST_PAGES = 100
 _CLOSE_WAIT_S = 8.0
 _CLIENT_INFO = mcp_types.Implementation(name="codemode", version="1")
@@ -69,51 +86,58 @@ class ToolInfo:
 
     name: str
     description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None
+    input_schema: JsonObject
+    output_schema: JsonObject | None
 
 
 class _EofWatch:
     """A read stream that reports end-of-stream, so a dead server is noticed before the next call."""
 
-    def __init__(self, inner: Any, on_eof: Callable[[], None]) -> None:
+    def __init__(self, inner: _ReadStream, on_eof: Callable[[], None]) -> None:
         self._inner = inner
         self._on_eof = on_eof
 
     @property
-    def last_context(self) -> Any:
+    def last_context(self) -> object:
         return getattr(self._inner, "last_context", None)
 
     async def __aenter__(self) -> Self:
         await self._inner.__aenter__()
         return self
 
-    async def __aexit__(self, *exc: object) -> Any:
-        return await self._inner.__aexit__(*exc)
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        return await self._inner.__aexit__(exc_type, exc, tb)
 
     def __aiter__(self) -> _EofWatch:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> _Received:
         try:
             return await self._inner.__anext__()
         except (StopAsyncIteration, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._on_eof()
             raise
 
-    async def receive(self) -> Any:
+    async def receive(self) -> _Received:
         try:
             return await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._on_eof()
             raise
 
-    def __getattr__(self, name: str) -> Any:
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
 
 
 @asynccontextmanager
-async def _watched(transport: Any, on_eof: Callable[[], None]) -> AsyncIterator[tuple[Any, Any]]:
+async def _watched(
+    transport: AbstractAsyncContextManager[tuple[_ReadStream, _W]], on_eof: Callable[[], None]
+) -> AsyncIterator[tuple[_EofWatch, _W]]:
     async with transport as (read_stream, write_stream):
         yield _EofWatch(read_stream, on_eof), write_stream
 
@@ -143,6 +167,7 @@ class McpConnection:
         self._runner: asyncio.Task[None] | None = None
         # Marks the HTTP trouble reports this connection made, so a server cannot forge one.
         self._nonce = secrets.token_hex(8)
+        self._errors = _ErrorTranslator(config.name, self._nonce, self.mark_dead)
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -178,9 +203,9 @@ class McpConnection:
             with anyio.fail_after(max(timeout_s, 0.001)):
                 await self._ready.wait()
         except TimeoutError:
-            raise self._timeout("start") from None
+            raise self._errors.timeout("start") from None
         if self._client is None:
-            raise self._unavailable_from(self._failure)
+            raise self._errors.unavailable_from(self._failure)
         caps = self._client.server_capabilities
         self.has_tools = caps.tools is not None
         self.has_resources = caps.resources is not None
@@ -233,7 +258,7 @@ class McpConnection:
             self._ready.set()
             self._done.set()
 
-    async def _transport(self, stack: AsyncExitStack) -> Any:
+    async def _transport(self, stack: AsyncExitStack) -> Transport:
         cfg = self.config
         if cfg.command is not None:
             params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env), cwd=cfg.cwd)
@@ -243,66 +268,46 @@ class McpConnection:
         return streamable_http_client(cfg.url, http_client=http)
 
     def _http_trouble(self, trouble: McpHttpTrouble) -> bytes | None:
-        """Judge one HTTP request that got no normal answer; for a POST, the JSON-RPC error the SDK gets.
-
-        A 404 to a request carrying our session, or a 400 whose text names the session, means the
-        server forgot the session (it restarted): the request was refused unprocessed.  A request
-        that could not connect never left.  Both end this connection (the next request opens a new
-        session) and may be resent; a request whose answer broke off may have run.
-        """
-        words = _server_words(trouble)
-        stale = trouble.sent_session and (
-            trouble.status == 404 or (trouble.status == 400 and "session" in words.lower())
-        )
-        not_sent = trouble.failure == "not_sent"
-        if stale:
-            self.mark_dead(f"the server no longer knows our session ({_clip(words, 200)})")
-        elif trouble.failure is not None and trouble.error != "PoolTimeout":  # a full pool is ours, not the server's
-            self.mark_dead(f"a request failed ({words})")
-        if trouble.method != "POST":
-            return None  # the SDK retries its event stream, then gives up; the next request reconnects
-        code = _rpc_error(trouble.body).get("code") if "json" in trouble.content_type else None
-        report = {"nonce": self._nonce, "resendable": stale or not_sent, "status": trouble.status}
-        error = {
-            "code": code if type(code) is int else _INTERNAL_ERROR,  # the server's own code where it gave one
-            "message": words,
-            "data": {_TROUBLE_KEY: report},
-        }
-        return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+        """Judge one HTTP request that got no normal answer (``http_trouble.judge``); for a POST, the
+        JSON-RPC error the SDK gets instead."""
+        verdict = http_trouble.judge(trouble, self._nonce)
+        if verdict.dead_because is not None:
+            self.mark_dead(verdict.dead_because)
+        return verdict.answer
 
     # ---- requests --------------------------------------------------------------------------------
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    async def call_tool(self, name: str, arguments: JsonObject, timeout_s: float) -> JsonObject:
         """Call one tool; the raw result shaped for the guest (``isError`` resolves)."""
         client = self._session()
         result = await self._call(f"tool '{name}'", lambda: client.call_tool(name, arguments), timeout_s, tool=name)
         return shape_tool_result(result.model_dump(mode="json", by_alias=True, exclude_none=True))
 
-    async def list_resources(self, cursor: str | None, timeout_s: float) -> dict[str, Any]:
+    async def list_resources(self, cursor: str | None, timeout_s: float) -> JsonObject:
         """One page of resources in the MCP shape."""
         client = self._session()
-        return self._native(await self._call("resources/list", lambda: client.list_resources(cursor=cursor), timeout_s))
+        return _native(await self._call("resources/list", lambda: client.list_resources(cursor=cursor), timeout_s))
 
-    async def list_resource_templates(self, cursor: str | None, timeout_s: float) -> dict[str, Any]:
+    async def list_resource_templates(self, cursor: str | None, timeout_s: float) -> JsonObject:
         """One page of resource templates in the MCP shape."""
         client = self._session()
         fetch = lambda: client.list_resource_templates(cursor=cursor)
-        return self._native(await self._call("resources/templates/list", fetch, timeout_s))
+        return _native(await self._call("resources/templates/list", fetch, timeout_s))
 
-    async def read_resource(self, uri: str, timeout_s: float) -> dict[str, Any]:
+    async def read_resource(self, uri: str, timeout_s: float) -> JsonObject:
         """Read one resource in the MCP shape."""
         client = self._session()
-        return self._native(await self._call("resources/read", lambda: client.read_resource(uri), timeout_s))
+        return _native(await self._call("resources/read", lambda: client.read_resource(uri), timeout_s))
 
-    async def list_prompts(self, cursor: str | None, timeout_s: float) -> dict[str, Any]:
+    async def list_prompts(self, cursor: str | None, timeout_s: float) -> JsonObject:
         """One page of prompts in the MCP shape."""
         client = self._session()
-        return self._native(await self._call("prompts/list", lambda: client.list_prompts(cursor=cursor), timeout_s))
+        return _native(await self._call("prompts/list", lambda: client.list_prompts(cursor=cursor), timeout_s))
 
-    async def get_prompt(self, name: str, arguments: dict[str, str], timeout_s: float) -> dict[str, Any]:
+    async def get_prompt(self, name: str, arguments: dict[str, str], timeout_s: float) -> JsonObject:
         """Render one prompt in the MCP shape."""
         client = self._session()
-        return self._native(await self._call(f"prompt '{name}'", lambda: client.get_prompt(name, arguments), timeout_s))
+        return _native(await self._call(f"prompt '{name}'", lambda: client.get_prompt(name, arguments), timeout_s))
 
     async def _list_all_tools(self) -> tuple[ToolInfo, ...]:
         client = self._session()
@@ -323,10 +328,6 @@ class McpConnection:
             )
         return self._client
 
-    @staticmethod
-    def _native(result: Any) -> dict[str, Any]:
-        return shape_native(result.model_dump(mode="json", by_alias=True, exclude_none=True))
-
     async def _call(
         self, what: str, request: Callable[[], Awaitable[_T]], timeout_s: float, *, tool: str | None = None
     ) -> _T:
@@ -338,22 +339,35 @@ class McpConnection:
         except McpError:
             raise
         except Exception as exc:  # noqa: BLE001 - every SDK and transport failure becomes an McpError
-            raise self._translate(_unwrap(exc), what, tool) from None
+            raise self._errors.translate(_unwrap(exc), what, tool) from None
         finally:
             self._in_flight -= 1
             if not self._in_flight:
                 self._idle.set()
 
-    def _translate(self, exc: BaseException, what: str, tool: str | None) -> McpError:
-        server = self.config.name
+
+class _ErrorTranslator:
+    """Every SDK and transport failure of one connection as an ``McpError`` naming its server.
+
+    Remote text is clipped; where it may quote URLs or commands that carry secrets, only the
+    exception's type is shown.  A failure that ends the connection marks it dead.
+    """
+
+    def __init__(self, server: str, nonce: str, mark_dead: Callable[[str | None], None]) -> None:
+        self._server = server
+        self._nonce = nonce
+        self._mark_dead = mark_dead
+
+    def translate(self, exc: BaseException, what: str, tool: str | None) -> McpError:
+        server = self._server
         if isinstance(exc, TimeoutError):
-            return self._timeout(what, tool=tool)
+            return self.timeout(what, tool=tool)
         if isinstance(exc, MCPError):
             return self._from_rpc_error(exc, what, tool)
         if isinstance(exc, McpError):
             return exc
         if isinstance(exc, _TRANSPORT_ERRORS):
-            self.mark_dead()
+            self._mark_dead(None)
             return McpUnavailable(
                 f"MCP server '{server}' is unavailable ({type(exc).__name__}) during {what}",
                 server=server,
@@ -367,11 +381,26 @@ class McpConnection:
             tool=tool,
         )
 
+    def timeout(self, what: str, *, tool: str | None = None) -> McpTimeout:
+        server = self._server
+        return McpTimeout(f"MCP server '{server}' did not answer {what} before the deadline", server=server, tool=tool)
+
+    def unavailable_from(self, failure: BaseException | None) -> McpUnavailable:
+        """Why the connection could not open, from the runner's failure."""
+        leaf = _unwrap(failure) if failure is not None else None
+        if isinstance(leaf, MCPError):
+            reason = f"initialize failed: {clip(leaf.message, SERVER_WORDS_CHARS)}"
+        elif leaf is not None:
+            # Only the type: transport messages may quote URLs or commands that carry secrets.
+            reason = f"could not connect ({type(leaf).__name__})"
+        else:
+            reason = "could not connect"
+        return McpUnavailable(f"MCP server '{self._server}' is unavailable: {reason}", server=self._server)
+
     def _from_rpc_error(self, exc: MCPError, what: str, tool: str | None) -> McpError:
-        server = self.config.name
-        words = _clip(exc.message, _SERVER_WORDS_CHARS)
-        found = exc.data.get(_TROUBLE_KEY) if isinstance(exc.data, dict) else None
-        report = found if isinstance(found, dict) and found.get("nonce") == self._nonce else None
+        server = self._server
+        words = clip(exc.message, SERVER_WORDS_CHARS)
+        report = http_trouble.our_report(exc.data, self._nonce)
         if report is not None and report.get("resendable") is True:
             # Refused unprocessed (a forgotten session) or never sent: the hub may send it again.
             return McpUnavailable(
@@ -388,58 +417,17 @@ class McpConnection:
             )
         # Our report of an HTTP error answer carries the server's own code, which says nothing of our connection.
         if exc.code == _CONNECTION_CLOSED and report is None:
-            self.mark_dead(f"the connection closed during {what}")
+            self._mark_dead(f"the connection closed during {what}")
             return McpUnavailable(
                 f"MCP server '{server}' is unavailable: the connection closed during {what}", server=server, tool=tool
             )
         if exc.code == _REQUEST_TIMEOUT:
-            return self._timeout(what, tool=tool)
+            return self.timeout(what, tool=tool)
         if exc.code == _INVALID_PARAMS:
             return McpInvalidInput(f"MCP server '{server}' rejected {what}: {words}", server=server, tool=tool)
         return McpProtocolError(f"MCP server '{server}' failed {what}: {words}", server=server, tool=tool)
 
-    def _timeout(self, what: str, *, tool: str | None = None) -> McpTimeout:
-        server = self.config.name
-        return McpTimeout(f"MCP server '{server}' did not answer {what} before the deadline", server=server, tool=tool)
 
-    def _unavailable_from(self, failure: BaseException | None) -> McpUnavailable:
-        server = self.config.name
-        leaf = _unwrap(failure) if failure is not None else None
-        if isinstance(leaf, MCPError):
-            reason = f"initialize failed: {_clip(leaf.message, _SERVER_WORDS_CHARS)}"
-        elif leaf is not None:
-            # Only the type: transport messages may quote URLs or commands that carry secrets.
-            reason = f"could not connect ({type(leaf).__name__})"
-        else:
-            reason = "could not connect"
-        return McpUnavailable(f"MCP server '{server}' is unavailable: {reason}", server=server)
-
-
-def _clip(text: str, limit: int) -> str:
-    """Remote text on one line, at most ``limit`` characters (an ellipsis marks a cut)."""
-    line = " ".join(text[: limit * 4].split())
-    return line if len(line) <= limit else line[:limit] + "\u2026"
-
-
-def _rpc_error(body: bytes) -> dict[str, Any]:
-    """The ``error`` object of a JSON-RPC error body (or a bare ``{code?, message}``), else ``{}``."""
-    try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError):
-        return {}
-    found = parsed.get("error", parsed) if isinstance(parsed, dict) else None
-    return found if isinstance(found, dict) else {}
-
-
-def _server_words(trouble: McpHttpTrouble) -> str:
-    """What went wrong in the server's own words where it gave any: ``HTTP 400: Bad Request: …``."""
-    if trouble.status is None:
-        return f"{'never sent' if trouble.failure == 'not_sent' else 'no answer'}: {trouble.error}"
-    text = ""
-    if "json" in trouble.content_type:
-        message = _rpc_error(trouble.body).get("message")
-        text = message if isinstance(message, str) else ""
-    if not text and trouble.content_type.startswith(("text/", "application/json")):
-        text = trouble.body.decode("utf-8", "replace")
-    text = _clip(text, _SERVER_WORDS_CHARS)
-    return f"HTTP {trouble.status}" + (f": {text}" if text else "")
+def _native(result: BaseModel) -> JsonObject:
+    """A resources/prompts result in its MCP JSON shape."""
+    return shape_native(result.model_dump(mode="json", by_alias=True, exclude_none=True))

@@ -8,17 +8,19 @@ message naming the server; they never fail the cell by themselves.  ``catalog.se
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
+from bridge.json_types import JsonObject, JsonValue
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
 from service.tools.approvals import denial_message
 from service.tools.clocks import timed_out
 from service.tools.errors import ApprovalDeniedError, ToolCallError
 
-from .errors import McpError, McpTimeout, McpUnavailable
+from .errors import McpError, McpTimeout, McpUnavailable, McpUnknownTool
 
 if TYPE_CHECKING:  # types only: reaching MCP requests loads no hub or SDK client
+    from service.tools.run_budget import Reservation
     from service.tools.session import CallSession
 
     from .scope import McpScope
@@ -45,45 +47,43 @@ class McpCell(Protocol):
 
 def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCell]) -> None:
     """Register the ``mcp.*`` methods on ``dispatcher``; ``state_of`` finds a cell's MCP state."""
+    McpGuestRequests(state_of).register(dispatcher)
 
-    def scope(call: HostCall) -> Any:
-        return state_of(call.cell).mcp
 
-    def deadline(call: HostCall) -> float:
-        return max(call.cell.spec.limits.timeout_ms / 1000, 1.0) * 6  # parked calls may outlive a leg
+class McpGuestRequests:
+    """The handlers of the guest's ``mcp.*`` requests, each finding its cell's MCP state with ``state_of``."""
 
-    async def guarded(call: HostCall, coro: Any) -> Any:
-        call.cell.network_content = True
-        try:
-            return await coro
-        except McpError as exc:
-            raise GuestError(str(exc), exc.code) from None
+    def __init__(self, state_of: Callable[[CellContext], McpCell]) -> None:
+        self._state_of = state_of
 
-    async def call_tool(call: HostCall) -> Any:
+    def register(self, dispatcher: Dispatcher) -> None:
+        """Register every ``mcp.*`` method; only ``mcp.call`` may have side effects."""
+        dispatcher.register("mcp.call", self.call_tool)
+        reads: dict[str, Callable[[HostCall], Awaitable[JsonValue]]] = {
+            "mcp.api": self.api,
+            "mcp.resources.list": self.resources_list,
+            "mcp.resources.templates": self.resources_templates,
+            "mcp.resources.read": self.resources_read,
+            "mcp.prompts.list": self.prompts_list,
+            "mcp.prompts.get": self.prompts_get,
+        }
+        for method, handler in reads.items():
+            dispatcher.register(method, handler, side_effects=False)
+
+    # ---- tool calls ------------------------------------------------------------------------------
+
+    async def call_tool(self, call: HostCall) -> JsonObject:
         """``MCP.<server>.<tool>(input)`` as a tool call: the run's failure budget, the cell's call
         budget and loop guard, approval, then the call; a failure of the call counts against the run.
 
         The one place MCP calls use the run budget: ``RunLedger.check`` before, ``RunLedger.reserve``
         around the call (``Reservation.fail`` for a counted failure).
         """
-        server, tool = call.args[0] if call.args else None, call.args[1] if len(call.args) > 1 else None
-        argc = call.args[3] if len(call.args) > 3 else 1
-        value = call.args[2] if len(call.args) > 2 else None
-        if argc == 0:
-            value, argc = {}, 1  # `MCP.s.t()` is the empty input (declared as `input?`)
-        if not isinstance(server, str) or not isinstance(tool, str):
-            raise GuestError("MCP tools are called as MCP.<server>.<tool>(input)", "invalid_input", name="TypeError")
-        if len(tool) > MAX_TOOL_NAME_CHARS:
-            # Any member of an unreached server's namespace is a call; its name is kept in the run's counters.
-            raise GuestError(
-                f"MCP tool names are at most {MAX_TOOL_NAME_CHARS} characters", "invalid_input", name="TypeError"
-            )
-        if argc != 1 or not isinstance(value, dict):
-            raise GuestError(ONE_OBJECT, "invalid_input", name="TypeError")
-        state = state_of(call.cell)
-        session = state.session
+        server, tool, value = _call_arguments(call.args)
+        state = self._state_of(call.cell)
         servers, tools = mcp_names(state, server, tool)
         name = f"MCP.{server}.{tools[0] if tools is not None else tool}"  # the identifier budgets count by
+        session = state.session
         try:
             session.ledger.check(name)
             session.spend_call(name)
@@ -92,108 +92,159 @@ def install_mcp(dispatcher: Dispatcher, state_of: Callable[[CellContext], McpCel
             raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
         finally:
             call.cell.telemetry.call_count = session.call_count
-        await approved(call, state, servers, tools, name, value)
+        await _approved(call, state, servers, tools, name, value)
         call.cell.network_content = True
         try:
             async with session.ledger.reserve(name) as reservation:  # the run's failure budget, held while it runs
-                try:
-                    # The tool's wall clock (service.tools.clocks), not the leg's: a parked cell's call goes on.
-                    clock_s = scope(call).tool_clock_s(server, tool)
-                    result = await scope(call).call_tool(server, tool, value, deadline_s=clock_s)
-                except McpTimeout:
-                    reservation.fail()
-                    timeout = timed_out(name, clock_s)
-                    raise GuestError(timeout.message, timeout.code, extra=timeout.to_guest()) from None
-                except McpError as exc:
-                    if exc.counted:
-                        reservation.fail()
-                    raise GuestError(str(exc), exc.code, extra=guest_fields(exc, name)) from None
-                if isinstance(result, dict) and result.get("isError") is True:
-                    # isError results resolve (the MCP contract) but count against the run like any failure.
-                    reservation.fail()
+                return await self._reserved_call(self._scope(call), reservation, server, tool, name, value)
         except ToolCallError as exc:  # blocked (or the budget spent) while it waited for a place
             raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
+
+    @staticmethod
+    async def _reserved_call(
+        scope: McpScope, reservation: Reservation, server: str, tool: str, name: str, value: JsonObject
+    ) -> JsonObject:
+        """The call itself, under its reservation of the run's failure budget (failed when it counts)."""
+        try:
+            # The tool's wall clock (service.tools.clocks), not the leg's: a parked cell's call goes on.
+            clock_s = scope.tool_clock_s(server, tool)
+            result = await scope.call_tool(server, tool, value, deadline_s=clock_s)
+        except McpTimeout:
+            reservation.fail()
+            timeout = timed_out(name, clock_s)
+            raise GuestError(timeout.message, timeout.code, extra=timeout.to_guest()) from None
+        except McpError as exc:
+            if exc.counted:
+                reservation.fail()
+            raise GuestError(str(exc), exc.code, extra=guest_fields(exc, name)) from None
+        if result.get("isError") is True:
+            # isError results resolve (the MCP contract) but count against the run like any failure.
+            reservation.fail()
         return result
 
-    async def approved(
-        call: HostCall,
-        state: McpCell,
-        servers: tuple[str, ...],
-        tools: tuple[str, ...] | None,
-        name: str,
-        value: Any,
-    ) -> None:
-        reason = state.session.approvals.mcp(servers, tools, name)
-        if reason is None:
-            return
-        if call.ask_approval is None:
-            denied = ApprovalDeniedError(f"{name} was not run: {reason}, and this cell cannot ask for it", tool=name)
-        else:
-            ok, why = await call.ask_approval(name, value, reason)
-            if ok:
-                return
-            denied = ApprovalDeniedError(denial_message(name, why), tool=name)
-        raise GuestError(denied.message, denied.code, extra=denied.to_guest())
+    # ---- declarations, resources and prompts -----------------------------------------------------
 
-    async def api(call: HostCall) -> Any:
+    async def api(self, call: HostCall) -> JsonObject:
         server, tool, options = (list(call.args) + [None, None, None])[:3]
+        scope = self._scope(call)
         if server is None:
-            return await guarded(call, _now(scope(call).api_root))
+            return await _guarded(call, _now(scope.api_root))
         schema = bool(options.get("schema")) if isinstance(options, dict) else False
-        return await guarded(call, _now(scope(call).api_server, server, tool, schema))
+        return await _guarded(call, _now(lambda: scope.api_server(server, tool, schema)))
 
-    def cursor(call: HostCall) -> str | None:
-        given = call.args[1] if len(call.args) > 1 else None
-        if given is not None and not isinstance(given, str):
-            raise GuestError(
-                "list({cursor}) needs the string nextCursor of an earlier page", "invalid_input", name="TypeError"
-            )
-        return given
+    async def resources_list(self, call: HostCall) -> JsonObject:
+        listing = self._scope(call).list_resources(call.args[0], cursor=_cursor(call), deadline_s=_deadline(call))
+        return await _guarded(call, listing)
 
-    async def resources_list(call: HostCall) -> Any:
-        listing = scope(call).list_resources(call.args[0], cursor=cursor(call), deadline_s=deadline(call))
-        return await guarded(call, listing)
+    async def resources_templates(self, call: HostCall) -> JsonObject:
+        scope = self._scope(call)
+        listing = scope.list_resource_templates(call.args[0], cursor=_cursor(call), deadline_s=_deadline(call))
+        return await _guarded(call, listing)
 
-    async def resources_templates(call: HostCall) -> Any:
-        listing = scope(call).list_resource_templates(call.args[0], cursor=cursor(call), deadline_s=deadline(call))
-        return await guarded(call, listing)
-
-    async def resources_read(call: HostCall) -> Any:
+    async def resources_read(self, call: HostCall) -> JsonObject:
         uri = call.args[1] if len(call.args) > 1 else None
         if not isinstance(uri, str):
             raise GuestError("resources.read(uri) needs a string uri", "invalid_input", name="TypeError")
-        return await guarded(call, scope(call).read_resource(call.args[0], uri, deadline_s=deadline(call)))
+        return await _guarded(call, self._scope(call).read_resource(call.args[0], uri, deadline_s=_deadline(call)))
 
-    async def prompts_list(call: HostCall) -> Any:
-        listing = scope(call).list_prompts(call.args[0], cursor=cursor(call), deadline_s=deadline(call))
-        return await guarded(call, listing)
+    async def prompts_list(self, call: HostCall) -> JsonObject:
+        listing = self._scope(call).list_prompts(call.args[0], cursor=_cursor(call), deadline_s=_deadline(call))
+        return await _guarded(call, listing)
 
-    async def prompts_get(call: HostCall) -> Any:
+    async def prompts_get(self, call: HostCall) -> JsonObject:
         name = call.args[1] if len(call.args) > 1 else None
         args = call.args[2] if len(call.args) > 2 else {}
         if not isinstance(name, str):
             raise GuestError("prompts.get(name, args?) needs a string name", "invalid_input", name="TypeError")
-        return await guarded(call, scope(call).get_prompt(call.args[0], name, args or {}, deadline_s=deadline(call)))
+        rendering = self._scope(call).get_prompt(call.args[0], name, args or {}, deadline_s=_deadline(call))
+        return await _guarded(call, rendering)
 
-    dispatcher.register("mcp.call", call_tool)
-    dispatcher.register("mcp.api", api, side_effects=False)
-    dispatcher.register("mcp.resources.list", resources_list, side_effects=False)
-    dispatcher.register("mcp.resources.templates", resources_templates, side_effects=False)
-    dispatcher.register("mcp.resources.read", resources_read, side_effects=False)
-    dispatcher.register("mcp.prompts.list", prompts_list, side_effects=False)
-    dispatcher.register("mcp.prompts.get", prompts_get, side_effects=False)
+    def _scope(self, call: HostCall) -> McpScope:
+        """The cell's MCP scope (the guest reaches ``mcp.*`` only where the cell has one)."""
+        scope = self._state_of(call.cell).mcp
+        if scope is None:
+            raise GuestError("this cell has no MCP servers", McpUnknownTool.code)
+        return scope
 
 
-def guest_fields(exc: McpError, name: str) -> dict[str, Any]:
+def _call_arguments(args: Sequence[object]) -> tuple[str, str, JsonObject]:
+    """The server, the tool and the one object input of an ``mcp.call`` (TypeErrors for anything else)."""
+    server, tool = args[0] if args else None, args[1] if len(args) > 1 else None
+    argc = args[3] if len(args) > 3 else 1
+    value = args[2] if len(args) > 2 else None
+    if argc == 0:
+        value, argc = {}, 1  # `MCP.s.t()` is the empty input (declared as `input?`)
+    if not isinstance(server, str) or not isinstance(tool, str):
+        raise GuestError("MCP tools are called as MCP.<server>.<tool>(input)", "invalid_input", name="TypeError")
+    if len(tool) > MAX_TOOL_NAME_CHARS:
+        # Every member of an unreached server's namespace is a call; its name is kept in the run's counters.
+        raise GuestError(
+            f"MCP tool names are at most {MAX_TOOL_NAME_CHARS} characters", "invalid_input", name="TypeError"
+        )
+    if argc != 1 or not isinstance(value, dict):
+        raise GuestError(ONE_OBJECT, "invalid_input", name="TypeError")
+    return server, tool, value
+
+
+async def _approved(
+    call: HostCall,
+    state: McpCell,
+    servers: tuple[str, ...],
+    tools: tuple[str, ...] | None,
+    name: str,
+    value: JsonObject,
+) -> None:
+    """Return when the call may run; a ``GuestError`` when its approval is refused or cannot be asked."""
+    reason = state.session.approvals.mcp(servers, tools, name)
+    if reason is None:
+        return
+    if call.ask_approval is None:
+        denied = ApprovalDeniedError(f"{name} was not run: {reason}, and this cell cannot ask for it", tool=name)
+    else:
+        ok, why = await call.ask_approval(name, value, reason)
+        if ok:
+            return
+        denied = ApprovalDeniedError(denial_message(name, why), tool=name)
+    raise GuestError(denied.message, denied.code, extra=denied.to_guest())
+
+
+def _deadline(call: HostCall) -> float:
+    return max(call.cell.spec.limits.timeout_ms / 1000, 1.0) * 6  # parked calls may outlive a leg
+
+
+def _cursor(call: HostCall) -> str | None:
+    given = call.args[1] if len(call.args) > 1 else None
+    if given is not None and not isinstance(given, str):
+        raise GuestError(
+            "list({cursor}) needs the string nextCursor of an earlier page", "invalid_input", name="TypeError"
+        )
+    return given
+
+
+async def _guarded(call: HostCall, work: Awaitable[JsonObject]) -> JsonObject:
+    """Await ``work`` for the guest: the cell now holds network content; an ``McpError`` is a guest error."""
+    call.cell.network_content = True
+    try:
+        return await work
+    except McpError as exc:
+        raise GuestError(str(exc), exc.code) from None
+
+
+async def _now(read: Callable[[], JsonObject]) -> JsonObject:
+    """Run a synchronous scope method inside ``_guarded`` so its ``McpError`` becomes a guest error."""
+    return read()
+
+
+def guest_fields(exc: McpError, name: str) -> JsonObject:
     """The guest Error's fields beside message and code: the tool, and ``errorType: "transient"``
     when trying again later may work (the server was down or silent)."""
-    fields: dict[str, Any] = {"tool": name}
+    fields: JsonObject = {"tool": name}
     if isinstance(exc, McpUnavailable | McpTimeout):
         fields["errorType"] = "transient"
     return fields
 
 
-def mcp_names(state: McpCell, server: Any, tool: Any) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+def mcp_names(state: McpCell, server: object, tool: object) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
     """Every spelling of the server and tool a guest called (``McpScope.names``; the call's own
     spelling alone when it names no string or the cell has no MCP scope)."""
     if not isinstance(server, str) or not isinstance(tool, str) or state.mcp is None:
@@ -201,12 +252,7 @@ def mcp_names(state: McpCell, server: Any, tool: Any) -> tuple[tuple[str, ...], 
     return state.mcp.names(server, tool, state.mcp_servers)
 
 
-async def _now(fn: Any, *args: Any) -> Any:
-    """Run a synchronous scope method inside ``guarded`` so its ``McpError`` becomes a guest error."""
-    return fn(*args)
-
-
-def search_mcp_tools(servers: list[Any], query: Any, limit: int) -> list[dict[str, Any]]:
+def search_mcp_tools(servers: Sequence[McpServerView], query: object, limit: int) -> list[JsonObject]:
     """Up to ``limit`` MCP tools of ``servers`` whose names or descriptions hold the query's words."""
     if not isinstance(query, str) or not query.strip():
         return []
@@ -223,7 +269,7 @@ def search_mcp_tools(servers: list[Any], query: Any, limit: int) -> list[dict[st
             if score:
                 scored.append((-score, server.identifier, tool.identifier, server, tool))
     scored.sort(key=lambda item: item[:3])
-    out = []
+    out: list[JsonObject] = []
     for _, _, _, server, tool in scored[:limit]:
         description = tool.description or ""
         if len(description) > _HANDLE_DESCRIPTION_CHARS:
@@ -241,7 +287,7 @@ def search_mcp_tools(servers: list[Any], query: Any, limit: int) -> list[dict[st
     return out
 
 
-def describe_mcp(scope: Any, name: str) -> Any:
+def describe_mcp(scope: McpScope, name: str) -> JsonObject:
     """``describe("MCP.<server>.<tool>")``: the declaration of a server or one of its tools."""
     _, server, tool = (name.split(".", 2) + ["", ""])[:3]
     try:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from bridge.json_types import JsonObject
 from service.tools.policy import McpAccess, McpVisibility
 
 from .arguments import prompt_arguments
@@ -45,11 +46,11 @@ class McpScope:
         """``(identifier, name)`` of visible servers not connected for this tenant."""
         return [(ident, name) for ident, name in self.hub.unavailable(self.tenant) if ident in self._shown]
 
-    def api_root(self) -> dict[str, Any]:
+    def api_root(self) -> JsonObject:
         views = [view for view in self.hub.views(self.tenant) if view.identifier in self._shown]
         return root_header([self._narrow(view) for view in views])
 
-    def api_server(self, server_identifier: str, tool: str | None = None, schema: bool = False) -> dict[str, Any]:
+    def api_server(self, server_identifier: str, tool: str | None = None, schema: bool = False) -> JsonObject:
         self._check(server_identifier)
         return server_header(self._narrow(self.hub.view(server_identifier, self.tenant)), tool, schema)
 
@@ -76,8 +77,8 @@ class McpScope:
     # ---- requests --------------------------------------------------------------------------------
 
     async def call_tool(
-        self, server_identifier: str, tool_identifier: str, arguments: Any, *, deadline_s: float
-    ) -> dict[str, Any]:
+        self, server_identifier: str, tool_identifier: str, arguments: object, *, deadline_s: float
+    ) -> JsonObject:
         self._check(server_identifier)
         name = self.hub.server_name(server_identifier) or server_identifier
 
@@ -100,30 +101,28 @@ class McpScope:
         self._check(server_identifier, whole=True)
         return await self.hub.request(server_identifier, self.tenant, op, deadline_s=deadline_s)
 
-    async def list_resources(self, server: str, *, cursor: str | None = None, deadline_s: float) -> dict[str, Any]:
+    async def list_resources(self, server: str, *, cursor: str | None = None, deadline_s: float) -> JsonObject:
         return await self.request(server, lambda conn, t: conn.list_resources(cursor, t), deadline_s=deadline_s)
 
-    async def list_resource_templates(
-        self, server: str, *, cursor: str | None = None, deadline_s: float
-    ) -> dict[str, Any]:
+    async def list_resource_templates(self, server: str, *, cursor: str | None = None, deadline_s: float) -> JsonObject:
         return await self.request(
             server, lambda conn, t: conn.list_resource_templates(cursor, t), deadline_s=deadline_s
         )
 
-    async def read_resource(self, server: str, uri: str, *, deadline_s: float) -> dict[str, Any]:
+    async def read_resource(self, server: str, uri: str, *, deadline_s: float) -> JsonObject:
         return await self.request(server, lambda conn, t: conn.read_resource(uri, t), deadline_s=deadline_s)
 
-    async def list_prompts(self, server: str, *, cursor: str | None = None, deadline_s: float) -> dict[str, Any]:
+    async def list_prompts(self, server: str, *, cursor: str | None = None, deadline_s: float) -> JsonObject:
         return await self.request(server, lambda conn, t: conn.list_prompts(cursor, t), deadline_s=deadline_s)
 
-    async def get_prompt(self, server: str, name: str, arguments: Any, *, deadline_s: float) -> dict[str, Any]:
+    async def get_prompt(self, server: str, name: str, arguments: object, *, deadline_s: float) -> JsonObject:
         self._check(server, whole=True)  # before the arguments are read: a hidden server names no error of them
         args = prompt_arguments(arguments, self.hub.server_name(server) or server)
         return await self.request(server, lambda conn, t: conn.get_prompt(name, args, t), deadline_s=deadline_s)
 
     # ---- internals -------------------------------------------------------------------------------
 
-    def _check(self, server_identifier: Any, *, whole: bool = False) -> None:
+    def _check(self, server_identifier: object, *, whole: bool = False) -> None:
         access = (
             self._access.get(server_identifier, McpAccess.NONE)
             if isinstance(server_identifier, str)
@@ -132,7 +131,7 @@ class McpScope:
         if access is McpAccess.NONE:
             raise McpUnknownTool(f"Unknown MCP server: {server_identifier}")
         if whole and access is not McpAccess.ALL:
-            name = self.hub.server_name(server_identifier)
+            name = self.hub.server_name(str(server_identifier))
             raise McpUnknownTool(
                 f"MCP server '{name}' offers only single tools under the tool policy; "
                 "its resources and prompts are not available",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from bridge.json_types import JsonObject
 
 from .errors import McpUnknownTool
 
@@ -18,8 +19,8 @@ class McpToolView:
     identifier: str
     name: str
     description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None
+    input_schema: JsonObject
+    output_schema: JsonObject | None
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class McpServerView:
         return next((tool for tool in self.tools if tool.name == key), None)
 
 
-def root_header(views: Sequence[McpServerView]) -> dict[str, Any]:
+def root_header(views: Sequence[McpServerView]) -> JsonObject:
     """``MCP.$api()``: the root header listing ``views``."""
     return {
         "kind": "mcp_api",
@@ -56,7 +57,7 @@ def root_header(views: Sequence[McpServerView]) -> dict[str, Any]:
     }
 
 
-def server_header(view: McpServerView, tool: str | None = None, schema: bool = False) -> dict[str, Any]:
+def server_header(view: McpServerView, tool: str | None = None, schema: bool = False) -> JsonObject:
     """``MCP.<server>.$api(tool?, {schema?})``: the server or single-tool header of ``view``."""
     if tool is None:
         tools = view.tools
@@ -75,7 +76,7 @@ def server_header(view: McpServerView, tool: str | None = None, schema: bool = F
         "{content, structuredContent?, isError?} (isError: true resolves, it does not throw). "
         f'Declarations: API.read("mcp/{view.identifier}.d.ts").'
     )
-    result: dict[str, Any] = {
+    result: JsonObject = {
         "kind": "mcp_api",
         "scope": "server" if tool is None else "tool",
         "server": {"identifier": view.identifier, "serverName": view.name},
@@ -91,10 +92,13 @@ def server_header(view: McpServerView, tool: str | None = None, schema: bool = F
         ],
     }
     if schema:
-        result["schemas"] = {
-            t.identifier: {"inputSchema": t.input_schema}
-            | ({"outputSchema": t.output_schema} if t.output_schema is not None else {})
-            for t in tools
-        }
+        result["schemas"] = {t.identifier: _schemas(t) for t in tools}
     result["note"] = UNTRUSTED_NOTE
     return result
+
+
+def _schemas(tool: McpToolView) -> JsonObject:
+    schemas: JsonObject = {"inputSchema": tool.input_schema}
+    if tool.output_schema is not None:
+        schemas["outputSchema"] = tool.output_schema
+    return schemas

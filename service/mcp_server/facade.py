@@ -10,13 +10,14 @@ types.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridge import jsoncodec
+from bridge.json_types import JsonObject, JsonValue
 from service.api.exec import cell_spec, parsed, wait_answers
 from service.api.schemas import ID_PATTERN, CellEnvelope, ExecRequest, WaitRequest
 from service.assembly import Components
@@ -48,7 +49,7 @@ class ToolAnswer:
     """One tool result: ``text`` for the model, ``structured`` for programs, ``is_error`` for failures."""
 
     text: str
-    structured: dict[str, Any] | None
+    structured: dict[str, object] | None
     is_error: bool
 
 
@@ -56,8 +57,8 @@ class ToolAnswer:
 class ToolDef:
     name: str
     description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None
+    input_schema: JsonObject
+    output_schema: JsonObject | None
     read_only: bool
     destructive: bool
 
@@ -105,7 +106,7 @@ class _SearchArgs(BaseModel):
 
 
 class _SearchOut(BaseModel):
-    tools: list[dict[str, Any]]
+    tools: list[dict[str, object]]
 
 
 class McpFacade:
@@ -122,7 +123,7 @@ class McpFacade:
             "cancel": _subschema(_CellRef, ("cell_id",), required=("cell_id",)),
             "search_tools": _subschema(_SearchArgs, ("query", "limit"), required=("query",)),
         }
-        self._outputs: dict[str, dict[str, Any] | None] = {
+        self._outputs: dict[str, JsonObject | None] = {
             "exec": envelope_schema,
             "wait": envelope_schema,
             "cancel": envelope_schema,
@@ -131,7 +132,7 @@ class McpFacade:
 
     # ---- tools -----------------------------------------------------------------------------------
 
-    def input_schema(self, name: str) -> dict[str, Any] | None:
+    def input_schema(self, name: str) -> JsonObject | None:
         return self._schemas.get(name)
 
     def tools(self, key: ApiKey) -> list[ToolDef]:
@@ -156,7 +157,7 @@ class McpFacade:
         ]
 
     async def call(
-        self, key: ApiKey, name: str, arguments: Mapping[str, Any] | None, trace_parent: TraceParent = None
+        self, key: ApiKey, name: str, arguments: Mapping[str, object] | None, trace_parent: TraceParent = None
     ) -> ToolAnswer:
         """Run one tool for ``key``; refusals and service errors are answers with ``is_error``."""
         args = dict(arguments or {})
@@ -179,17 +180,17 @@ class McpFacade:
             f"unknown tool {name[:128]!r}: this server has exec, wait, cancel and search_tools", need_param="name"
         )
 
-    async def _exec(self, key: ApiKey, args: dict[str, Any], trace_parent: TraceParent) -> ToolAnswer:
+    async def _exec(self, key: ApiKey, args: dict[str, object], trace_parent: TraceParent) -> ToolAnswer:
         body = _validated(ExecRequest, args, EXEC_FIELDS)
         return _envelope_answer(
             await self.svc.cells.exec(await cell_spec(self.svc.cells, self.svc.tools, key, body), trace_parent)
         )
 
-    async def _wait(self, key: ApiKey, args: dict[str, Any], trace_parent: TraceParent) -> ToolAnswer:
+    async def _wait(self, key: ApiKey, args: dict[str, object], trace_parent: TraceParent) -> ToolAnswer:
         ref = _validated(_CellRef, {k: args[k] for k in ("cell_id",) if k in args}, ("cell_id",))
         body = _validated(WaitRequest, {k: v for k, v in args.items() if k != "cell_id"}, WAIT_FIELDS)
         results, approvals = wait_answers(body)
-        relay: dict[str, Any] = {"tool_results": results, "approvals": approvals}
+        relay: dict[str, object] = {"tool_results": results, "approvals": approvals}
         if body.timeout_ms is not None:
             relay["timeout_ms"] = body.timeout_ms
         relayed = await self._on_holder(key, ref.cell_id, "wait", relay, trace_parent)
@@ -206,7 +207,7 @@ class McpFacade:
         return _envelope_answer(envelope)
 
     async def _on_holder(
-        self, key: ApiKey, cell_id: str, action: str, body: dict[str, Any], trace_parent: TraceParent
+        self, key: ApiKey, cell_id: str, action: str, body: Mapping[str, object], trace_parent: TraceParent
     ) -> ToolAnswer | None:
         """The answer of the replica holding ``cell_id`` when that is another one (None: this one holds it).
 
@@ -238,7 +239,7 @@ class McpFacade:
             }
         return _refusal(error, answer.retry_after)
 
-    async def _search(self, key: ApiKey, args: dict[str, Any]) -> ToolAnswer:
+    async def _search(self, key: ApiKey, args: dict[str, object]) -> ToolAnswer:
         query = _validated(_SearchArgs, args, ("query", "limit"))
         view = self.svc.tools.view_for(key)
         try:
@@ -246,7 +247,7 @@ class McpFacade:
         except SearchQueryError as exc:
             raise InvalidRequest(str(exc), need_param="query") from None
         wanted = view.catalog.limits.clamp(query.limit)
-        remote: list[dict[str, Any]] = []
+        remote: list[JsonObject] = []
         if len(native) < wanted:
             access = self.svc.access
             scope = access.mcp_scope(key.tenant, self.svc.tools.policy_for(key))
@@ -279,7 +280,7 @@ class McpFacade:
         return str(read_api_file(table, uri[len(RESOURCE_PREFIX) :])["content"])
 
 
-def _validated(model: type[M], args: dict[str, Any], fields: tuple[str, ...]) -> M:
+def _validated(model: type[M], args: dict[str, object], fields: tuple[str, ...]) -> M:
     """``args`` checked by ``model``; only ``fields`` are accepted, errors name the argument."""
     unknown = sorted(set(args) - set(fields))
     if unknown:
@@ -289,10 +290,10 @@ def _validated(model: type[M], args: dict[str, Any], fields: tuple[str, ...]) ->
     return parsed(model, args)
 
 
-def _subschema(model: type[BaseModel], fields: tuple[str, ...], required: tuple[str, ...] = ()) -> dict[str, Any]:
+def _subschema(model: type[BaseModel], fields: tuple[str, ...], required: tuple[str, ...] = ()) -> JsonObject:
     """The JSON schema of ``model`` restricted to ``fields`` (the model stays the one source of the bounds)."""
     full = model.model_json_schema()
-    schema: dict[str, Any] = {
+    schema: JsonObject = {
         "type": "object",
         "properties": {k: v for k, v in full["properties"].items() if k in fields},
         "additionalProperties": False,
@@ -304,16 +305,21 @@ def _subschema(model: type[BaseModel], fields: tuple[str, ...], required: tuple[
     return schema
 
 
-def _merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+def _merged(first: JsonObject, second: JsonObject) -> JsonObject:
+    """Two object schemas as one: their properties and their ``$defs`` side by side."""
     merged = dict(first)
-    merged["properties"] = {**first["properties"], **second["properties"]}
-    defs = {**first.get("$defs", {}), **second.get("$defs", {})}
+    merged["properties"] = {**_object(first.get("properties")), **_object(second.get("properties"))}
+    defs = {**_object(first.get("$defs")), **_object(second.get("$defs"))}
     if defs:
         merged["$defs"] = defs
     return merged
 
 
-def _envelope_answer(envelope: Mapping[str, Any]) -> ToolAnswer:
+def _object(value: JsonValue) -> JsonObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _envelope_answer(envelope: Mapping[str, object]) -> ToolAnswer:
     return ToolAnswer(envelope_text(envelope), dict(envelope), envelope.get("status") == "failed")
 
 
@@ -321,13 +327,13 @@ def _error_answer(exc: ServiceError) -> ToolAnswer:
     return _refusal(exc.body()["error"], exc.retry_after)
 
 
-def _refusal(err: Mapping[str, Any], retry_after: int | None) -> ToolAnswer:
+def _refusal(err: Mapping[str, object], retry_after: int | None) -> ToolAnswer:
     """A refused request in words; its error body is not an envelope, so it has no structuredContent."""
     retry = f" Retry after {retry_after} s." if retry_after is not None else ""
     return ToolAnswer(f"Refused ({err.get('code')}, {err.get('error_type')}): {err.get('message')}{retry}", None, True)
 
 
-def _search_text(native: list[dict[str, Any]], remote: list[dict[str, Any]]) -> str:
+def _search_text(native: Sequence[Mapping[str, object]], remote: Sequence[Mapping[str, object]]) -> str:
     if not native and not remote:
         return "No tool matches; try other words, or read codemode://api/ resources (resources/list)."
     lines = [

@@ -13,29 +13,31 @@ wrapped here the same way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 from bridge import jsoncodec
 from service.tools.untrusted import wrap_untrusted
 
 UNTRUSTED_SOURCE = "network"
 
+#: Wraps text rendered from a cell's data as untrusted when the cell saw network content.
+_Wrap = Callable[[str], str]
 
-def envelope_text(envelope: Mapping[str, Any]) -> str:
+
+def envelope_text(envelope: Mapping[str, object]) -> str:
     """What a model should read of ``envelope``: output, then the outcome, then warnings."""
     untrusted = envelope.get("untrusted_content") is True
 
     def data(text: str) -> str:
         return wrap_untrusted(text, UNTRUSTED_SOURCE) if untrusted else text
 
-    parts = [_output_entry(entry, data) for entry in envelope.get("output") or ()]
+    parts = [_output_entry(entry, data) for entry in _items(envelope.get("output"))]
     parts.append(_outcome(envelope, data))
-    parts += [data(f"Warning: {w}") for w in envelope.get("warnings") or ()]
+    parts += [data(f"Warning: {w}") for w in _items(envelope.get("warnings"))]
     return "\n".join(part for part in parts if part)
 
 
-def _output_entry(entry: Any, data: Any) -> str:
+def _output_entry(entry: object, data: _Wrap) -> str:
     if not isinstance(entry, Mapping):
         return ""
     if entry.get("truncated") is True:
@@ -45,7 +47,7 @@ def _output_entry(entry: Any, data: Any) -> str:
     return data(_compact(entry.get("value")))
 
 
-def _outcome(envelope: Mapping[str, Any], data: Any) -> str:
+def _outcome(envelope: Mapping[str, object], data: _Wrap) -> str:
     status = envelope.get("status")
     cell_id = envelope.get("cell_id")
     if status == "completed":
@@ -65,9 +67,9 @@ def _outcome(envelope: Mapping[str, Any], data: Any) -> str:
     )
 
 
-def _waiting_text(envelope: Mapping[str, Any]) -> str:
+def _waiting_text(envelope: Mapping[str, object]) -> str:
     cell_id = envelope.get("cell_id")
-    calls = envelope.get("pending_tool_calls") or []
+    calls = [c for c in _items(envelope.get("pending_tool_calls")) if isinstance(c, Mapping)]
     lines = [f"Cell {cell_id} is waiting ({envelope.get('reason')}): it is parked, not finished."]
     approvals = [c for c in calls if isinstance(c, Mapping) and c.get("method") == "approval"]
     answers = [c for c in calls if isinstance(c, Mapping) and "input" in c and c.get("method") != "approval"]
@@ -93,7 +95,7 @@ def _waiting_text(envelope: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def marker_text(what: str, marker: Mapping[str, Any]) -> str:
+def marker_text(what: str, marker: Mapping[str, object]) -> str:
     """A truncation marker in words: how much is missing, what to do, and the prefix that was kept."""
     return (
         f"[{what} truncated: {marker.get('omittedBytes')} more bytes are not shown. {marker.get('guidance')} "
@@ -101,7 +103,7 @@ def marker_text(what: str, marker: Mapping[str, Any]) -> str:
     )
 
 
-def reference_text(marker: Mapping[str, Any]) -> str:
+def reference_text(marker: Mapping[str, object]) -> str:
     """An automatic reference in words: the result was saved whole and can be loaded in a later cell."""
     ref = marker.get("reference")
     ref = ref if isinstance(ref, Mapping) else {}
@@ -112,5 +114,10 @@ def reference_text(marker: Mapping[str, Any]) -> str:
     )
 
 
-def _compact(value: Any) -> str:
+def _items(value: object) -> Sequence[object]:
+    """The entries of an envelope's list field (none when it is absent)."""
+    return value if isinstance(value, list | tuple) else ()
+
+
+def _compact(value: object) -> str:
     return jsoncodec.dumps_text(value)

@@ -13,62 +13,78 @@ ASGI scope (HTTP), or the command line chose it (stdio).  Each handler reads it 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
+from starlette.types import Receive, Scope, Send
 
 from service import __version__
 from service.errors import InvalidRequest, NotFound, Overloaded, ServiceError
 from service.settings import ApiKey
+from service.tracing import TraceParent
 
 from .descriptions import SERVER_INSTRUCTIONS
-from .facade import DECLARATION_MIME, McpFacade
+from .facade import DECLARATION_MIME, McpFacade, ToolDef
+
+_T = TypeVar("_T")
 
 # JSON-RPC code of the MCP specification for a resource that does not exist.
 RESOURCE_NOT_FOUND = -32002
 
+#: Who calls, from the SDK's request object (a starlette request over HTTP, None over stdio).
 KeyOf = Callable[[Any], ApiKey]
+#: The per-request context the SDK hands a handler (no lifespan state of ours).
+_Context = ServerRequestContext[object]
 
 
-def build_server(facade: McpFacade, key_of: KeyOf) -> Server[Any]:
+def build_server(facade: McpFacade, key_of: KeyOf) -> Server[object]:
     """An SDK server whose handlers answer for the key ``key_of(request)`` names."""
+    handlers = _Handlers(facade, key_of)
+    return Server(
+        "codemode",
+        version=__version__,
+        instructions=SERVER_INSTRUCTIONS,
+        on_list_tools=handlers.list_tools,
+        on_call_tool=handlers.call_tool,
+        on_list_resources=handlers.list_resources,
+        on_list_resource_templates=handlers.list_resource_templates,
+        on_read_resource=handlers.read_resource,
+        # Input schemas do not depend on the caller: header validation need not list the tools.
+        get_tool_input_schema=facade.input_schema,
+    )
 
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        key = key_of(ctx.request)
-        return types.ListToolsResult(
-            tools=[
-                types.Tool(
-                    name=t.name,
-                    description=t.description,
-                    input_schema=t.input_schema,
-                    output_schema=t.output_schema,
-                    annotations=types.ToolAnnotations(
-                        read_only_hint=t.read_only, destructive_hint=t.destructive, open_world_hint=not t.read_only
-                    ),
-                )
-                for t in facade.tools(key)
-            ]
-        )
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        key = key_of(ctx.request)
-        parent = _trace_parent(facade, ctx.request, params.meta)
-        answer = await _translated(facade.call(key, params.name, params.arguments, trace_parent=parent))
+class _Handlers:
+    """The SDK's low-level handlers: each reads the caller's key from its request and asks the facade."""
+
+    def __init__(self, facade: McpFacade, key_of: KeyOf) -> None:
+        self._facade = facade
+        self._key_of = key_of
+
+    async def list_tools(self, ctx: _Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[_tool(t) for t in self._facade.tools(self._key_of(ctx.request))])
+
+    async def call_tool(self, ctx: _Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+        key = self._key_of(ctx.request)
+        parent = _trace_parent(self._facade, ctx.request, params.meta)
+        answer = await _translated(self._facade.call(key, params.name, params.arguments, trace_parent=parent))
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=answer.text)],
             structured_content=answer.structured,
             is_error=answer.is_error,
         )
 
-    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        key = key_of(ctx.request)
-        found = await _translated(facade.resources(key))
+    async def list_resources(
+        self, ctx: _Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        found = await _translated(self._facade.resources(self._key_of(ctx.request)))
         return types.ListResourcesResult(
             resources=[
                 types.Resource(
@@ -78,39 +94,40 @@ def build_server(facade: McpFacade, key_of: KeyOf) -> Server[Any]:
             ]
         )
 
-    async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+    async def list_resource_templates(
+        self, ctx: _Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(
             resource_templates=[
                 types.ResourceTemplate(
                     uri_template=t.uri_template, name=t.name, description=t.description, mime_type=DECLARATION_MIME
                 )
-                for t in facade.resource_templates()
+                for t in self._facade.resource_templates()
             ]
         )
 
-    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        key = key_of(ctx.request)
+    async def read_resource(self, ctx: _Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         uri = str(params.uri)
-        text = await _translated(facade.read_resource(key, uri))
+        text = await _translated(self._facade.read_resource(self._key_of(ctx.request), uri))
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type=DECLARATION_MIME, text=text)]
         )
 
-    return Server(
-        "codemode",
-        version=__version__,
-        instructions=SERVER_INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_resource_templates,
-        on_read_resource=read_resource,
-        # Input schemas do not depend on the caller: header validation need not list the tools.
-        get_tool_input_schema=facade.input_schema,
+
+def _tool(tool: ToolDef) -> types.Tool:
+    """One facade tool in the SDK's shape, with its hints."""
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        output_schema=tool.output_schema,
+        annotations=types.ToolAnnotations(
+            read_only_hint=tool.read_only, destructive_hint=tool.destructive, open_world_hint=not tool.read_only
+        ),
     )
 
 
-def _trace_parent(facade: McpFacade, request: Any, meta: Any) -> Any:
+def _trace_parent(facade: McpFacade, request: object, meta: Mapping[str, object] | None) -> TraceParent:
     """A W3C ``traceparent`` from the HTTP request's headers, else from the MCP request's ``_meta``."""
     tracing = facade.svc.tracing
     if not tracing.enabled:
@@ -124,7 +141,7 @@ def _trace_parent(facade: McpFacade, request: Any, meta: Any) -> Any:
     return parent
 
 
-async def _translated(work: Any) -> Any:
+async def _translated(work: Awaitable[_T]) -> _T:
     """Await ``work``; service errors become the MCP error a client expects for them."""
     try:
         return await work
@@ -162,7 +179,7 @@ class HttpEndpoint:
             finally:
                 self._manager = None
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._manager is None:
             raise Overloaded(
                 "the MCP endpoint is not running (the service is starting or stopping); retry shortly", retry_after=1
