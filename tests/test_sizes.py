@@ -27,10 +27,7 @@ ALLOWED = {
     "service/mcp/guest_requests.py::install_mcp",
     "service/mcp_server/sdk_server.py::build_server",
     # stores and tools: a store implements its whole protocol; the run book its ledger (to split)
-    "service/stores/sqlite.py::SqliteSessionStore",
     "service/tools/run_book.py::RunBook",
-    # the exec pre-check's literal scanner: one state machine over the source (to split into steps)
-    "service/cells/source_checks.py::blank_literals",
     # landed beside this rule: the Python guest's engine (hook operations, namespaces and values in
     # one class, to split like the JavaScript engine) and a tool call's steps with its clock
     "guest_runtime/python/engine.py::PythonEngine",
