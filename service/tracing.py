@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.propagators.textmap import Getter
@@ -44,6 +44,8 @@ DEFAULT_SERVICE_NAME = "codemode"
 #: Caller-named strings (titles, tool names) are cut to this in span attributes.
 MAX_ATTRIBUTE_CHARS = 256
 _PROPAGATOR = TraceContextTextMapPropagator()
+#: A leg's envelope (service.cells.envelopes.Envelope), handed back as the leg answered it.
+_Envelope = TypeVar("_Envelope", bound=Mapping[str, Any])
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,8 @@ class Tracing:
     # ---- spans -----------------------------------------------------------------------------------
 
     async def traced_leg(
-        self, cell: Any, leg: Awaitable[dict[str, Any]], parent: TraceParent, started_ns: int | None = None
-    ) -> dict[str, Any]:
+        self, cell: Any, leg: Awaitable[_Envelope], parent: TraceParent, started_ns: int | None = None
+    ) -> _Envelope:
         """Run one leg of ``cell`` inside its ``codemode.cell`` span; calls made meanwhile become children."""
         assert self._tracer is not None
         calls: CellTrace | None = cell.requests.trace
