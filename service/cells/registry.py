@@ -81,7 +81,7 @@ class CellRegistry:
             )
         )
         self._sweeper: asyncio.Task[None] | None = None
-        self._watchers: set[asyncio.Task[None]] = set()  # one per live cell, awaiting its end
+        self._watchers: dict[Cell, asyncio.Task[None]] = {}  # one per live cell, awaiting its end
         self.counts: dict[str, int] = {"completed": 0, "failed": 0}
         self.sweepers: list[Callable[[], object]] = []  # other periodic expiry (saved results)
         self.events = EventLogs(
@@ -112,8 +112,12 @@ class CellRegistry:
             with contextlib.suppress(Exception):
                 await cell.cancel("the service is shutting down")
         self.background.close()
-        for watcher in list(self._watchers):  # a cell whose cancel failed never ends: stop awaiting it
-            watcher.cancel()
+        # The ends of the cells just cancelled are recorded; a cell whose cancel failed never ends.
+        ended = [watcher for cell, watcher in self._watchers.items() if cell.ended.is_set()]
+        for cell, watcher in list(self._watchers.items()):
+            if not cell.ended.is_set():
+                watcher.cancel()
+        await asyncio.gather(*ended)
 
     async def _sweep(self) -> None:
         while True:
@@ -307,12 +311,14 @@ class CellRegistry:
 
     def _watch(self, cell: Cell) -> None:
         """Record the cell's end once it ends, however it ends (a leg, a cancel, the loss of its process)."""
-        watcher = asyncio.ensure_future(self._record_end(cell))
-        self._watchers.add(watcher)
-        watcher.add_done_callback(self._watchers.discard)
+        self._watchers[cell] = asyncio.ensure_future(self._record_end(cell))
 
     async def _record_end(self, cell: Cell) -> None:
+        # Woken in the loop turn after the cell ended, ahead of any task that waits for the leg or the
+        # background run that ended it (their wakeups are queued after this one): a background wait
+        # collects an end already recorded.
         await cell.ended.wait()
+        del self._watchers[cell]
         assert cell.final is not None
         self._end(cell, cell.final)
 
