@@ -26,7 +26,8 @@ SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
     "jsonschema": "service/tools/contracts.py",
     "referencing": "service/tools/contracts.py",
     "re2": "service/tools/patterns.py",
-    "sqlite3": "service/stores/sqlite.py",
+    # The SQLite store and the thread that owns its connection (calls, deadlines, errors).
+    "sqlite3": ("service/stores/sqlite.py", "service/stores/sqlite_thread.py"),
     "redis": "service/stores/redis_store.py",
     # The demo's travel server is a program of its own (python -m service.demo.travel), not the service.
     "mcp": ("service/mcp/client.py", "service/mcp_server/sdk_server.py", "service/demo/travel.py"),

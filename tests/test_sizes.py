@@ -21,10 +21,7 @@ ALLOWED = {
     # the composition root and the HTTP, MCP and handler layers (being reworked on their own)
     "service/handlers/tools.py::install_tools",
     # stores and tools: a store implements its whole protocol; the run book its ledger (to split)
-    "service/stores/sqlite.py::SqliteSessionStore",
     "service/tools/run_book.py::RunBook",
-    # the exec pre-check's literal scanner: one state machine over the source (to split into steps)
-    "service/cells/source_checks.py::blank_literals",
     # landed beside this rule: a tool call's steps with its clock
     "service/tools/session.py::CallSession.call_detailed",
 }

@@ -27,7 +27,6 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
-from typing import Any
 
 from bridge import jsoncodec
 from service.errors import InvalidRequest, WaitInProgress
@@ -35,6 +34,7 @@ from service.tracing import Tracing
 
 from . import envelopes
 from .cell import Cell, guarded
+from .envelopes import Envelope
 from .events import EventLog, EventLogs
 from .finished import FinishedCells
 from .quotas import TenantQuotas
@@ -43,7 +43,7 @@ from .spec import EndReason
 log = logging.getLogger("codemode.cells")
 
 #: Starts one leg with a budget in milliseconds and answers its envelope.
-LegStart = Callable[[int], Awaitable[dict[str, Any]]]
+LegStart = Callable[[int], Awaitable[Envelope]]
 
 EXPIRED_MESSAGE = (
     "cell expired: a background cell runs on its own for at most cell_ttl_seconds ({ttl}s) after the "
@@ -139,10 +139,10 @@ class BackgroundRun:
             self.active = False
             self._stopped.set()
 
-    async def _leg(self, start: LegStart, budget_ms: int) -> dict[str, Any] | None:
+    async def _leg(self, start: LegStart, budget_ms: int) -> Envelope | None:
         """One leg under the cell's wait lock; None when the cell had already ended."""
         cell = self.cell
-        slot: AbstractContextManager[Any] | None = self.first_slot
+        slot: AbstractContextManager[object] | None = self.first_slot
         self.first_slot = None
         with slot or self._quotas.counted(cell.spec.tenant):
             async with cell.wait_lock:
@@ -150,7 +150,7 @@ class BackgroundRun:
                     return None
                 return await guarded(cell, start(budget_ms), self._tracing)
 
-    def _next_leg(self, budget_ms: int) -> Awaitable[dict[str, Any]]:
+    def _next_leg(self, budget_ms: int) -> Awaitable[Envelope]:
         return self.cell.resume(budget_ms, [])
 
     async def _until_ready(self) -> bool:
@@ -178,7 +178,7 @@ class BackgroundRun:
 
     # ---- answers ---------------------------------------------------------------------------------
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Envelope:
         """Status without output: ``running`` while legs run on their own, else the cell's own."""
         cell = self.cell
         if not self.active or cell.final is not None:
@@ -198,15 +198,21 @@ class BackgroundRun:
             return
         self._value = jsoncodec.dumps_kept(final["value"])  # it was encoded whole when the cell ended
         self.events.hold(len(self._value))
-        self.cell.final = {key: value for key, value in final.items() if key not in ("value", "output")}
+        kept = final.copy()  # a plain dict: the sealed envelope stays as it is
+        del kept["value"]
+        kept.pop("output", None)
+        self.cell.final = kept
 
-    def answer(self) -> dict[str, Any]:
+    def answer(self) -> Envelope:
         """The envelope for a wait or a cancel: the cell's state with the output nobody was shown yet."""
         output = self.events.take_undelivered()
         cell = self.cell
         if cell.final is not None:
-            value = {} if self._value is None else {"value": jsoncodec.fragment(self._value)}
-            return {**cell.final, **value, "output": output}
+            final = cell.final.copy()
+            if self._value is not None:
+                final["value"] = jsoncodec.fragment(self._value)
+            final["output"] = output
+            return final
         envelope = self.snapshot()
         envelope["output"] = output
         if cell.context.network_content:
@@ -214,7 +220,7 @@ class BackgroundRun:
         return envelope
 
 
-def running_envelope(run: BackgroundRun) -> dict[str, Any]:
+def running_envelope(run: BackgroundRun) -> Envelope:
     """What ``exec`` answers for a background cell: its id, at once."""
     envelope = run.snapshot()
     envelope["output"] = []
@@ -246,7 +252,7 @@ class BackgroundCells:
         run = self._runs.get(cell_id)
         return run if run is not None and run.tenant == tenant else None
 
-    def start(self, cell: Cell, slot: contextlib.ExitStack) -> dict[str, Any]:
+    def start(self, cell: Cell, slot: contextlib.ExitStack) -> Envelope:
         """Hold a parked slot for the cell, start its legs (the first holds the exec's ``slot``), answer ``running``."""
         events = self.events.live(cell.id)
         assert events is not None
@@ -266,8 +272,12 @@ class BackgroundCells:
         return running_envelope(run)
 
     async def wait(
-        self, run: BackgroundRun, timeout_ms: int, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]]
-    ) -> dict[str, Any]:
+        self,
+        run: BackgroundRun,
+        timeout_ms: int,
+        tool_results: list[dict[str, object]],
+        approvals: list[dict[str, object]],
+    ) -> Envelope:
         """Until the cell ends or needs the caller, or ``timeout_ms``; resumes a cell stopped for the caller."""
         if run.waiter:
             raise WaitInProgress("cell is already being waited on by another wait; retry when it returns")
@@ -301,7 +311,7 @@ class BackgroundCells:
         cell.requests.wake.set()  # a driver waiting for host work sees the end at once
         return True
 
-    def collect(self, run: BackgroundRun) -> dict[str, Any]:
+    def collect(self, run: BackgroundRun) -> Envelope:
         """The ended cell's final envelope, handed over once: its slot and event log are let go."""
         answer = run.answer()
         self._drop(run)
@@ -332,7 +342,7 @@ class BackgroundCells:
             run.stop()
 
 
-def check_answers(cell: Cell, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]]) -> None:
+def check_answers(cell: Cell, tool_results: list[dict[str, object]], approvals: list[dict[str, object]]) -> None:
     """Refuse caller answers that do not apply to what the cell waits for (InvalidRequest naming the field)."""
     problem = cell.requests.check_answers(tool_results, approvals)
     if problem is not None:

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bridge.inbox import HeldAccount
 from bridge.messages import DoneFrame, GuestConfig, IdleFrame, run_frame, settle_frame
@@ -26,6 +26,7 @@ from service.workers.worker_process import Worker
 from . import envelopes
 from .dispatch import CellContext, Dispatcher, HostCall
 from .ending import Completed, Failed, FinalEnvelope, Outcome, marked
+from .envelopes import Envelope, LegFields
 from .host_requests import HostRequests
 from .quotas import TenantQuotas
 from .retention import Retainer, Retention
@@ -52,7 +53,6 @@ class Cell:
         pool: WorkerPool,
         dispatcher: Dispatcher,
         quotas: TenantQuotas,
-        on_end: Callable[[Cell], None],
         retainer: Retainer | None = None,
         id_prefix: str = "cell_",
         context: CellContext | None = None,
@@ -82,7 +82,7 @@ class Cell:
         self.end_reason: EndReason | None = None
         self._clock = clock
         self.last_active = clock()  # when its last leg stopped (parked cells expire from it)
-        self.final: dict[str, Any] | None = None
+        self.final: Envelope | None = None
         self.wait_lock = asyncio.Lock()
         self._delivered_bytes = 0  # inbox bytes handed to the worker, released on its next frame
         self._worker_running = False
@@ -90,7 +90,8 @@ class Cell:
         self._started = False
         self._leg_started = time.perf_counter()
         self._quotas = quotas
-        self._on_end = on_end
+        # Set once ``final`` is: the owner (the registry) awaits it to record the end (``ending.py``).
+        self.ended = asyncio.Event()
         self._retainer = retainer
         self._holding = True  # our leg holds the worker process (a new cell's first leg does)
         self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
@@ -105,7 +106,7 @@ class Cell:
     def done(self) -> bool:
         return self.status in (CellStatus.COMPLETED, CellStatus.FAILED)
 
-    async def start(self, budget_ms: int) -> dict[str, Any]:
+    async def start(self, budget_ms: int) -> Envelope:
         """The exec leg."""
         assert self.worker is not None and not self._started
         self._started = True
@@ -132,8 +133,8 @@ class Cell:
         return await self._leg(budget_ms)
 
     async def resume(
-        self, budget_ms: int, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]] | None = None
-    ) -> dict[str, Any]:
+        self, budget_ms: int, tool_results: list[dict[str, object]], approvals: list[dict[str, object]] | None = None
+    ) -> Envelope:
         """A wait leg: settle caller answers (results, approvals) and yields, then run until the next stop.
 
         The leg takes its runtime's process when it has replies to deliver; another cell's leg
@@ -155,7 +156,7 @@ class Cell:
             if not self.done:
                 await self._lost(f"{reason}; this parked cell's runtime was in that process")
 
-    async def _lost(self, reason: str) -> dict[str, Any]:
+    async def _lost(self, reason: str) -> Envelope:
         return await self._end(
             Failed(reason + "; the cell was lost, start it again", "host", "runtime_unavailable"), recycle=True
         )
@@ -164,7 +165,7 @@ class Cell:
     def bridge_dispatch_started(self) -> bool:
         return self.requests.side_effects_started
 
-    async def cancel(self, message: str = ABORT_MESSAGE, reason: EndReason = EndReason.CANCELLED) -> dict[str, Any]:
+    async def cancel(self, message: str = ABORT_MESSAGE, reason: EndReason = EndReason.CANCELLED) -> Envelope:
         """Abort the cell now; a running leg ends with the same ``aborted`` envelope."""
         if not self.done:
             self._aborted = message
@@ -190,7 +191,7 @@ class Cell:
             recycle=True,
         )
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Envelope:
         """Status without resuming."""
         if self.final is not None:
             return envelopes.finished_summary(self.final)
@@ -213,7 +214,7 @@ class Cell:
 
     # ---- the leg loop ----------------------------------------------------------------------------
 
-    async def _leg(self, budget_ms: int) -> dict[str, Any]:
+    async def _leg(self, budget_ms: int) -> Envelope:
         loop = asyncio.get_running_loop()
         started = loop.time()
         deadline = started + budget_ms / 1000
@@ -257,7 +258,7 @@ class Cell:
                 async with asyncio.timeout(remaining):
                     await wake.wait()
 
-    async def _run_slice(self, kill_at: float) -> dict[str, Any] | None:
+    async def _run_slice(self, kill_at: float) -> Envelope | None:
         """Read the worker's next frame for this cell; the final envelope if the cell ended, else None.
 
         A frame that stops the guest (idle, done) frees the replies delivered with the slice before it.
@@ -317,7 +318,7 @@ class Cell:
 
     # ---- stops -----------------------------------------------------------------------------------
 
-    async def _park(self) -> dict[str, Any]:
+    async def _park(self) -> Envelope:
         # A refused park drops only this cell's runtime: others parked in the process stay.
         if self.telemetry.heap_bytes > self.spec.limits.max_snapshot_bytes:
             return await self._end(Failed(SNAPSHOT_MESSAGE, "host", "snapshot_limit_exceeded"), recycle=False)
@@ -346,7 +347,7 @@ class Cell:
         )
         return marked(envelope, self.context)
 
-    async def _on_done(self, msg: DoneFrame) -> dict[str, Any]:
+    async def _on_done(self, msg: DoneFrame) -> Envelope:
         self._runtime_gone = True  # the worker forgot it when it sent this frame
         self.output.extend(msg["output"])
         self.telemetry.guest_cpu_ms = msg["cpu_ms"]
@@ -358,7 +359,7 @@ class Cell:
         err = msg["error"]
         return await self._end(Failed(err["text"], err["phase"], err["code"]), recycle=msg["recycle"])
 
-    async def _end(self, outcome: Outcome, *, recycle: bool) -> dict[str, Any]:
+    async def _end(self, outcome: Outcome, *, recycle: bool) -> Envelope:
         """End the cell: free what it holds, then seal its final envelope (``ending.py``)."""
         self.status = CellStatus.FAILED  # done from here on (a cancel waits for this leg's envelope)
         self.end_reason = self.end_reason or EndReason.FINISHED
@@ -382,10 +383,10 @@ class Cell:
         if sealed["status"] == "completed":
             self.status = CellStatus.COMPLETED
         self.final = sealed
-        self._on_end(self)
+        self.ended.set()
         return sealed
 
-    def _common(self, *, report: bool = True) -> dict[str, Any]:
+    def _common(self, *, report: bool = True) -> LegFields:
         """The fields every leg's envelope carries, as of now (``report``: a caller is shown them)."""
         started = self.bridge_dispatch_started if report else self.requests.side_effects_may_have_started()
         wall_ms = (time.perf_counter() - self._leg_started) * 1000
@@ -415,11 +416,11 @@ def _interactive(spec: CellSpec) -> bool:
 
 async def guarded(
     cell: Cell,
-    leg: Awaitable[dict[str, Any]],
+    leg: Awaitable[Envelope],
     tracing: Tracing,
     trace_parent: TraceParent = None,
     started_ns: int | None = None,
-) -> dict[str, Any]:
+) -> Envelope:
     """Run a leg (traced as a child of ``trace_parent``); if the service itself fails mid-leg, the cell
     ends instead of leaking its worker."""
     try:

@@ -11,21 +11,25 @@ cancel, the loss of its process).  The envelope is built in this order:
 3. only then do the end-of-cell steps run (store commits, ``finalizers``), told whether the
    envelope says ``completed``: a result that cannot be sent commits nothing.  Their warnings are
    added to the envelope when they fit its encoding.
+
+Then the cell sets its ``ended`` event, and its owner (``CellRegistry``, which awaits that event
+for every cell) records the end: the envelope goes on the cell's event stream, its parked slot is
+let go (a background cell's when its result is collected), and a bounded summary is kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from bridge import jsoncodec
 from bridge.errors import OutputLimitExceeded
+from bridge.messages import Phase
 from bridge.output import FinalError, FinalValue, OutputState
 
 from . import envelopes
 from .dispatch import CellContext, Finalizer
-from .envelopes import SealedEnvelope
+from .envelopes import Envelope, LegFields
 from .retention import Retention
 
 UNSENDABLE_MESSAGE = (
@@ -36,13 +40,13 @@ UNSENDABLE_MESSAGE = (
 
 @dataclass(frozen=True)
 class Completed:
-    value_source: dict[str, Any]  # the worker's report of the returned value (``bridge.output``)
+    value_source: dict[str, object]  # the worker's report of the returned value (``bridge.output``)
 
 
 @dataclass(frozen=True)
 class Failed:
     message: str
-    phase: str
+    phase: Phase
     code: str
 
 
@@ -56,7 +60,7 @@ class FinalEnvelope:
         self,
         context: CellContext,
         output: OutputState,
-        fields: Callable[[], dict[str, Any]],
+        fields: Callable[[], LegFields],
         retention: Retention | None,
     ) -> None:
         self.context = context
@@ -64,7 +68,7 @@ class FinalEnvelope:
         self._fields = fields  # the fields every envelope carries (replay safety, telemetry), as of now
         self.retention = retention
 
-    async def seal(self, outcome: Outcome, finalizers: list[Finalizer]) -> SealedEnvelope:
+    async def seal(self, outcome: Outcome, finalizers: list[Finalizer]) -> Envelope:
         if self.retention is not None:
             await self.retention.prepare(self.output)  # the shared results store answers asynchronously
         envelope, encoded, shown_reference = self._encoded(outcome)
@@ -77,9 +81,9 @@ class FinalEnvelope:
                 encoded = jsoncodec.dumps(envelope)
             except jsoncodec.JSONEncodeError:
                 envelopes.drop_warnings(envelope)  # the result matters more than a note about it
-        return SealedEnvelope(envelope, encoded)
+        return envelopes.sealed(envelope, encoded)
 
-    def _encoded(self, outcome: Outcome) -> tuple[dict[str, Any], bytes, str | None]:
+    def _encoded(self, outcome: Outcome) -> tuple[Envelope, bytes, str | None]:
         """The final envelope, its encoding and the saved-result id it shows."""
         try:
             envelope, reference_id = self._built(outcome)
@@ -89,7 +93,7 @@ class FinalEnvelope:
             envelope = self._failure(UNSENDABLE_MESSAGE.format(detail=detail), "bridge", "internal_error", [])
             return envelope, jsoncodec.dumps(self._marked(envelope)), None
 
-    def _built(self, outcome: Outcome) -> tuple[dict[str, Any], str | None]:
+    def _built(self, outcome: Outcome) -> tuple[Envelope, str | None]:
         if isinstance(outcome, Completed):
             retain = self.retention.retain if self.retention is not None else None
             try:
@@ -108,14 +112,14 @@ class FinalEnvelope:
             output, error, code = [], outcome.message[:200] + " [error truncated]", "output_limit_exceeded"
         return self._failure(error, outcome.phase, code, output), None
 
-    def _failure(self, error: str, phase: str, code: str, output: list[Any]) -> dict[str, Any]:
+    def _failure(self, error: str, phase: Phase, code: str, output: list[object]) -> Envelope:
         return envelopes.failed(self.context.id, error=error, code=code, phase=phase, output=output, **self._fields())
 
-    def _marked(self, envelope: dict[str, Any]) -> dict[str, Any]:
+    def _marked(self, envelope: Envelope) -> Envelope:
         return marked(envelope, self.context)
 
 
-def marked(envelope: dict[str, Any], context: CellContext) -> dict[str, Any]:
+def marked(envelope: Envelope, context: CellContext) -> Envelope:
     """``envelope``, marked untrusted when the cell has seen network content."""
     if context.network_content:
         envelopes.mark_untrusted(envelope)

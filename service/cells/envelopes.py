@@ -15,13 +15,14 @@ read-only so the bytes cannot go stale.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal, NoReturn
+from typing import Literal, NoReturn, NotRequired, TypedDict, cast
 
+from bridge.json_types import JsonObject
 from bridge.messages import Phase
 from bridge.truncation import truncate_error
 from service.tools.untrusted import wrap_untrusted
 
-from .spec import Telemetry
+from .spec import Telemetry, TelemetryFields
 
 #: Bytes of ``error`` (and of each warning) a finished cell's summary keeps.
 SUMMARY_TEXT_BYTES = 2048
@@ -41,44 +42,82 @@ SUMMARY_FIELDS = (
     "telemetry",
 )
 
+EnvelopeStatus = Literal["completed", "waiting", "failed", "running"]
 
-class SealedEnvelope(dict[str, Any]):
+
+class Envelope(TypedDict):
+    """A cell envelope of any kind, as ``CellEnvelope`` (service.api.schemas) describes it.
+
+    The kind-specific fields are present only in their kinds (see the builders below).
+    """
+
+    status: EnvelopeStatus
+    cell_id: str
+    bridge_dispatch_started: bool
+    replay_safe: bool
+    telemetry: TelemetryFields
+    # Entries: text, json and truncated objects (bridge.output), or kept encoded (jsoncodec.fragment).
+    output: NotRequired[list[object]]
+    value: NotRequired[object]  # completed: decoded JSON, or JSON kept encoded (jsoncodec.fragment)
+    warnings: NotRequired[list[str]]
+    reason: NotRequired[str]  # waiting: "pending_tools" or "yield"
+    pending_tool_calls: NotRequired[list[JsonObject]]
+    error: NotRequired[str]
+    code: NotRequired[str]
+    failure_phase: NotRequired[Phase]
+    untrusted_content: NotRequired[bool]
+
+
+class LegFields(TypedDict):
+    """The fields every leg's envelope carries, as of the leg's stop."""
+
+    bridge_dispatch_started: bool
+    replay_safe: bool
+    telemetry: TelemetryFields
+
+
+class SealedEnvelope(dict[str, object]):
     """A final envelope and its compact JSON (``encoded``), which were checked to agree."""
 
     __slots__ = ("encoded",)
 
-    def __init__(self, envelope: dict[str, Any], encoded: bytes) -> None:
+    def __init__(self, envelope: Envelope, encoded: bytes) -> None:
         super().__init__(envelope)
         self.encoded = encoded
 
-    def _read_only(self, *_: Any, **__: Any) -> NoReturn:
+    def _read_only(self, *_: object, **__: object) -> NoReturn:
         raise TypeError("a sealed envelope is read-only: its encoded bytes would go stale")
 
-    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
-    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
 
 
-def finished_summary(envelope: dict[str, Any]) -> dict[str, Any]:
+def sealed(envelope: Envelope, encoded: bytes) -> Envelope:
+    """``envelope`` read-only with its encoding (a ``SealedEnvelope``, which HTTP sends as it is)."""
+    # A class cannot derive from a TypedDict, so the sealed dict is named by the keys it holds.
+    return cast(Envelope, SealedEnvelope(envelope, encoded))
+
+
+def finished_summary(envelope: Envelope) -> Envelope:
     """What ``GET /v1/cells/{id}`` shows of a finished cell: bounded whatever the cell produced."""
-    summary = {key: envelope[key] for key in SUMMARY_FIELDS if key in envelope}
-    if isinstance(summary.get("error"), str):
+    # Only keys of an envelope are kept, so the summary is one (without its kind's data).
+    summary = cast(Envelope, {key: value for key, value in envelope.items() if key in SUMMARY_FIELDS})
+    if "error" in summary:
         summary["error"] = truncate_error(summary["error"], SUMMARY_TEXT_BYTES)
-    if isinstance(summary.get("warnings"), list):
-        summary["warnings"] = [
-            truncate_error(str(w), SUMMARY_TEXT_BYTES) for w in summary["warnings"][:SUMMARY_WARNINGS]
-        ]
+    if "warnings" in summary:
+        summary["warnings"] = [truncate_error(w, SUMMARY_TEXT_BYTES) for w in summary["warnings"][:SUMMARY_WARNINGS]]
     return summary
 
 
 def completed(
     cell_id: str,
     *,
-    value: Any,
-    output: list[Any],
+    value: object,
+    output: list[object],
     bridge_dispatch_started: bool,
     replay_safe: bool,
-    telemetry: dict[str, Any],
-) -> dict[str, Any]:
+    telemetry: TelemetryFields,
+) -> Envelope:
     return {
         "status": "completed",
         "cell_id": cell_id,
@@ -93,13 +132,13 @@ def completed(
 def waiting(
     cell_id: str,
     *,
-    output: list[Any],
+    output: list[object],
     reason: str,
-    pending_tool_calls: list[dict[str, Any]],
+    pending_tool_calls: list[JsonObject],
     bridge_dispatch_started: bool,
     replay_safe: bool,
-    telemetry: dict[str, Any],
-) -> dict[str, Any]:
+    telemetry: TelemetryFields,
+) -> Envelope:
     return {
         "status": "waiting",
         "cell_id": cell_id,
@@ -117,12 +156,12 @@ def failed(
     *,
     error: str,
     code: str,
-    phase: Phase | str,
-    output: list[Any],
+    phase: Phase,
+    output: list[object],
     bridge_dispatch_started: bool,
     replay_safe: bool,
-    telemetry: dict[str, Any],
-) -> dict[str, Any]:
+    telemetry: TelemetryFields,
+) -> Envelope:
     return {
         "status": "failed",
         "cell_id": cell_id,
@@ -136,7 +175,7 @@ def failed(
     }
 
 
-def input_refusal(message: str) -> dict[str, Any]:
+def input_refusal(message: str) -> Envelope:
     """The envelope of a cell refused before any worker was involved (it gets an id it never uses)."""
     return failed(
         "cell_" + str(uuid.uuid4()),
@@ -156,12 +195,12 @@ def status_snapshot(
     status: Literal["running", "waiting"],
     bridge_dispatch_started: bool,
     replay_safe: bool,
-    telemetry: dict[str, Any],
+    telemetry: TelemetryFields,
     reason: str | None = None,
-    pending_tool_calls: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    pending_tool_calls: list[JsonObject] | None = None,
+) -> Envelope:
     """A live cell's status without resuming it; a waiting one names what it waits for (no output)."""
-    out: dict[str, Any] = {
+    out: Envelope = {
         "status": status,
         "cell_id": cell_id,
         "bridge_dispatch_started": bridge_dispatch_started,
@@ -169,26 +208,28 @@ def status_snapshot(
         "telemetry": telemetry,
     }
     if status == "waiting":
+        assert reason is not None and pending_tool_calls is not None, "a waiting cell names what it waits for"
         out["reason"] = reason
         out["pending_tool_calls"] = pending_tool_calls
     return out
 
 
-def add_warnings(envelope: dict[str, Any], warnings: list[str]) -> None:
+def add_warnings(envelope: Envelope, warnings: list[str]) -> None:
     """Notes from the end-of-cell steps (a store write that could not commit, ...)."""
     envelope["warnings"] = warnings
 
 
-def drop_warnings(envelope: dict[str, Any]) -> None:
+def drop_warnings(envelope: Envelope) -> None:
     del envelope["warnings"]
 
 
-def mark_untrusted(envelope: dict[str, Any]) -> None:
+def mark_untrusted(envelope: Envelope) -> None:
     """Once a cell has seen network-derived data, its model-facing text is wrapped as untrusted.
 
     Text entries are what an agent shows its model; ``json`` entries and the value stay raw.
     """
     envelope["untrusted_content"] = True
-    for i, entry in enumerate(envelope.get("output") or []):
+    output = envelope.get("output") or []
+    for i, entry in enumerate(output):
         if isinstance(entry, dict) and entry.get("type") == "text" and isinstance(entry.get("text"), str):
-            envelope["output"][i] = {"type": "text", "text": wrap_untrusted(entry["text"], "network")}
+            output[i] = {"type": "text", "text": wrap_untrusted(entry["text"], "network")}

@@ -27,11 +27,13 @@ import asyncio
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import Any
 
 from bridge import jsoncodec
 from bridge.inbox import HeldAccount
+from bridge.json_types import JsonObject
 from service.errors import TooManyRequests
+
+from .envelopes import Envelope
 
 #: Bookkeeping of one event (its object, its place in the log) charged on top of its data.
 EVENT_OVERHEAD_BYTES = 96
@@ -51,7 +53,7 @@ class Event:
     __slots__ = ("id", "kind", "cost", "_data", "_envelope")
 
     def __init__(
-        self, event_id: int, kind: str, data: bytes | None, *, envelope: dict[str, Any] | None = None, size: int = 0
+        self, event_id: int, kind: str, data: bytes | None, *, envelope: Envelope | None = None, size: int = 0
     ) -> None:
         self.id = event_id
         self.kind = kind
@@ -69,7 +71,7 @@ class Event:
         return self._data
 
 
-def _encoded(value: Any) -> bytes | None:
+def _encoded(value: object) -> bytes | None:
     try:
         return jsoncodec.dumps_kept(value)
     except (jsoncodec.JSONEncodeError, TypeError):
@@ -102,7 +104,7 @@ class EventLog:
             self._status = status
             self._append(Event(self.last_id + 1, "status", jsoncodec.dumps({"status": status})))
 
-    def output(self, entries: list[Any], *, undelivered: bool = False) -> int:
+    def output(self, entries: list[object], *, undelivered: bool = False) -> int:
         """One event per entry; ``undelivered``: a later ``wait`` answers them unless a reader wrote them.
 
         Returns the bytes of the entries' JSON."""
@@ -148,10 +150,10 @@ class EventLog:
         self._release(self.held)
         self._undelivered.clear()
 
-    def pending(self, reason: str, calls: list[dict[str, Any]]) -> None:
+    def pending(self, reason: str, calls: list[JsonObject]) -> None:
         self._append(Event(self.last_id + 1, "pending", _encoded({"reason": reason, "pending_tool_calls": calls})))
 
-    def final(self, envelope: dict[str, Any], *, undelivered: bool = False) -> None:
+    def final(self, envelope: Envelope, *, undelivered: bool = False) -> None:
         """The cell ended: its last output, its outcome, and the envelope (kept whatever its size)."""
         if self.ended:
             return
@@ -217,7 +219,7 @@ class EventLog:
         elif event.kind == "envelope":
             self.envelope_delivered = True
 
-    def take_undelivered(self) -> list[Any]:
+    def take_undelivered(self) -> list[object]:
         """Output nobody was shown yet, for an envelope (it then counts as delivered), still encoded."""
         entries = [jsoncodec.fragment(data) for data, _ in self._undelivered.values()]
         self._release(sum(len(data) for data, _ in self._undelivered.values()))

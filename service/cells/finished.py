@@ -7,18 +7,26 @@ are tracked, and the tenant that finished a cell least recently is forgotten fir
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from dataclasses import dataclass
+
+from .envelopes import Envelope
+
+
+@dataclass
+class FinishedCell:
+    snapshot: Envelope  # what its status shows (envelopes.finished_summary)
+    expired: bool  # it ended by expiry, or its uncollected result was dropped
 
 
 class FinishedCells:
-    """Bounded per-tenant rings of ``{cell_id: summary}``."""
+    """Bounded per-tenant rings of ``{cell_id: FinishedCell}``."""
 
     def __init__(self, per_tenant: int, max_tenants: int) -> None:
         self.per_tenant = per_tenant
         self.max_tenants = max_tenants
-        self._rings: OrderedDict[str, OrderedDict[str, dict[str, Any]]] = OrderedDict()
+        self._rings: OrderedDict[str, OrderedDict[str, FinishedCell]] = OrderedDict()
 
-    def add(self, tenant: str, cell_id: str, summary: dict[str, Any]) -> None:
+    def add(self, tenant: str, cell_id: str, summary: FinishedCell) -> None:
         ring = self._rings.get(tenant)
         if ring is None:
             ring = self._rings[tenant] = OrderedDict()
@@ -30,7 +38,7 @@ class FinishedCells:
         while len(ring) > self.per_tenant:
             ring.popitem(last=False)
 
-    def get(self, tenant: str, cell_id: str) -> dict[str, Any] | None:
+    def get(self, tenant: str, cell_id: str) -> FinishedCell | None:
         ring = self._rings.get(tenant)
         return None if ring is None else ring.get(cell_id)
 
@@ -38,7 +46,7 @@ class FinishedCells:
         """The cell's result was never collected and has been dropped (its wait then says so)."""
         summary = self.get(tenant, cell_id)
         if summary is not None:
-            summary["expired"] = True
+            summary.expired = True
 
     def __len__(self) -> int:
         return sum(len(ring) for ring in self._rings.values())

@@ -22,7 +22,6 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from service.errors import CellNotFound, Forbidden, WaitInProgress
 from service.settings import Settings
@@ -30,12 +29,13 @@ from service.tracing import NO_TRACING, TraceParent, Tracing
 from service.workers.pool import WorkerPool
 
 from .background import BackgroundCells, check_answers
-from .cell import ABORT_MESSAGE, Cell, Retainer, guarded
+from .cell import ABORT_MESSAGE, Cell, guarded
 from .dispatch import CellContext, Dispatcher
-from .envelopes import finished_summary, input_refusal
+from .envelopes import Envelope, finished_summary, input_refusal
 from .events import EventLog, EventLogs
-from .finished import FinishedCells
+from .finished import FinishedCell, FinishedCells
 from .quotas import QuotaCaps, TenantQuotas
+from .retention import Retainer
 from .source_checks import source_problem
 from .spec import CellLimits, CellSpec, CellStatus, EndReason, check_range, limits_from
 
@@ -81,8 +81,9 @@ class CellRegistry:
             )
         )
         self._sweeper: asyncio.Task[None] | None = None
+        self._watchers: dict[Cell, asyncio.Task[None]] = {}  # one per live cell, awaiting its end
         self.counts: dict[str, int] = {"completed": 0, "failed": 0}
-        self.sweepers: list[Callable[[], Any]] = []  # other periodic expiry (saved results)
+        self.sweepers: list[Callable[[], object]] = []  # other periodic expiry (saved results)
         self.events = EventLogs(
             buffer_bytes=settings.events_buffer_bytes,
             retain_seconds=settings.events_retain_seconds,
@@ -111,6 +112,12 @@ class CellRegistry:
             with contextlib.suppress(Exception):
                 await cell.cancel("the service is shutting down")
         self.background.close()
+        # The ends of the cells just cancelled are recorded; a cell whose cancel failed never ends.
+        ended = [watcher for cell, watcher in self._watchers.items() if cell.ended.is_set()]
+        for cell, watcher in list(self._watchers.items()):
+            if not cell.ended.is_set():
+                watcher.cancel()
+        await asyncio.gather(*ended)
 
     async def _sweep(self) -> None:
         while True:
@@ -155,7 +162,7 @@ class CellRegistry:
 
     # ---- operations ------------------------------------------------------------------------------
 
-    async def exec(self, spec: CellSpec, trace_parent: TraceParent = None) -> dict[str, Any]:
+    async def exec(self, spec: CellSpec, trace_parent: TraceParent = None) -> Envelope:
         """Start a cell and run its first leg (traced as a child of ``trace_parent``, from its admission)."""
         started_ns = time.time_ns() if self.tracing.enabled else None
         # The source pre-checks know JavaScript; Monty reports a Python cell's own syntax errors.
@@ -179,7 +186,6 @@ class CellRegistry:
                 self.pool,
                 self.dispatcher,
                 self.quotas,
-                self._end,
                 self.retainer,
                 self.cell_id_prefix,
                 context=context,
@@ -187,6 +193,7 @@ class CellRegistry:
                 clock=self.clock,
             )
             self._cells[cell.id] = cell
+            self._watch(cell)
             async with cell.wait_lock:
                 if spec.background:
                     self.events.open(cell.id, spec.tenant, account)
@@ -200,11 +207,11 @@ class CellRegistry:
         tenant: str,
         *,
         timeout_ms: int | None,
-        tool_results: list[dict[str, Any]],
+        tool_results: list[dict[str, object]],
         session_id: str | None = None,
-        approvals: list[dict[str, Any]] | None = None,
+        approvals: list[dict[str, object]] | None = None,
         trace_parent: TraceParent = None,
-    ) -> dict[str, Any]:
+    ) -> Envelope:
         run = self.background.get(cell_id, tenant)
         cell = run.cell if run is not None else self._get(cell_id, tenant)
         if session_id is not None and cell.spec.session_id != session_id:
@@ -246,8 +253,8 @@ class CellRegistry:
             events.pending(snapshot["reason"], snapshot["pending_tool_calls"])
         return events
 
-    def _published(self, cell: Cell, envelope: dict[str, Any]) -> dict[str, Any]:
-        """Put a leg's stop on the cell's event stream (its end is published by ``_end``)."""
+    def _published(self, cell: Cell, envelope: Envelope) -> Envelope:
+        """Put a leg's stop on the cell's event stream (its end is published by ``_end``, once it ended)."""
         events = self.events.live(cell.id)
         if events is not None and envelope.get("status") == "waiting":
             events.output(list(envelope["output"]))
@@ -255,22 +262,20 @@ class CellRegistry:
             events.pending(envelope["reason"], envelope["pending_tool_calls"])
         return envelope
 
-    async def cancel(self, cell_id: str, tenant: str, trace_parent: TraceParent = None) -> dict[str, Any]:
+    async def cancel(self, cell_id: str, tenant: str, trace_parent: TraceParent = None) -> Envelope:
         run = self.background.get(cell_id, tenant)
         cell = run.cell if run is not None else self._get(cell_id, tenant)
         final = await self._stop(cell, ABORT_MESSAGE, EndReason.CANCELLED, trace_parent)
         return self.background.collect(run) if run is not None else final
 
-    async def _stop(
-        self, cell: Cell, message: str, reason: EndReason, trace_parent: TraceParent = None
-    ) -> dict[str, Any]:
+    async def _stop(self, cell: Cell, message: str, reason: EndReason, trace_parent: TraceParent = None) -> Envelope:
         """Cancel or expire a cell.  One that is parked ends here, outside any leg: traced, this gets a
         ``codemode.cell`` span of its own, so the cell's trace shows how it ended."""
         if self.tracing.enabled and not cell.done and not cell.wait_lock.locked():
             return await guarded(cell, cell.cancel(message, reason), self.tracing, trace_parent)
         return await cell.cancel(message, reason)
 
-    def status(self, cell_id: str, tenant: str) -> dict[str, Any]:
+    def status(self, cell_id: str, tenant: str) -> Envelope:
         run = self.background.get(cell_id, tenant)
         if run is not None and run.cell.final is None:
             return run.snapshot()
@@ -279,7 +284,7 @@ class CellRegistry:
             return cell.snapshot()
         summary = self._finished.get(tenant, cell_id)
         if summary is not None:
-            return summary["snapshot"]
+            return summary.snapshot
         raise CellNotFound(NOT_FOUND)
 
     def stats(self) -> dict[str, int]:
@@ -296,25 +301,37 @@ class CellRegistry:
         return cell
 
     def _gone_message(self, cell_id: str, tenant: str) -> str:
-        summary = self._finished.get(tenant, cell_id) or {}
-        if summary.get("expired"):
+        summary = self._finished.get(tenant, cell_id)
+        if summary is not None and summary.expired:
             return (
                 f"{NOT_FOUND}: it expired after {self.settings.cell_ttl_seconds}s idle and its pending work "
                 "was discarded; start a new cell"
             )
         return NOT_FOUND + ": it already finished and its result was delivered"
 
-    def _end(self, cell: Cell) -> None:
-        """A cell ended (its final envelope is set): publish it, let go of its slots, keep its summary."""
+    def _watch(self, cell: Cell) -> None:
+        """Record the cell's end once it ends, however it ends (a leg, a cancel, the loss of its process)."""
+        self._watchers[cell] = asyncio.ensure_future(self._record_end(cell))
+
+    async def _record_end(self, cell: Cell) -> None:
+        # Woken in the loop turn after the cell ended, ahead of any task that waits for the leg or the
+        # background run that ended it (their wakeups are queued after this one): a background wait
+        # collects an end already recorded.
+        await cell.ended.wait()
+        del self._watchers[cell]
+        assert cell.final is not None
+        self._end(cell, cell.final)
+
+    def _end(self, cell: Cell, final: Envelope) -> None:
+        """The cell ended with ``final``: publish it, let go of its slots, keep its summary."""
         background = self.background.get(cell.id, cell.spec.tenant) is not None
         events = self.events.live(cell.id)
         if events is not None:
-            events.final(cell.final or {}, undelivered=background)
+            events.final(final, undelivered=background)
         if not self.background.ended(cell):  # a background cell keeps its parked slot until collected
             self.quotas.unpark(cell.id)
             self.events.retire(cell.id)
         if log.isEnabledFor(logging.INFO):
-            final = cell.final or {}
             log.info(
                 "cell %s tenant=%s title=%r status=%s code=%s legs=%d calls=%d",
                 cell.id,
@@ -330,11 +347,11 @@ class CellRegistry:
         self._finished.add(
             cell.spec.tenant,
             cell.id,
-            {"snapshot": finished_summary(cell.final or {}), "expired": cell.end_reason is EndReason.EXPIRED},
+            FinishedCell(finished_summary(final), expired=cell.end_reason is EndReason.EXPIRED),
         )
 
 
-def _result_bytes(result: dict[str, Any]) -> int:
+def _result_bytes(result: dict[str, object]) -> int:
     """The bytes a client tool result will hold once settled (its value's JSON, or its error)."""
     value = result.get("value")
     data = getattr(value, "data", None)  # RawJson: the value as the caller sent it

@@ -8,7 +8,7 @@ projection may ask for it, the build takes that answer, and a reference the enve
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from bridge.errors import InvalidSource
 from bridge.output import FinalValue, NotRetained, OutputState, RetainResult
@@ -29,7 +29,7 @@ class Retainer(Protocol):
 class Retention:
     """One ending cell's kept value: saved by ``prepare``, handed to the build, settled after it."""
 
-    def __init__(self, retainer: Retainer, cell: CellContext, value_source: dict[str, Any]) -> None:
+    def __init__(self, retainer: Retainer, cell: CellContext, value_source: dict[str, object]) -> None:
         self._retainer = retainer
         self._cell = cell
         self._value_source = value_source

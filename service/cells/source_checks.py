@@ -98,83 +98,115 @@ def blank_literals(code: str) -> str:
     (such code is not valid JavaScript, and retrying at every later `/` would rescan the same
     text each time).
     """
-    out: list[str] = []
-    substitutions: list[int] = []  # open `${` depths, innermost last: brace depth inside each
-    in_template = False
-    prev = ""  # last significant code character ("x" for a word or literal)
-    no_regex_before = 0  # a failed regex literal scanned up to here: no new one starts before it
-    i = 0
-    n = len(code)
-    while i < n:
-        if in_template:
-            j = _TEMPLATE_TEXT.match(code, i).end()  # type: ignore[union-attr]  # matches "" at least
-            out.append(_blank(code, i, j))
-            if j >= n:
+    return _LiteralBlanker(code).blanked()
+
+
+class _LiteralBlanker:
+    """One left-to-right scan of ``blank_literals``: each step consumes from ``i`` and appends to ``out``.
+
+    Every step moves ``i`` forward, and each character is looked at a bounded number of times (the
+    regex retry rule above), so the scan is linear in the source.
+    """
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        self.out: list[str] = []
+        self.substitutions: list[int] = []  # open `${` depths, innermost last: brace depth inside each
+        self.in_template = False
+        self.prev = ""  # last significant code character ("x" for a word or literal)
+        self.no_regex_before = 0  # a failed regex literal scanned up to here: no new one starts before it
+        self.i = 0
+
+    def blanked(self) -> str:
+        n = len(self.code)
+        while self.i < n:
+            if self.in_template:
+                self._template_text()
+                continue
+            stop = (_STOP_IN_SUBSTITUTION if self.substitutions else _STOP_TOP).search(self.code, self.i)
+            j = stop.start() if stop else n
+            self._code(j)
+            if stop is None:
                 break
-            in_template = False
-            if code[j] == "`":
-                out.append(" ")
-                prev = "x"
-                i = j + 1
-            else:  # "${"
-                out.append("  ")
-                substitutions.append(0)
-                prev = "{"
-                i = j + 2
-            continue
-        stop = (_STOP_IN_SUBSTITUTION if substitutions else _STOP_TOP).search(code, i)
-        j = stop.start() if stop else n
-        if j > i:
-            run = code[i:j]
-            out.append(run)
+            self._stop(j)
+        return "".join(self.out)
+
+    def _template_text(self) -> None:
+        """Template text up to its closing backtick or its next ``${``."""
+        code, i = self.code, self.i
+        j = _TEMPLATE_TEXT.match(code, i).end()  # type: ignore[union-attr]  # matches "" at least
+        self.out.append(_blank(code, i, j))
+        if j >= len(code):
+            self.i = j
+            return
+        self.in_template = False
+        if code[j] == "`":
+            self.out.append(" ")
+            self.prev = "x"
+            self.i = j + 1
+        else:  # "${"
+            self.out.append("  ")
+            self.substitutions.append(0)
+            self.prev = "{"
+            self.i = j + 2
+
+    def _code(self, j: int) -> None:
+        """Plain code up to ``j`` stays; its last significant character decides what a later `/` is."""
+        if j > self.i:
+            run = self.code[self.i : j]
+            self.out.append(run)
             tail = run.rstrip()
             if tail:
                 last = tail[-1]
-                prev = "x" if last.isalnum() or last in "_$" else last
-        if stop is None:
-            break
-        c = code[j]
-        i = j + 1
-        if c == "{":
-            substitutions[-1] += 1
-            out.append(c)
-            prev = c
-        elif c == "}":
-            if substitutions[-1] == 0:
-                substitutions.pop()
-                out.append(" ")
-                in_template = True
-            else:
-                substitutions[-1] -= 1
-                out.append(c)
-                prev = c
+                self.prev = "x" if last.isalnum() or last in "_$" else last
+
+    def _stop(self, j: int) -> None:
+        """The character at ``j`` may open or close a literal or a substitution."""
+        code, c = self.code, self.code[j]
+        self.i = j + 1
+        if c in "{}":
+            self._brace(c)
         elif c == "`":
-            out.append(" ")
-            in_template = True
+            self.out.append(" ")
+            self.in_template = True
         elif c != "/":
-            i = _STRING[c].match(code, j).end()  # type: ignore[union-attr]  # the quote at least
-            out.append(" ")
-            prev = "x"
+            self.i = _STRING[c].match(code, j).end()  # type: ignore[union-attr]  # the quote at least
+            self.out.append(" ")
+            self.prev = "x"
         elif code.startswith("//", j):
             end = code.find("\n", j)
-            i = n if end < 0 else end
-            out.append(" ")
+            self.i = len(code) if end < 0 else end
+            self.out.append(" ")
         elif code.startswith("/*", j):
             end = code.find("*/", j + 2)
-            i = n if end < 0 else end + 2
-            out.append(_blank(code, j, i))
+            self.i = len(code) if end < 0 else end + 2
+            self.out.append(_blank(code, j, self.i))
         else:
-            if prev in _REGEX_AFTER and j >= no_regex_before:
-                end = _REGEX_BODY.match(code, j).end()  # type: ignore[union-attr]  # the "/" at least
-                if code.startswith("/", end):
-                    i = end + 1
-                    out.append(" ")
-                    prev = "x"
-                    continue
-                no_regex_before = end
-            out.append(c)
-            prev = c
-    return "".join(out)
+            self._slash(j)
+
+    def _brace(self, c: str) -> None:
+        """A brace inside a substitution: the one closing it goes back to template text."""
+        if c == "}" and self.substitutions[-1] == 0:
+            self.substitutions.pop()
+            self.out.append(" ")
+            self.in_template = True
+            return
+        self.substitutions[-1] += 1 if c == "{" else -1
+        self.out.append(c)
+        self.prev = c
+
+    def _slash(self, j: int) -> None:
+        """A `/` that is not a comment: a regex literal where an expression may start, else division."""
+        if self.prev in _REGEX_AFTER and j >= self.no_regex_before:
+            end = _REGEX_BODY.match(self.code, j).end()  # type: ignore[union-attr]  # the "/" at least
+            if self.code.startswith("/", end):
+                self.i = end + 1
+                self.out.append(" ")
+                self.prev = "x"
+                return
+            self.no_regex_before = end
+        self.out.append("/")
+        self.prev = "/"
 
 
 def _decode_escapes(code: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from bridge.messages import Language
 from service.errors import InvalidRequest
@@ -94,6 +94,22 @@ class CellSpec:
     language: Language = "javascript"  # "python": the cell runs on Monty
 
 
+class TelemetryFields(TypedDict):
+    """An envelope's ``telemetry`` object (``CellTelemetry`` in service.api.schemas)."""
+
+    wall_ms: float
+    guest_cpu_ms: float
+    tool_wait_ms: float
+    tool_wait_total_ms: float
+    call_count: int
+    search_count: int
+    describe_count: int
+    retries: int
+    host_requests: int
+    legs: int
+    heap_bytes: int
+
+
 @dataclass
 class Telemetry:
     guest_cpu_ms: float = 0.0
@@ -105,7 +121,7 @@ class Telemetry:
     legs: int = 0
     heap_bytes: int = 0
 
-    def public(self, wall_ms: float, tool_wait_ms: float = 0.0, tool_wait_total_ms: float = 0.0) -> dict[str, Any]:
+    def public(self, wall_ms: float, tool_wait_ms: float = 0.0, tool_wait_total_ms: float = 0.0) -> TelemetryFields:
         """The envelope's ``telemetry`` object; ``wall_ms`` and ``tool_wait_ms`` are the current
         exec/wait call's, ``tool_wait_total_ms`` the cell's so far (service.cells.wait_clock)."""
         return {

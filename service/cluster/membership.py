@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from service.stores.errors import StoreError
 
@@ -24,6 +24,7 @@ BEATS_PER_TTL = 3
 _MAX_KNOWN = 1024
 
 
+@runtime_checkable
 class ReplicaDirectory(Protocol):
     """The part of the Redis store that records live replicas (service/stores/redis_store.py)."""
 

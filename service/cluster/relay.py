@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from service.errors import CellNotFound, ReplicaUnavailable, ServiceError, StoreUnavailable
 from service.outbound_http import TRANSPORT_ERRORS, StreamedAnswer
 from service.stores.errors import StoreError
 
 from .identity import holder_of
+
+if TYPE_CHECKING:
+    from .replica import Replica
 
 CELLS_PATH = "/v1/cells/"
 
@@ -31,7 +34,7 @@ class HolderAnswer:
     retry_after: int | None
 
 
-def held_elsewhere(replica: Any, cell_id: str) -> str | None:
+def held_elsewhere(replica: Replica | None, cell_id: str) -> str | None:
     """The id of the replica holding ``cell_id`` when that is another one; None when this replica
     answers for it (its own cell, no cluster, or an id no replica made)."""
     if replica is None:
@@ -41,7 +44,7 @@ def held_elsewhere(replica: Any, cell_id: str) -> str | None:
 
 
 async def open_on_holder(
-    replica: Any,
+    replica: Replica,
     holder: str,
     cell_id: str,
     method: str,
@@ -86,7 +89,7 @@ async def open_on_holder(
 
 
 async def call_holder(
-    replica: Any,
+    replica: Replica | None,
     holder: str,
     cell_id: str,
     action: str,
@@ -97,6 +100,7 @@ async def call_holder(
 ) -> HolderAnswer:
     """POST ``/v1/cells/<cell_id>/<action>`` to ``holder`` as the caller with ``api_key`` and read the whole
     answer (at most ``max_bytes``; the holder bounds its own answers, this is the backstop)."""
+    assert replica is not None, "held_elsewhere names a holder only in a cluster"
     headers = [(b"content-type", b"application/json"), *extra_headers]
     if api_key:
         headers.append((b"authorization", b"Bearer " + api_key.encode()))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from service.settings import Settings
 
 from .identity import new_replica_id
@@ -32,8 +30,8 @@ class Replica:
         await self.peers.close()
 
 
-def replica_for(settings: Settings, store: Any) -> Replica | None:
+def replica_for(settings: Settings, store: object) -> Replica | None:
     """A replica when ``store`` can list replicas (Redis), else None (cells are reached only here)."""
-    if store is None or not all(hasattr(store, m) for m in ("beat", "replica_url", "forget_replica")):
+    if not isinstance(store, ReplicaDirectory):
         return None
     return Replica(settings, store)

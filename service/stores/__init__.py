@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 from urllib.parse import unquote, urlsplit
 
 from .base import DEFAULT_TIMEOUT_SECONDS, RunFailures, RunIncrement, SessionStore
@@ -98,7 +98,17 @@ def _open_sqlite(url: str, limits: StoreLimits, clock: Callable[[], float], time
     return SqliteSessionStore(path, limits, clock, timeout_seconds)
 
 
-def _redis_params(url: str) -> dict[str, Any]:
+class _RedisParams(TypedDict):
+    """Where a ``redis://`` URL points, as RedisLink and RedisSessionStore take it."""
+
+    host: str
+    port: int
+    db: int
+    username: str | None
+    password: str | None
+
+
+def _redis_params(url: str) -> _RedisParams:
     shown = _redacted(url)
     try:
         parts = urlsplit(url)

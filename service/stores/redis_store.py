@@ -348,7 +348,7 @@ class RedisSessionStore:
         check_pending(sets, deletes, self._limits)
         limits = self._limits
         now = self._clock()
-        args: list[Any] = [
+        args: list[int | float | str] = [
             limits.max_total_bytes,
             limits.max_tenant_bytes,
             limits.max_tenant_sessions,
@@ -426,7 +426,7 @@ class RedisSessionStore:
         pipe = self._client.pipeline(transaction=False)
         for inc in increments:
             base = RUN_COUNTER_OVERHEAD + len((inc.session_id + inc.run_id).encode("utf-8"))
-            args: list[Any] = [
+            args: list[int | float | str] = [
                 ttl_ms,
                 _score(now),
                 _score(now + limits.session_ttl_seconds),
@@ -525,7 +525,7 @@ class RedisLink:
 
     def script(self, lua: str) -> Callable[..., Awaitable[Any]]:
         """A registered Lua script: call it with ``keys=[...], args=[...]`` inside ``call``."""
-        return self.client.register_script(lua)  # type: ignore[return-value]
+        return self.client.register_script(lua)
 
     async def close(self) -> None:
         """Close the connection pool; safe to call twice."""

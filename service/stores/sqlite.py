@@ -6,22 +6,19 @@ included: a stalled disk or a foreign lock answers ``StoreUnavailableError`` ins
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
 
 from .base import DEFAULT_TIMEOUT_SECONDS, RunFailures, RunIncrement
-from .errors import StoreConfigError, StoreError, StoreUnavailableError
+from .errors import StoreConfigError, StoreError
 from .limits import RUN_COUNTER_OVERHEAD, StoreLimits, check_pending, check_tenant, check_total, run_counter_bytes
+from .sqlite_thread import SqliteThread
 
 __all__ = ["SqliteSessionStore"]
 
-_T = TypeVar("_T")
 
 _SCHEMA_VERSION = 4
 _SCHEMA = """
@@ -75,18 +72,13 @@ _MIGRATE_3_TO_4 = (
 _LIVE = "EXISTS (SELECT 1 FROM sessions s WHERE s.tenant = ? AND s.session_id = ? AND s.expires_at > ?)"
 # Expired sessions are removed in batches so one sweep never holds the write lock for long.
 _EXPIRE_BATCH = 500
-#: A caller waits this much past the store's timeout for the thread's own "gave up" answer.
-_ANSWER_GRACE_SECONDS = 0.25
 
 
 class SqliteSessionStore:
-    """Session store in one SQLite file, driven from a single dedicated thread.
+    """Session store in one SQLite file, driven from a single dedicated thread (``SqliteThread``).
 
-    One thread owns the connection, so calls run in the order they were made (this is the
-    "commit order" limits are re-checked in) and the event loop never waits on disk.  A call not
-    done within ``timeout_seconds`` raises ``StoreUnavailableError``: the thread skips a call whose
-    deadline passed while it queued and stops waiting for a lock at the deadline, so such a call
-    almost always did nothing (only one stuck in the disk past the deadline may still land).
+    Calls run on that thread in the order they were made: this is the "commit order" limits are
+    re-checked in.  Each call is bounded by ``timeout_seconds`` (``StoreUnavailableError`` past it).
     """
 
     def __init__(
@@ -100,9 +92,7 @@ class SqliteSessionStore:
         self._limits = limits
         self._clock = clock
         self._timeout = timeout_seconds
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="codemode-sqlite-store")
-        self._conn: sqlite3.Connection | None = None
-        self._closed = False
+        self._thread = SqliteThread(path, self._open, timeout_seconds)
 
     @property
     def path(self) -> Path:
@@ -119,7 +109,7 @@ class SqliteSessionStore:
             )
             return dict(rows.fetchall())
 
-        return await self._run(run)
+        return await self._thread.run(run)
 
     async def commit(self, tenant: str, session_id: str, sets: Mapping[str, str], deletes: Collection[str]) -> None:
         """Apply deletes then sets in one transaction, or nothing if a limit is exceeded."""
@@ -176,7 +166,7 @@ class SqliteSessionStore:
                 else:
                     conn.execute("DELETE FROM sessions WHERE tenant = ? AND session_id = ?", (tenant, session_id))
 
-        await self._run(run)
+        await self._thread.run(run)
 
     async def sizes(self, tenant: str, session_id: str) -> dict[str, int]:
         """Return key -> UTF-8 bytes of its JSON value."""
@@ -188,7 +178,7 @@ class SqliteSessionStore:
             )
             return dict(rows.fetchall())
 
-        return await self._run(run)
+        return await self._thread.run(run)
 
     async def delete_session(self, tenant: str, session_id: str) -> bool:
         """Drop every entry of one session; return whether it had any."""
@@ -203,7 +193,7 @@ class SqliteSessionStore:
                 conn.execute("DELETE FROM sessions WHERE tenant = ? AND session_id = ?", (tenant, session_id))
             return live is not None
 
-        return await self._run(run)
+        return await self._thread.run(run)
 
     async def usage(self, tenant: str) -> tuple[int, int]:
         """Return ``(bytes, sessions)`` of the tenant's live sessions."""
@@ -215,13 +205,13 @@ class SqliteSessionStore:
             ).fetchone()
             return int(row[0]) + _counter_bytes(conn, tenant), int(row[1])
 
-        return await self._run(run)
+        return await self._thread.run(run)
 
     async def expire(self) -> int:
         """Delete the entries and rows of every session past its TTL, and every expired run counter."""
         removed = 0
         while True:
-            sessions, counters = await self._run(self._expire_batch)
+            sessions, counters = await self._thread.run(self._expire_batch)
             removed += sessions
             if sessions < _EXPIRE_BATCH and counters < _EXPIRE_BATCH:
                 return removed
@@ -247,7 +237,7 @@ class SqliteSessionStore:
                 now = self._clock()
                 return [self._add_increment(conn, inc, now) for inc in increments]
 
-        return await self._run(run)
+        return await self._thread.run(run)
 
     def _add_increment(self, conn: sqlite3.Connection, inc: RunIncrement, now: float) -> RunFailures | None:
         run_key = (inc.tenant, inc.session_id, inc.run_id)
@@ -298,7 +288,7 @@ class SqliteSessionStore:
 
     async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures:
         """Return the run's live failure counters."""
-        return await self._run(lambda conn: _run_failures(conn, (tenant, session_id, run_id), self._clock()))
+        return await self._thread.run(lambda conn: _run_failures(conn, (tenant, session_id, run_id), self._clock()))
 
     async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
         """Forget the run's failure counters (and their charge)."""
@@ -312,58 +302,15 @@ class SqliteSessionStore:
                 ).fetchall()
                 _drop_counters(conn, doomed)
 
-        await self._run(run)
+        await self._thread.run(run)
 
     async def ping(self) -> None:
         """Open the file if needed and run a trivial query."""
-        await self._run(lambda conn: conn.execute("SELECT 1").fetchone())
+        await self._thread.run(lambda conn: conn.execute("SELECT 1").fetchone())
 
     async def close(self) -> None:
         """Close the connection and stop the thread; safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.run_in_executor(self._executor, self._close_connection)
-        finally:
-            self._executor.shutdown(wait=False)
-
-    async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        if self._closed:
-            raise StoreUnavailableError("the SQLite session store is closed")
-        loop = asyncio.get_running_loop()
-        deadline = time.monotonic() + self._timeout
-        try:
-            # The thread gives up at the deadline itself (a lock wait ends there too), so an answer
-            # lost to this timeout is almost always "not done"; the grace covers the hand-over.
-            async with asyncio.timeout(self._timeout + _ANSWER_GRACE_SECONDS):
-                return await loop.run_in_executor(self._executor, self._call, fn, deadline)
-        except TimeoutError:
-            raise self._late() from None
-
-    def _late(self) -> StoreUnavailableError:
-        return StoreUnavailableError(
-            f"SQLite session store at {self._path} did not answer within {self._timeout:g} s (store_timeout_ms)"
-        )
-
-    def _call(self, fn: Callable[[sqlite3.Connection], _T], deadline: float) -> _T:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise self._late()  # waited its turn behind other calls until its caller gave up
-        conn = self._connection()
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {max(1, int(left * 1000))}")
-            return fn(conn)
-        except StoreError:
-            raise
-        except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"SQLite session store at {self._path} failed: {exc}") from exc
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self._conn = self._open()
-        return self._conn
+        await self._thread.close()
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -401,11 +348,6 @@ class SqliteSessionStore:
             conn.close()
             raise StoreConfigError(f"cannot open the SQLite session store at {self._path}: {exc}") from exc
         return conn
-
-    def _close_connection(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
 
 def _run_failures(conn: sqlite3.Connection, run_key: tuple[str, str, str], now: float) -> RunFailures:

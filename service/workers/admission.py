@@ -192,7 +192,7 @@ async def first_of(waiter: asyncio.Future[None], abort: asyncio.Event, timeout: 
     """Wait until ``waiter`` is done, ``abort`` is set, or ``timeout`` seconds passed."""
     if abort.is_set():
         return
-    aborted: asyncio.Future[Any] = asyncio.ensure_future(abort.wait())
+    aborted: asyncio.Future[Any] = asyncio.ensure_future(abort.wait())  # beside a Future[None] in one set
     try:
         await asyncio.wait({waiter, aborted}, timeout=max(timeout, 0.001), return_when=asyncio.FIRST_COMPLETED)
     finally:

@@ -12,13 +12,22 @@ from __future__ import annotations
 import logging
 import os
 import pwd
-from typing import Any
+from typing import TypedDict
 
 from bridge.messages import SandboxMode, SandboxOptions, SandboxReport
 from guest_runtime.confinement import LAYERS, seccomp_program
 from service.errors import ConfigError
 
 log = logging.getLogger("codemode.workers")
+
+
+class SandboxReadiness(TypedDict):
+    """What ``/readyz`` shows of the confinement."""
+
+    mode: SandboxMode
+    layers: dict[str, bool]  # each layer: in force or not
+    missing: dict[str, str]  # layer -> why it is not in force
+
 
 OFF_WARNING = (
     'sandbox = "off": workers run WITHOUT kernel confinement. A memory bug in QuickJS would give a '
@@ -88,7 +97,7 @@ class SandboxStatus:
         in_force = set(self.report["layers"]) if self.report is not None else set()
         return {layer: layer in in_force for layer in LAYERS}
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> SandboxReadiness:
         """What ``/readyz`` shows."""
         return {
             "mode": self.mode,

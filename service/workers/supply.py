@@ -12,7 +12,6 @@ import asyncio
 import random
 from collections import deque
 from collections.abc import Coroutine
-from typing import Any
 
 from bridge.messages import SandboxReport, WorkerOptions
 
@@ -57,7 +56,7 @@ class WorkerSupply:
         """Fresh processes and those being started."""
         return len(self.fresh) + self.starting
 
-    def background(self, coro: Coroutine[Any, Any, None]) -> None:
+    def background(self, coro: Coroutine[object, None, None]) -> None:
         """Run ``coro`` as a task the supply keeps referenced and cancels at ``close``."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)

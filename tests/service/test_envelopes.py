@@ -6,7 +6,10 @@ import json
 
 import pytest
 
-from service.cells.envelopes import SUMMARY_TEXT_BYTES, SUMMARY_WARNINGS, SealedEnvelope, finished_summary
+from service.api.schemas import CellEnvelope, CellTelemetry
+from service.cells import envelopes
+from service.cells.envelopes import SUMMARY_TEXT_BYTES, SUMMARY_WARNINGS, Envelope, SealedEnvelope, finished_summary
+from service.cells.spec import Telemetry, TelemetryFields
 from service.http.responses import JSONBytes
 
 FAILED = {
@@ -67,3 +70,44 @@ def test_finished_summary_bounds_every_field():
 def test_finished_summary_keeps_short_errors_whole():
     """A short error is not marked."""
     assert finished_summary({**FAILED, "error": "Error: boom"})["error"] == "Error: boom"
+
+
+def _kinds() -> dict[str, Envelope]:
+    """One envelope of each kind, built by its builder."""
+    leg = {"bridge_dispatch_started": True, "replay_safe": False, "telemetry": Telemetry(legs=1).public(2.5, 1.0, 1.0)}
+    text = [{"type": "text", "text": "hi"}, {"type": "json", "value": {"a": [1]}}]
+    pending = [{"id": "req_1", "method": "tool", "name": "ask", "input": {"q": 1}}]
+    done = envelopes.failed("cell_f", error="Error: no", code="guest_error", phase="guest", output=text, **leg)
+    return {
+        "completed": envelopes.completed("cell_c", value={"n": 1}, output=text, **leg),
+        "waiting": envelopes.waiting("cell_w", output=[], reason="pending_tools", pending_tool_calls=pending, **leg),
+        "failed": done,
+        "input_refusal": envelopes.input_refusal("code is empty"),
+        "running": envelopes.status_snapshot("cell_r", status="running", **leg),
+        "waiting_snapshot": envelopes.status_snapshot(
+            "cell_s", status="waiting", reason="yield", pending_tool_calls=pending, **leg
+        ),
+        "finished_summary": envelopes.finished_summary(done),
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(_kinds()))
+def test_each_envelope_kind_is_a_valid_cell_envelope(kind):
+    """Every builder's envelope, plain and marked untrusted, validates against the API's wire model
+    (which refuses unknown fields)."""
+    envelope = _kinds()[kind]
+    CellEnvelope.model_validate(envelope)
+    untrusted = envelope.copy()
+    envelopes.mark_untrusted(untrusted)
+    CellEnvelope.model_validate(untrusted)
+
+
+def test_the_envelope_types_name_the_wire_models_fields():
+    """``Envelope`` and ``TelemetryFields`` have the wire models' fields, required where the model requires them."""
+    for typed, model in ((Envelope, CellEnvelope), (TelemetryFields, CellTelemetry)):
+        # The annotations are postponed (forward references), in which __required_keys__ cannot see NotRequired.
+        hints = typed.__annotations__
+        required = {name for name, hint in hints.items() if not hint.__forward_arg__.startswith("NotRequired[")}
+        fields = model.model_fields
+        assert set(hints) == set(fields), typed.__name__
+        assert required == {name for name, field in fields.items() if field.is_required()}, typed.__name__
