@@ -46,6 +46,7 @@ from service.tools.errors import (
     PatternError,
     ToolCallError,
 )
+from service.tools.flat_schemas import FlatObjectCheck, flat_object_check
 
 __all__ = [
     "MAX_DETAIL_BYTES",
@@ -222,9 +223,12 @@ class ToolContract:
         self.variants: OutputVariants | None = None
         self.problem: str | None = None
         self._input: Validator | None = None
+        #: Accepts the common input (a small flat object) without jsonschema; None: every input takes the full check.
+        self._accepts_at_once: FlatObjectCheck | None = None
         self._output: dict[object, Validator] = {}
         try:
             self._input = _validator(input_schema) if vetted else _compile(input_schema, "input schema")
+            self._accepts_at_once = flat_object_check(input_schema)
             if output_schema is not None:
                 self._output[None] = _validator(output_schema) if vetted else _compile(output_schema, "output schema")
                 self.variants = read_output_variants(output_schema)
@@ -251,6 +255,8 @@ class ToolContract:
     ) -> None:
         """Raise `error` (invalid_input by default) naming the failing fields."""
         self.ensure_usable(tool)
+        if self._accepts_at_once is not None and self._accepts_at_once(params):
+            return  # what jsonschema would accept too; anything else (even a valid input) gets the full check
         assert self._input is not None  # it compiled: ensure_usable did not raise
         details = _errors(self._input, params, reveal_keys=True, tool=tool, max_steps=max_steps)
         if details:

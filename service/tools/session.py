@@ -124,6 +124,7 @@ class CallSession:
         self.ledger = ledger or RunLedger(RunState(), FailureLimits())
         self.breaker = breaker or Breaker()
         self.approvals = approvals or ApprovalRules()
+        self._approval_reasons: dict[str, str | None] = {}  # callable name -> why it needs approval
         self.retries = 0
         self.warnings: list[str] = []
 
@@ -189,9 +190,7 @@ class CallSession:
         caller_input = None  # the tool works on ``prepared``; an output check parses ``caller_encoded``
         if rewritten:
             await _checked(entry.contract.check_input, prepared, name, error=InputContractError)
-        reason = asked or self.approvals.native(
-            PolicySubject(entry.tool_name, entry.tool_id, entry.plugin_id, entry.source)
-        )
+        reason = asked or self._approval_reason(entry)
         if reason is not None:
             # While a person decides (maybe for as long as the cell stays parked) the input is held
             # encoded only: its parsed form can be many times the bytes charged for it.
@@ -277,6 +276,14 @@ class CallSession:
         # A network tool's words never reach the block message other cells see.
         reason = "" if exc.untrusted else exc.message
         reservation.fail(non_retriable=non_retriable, reason=reason)
+
+    def _approval_reason(self, entry: ToolEntry) -> str | None:
+        """Why calls of this tool need approval (or None), worked out once per cell: the rules are fixed."""
+        key = entry.callable_name
+        if key not in self._approval_reasons:
+            subject = PolicySubject(entry.tool_name, entry.tool_id, entry.plugin_id, entry.source)
+            self._approval_reasons[key] = self.approvals.native(subject)
+        return self._approval_reasons[key]
 
     def spend_call(self, name: str) -> None:
         """Count one call of ``name`` (native, client or MCP) against the cell's budget, or refuse it."""
