@@ -61,13 +61,20 @@ class Pending:
 
     request_id: int
     method: str
-    label: str | None = None  # the tool it calls, for the caller's pending list
+    #: A tool or MCP call's first bytes of encoded arguments, where the callable's name is: read only
+    #: when shown (the caller's pending list, a trace), not on every call; never more than the bytes charged.
+    head: bytes = b""
     task: asyncio.Task[None] | None = None
     caller: NeedsCaller | None = None  # set when the API caller must answer it
     args_bytes: int = 0  # inbox bytes charged for ``args`` while the request is pending
     decision: asyncio.Future[tuple[bool, str | None]] | None = None  # the approval its handler awaits
     # Its ``codemode.call`` span while tracing is on (an OpenTelemetry span: only service.tracing names that type).
     span: Any = None
+
+    @property
+    def label(self) -> str | None:
+        """The callable the request names, for the caller's pending list and traces."""
+        return call_label(self.method, self.head)
 
     def public(self) -> dict[str, object]:
         """What the API caller is shown of the request (a held input is an encoded JSON fragment)."""
@@ -78,8 +85,8 @@ class Pending:
                 out["reason"] = self.caller.reason
         elif self.caller is not None and self.caller.kind == "client_tool":
             out.update(tool=self.caller.tool, name=self.caller.name, input=self.caller.input)
-        elif self.label is not None:
-            out["tool"] = self.label
+        elif (label := self.label) is not None:
+            out["tool"] = label
         return out
 
 
@@ -171,7 +178,7 @@ class HostRequests:
     def dispatch(self, request_id: int, method: str, args: bytes | list[JsonValue]) -> None:
         """Start the handler of one guest request, its arguments (JSON bytes) checked and charged to the inbox."""
         raw = args if isinstance(args, bytes) else jsoncodec.dumps(args)
-        pending = Pending(request_id, method, label=call_label(method, raw))
+        pending = Pending(request_id, method, head=raw[:_LEADING_BYTES] if method in _LABELLED else b"")
         self._pending[request_id] = pending
         self.count += 1
         if self.trace is not None:
@@ -458,6 +465,8 @@ def _budget_message(inbox: InboxAllowance, size: int, full: str, *, reply: bool 
 _FIRST = re.compile(rb'\s*\[\s*("(?:[^"\\]|\\.)*")')
 _NEXT = re.compile(rb'\s*,\s*("(?:[^"\\]|\\.)*")')
 _LEADING_BYTES = 4096
+#: The methods whose first arguments name a callable (``call_label``).
+_LABELLED = frozenset({"tool", "mcp.call"})
 
 
 def leading_strings(raw: bytes, count: int) -> list[str]:
