@@ -14,6 +14,8 @@ A pattern search is charged by its worst cost (RE2 program size × text bytes, s
 can only run on its NFA cannot spend seconds on one long string inside a single step.
 Callers on the event loop pass a small `max_steps` and get `ValidationDeferred` when the check
 needs more; they then repeat it in a thread with the full budget.
+A flat object input schema (most tools') is also compiled into `flat_schemas`' check, which only
+ever accepts: the common valid call skips jsonschema, anything else takes the check above.
 """
 
 from __future__ import annotations
