@@ -11,6 +11,7 @@
 ``python -m bench sandbox``: kernel confinement of workers off versus auto (``bench/sandbox.py``).
 ``python -m bench clocks``: a no-op tool call on its wall clock versus off any clock (``bench/clocks.py``).
 ``python -m bench python``: Python cells beside JavaScript cells, alternating (``bench/python_cells.py``).
+``python -m bench calls``: only the nested-call figures, as one JSON line (``bench/calls.py``).
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ SUBCOMMANDS: dict[str, tuple[str, bool]] = {
     "tracing": ("tracing", False),
     "clocks": ("clocks", False),
     "python": ("python_cells", True),
+    "calls": ("calls", False),
     "sandbox": ("sandbox", True),
 }
 

@@ -73,7 +73,7 @@ class ApiFileTable:
                 entries.update(_mcp_stub_entries(servers))
         self._entries = entries
 
-    def list(self, prefix: str | None = None) -> dict:
+    def list(self, prefix: object = None) -> dict:
         """`{"files": [...]}` under `prefix` (whole table when None or empty); tool files have no `bytes`."""
         wanted = _normalize_prefix(prefix)
         files = []

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from bridge import jsoncodec
+from bridge.json_types import JsonObject, JsonValue
 from bridge.json_values import nested_deeper_than
 
 from .spec import CellSpec, Telemetry
@@ -35,7 +35,7 @@ class GuestError(Exception):
     """Raised by a handler to reject the guest's promise with an Error carrying ``code``."""
 
     def __init__(
-        self, message: str, code: str = "tool_error", name: str = "Error", extra: dict[str, Any] | None = None
+        self, message: str, code: str = "tool_error", name: str = "Error", extra: JsonObject | None = None
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -43,7 +43,7 @@ class GuestError(Exception):
         self.name = name
         self.extra = extra or {}
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> JsonObject:
         # extra: effectStatus, tool, details, data — copied onto the guest's Error object
         return {**self.extra, "message": self.message, "code": self.code, "name": self.name}
 
@@ -66,7 +66,7 @@ class NeedsCaller(Exception):
         kind: str,
         *,
         tool: str | None = None,
-        input: Any = None,
+        input: object = None,
         reason: str | None = None,
         name: str | None = None,
     ) -> None:
@@ -93,7 +93,7 @@ class CellContext:
     #: The cell has seen network-derived data: its model-facing text is wrapped as untrusted.
     network_content: bool = False
     tools: object = None
-    guest_config: dict[str, Any] | None = None
+    guest_config: JsonObject | None = None
 
 
 @dataclass
@@ -111,28 +111,28 @@ class HostCall:
     raw: bytes
     #: (tool, input, reason) -> (approved, the approver's reason); parks the cell until answered.  The
     #: input is best its compact JSON (bytes): then the request holds only those bytes meanwhile.
-    ask_approval: Callable[[str, Any, str], Awaitable[tuple[bool, str | None]]] | None = None
+    ask_approval: Callable[[str, object, str], Awaitable[tuple[bool, str | None]]] | None = None
     #: Rejects the guest's promise with this error payload now, leaving the handler's task behind
     #: (cancelled; whatever it returns later is dropped): for a call that ignores its cancellation.
-    abandon: Callable[[dict[str, Any]], None] | None = None
+    abandon: Callable[[JsonObject], None] | None = None
     #: What the call is, for the caller's list of pending calls (``tool``): set by handlers that know.
     label: str | None = None
-    _args: list[Any] | None = field(default=None, repr=False)
+    _args: list[JsonValue] | None = field(default=None, repr=False)
 
     @property
-    def args(self) -> list[Any]:
+    def args(self) -> list[JsonValue]:
         """The arguments as Python objects (parsed once; a ``GuestError`` if they are not sound JSON)."""
         if self._args is None:
             self._args = parse_request(self.raw)
         return self._args
 
-    def take_args(self) -> list[Any]:
+    def take_args(self) -> list[JsonValue]:
         """The arguments as Python objects, handed over for good: the call keeps neither them nor their bytes."""
         args, self._args, self.raw = self.args, None, b""
         return args
 
 
-def parse_request(raw: bytes) -> list[Any]:
+def parse_request(raw: bytes) -> list[JsonValue]:
     """A guest request's argument array as Python objects; a ``GuestError`` if it is not JSON or too deep."""
     try:
         args = jsoncodec.loads(raw)
@@ -143,7 +143,7 @@ def parse_request(raw: bytes) -> list[Any]:
     return args if isinstance(args, list) else [args]
 
 
-Handler = Callable[[HostCall], Awaitable[Any]]
+Handler = Callable[[HostCall], Awaitable[object]]
 Finalizer = Callable[[CellContext, bool], Awaitable[list[str]]]
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import uuid
 from typing import Literal, NoReturn, NotRequired, TypedDict, cast
 
-from bridge.json_types import JsonObject
 from bridge.messages import Phase
 from bridge.truncation import truncate_error
 from service.tools.untrusted import wrap_untrusted
@@ -61,7 +60,8 @@ class Envelope(TypedDict):
     value: NotRequired[object]  # completed: decoded JSON, or JSON kept encoded (jsoncodec.fragment)
     warnings: NotRequired[list[str]]
     reason: NotRequired[str]  # waiting: "pending_tools" or "yield"
-    pending_tool_calls: NotRequired[list[JsonObject]]
+    # Each call as HostRequests.public() shows it (a held input may be an encoded JSON fragment).
+    pending_tool_calls: NotRequired[list[dict[str, object]]]
     error: NotRequired[str]
     code: NotRequired[str]
     failure_phase: NotRequired[Phase]
@@ -134,7 +134,7 @@ def waiting(
     *,
     output: list[object],
     reason: str,
-    pending_tool_calls: list[JsonObject],
+    pending_tool_calls: list[dict[str, object]],
     bridge_dispatch_started: bool,
     replay_safe: bool,
     telemetry: TelemetryFields,
@@ -197,7 +197,7 @@ def status_snapshot(
     replay_safe: bool,
     telemetry: TelemetryFields,
     reason: str | None = None,
-    pending_tool_calls: list[JsonObject] | None = None,
+    pending_tool_calls: list[dict[str, object]] | None = None,
 ) -> Envelope:
     """A live cell's status without resuming it; a waiting one names what it waits for (no output)."""
     out: Envelope = {

@@ -30,7 +30,6 @@ from collections.abc import Callable
 
 from bridge import jsoncodec
 from bridge.inbox import HeldAccount
-from bridge.json_types import JsonObject
 from service.errors import TooManyRequests
 
 from .envelopes import Envelope
@@ -150,7 +149,7 @@ class EventLog:
         self._release(self.held)
         self._undelivered.clear()
 
-    def pending(self, reason: str, calls: list[JsonObject]) -> None:
+    def pending(self, reason: str, calls: list[dict[str, object]]) -> None:
         self._append(Event(self.last_id + 1, "pending", _encoded({"reason": reason, "pending_tool_calls": calls})))
 
     def final(self, envelope: Envelope, *, undelivered: bool = False) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +36,12 @@ from bridge.inbox import (
     arguments_exceeded_message,
     tenant_held_exceeded_message,
 )
+from bridge.json_types import JsonObject, JsonValue
 from bridge.json_values import count_values, over_cap_message
 from bridge.messages import Reply
 from service.tracing import end_call
 
-from .dispatch import Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
+from .dispatch import Dispatcher, GuestError, Handler, HostCall, NeedsCaller, RawJson
 from .wait_clock import UNTIMED_METHODS, WaitClock
 
 if TYPE_CHECKING:
@@ -60,23 +61,32 @@ class Pending:
 
     request_id: int
     method: str
-    label: str | None = None  # the tool it calls, for the caller's pending list
+    #: A tool or MCP call's first bytes of encoded arguments, where the callable's name is: read only
+    #: when shown (the caller's pending list, a trace), not on every call; never more than the bytes charged.
+    head: bytes = b""
     task: asyncio.Task[None] | None = None
     caller: NeedsCaller | None = None  # set when the API caller must answer it
     args_bytes: int = 0  # inbox bytes charged for ``args`` while the request is pending
     decision: asyncio.Future[tuple[bool, str | None]] | None = None  # the approval its handler awaits
-    span: Any = None  # its ``codemode.call`` span while tracing is on
+    # Its ``codemode.call`` span while tracing is on (an OpenTelemetry span: only service.tracing names that type).
+    span: Any = None
 
-    def public(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": f"req_{self.request_id}", "method": self.method}
+    @property
+    def label(self) -> str | None:
+        """The callable the request names, for the caller's pending list and traces."""
+        return call_label(self.method, self.head)
+
+    def public(self) -> dict[str, object]:
+        """What the API caller is shown of the request (a held input is an encoded JSON fragment)."""
+        out: dict[str, object] = {"id": f"req_{self.request_id}", "method": self.method}
         if self.caller is not None and self.caller.kind == "approval":
             out.update(method="approval", tool=self.caller.tool, input=self.caller.input)
             if self.caller.reason is not None:
                 out["reason"] = self.caller.reason
         elif self.caller is not None and self.caller.kind == "client_tool":
             out.update(tool=self.caller.tool, name=self.caller.name, input=self.caller.input)
-        elif self.label is not None:
-            out["tool"] = self.label
+        elif (label := self.label) is not None:
+            out["tool"] = label
         return out
 
 
@@ -128,7 +138,7 @@ class HostRequests:
             return "yield"
         return "pending_tools"
 
-    def public(self) -> list[dict[str, Any]]:
+    def public(self) -> list[dict[str, object]]:
         return [p.public() for p in self._pending.values()]
 
     @property
@@ -147,7 +157,7 @@ class HostRequests:
         return self._effects_started or bool(self._unconfirmed)
 
     def check_answers(
-        self, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]]
+        self, tool_results: Sequence[Mapping[str, object]], approvals: Sequence[Mapping[str, object]]
     ) -> tuple[str, str] | None:
         """The problem with caller-supplied answers (by index) and the field it is in, or None when all apply."""
         for field, answers, kind, what in (
@@ -167,10 +177,10 @@ class HostRequests:
 
     # ---- requests in ---------------------------------------------------------------------------
 
-    def dispatch(self, request_id: int, method: str, args: bytes | list[Any]) -> None:
+    def dispatch(self, request_id: int, method: str, args: bytes | list[JsonValue]) -> None:
         """Start the handler of one guest request, its arguments (JSON bytes) checked and charged to the inbox."""
         raw = args if isinstance(args, bytes) else jsoncodec.dumps(args)
-        pending = Pending(request_id, method, label=call_label(method, raw))
+        pending = Pending(request_id, method, head=raw[:_LEADING_BYTES] if method in _LABELLED else b"")
         self._pending[request_id] = pending
         self.count += 1
         if self.trace is not None:
@@ -205,7 +215,7 @@ class HostRequests:
         call.abandon = functools.partial(self._abandon, request_id)
         pending.task = asyncio.ensure_future(self._run(route.handler, call))
 
-    def _charge_args(self, pending: Pending, raw: bytes) -> dict[str, Any] | None:
+    def _charge_args(self, pending: Pending, raw: bytes) -> JsonObject | None:
         """Check the request's encoded arguments and charge them; return the guest error if they do not fit."""
         refusal = check_request(raw, self.max_request_bytes, self.max_request_values)
         if refusal is not None:
@@ -224,7 +234,7 @@ class HostRequests:
         pending.args_bytes = size
         return None
 
-    async def _run(self, handler: Any, call: HostCall) -> None:
+    async def _run(self, handler: Handler, call: HostCall) -> None:
         try:
             value = await handler(call)
         except NeedsCaller as need:
@@ -270,7 +280,7 @@ class HostRequests:
         p.caller = NeedsCaller(need.kind, tool=need.tool, input=held, reason=need.reason, name=need.name)
         self.wake.set()
 
-    async def _ask_approval(self, request_id: int, tool: str, input: Any, reason: str) -> tuple[bool, str | None]:
+    async def _ask_approval(self, request_id: int, tool: str, input: object, reason: str) -> tuple[bool, str | None]:
         """Park the request as an approval entry until the API caller answers; (approved, reason).
 
         ``input`` is best given as its compact JSON (bytes): while the caller decides, the request
@@ -301,7 +311,9 @@ class HostRequests:
         finally:
             p.caller, p.decision = None, None
 
-    def settle_answers(self, tool_results: list[dict[str, Any]], approvals: list[dict[str, Any]]) -> None:
+    def settle_answers(
+        self, tool_results: Sequence[Mapping[str, object]], approvals: Sequence[Mapping[str, object]]
+    ) -> None:
         """A wait's answers (checked before): client tool results ``{id, ok, value?, error?}``, approvals
         ``{id, approve, reason?}``; and every ``yield_control`` resumes."""
         for result in tool_results:
@@ -329,7 +341,7 @@ class HostRequests:
             if p.caller is not None and p.caller.kind == "yield":
                 self.settle(p.request_id, True, {"status": "yielded", "reason": p.caller.reason})
 
-    def settle(self, request_id: int, ok: bool, value: Any) -> None:
+    def settle(self, request_id: int, ok: bool, value: object) -> None:
         """Queue one reply for the guest, charging it to the inbox (or refusing it)."""
         pending = self._pending.pop(request_id, None)
         self._confirm(request_id)
@@ -372,7 +384,7 @@ class HostRequests:
         if pending.span is not None:
             end_call(pending.span, pending.args_bytes, None, outcome="dropped")
 
-    def _abandon(self, request_id: int, error: dict[str, Any]) -> None:
+    def _abandon(self, request_id: int, error: JsonObject) -> None:
         """Reject the request with ``error`` now and cancel its task again; a late result is dropped."""
         pending = self._pending.get(request_id)
         if pending is None:
@@ -425,7 +437,7 @@ def call_label(method: str, raw: bytes) -> str | None:
     return None
 
 
-def request_number(public_id: Any) -> int:
+def request_number(public_id: object) -> int:
     """``req_<n>`` -> n (or -1)."""
     if isinstance(public_id, str) and public_id.startswith("req_") and public_id[4:].isdigit():
         return int(public_id[4:])
@@ -457,6 +469,8 @@ def _budget_message(inbox: InboxAllowance, size: int, full: str, *, reply: bool 
 _FIRST = re.compile(rb'\s*\[\s*("(?:[^"\\]|\\.)*")')
 _NEXT = re.compile(rb'\s*,\s*("(?:[^"\\]|\\.)*")')
 _LEADING_BYTES = 4096
+#: The methods whose first arguments name a callable (``call_label``).
+_LABELLED = frozenset({"tool", "mcp.call"})
 
 
 def leading_strings(raw: bytes, count: int) -> list[str]:

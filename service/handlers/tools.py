@@ -8,8 +8,8 @@ from the network marks the cell, so its model-facing text is wrapped as untruste
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
+from bridge.json_types import JsonObject
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
 from service.mcp.guest_requests import describe_mcp, search_mcp_tools
 from service.tools.catalog import CatalogLimits
@@ -20,12 +20,25 @@ from .cell_tools import CellTools, cell_tools, sync_counters, tool_context
 
 def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
     """Register ``tool`` and the read-only ``search`` and ``describe``."""
+    requests = ToolRequests(limits)
+    dispatcher.register("tool", requests.call_tool)
+    dispatcher.on_finish(partial_successes)
+    dispatcher.on_finish(failures_written)
+    dispatcher.register("search", requests.search, side_effects=False)
+    dispatcher.register("describe", requests.describe, side_effects=False)
 
-    async def call_tool(call: HostCall) -> Any:
+
+class ToolRequests:
+    """The ``tool``, ``search`` and ``describe`` handlers, with the catalog limits ``search`` clamps by."""
+
+    def __init__(self, limits: CatalogLimits) -> None:
+        self.limits = limits
+
+    async def call_tool(self, call: HostCall) -> RawJson:
         state = cell_tools(call.cell)
         # Whatever the guest sent: the view answers a non-string name as an unknown tool.
         args = call.take_args()
-        name: Any = args[0] if args else None
+        name = args[0] if args else None
         # Retries of an idempotent tool stay within one cell timeout of the call's start.
         deadline = asyncio.get_running_loop().time() + call.cell.spec.limits.timeout_ms / 1000
         abandon = call.abandon
@@ -54,7 +67,7 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
             call.cell.network_content = True
         return RawJson(outcome.encoded)
 
-    async def search(call: HostCall) -> Any:
+    async def search(self, call: HostCall) -> list[JsonObject]:
         state = cell_tools(call.cell)
         query = call.args[0] if call.args else ""
         limit = call.args[1] if len(call.args) > 1 else None
@@ -66,7 +79,7 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
             raise GuestError(exc.message, exc.code, name="RangeError") from None
         finally:
             sync_counters(call)
-        wanted = limits.clamp(limit)
+        wanted = self.limits.clamp(limit)
         if state.mcp is not None and len(found) < wanted:
             blocked = state.session.ledger.blocked()  # MCP tools are blocked for a run like native ones
             found += [
@@ -75,14 +88,15 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
             ]
         return found
 
-    async def describe(call: HostCall) -> Any:
+    async def describe(self, call: HostCall) -> JsonObject:
         state = cell_tools(call.cell)
-        name: Any = call.args[0] if call.args else None
+        name = call.args[0] if call.args else None
         if isinstance(name, str) and name.startswith("MCP.") and state.mcp is not None:
             state.session.record_describe()
             sync_counters(call)
             call.cell.network_content = True  # remote MCP metadata is network-derived
-            return describe_mcp(state.mcp, name)
+            described: JsonObject = describe_mcp(state.mcp, name)
+            return described
         try:
             return state.session.describe(name)
         except ToolCallError as exc:
@@ -90,22 +104,19 @@ def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
         finally:
             sync_counters(call)
 
-    async def partial_successes(cell: CellContext, completed: bool) -> list[str]:
-        # Tools that succeeded only in part (success: true with completed: false or a warning).
-        return list(cell.tools.session.warnings) if isinstance(cell.tools, CellTools) else []
 
-    async def failures_written(cell: CellContext, completed: bool) -> list[str]:
-        # The result goes out once the run's other cells, replicas and restarts can see its failures
-        # (its worker is free already; the store's timeout bounds this).
-        if isinstance(cell.tools, CellTools):
-            await cell.tools.session.ledger.written()
-        return []
+async def partial_successes(cell: CellContext, completed: bool) -> list[str]:
+    """Envelope warnings: the tools that succeeded only in part (success: true with completed: false or a warning)."""
+    return list(cell.tools.session.warnings) if isinstance(cell.tools, CellTools) else []
 
-    dispatcher.register("tool", call_tool)
-    dispatcher.on_finish(partial_successes)
-    dispatcher.on_finish(failures_written)
-    dispatcher.register("search", search, side_effects=False)
-    dispatcher.register("describe", describe, side_effects=False)
+
+async def failures_written(cell: CellContext, completed: bool) -> list[str]:
+    """Wait until the run's other cells, replicas and restarts can see this cell's failures.
+
+    Its worker is free already; the store's timeout bounds this."""
+    if isinstance(cell.tools, CellTools):
+        await cell.tools.session.ledger.written()
+    return []
 
 
 def _guest_error(exc: ToolCallError) -> GuestError:

@@ -129,26 +129,28 @@ class McpGuestRequests:
         scope = self._scope(call)
         if server is None:
             return await _guarded(call, _now(scope.api_root))
+        if not isinstance(server, str) or not (tool is None or isinstance(tool, str)):
+            raise GuestError("$api(tool?) takes a tool name as a string", "invalid_input", name="TypeError")
         schema = bool(options.get("schema")) if isinstance(options, dict) else False
         return await _guarded(call, _now(lambda: scope.api_server(server, tool, schema)))
 
     async def resources_list(self, call: HostCall) -> JsonObject:
-        listing = self._scope(call).list_resources(call.args[0], cursor=_cursor(call), deadline_s=_deadline(call))
+        listing = self._scope(call).list_resources(_server(call), cursor=_cursor(call), deadline_s=_deadline(call))
         return await _guarded(call, listing)
 
     async def resources_templates(self, call: HostCall) -> JsonObject:
         scope = self._scope(call)
-        listing = scope.list_resource_templates(call.args[0], cursor=_cursor(call), deadline_s=_deadline(call))
+        listing = scope.list_resource_templates(_server(call), cursor=_cursor(call), deadline_s=_deadline(call))
         return await _guarded(call, listing)
 
     async def resources_read(self, call: HostCall) -> JsonObject:
         uri = call.args[1] if len(call.args) > 1 else None
         if not isinstance(uri, str):
             raise GuestError("resources.read(uri) needs a string uri", "invalid_input", name="TypeError")
-        return await _guarded(call, self._scope(call).read_resource(call.args[0], uri, deadline_s=_deadline(call)))
+        return await _guarded(call, self._scope(call).read_resource(_server(call), uri, deadline_s=_deadline(call)))
 
     async def prompts_list(self, call: HostCall) -> JsonObject:
-        listing = self._scope(call).list_prompts(call.args[0], cursor=_cursor(call), deadline_s=_deadline(call))
+        listing = self._scope(call).list_prompts(_server(call), cursor=_cursor(call), deadline_s=_deadline(call))
         return await _guarded(call, listing)
 
     async def prompts_get(self, call: HostCall) -> JsonObject:
@@ -156,7 +158,7 @@ class McpGuestRequests:
         args = call.args[2] if len(call.args) > 2 else {}
         if not isinstance(name, str):
             raise GuestError("prompts.get(name, args?) needs a string name", "invalid_input", name="TypeError")
-        rendering = self._scope(call).get_prompt(call.args[0], name, args or {}, deadline_s=_deadline(call))
+        rendering = self._scope(call).get_prompt(_server(call), name, args or {}, deadline_s=_deadline(call))
         return await _guarded(call, rendering)
 
     def _scope(self, call: HostCall) -> McpScope:
@@ -206,6 +208,14 @@ async def _approved(
             return
         denied = ApprovalDeniedError(denial_message(name, why), tool=name)
     raise GuestError(denied.message, denied.code, extra=denied.to_guest())
+
+
+def _server(call: HostCall) -> str:
+    """The server a resource or prompt request names (the prelude sends its identifier as a string)."""
+    server = call.args[0] if call.args else None
+    if not isinstance(server, str):
+        raise GuestError("MCP requests name their server as a string", "invalid_input", name="TypeError")
+    return server
 
 
 def _deadline(call: HostCall) -> float:

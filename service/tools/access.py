@@ -10,7 +10,7 @@ fields of their spec that it is given.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bridge.messages import SandboxOptions
 from service.errors import ConfigError, InvalidRequest
@@ -106,7 +106,7 @@ class ToolAccess:
         except ToolError as exc:
             raise InvalidRequest(str(exc), need_param=getattr(exc, "field", "client_tools")) from None
 
-    async def client_tools(self, declared: Sequence[Mapping[str, Any]]) -> tuple[ToolEntry, ...]:
+    async def client_tools(self, declared: Sequence[Mapping[str, object]]) -> tuple[ToolEntry, ...]:
         """An exec request's client tools, checked and compiled once (422 naming the field).
 
         Checking a schema costs ~0.3 ms per subschema of pure Python (the GIL: a thread would not

@@ -14,6 +14,8 @@ A pattern search is charged by its worst cost (RE2 program size × text bytes, s
 can only run on its NFA cannot spend seconds on one long string inside a single step.
 Callers on the event loop pass a small `max_steps` and get `ValidationDeferred` when the check
 needs more; they then repeat it in a thread with the full budget.
+A flat object input schema (most tools') is also compiled into `flat_schemas`' check, which only
+ever accepts: the common valid call skips jsonschema, anything else takes the check above.
 """
 
 from __future__ import annotations
@@ -21,16 +23,17 @@ from __future__ import annotations
 import contextvars
 import functools
 import json
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, NoReturn, cast
 
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
-from bridge.json_types import json_type
+from bridge.json_types import JsonObject, JsonValue, json_type
 from service.api_files.discriminator import (
     OutputVariants,
     read_output_variants,
@@ -45,6 +48,7 @@ from service.tools.errors import (
     PatternError,
     ToolCallError,
 )
+from service.tools.flat_schemas import FlatObjectCheck, flat_object_check
 
 __all__ = [
     "MAX_DETAIL_BYTES",
@@ -56,6 +60,11 @@ __all__ = [
     "accepts",
     "schema_problem",
 ]
+
+#: A JSON Schema as jsonschema takes it: an object (read only) or a boolean.
+Schema = Mapping[str, object] | bool
+#: A keyword's check as jsonschema calls it: (validator, the keyword's value, instance, schema).
+Keyword = Callable[..., Iterator[ValidationError] | None]
 
 MAX_DETAILS = 5
 MAX_DETAIL_BYTES = 256
@@ -73,7 +82,7 @@ class ValidationDeferred(Exception):
     """The check needs more than the `max_steps` it was given; run it again with the full budget."""
 
 
-def _refuse_retrieval(uri: str) -> Any:
+def _refuse_retrieval(uri: str) -> NoReturn:
     # referencing builds its classes with its own attrs wrapper, which hides __init__ from mypy.
     raise NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
@@ -92,7 +101,7 @@ class _TooMuchWork(Exception):
 _STEPS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("codemode_schema_steps", default=None)
 
 
-def _charged_search(pattern: str, text: str, flags: int = 0) -> Any:
+def _charged_search(pattern: str, text: str, flags: int = 0) -> object:
     """`patterns.search`, its worst-case work charged to the running validation's step budget first."""
     left = _STEPS.get()
     if left is not None and isinstance(text, str):
@@ -112,12 +121,15 @@ def _charged_search(pattern: str, text: str, flags: int = 0) -> Any:
 # user of it in the process (the MCP SDK), keeps its stock keywords.
 
 
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+# jsonschema calls these with its validator (the stubs' protocol lacks ``descend``) and the value as it walks it.
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Schema) -> Iterator[ValidationError]:
     if validator.is_type(instance, "string") and not _charged_search(pattern, instance):
         yield ValidationError(f"does not match {_show(pattern)}")
 
 
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+def _pattern_properties(
+    validator: Any, patterns: dict[str, Schema], instance: Any, schema: Schema
+) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in patterns.items():
@@ -126,7 +138,9 @@ def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any,
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
+def _additional_properties(
+    validator: Any, additional: Schema, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
     known = schema.get("properties", {})
@@ -139,7 +153,7 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         yield ValidationError(f"{len(extras)} additional properties are not allowed")
 
 
-_ON_RE2 = {
+_ON_RE2: dict[str, Keyword] = {
     "pattern": _pattern,
     "patternProperties": _pattern_properties,
     "additionalProperties": _additional_properties,
@@ -150,10 +164,10 @@ _NAMED = frozenset({"properties", "patternProperties", "$defs", "definitions", "
 _DATA = frozenset({"enum", "const", "default", "examples"})
 
 
-def _keywords_used(schema: Any) -> set[str]:
+def _keywords_used(schema: object) -> set[str]:
     """Every keyword `schema` uses at any depth (one iterative pass, linear in the schema)."""
     used: set[str] = set()
-    stack = [schema]
+    stack: list[object] = [schema]
     while stack:
         node = stack.pop()
         if isinstance(node, list):
@@ -168,9 +182,9 @@ def _keywords_used(schema: Any) -> set[str]:
     return used
 
 
-def _counted(keyword: Any) -> Any:
+def _counted(keyword: Keyword) -> Keyword:
     @functools.wraps(keyword)
-    def run(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+    def run(validator: Validator, value: Any, instance: object, schema: Schema) -> Iterator[ValidationError] | None:
         left = _STEPS.get()
         if left is not None:
             left[0] -= 1
@@ -182,14 +196,18 @@ def _counted(keyword: Any) -> Any:
 
 
 @functools.cache
-def _bounded(base: Any) -> Any:
+def _bounded(base: type[Validator]) -> type[Validator]:
     """`base` (a draft's validator class) with its pattern keywords on RE2 and every keyword counted
     against the step budget."""
-    return extend(base, {name: _counted(_ON_RE2.get(name, fn)) for name, fn in base.VALIDATORS.items()})
+    # The stubs type a draft's keyword table by the bare ``function``.
+    stock = cast("dict[str, Keyword]", base.VALIDATORS)
+    keywords = {name: _ON_RE2.get(name, fn) for name, fn in stock.items()}
+    # jsonschema's ``extend`` is untyped: what it makes is a validator class like ``base``.
+    return cast("type[Validator]", extend(base, {name: _counted(fn) for name, fn in keywords.items()}))  # type: ignore[no-untyped-call]
 
 
 @functools.cache
-def _schema_checker(base: Any) -> FormatChecker:
+def _schema_checker(base: type[Validator]) -> FormatChecker:
     """The draft's format checker for meta-validation, with `format: regex` checked by RE2."""
     checker = FormatChecker(())
     checker.checkers = dict(base.FORMAT_CHECKER.checkers)
@@ -200,18 +218,19 @@ def _schema_checker(base: Any) -> FormatChecker:
 class ToolContract:
     """Compiled input and output schemas of one tool; `problem` is set when they are unusable."""
 
-    def __init__(
-        self, input_schema: dict[str, Any], output_schema: dict[str, Any] | None, *, vetted: bool = False
-    ) -> None:
+    def __init__(self, input_schema: JsonObject, output_schema: JsonObject | None, *, vetted: bool = False) -> None:
         """With `vetted`, the schemas already passed `schema_problem` (elsewhere): they are not checked again."""
         self.input_schema = input_schema
         self.output_schema = output_schema
         self.variants: OutputVariants | None = None
         self.problem: str | None = None
-        self._input: Any = None
-        self._output: dict[Any, Any] = {}
+        self._input: Validator | None = None
+        #: Accepts the common input (a small flat object) without jsonschema; None: every input takes the full check.
+        self._accepts_at_once: FlatObjectCheck | None = None
+        self._output: dict[object, Validator] = {}
         try:
             self._input = _validator(input_schema) if vetted else _compile(input_schema, "input schema")
+            self._accepts_at_once = flat_object_check(input_schema)
             if output_schema is not None:
                 self._output[None] = _validator(output_schema) if vetted else _compile(output_schema, "output schema")
                 self.variants = read_output_variants(output_schema)
@@ -229,7 +248,7 @@ class ToolContract:
 
     def check_input(
         self,
-        params: Any,
+        params: JsonValue,
         tool: str,
         *,
         error: type[ToolCallError] = InvalidInputError,
@@ -238,6 +257,9 @@ class ToolContract:
     ) -> None:
         """Raise `error` (invalid_input by default) naming the failing fields."""
         self.ensure_usable(tool)
+        if self._accepts_at_once is not None and self._accepts_at_once(params):
+            return  # what jsonschema would accept too; anything else (even a valid input) gets the full check
+        assert self._input is not None  # it compiled: ensure_usable did not raise
         details = _errors(self._input, params, reveal_keys=True, tool=tool, max_steps=max_steps)
         if details:
             lead = "invalid input" if error is InvalidInputError else "arguments prepared by a hook are invalid"
@@ -250,11 +272,11 @@ class ToolContract:
 
     def check_output(
         self,
-        value: Any,
+        value: JsonValue,
         tool: str,
         *,
-        caller_input: Any,
-        prepared_input: Any,
+        caller_input: JsonValue,
+        prepared_input: JsonValue,
         max_steps: int = MAX_VALIDATION_STEPS,
     ) -> None:
         """Raise output_contract unless `value` fits the branches of the caller's and the prepared input."""
@@ -262,7 +284,7 @@ class ToolContract:
         schema = self.output_schema
         if schema is None:
             return
-        seen: set[Any] = set()
+        seen: set[object] = set()
         for tool_input in (caller_input, prepared_input):
             key = self._branch_key(tool_input)
             if key in seen:
@@ -284,19 +306,19 @@ class ToolContract:
                     effect_started=True,
                 )
 
-    def _branch_key(self, tool_input: Any) -> Any:
+    def _branch_key(self, tool_input: object) -> object:
         if self.variants is None:
             return None
         return self.variants.branch_for(tool_input)
 
-    def _output_validator(self, schema: dict[str, Any], key: Any, tool_input: Any) -> Any:
+    def _output_validator(self, schema: JsonObject, key: object, tool_input: object) -> Validator:
         if key not in self._output:
             narrowed = select_output_schema(schema, self.variants, tool_input)
             self._output[key] = _validator(narrowed)
         return self._output[key]
 
 
-def schema_problem(schema: Any) -> str | None:
+def schema_problem(schema: object) -> str | None:
     """Why `schema` is not a usable JSON Schema, or None when it is."""
     try:
         _compile(schema, "schema")
@@ -305,7 +327,7 @@ def schema_problem(schema: Any) -> str | None:
     return None
 
 
-def accepts(schema: Any, value: Any) -> bool:
+def accepts(schema: object, value: JsonValue) -> bool:
     """True when `schema` is valid and accepts `value` (e.g. whether `{}` may be omitted)."""
     token = _STEPS.set([MAX_VALIDATION_STEPS])
     try:
@@ -322,7 +344,7 @@ class _SchemaProblem(Exception):
     pass
 
 
-def _compile(schema: Any, what: str) -> Any:
+def _compile(schema: object, what: str) -> Validator:
     if not isinstance(schema, (dict, bool)):
         raise _SchemaProblem(f"{what} is not a JSON Schema object")
     cls = validator_for(schema, default=Draft202012Validator)
@@ -345,11 +367,11 @@ def _compile(schema: Any, what: str) -> Any:
     return _validator(schema)
 
 
-def _validator(schema: Any) -> Any:
+def _validator(schema: Schema) -> Validator:
     return _bounded(validator_for(schema, default=Draft202012Validator))(schema, registry=_NO_FETCH)
 
 
-def _errors(validator: Any, value: Any, *, reveal_keys: bool, tool: str, max_steps: int) -> tuple[str, ...]:
+def _errors(validator: Validator, value: JsonValue, *, reveal_keys: bool, tool: str, max_steps: int) -> tuple[str, ...]:
     token = _STEPS.set([min(max_steps, MAX_VALIDATION_STEPS)])
     try:
         found = list(validator.iter_errors(value))
@@ -438,13 +460,13 @@ _RULES: dict[str, str] = {
 }
 
 
-def _show_types(rule: Any) -> str:
+def _show_types(rule: object) -> str:
     if isinstance(rule, list):
         return " or ".join(str(t) for t in rule)
     return str(rule)
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     except (TypeError, ValueError):

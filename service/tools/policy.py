@@ -36,7 +36,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
 
 from service.tools.errors import ToolConfigError
 
@@ -119,7 +118,7 @@ class ToolPolicy:
 
     @classmethod
     def from_config(
-        cls, data: Mapping[str, Any] | None, *, where: str = "tools", ignore: Iterable[str] = ()
+        cls, data: Mapping[str, object] | None, *, where: str = "tools", ignore: Iterable[str] = ()
     ) -> ToolPolicy:
         """Parse `{allow, deny, profile, approve}`; errors name the bad key or entry (e.g. `tools.allow[1]`)."""
         if data is None:
@@ -214,7 +213,7 @@ class McpVisibility:
         return all(p.mcp_tool(server, tool) for p in self.policies)
 
 
-def parse_entries(raw: Any, where: str) -> tuple[str, ...]:
+def parse_entries(raw: object, where: str) -> tuple[str, ...]:
     """Policy entries checked one by one; ToolConfigError names the bad one (`tools.allow[1]`)."""
     if isinstance(raw, str) or not isinstance(raw, (list, tuple)):
         raise ToolConfigError(f"{where} must be a list of strings, got {type(raw).__name__}")

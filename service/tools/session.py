@@ -8,12 +8,13 @@ import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from bridge import jsoncodec
+from bridge.json_types import JsonObject, JsonValue
 from service.tools.approvals import ApprovalRules, AskApproval, NeedsApproval, denial_message, hook_reason
 from service.tools.clocks import CallClock
-from service.tools.contracts import ValidationDeferred
+from service.tools.contracts import MAX_VALIDATION_STEPS, ValidationDeferred
 from service.tools.errors import (
     ApprovalDeniedError,
     CallBudgetError,
@@ -38,12 +39,20 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MAX_SEARCHES", "LOOP_GUARD_LIMIT", "CallOutcome", "CallSession"]
 
+_R = TypeVar("_R")
+
 #: Told a call's ``tool_timeout`` rejection when the call outlives its clock by ``CANCEL_GRACE_S``.
 Overdue = Callable[[ToolCallError], None]
 
 # The tool failure contract's loop guard: the 4th identical call (count > 3) is refused.
 LOOP_GUARD_LIMIT = 3
-_UNPARSED = object()
+
+
+class _Unparsed:
+    """The type of ``_UNPARSED``: an outcome's details not decoded yet."""
+
+
+_UNPARSED = _Unparsed()
 _MAX_ERROR_BYTES = 4096
 #: Schema checks run on the event loop for at most this many keyword evaluations (~5-30 ms); one
 #: that needs more is repeated in a thread with the full (still bounded) budget.
@@ -70,12 +79,14 @@ class CallOutcome:
     text: str | None
     is_error: bool
     network: bool
-    parsed: Any = _UNPARSED
+    parsed: JsonValue | _Unparsed = _UNPARSED
 
     @property
-    def details(self) -> Any:
-        if self.parsed is _UNPARSED:
-            object.__setattr__(self, "parsed", jsoncodec.loads(self.encoded))
+    def details(self) -> JsonValue:
+        if isinstance(self.parsed, _Unparsed):
+            parsed: JsonValue = jsoncodec.loads(self.encoded)
+            object.__setattr__(self, "parsed", parsed)
+            return parsed
         return self.parsed
 
     def model_text(self) -> str:
@@ -113,6 +124,7 @@ class CallSession:
         self.ledger = ledger or RunLedger(RunState(), FailureLimits())
         self.breaker = breaker or Breaker()
         self.approvals = approvals or ApprovalRules()
+        self._approval_reasons: dict[str, str | None] = {}  # callable name -> why it needs approval
         self.retries = 0
         self.warnings: list[str] = []
 
@@ -124,7 +136,7 @@ class CallSession:
         """Count one `describe()` (telemetry)."""
         self.describe_count += 1
 
-    def search(self, query: Any, limit: Any = None) -> list[dict[str, Any]]:
+    def search(self, query: object, limit: object = None) -> list[JsonObject]:
         """`catalog.search` through the view, counted; SearchBudgetError past ``max_searches``."""
         if self.search_count >= self.max_searches:
             raise SearchBudgetError(
@@ -136,19 +148,19 @@ class CallSession:
         blocked = self.ledger.blocked()
         return [{**meta, "blocked": True} if meta.get("callableName") in blocked else meta for meta in found]
 
-    def describe(self, callable_name: str) -> dict[str, Any]:
-        """`handle.describe()` through the view, counted."""
+    def describe(self, callable_name: object) -> JsonObject:
+        """`handle.describe()` through the view, counted (a name the cell cannot see is an unknown tool)."""
         self.record_describe()
-        return self.view.describe(callable_name)
+        return self.view.describe(self.view.require(callable_name).callable_name)
 
-    async def call(self, callable_name: str, params: Any, ctx: ToolContext) -> Any:
+    async def call(self, callable_name: str, params: JsonValue, ctx: ToolContext) -> JsonValue:
         """Run one call and return the JSON details; raises ToolCallError or ClientToolCall."""
         return (await self.call_detailed(callable_name, params, ctx)).details
 
     async def call_detailed(
         self,
-        callable_name: str,
-        params: Any,
+        callable_name: object,
+        params: JsonValue,
         ctx: ToolContext,
         *,
         deadline: float | None = None,
@@ -171,34 +183,23 @@ class CallSession:
         When the tool has not unwound ``CANCEL_GRACE_S`` later, ``overdue`` is told that rejection so
         the caller can answer the guest without waiting for the tool.
         """
-        entry = self.view.require(callable_name)
-        name = entry.callable_name
-        entry.contract.ensure_usable(name)
-        self.ledger.check(name)
-        self.spend_call(name)
-        caller_input = {} if params is None else params if handed_over else jsoncodec.copied(params)
+        entry, caller_input, caller_encoded = await self._admitted(callable_name, params, handed_over)
         params = None
-        await _checked(entry.contract.check_input, caller_input, name)
-        self.guard_loop(entry.source, entry.tool_id, name, caller_input)
-        # The arguments are parsed once.  Output checks pick a schema branch by the caller's own input,
-        # which hooks or the tool may change in place: for such a contract it is kept aside, encoded.
-        caller_encoded = jsoncodec.dumps_kept(caller_input) if entry.contract.variants is not None else None
+        name = entry.callable_name
         prepared, rewritten, asked = await self._run_before_hooks(entry, caller_input, ctx)
+        caller_input = None  # the tool works on ``prepared``; an output check parses ``caller_encoded``
         if rewritten:
             await _checked(entry.contract.check_input, prepared, name, error=InputContractError)
-        reason = asked or self.approvals.native(
-            PolicySubject(entry.tool_name, entry.tool_id, entry.plugin_id, entry.source)
-        )
+        reason = asked or self._approval_reason(entry)
         if reason is not None:
             # While a person decides (maybe for as long as the cell stays parked) the input is held
             # encoded only: its parsed form can be many times the bytes charged for it.
             encoded = _encoded_input(name, prepared)
-            caller_input = prepared = None
+            prepared = None
             waited = await _approve(name, encoded, reason, ask)
             deadline = None if deadline is None else deadline + waited
             prepared = jsoncodec.loads(encoded)
             del encoded
-        caller_input = None  # the tool works on ``prepared``; an output check parses ``caller_encoded``
         if entry.source == "client":
             raise ClientToolCall(call_id=ctx.call_id, tool_name=entry.tool_name, callable_name=name, params=prepared)
         # The place is taken only now: a call waiting for its approval holds none.
@@ -211,11 +212,28 @@ class CallSession:
         self.breaker.record(ctx.tenant, entry.tool_id, ok=True)
         return outcome
 
+    async def _admitted(
+        self, callable_name: object, params: JsonValue, handed_over: bool
+    ) -> tuple[ToolEntry, JsonValue, bytes | None]:
+        """The tool, the caller's input (checked, counted, loop-guarded) and, for a contract with output
+        branches, that input encoded (hooks or the tool may change it in place; the branch is the caller's)."""
+        entry = self.view.require(callable_name)
+        name = entry.callable_name
+        entry.contract.ensure_usable(name)
+        self.ledger.check(name)
+        self.spend_call(name)
+        caller_input = {} if params is None else params if handed_over else jsoncodec.copied(params)
+        params = None
+        await _checked(entry.contract.check_input, caller_input, name)
+        self.guard_loop(entry.source, entry.tool_id, name, caller_input)
+        caller_encoded = jsoncodec.dumps_kept(caller_input) if entry.contract.variants is not None else None
+        return entry, caller_input, caller_encoded
+
     async def _run(
         self,
         entry: ToolEntry,
         caller_encoded: bytes | None,
-        prepared: Any,
+        prepared: JsonValue,
         ctx: ToolContext,
         deadline: float | None,
         overdue: Overdue | None,
@@ -234,7 +252,7 @@ class CallSession:
         if warning is not None and len(self.warnings) < _MAX_WARNINGS:
             self.warnings.append(wrap_untrusted(warning, name) if entry.network else warning)
         encoded = _json_bytes(result.details, name, entry.network)
-        parsed: Any = _UNPARSED
+        parsed: JsonValue | _Unparsed = _UNPARSED
         if entry.contract.output_schema is not None:
             # The caller's own input picks the schema branch (without branches, any input picks the same).
             caller_input = prepared if caller_encoded is None else jsoncodec.loads(caller_encoded)
@@ -259,6 +277,14 @@ class CallSession:
         reason = "" if exc.untrusted else exc.message
         reservation.fail(non_retriable=non_retriable, reason=reason)
 
+    def _approval_reason(self, entry: ToolEntry) -> str | None:
+        """Why calls of this tool need approval (or None), worked out once per cell: the rules are fixed."""
+        key = entry.callable_name
+        if key not in self._approval_reasons:
+            subject = PolicySubject(entry.tool_name, entry.tool_id, entry.plugin_id, entry.source)
+            self._approval_reasons[key] = self.approvals.native(subject)
+        return self._approval_reasons[key]
+
     def spend_call(self, name: str) -> None:
         """Count one call of ``name`` (native, client or MCP) against the cell's budget, or refuse it."""
         if self.call_count >= self.max_calls:
@@ -269,7 +295,7 @@ class CallSession:
             )
         self.call_count += 1
 
-    def guard_loop(self, source: str, tool_key: str, name: str, params: Any) -> None:
+    def guard_loop(self, source: str, tool_key: str, name: str, params: JsonValue) -> None:
         """Count one call of the tool ``tool_key`` (of ``source``) with ``params``; refuse a 4th identical one."""
         try:
             canonical = jsoncodec.dumps(params, sort_keys=True)
@@ -286,10 +312,12 @@ class CallSession:
                 tool=name,
             )
 
-    def _hook_call(self, entry: ToolEntry, params: Any, ctx: ToolContext) -> HookCall:
+    def _hook_call(self, entry: ToolEntry, params: JsonValue, ctx: ToolContext) -> HookCall:
         return HookCall(entry.tool_name, entry.callable_name, entry.tool_id, entry.plugin_id, entry.source, params, ctx)
 
-    async def _run_before_hooks(self, entry: ToolEntry, params: Any, ctx: ToolContext) -> tuple[Any, bool, str | None]:
+    async def _run_before_hooks(
+        self, entry: ToolEntry, params: JsonValue, ctx: ToolContext
+    ) -> tuple[JsonValue, bool, str | None]:
         """The arguments after every before-hook, whether any ran, and why a hook asked for approval."""
         ran = False
         asked: str | None = None
@@ -313,7 +341,7 @@ class CallSession:
         return params, ran, asked
 
     async def _clocked(
-        self, entry: ToolEntry, params: Any, ctx: ToolContext, deadline: float | None, overdue: Overdue | None
+        self, entry: ToolEntry, params: JsonValue, ctx: ToolContext, deadline: float | None, overdue: Overdue | None
     ) -> ToolResult:
         """``_execute`` on the tool's wall clock (one timer per call, no task)."""
         if entry.timeout_s is None:
@@ -321,7 +349,9 @@ class CallSession:
         with CallClock(entry.timeout_s, entry.callable_name, overdue):
             return await self._execute(entry, params, ctx, deadline)
 
-    async def _execute(self, entry: ToolEntry, params: Any, ctx: ToolContext, deadline: float | None) -> ToolResult:
+    async def _execute(
+        self, entry: ToolEntry, params: JsonValue, ctx: ToolContext, deadline: float | None
+    ) -> ToolResult:
         assert entry.spec is not None
         attempts = MAX_ATTEMPTS if entry.spec.idempotent else 1
         retrying = False  # this call holds one of the breaker's retries
@@ -330,7 +360,8 @@ class CallSession:
                 try:
                     # Each attempt gets its own copy: a failed attempt may have changed its arguments.
                     given = params if attempt == attempts else jsoncodec.copied(params)
-                    raw = await maybe_await(entry.spec.execute(ctx.call_id, given, ctx))
+                    # The tool gets whatever JSON its input schema accepted (``Execute`` names only the usual object).
+                    raw = await maybe_await(entry.spec.execute(ctx.call_id, given, ctx))  # type: ignore[arg-type]
                 except ToolCallError as exc:
                     exc.effect_started = True
                     exc.tool = exc.tool or entry.callable_name
@@ -355,7 +386,9 @@ class CallSession:
             if retrying:
                 self.breaker.end_retry(ctx.tenant, entry.tool_id)
 
-    async def _run_after_hooks(self, entry: ToolEntry, params: Any, ctx: ToolContext, result: ToolResult) -> ToolResult:
+    async def _run_after_hooks(
+        self, entry: ToolEntry, params: JsonValue, ctx: ToolContext, result: ToolResult
+    ) -> ToolResult:
         for hook in self.view.catalog.hooks:
             if hook.after is None:
                 continue
@@ -370,7 +403,7 @@ class CallSession:
         return result
 
 
-def _encoded_input(name: str, prepared: Any) -> bytes:
+def _encoded_input(name: str, prepared: JsonValue) -> bytes:
     try:
         return jsoncodec.dumps_kept(prepared)
     except jsoncodec.JSONEncodeError as exc:
@@ -389,7 +422,7 @@ async def _approve(name: str, encoded: bytes, reason: str, ask: AskApproval | No
     return loop.time() - started
 
 
-async def _checked(check: Any, *args: Any, **kwargs: Any) -> Any:
+async def _checked(check: Callable[..., _R], *args: object, **kwargs: object) -> _R:
     """Run a schema check inline with a small step budget, or in a thread when it needs more."""
     try:
         return check(*args, max_steps=_INLINE_STEPS, **kwargs)
@@ -397,10 +430,16 @@ async def _checked(check: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(check, *args, **kwargs)
 
 
-def _checked_output(entry: ToolEntry, encoded: bytes, caller_input: Any, prepared: Any, **budget: Any) -> Any:
-    parsed = jsoncodec.loads(encoded)
+def _checked_output(
+    entry: ToolEntry,
+    encoded: bytes,
+    caller_input: JsonValue,
+    prepared: JsonValue,
+    max_steps: int = MAX_VALIDATION_STEPS,
+) -> JsonValue:
+    parsed: JsonValue = jsoncodec.loads(encoded)
     entry.contract.check_output(
-        parsed, entry.callable_name, caller_input=caller_input, prepared_input=prepared, **budget
+        parsed, entry.callable_name, caller_input=caller_input, prepared_input=prepared, max_steps=max_steps
     )
     return parsed
 
@@ -430,7 +469,7 @@ def _sanitised(
     )
 
 
-def _json_bytes(value: Any, tool: str, network: bool) -> bytes:
+def _json_bytes(value: object, tool: str, network: bool) -> bytes:
     """Compact JSON of a tool's details (pydantic models dumped); anything else is a tool_error.
 
     Encoding once detaches the result from the tool's own objects; a pure-Python copy cost
@@ -447,7 +486,7 @@ def _json_bytes(value: Any, tool: str, network: bool) -> bytes:
         ) from None
 
 
-def _dump_model(value: Any) -> Any:
+def _dump_model(value: object) -> object:
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return dump(mode="json")

@@ -1,0 +1,64 @@
+"""``python -m bench calls``: only the nested-call figures, quickly, as one JSON line.
+
+The pipe floor, ``setTimeout(0)`` and no-op tool round trips (sequential and in ``Promise.all``, µs per
+call), the service's CPU per sequential tool call, and a ``return 1`` cell's service CPU and wall
+time, all from one in-process service (``bench/inproc.py``'s parts).  Run it alternately on two trees
+to compare a change: the whole table takes minutes, this about ten seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+
+import orjson
+
+from service.assembly import build_components
+from service.settings import Settings
+
+from .inproc import CellRunner, _round_trip_code, _service_cpu_per_call_us
+from .pipe_floor import measure_pipe_floor
+from .tools import BenchTools
+
+ROUND_TRIPS = 1000
+EMPTY_CELLS = 200
+
+
+async def _figures(tmp: str) -> dict[str, object]:
+    settings = Settings().replace(
+        data_dir=tmp,
+        workers=2,
+        log_level="warning",
+        max_pending_requests=ROUND_TRIPS,
+        max_calls_per_cell=3 * ROUND_TRIPS,
+    )
+    svc = build_components(settings.check(), extra_tools=BenchTools().specs())
+    await svc.start()
+    try:
+        runner = CellRunner(svc)
+        for _ in range(3):  # both workers' first cells
+            await runner.run("return 1")
+        floor = await measure_pipe_floor()
+        trips, _ = await runner.run(_round_trip_code(ROUND_TRIPS))
+        cpu_per_call = await _service_cpu_per_call_us(runner, ROUND_TRIPS, 3)
+        c0, t0 = time.process_time(), time.perf_counter()
+        for _ in range(EMPTY_CELLS):
+            await runner.run("return 1")
+        cell_cpu_us = (time.process_time() - c0) * 1e6 / EMPTY_CELLS
+        cell_wall_us = (time.perf_counter() - t0) * 1e6 / EMPTY_CELLS
+    finally:
+        await svc.close()
+    return {
+        "pipe_floor": floor,
+        "round_trip_us": {k: v * 1000 / ROUND_TRIPS for k, v in trips.items()},
+        "service_cpu_per_call_us": cpu_per_call,
+        "return1_service_cpu_us": cell_cpu_us,
+        "return1_wall_us": cell_wall_us,
+    }
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="codemode-bench-calls-") as tmp:
+        print(orjson.dumps(asyncio.run(_figures(tmp))).decode())
+    return 0
