@@ -172,7 +172,8 @@ def build_components(
     session_store = _session_store(settings, store)
     mcp = _mcp_hub(settings, catalog, policy)
     results = _results(settings, shared=store is True, clock=results_clock)
-    access = ToolAccess(settings, catalog, mcp, tool_policy=policy, run_counters=session_store, sandbox=sandbox)
+    mcp_names = [name for pair in (mcp.identifiers() if mcp is not None else []) for name in pair]
+    access = ToolAccess(settings, catalog, mcp_names, tool_policy=policy, run_counters=session_store, sandbox=sandbox)
     saved = SavedResults(settings, results)
     store_handlers = SessionStoreHandlers(session_store, store_limits(settings))
     dispatcher = _guest_requests(dispatcher or base_dispatcher(), catalog, saved, store_handlers, mcp)
@@ -182,7 +183,7 @@ def build_components(
         settings,
         pool,
         dispatcher,
-        prepare=functools.partial(prepare_cell, access, [store_handlers.prefetch]),
+        prepare=functools.partial(prepare_cell, access, mcp, [store_handlers.prefetch]),
         retainer=saved,
         tracing=tracing,
         clock=cells_clock or time.monotonic,
@@ -197,7 +198,7 @@ def build_components(
         dispatcher=dispatcher,
         keys=KeyRing(settings),
         access=access,
-        tools=KeyedTools(access, settings.timeout_ms / 1000),
+        tools=KeyedTools(access, mcp, settings.timeout_ms / 1000),
         store=session_store,
         results=results,
         mcp=mcp,

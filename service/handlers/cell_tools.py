@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from service.api_files.table import ApiFileTable
 from service.cells.dispatch import CellContext, HostCall
+from service.mcp.scope import McpScope, listed_servers, tenant_scope
 from service.stores.cell_writes import CellStoreWrites
 from service.tools.access import ToolAccess
 from service.tools.catalog import CatalogView
@@ -26,7 +27,7 @@ from service.tools.run_budget import RunLedger
 from service.tools.session import CallSession
 
 if TYPE_CHECKING:
-    from service.mcp.scope import McpScope
+    from service.mcp.hub import McpHub
     from service.mcp.views import McpServerView
 
 #: Host requests one synchronous burst of guest code may queue; more are refused in the guest.
@@ -78,16 +79,16 @@ def sync_counters(call: HostCall) -> None:
     t.retries = state.session.retries
 
 
-async def prepare_cell(access: ToolAccess, steps: Sequence[StartStep], cell: CellContext) -> None:
-    """Make the cell's handler state (the registry's preparation step, with ``access`` and ``steps``
-    bound): ``access`` gives the cell's tools, ``steps`` run beside the run-counter read.  What waits
-    here waits within the cell's timeout."""
+async def prepare_cell(access: ToolAccess, hub: McpHub | None, steps: Sequence[StartStep], cell: CellContext) -> None:
+    """Make the cell's handler state (the registry's preparation step, with ``access``, ``hub`` and
+    ``steps`` bound): ``access`` gives the cell's tools, ``hub`` its tenant's MCP servers, ``steps`` run
+    beside the run-counter read.  What waits here waits within the cell's timeout."""
     spec = cell.spec
     deadline = asyncio.get_running_loop().time() + spec.limits.timeout_ms / 1000
     view = access.view_for(spec.tool_policy, spec.client_tools)
-    mcp = access.mcp_scope(spec.tenant, spec.tool_policy)
+    mcp = tenant_scope(hub, spec.tenant, access.tool_policy, spec.tool_policy)
     # A server that is slow to connect may take at most the cell's own time budget.
-    servers = await access.mcp_servers(mcp, spec.limits.timeout_ms / 1000)
+    servers = await listed_servers(mcp, spec.limits.timeout_ms / 1000)
     down = mcp.unavailable() if mcp is not None else []
     shown = [n for s in servers for n in (s.identifier, s.name)] + [n for pair in down for n in pair]
     approvals = access.approvals_for(spec.tool_policy, spec.require_approval, view, shown)

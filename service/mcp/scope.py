@@ -11,16 +11,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from bridge.json_types import JsonObject
-from service.tools.policy import McpAccess, McpVisibility
+from service.tools.policy import McpAccess, McpVisibility, ToolPolicy
 
 from .arguments import prompt_arguments
-from .client import McpConnection
 from .errors import McpError, McpUnknownTool
-from .hub import McpHub
 from .views import McpServerView, McpToolView, root_header, server_header
+
+if TYPE_CHECKING:  # a scope is handed its hub: importing this module loads no MCP SDK
+    from .client import McpConnection
+    from .hub import McpHub
 
 _T = TypeVar("_T")
 
@@ -149,3 +151,13 @@ class McpScope:
         return replace(
             view, tools=tools, has_resources=view.has_resources and whole, has_prompts=view.has_prompts and whole
         )
+
+
+def tenant_scope(hub: McpHub | None, tenant: str, base: ToolPolicy | None, key: ToolPolicy | None) -> McpScope | None:
+    """The hub as ``tenant`` sees it under the base ``[tools]`` policy and its key's (None without MCP)."""
+    return None if hub is None else McpScope(hub, tenant, McpVisibility.of(base, key))
+
+
+async def listed_servers(scope: McpScope | None, deadline_s: float) -> list[McpServerView]:
+    """The servers ``scope`` shows, lazy ones connected within ``deadline_s`` (none without a scope)."""
+    return await scope.servers(deadline_s=deadline_s) if scope is not None else []

@@ -25,6 +25,7 @@ from service.cluster.relay import call_holder, held_elsewhere
 from service.errors import InvalidRequest, NotFound, ServiceError
 from service.handlers.api_files import list_api_files, quick_index, read_api_file
 from service.mcp.guest_requests import search_mcp_tools
+from service.mcp.scope import listed_servers
 from service.settings import ApiKey
 from service.tools.errors import SearchQueryError
 from service.tools.search import MAX_QUERY_CHARS
@@ -249,9 +250,8 @@ class McpFacade:
         wanted = view.catalog.limits.clamp(query.limit)
         remote: list[JsonObject] = []
         if len(native) < wanted:
-            access = self.svc.access
-            scope = access.mcp_scope(key.tenant, self.svc.tools.policy_for(key))
-            servers = await access.mcp_servers(scope, self.svc.settings.timeout_ms / 1000)
+            scope = self.svc.tools.mcp_scope_for(key)
+            servers = await listed_servers(scope, self.svc.settings.timeout_ms / 1000)
             remote = search_mcp_tools(servers, query.query, wanted - len(native))
         return ToolAnswer(_search_text(native, remote), {"tools": native + remote}, False)
 

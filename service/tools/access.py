@@ -1,5 +1,6 @@
-"""The tools a tenant's cells see: the catalog under the base and key policies, approvals, run
-counters and the MCP hub as the tenant's scope.
+"""The tools a tenant's cells see: the catalog under the base and key policies, approvals and run
+counters.  (A tenant's MCP servers are its ``service.mcp.scope.tenant_scope``: this floor does not
+know the MCP package; it is told the configured servers' names, to check approval entries.)
 
 ``ToolAccess`` is made once per service (``service.assembly``); HTTP routes read its catalog views
 and run counters, and each cell's preparation (``service.handlers.cell_tools.prepare_cell``) asks it
@@ -10,7 +11,6 @@ fields of their spec that it is given.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from bridge.messages import SandboxOptions
 from service.errors import ConfigError, InvalidRequest
@@ -19,34 +19,30 @@ from service.settings import Settings
 from .approvals import KEY, REQUEST, SERVER, ApprovalRules, unknown_entry
 from .catalog import CatalogView, ToolCatalog, ToolEntry, checked_client_tools, client_entries
 from .errors import ToolError
-from .policy import McpVisibility, PolicySubject, ToolPolicy, parse_entries
+from .policy import PolicySubject, ToolPolicy, parse_entries
 from .run_book import DEFAULT_RUN, RunBook, RunCounters
 from .run_budget import Breaker, FailureLimits, RunLedger
 from .schema_checks import SchemaChecker, vetted_contract
 
-if TYPE_CHECKING:
-    from service.mcp.hub import McpHub
-    from service.mcp.scope import McpScope
-    from service.mcp.views import McpServerView
-
 
 class ToolAccess:
-    """The tools a tenant's cells see: the catalog under the base and key policies, and the MCP hub."""
+    """The tools a tenant's cells see: the catalog under the base and key policies."""
 
     def __init__(
         self,
         settings: Settings,
         catalog: ToolCatalog,
-        mcp: McpHub | None = None,
+        mcp_names: Sequence[str] = (),
         tool_policy: ToolPolicy | None = None,
         run_counters: RunCounters | None = None,
         *,
         sandbox: SandboxOptions,
     ) -> None:
-        """``sandbox``: the worker confinement options the schema checker's helper process runs under."""
+        """``mcp_names``: the configured MCP servers' identifiers and names (approval entries may name
+        them); ``sandbox``: the worker confinement options the schema checker's helper process runs under."""
         self.settings = settings
         self.catalog = catalog
-        self.mcp = mcp
+        self.mcp_names = tuple(mcp_names)
         self.tool_policy = tool_policy  # the base `[tools]` policy; MCP entries apply to the hub's servers
         self.failure_limits = FailureLimits(settings.tool_failures_per_run, settings.failures_per_run)
         # Runs' failure counters as this process knows them, written to the session store (if any).
@@ -57,7 +53,6 @@ class ToolAccess:
 
     def _configured_approvals(self) -> tuple[str, ...]:
         """`[tools] approve`, after checking it and every key's `tools.approve` (ConfigError naming the entry)."""
-        servers = [n for pair in (self.mcp.identifiers() if self.mcp is not None else []) for n in pair]
         tables = [("tools.approve", list(self.settings.tools.approve))]
         tables += [
             (f"api_keys[{i}].tools.approve", key.tools["approve"])
@@ -70,7 +65,7 @@ class ToolAccess:
                 entries = parse_entries(raw, where)
             except ToolError as exc:
                 raise ConfigError(str(exc), need_param=where) from None
-            problem = unknown_entry(entries, where, self.catalog.subjects, servers)
+            problem = unknown_entry(entries, where, self.catalog.subjects, self.mcp_names)
             if problem is not None:
                 raise ConfigError(problem, need_param=where)
             checked.append(entries)
@@ -126,17 +121,6 @@ class ToolAccess:
     def start(self) -> None:
         """Start the schema checker's helper process (in the background)."""
         self.schema_checker.start()
-
-    def mcp_scope(self, tenant: str, policy: ToolPolicy | None) -> McpScope | None:
-        """The MCP hub as this tenant under the base and its key's policy sees it (None without MCP)."""
-        if self.mcp is None:
-            return None
-        from service.mcp.scope import McpScope  # loaded only when MCP servers are configured
-
-        return McpScope(self.mcp, tenant, McpVisibility.of(self.tool_policy, policy))
-
-    async def mcp_servers(self, mcp: McpScope | None, deadline_s: float) -> list[McpServerView]:
-        return await mcp.servers(deadline_s=deadline_s) if mcp is not None else []
 
     async def close(self) -> None:
         """Write the runs' failures still unwritten (before the store closes); stop the schema checker."""
