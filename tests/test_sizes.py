@@ -26,9 +26,8 @@ ALLOWED = {
     "service/mcp/hub.py::McpHub",
     "service/mcp/guest_requests.py::install_mcp",
     "service/mcp_server/sdk_server.py::build_server",
-    # stores and tools: a store implements its whole protocol; the run book its ledger (to split)
+    # stores: a store implements its whole protocol
     "service/stores/sqlite.py::SqliteSessionStore",
-    "service/tools/run_book.py::RunBook",
     # the exec pre-check's literal scanner: one state machine over the source (to split into steps)
     "service/cells/source_checks.py::blank_literals",
     # landed beside this rule: the Python guest's engine (hook operations, namespaces and values in
