@@ -244,10 +244,6 @@ class CatalogView:
         self._entries = {e.callable_name: e for e in sorted(entries, key=lambda e: e.callable_name)}
         self._index: SearchIndex | None = None  # built on the first search: most cells never search
 
-    def callable_names(self) -> list[str]:
-        """Callable names in this view, sorted."""
-        return list(self._entries)
-
     def entry(self, callable_name: str) -> ToolEntry | None:
         """The entry for a callable name, or None (also for denied tools)."""
         return self._entries.get(callable_name) if isinstance(callable_name, str) else None

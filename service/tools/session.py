@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,7 +59,7 @@ _MAX_WARNINGS = 20
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """A finished native call: `details` go to the guest; `model_text()` is for a model.
+    """A finished native call: `details` go to the guest.
 
     `encoded` is the compact JSON of `details`, made once; the cell hands it to the guest as is.
     """
@@ -77,11 +76,6 @@ class CallOutcome:
         if self.parsed is _UNPARSED:
             object.__setattr__(self, "parsed", jsoncodec.loads(self.encoded))
         return self.parsed
-
-    def model_text(self) -> str:
-        """Model-facing text; network-derived results are wrapped as untrusted content."""
-        text = self.text if self.text is not None else json.dumps(self.details, ensure_ascii=False)
-        return wrap_untrusted(text, self.callable_name) if self.network else text
 
 
 class CallSession:
@@ -106,8 +100,6 @@ class CallSession:
         self.call_count = 0
         self.search_count = 0
         self.describe_count = 0
-        # True once a network-derived result reached the guest: the cell's model text is untrusted.
-        self.network_used = False
         self._repeats: Counter[tuple[str, str, str]] = Counter()
         # Without a run of its own (tests, embedding), the session is a run by itself.
         self.ledger = ledger or RunLedger(RunState(), FailureLimits())
@@ -243,8 +235,6 @@ class CallSession:
                 parsed = await asyncio.to_thread(_checked_output, entry, encoded, caller_input, prepared)
             else:
                 parsed = await _checked(_checked_output, entry, encoded, caller_input, prepared)
-        if entry.network:
-            self.network_used = True
         return CallOutcome(name, encoded, result.text, result.is_error, entry.network, parsed)
 
     def _count_failure(self, entry: ToolEntry, exc: ToolCallError, ctx: ToolContext, reservation: Reservation) -> None:

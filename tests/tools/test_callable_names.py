@@ -105,7 +105,7 @@ def test_client_tool_wins_exact_name(make_tool) -> None:
     """A client tool shadows a plugin tool of the same name; only one tool carries that name."""
     spec = make_tool("notify")
     view = ToolCatalog.build([spec]).view(client_tools=[ClientTool("notify", "ask the caller")])
-    assert view.callable_names() == ["notify"]
+    assert [e.callable_name for e in view.entries()] == ["notify"]
     assert view.entry("notify").source == "client"
     assert [h["source"] for h in view.search("notify")] == ["client"]
 
@@ -113,7 +113,7 @@ def test_client_tool_wins_exact_name(make_tool) -> None:
 def test_view_names_match_everywhere(make_tool) -> None:
     """Handles, search, describe and entries use the same callable names."""
     view = ToolCatalog.build([make_tool("9lives"), make_tool("Promise"), make_tool("ok-tool")]).view()
-    names = view.callable_names()
+    names = [e.callable_name for e in view.entries()]
     assert names == sorted(["tool_9lives", f"Promise_{_hex('demo.Promise')}", "ok_tool"])
     assert [h["callableName"] for h in view.handles()] == names
     for name in names:
