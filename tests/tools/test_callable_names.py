@@ -7,7 +7,8 @@ import hashlib
 import pytest
 
 from service.tools.catalog import ClientTool, ToolCatalog
-from service.tools.names import RESERVED_NAMES, assign_callable_names, base_name
+from service.mcp.identifiers import JS_RESERVED
+from service.tools.names import JS_RESERVED_WORDS, RESERVED_NAMES, assign_callable_names, base_name
 
 
 def _hex(tool_id: str, width: int = 8) -> str:
@@ -119,3 +120,11 @@ def test_view_names_match_everywhere(make_tool) -> None:
     for name in names:
         assert view.describe(name)["callableName"] == name
         assert view.entry(name).callable_name == name
+
+
+def test_tool_names_and_mcp_identifiers_refuse_one_base_of_reserved_words() -> None:
+    """Both kinds of guest identifier refuse every reserved word; each adds only its documented extras
+    (a callable name also ``async``, an MCP identifier the literals and ``eval``)."""
+    assert JS_RESERVED_WORDS <= RESERVED_NAMES and "async" in RESERVED_NAMES
+    assert JS_RESERVED - JS_RESERVED_WORDS == {"eval", "undefined", "NaN", "Infinity"}
+    assert assign_callable_names([("p.x", "async")]) == {"p.x": f"async_{_hex('p.x')}"}
