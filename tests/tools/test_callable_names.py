@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from service.tools.catalog import ClientTool, ToolCatalog
 from service.mcp.identifiers import JS_RESERVED
+from service.tools.catalog import ClientTool, ToolCatalog
 from service.tools.names import JS_RESERVED_WORDS, RESERVED_NAMES, assign_callable_names, base_name
 
 
@@ -126,5 +126,5 @@ def test_tool_names_and_mcp_identifiers_refuse_one_base_of_reserved_words() -> N
     """Both kinds of guest identifier refuse every reserved word; each adds only its documented extras
     (a callable name also ``async``, an MCP identifier the literals and ``eval``)."""
     assert JS_RESERVED_WORDS <= RESERVED_NAMES and "async" in RESERVED_NAMES
-    assert JS_RESERVED - JS_RESERVED_WORDS == {"eval", "undefined", "NaN", "Infinity"}
+    assert {"eval", "undefined", "NaN", "Infinity"} == JS_RESERVED - JS_RESERVED_WORDS
     assert assign_callable_names([("p.x", "async")]) == {"p.x": f"async_{_hex('p.x')}"}
