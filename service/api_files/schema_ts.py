@@ -7,7 +7,7 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from bridge.json_types import json_type
 from service.api_files.schema_refs import MISSING, names_reaching_cycles, resolve_local
@@ -125,7 +125,7 @@ def object_shape(
     return TsObject(shape.members, shape.index_type, shape.closed, renderer.finish())
 
 
-def _is_plain_object(schema: object) -> TypeGuard[Mapping[str, Any]]:
+def _is_plain_object(schema: object) -> TypeGuard[Mapping[str, object]]:
     if not isinstance(schema, Mapping) or any(key in schema for key in _REF_KEYS):
         return False
     kind = schema.get("type")
