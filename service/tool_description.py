@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Any
 
+from bridge.json_types import JsonObject
 from bridge.messages import LANGUAGES as BRIDGE_LANGUAGES
 from service.api.schemas import ExecRequest
 from service.api_files.quick_index import QUICK_INDEX_MAX_CHARS
@@ -92,13 +92,13 @@ def description_text(settings: Settings, quick_index: str, language: str = DEFAU
     return f"{text}\n\n{quick_index}" if quick_index else text
 
 
-def input_schema() -> dict[str, Any]:
+def input_schema() -> JsonObject:
     """The arguments a model passes: the exec request's own fields and bounds, ``code`` required."""
     return copy.deepcopy(_input_schema())
 
 
 @functools.cache
-def _input_schema() -> dict[str, Any]:
+def _input_schema() -> JsonObject:
     # pydantic builds a JSON schema in milliseconds: once per process, not once per request.
     full = ExecRequest.model_json_schema()
     return {
@@ -109,13 +109,15 @@ def _input_schema() -> dict[str, Any]:
     }
 
 
-def tool_description(settings: Settings, quick_index: str, language: str | None = None) -> dict[str, Any]:
+def tool_description(settings: Settings, quick_index: str, language: str | None = None) -> JsonObject:
     """``{name, description, input_schema}``, ready to register as a function tool with a model provider."""
     lang = check_language(language)
     schema = input_schema()
     if lang != DEFAULT_LANGUAGE:
         # The model must say which language its code is in: the field is fixed to the described one.
-        schema["properties"]["language"] = {"const": lang, "description": f"always {lang!r}: the code is {lang}"}
+        properties = schema["properties"]
+        assert isinstance(properties, dict)  # built by _input_schema
+        properties["language"] = {"const": lang, "description": f"always {lang!r}: the code is {lang}"}
         schema["required"] = ["code", "language"]
     return {
         "name": TOOL_NAME,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from bridge.json_types import JsonObject
 from service.api_files.errors import InvalidDiscriminatorError
 
 __all__ = [
@@ -28,7 +29,7 @@ class OutputVariants:
 
     input_property: str
     mapping: Mapping[str, int]
-    branches: tuple[dict, ...]
+    branches: tuple[JsonObject, ...]
 
     def branch_for(self, tool_input: object) -> int | None:
         """Index of the branch selected by `tool_input`, or None when missing or unmapped."""
@@ -40,7 +41,7 @@ class OutputVariants:
         return self.mapping.get(value)
 
 
-def read_output_variants(schema: dict | None) -> OutputVariants | None:
+def read_output_variants(schema: JsonObject | None) -> OutputVariants | None:
     """Parse the annotation of an output schema; None when the schema carries none."""
     if not isinstance(schema, Mapping) or DISCRIMINATOR_KEY not in schema:
         return None
@@ -63,7 +64,7 @@ def read_output_variants(schema: dict | None) -> OutputVariants | None:
     return OutputVariants(input_property, MappingProxyType(mapping), branches)
 
 
-def select_output_schema(schema: dict, variants: OutputVariants | None, tool_input: object) -> dict:
+def select_output_schema(schema: JsonObject, variants: OutputVariants | None, tool_input: object) -> JsonObject:
     """The schema a result for `tool_input` must satisfy: the root narrowed to the selected branch.
 
     The root is kept (with `allOf: [{"$ref": "#/anyOf/<i>"}]` appended) rather than returning the bare
@@ -83,7 +84,7 @@ def select_output_schema(schema: dict, variants: OutputVariants | None, tool_inp
     return narrowed
 
 
-def _read_branches(schema: Mapping) -> tuple[dict, ...]:
+def _read_branches(schema: Mapping[str, object]) -> tuple[JsonObject, ...]:
     has_any, has_one = "anyOf" in schema, "oneOf" in schema
     if has_any and has_one:
         raise _invalid("requires exactly one root anyOf or oneOf, found both")
@@ -92,7 +93,7 @@ def _read_branches(schema: Mapping) -> tuple[dict, ...]:
     raw = schema["anyOf" if has_any else "oneOf"]
     if not isinstance(raw, list) or not raw:
         raise _invalid("requires a non-empty root anyOf/oneOf list")
-    branches: list[dict] = []
+    branches: list[JsonObject] = []
     for index, branch in enumerate(raw):
         # Boolean schemas are legal JSON Schema; normalise them to their object spelling.
         if branch is True:

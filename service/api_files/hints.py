@@ -92,7 +92,7 @@ class _HintRenderer:
             text = f"{text} | null"
         return text
 
-    def _shape(self, schema: Mapping, depth: int) -> str:
+    def _shape(self, schema: Mapping[str, object], depth: int) -> str:
         if "anyOf" in schema or "oneOf" in schema:
             if "anyOf" in schema and "oneOf" in schema:
                 return self._lossy("unknown")
@@ -118,7 +118,7 @@ class _HintRenderer:
             return self._array(schema, depth)
         return self._lossy("unknown")
 
-    def _typed(self, kind: str, schema: Mapping, depth: int) -> str:
+    def _typed(self, kind: str, schema: Mapping[str, object], depth: int) -> str:
         if kind in ("string", "boolean", "null"):
             return kind
         if kind in ("number", "integer"):
@@ -149,13 +149,13 @@ class _HintRenderer:
         text = _literal_text(value)
         return text if text is not None else self._lossy(_kind_text(value))
 
-    def _array(self, schema: Mapping, depth: int) -> str:
+    def _array(self, schema: Mapping[str, object], depth: int) -> str:
         items = schema.get("items")
         if not isinstance(items, Mapping):
             return f"Array<{self._lossy('unknown')}>"
         return f"Array<{self.render(items, depth + 1)}>"
 
-    def _object(self, schema: Mapping, depth: int) -> str:
+    def _object(self, schema: Mapping[str, object], depth: int) -> str:
         properties = schema.get("properties")
         properties = properties if isinstance(properties, Mapping) else {}
         required_raw = schema.get("required")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bridge.json_types import JsonObject
+
 __all__ = ["McpServerDecl", "McpToolDecl", "ToolDecl"]
 
 
@@ -13,8 +15,8 @@ class ToolDecl:
 
     callable_name: str
     description: str
-    input_schema: dict | None
-    output_schema: dict | None
+    input_schema: JsonObject | None
+    output_schema: JsonObject | None
     trusted: bool
 
 
@@ -25,7 +27,7 @@ class McpToolDecl:
     identifier: str
     name: str
     description: str
-    input_schema: dict | None
+    input_schema: JsonObject | None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from bridge.json_types import JsonObject
 from service.api_files.hints import input_hint, output_hint
 
 __all__ = ["QUICK_INDEX_MAX_CHARS", "IndexEntry", "quick_index"]
@@ -24,8 +25,8 @@ class IndexEntry:
     """What the index needs about one tool; untrusted tools never get hints."""
 
     callable_name: str
-    input_schema: dict | None
-    output_schema: dict | None
+    input_schema: JsonObject | None
+    output_schema: JsonObject | None
     trusted_output: bool
 
 

@@ -7,7 +7,7 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from bridge.json_types import json_type
 from service.api_files.schema_refs import MISSING, names_reaching_cycles, resolve_local
@@ -125,7 +125,7 @@ def object_shape(
     return TsObject(shape.members, shape.index_type, shape.closed, renderer.finish())
 
 
-def _is_plain_object(schema: object) -> TypeGuard[Mapping[str, Any]]:
+def _is_plain_object(schema: object) -> TypeGuard[Mapping[str, object]]:
     if not isinstance(schema, Mapping) or any(key in schema for key in _REF_KEYS):
         return False
     kind = schema.get("type")
@@ -213,7 +213,7 @@ class _Renderer:
             result = _union([result, _Ts("null", _ATOM)])
         return result
 
-    def object_shape(self, schema: Mapping, depth: int, *, defaults_optional: bool = False) -> TsObject:
+    def object_shape(self, schema: Mapping[str, object], depth: int, *, defaults_optional: bool = False) -> TsObject:
         properties = schema.get("properties")
         properties = properties if isinstance(properties, Mapping) else {}
         required_raw = schema.get("required")
@@ -256,7 +256,7 @@ class _Renderer:
             index_type = value.text
         return TsObject(tuple(members), index_type, closed)
 
-    def _base(self, schema: Mapping, depth: int) -> _Ts | None:
+    def _base(self, schema: Mapping[str, object], depth: int) -> _Ts | None:
         if "const" in schema:
             return _literal(schema["const"]) or _kind_of(schema["const"])
         if "enum" in schema:
@@ -275,7 +275,7 @@ class _Renderer:
             return self._array(schema, depth)
         return None
 
-    def _typed(self, kind: str, schema: Mapping, depth: int) -> _Ts:
+    def _typed(self, kind: str, schema: Mapping[str, object], depth: int) -> _Ts:
         if kind == "string":
             return _Ts("string", _ATOM)
         if kind in ("number", "integer"):
@@ -314,7 +314,7 @@ class _Renderer:
             return [_UNKNOWN]
         return [self.render(member, depth + 1) for member in members]
 
-    def _array(self, schema: Mapping, depth: int) -> _Ts:
+    def _array(self, schema: Mapping[str, object], depth: int) -> _Ts:
         items = schema.get("items")
         if "prefixItems" in schema or isinstance(items, list):
             element = _UNKNOWN  # Tuples: the per-position types are left to validation.
@@ -324,7 +324,7 @@ class _Renderer:
             element = self._guarded(items, depth + 1)
         return _Ts(f"{_wrap(element, _ATOM)}[]", _ATOM)
 
-    def _object(self, schema: Mapping, depth: int) -> _Ts:
+    def _object(self, schema: Mapping[str, object], depth: int) -> _Ts:
         return _Ts(self._object_text(self.object_shape(schema, depth)), _ATOM)
 
     @staticmethod

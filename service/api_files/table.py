@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bridge.json_types import JsonObject, JsonValue
 from service.api_files.errors import ApiFileError
 from service.api_files.mcp_dts import render_mcp_index, render_mcp_server
 from service.api_files.mcp_pyi import render_mcp_index_stub, render_mcp_server_stub
@@ -73,14 +74,14 @@ class ApiFileTable:
                 entries.update(_mcp_stub_entries(servers))
         self._entries = entries
 
-    def list(self, prefix: object = None) -> dict:
+    def list(self, prefix: object = None) -> JsonObject:
         """`{"files": [...]}` under `prefix` (whole table when None or empty); tool files have no `bytes`."""
         wanted = _normalize_prefix(prefix)
-        files = []
+        files: list[JsonValue] = []
         for path, entry in self._entries.items():
             if wanted and path != wanted and not path.startswith(wanted + "/"):
                 continue
-            item: dict = {"path": path}
+            item: JsonObject = {"path": path}
             if entry.description:
                 item["description"] = entry.description
             # Tool files are rendered on read; listing them never forces (or reveals) a render.
@@ -89,14 +90,14 @@ class ApiFileTable:
             files.append(item)
         return {"files": files}
 
-    def read(self, path: str) -> dict:
+    def read(self, path: str) -> JsonObject:
         """`{"path", "description"?, "content", "bytes"}` of one file; raises ApiFileError."""
         normalized = normalize_api_path(path)
         entry = self._entries.get(normalized)
         if entry is None:
             raise ApiFileError(f"Unknown API file: {normalized}")
         content = entry.text()
-        result: dict = {"path": normalized}
+        result: JsonObject = {"path": normalized}
         if entry.description:
             result["description"] = entry.description
         result["content"] = content

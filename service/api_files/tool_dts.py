@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from bridge.json_types import JsonObject
 from service.api_files.discriminator import OutputVariants, read_output_variants
 from service.api_files.errors import InvalidDiscriminatorError
 from service.api_files.schema_ts import (
@@ -41,8 +42,8 @@ _HEADER = (
 def render_tool_declaration(
     callable_name: str,
     description: str,
-    input_schema: dict | None,
-    output_schema: dict | None,
+    input_schema: JsonObject | None,
+    output_schema: JsonObject | None,
     trusted: bool,
 ) -> str:
     """Render the declaration file of one tool global."""
@@ -116,7 +117,7 @@ def accepts_empty_object(schema: object) -> bool:
     return True
 
 
-def _input_type(schema: dict | None, types: TsNamespace) -> tuple[str, str | None]:
+def _input_type(schema: JsonObject | None, types: TsNamespace) -> tuple[str, str | None]:
     if schema is None:
         return "Record<string, unknown>", None
     shape = object_shape(schema, DEFAULT_TS_LIMITS, namespace=types)
@@ -134,7 +135,7 @@ def _input_type(schema: dict | None, types: TsNamespace) -> tuple[str, str | Non
     return rendered.text, None
 
 
-def _umbrella_output(schema: dict | None, types: TsNamespace) -> str | None:
+def _umbrella_output(schema: JsonObject | None, types: TsNamespace) -> str | None:
     if schema is None:
         return "unknown"
     rendered = schema_type(schema, types)
@@ -154,7 +155,7 @@ def _discriminated(
     name: str,
     input_type: str,
     optional: str,
-    schema: dict,
+    schema: JsonObject,
     variants: OutputVariants,
     doc: list[str],
 ) -> list[str] | None:

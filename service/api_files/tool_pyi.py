@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import keyword
 import re
-from typing import Any
+from collections.abc import Iterable, Mapping
 
+from bridge.json_types import JsonValue
 from service.api_files.discriminator import read_output_variants
 from service.api_files.errors import InvalidDiscriminatorError
 
@@ -23,6 +24,8 @@ MAX_NODES = 4096
 MAX_DEPTH = 24
 MAX_CHARS = 65_536
 _MAX_DOC_LINES = 40
+#: The stub's type for a part it cannot express (or may not trust).
+_UNTYPED = "Any"
 _SCALARS = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None"}
 _NOT_NAME = re.compile(r"[^0-9A-Za-z]+")
 #: Control characters a comment line must not hold (a NUL makes the file unreadable to Python tools).
@@ -62,14 +65,14 @@ class StubRenderer:
         self.names.add(candidate)
         return candidate
 
-    def type_of(self, schema: Any, hint: str, depth: int = 0) -> str:
+    def type_of(self, schema: object, hint: str, depth: int = 0) -> str:
         self.nodes += 1
         if self.nodes > MAX_NODES or depth > MAX_DEPTH or not isinstance(schema, dict):
-            return "Any"
+            return _UNTYPED
         if "const" in schema:
             return _literal([schema["const"]])
-        if isinstance(schema.get("enum"), list):
-            return _literal(schema["enum"])
+        if isinstance(enum := schema.get("enum"), list):
+            return _literal(enum)
         for key in ("anyOf", "oneOf"):
             members = schema.get(key)
             if isinstance(members, list) and members:
@@ -77,23 +80,27 @@ class StubRenderer:
         kind = schema.get("type")
         if isinstance(kind, list):
             return _union(self.type_of({**schema, "type": k}, hint, depth + 1) for k in kind)
-        if kind in _SCALARS:
+        if isinstance(kind, str) and kind in _SCALARS:
             return _SCALARS[kind]
         if kind == "array":
             items = schema.get("items")
-            return f"list[{self.type_of(items, hint + 'Item', depth + 1)}]" if isinstance(items, dict) else "list[Any]"
+            return (
+                f"list[{self.type_of(items, hint + 'Item', depth + 1)}]"
+                if isinstance(items, dict)
+                else f"list[{_UNTYPED}]"
+            )
         if kind == "object" or "properties" in schema:
             return self.object_type(schema, hint, depth)
-        return "Any"
+        return _UNTYPED
 
-    def object_type(self, schema: dict[str, Any], hint: str, depth: int) -> str:
+    def object_type(self, schema: Mapping[str, object], hint: str, depth: int) -> str:
         properties = schema.get("properties")
         if not isinstance(properties, dict) or not properties:
             extra = schema.get("additionalProperties")
-            value = self.type_of(extra, hint + "Value", depth + 1) if isinstance(extra, dict) else "Any"
+            value = self.type_of(extra, hint + "Value", depth + 1) if isinstance(extra, dict) else _UNTYPED
             return f"dict[str, {value}]"
-        required = schema.get("required")
-        required = set(required) if isinstance(required, list) else set()
+        listed = schema.get("required")
+        required = set(listed) if isinstance(listed, list) else set()
         name = self.name(hint)
         fields = []
         for key, sub in properties.items():
@@ -105,16 +112,16 @@ class StubRenderer:
         return name
 
 
-def _literal(values: list[Any]) -> str:
+def _literal(values: list[JsonValue]) -> str:
     shown = [repr(v) for v in values if isinstance(v, (str, int, bool)) or v is None]
     if len(shown) != len(values) or not shown:
-        return "Any"
+        return _UNTYPED
     return f"Literal[{', '.join(shown)}]"
 
 
-def _union(types: Any) -> str:
+def _union(types: Iterable[str]) -> str:
     unique = list(dict.fromkeys(types))
-    return "Any" if "Any" in unique else " | ".join(unique)
+    return _UNTYPED if _UNTYPED in unique else " | ".join(unique)
 
 
 def comment_lines(text: str) -> list[str]:
@@ -123,7 +130,11 @@ def comment_lines(text: str) -> list[str]:
 
 
 def render_tool_stub(
-    callable_name: str, description: str, input_schema: dict | None, output_schema: dict | None, trusted: bool
+    callable_name: str,
+    description: str,
+    input_schema: Mapping[str, object] | None,
+    output_schema: Mapping[str, object] | None,
+    trusted: bool,
 ) -> str:
     """The stub of one tool: ``async def <name>(**input: Unpack[<Name>Input]) -> <output>``."""
     lines = [*_HEADER, ""]
@@ -136,14 +147,16 @@ def render_tool_stub(
         lines.append(f"async def {callable_name}(**input: Any) -> Any: ...")
         return "\n".join(lines) + "\n"
     renderer = StubRenderer(pascal_name(callable_name))
-    input_type = renderer.object_type(input_schema, "Input", 0) if isinstance(input_schema, dict) else "dict[str, Any]"
-    kwargs = f"Unpack[{input_type}]" if not input_type.startswith("dict[") else "Any"
+    input_type = (
+        renderer.object_type(input_schema, "Input", 0) if isinstance(input_schema, dict) else f"dict[str, {_UNTYPED}]"
+    )
+    kwargs = f"Unpack[{input_type}]" if not input_type.startswith("dict[") else _UNTYPED
     overloads = _overloads(renderer, callable_name, input_schema, output_schema, kwargs)
     if overloads is not None:
         lines.insert(len(_HEADER), "from typing import overload")
         signatures = overloads
     else:
-        output_type = renderer.type_of(output_schema, "Output") if output_schema is not None else "Any"
+        output_type = renderer.type_of(output_schema, "Output") if output_schema is not None else _UNTYPED
         signatures = [f"async def {callable_name}(**input: {kwargs}) -> {output_type}: ..."]
     body = [*renderer.blocks, "", *comment_lines(description), *signatures]
     if sum(len(line) + 1 for line in body) > MAX_CHARS:

@@ -13,7 +13,7 @@ the cell parks with an ``approval`` entry and the handler goes on (or not) with 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from bridge import jsoncodec
@@ -35,7 +35,7 @@ class GuestError(Exception):
     """Raised by a handler to reject the guest's promise with an Error carrying ``code``."""
 
     def __init__(
-        self, message: str, code: str = "tool_error", name: str = "Error", extra: JsonObject | None = None
+        self, message: str, code: str = "tool_error", name: str = "Error", extra: Mapping[str, object] | None = None
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -43,7 +43,7 @@ class GuestError(Exception):
         self.name = name
         self.extra = extra or {}
 
-    def payload(self) -> JsonObject:
+    def payload(self) -> dict[str, object]:
         # extra: effectStatus, tool, details, data — copied onto the guest's Error object
         return {**self.extra, "message": self.message, "code": self.code, "name": self.name}
 
@@ -114,7 +114,7 @@ class HostCall:
     ask_approval: Callable[[str, object, str], Awaitable[tuple[bool, str | None]]] | None = None
     #: Rejects the guest's promise with this error payload now, leaving the handler's task behind
     #: (cancelled; whatever it returns later is dropped): for a call that ignores its cancellation.
-    abandon: Callable[[JsonObject], None] | None = None
+    abandon: Callable[[Mapping[str, object]], None] | None = None
     #: What the call is, for the caller's list of pending calls (``tool``): set by handlers that know.
     label: str | None = None
     _args: list[JsonValue] | None = field(default=None, repr=False)

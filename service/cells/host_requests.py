@@ -36,7 +36,7 @@ from bridge.inbox import (
     arguments_exceeded_message,
     tenant_held_exceeded_message,
 )
-from bridge.json_types import JsonObject, JsonValue
+from bridge.json_types import JsonValue
 from bridge.json_values import count_values, over_cap_message
 from bridge.messages import Reply
 from service.tracing import end_call
@@ -215,7 +215,7 @@ class HostRequests:
         call.abandon = functools.partial(self._abandon, request_id)
         pending.task = asyncio.ensure_future(self._run(route.handler, call))
 
-    def _charge_args(self, pending: Pending, raw: bytes) -> JsonObject | None:
+    def _charge_args(self, pending: Pending, raw: bytes) -> dict[str, object] | None:
         """Check the request's encoded arguments and charge them; return the guest error if they do not fit."""
         refusal = check_request(raw, self.max_request_bytes, self.max_request_values)
         if refusal is not None:
@@ -384,7 +384,7 @@ class HostRequests:
         if pending.span is not None:
             end_call(pending.span, pending.args_bytes, None, outcome="dropped")
 
-    def _abandon(self, request_id: int, error: JsonObject) -> None:
+    def _abandon(self, request_id: int, error: Mapping[str, object]) -> None:
         """Reject the request with ``error`` now and cancel its task again; a late result is dropped."""
         pending = self._pending.get(request_id)
         if pending is None:

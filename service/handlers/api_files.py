@@ -6,8 +6,10 @@ servers its tenant sees; the HTTP routes build the same table for a key through 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
+from bridge.json_types import JsonObject
 from service.api_files.errors import ApiFileError
 from service.api_files.model import McpServerDecl, McpToolDecl, ToolDecl
 from service.api_files.quick_index import IndexEntry
@@ -19,8 +21,11 @@ from service.tools.catalog import CatalogView
 
 from .cell_tools import cell_tools
 
+if TYPE_CHECKING:
+    from service.mcp.views import McpServerView
 
-def api_table(view: CatalogView, servers: list[Any], *, python: bool = False) -> ApiFileTable:
+
+def api_table(view: CatalogView, servers: Sequence[McpServerView], *, python: bool = False) -> ApiFileTable:
     """The declaration files of the tools in ``view`` and of the MCP ``servers`` (``python``: with the
     Python cells' ``.pyi`` stubs)."""
     tools = [
@@ -71,14 +76,14 @@ def install_api_files(dispatcher: Dispatcher) -> None:
             state.api = api_table(state.view, state.mcp_servers, python=call.cell.spec.language == "python")
         return state.api
 
-    async def api_list(call: HostCall) -> Any:
+    async def api_list(call: HostCall) -> JsonObject:
         prefix = call.args[0] if call.args else None
         try:
             return table(call).list(prefix)
         except ApiFileError as exc:
             raise GuestError(str(exc), "invalid_input") from None
 
-    async def api_read(call: HostCall) -> Any:
+    async def api_read(call: HostCall) -> JsonObject:
         path = call.args[0] if call.args else None
         if not isinstance(path, str):
             raise GuestError("API.read(path) needs a string path", "invalid_input", name="TypeError")

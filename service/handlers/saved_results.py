@@ -10,9 +10,9 @@ live in Redis, shared by replicas; while it is down, save/load/delete reject wit
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from bridge import jsoncodec
+from bridge.json_types import JsonObject
 from bridge.output import NotRetained, RetainResult
 from bridge.refs import describe_reference
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall, RawJson
@@ -78,7 +78,7 @@ class SavedResults:
                 "results are not available in restart-safe cells: a replay could not see them", "results_unavailable"
             )
 
-    async def _save_request(self, call: HostCall) -> Any:
+    async def _save_request(self, call: HostCall) -> JsonObject:
         self._allowed(call)
         text = jsoncodec.dumps_text(call.args[0] if call.args else None)
         try:
@@ -89,7 +89,7 @@ class SavedResults:
             raise _unavailable(exc) from None
         return describe_reference(ref, text)
 
-    async def _load_request(self, call: HostCall) -> Any:
+    async def _load_request(self, call: HostCall) -> RawJson:
         self._allowed(call)
         try:
             text, network = await self.results.load_entry(result_scope(call.cell), call.args[0] if call.args else None)
@@ -101,7 +101,7 @@ class SavedResults:
             call.cell.network_content = True  # provenance travels with the saved data
         return RawJson(text.encode("utf-8"))
 
-    async def _delete_request(self, call: HostCall) -> Any:
+    async def _delete_request(self, call: HostCall) -> bool:
         self._allowed(call)
         try:
             return await self.results.delete(result_scope(call.cell), call.args[0] if call.args else None)

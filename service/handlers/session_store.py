@@ -11,9 +11,9 @@ keeps that mark, so later cells that read from it are marked untrusted too.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from bridge import jsoncodec
+from bridge.json_types import JsonObject
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
 from service.cells.spec import CellSpec
 from service.settings import Settings
@@ -102,7 +102,7 @@ class SessionStoreHandlers:
         assert state.writes is not None
         return state.writes
 
-    async def _get(self, call: HostCall) -> Any:
+    async def _get(self, call: HostCall) -> JsonObject | None:
         writes = await self._writes(call)
         key = call.args[0] if call.args else None
         _check_key(key)
@@ -111,14 +111,14 @@ class SessionStoreHandlers:
             call.cell.network_content = True  # provenance survives persistence
         return None if text is None else {"value": jsoncodec.loads(text)}
 
-    async def _set(self, call: HostCall) -> Any:
+    async def _set(self, call: HostCall) -> None:
         writes = await self._writes(call)
         key = call.args[0] if call.args else None
         text = jsoncodec.dumps_text(call.args[1] if len(call.args) > 1 else None)
         _write(writes, key, text)
         return None
 
-    async def _delete(self, call: HostCall) -> Any:
+    async def _delete(self, call: HostCall) -> None:
         writes = await self._writes(call)
         _write(writes, call.args[0] if call.args else None, None)
         return None
@@ -143,12 +143,12 @@ class SessionStoreHandlers:
         return []
 
 
-def _check_key(key: Any) -> None:
+def _check_key(key: object) -> None:
     if isinstance(key, str) and key.startswith("\u0000"):
         raise GuestError("store keys may not start with a NUL character (reserved)", "store_type", name="TypeError")
 
 
-def _write(writes: CellStoreWrites, key: Any, text: str | None) -> None:
+def _write(writes: CellStoreWrites, key: object, text: str | None) -> None:
     _check_key(key)
     try:
         writes.set(key, text)

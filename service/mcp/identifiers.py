@@ -5,63 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-# ECMAScript reserved words (incl. strict mode and future-reserved) plus literals and globals that
-# cannot be rebound safely.
-JS_RESERVED = frozenset(
-    {
-        "await",
-        "break",
-        "case",
-        "catch",
-        "class",
-        "const",
-        "continue",
-        "debugger",
-        "default",
-        "delete",
-        "do",
-        "else",
-        "enum",
-        "export",
-        "extends",
-        "false",
-        "finally",
-        "for",
-        "function",
-        "if",
-        "implements",
-        "import",
-        "in",
-        "instanceof",
-        "interface",
-        "let",
-        "new",
-        "null",
-        "package",
-        "private",
-        "protected",
-        "public",
-        "return",
-        "static",
-        "super",
-        "switch",
-        "this",
-        "throw",
-        "true",
-        "try",
-        "typeof",
-        "var",
-        "void",
-        "while",
-        "with",
-        "yield",
-        "arguments",
-        "eval",
-        "undefined",
-        "NaN",
-        "Infinity",
-    }
-)
+from service.tools.names import JS_RESERVED_WORDS
+
+# An MCP identifier is a member (``MCP.server.tool``), so ``async`` is harmless there; but the
+# literals and globals that cannot be rebound safely are refused like the reserved words.
+JS_RESERVED = JS_RESERVED_WORDS | {"eval", "undefined", "NaN", "Infinity"}
 # Names that would reach Object.prototype machinery instead of a plain member.
 UNSAFE_MEMBERS = frozenset({"__proto__", "constructor", "prototype"})
 # Members the namespace itself defines next to the tools.

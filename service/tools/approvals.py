@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from service.tools.policy import MCP_ALL, MCP_PREFIX, PolicySubject, is_mcp_entry
 from service.tools.policy import unknown_entry as policy_unknown_entry
@@ -102,7 +101,7 @@ def unknown_entry(
     return problem + "; a misspelt approval entry would let calls run unasked, so it is refused"
 
 
-def clip_reason(reason: Any) -> str | None:
+def clip_reason(reason: object) -> str | None:
     """A reason as shown to the caller or the guest: a string, bounded (None when absent)."""
     if reason is None:
         return None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from bridge import jsoncodec
+from bridge.json_types import JsonObject
 from service.tools.clocks import ToolClocks
 from service.tools.contracts import ToolContract
 from service.tools.errors import ClientToolDeclError, SchemaRefused, ToolConfigError, UnknownToolError
@@ -50,7 +50,7 @@ class CatalogLimits:
         # A lowered maximum also lowers the default (reference checklist 93).
         object.__setattr__(self, "search_default_limit", min(self.search_default_limit, self.max_search_limit))
 
-    def clamp(self, limit: Any) -> int:
+    def clamp(self, limit: object) -> int:
         """The effective result count for a requested limit."""
         if limit is None or isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit != limit:
             return self.search_default_limit
@@ -63,7 +63,7 @@ class ClientTool:
 
     name: str
     description: str = ""
-    input_schema: dict[str, Any] | None = None
+    input_schema: JsonObject | None = None
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,8 @@ class ToolEntry:
     source: str  # "plugin" | "core" | "client"
     label: str | None
     description: str
-    input_schema: dict[str, Any] | None
-    output_schema: dict[str, Any] | None
+    input_schema: JsonObject | None
+    output_schema: JsonObject | None
     network: bool
     optional: bool
     contract: ToolContract = field(repr=False, compare=False)
@@ -171,7 +171,7 @@ class ToolCatalog:
         *,
         tenant_policy: ToolPolicy | None = None,
         request_policy: ToolPolicy | None = None,
-        client_tools: Sequence[ClientTool | Mapping[str, Any] | ToolEntry] = (),
+        client_tools: Sequence[ClientTool | Mapping[str, object] | ToolEntry] = (),
     ) -> CatalogView:
         """The tools one cell sees: narrowed by tenant/request policy, client tools added and named.
 
@@ -189,7 +189,7 @@ class ToolCatalog:
         self,
         tenant_policy: ToolPolicy | None,
         request_policy: ToolPolicy | None,
-        client_tools: Sequence[ClientTool | Mapping[str, Any] | ToolEntry],
+        client_tools: Sequence[ClientTool | Mapping[str, object] | ToolEntry],
     ) -> CatalogView:
         compiled = [t for t in client_tools if isinstance(t, ToolEntry)]
         declared = [t for t in client_tools if not isinstance(t, ToolEntry)]
@@ -244,11 +244,7 @@ class CatalogView:
         self._entries = {e.callable_name: e for e in sorted(entries, key=lambda e: e.callable_name)}
         self._index: SearchIndex | None = None  # built on the first search: most cells never search
 
-    def callable_names(self) -> list[str]:
-        """Callable names in this view, sorted."""
-        return list(self._entries)
-
-    def entry(self, callable_name: str) -> ToolEntry | None:
+    def entry(self, callable_name: object) -> ToolEntry | None:
         """The entry for a callable name, or None (also for denied tools)."""
         return self._entries.get(callable_name) if isinstance(callable_name, str) else None
 
@@ -256,7 +252,7 @@ class CatalogView:
         """All entries, sorted by callable name."""
         return list(self._entries.values())
 
-    def require(self, callable_name: Any) -> ToolEntry:
+    def require(self, callable_name: object) -> ToolEntry:
         """The entry, or unknown_tool naming what was asked for."""
         found = self.entry(callable_name)
         if found is None:
@@ -264,10 +260,10 @@ class CatalogView:
             raise UnknownToolError(f"tool {shown[:128]!r} is not available in this cell", tool=None)
         return found
 
-    def handle(self, callable_name: str) -> dict[str, Any]:
+    def handle(self, callable_name: str) -> JsonObject:
         """Guest metadata of one tool (no ids, no plugin ids, no nulls)."""
         entry = self.require(callable_name)
-        meta: dict[str, Any] = {"callableName": entry.callable_name, "toolName": entry.tool_name}
+        meta: JsonObject = {"callableName": entry.callable_name, "toolName": entry.tool_name}
         if entry.label:
             meta["label"] = entry.label
         meta["description"] = entry.description
@@ -279,11 +275,11 @@ class CatalogView:
             meta["output"] = output_hint
         return meta
 
-    def handles(self) -> list[dict[str, Any]]:
+    def handles(self) -> list[JsonObject]:
         """Metadata of every tool in the view (what `catalog.all()` returns)."""
         return [self.handle(name) for name in self._entries]
 
-    def search(self, query: Any, limit: Any = None) -> list[dict[str, Any]]:
+    def search(self, query: object, limit: object = None) -> list[JsonObject]:
         """Handles matching `query`: exact callable, then case-insensitive name, else ranked; clamped.
 
         Raises SearchQueryError for a query over the length or word caps (service.tools.search).
@@ -297,11 +293,11 @@ class CatalogView:
         keys = self._index.rank(query)[: self.catalog.limits.clamp(limit)]
         return [self.handle(key) for key in keys]
 
-    def describe(self, callable_name: str) -> dict[str, Any]:
+    def describe(self, callable_name: str) -> JsonObject:
         """Full description: handle metadata plus `parameters` and (trusted) `outputSchema`."""
         entry = self.require(callable_name)
         meta = self.handle(callable_name)
-        out: dict[str, Any] = {"callableName": entry.callable_name, "name": entry.tool_name}
+        out: JsonObject = {"callableName": entry.callable_name, "name": entry.tool_name}
         for key in ("label", "description", "source", "input", "output"):
             if key in meta:
                 out[key] = meta[key]
@@ -314,7 +310,7 @@ class CatalogView:
 
 
 def compile_client_tools(
-    client_tools: Sequence[ClientTool | Mapping[str, Any]], limits: SchemaLimits = SchemaLimits()
+    client_tools: Sequence[ClientTool | Mapping[str, object]], limits: SchemaLimits = SchemaLimits()
 ) -> tuple[ToolEntry, ...]:
     """Check and compile an exec request's client tools here; ClientToolDeclError names the bad field.
 
@@ -328,7 +324,7 @@ def compile_client_tools(
 
 
 def checked_client_tools(
-    client_tools: Sequence[ClientTool | Mapping[str, Any]], limits: SchemaLimits
+    client_tools: Sequence[ClientTool | Mapping[str, object]], limits: SchemaLimits
 ) -> list[tuple[ClientTool, bytes]]:
     """Each declaration with its schema's compact JSON, or ClientToolDeclError naming the field.
 
@@ -348,7 +344,7 @@ def checked_client_tools(
             unknown = sorted(set(tool) - {"name", "description", "input_schema"})
             if unknown:
                 raise ClientToolDeclError(f"{at}.{unknown[0]}: unknown field", field=f"{at}.{unknown[0]}")
-            tool = ClientTool(**tool)
+            tool = ClientTool(**tool)  # type: ignore[arg-type]  # each field is checked below
         name = tool.name
         if not isinstance(name, str) or not name.strip() or len(name) > _MAX_CLIENT_NAME:
             raise ClientToolDeclError(

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bridge.json_types import JsonValue
+
 
 class ToolError(Exception):
     """Base of every tool-system error."""
@@ -94,9 +96,9 @@ class ToolCallError(ToolError):
         # True when the message may carry network-derived text (wrap before showing a model).
         self.untrusted = untrusted
 
-    def to_guest(self) -> dict[str, Any]:
+    def to_guest(self) -> dict[str, object]:
         """JSON shape the guest turns into a rejected Error."""
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        body: dict[str, object] = {"code": self.code, "message": self.message}
         if self.tool is not None:
             body["tool"] = self.tool
         if self.details:
@@ -152,8 +154,8 @@ class ToolExecutionError(ToolCallError):
         self,
         message: str,
         *,
-        reported: Any = None,
-        fields: dict[str, Any] | None = None,
+        reported: object = None,
+        fields: dict[str, object] | None = None,
         recoverable: bool = False,
         non_retriable: bool = False,
         **kwargs: Any,
@@ -164,7 +166,7 @@ class ToolExecutionError(ToolCallError):
         self.recoverable = recoverable
         self.non_retriable = non_retriable
 
-    def to_guest(self) -> dict[str, Any]:
+    def to_guest(self) -> dict[str, object]:
         body = {**super().to_guest(), **self.fields}
         if self.reported is not None:
             body["details"] = self.reported
@@ -180,7 +182,7 @@ class ToolTimeoutError(ToolExecutionError):
         super().__init__(message, effect_started=True, **kwargs)
         self.limit_s = limit_s
 
-    def to_guest(self) -> dict[str, Any]:
+    def to_guest(self) -> dict[str, object]:
         return {**super().to_guest(), "timeoutSeconds": self.limit_s}
 
 
@@ -201,7 +203,7 @@ class ToolDisabledError(ToolCallError):
 
     code = "tool_blocked"
 
-    def to_guest(self) -> dict[str, Any]:
+    def to_guest(self) -> dict[str, object]:
         return {**super().to_guest(), "nonRetriable": True}
 
 
@@ -210,7 +212,7 @@ class FailureBudgetError(ToolCallError):
 
     code = "failure_budget_exhausted"
 
-    def to_guest(self) -> dict[str, Any]:
+    def to_guest(self) -> dict[str, object]:
         return {**super().to_guest(), "nonRetriable": True}
 
 
@@ -246,7 +248,7 @@ class ClientToolCall(Exception):
 
     code = "client_tool_call"
 
-    def __init__(self, *, call_id: str, tool_name: str, callable_name: str, params: Any) -> None:
+    def __init__(self, *, call_id: str, tool_name: str, callable_name: str, params: JsonValue) -> None:
         super().__init__(f"client tool {callable_name} must be executed by the caller")
         self.call_id = call_id
         self.tool_name = tool_name

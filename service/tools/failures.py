@@ -9,7 +9,6 @@ success (``success: true`` with ``completed: false`` or a ``warning``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from service.tools.errors import ToolExecutionError
 from service.tools.result import ToolResult
@@ -66,7 +65,7 @@ def failure_of_result(result: ToolResult, tool: str, *, untrusted: bool) -> Tool
     )
 
 
-def warning_of_result(details: Any, tool: str) -> str | None:
+def warning_of_result(details: object, tool: str) -> str | None:
     """An envelope warning for a partial success, or None."""
     if not isinstance(details, Mapping) or details.get("success") is not True:
         return None
@@ -78,11 +77,11 @@ def warning_of_result(details: Any, tool: str) -> str | None:
     return None
 
 
-def _seed_fields(own: Mapping[str, Any] | None) -> tuple[dict[str, Any], bool, bool]:
+def _seed_fields(own: Mapping[str, object] | None) -> tuple[dict[str, object], bool, bool]:
     """The guest's camelCase fields, whether the failure is recoverable and whether it blocks at once."""
     if own is None:
         return {}, False, False
-    fields: dict[str, Any] = {}
+    fields: dict[str, object] = {}
     raw_type = own.get("error_type")
     need_param = own.get("need_param")
     recoverable = raw_type in RECOVERABLE_TYPES or "need_param" in own
@@ -102,7 +101,7 @@ def _seed_fields(own: Mapping[str, Any] | None) -> tuple[dict[str, Any], bool, b
     return fields, recoverable, non_retriable
 
 
-def _first_text(own: Mapping[str, Any] | None, order: tuple[str, ...]) -> str:
+def _first_text(own: Mapping[str, object] | None, order: tuple[str, ...]) -> str:
     if own is None:
         return ""
     for key in order:

@@ -9,10 +9,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Final
 
+from bridge.json_types import JsonValue
 from service.tools.errors import ToolConfigError
 from service.tools.result import ToolResult
+
+if TYPE_CHECKING:
+    from service.tools.plugin import ToolContext
 
 __all__ = ["AfterResult", "Block", "Hook", "HookCall", "UNSET", "merge_after_result"]
 
@@ -34,7 +38,7 @@ class _Unset:
         return False
 
 
-UNSET: Any = _Unset()
+UNSET: Final = _Unset()
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,8 @@ class HookCall:
     tool_id: str
     plugin_id: str | None
     source: str
-    params: Any
-    ctx: Any  # ToolContext; typed loosely to keep this module free of plugin.py
+    params: JsonValue
+    ctx: ToolContext
 
 
 @dataclass(frozen=True)
@@ -66,13 +70,15 @@ class AfterResult:
     text; return both to keep it.
     """
 
-    details: Any = UNSET
-    text: Any = UNSET
-    is_error: Any = UNSET
+    details: object = UNSET
+    text: str | None | _Unset = UNSET
+    is_error: object = UNSET
 
 
-BeforeFn = Callable[[HookCall], Awaitable[Any] | Any]
-AfterFn = Callable[[HookCall, Any], Awaitable[Any] | Any]
+#: A before-hook returns None, new arguments, a Block or a NeedsApproval (or an awaitable of one).
+BeforeFn = Callable[[HookCall], Awaitable[object] | object]
+#: An after-hook gets the ToolResult and returns None, a ToolResult, an AfterResult or a dict.
+AfterFn = Callable[[HookCall, ToolResult], Awaitable[object] | object]
 
 
 @dataclass(frozen=True)
@@ -95,14 +101,14 @@ class Hook:
         return f'plugin "{self.plugin_id}"' if self.plugin_id else "hook"
 
 
-async def maybe_await(value: Any) -> Any:
+async def maybe_await(value: object) -> object:
     """Await `value` if it is awaitable; hooks and tools may be sync or async."""
     if inspect.isawaitable(value):
         return await value
     return value
 
 
-def merge_after_result(result: Any, override: Any) -> Any:
+def merge_after_result(result: ToolResult, override: object) -> ToolResult:
     """Apply one after-hook's return value to a ToolResult and return the new ToolResult."""
     if override is None:
         return result
@@ -117,12 +123,13 @@ def merge_after_result(result: Any, override: Any) -> Any:
         raise TypeError(
             f"after-hook must return None, a ToolResult, an AfterResult or a dict, got {type(override).__name__}"
         )
+    details: object
     if override.details is not UNSET:
         details = override.details
     elif override.text is not UNSET:
         details = None
     else:
         details = result.details
-    text = result.text if override.text is UNSET else override.text
+    text = result.text if isinstance(override.text, _Unset) else override.text
     is_error = result.is_error if override.is_error is UNSET else bool(override.is_error)
     return ToolResult(details=details, text=text, is_error=is_error)

@@ -7,7 +7,6 @@ import importlib.metadata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
 from service.tools.errors import ToolConfigError
 from service.tools.hooks import Hook
@@ -94,9 +93,9 @@ def _import(module_name: str, where: str) -> ModuleType:
         raise ToolConfigError(f"{where}: importing it failed with {type(exc).__name__}: {exc}") from None
 
 
-def _register_fn(module: ModuleType, attr: str, where: str) -> Callable[[ToolRegistry], Any]:
+def _register_fn(module: ModuleType, attr: str, where: str) -> Callable[[ToolRegistry], object]:
     name = attr.strip() or "register"
-    fn = getattr(module, name, None)
+    fn: object = getattr(module, name, None)
     if not callable(fn):
         raise ToolConfigError(
             f"{where}: has no {name}(registry) function; define one that calls registry.add_tool(...)"
@@ -122,7 +121,7 @@ def _record_owner(owners: dict[str, str], plugin_id: str, where: str) -> None:
     owners[plugin_id] = where
 
 
-def _run(register: Callable[[ToolRegistry], Any], plugin_id: str, where: str) -> ToolRegistry:
+def _run(register: Callable[[ToolRegistry], object], plugin_id: str, where: str) -> ToolRegistry:
     try:
         registry = ToolRegistry(plugin_id)
         register(registry)

@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-__all__ = ["RESERVED_NAMES", "RESERVED_PREFIXES", "assign_callable_names", "base_name", "is_exact"]
+__all__ = ["JS_RESERVED_WORDS", "RESERVED_NAMES", "RESERVED_PREFIXES", "assign_callable_names", "base_name", "is_exact"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_$]")
 _START = re.compile(r"^[A-Za-z_$]")
@@ -14,7 +14,9 @@ _START = re.compile(r"^[A-Za-z_$]")
 # Host hooks live under these prefixes; a tool must never shadow or look like one.
 RESERVED_PREFIXES = ("__codemode", "__openclaw")
 
-_JS_RESERVED_WORDS = frozenset(
+#: ECMAScript's reserved words (strict-mode and future-reserved ones included) and ``arguments``:
+#: no guest identifier may be one.  The one base set; each kind of identifier adds its own extras.
+JS_RESERVED_WORDS = frozenset(
     [
         "await",
         "break",
@@ -63,9 +65,11 @@ _JS_RESERVED_WORDS = frozenset(
         "protected",
         "public",
         "arguments",
-        "async",
     ]
 )
+# A tool's callable name is a global called as ``name(...)``: ``async`` there would read as the
+# start of an async arrow function.  (``eval``, ``NaN`` and the like are in the globals below.)
+_TOOL_RESERVED_WORDS = JS_RESERVED_WORDS | {"async"}
 
 # Every own property of a fresh QuickJS-ng globalThis (measured on quickjs-ng 0.17), plus common
 # web/Node globals an author could confuse with a tool.
@@ -200,7 +204,7 @@ _CODEMODE_GLOBALS = frozenset(
     ]
 )
 
-RESERVED_NAMES = _JS_RESERVED_WORDS | _STANDARD_GLOBALS | _CODEMODE_GLOBALS
+RESERVED_NAMES = _TOOL_RESERVED_WORDS | _STANDARD_GLOBALS | _CODEMODE_GLOBALS
 
 
 def base_name(name: str) -> str:

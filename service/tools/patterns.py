@@ -56,7 +56,7 @@ def check_pattern(pattern: str) -> None:
     _compiled(pattern)
 
 
-def is_pattern(value: Any) -> bool:
+def is_pattern(value: object) -> bool:
     """Format checker for ``format: regex``: True when RE2 can run `value` (non-strings pass)."""
     if not isinstance(value, str):
         return True

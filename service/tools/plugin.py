@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from bridge.json_types import JsonObject
 from service.tools.errors import ToolConfigError
 from service.tools.hooks import AfterFn, BeforeFn, Hook
 from service.tools.result import ToolResult
@@ -31,9 +32,10 @@ __all__ = ["ToolContext", "ToolRegistry", "ToolResult", "ToolSpec", "define_tool
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_.:$-]{1,128}$")
 _MAX_NAME_CHARS = 128
-EMPTY_INPUT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+EMPTY_INPUT_SCHEMA: JsonObject = {"type": "object", "properties": {}, "additionalProperties": False}
 
-Execute = Callable[[str, dict, "ToolContext"], Awaitable[Any] | Any]
+#: ``execute(call_id, params, ctx)``: a ToolResult or a JSON value, or an awaitable of one.
+Execute = Callable[[str, JsonObject, "ToolContext"], Awaitable[object] | object]
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class ToolContext:
     call_id: str
 
 
-def schema_dict(schema: Any, *, what: str) -> dict[str, Any] | None:
+def schema_dict(schema: object, *, what: str) -> JsonObject | None:
     """A JSON Schema dict from a dict or a pydantic model class (deep-copied, JSON-checked)."""
     if schema is None:
         return None
@@ -61,9 +63,10 @@ def schema_dict(schema: Any, *, what: str) -> dict[str, Any] | None:
             f"{what} must be a JSON Schema dict or a pydantic model class, got {type(schema).__name__}"
         )
     try:
-        return json.loads(json.dumps(schema, allow_nan=False))
+        copied: JsonObject = json.loads(json.dumps(schema, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise ToolConfigError(f"{what} is not JSON-serialisable: {exc}") from None
+    return copied
 
 
 @dataclass(frozen=True)
@@ -92,8 +95,8 @@ class ToolSpec:
     name: str
     description: str
     execute: Execute
-    input_schema: Any = None
-    output_schema: Any = None
+    input_schema: object = None  # a JSON Schema dict, a pydantic model class, a bool or None
+    output_schema: object = None
     label: str | None = None
     id: str | None = None
     optional: bool = False
@@ -102,8 +105,8 @@ class ToolSpec:
     plugin_id: str | None = None
     source: str = "plugin"
     timeout_s: float | None = None
-    input_schema_json: dict[str, Any] = field(init=False, repr=False, compare=False, default_factory=dict)
-    output_schema_json: dict[str, Any] | None = field(init=False, repr=False, compare=False, default=None)
+    input_schema_json: JsonObject = field(init=False, repr=False, compare=False, default_factory=dict)
+    output_schema_json: JsonObject | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         where = f'tool "{self.name}"' if isinstance(self.name, str) else "tool"
@@ -151,8 +154,8 @@ def define_tool(
     *,
     name: str,
     description: str = "",
-    input_schema: Any = None,
-    output_schema: Any = None,
+    input_schema: object = None,
+    output_schema: object = None,
     label: str | None = None,
     id: str | None = None,
     optional: bool = False,

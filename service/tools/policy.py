@@ -142,11 +142,6 @@ class ToolPolicy:
             approve=parse_entries(data.get("approve") or (), f"{where}.approve"),
         )
 
-    @property
-    def restricts(self) -> bool:
-        """True when this policy would remove anything as a narrowing policy."""
-        return self.allow is not None or self.profile is not None or bool(self.deny)
-
     def _start_entries(self) -> tuple[str, ...] | None:
         native = tuple(e for e in self.allow or () if not is_mcp_entry(e))
         # An allow list that names only MCP entries does not restrict native tools (and vice versa).

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["ToolResult"]
 
@@ -13,7 +12,7 @@ __all__ = ["ToolResult"]
 class ToolResult:
     """A tool's result: `details` reach the guest; `text` is the model-facing summary."""
 
-    details: Any = None
+    details: object = None  # a JSON value (checked when the call encodes it)
     text: str | None = None
     is_error: bool = False
 

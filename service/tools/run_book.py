@@ -32,7 +32,7 @@ DEFAULT_RUN = "default"
 from service.stores.errors import StoreError
 from service.tools.run_budget import FailureLimits, RunKey, RunLedger, RunState
 
-__all__ = ["BATCH_SECONDS", "RunBook", "RunCounters"]
+__all__ = ["BATCH_SECONDS", "RunBook", "RunCounters", "RunWriter"]
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,23 @@ class RunCounters(Protocol):
     async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None: ...
 
 
+class StoreComplaints:
+    """Logs each kind of store problem at most once a minute (a hung store would flood the log)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._at: dict[str, float] = {}  # what was logged -> when
+
+    def __call__(self, what: str, exc: Exception | str) -> None:
+        now = self._clock()
+        if now - self._at.get(what, -float("inf")) >= 60:
+            self._at[what] = now
+            log.warning("%s: %s", what, exc)
+
+
 class RunBook:
-    """The runs of this process: their views, their reservations and the failures still to write."""
+    """The runs of this process: their views (read from the store, cached, bounded) and their
+    reservations; the failures still to write go to its ``RunWriter``."""
 
     def __init__(
         self,
@@ -74,14 +89,9 @@ class RunBook:
         self._max_runs = max_runs
         self._clock = clock
         self._runs: OrderedDict[RunKey, tuple[RunState, float]] = OrderedDict()  # state, expires at
-        self._dirty: dict[RunKey, RunState] = {}
-        self._writer: asyncio.Task[None] | None = None
-        self._write_lock = asyncio.Lock()  # a delete never runs between a batch's write and its answer
         self._reads: dict[RunKey, asyncio.Task[None]] = {}
-        self._complained_at: dict[str, float] = {}  # what was logged -> when
-        self._store_failing = False  # the last write failed: cells do not wait for the retry
-        self._wrote: asyncio.Event | None = None  # set (and replaced) after each write attempt
-        self._closing = asyncio.Event()
+        self._complain = StoreComplaints(clock)
+        self._writer = None if store is None else RunWriter(store, self._complain, clock)
 
     # ---- ledgers -------------------------------------------------------------------------------
 
@@ -108,23 +118,16 @@ class RunBook:
         found = self._runs.get(state.key)
         if found is not None and found[0] is state:
             self._runs[state.key] = (state, self._clock() + self._ttl)  # it lives on from its latest failure
-        if self.store is None or not state.persist:
+        if self._writer is None or not state.persist:
             state.keep_here()
             return
-        self._dirty[state.key] = state
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.ensure_future(self._write_batches())
+        self._writer.add(state)
 
     async def written(self, state: RunState) -> None:
         """Wait until the failures counted in ``state`` so far are stored (or a write of them failed,
         or they were dropped: the run was ended, or the store has been failing for long)."""
-        while self._pending(state) and not self._store_failing:
-            if self._wrote is None:
-                self._wrote = asyncio.Event()
-            await self._wrote.wait()
-
-    def _pending(self, state: RunState) -> bool:
-        return state.writing is not None or (state.key is not None and self._dirty.get(state.key) is state)
+        if self._writer is not None:
+            await self._writer.written(state)
 
     def consulted(self, state: RunState) -> None:
         """A call looked at ``state``: re-read it in the background when it is over a second old."""
@@ -153,23 +156,19 @@ class RunBook:
         """Forget the run: its view here, its unwritten failures and what the store holds."""
         key = (tenant, session_id, run_id)
         found = self._runs.pop(key, None)
-        self._dirty.pop(key, None)
+        if self._writer is not None:
+            self._writer.drop(key)
         if found is not None:
             found[0].forget()
-        if self.store is not None:
-            async with self._write_lock:
-                await self.store.delete_run_failures(*key)
+        if self._writer is not None:
+            await self._writer.delete(key)
 
     async def close(self) -> None:
-        """Write what is still unwritten (batch after batch, each within the store's timeout, until
-        one fails).  A write under way is waited for, not cancelled: its answer says what it stored."""
-        self._closing.set()
+        """Stop reading and write what is still unwritten (``RunWriter.close``)."""
         for task in list(self._reads.values()):
             task.cancel()
-        if self._writer is not None and not self._writer.done():
-            await self._writer
-        elif self._dirty:
-            await self._write_batches()
+        if self._writer is not None:
+            await self._writer.close()
 
     # ---- inside --------------------------------------------------------------------------------
 
@@ -204,7 +203,8 @@ class RunBook:
                 self._runs.move_to_end(key)
                 continue
             if state.unwritten:
-                self._dirty.pop(key, None)
+                if self._writer is not None:
+                    self._writer.drop(key)
                 state.forget()
                 self._complain("runs' tool failures dropped unwritten", "the store has been failing for long")
             del self._runs[key]
@@ -240,6 +240,58 @@ class RunBook:
             state.read_at = self._clock()  # also after a failure: at most one attempt a second
             self._reads.pop(state.key, None)
 
+
+class RunWriter:
+    """The stored runs' counted failures on their way to the store: one writer task sends them in
+    batches, and a cell's end waits (``written``) for the batch that carries its own."""
+
+    def __init__(self, store: RunCounters, complain: StoreComplaints, clock: Callable[[], float]) -> None:
+        self._store = store
+        self._complain = complain
+        self._clock = clock
+        self._dirty: dict[RunKey, RunState] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()  # a delete never runs between a batch's write and its answer
+        self._store_failing = False  # the last write failed: cells do not wait for the retry
+        self._wrote: asyncio.Event | None = None  # set (and replaced) after each write attempt
+        self._closing = asyncio.Event()
+
+    def add(self, state: RunState) -> None:
+        """``state`` (a stored run's) has failures to write: send them with the next batch."""
+        assert state.key is not None
+        self._dirty[state.key] = state
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._write_batches())
+
+    def drop(self, key: RunKey) -> None:
+        """Forget the run's failures still to write (the run was ended, or dropped from the book)."""
+        self._dirty.pop(key, None)
+
+    async def written(self, state: RunState) -> None:
+        """Wait until the failures counted in ``state`` so far are stored, a write of them failed or
+        they were dropped."""
+        while self._pending(state) and not self._store_failing:
+            if self._wrote is None:
+                self._wrote = asyncio.Event()
+            await self._wrote.wait()
+
+    async def delete(self, key: RunKey) -> None:
+        """Delete the run's stored counters, never between a batch's write and its answer."""
+        async with self._lock:
+            await self._store.delete_run_failures(*key)
+
+    async def close(self) -> None:
+        """Write what is still unwritten (batch after batch, each within the store's timeout, until
+        one fails).  A write under way is waited for, not cancelled: its answer says what it stored."""
+        self._closing.set()
+        if self._task is not None and not self._task.done():
+            await self._task
+        elif self._dirty:
+            await self._write_batches()
+
+    def _pending(self, state: RunState) -> bool:
+        return state.writing is not None or (state.key is not None and self._dirty.get(state.key) is state)
+
     async def _write_batches(self) -> None:
         while self._dirty:
             wrote = await self._write_batch()
@@ -253,15 +305,14 @@ class RunBook:
 
     async def _write_batch(self) -> bool:
         """Write every run's unwritten failures at once; False when the store failed (they stay)."""
-        assert self.store is not None
         taken = [self._dirty.pop(key) for key in list(itertools.islice(self._dirty, BATCH_RUNS))]
         states = [s for s in taken if s.unwritten and s.writing is None]
         if not states:
             return True
         batch = [state.start_write() for state in states]
         try:
-            async with self._write_lock:
-                answers = await self.store.add_run_failures(batch)
+            async with self._lock:
+                answers = await self._store.add_run_failures(batch)
         except BaseException as exc:
             for state in states:
                 state.write_failed()
@@ -292,10 +343,3 @@ class RunBook:
         if self._wrote is not None:
             self._wrote.set()
             self._wrote = None
-
-    def _complain(self, what: str, exc: Exception | str) -> None:
-        """Log each kind of store problem at most once a minute (a hung store would flood the log)."""
-        now = self._clock()
-        if now - self._complained_at.get(what, -float("inf")) >= 60:
-            self._complained_at[what] = now
-            log.warning("%s: %s", what, exc)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import unquote
 
 from bridge import jsoncodec
+from bridge.json_types import JsonObject, JsonValue
 from service.tools.errors import PatternError, SchemaRefused
 from service.tools.patterns import check_pattern
 
@@ -65,7 +65,7 @@ _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _ANCHORS = ("$anchor", "$dynamicAnchor")
 
 
-def encode_caller_schema(schema: Any, limits: SchemaLimits) -> bytes:
+def encode_caller_schema(schema: object, limits: SchemaLimits) -> bytes:
     """`schema`'s compact JSON, or SchemaRefused when it is no schema or over `max_schema_bytes`.
 
     Linear native work only (one encode), so it may run on the event loop whatever the caller sent.
@@ -81,17 +81,17 @@ def encode_caller_schema(schema: Any, limits: SchemaLimits) -> bytes:
     return encoded
 
 
-def check_caller_schema(schema: Any, limits: SchemaLimits) -> bytes:
+def check_caller_schema(schema: object, limits: SchemaLimits) -> bytes:
     """Raise SchemaRefused unless `schema` is safe to compile; return its compact JSON."""
     encoded = encode_caller_schema(schema, limits)
-    _check_depth(schema, limits.max_depth)
-    if isinstance(schema, dict):
+    if isinstance(schema, dict):  # a bool is a schema too, with nothing to walk
+        _check_depth(schema, limits.max_depth)
         _Expansion(schema, limits.max_expanded).run()
     return encoded
 
 
-def _check_depth(value: Any, cap: int) -> None:
-    stack = [(value, 1)]
+def _check_depth(value: JsonObject, cap: int) -> None:
+    stack: list[tuple[JsonObject | list[JsonValue], int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > cap:
@@ -104,31 +104,31 @@ def _too_deep(cap: int) -> str:
     return f"nested deeper than {cap} levels of objects and arrays (cap {cap})"
 
 
-def _subschemas(node: dict[str, Any], keys: tuple[str, ...] = _MAP + _DEFS) -> Iterator[Any]:
+def _subschemas(node: JsonObject, keys: tuple[str, ...] = _MAP + _DEFS) -> Iterator[JsonObject]:
     yield from (child for child, _ in _keyed_subschemas(node, keys))
 
 
-def _keyed_subschemas(node: dict[str, Any], keys: tuple[str, ...]) -> Iterator[tuple[Any, str]]:
+def _keyed_subschemas(node: JsonObject, keys: tuple[str, ...]) -> Iterator[tuple[JsonObject, str]]:
     for key in _ONE:
-        if isinstance(node.get(key), dict):
-            yield node[key], key
+        if isinstance(one := node.get(key), dict):
+            yield one, key
     for key in _MANY:
-        if isinstance(node.get(key), list):
-            yield from ((s, key) for s in node[key] if isinstance(s, dict))
+        if isinstance(many := node.get(key), list):
+            yield from ((s, key) for s in many if isinstance(s, dict))
     for key in keys:
-        if isinstance(node.get(key), dict):
-            yield from ((s, key) for s in node[key].values() if isinstance(s, dict))
+        if isinstance(named := node.get(key), dict):
+            yield from ((s, key) for s in named.values() if isinstance(s, dict))
 
 
-def _anchors(root: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _anchors(root: JsonObject) -> dict[str, JsonObject]:
     """Plain-name anchors (`$anchor`, `$dynamicAnchor`, draft 6/7 `"$id": "#name"`) by name."""
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, JsonObject] = {}
     stack = [root]
     while stack:
         node = stack.pop()
         for key in _ANCHORS:
-            if isinstance(node.get(key), str):
-                found.setdefault(node[key], node)
+            if isinstance(name := node.get(key), str):
+                found.setdefault(name, node)
         for key in ("$id", "id"):
             value = node.get(key)
             if isinstance(value, str) and value.startswith("#") and len(value) > 1:
@@ -144,7 +144,7 @@ class _Expansion:
     again only one level deeper in the value, which the value's own size bounds.
     """
 
-    def __init__(self, root: dict[str, Any], cap: int) -> None:
+    def __init__(self, root: JsonObject, cap: int) -> None:
         self.root = root
         self.cap = cap
         self.anchors = _anchors(root)
@@ -152,8 +152,8 @@ class _Expansion:
         # Draft 3/4 spell $id as `id`; elsewhere `id` is an ordinary (ignored) keyword.
         legacy = isinstance(dialect, str) and ("draft-03" in dialect or "draft-04" in dialect)
         self.id_keys = ("$id", "id") if legacy else ("$id",)
-        self.in_place: dict[int, list[dict[str, Any]]] = {}  # id -> subschemas applied to the same value
-        self.members: dict[int, list[dict[str, Any]]] = {}  # id -> subschemas applied to its members
+        self.in_place: dict[int, list[JsonObject]] = {}  # id -> subschemas applied to the same value
+        self.members: dict[int, list[JsonObject]] = {}  # id -> subschemas applied to its members
 
     def run(self) -> None:
         self._count()
@@ -162,29 +162,29 @@ class _Expansion:
     def _count(self) -> None:
         done: dict[int, int] = {}
         active: set[int] = set()
-        stack: list[list[Any]] = []
+        stack: list[_Frame] = []
 
-        def enter(node: dict[str, Any], counted: bool) -> None:
+        def enter(node: JsonObject, counted: bool) -> None:
             self._check_node(node)
             active.add(id(node))
-            stack.append([node, self._children(node), 1, counted])
+            stack.append(_Frame(node, self._children(node), 1, counted))
 
         enter(self.root, True)
         while stack:
             frame = stack[-1]
-            child, counted = next(frame[1], (None, False))
+            child, counted = next(frame.children, (None, False))
             if child is None:
                 stack.pop()
-                active.discard(id(frame[0]))
-                done[id(frame[0])] = frame[2]
-                if stack and frame[3]:
-                    stack[-1][2] += frame[2]
-                    self._check_total(stack[-1][2])
+                active.discard(id(frame.node))
+                done[id(frame.node)] = frame.visits
+                if stack and frame.counted:
+                    stack[-1].visits += frame.visits
+                    self._check_total(stack[-1].visits)
             elif id(child) in done:
-                frame[2] += done[id(child)] if counted else 0
-                self._check_total(frame[2])
+                frame.visits += done[id(child)] if counted else 0
+                self._check_total(frame.visits)
             elif id(child) in active:
-                frame[2] += 1 if counted else 0
+                frame.visits += 1 if counted else 0
             else:
                 enter(child, counted)
 
@@ -218,7 +218,7 @@ class _Expansion:
                         "$ref/allOf/anyOf/oneOf/not/if alone never ends); validate a member of the value instead"
                     )
 
-    def _visited(self) -> list[dict[str, Any]]:
+    def _visited(self) -> list[JsonObject]:
         """Subschemas validation can reach from the root (not those only under unused $defs)."""
         seen = {id(self.root)}
         order = [self.root]
@@ -229,7 +229,7 @@ class _Expansion:
                     order.append(child)
         return order
 
-    def _children(self, node: dict[str, Any]) -> Iterator[tuple[dict[str, Any], bool]]:
+    def _children(self, node: JsonObject) -> Iterator[tuple[JsonObject, bool]]:
         """(subschema, whether validating `node` visits it): definitions are checked, not counted."""
         same_value = self.in_place.setdefault(id(node), [])
         members = self.members.setdefault(id(node), [])
@@ -243,10 +243,10 @@ class _Expansion:
                     same_value.append(target)
                     yield target, True
         for key in _DEFS:
-            if isinstance(node.get(key), dict):
-                yield from ((child, False) for child in node[key].values() if isinstance(child, dict))
+            if isinstance(defs := node.get(key), dict):
+                yield from ((child, False) for child in defs.values() if isinstance(child, dict))
 
-    def _check_node(self, node: dict[str, Any]) -> None:
+    def _check_node(self, node: JsonObject) -> None:
         for key in self.id_keys if node is not self.root else ():
             base = node.get(key)
             if isinstance(base, str) and not base.startswith("#"):
@@ -254,22 +254,24 @@ class _Expansion:
                     f"nested {key} {_clip(base)!r}: only the root may set {key} "
                     "(put shared parts under $defs and refer to them with #/$defs/...)"
                 )
-        patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
-        if isinstance(node.get("patternProperties"), dict):
-            patterns += list(node["patternProperties"])
-        for pattern in patterns:
+        pattern = node.get("pattern")
+        patterns = [pattern] if isinstance(pattern, str) else []
+        if isinstance(named := node.get("patternProperties"), dict):
+            patterns += list(named)
+        for each in patterns:
             try:
-                check_pattern(pattern)
+                check_pattern(each)
             except PatternError as exc:
-                raise SchemaRefused(f"pattern {_clip(pattern)!r}: {exc}") from None
+                raise SchemaRefused(f"pattern {_clip(each)!r}: {exc}") from None
 
-    def _resolve(self, key: str, ref: Any) -> Any:
+    def _resolve(self, key: str, ref: JsonValue) -> JsonObject | bool:
         if not isinstance(ref, str) or not ref.startswith("#"):
             raise SchemaRefused(
                 f"{key} {_clip(str(ref))!r} points outside the schema; only references inside it "
                 "are allowed (#/$defs/name, #/properties/..., #anchor)"
             )
         fragment = unquote(ref[1:])
+        target: JsonValue | object
         if fragment and not fragment.startswith("/"):
             target = self.anchors.get(fragment)
         else:
@@ -279,11 +281,21 @@ class _Expansion:
         return target
 
 
+@dataclass(slots=True)
+class _Frame:
+    """A subschema being expanded: the children still to visit and the visits counted so far."""
+
+    node: JsonObject
+    children: Iterator[tuple[JsonObject, bool]]
+    visits: int
+    counted: bool  # whether its visits count toward its parent's
+
+
 _MISSING = object()
 
 
-def _pointer(root: Any, pointer: str) -> Any:
-    node = root
+def _pointer(root: JsonObject, pointer: str) -> JsonValue | object:
+    node: JsonValue | object = root
     for raw in pointer.split("/")[1:]:
         part = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict):

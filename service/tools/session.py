@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from bridge import jsoncodec
 from bridge.json_types import JsonObject, JsonValue
@@ -69,7 +68,7 @@ _MAX_WARNINGS = 20
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """A finished native call: `details` go to the guest; `model_text()` is for a model.
+    """A finished native call: `details` go to the guest.
 
     `encoded` is the compact JSON of `details`, made once; the cell hands it to the guest as is.
     """
@@ -88,11 +87,6 @@ class CallOutcome:
             object.__setattr__(self, "parsed", parsed)
             return parsed
         return self.parsed
-
-    def model_text(self) -> str:
-        """Model-facing text; network-derived results are wrapped as untrusted content."""
-        text = self.text if self.text is not None else json.dumps(self.details, ensure_ascii=False)
-        return wrap_untrusted(text, self.callable_name) if self.network else text
 
 
 class CallSession:
@@ -117,8 +111,6 @@ class CallSession:
         self.call_count = 0
         self.search_count = 0
         self.describe_count = 0
-        # True once a network-derived result reached the guest: the cell's model text is untrusted.
-        self.network_used = False
         self._repeats: Counter[tuple[str, str, str]] = Counter()
         # Without a run of its own (tests, embedding), the session is a run by itself.
         self.ledger = ledger or RunLedger(RunState(), FailureLimits())
@@ -261,8 +253,6 @@ class CallSession:
                 parsed = await asyncio.to_thread(_checked_output, entry, encoded, caller_input, prepared)
             else:
                 parsed = await _checked(_checked_output, entry, encoded, caller_input, prepared)
-        if entry.network:
-            self.network_used = True
         return CallOutcome(name, encoded, result.text, result.is_error, entry.network, parsed)
 
     def _count_failure(self, entry: ToolEntry, exc: ToolCallError, ctx: ToolContext, reservation: Reservation) -> None:
@@ -337,7 +327,7 @@ class CallSession:
                 # Later hooks still run: one of them may block the call, and then nobody is asked.
                 asked = asked or hook_reason(entry.callable_name, outcome)
             elif outcome is not None:
-                params = outcome
+                params = cast("JsonValue", outcome)  # the hook's replacement input (plugin code: trusted to be JSON)
         return params, ran, asked
 
     async def _clocked(

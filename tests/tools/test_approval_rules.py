@@ -68,6 +68,6 @@ def test_unknown_entries_are_named_with_their_index():
 
 def test_key_policy_carries_approve_and_checks_it():
     policy = ToolPolicy.from_config({"approve": ["send_mail"]}, where="api_keys.tools")
-    assert policy.approve == ("send_mail",) and not policy.restricts
+    assert policy.approve == ("send_mail",) and policy.allow is None and policy.profile is None and not policy.deny
     with pytest.raises(ToolConfigError, match=r"api_keys.tools.approve\[0\]"):
         ToolPolicy.from_config({"approve": [""]}, where="api_keys.tools")

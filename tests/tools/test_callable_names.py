@@ -6,8 +6,9 @@ import hashlib
 
 import pytest
 
+from service.mcp.identifiers import JS_RESERVED
 from service.tools.catalog import ClientTool, ToolCatalog
-from service.tools.names import RESERVED_NAMES, assign_callable_names, base_name
+from service.tools.names import JS_RESERVED_WORDS, RESERVED_NAMES, assign_callable_names, base_name
 
 
 def _hex(tool_id: str, width: int = 8) -> str:
@@ -105,7 +106,7 @@ def test_client_tool_wins_exact_name(make_tool) -> None:
     """A client tool shadows a plugin tool of the same name; only one tool carries that name."""
     spec = make_tool("notify")
     view = ToolCatalog.build([spec]).view(client_tools=[ClientTool("notify", "ask the caller")])
-    assert view.callable_names() == ["notify"]
+    assert [e.callable_name for e in view.entries()] == ["notify"]
     assert view.entry("notify").source == "client"
     assert [h["source"] for h in view.search("notify")] == ["client"]
 
@@ -113,9 +114,17 @@ def test_client_tool_wins_exact_name(make_tool) -> None:
 def test_view_names_match_everywhere(make_tool) -> None:
     """Handles, search, describe and entries use the same callable names."""
     view = ToolCatalog.build([make_tool("9lives"), make_tool("Promise"), make_tool("ok-tool")]).view()
-    names = view.callable_names()
+    names = [e.callable_name for e in view.entries()]
     assert names == sorted(["tool_9lives", f"Promise_{_hex('demo.Promise')}", "ok_tool"])
     assert [h["callableName"] for h in view.handles()] == names
     for name in names:
         assert view.describe(name)["callableName"] == name
         assert view.entry(name).callable_name == name
+
+
+def test_tool_names_and_mcp_identifiers_refuse_one_base_of_reserved_words() -> None:
+    """Both kinds of guest identifier refuse every reserved word; each adds only its documented extras
+    (a callable name also ``async``, an MCP identifier the literals and ``eval``)."""
+    assert JS_RESERVED_WORDS <= RESERVED_NAMES and "async" in RESERVED_NAMES
+    assert {"eval", "undefined", "NaN", "Infinity"} == JS_RESERVED - JS_RESERVED_WORDS
+    assert assign_callable_names([("p.x", "async")]) == {"p.x": f"async_{_hex('p.x')}"}

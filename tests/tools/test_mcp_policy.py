@@ -115,12 +115,12 @@ def test_a_key_can_only_narrow_the_base_policy() -> None:
 def test_mcp_only_allow_list_leaves_native_tools_alone(make_tool) -> None:
     """`allow = ["mcp:docs"]` keeps every native tool (base and narrowing); adding a native entry restricts them."""
     tools = [make_tool("quote", plugin_id="shipping"), make_tool("weather", plugin_id="meteo")]
-    names = ToolCatalog.build(tools, policy=_policy(allow=["mcp:docs"])).view().callable_names()
+    names = [e.callable_name for e in ToolCatalog.build(tools, policy=_policy(allow=["mcp:docs"])).view().entries()]
     assert names == ["quote", "weather"]
     view = ToolCatalog.build(tools).view(tenant_policy=_policy(allow=["mcp:docs"]))
-    assert view.callable_names() == ["quote", "weather"]
+    assert [e.callable_name for e in view.entries()] == ["quote", "weather"]
     view = ToolCatalog.build(tools).view(tenant_policy=_policy(allow=["mcp:docs", "quote"]))
-    assert view.callable_names() == ["quote"]
+    assert [e.callable_name for e in view.entries()] == ["quote"]
 
 
 def test_mcp_entries_must_name_a_server_and_bare_names_a_native_tool(make_tool) -> None:

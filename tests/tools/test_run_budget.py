@@ -158,7 +158,7 @@ async def test_a_locked_store_delays_the_write_not_the_calls(store: CountingStor
     finally:
         foreign.execute("ROLLBACK")
         foreign.close()
-    await apoll_until(lambda: not book._dirty, "the failures written after the lock went")  # noqa: SLF001
+    await apoll_until(lambda: not book._writer._dirty, "the failures written after the lock went")  # noqa: SLF001
     assert (await store.run_failures("acme", "s1", "r1")).failures == {"flaky": 4}
     await book.close()
 

@@ -37,7 +37,6 @@ async def test_list_carriers_and_track(ctx) -> None:
     assert [c["id"] for c in carriers] == ["parcelpost", "swiftfreight", "slowboat"]
     outcome = await session.call_detailed("track_package", {"tracking_number": "ABC123"}, ctx)
     assert outcome.network and outcome.details["tracking_number"] == "ABC123"
-    assert "EXTERNAL_UNTRUSTED_CONTENT" in outcome.model_text()
     with pytest.raises(InvalidInputError):
         await session.call("list_carriers", {"unexpected": 1}, ctx)
 

@@ -20,7 +20,7 @@ def tools(make_tool):
 
 
 def _names(tools, policy=None, **view) -> list[str]:
-    return ToolCatalog.build(tools, policy=policy).view(**view).callable_names()
+    return [e.callable_name for e in ToolCatalog.build(tools, policy=policy).view(**view).entries()]
 
 
 def _policy(**data) -> ToolPolicy:
