@@ -251,3 +251,46 @@ def test_background_python_cells_end_on_their_own(client):
     env = py(client, "await sleep(0.05)\ntext('late')\n'done'", background=True)
     assert env["status"] == "running", env
     poll_until(lambda: client.get(f"/v1/cells/{env['cell_id']}").json()["status"] == "completed", "the cell's end")
+
+
+# ---- the Python Monty runs (docs/guide/python-cells.md, "The Python that runs") -------------------
+
+
+@pytest.mark.parametrize(
+    "construct, code",
+    [
+        ("class definitions", "class A:\n    pass"),
+        ("yield expressions", "def g():\n    yield 1"),
+        ("pattern matching", "match 1:\n    case 1:\n        pass"),
+    ],
+)
+def test_constructs_monty_does_not_run_are_input_failures(client, construct, code):
+    """A class, a generator or a `match` is refused before the cell runs, naming the construct."""
+    env = py(client, code)
+    assert (env["status"], env["failure_phase"], env["code"]) == ("failed", "input", "invalid_input"), env
+    assert construct in env["error"] and "No tools were dispatched" in env["error"]
+
+
+def test_the_documented_modules_import_and_the_others_do_not(client):
+    """asyncio (gather), json, re, math, datetime, typing, sys and pathlib import; time, random, itertools,
+    functools, collections and dataclasses are ModuleNotFoundError; the clock is not readable."""
+    code = (
+        "import asyncio, json, re, math, datetime, typing, sys, pathlib\n"
+        "async def two(x):\n    return x * 2\n"
+        "[await asyncio.gather(two(1), two(2)), json.loads(json.dumps([1])), re.findall(r'\\d', 'a1b2'),"
+        " math.sqrt(16), sys.version]"
+    )
+    assert py(client, code)["value"] == [[2, 4], [1], ["1", "2"], 4.0, "3.14.0 (Monty)"]
+    for module in ("time", "random", "itertools", "functools", "collections", "dataclasses"):
+        assert failed(py(client, f"import {module}")).startswith("ModuleNotFoundError"), module
+    assert "'datetime.now' is not supported" in failed(py(client, "import datetime\ndatetime.datetime.now()"))
+
+
+def test_import_json_shadows_the_json_output_function(client):
+    """`import json` binds the module over the cell's `json()` output function, as any Python name would
+    (under another name both are there); dunder attributes are not reachable."""
+    assert failed(py(client, "import json\njson({'a': 1})")).startswith("TypeError")
+    assert py(client, "json({'a': 1})\n1")["output"] == [{"type": "json", "value": {"a": 1}}]
+    both = py(client, "import json as js\njson({'a': js.dumps([1])})\n1")
+    assert both["output"] == [{"type": "json", "value": {"a": "[1]"}}]
+    assert failed(py(client, "(1).__class__")).startswith("AttributeError")
