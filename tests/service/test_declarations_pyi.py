@@ -18,9 +18,10 @@ from fastapi.testclient import TestClient
 from service.settings import ToolSettings
 from tests.conftest import make_client, run
 
+#: A Python cell that lists the files under a prefix and reads every `.pyi` among them.
 COLLECT = """
-files = (await API.list('tools'))['files']
-out = {}
+files = (await API.list('{prefix}'))['files']
+out = {{}}
 for f in files:
     if f['path'].endswith('.pyi'):
         out[f['path']] = (await API.read(f['path']))['content']
@@ -68,7 +69,7 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
 
 @pytest.fixture(scope="module")
 def stubs(shop: TestClient) -> tuple[list[str], dict[str, str]]:
-    env = run(shop, COLLECT, language="python")
+    env = run(shop, COLLECT.format(prefix="tools"), language="python")
     assert env["status"] == "completed", env
     paths, files = env["value"]
     return paths, files
@@ -120,14 +121,6 @@ def test_the_stubs_reject_misuse(stubs, tmp_path):
 
 # ---- MCP servers: mcp/index.pyi and mcp/<server>.pyi ----------------------------------------------
 
-COLLECT_MCP = """
-files = (await API.list('mcp'))['files']
-out = {}
-for f in files:
-    if f['path'].endswith('.pyi'):
-        out[f['path']] = (await API.read(f['path']))['content']
-[[f['path'] for f in files], out]
-"""
 MCP_USAGE = """
 from index import MCP
 
@@ -164,7 +157,7 @@ def mcp_stubs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict
 
     server = McpServerConfig(name="docs", command=sys.executable, args=(SERVER_SCRIPT, "stdio"), timeout_ms=10000)
     with make_client(tmp_path_factory.mktemp("mcp-pyi"), mcp_servers=(server,)) as c:
-        env = run(c, COLLECT_MCP, language="python")
+        env = run(c, COLLECT.format(prefix="mcp"), language="python")
         javascript = run(c, "return (await API.list('mcp')).files.map(f => f.path)")
     assert env["status"] == "completed", env
     assert javascript["value"] == ["mcp/index.d.ts", "mcp/docs.d.ts"], javascript  # stubs are Python's only
