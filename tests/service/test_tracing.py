@@ -70,15 +70,21 @@ def _spans(exporter: InMemorySpanExporter, cell_id: str) -> tuple[list[ReadableS
     return legs, calls
 
 
-def test_cell_calling_a_tool_is_one_leg_span_with_a_call_span_per_request(traced):
+#: The same cell in both guest languages: text, a tool that answers, a tool that fails (caught).
+TRACED_CELLS = {
+    "javascript": 'text("hello"); const v = await echo({x: 7}); try { await fail({message: "no"}) } catch (e) {} '
+    "return v.echo",
+    "python": 'text("hello")\nv = await echo(x=7)\ntry:\n    await fail(message="no")\nexcept Exception:\n    pass\n'
+    'v["echo"]',
+}
+
+
+@pytest.mark.parametrize("language", ["javascript", "python"])
+def test_cell_calling_a_tool_is_one_leg_span_with_a_call_span_per_request(traced, language):
     """One leg: a ``codemode.cell`` span with the cell's attributes, and under it one ``codemode.call`` per
-    host request (method, tool, request and reply bytes, outcome), inside the leg's time."""
+    host request (method, tool, request and reply bytes, outcome), inside the leg's time; in either language."""
     client, exporter = traced
-    env = run(
-        client,
-        'text("hello"); const v = await echo({x: 7}); try { await fail({message: "no"}) } catch (e) {} return v.echo',
-        title="traced cell",
-    )
+    env = run(client, TRACED_CELLS[language], title="traced cell", language=language)
     assert env["status"] == "completed" and env["value"] == 7, env
     (leg,), calls = _spans(exporter, env["cell_id"])
     assert leg.parent is None  # no traceparent: a new trace
