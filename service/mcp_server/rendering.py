@@ -71,8 +71,13 @@ def _waiting_text(envelope: Mapping[str, object]) -> str:
     cell_id = envelope.get("cell_id")
     calls = [c for c in _items(envelope.get("pending_tool_calls")) if isinstance(c, Mapping)]
     lines = [f"Cell {cell_id} is waiting ({envelope.get('reason')}): it is parked, not finished."]
-    approvals = [c for c in calls if isinstance(c, Mapping) and c.get("method") == "approval"]
-    answers = [c for c in calls if isinstance(c, Mapping) and "input" in c and c.get("method") != "approval"]
+    # One pass, each call in one group (not `in` tests: those compare whole calls, inputs included).
+    approvals: list[Mapping[str, object]] = []
+    answers: list[Mapping[str, object]] = []
+    running: list[Mapping[str, object]] = []
+    for c in calls:
+        group = approvals if c.get("method") == "approval" else answers if "input" in c else running
+        group.append(c)
     for call in approvals:
         why = f" ({call['reason']})" if call.get("reason") else ""
         lines.append(
@@ -82,7 +87,6 @@ def _waiting_text(envelope: Mapping[str, object]) -> str:
         lines.append(
             f"- tool {call.get('name') or call.get('tool')} ({call.get('id')}) needs your result, input: {_compact(call.get('input'))}"
         )
-    running = [c for c in calls if isinstance(c, Mapping) and c not in approvals and c not in answers]
     if running:
         names = ", ".join(str(c.get("tool") or c.get("method")) for c in running)
         lines.append(f"Still running on the host: {names}.")

@@ -93,3 +93,27 @@ def test_waiting_cells_say_what_they_wait_for_and_how_to_answer() -> None:
     assert "Still running on the host: MCP.docs.slow." in text
     yielded = envelopes.waiting("cell_9", output=[], reason="yield", pending_tool_calls=[], **COMMON)  # type: ignore[arg-type]
     assert "Call `wait` with cell_id 'cell_9'" in envelope_text(yielded)
+
+
+class _CountedCall(dict[str, object]):
+    """A pending call that counts how often it is compared whole (an `in` test over a list compares)."""
+
+    comparisons = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountedCall.comparisons += 1
+        return dict.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_waiting_text_sorts_calls_in_one_pass_without_comparing_them() -> None:
+    """Many pending calls are grouped in one pass: no call is compared with another (such comparisons
+    would be quadratic in the calls and deep in their inputs), and each is listed once."""
+    calls = [_CountedCall(id=f"req_{i}", method="tool", tool=f"t{i}") for i in range(300)]
+    calls += [_CountedCall(id="req_a", method="approval", tool="refund", input={"n": 1})]
+    _CountedCall.comparisons = 0
+    env = envelopes.waiting("cell_9", output=[], reason="pending_tools", pending_tool_calls=calls, **COMMON)  # type: ignore[arg-type]
+    text = envelope_text(env)
+    assert _CountedCall.comparisons == 0
+    assert text.count("- approval req_a") == 1 and "Still running on the host: t0, t1," in text and "t299." in text
