@@ -16,7 +16,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.settings import ToolSettings
+from service.settings_mcp import McpServerConfig
 from tests.conftest import make_client, run
+from tests.mcp.conftest import SERVER_SCRIPT
 
 #: A Python cell that lists the files under a prefix and reads every `.pyi` among them.
 COLLECT = """
@@ -152,9 +154,6 @@ async def misuse() -> None:
 @pytest.fixture(scope="module")
 def mcp_stubs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], dict[str, str]]:
     """What a Python cell lists and reads under `mcp/` with our test MCP server over stdio as `docs`."""
-    from service.settings_mcp import McpServerConfig
-    from tests.mcp.conftest import SERVER_SCRIPT
-
     server = McpServerConfig(name="docs", command=sys.executable, args=(SERVER_SCRIPT, "stdio"), timeout_ms=10000)
     with make_client(tmp_path_factory.mktemp("mcp-pyi"), mcp_servers=(server,)) as c:
         env = run(c, COLLECT.format(prefix="mcp"), language="python")
