@@ -131,9 +131,7 @@ def _tool_method(server: str, tool: McpToolDecl) -> tuple[list[str], list[str]]:
     if not is_python_name(tool.identifier):
         return [], [*doc, f"    # {tool.identifier!r} is not a Python name: call it through its catalog handle."]
     renderer = StubRenderer(server + pascal_name(tool.identifier))
-    schema = tool.input_schema
-    input_type = renderer.object_type(schema, "Input", 0) if isinstance(schema, dict) else "dict[str, Any]"
-    kwargs = "Any" if input_type.startswith("dict[") else f"Unpack[{input_type}]"
+    kwargs = renderer.input_kwargs(tool.input_schema)
     declarations = ["\n".join(renderer.blocks)] if renderer.blocks else []
     if sum(len(block) + 1 for block in declarations) > MAX_CHARS:
         declarations, kwargs = [], "Any"  # bounded like a tool stub: past it the input stays open

@@ -93,6 +93,14 @@ class StubRenderer:
             return self.object_type(schema, hint, depth)
         return _UNTYPED
 
+    def input_kwargs(self, schema: object, hint: str = "Input") -> str:
+        """The annotation of a function's ``**input``: ``Unpack[<Name><hint>]`` for an object schema with
+        properties (its ``TypedDict`` joins the blocks), else ``Any``."""
+        if not isinstance(schema, dict):
+            return _UNTYPED
+        input_type = self.object_type(schema, hint, 0)
+        return _UNTYPED if input_type.startswith("dict[") else f"Unpack[{input_type}]"
+
     def object_type(self, schema: Mapping[str, object], hint: str, depth: int) -> str:
         properties = schema.get("properties")
         if not isinstance(properties, dict) or not properties:
@@ -147,10 +155,7 @@ def render_tool_stub(
         lines.append(f"async def {callable_name}(**input: Any) -> Any: ...")
         return "\n".join(lines) + "\n"
     renderer = StubRenderer(pascal_name(callable_name))
-    input_type = (
-        renderer.object_type(input_schema, "Input", 0) if isinstance(input_schema, dict) else f"dict[str, {_UNTYPED}]"
-    )
-    kwargs = f"Unpack[{input_type}]" if not input_type.startswith("dict[") else _UNTYPED
+    kwargs = renderer.input_kwargs(input_schema)
     overloads = _overloads(renderer, callable_name, input_schema, output_schema, kwargs)
     if overloads is not None:
         lines.insert(len(_HEADER), "from typing import overload")
@@ -194,8 +199,8 @@ def _overloads(
         "properties": {key: sub for key, sub in properties.items() if key != selector},
         "required": [key for key in required if key != selector] if isinstance(required, list) else [],
     }
-    rest_type = renderer.object_type(rest, "InputRest", 0)
-    rest_kwargs = "" if rest_type.startswith("dict[") else f", **input: Unpack[{rest_type}]"
+    rest_type = renderer.input_kwargs(rest, "InputRest")
+    rest_kwargs = "" if rest_type == _UNTYPED else f", **input: {rest_type}"
     branches = [renderer.type_of(branch, f"Output{index}") for index, branch in enumerate(variants.branches)]
     lines = [f"# A literal `{selector}` selects its result type; another value, or none, gives the union."]
     for value, index in variants.mapping.items():
