@@ -125,11 +125,12 @@ class McpGuestRequests:
     # ---- declarations, resources and prompts -----------------------------------------------------
 
     async def api(self, call: HostCall) -> JsonObject:
-        server, tool, options = (list(call.args) + [None, None, None])[:3]
+        tool, options = (list(call.args[1:]) + [None, None])[:2]
         scope = self._scope(call)
-        if server is None:
+        if not call.args or call.args[0] is None:
             return await _guarded(call, _now(scope.api_root))
-        if not isinstance(server, str) or not (tool is None or isinstance(tool, str)):
+        server = _server(call)
+        if not (tool is None or isinstance(tool, str)):
             raise GuestError("$api(tool?) takes a tool name as a string", "invalid_input", name="TypeError")
         schema = bool(options.get("schema")) if isinstance(options, dict) else False
         return await _guarded(call, _now(lambda: scope.api_server(server, tool, schema)))
