@@ -314,10 +314,9 @@ async function search() {
   // The guest's own search (native and MCP tools, the same ranking a cell sees), run as a headless cell.
   const code = `return await catalog.search(${JSON.stringify(query)}, {limit: 10});`;
   try {
-    const env = await api("POST", "/v1/exec", { code, headless: true, title: "playground search" });
-    if (env.status !== "completed") { list.append(el("li", {}, env.error || env.status)); return; }
-    if (!env.value.length) list.append(el("li", {}, "no tool matches"));
-    for (const hit of env.value) {
+    const hits = await cellValue(code, "playground search");
+    if (!hits.length) list.append(el("li", {}, "no tool matches"));
+    for (const hit of hits) {
       const name = hit.callableName;
       const call = python() ? `r = await ${name}()\n` : `const r = await ${name}({});\n`;
       list.append(el("li", { testid: "search-hit" },
@@ -335,13 +334,21 @@ function insert(text) {
   code.focus();
 }
 
-// The declarations a cell of the chosen language sees: JavaScript's from the HTTP API, Python's (with
-// the .pyi stubs) from the guest's own API.list(), run as a headless Python cell.
-async function listFiles() {
-  if (!python()) return api("GET", "/v1/api/files");
-  const env = await api("POST", "/v1/exec", { code: "await API.list()", language: "python", headless: true, title: "playground files" });
+// The value of a headless cell (the guest's own view: its catalog search, its files); a cell that
+// did not complete throws its error.
+async function cellValue(code, title, language) {
+  const body = { code, headless: true, title };
+  if (language) body.language = language;
+  const env = await api("POST", "/v1/exec", body);
   if (env.status !== "completed") throw new Error(env.error || env.status);
   return env.value;
+}
+
+// The declarations a cell of the chosen language sees: JavaScript's from the HTTP API, Python's (with
+// the .pyi stubs) from the guest's own API.list().
+async function listFiles() {
+  if (!python()) return api("GET", "/v1/api/files");
+  return cellValue("await API.list()", "playground files", "python");
 }
 
 async function loadFiles() {
@@ -365,8 +372,7 @@ async function readFile(path) {
     }
     // A stub exists only in Python cells: read it as one does.
     const code = `(await API.read(${JSON.stringify(path)}))["content"]`;
-    const env = await api("POST", "/v1/exec", { code, language: "python", headless: true, title: "playground read" });
-    $("api-file").textContent = env.status === "completed" ? env.value : env.error || env.status;
+    $("api-file").textContent = await cellValue(code, "playground read", "python");
   } catch (err) { $("api-file").textContent = err.message; }
 }
 
