@@ -129,6 +129,11 @@ class HostRequests:
         return bool(self._ready)
 
     @property
+    def running(self) -> bool:
+        """Whether a handler task is still at work."""
+        return bool(self._in_flight)
+
+    @property
     def needs_caller(self) -> bool:
         return any(p.caller is not None for p in self._pending.values())
 
