@@ -8,7 +8,6 @@ to compare a change: the whole table takes minutes, this about ten seconds.
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 import time
 
@@ -17,6 +16,7 @@ import orjson
 from service.assembly import build_components
 from service.settings import Settings
 
+from . import loops
 from .inproc import CellRunner, _round_trip_code, _service_cpu_per_call_us
 from .pipe_floor import measure_pipe_floor
 from .tools import BenchTools
@@ -50,6 +50,7 @@ async def _figures(tmp: str) -> dict[str, object]:
     finally:
         await svc.close()
     return {
+        "loop": loops.loop_name(),
         "pipe_floor": floor,
         "round_trip_us": {k: v * 1000 / ROUND_TRIPS for k, v in trips.items()},
         "service_cpu_per_call_us": cpu_per_call,
@@ -60,5 +61,5 @@ async def _figures(tmp: str) -> dict[str, object]:
 
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="codemode-bench-calls-") as tmp:
-        print(orjson.dumps(asyncio.run(_figures(tmp))).decode())
+        print(orjson.dumps(loops.run(_figures(tmp))).decode())
     return 0

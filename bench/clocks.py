@@ -10,7 +10,6 @@ clock on, in microseconds per call.
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import tempfile
 import time
@@ -20,6 +19,8 @@ from typing import Any
 from service.tools import ToolContext, ToolSpec
 from service.tools.catalog import CatalogView, ToolCatalog
 from service.tools.session import CallSession
+
+from . import loops
 
 ROUNDS = 7
 CALLS = 5_000
@@ -81,10 +82,10 @@ async def _cell_figure() -> float:
 
 
 def main() -> int:
-    session = asyncio.run(_session_figures())
+    session = loops.run(_session_figures())
     extra = session["on_us"] - session["off_us"]
     print(f"no-op native call in CallSession, median of {ROUNDS} alternating rounds of {CALLS} calls:")
     print(f"  off any clock  {session['off_us']:8.2f} µs/call")
     print(f"  on its clock   {session['on_us']:8.2f} µs/call   ({extra:+.2f} µs, {extra / session['off_us']:+.1%})")
-    print(f"whole path (cell -> worker -> host -> tool), clock on: {asyncio.run(_cell_figure()):.1f} µs/call")
+    print(f"whole path (cell -> worker -> host -> tool), clock on: {loops.run(_cell_figure()):.1f} µs/call")
     return 0

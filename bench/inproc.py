@@ -7,7 +7,6 @@ Guest-side times come from ``Date.now()`` inside the cell, so cell startup is no
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import tempfile
 import time
@@ -18,6 +17,7 @@ from service.auth import LOCAL_TENANT
 from service.cells.spec import CellSpec
 from service.settings import Settings
 
+from . import loops
 from .pipe_floor import measure_pipe_floor
 from .tools import BIG_JS_BUILDER, PAGE_BYTES, BenchTools
 
@@ -186,6 +186,7 @@ async def _figures(tmp: str, *, n_round_trips: int, repeats: int, pages: int) ->
     finally:
         await svc.close()
     return {
+        "loop": loops.loop_name(),
         "round_trip_us": round_trip,
         "round_trips": n_round_trips,
         "pipe_floor": floor,
@@ -197,4 +198,4 @@ async def _figures(tmp: str, *, n_round_trips: int, repeats: int, pages: int) ->
 
 def run_inproc(*, n_round_trips: int = 1000, repeats: int = 3, pages: int = 36) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="codemode-bench-inproc-") as tmp:
-        return asyncio.run(_figures(tmp, n_round_trips=n_round_trips, repeats=repeats, pages=pages))
+        return loops.run(_figures(tmp, n_round_trips=n_round_trips, repeats=repeats, pages=pages))

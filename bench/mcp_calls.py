@@ -11,7 +11,6 @@ them as one JSON object (for comparing two source trees run alternately).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import socket
 import statistics
@@ -28,6 +27,7 @@ from service.cells.spec import CellSpec
 from service.settings import Settings
 from service.settings_mcp import McpServerConfig
 
+from . import loops
 from .servers import free_port
 
 SERVER_SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "mcp" / "servers" / "test_server.py"
@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    figures = asyncio.run(run(args.calls, args.rounds))
+    figures = loops.run(run(args.calls, args.rounds))
     if args.json:
         print(json.dumps(figures))
         return

@@ -11,7 +11,6 @@ a parked Python cell's snapshot (``telemetry.heap_bytes`` of each).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import tempfile
 import time
@@ -22,6 +21,7 @@ from service.auth import LOCAL_TENANT
 from service.cells.spec import CellSpec
 from service.settings import Settings
 
+from . import loops
 from .tools import BenchTools
 
 TRIVIAL = {"javascript": "return 1", "python": "1"}
@@ -89,7 +89,7 @@ async def _figures(tmp: str, cells: int, calls: int) -> dict[str, Any]:
 
 def run_python_cells(cells: int = 200, calls: int = 200) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        return asyncio.run(_figures(tmp, cells, calls))
+        return loops.run(_figures(tmp, cells, calls))
 
 
 def render(r: dict[str, Any]) -> str:

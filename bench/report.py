@@ -103,7 +103,8 @@ def render(r: dict[str, Any]) -> str:
         else:
             add(label, f"{us:.0f} us/call = {ratio:.1f}x floor", f"<= {target}x", _verdict(ratio <= target))
 
-    add("2. pipe round trip between two processes (floor)", f"{floor:.0f} us/trip")
+    loop = ip.get("loop", "asyncio")
+    add(f"2. pipe round trip between two processes (floor, {loop})", f"{floor:.0f} us/trip")
     vs_floor(f"   setTimeout(0) round trip, {n} sequential", rt["timer_seq"], TARGET_TIMER_FLOOR_RATIO)
     vs_floor(f"   setTimeout(0) round trip, {n} in Promise.all", rt["timer_batch"])
     vs_floor(f"   tool call nop(), {n} sequential", rt["tool_seq"], TARGET_TOOL_FLOOR_RATIO)

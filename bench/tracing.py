@@ -16,7 +16,6 @@ rounds prove their spans were really made and exported.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import statistics
 import tempfile
@@ -32,6 +31,7 @@ from service.cells.spec import CellSpec
 from service.settings import Settings
 from service.tracing import NO_TRACING, Tracing, tracing_to
 
+from . import loops
 from .report import TRACING_CELLS, TRACING_MODES, tracing_rows
 from .servers import otlp_collector
 from .tools import BenchTools
@@ -116,7 +116,7 @@ async def _figures(tmp: str, *, cells: int, rounds: int) -> dict[str, Any]:
 
 def run_tracing(*, cells: int = 100, rounds: int = 8) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="codemode-bench-tracing-") as tmp:
-        return asyncio.run(_figures(tmp, cells=cells, rounds=rounds))
+        return loops.run(_figures(tmp, cells=cells, rounds=rounds))
 
 
 def main() -> int:
