@@ -218,7 +218,7 @@ class HostRequests:
         call = self.make_call(request_id, method, raw)
         call.ask_approval = functools.partial(self._ask_approval, request_id)
         call.abandon = functools.partial(self._abandon, request_id)
-        pending.task = asyncio.ensure_future(self._run(route.handler, call))
+        pending.task = asyncio.get_running_loop().create_task(self._run(route.handler, call))
 
     def _charge_args(self, pending: Pending, raw: bytes) -> dict[str, object] | None:
         """Check the request's encoded arguments and charge them; return the guest error if they do not fit."""

@@ -272,3 +272,23 @@ def test_a_cell_waiting_inline_for_host_work_lends_its_process(tmp_path):
         assert time.monotonic() - started < 4.0, "the resume waited for the slow tool instead of running beside it"
         slow.join()
         assert results["slow"]["status"] == "completed" and results["slow"]["value"] == "slow", results
+
+
+def test_requests_that_settle_at_once_keep_the_process_in_the_leg(tmp_path, monkeypatch):
+    """Host work whose handler finishes without waiting settles within the leg: the process is not lent out for it.
+
+    A tool that yields to the event loop even once (``echo`` awaits ``sleep(0)``) is host work the leg
+    waits for, and the process is lent to other cells meanwhile, once per call.
+    """
+    with make_client(tmp_path, workers=1) as c:
+        pool = c.app.state.services.pool
+        lent: list[int] = []
+        hand_back = pool.hand_back
+        monkeypatch.setattr(pool, "hand_back", lambda worker: (lent.append(worker.pid), hand_back(worker))[-1])
+        env = run(c, "for (let i = 0; i < 20; i++) await echo.describe(); return 1")
+        assert env["status"] == "completed" and env["telemetry"]["host_requests"] == 20, env
+        assert len(lent) == 1, f"lent {len(lent)} times; only the cell's end should give the process back"
+        lent.clear()
+        env = run(c, "let n = 0; for (let i = 0; i < 20; i++) n += (await echo({x: i})).echo; return n")
+        assert env["status"] == "completed" and env["value"] == sum(range(20)), env
+        assert len(lent) == 21, f"lent {len(lent)} times: once per call that waited, and at the end"
