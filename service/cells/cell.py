@@ -27,6 +27,7 @@ from .dispatch import CellContext, Dispatcher, HostCall
 from .ending import Completed, Failed, FinalEnvelope, Outcome, marked
 from .envelopes import Envelope, LegFields
 from .host_requests import HostRequests
+from .leg_clock import LegClock
 from .quotas import TenantQuotas
 from .retention import Retainer, Retention
 from .spec import CellLimits, CellSpec, CellStatus, EndReason
@@ -39,6 +40,10 @@ if TYPE_CHECKING:
 
 TIMEOUT_MESSAGE = "cell timeout exceeded"
 ABORT_MESSAGE = "cell aborted: it was cancelled or expired; start a new cell"
+OVERRUN_MESSAGE = (
+    "another cell sharing this worker process ignored its deadline and the "
+    "process was killed (SIGKILL at deadline + kill_grace_ms)"
+)
 SNAPSHOT_MESSAGE = "cell snapshot limit exceeded: its heap is over max_snapshot_bytes, so it cannot be parked"
 
 
@@ -95,8 +100,6 @@ class Cell:
         self._holding = True  # our leg holds the worker process (a new cell's first leg does)
         self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
         self._abort_event = asyncio.Event()
-        self._due = False  # the running leg's deadline (less its margin) passed: park at the next stop
-        self._overran = False  # the running leg's guest was killed at deadline + kill_grace_ms
         self._lost_task: asyncio.Task[None] | None = None  # kept referenced until it ran
         self.park_when_blocked = False  # background cells park at once instead of waiting inline
         pool.attach(worker, self.id, self._process_lost)
@@ -217,79 +220,59 @@ class Cell:
 
     async def _leg(self, budget_ms: int) -> Envelope:
         loop = asyncio.get_running_loop()
-        started = loop.time()
-        deadline = started + budget_ms / 1000
-        grace = self.spec.limits.kill_grace_ms / 1000
+        deadline = loop.time() + budget_ms / 1000
         margin = min(0.25, max(0.001, budget_ms / 2000))
         self.telemetry.legs += 1
         self._leg_started = time.perf_counter()  # uvloop's loop.time() only has millisecond resolution
         self.requests.waiting.start_leg()
-        # Two timers for the whole leg, not a timeout per read and per wait: at ``deadline - margin``
-        # the leg stops waiting for host work (it parks), and at ``deadline + grace`` a guest still
-        # running is killed (a native operation that ignores the engine interrupt).
-        self._due = False
-        self._overran = False
-        timers = (loop.call_at(deadline - margin, self._leg_due), loop.call_at(deadline + grace, self._overrun))
-        try:
-            return await self._leg_loop(deadline, margin)
-        finally:
-            for timer in timers:
-                timer.cancel()
 
-    def _leg_due(self) -> None:
-        self._due = True
-        self.requests.wake.set()
+        def kill_overrun() -> bool:  # at deadline + kill_grace_ms, if our guest still runs (its neighbours fail too)
+            if not (self._worker_running and self._holding and self.worker is not None and not self.worker.dead):
+                return False
+            self.worker.kill(OVERRUN_MESSAGE)
+            return True
 
-    def _overrun(self) -> None:
-        if self._worker_running and self._holding and self.worker is not None and not self.worker.dead:
-            self._overran = True
-            # It also ends the cells parked in this process (they fail runtime_unavailable).
-            self.worker.kill(
-                "another cell sharing this worker process ignored its deadline and the "
-                "process was killed (SIGKILL at deadline + kill_grace_ms)"
-            )
+        kill_at = deadline + self.spec.limits.kill_grace_ms / 1000
+        with LegClock(deadline - margin, kill_at, self.requests.wake.set, kill_overrun) as clock:
+            while True:
+                if self._worker_running:
+                    ended = await self._run_slice(clock)
+                    if ended is not None:
+                        return ended
+                    if self.requests.in_flight:
+                        # One turn of the loop lets handlers that finish without waiting (most tool
+                        # calls) settle while the leg still holds the process: no hand-back and reacquire.
+                        await asyncio.sleep(0)
+                    continue
+                if self._aborted:
+                    return await self._end(Failed(self._aborted, "host", "aborted"), recycle=False)
+                if self.worker is None or self.worker.dead:
+                    return await self._lost(
+                        "worker process is gone" if self.worker is None else await self.worker.exit_reason()
+                    )
+                remaining = deadline - loop.time()
+                due = clock.due or remaining <= margin
+                if self.requests.has_ready and not due:
+                    if not self._holding:  # lent while waiting: take the process back (after others' slices)
+                        try:
+                            self._holding = await self.pool.reacquire(
+                                self.worker, self.id, remaining - margin, self._abort_event
+                            )
+                        except WorkerGone as exc:
+                            return await self._lost(exc.message)
+                        continue  # abort, loss and the deadline are checked again with the process held
+                    await self._deliver(int(remaining * 1000))
+                    continue
+                if self.requests.needs_caller or due or self.park_when_blocked:
+                    return await self._park()
+                if self._holding:  # waiting for host work: other cells' legs may run in the process meanwhile
+                    self._holding = False
+                    self.pool.hand_back(self.worker)
+                wake = self.requests.wake
+                wake.clear()
+                await wake.wait()  # a reply, the caller needed, an abort, a lost process, or the clock's park time
 
-    async def _leg_loop(self, deadline: float, margin: float) -> Envelope:
-        loop = asyncio.get_running_loop()
-        while True:
-            if self._worker_running:
-                ended = await self._run_slice()
-                if ended is not None:
-                    return ended
-                if self.requests.running:
-                    # One turn of the loop lets handlers that finish without waiting (most tool calls)
-                    # settle while the leg still holds the process: no hand-back, wake and reacquire.
-                    await asyncio.sleep(0)
-                continue
-            if self._aborted:
-                return await self._end(Failed(self._aborted, "host", "aborted"), recycle=False)
-            if self.worker is None or self.worker.dead:
-                return await self._lost(
-                    "worker process is gone" if self.worker is None else await self.worker.exit_reason()
-                )
-            remaining = deadline - loop.time()
-            due = self._due or remaining <= margin
-            if self.requests.has_ready and not due:
-                if not self._holding:  # lent while waiting: take the process back (after others' slices)
-                    try:
-                        self._holding = await self.pool.reacquire(
-                            self.worker, self.id, remaining - margin, self._abort_event
-                        )
-                    except WorkerGone as exc:
-                        return await self._lost(exc.message)
-                    continue  # abort, loss and the deadline are checked again with the process held
-                await self._deliver(int(remaining * 1000))
-                continue
-            if self.requests.needs_caller or due or self.park_when_blocked:
-                return await self._park()
-            if self._holding:  # waiting for host work: other cells' legs may run in the process meanwhile
-                self._holding = False
-                self.pool.hand_back(self.worker)
-            wake = self.requests.wake
-            wake.clear()
-            await wake.wait()  # a reply, the caller being needed, an abort, a lost process, or _leg_due
-
-    async def _run_slice(self) -> Envelope | None:
+    async def _run_slice(self, clock: LegClock) -> Envelope | None:
         """Read the worker's next frame for this cell; the final envelope if the cell ended, else None.
 
         A frame that stops the guest (idle, done) frees the replies delivered with the slice before it.
@@ -298,7 +281,7 @@ class Cell:
         try:
             msg = await self.worker.recv()
         except WorkerGone as exc:
-            if self._overran:  # killed by the leg's timer at deadline + kill_grace_ms
+            if clock.overran:  # killed at deadline + kill_grace_ms
                 return await self._end(Failed(TIMEOUT_MESSAGE, "guest", "timeout"), recycle=True)
             if self._aborted:
                 return await self._end(Failed(self._aborted, "host", "aborted"), recycle=True)

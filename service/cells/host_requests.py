@@ -117,7 +117,9 @@ class HostRequests:
         self._pending: dict[int, Pending] = {}
         self._ready: list[ReadyReply] = []
         self._charged: dict[int, int] = {}  # request id -> inbox bytes of its queued reply
-        self._in_flight: set[int] = set()  # ids whose handler task runs (a dropped one counts no more)
+        self.in_flight: set[int] = (
+            set()
+        )  # ids whose handler task runs (a dropped one counts no more); read-only outside
         self.waiting = WaitClock()  # time with host work in flight (telemetry's tool_wait_ms)
         self._closed = False
         self.trace: CellTrace | None = None  # once a leg is traced; None while tracing is off
@@ -127,11 +129,6 @@ class HostRequests:
     @property
     def has_ready(self) -> bool:
         return bool(self._ready)
-
-    @property
-    def running(self) -> bool:
-        """Whether a handler task is still at work."""
-        return bool(self._in_flight)
 
     @property
     def needs_caller(self) -> bool:
@@ -194,7 +191,7 @@ class HostRequests:
         if route is None:
             self.settle(request_id, False, {"message": f"unknown host method {method!r}", "code": "invalid_input"})
             return
-        if len(self._in_flight) >= self.max_in_flight:
+        if len(self.in_flight) >= self.max_in_flight:
             self.settle(
                 request_id,
                 False,
@@ -212,7 +209,7 @@ class HostRequests:
             return
         if route.side_effects:
             self._unconfirmed.add(request_id)
-        self._in_flight.add(request_id)
+        self.in_flight.add(request_id)
         if method not in UNTIMED_METHODS:
             self.waiting.start(request_id)
         call = self.make_call(request_id, method, raw)
@@ -258,7 +255,7 @@ class HostRequests:
             )
             return
         finally:
-            self._in_flight.discard(call.request_id)
+            self.in_flight.discard(call.request_id)
             self.waiting.stop(call.request_id)
         self.settle(call.request_id, True, value)
 
@@ -379,7 +376,7 @@ class HostRequests:
         """The guest no longer waits for this request (a cleared timer): cancel its task."""
         pending = self._pending.pop(request_id, None)
         self._confirm(request_id)
-        self._in_flight.discard(request_id)  # at once: the guest may start a new one in the same frame
+        self.in_flight.discard(request_id)  # at once: the guest may start a new one in the same frame
         self.waiting.stop(request_id)
         if pending is None:
             return
@@ -394,7 +391,7 @@ class HostRequests:
         pending = self._pending.get(request_id)
         if pending is None:
             return
-        self._in_flight.discard(request_id)
+        self.in_flight.discard(request_id)
         self.waiting.stop(request_id)
         self.settle(request_id, False, error)
         if pending.task is not None:
