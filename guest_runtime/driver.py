@@ -94,6 +94,39 @@ def _context_pointer(ctx: _quickjs.Context) -> int:
     return ctypes.c_void_p.from_address(id(ctx) + _RUNTIME_OFFSET + ctypes.sizeof(ctypes.c_void_p)).value or 0
 
 
+# ---- the heap size in O(1) ---------------------------------------------------------------------
+# ``Context.memory()`` (JS_ComputeMemoryUsage) walks every object of the heap: read once per slice it
+# made a nested call cost O(heap).  The runtime keeps the bytes its memory limit counts in a counter
+# it updates on every allocation: on the pinned quickjs-ng, ``JSRuntime`` starts with its
+# ``JSMallocFunctions`` (five function pointers), then ``JSMallocState {malloc_count, malloc_size,
+# malloc_limit, opaque}``.  Reading that word is reading what the heap cap is checked against, not an
+# estimate; ``check_engine()`` proves the offset against ``memory()`` at worker start (counts, size and
+# limit, before and after an allocation and a limit change), so a binding whose layout moved refuses
+# to start instead of reporting garbage.
+_MALLOC_STATE_OFFSET = 5 * ctypes.sizeof(ctypes.c_void_p)
+_MallocState = ctypes.c_size_t * 3  # malloc_count, malloc_size, malloc_limit
+
+
+def _malloc_state(ctx: _quickjs.Context) -> Any:
+    """A live view of the runtime's malloc counters; valid as long as ``ctx`` is."""
+    return _MallocState.from_address(_runtime_pointer(ctx) + _MALLOC_STATE_OFFSET)
+
+
+def _check_malloc_state(ctx: _quickjs.Context) -> None:
+    """Raise EngineFault unless the counters read at the offset are the ones ``memory()`` reports."""
+    state = _malloc_state(ctx)
+    for step in ("globalThis.__probe = new Array(4096).fill(1)", "delete globalThis.__probe"):
+        ctx.set_memory_limit(64 * 1024 * 1024 + len(step))
+        ctx.eval(step)
+        usage = ctx.memory()
+        read = (state[0], state[1], state[2])
+        if read != (usage["malloc_count"], usage["malloc_size"], usage["malloc_limit"]):
+            raise EngineFault(
+                f"the QuickJS runtime's malloc counters are not where the pinned quickjs-ng keeps them "
+                f"(read {read}, memory() says {usage}); is quickjs-ng the pinned version?"
+            )
+
+
 # ---- precompiled prelude -----------------------------------------------------------------------
 # Parsing the prelude costs ~1.7 ms per context; loading its bytecode ~0.3 ms.  The bytecode is
 # compiled once per worker process, in this process, so it is trusted input for JS_ReadObject.
@@ -175,6 +208,7 @@ class GuestEngine:
         self._cptr = _context_pointer(self._ctx)
         _unhandled.pop(self._cptr, None)  # a freed engine's context address may be reused
         self._ctx.set_max_stack_size(stack_bytes)
+        self._malloc = _malloc_state(self._ctx)
         self._hook = self._load_prelude(prelude)
         self._fn: Any = None
 
@@ -288,7 +322,8 @@ class GuestEngine:
         _unhandled.pop(self._cptr, None)
 
     def heap_bytes(self) -> int:
-        return int(self._ctx.memory().get("memory_used_size", 0))
+        """The bytes the engine has allocated: what its memory limit counts, read in O(1)."""
+        return int(self._malloc[1])
 
     def _limit(self, deadline: float) -> None:
         self._ctx.set_time_limit(max(deadline - time.monotonic(), 0.001))
@@ -394,7 +429,8 @@ def map_stack(text: str) -> str:
 
 
 def check_engine() -> None:
-    """Prove at worker start that the prelude loads and unhandled rejections are seen."""
+    """Prove at worker start that the prelude loads, unhandled rejections are seen and the heap is read right."""
+    _check_malloc_state(_quickjs.Context())
     engine = GuestEngine()
     engine.configure('{"tools":[],"mcp":[],"maxRequestBytes":1024}', 8 * 1024 * 1024)
     engine.compile('void Promise.reject(new Error("probe")); return 1', 1.0)

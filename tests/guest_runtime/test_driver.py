@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from bridge import jsoncodec
+from guest_runtime import driver
 from guest_runtime.driver import GuestEngine, check_engine, map_stack
-from guest_runtime.errors import GuestFault, GuestTimeout
+from guest_runtime.errors import EngineFault, GuestFault, GuestTimeout
 
 MiB = 1024 * 1024
 
@@ -53,6 +54,24 @@ def _value(code: str, **kw: Any) -> Any:
 def test_check_engine_proves_the_prelude_and_rejection_tracker():
     """The start-up self check passes on the pinned binding."""
     check_engine()
+
+
+def test_heap_bytes_is_what_the_memory_limit_counts_as_it_grows_and_shrinks():
+    """heap_bytes reads the engine's own allocation counter: memory()'s malloc_size at every point."""
+    engine, snap = _run("globalThis.big = new Array(200000).fill(7); return 1")
+    assert snap["done"] == {"ok": True}
+    grown = engine.heap_bytes()
+    assert grown == engine._ctx.memory()["malloc_size"] and grown > 200000 * 8
+    engine._ctx.eval("globalThis.big = null")
+    engine._ctx.gc()
+    assert engine.heap_bytes() == engine._ctx.memory()["malloc_size"] < grown
+
+
+def test_check_engine_refuses_a_binding_whose_malloc_counters_moved(monkeypatch: pytest.MonkeyPatch):
+    """Read one word off, the counters do not match memory(): the worker must not start on garbage."""
+    monkeypatch.setattr(driver, "_MALLOC_STATE_OFFSET", driver._MALLOC_STATE_OFFSET + 8)
+    with pytest.raises(EngineFault, match="malloc counters"):
+        check_engine()
 
 
 def test_the_hook_configures_once():
