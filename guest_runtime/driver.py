@@ -61,6 +61,9 @@ _RUNTIME_OFFSET = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_
 #: JSContext pointer -> (promise pointer -> reason text).  A worker holds many parked engines, so
 #: each engine's rejections are kept apart by the context the engine reports them from.
 _unhandled: dict[int, dict[int, str]] = {}
+#: JSContext pointer -> the promise pointer of the first rejection reported while the engine
+#: rejects a bridge promise (``GuestEngine.settle``); 0 while it waits for one.
+_bridge_watch: dict[int, int] = {}
 
 
 def _on_rejection(ctx: int, promise: _JSValue, reason: _JSValue, handled: bool, _opaque: int) -> None:
@@ -68,6 +71,9 @@ def _on_rejection(ctx: int, promise: _JSValue, reason: _JSValue, handled: bool, 
     if handled:
         table.pop(promise.u, None)
         return
+    if _bridge_watch.get(ctx) == 0:
+        # Taken before the reason's text: String(reason) may run cell code, which may reject more.
+        _bridge_watch[ctx] = promise.u
     table[promise.u] = _js_text(ctx, reason) or "unhandled promise rejection"
 
 
@@ -207,6 +213,8 @@ class GuestEngine:
         _lib.JS_SetHostPromiseRejectionTracker(runtime, _tracker, None)
         self._cptr = _context_pointer(self._ctx)
         _unhandled.pop(self._cptr, None)  # a freed engine's context address may be reused
+        #: promise pointer -> request id of the bridge promises rejected while nobody handled them.
+        self._failed_unhandled: dict[int, int] = {}
         self._ctx.set_max_stack_size(stack_bytes)
         self._malloc = _malloc_state(self._ctx)
         self._hook = self._load_prelude(prelude)
@@ -303,14 +311,30 @@ class GuestEngine:
 
     def settle(self, request_id: int, ok: bool, payload: str | None) -> None:
         """Resolve or reject one pending guest request with a JSON payload."""
-        self._call("settle", request_id, ok, payload)
+        if ok:
+            self._call("settle", request_id, payload)
+        elif self._call("fail", request_id, payload):
+            # "reject" runs no cell code before the engine reports the rejection, so a report
+            # during it is this request's promise, with nobody handling it (yet).
+            _bridge_watch[self._cptr] = 0
+            try:
+                self._call("reject", request_id)
+                promise = _bridge_watch[self._cptr]
+            finally:
+                del _bridge_watch[self._cptr]
+            if promise:
+                self._failed_unhandled[promise] = request_id
 
     def cancel_timers(self) -> None:
         self._call("cancelTimers")
 
     def unhandled_bridge_rejection(self) -> str | None:
-        """JSON text ``{error, code}`` of a host failure nobody handled, else None."""
-        result = self._call("unhandledBridge")
+        """JSON text ``{error, code}`` of the first host failure nobody handled, else None."""
+        still = _unhandled.get(self._cptr, {})
+        ids = [request_id for promise, request_id in self._failed_unhandled.items() if promise in still]
+        if not ids:
+            return None
+        result = self._call("unhandledBridge", min(ids))
         return None if result is None else self._text("unhandledBridge", result)
 
     def unhandled_rejections(self) -> list[str]:

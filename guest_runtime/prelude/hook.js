@@ -54,15 +54,6 @@ function describeThrown(v) {
   }
 }
 
-function unhandledBridgeError() {
-  const ids = ObjectKeys(bridgePromises);
-  for (let i = 0; i < ids.length; i++) {
-    const st = bridgePromises[ids[i]];
-    if (!st.handled) return st.rejected;
-  }
-  return null;
-}
-
 // The binding cannot convert the engine's rope strings (long "+" chains); join flattens.
 function flat(str) {
   return ReflectApply(arrayJoin, [str, ""], [""]);
@@ -137,7 +128,11 @@ return function codemodeHostHook(op, a, b, c) {
       return flat(serialise(v, false));
     }
     case "settle":
-      return settle(a, b, c);
+      return settle(a, b);
+    case "fail":
+      return fail(a, b);
+    case "reject":
+      return rejectFailed(a);
     case "fireTimers":
       return fireTimers();
     case "cancelTimers": {
@@ -149,8 +144,10 @@ return function codemodeHostHook(op, a, b, c) {
       return true;
     }
     case "unhandledBridge": {
-      const e = unhandledBridgeError();
-      if (e === null) return null;
+      // The error of failed request `a`, which the engine says nobody handled.
+      const failed = failedRequests[a];
+      if (failed === undefined) return null;
+      const e = failed.error;
       return JSONStringify({ error: describeThrown(e), code: typeof e.code === "string" ? e.code : "" });
     }
     default:

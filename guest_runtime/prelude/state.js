@@ -4,7 +4,7 @@ const UNAWAITED =
   "[Unawaited Promise: use await or Promise.all(...) before emitting or returning values.]";
 
 // ---- host queue state (all containers have no prototype, so no setter can intercept) ----
-const pending = ObjectCreate(null); // id -> {resolve, reject, timer, required}
+const pending = ObjectCreate(null); // id -> {resolve, reject, timer, promise}
 let pendingCount = 0;
 let requiredCount = 0; // pending requests that are not timers
 let nextId = 1;
@@ -24,8 +24,7 @@ let queuedBytes = 0; // argument characters of the requests queued since the las
 
 const bridgeErrors = new WeakSetCtor(); // Error objects created from host failures
 const handles = new WeakMapCtor(); // handle function -> metadata
-const bridgePromises = ObjectCreate(null); // id -> tracked bridge promise state
-let unhandledBridge = null; // first bridge rejection nobody handled
+const failedRequests = ObjectCreate(null); // request id -> {entry, error} of a host failure
 
 function isError(v) {
   try {

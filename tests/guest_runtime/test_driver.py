@@ -218,3 +218,75 @@ def test_patched_function_call_never_sees_prelude_internals():
         return seen.length;
     """)
     assert value == 0
+
+
+def _settle_failures(code: str, *, rounds: int = 3) -> GuestEngine:
+    """Run ``code``; fail every tool request with code "boom_code" until the cell is done."""
+    engine = _engine(tools=[{"callableName": "nop", "toolName": "nop", "description": "x"}])
+    engine.compile(code, 2.0)
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    for _ in range(rounds):
+        engine.pump(deadline)
+        snap = _take(engine)
+        for r in snap["requests"]:
+            if r["method"] == "tool":
+                engine.settle(r["id"], False, '{"message": "boom %d", "code": "boom_code"}' % r["id"])
+            else:
+                engine.settle(r["id"], True, "null")
+        if snap["done"] is not None:
+            break
+    return engine
+
+
+def _bridge_failure(engine: GuestEngine) -> dict[str, Any] | None:
+    text = engine.unhandled_bridge_rejection()
+    return None if text is None else jsoncodec.loads(text)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "try { await nop() } catch (e) {} return 1",
+        "const p = nop(); await new Promise(r => setTimeout(r, 5)); await p.catch(() => 0); return 1",
+        "Promise.prototype.then.call(nop(), null, () => 0); return 1",
+        "await Promise.allSettled([nop(), nop()]); return 1",
+    ],
+)
+def test_a_handled_bridge_failure_is_not_reported(code: str):
+    """Handled before or after it failed, by await, catch, a direct then or a combinator: no bridge failure."""
+    engine = _settle_failures(code)
+    assert _bridge_failure(engine) is None
+    assert engine.unhandled_rejections() == []
+
+
+def test_the_first_unhandled_bridge_failure_is_reported_with_its_code():
+    """Two tool calls nobody awaits: the lower request id is the one reported, with the host's code."""
+    engine = _settle_failures("void nop(); void nop(); await new Promise(r => setTimeout(r, 5)); return 1")
+    failure = _bridge_failure(engine)
+    assert failure is not None and failure["code"] == "boom_code"
+    assert failure["error"].startswith("Error: boom 1")
+
+
+def test_cell_code_run_while_a_failure_is_settled_cannot_pass_for_the_bridge_promise():
+    """prepareStackTrace (building the error) and toString (the tracker's reason text) reject promises of
+    their own while a failure is settled: the tool call's promise, handled later, is still told apart, and
+    the cell's rejections stay the guest's own."""
+    engine = _settle_failures(
+        "let once = 2; const reject = (m) => { if (once-- > 0) void Promise.reject(m); };"
+        "Error.prepareStackTrace = () => { reject('from prepare'); return 'x' };"
+        "Error.prototype.toString = function () { reject('from toString'); return 'T' };"
+        "const p = nop(); await new Promise(r => setTimeout(r, 5)); await p.catch(() => 0); return 1"
+    )
+    assert _bridge_failure(engine) is None
+    assert sorted(engine.unhandled_rejections()) == ["from prepare", "from toString"]
+
+
+def test_bridge_promises_are_plain_promises():
+    """A tool call's promise is a native Promise: the cell sees no prelude class, and await takes one job."""
+    engine = _settle_failures(
+        "const p = nop(); const plain = Object.getPrototypeOf(p) === Promise.prototype && p.constructor === Promise;"
+        "p.catch(() => 0); return plain",
+        rounds=2,
+    )
+    assert jsoncodec.loads(engine.final_value(MiB, time.monotonic() + 2.0)) is True
