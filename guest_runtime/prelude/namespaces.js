@@ -15,7 +15,9 @@ function makeHandle(meta) {
     const parts = meta.mcp; // [server identifier, tool identifier]
     fn = function (input) { return request("mcp.call", [parts[0], parts[1], input, mcpArgc(input, arguments.length)]); };
   } else {
-    fn = function (input) { return request("tool", [callable, input === undefined ? {} : input]); };
+    // The arguments are [callable, input]: the name's JSON is made once, here, not per call.
+    const head = "[" + JSONStringify(callable) + ",";
+    fn = function (input) { return send("tool", head, 2, input === undefined ? {} : input, false); };
   }
   const metaCopy = freezeDeep(JSONParse(JSONStringify(meta)));
   const visible = ObjectCreate(null);

@@ -33,6 +33,14 @@ function refuse(message, timer) {
 }
 
 function request(method, args, timer) {
+  return send(method, null, 0, args, timer);
+}
+
+// A request whose arguments are an array ending in `last`: `head` is the JSON text of the array up
+// to it (e.g. '["name",'), holding `headValues` JSON values, built once by the caller.  Only `last`
+// is walked, one level down, so the caps and the nesting limit see exactly what serialising the
+// whole array would.  With a null `head`, `last` is the whole argument value.
+function send(method, head, headValues, last, timer) {
   if (pendingCount >= config.maxPendingRequests) {
     return refuse("too many host requests pending (limit " + config.maxPendingRequests +
       ": tool calls, timers and yield_control all count); await some before starting more", timer);
@@ -44,10 +52,11 @@ function request(method, args, timer) {
   }
   let argsJson;
   try {
-    argsJson = serialise(args, true);
+    argsJson = head === null ? serialise(last, true, 0) : head + serialise(last, true, 1) + "]";
   } catch (e) {
     return NativePromise.reject(e);
   }
+  valueCount += headValues;
   if (argsJson.length > config.maxRequestBytes) {
     return NativePromise.reject(new RangeErrorCtor(
       "request arguments are " + argsJson.length + " characters, over the " + config.maxRequestBytes +

@@ -290,3 +290,79 @@ def test_bridge_promises_are_plain_promises():
         rounds=2,
     )
     assert jsoncodec.loads(engine.final_value(MiB, time.monotonic() + 2.0)) is True
+
+
+#: Values for the tool fast path (only the input walked, under its ["nop", ...] head) and the generic
+#: path (the whole argument array walked: store("nop", v) sends ["nop", v]) to agree on: plain, exotic,
+#: refused, at the nesting and value caps.
+_ARGUMENT_CASES = [
+    "({a: [1, 'x', null, true, {b: -0.5}], s: '\\ud800'})",
+    "[ , 1, , ]",
+    "(() => { let v = 1; for (let i = 0; i < 199; i++) v = [v]; return v })()",
+    "(() => { let v = 1; for (let i = 0; i < 200; i++) v = [v]; return v })()",
+    "(() => { const o = {}; o.self = o; return o })()",
+    "({get g() { return 1 }})",
+    "({toJSON() { return 1 }})",
+    "({big: 1n})",
+    "({f() {}, u: undefined, s: Symbol('x')})",
+    "({p: Promise.resolve(1)})",
+    "({e: new RangeError('r')})",
+    "({e: Object.setPrototypeOf({message: 'm'}, Error.prototype)})",
+    "({k: Object.create(Promise.prototype)})",
+    "({n: nop})",
+    "new Proxy({a: 1}, {get: (t, k) => k === 'a' ? 2n : t[k]})",
+    "new Array(5).fill(0)",
+    "new Array(6).fill(0)",
+]
+
+
+@pytest.mark.parametrize("value", _ARGUMENT_CASES)
+def test_tool_arguments_match_the_whole_array_walk(value: str):
+    """A tool call's arguments are the text, the refusal and the value count of walking [name, input]."""
+    engine, snap = _run(
+        f"const v = {value};"
+        "const fast = await nop(v).then(() => 'sent', e => e.name + ': ' + e.message);"
+        "const slow = await store('nop', v).then(() => 'sent', e => e.name + ': ' + e.message);"
+        "return [fast, slow]",
+        tools=[{"callableName": "nop", "toolName": "nop", "description": "x"}],
+        maxRequestValues=8,
+        replies={"tool": "null", "store.set": "null"},
+    )
+    assert snap["done"] == {"ok": True}
+    fast, slow = jsoncodec.loads(engine.final_value(MiB, time.monotonic() + 2.0))
+    assert fast == slow
+
+
+def test_tool_argument_texts_match_the_whole_array_walk():
+    """The JSON text a tool call carries is the text of serialising [name, input] whole."""
+    engine = _engine(tools=[{"callableName": "nop", "toolName": "nop", "description": "x"}])
+    cases = ", ".join(_ARGUMENT_CASES[:3] + _ARGUMENT_CASES[8:9] + _ARGUMENT_CASES[15:16])
+    engine.compile(f"for (const v of [{cases}]) {{ nop(v).catch(() => 0); store('nop', v).catch(() => 0); }}", 2.0)
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    engine.pump(deadline)
+    requests = jsoncodec.loads(engine.take())["requests"]
+    texts = [engine.request_args(i) for i in range(len(requests))]
+    assert [r["method"] for r in requests] == ["tool", "store.set"] * 5
+    assert texts[0::2] == texts[1::2]
+
+
+def test_promises_and_errors_in_tool_arguments_take_the_careful_walk():
+    """Prototype shortcuts aside, a Promise anywhere in the input is refused and an Error (by its
+    prototype chain) travels as its name and message, whatever object it looks like."""
+    engine = _engine(tools=[{"callableName": "nop", "toolName": "nop", "description": "x"}])
+    engine.compile(
+        "class Odd extends TypeError {};"
+        "const refused = nop({p: [Promise.resolve(1)]}).catch(e => e.message);"
+        "nop([new Odd('o'), Object.setPrototypeOf({message: 'm'}, RangeError.prototype)]);"
+        "return await refused",
+        2.0,
+    )
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    engine.pump(deadline)
+    snap = _take(engine)
+    assert [r["args"] for r in snap["requests"]] == [
+        ["nop", [{"name": "TypeError", "message": "o"}, {"name": "RangeError", "message": "m"}]]
+    ]
+    assert jsoncodec.loads(engine.final_value(MiB, deadline)).startswith("an unawaited Promise is not JSON")
