@@ -79,8 +79,12 @@ function take() {
 }
 
 // ---- the hook: the only way in for the host ----------------------------------------
+// The globals that do not depend on a cell's configuration are made with the engine, which the
+// worker builds while it waits for the next cell: "configure" adds only the tools and servers.
+installGlobals();
+installData();
 let configured = false;
-return function codemodeHostHook(op, a, b, c) {
+return function codemodeHostHook(op, a, b) {
   switch (op) {
     case "configure": {
       if (configured) throw new TypeErrorCtor("the guest is configured once");
@@ -93,10 +97,8 @@ return function codemodeHostHook(op, a, b, c) {
         maxQueuedBytes: cfg.maxQueuedBytes || cfg.maxRequestBytes,
         maxRequestValues: cfg.maxRequestValues || 1000000,
       };
-      installGlobals();
       installTools(cfg.tools || []);
       installMcp(cfg.mcp || [], cfg.mcpUnavailable || []);
-      installData();
       return true;
     }
     case "compile":
