@@ -59,6 +59,8 @@ function flat(str) {
   return ReflectApply(arrayJoin, [str, ""], [""]);
 }
 
+// Argument characters of one take up to which they travel inside its text.
+const INLINE_ARGS_CHARS = 65536;
 function take() {
   // Built with join: a long "+" chain makes a rope string, which the binding cannot convert.
   const parts = newList();
@@ -71,7 +73,15 @@ function take() {
   parts[parts.length] = '],"outstanding":' + pendingCount + ',"required":' + requiredCount + ',"done":';
   parts[parts.length] = done === null ? "null" : done;
   parts[parts.length] = "}";
-  takenArgs = queueArgs; queueArgs = ObjectCreate(null);
+  if (queuedBytes <= INLINE_ARGS_CHARS) {
+    // Small arguments ride along, each after a newline (no JSON text holds a raw one): the
+    // worker then needs no "args" call per request.  Large ones are copied one at a time.
+    for (let i = 0; i < queueLength; i++) parts[parts.length] = "\n" + queueArgs[i];
+    takenArgs = ObjectCreate(null);
+  } else {
+    takenArgs = queueArgs;
+  }
+  queueArgs = ObjectCreate(null);
   queue = ObjectCreate(null); queueLength = 0; queuedBytes = 0;
   cancels = ObjectCreate(null); cancelLength = 0;
   output = ObjectCreate(null); outputLength = 0;

@@ -366,3 +366,26 @@ def test_promises_and_errors_in_tool_arguments_take_the_careful_walk():
         ["nop", [{"name": "TypeError", "message": "o"}, {"name": "RangeError", "message": "m"}]]
     ]
     assert jsoncodec.loads(engine.final_value(MiB, deadline)).startswith("an unawaited Promise is not JSON")
+
+
+@pytest.mark.parametrize("size", [10, 40_000])
+def test_request_arguments_arrive_whole_inline_or_one_by_one(size: int):
+    """Small bursts ride inside take's text, large ones come one call each: the texts are the same,
+    newlines and lone surrogates in strings included, and take's own text stays the snapshot."""
+    engine = _engine()
+    engine.compile(
+        f"const s = 'x'.repeat({size});"
+        "results.save({a: 'line\\nbreak', b: '\\ud800', s}).catch(() => 0);"
+        "results.save([s, 1]).catch(() => 0); results.load('id').catch(() => 0);",
+        2.0,
+    )
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    engine.pump(deadline)
+    snap = jsoncodec.loads(engine.take())
+    assert [r["method"] for r in snap["requests"]] == ["results.save", "results.save", "results.load"]
+    assert (engine._taken_args is None) == (size > 30_000)  # which of the two ways they came
+    texts = [engine.request_args(i) for i in range(3)]
+    assert texts[0] == '[{"a":"line\\nbreak","b":"\\ufffd","s":"' + "x" * size + '"}]'
+    assert texts[1:] == ['[["' + "x" * size + '",1]]', '["id"]']
+    assert [engine.request_args(i) for i in range(3)] == ["[]"] * 3  # each is handed over once
