@@ -121,8 +121,9 @@ def _malloc_state(ctx: _quickjs.Context) -> Any:
 def _check_malloc_state(ctx: _quickjs.Context) -> None:
     """Raise EngineFault unless the counters read at the offset are the ones ``memory()`` reports."""
     state = _malloc_state(ctx)
-    for step in ("globalThis.__probe = new Array(4096).fill(1)", "delete globalThis.__probe"):
-        ctx.set_memory_limit(64 * 1024 * 1024 + len(step))
+    steps = ((64 << 20, "globalThis.__probe = new Array(4096).fill(1)"), (32 << 20, "delete globalThis.__probe"))
+    for limit, step in steps:
+        ctx.set_memory_limit(limit)
         ctx.eval(step)
         usage = ctx.memory()
         read = (state[0], state[1], state[2])

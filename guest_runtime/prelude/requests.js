@@ -84,7 +84,8 @@ function send(method, head, headValues, last, timer) {
   pending[id] = entry;
   pendingCount++;
   if (timer !== true) requiredCount++;
-  // The arguments travel beside the request as their own text (hook "args"), never parsed on the way.
+  // The arguments travel beside the request as their own text (inside take's, or hook "args"),
+  // never parsed on the way.
   queueArgs[queueLength] = argsJson;
   queue[queueLength++] = '{"id":' + id + ',"method":' + JSONStringify(method) + "}";
   if (timer === true) return { id: id, promise: p };
