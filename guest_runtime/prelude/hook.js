@@ -81,8 +81,8 @@ function take() {
   } else {
     takenArgs = queueArgs;
   }
-  queueArgs = ObjectCreate(null);
-  queue = ObjectCreate(null); queueLength = 0; queuedBytes = 0;
+  queueArgs = newList();
+  queue = newList(); queueLength = 0; queuedBytes = 0;
   cancels = ObjectCreate(null); cancelLength = 0;
   output = ObjectCreate(null); outputLength = 0;
   return ReflectApply(arrayJoin, parts, [""]);

@@ -8,8 +8,10 @@ const pending = ObjectCreate(null); // id -> {resolve, reject, timer, promise}
 let pendingCount = 0;
 let requiredCount = 0; // pending requests that are not timers
 let nextId = 1;
-let queue = ObjectCreate(null);
-let queueArgs = ObjectCreate(null); // index in queue -> the request's JSON argument text
+// The queue and its arguments are filled densely by index: lists (arrays without a prototype)
+// keep a burst of a thousand requests in the engine's fast array form, not in a growing object.
+let queue = newList();
+let queueArgs = newList(); // index in queue -> the request's JSON argument text
 let takenArgs = ObjectCreate(null); // the same, for the requests of the last take, until the worker reads them
 let queueLength = 0;
 let cancels = ObjectCreate(null);
