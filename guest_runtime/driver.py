@@ -61,6 +61,9 @@ _RUNTIME_OFFSET = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_
 #: JSContext pointer -> (promise pointer -> reason text).  A worker holds many parked engines, so
 #: each engine's rejections are kept apart by the context the engine reports them from.
 _unhandled: dict[int, dict[int, str]] = {}
+#: JSContext pointer -> the promise pointer of the first rejection reported while the engine
+#: rejects a bridge promise (``GuestEngine.settle``); 0 while it waits for one.
+_bridge_watch: dict[int, int] = {}
 
 
 def _on_rejection(ctx: int, promise: _JSValue, reason: _JSValue, handled: bool, _opaque: int) -> None:
@@ -68,6 +71,9 @@ def _on_rejection(ctx: int, promise: _JSValue, reason: _JSValue, handled: bool, 
     if handled:
         table.pop(promise.u, None)
         return
+    if _bridge_watch.get(ctx) == 0:
+        # Taken before the reason's text: String(reason) may run cell code, which may reject more.
+        _bridge_watch[ctx] = promise.u
     table[promise.u] = _js_text(ctx, reason) or "unhandled promise rejection"
 
 
@@ -92,6 +98,40 @@ def _runtime_pointer(ctx: _quickjs.Context) -> int:
 
 def _context_pointer(ctx: _quickjs.Context) -> int:
     return ctypes.c_void_p.from_address(id(ctx) + _RUNTIME_OFFSET + ctypes.sizeof(ctypes.c_void_p)).value or 0
+
+
+# ---- the heap size in O(1) ---------------------------------------------------------------------
+# ``Context.memory()`` (JS_ComputeMemoryUsage) walks every object of the heap: read once per slice it
+# made a nested call cost O(heap).  The runtime keeps the bytes its memory limit counts in a counter
+# it updates on every allocation: on the pinned quickjs-ng, ``JSRuntime`` starts with its
+# ``JSMallocFunctions`` (five function pointers), then ``JSMallocState {malloc_count, malloc_size,
+# malloc_limit, opaque}``.  Reading that word is reading what the heap cap is checked against, not an
+# estimate; ``check_engine()`` proves the offset against ``memory()`` at worker start (counts, size and
+# limit, before and after an allocation and a limit change), so a binding whose layout moved refuses
+# to start instead of reporting garbage.
+_MALLOC_STATE_OFFSET = 5 * ctypes.sizeof(ctypes.c_void_p)
+_MallocState = ctypes.c_size_t * 3  # malloc_count, malloc_size, malloc_limit
+
+
+def _malloc_state(ctx: _quickjs.Context) -> Any:
+    """A live view of the runtime's malloc counters; valid as long as ``ctx`` is."""
+    return _MallocState.from_address(_runtime_pointer(ctx) + _MALLOC_STATE_OFFSET)
+
+
+def _check_malloc_state(ctx: _quickjs.Context) -> None:
+    """Raise EngineFault unless the counters read at the offset are the ones ``memory()`` reports."""
+    state = _malloc_state(ctx)
+    steps = ((64 << 20, "globalThis.__probe = new Array(4096).fill(1)"), (32 << 20, "delete globalThis.__probe"))
+    for limit, step in steps:
+        ctx.set_memory_limit(limit)
+        ctx.eval(step)
+        usage = ctx.memory()
+        read = (state[0], state[1], state[2])
+        if read != (usage["malloc_count"], usage["malloc_size"], usage["malloc_limit"]):
+            raise EngineFault(
+                f"the QuickJS runtime's malloc counters are not where the pinned quickjs-ng keeps them "
+                f"(read {read}, memory() says {usage}); is quickjs-ng the pinned version?"
+            )
 
 
 # ---- precompiled prelude -----------------------------------------------------------------------
@@ -174,9 +214,13 @@ class GuestEngine:
         _lib.JS_SetHostPromiseRejectionTracker(runtime, _tracker, None)
         self._cptr = _context_pointer(self._ctx)
         _unhandled.pop(self._cptr, None)  # a freed engine's context address may be reused
+        #: promise pointer -> request id of the bridge promises rejected while nobody handled them.
+        self._failed_unhandled: dict[int, int] = {}
         self._ctx.set_max_stack_size(stack_bytes)
+        self._malloc = _malloc_state(self._ctx)
         self._hook = self._load_prelude(prelude)
         self._fn: Any = None
+        self._taken_args: list[str] | None = None  # the last take's small request arguments
 
     def _load_prelude(self, bytecode: bytes) -> Any:
         cptr = _context_pointer(self._ctx)
@@ -248,19 +292,27 @@ class GuestEngine:
         """Return the JSON text of queued requests, cancels, output and the outcome.
 
         Joining them copies what the cell queued, at most its heap cap: that copy is the host's
-        cost, so the cap is lifted for the call (no cell code runs inside it).
+        cost, so the cap is lifted for the call (no cell code runs inside it).  When the requests'
+        arguments are small the prelude appends them, one per line, and ``request_args`` hands
+        them out from here instead of asking the engine once per request.
         """
         self._ctx.set_memory_limit(2 * self._memory_limit)
         try:
-            return self._call_text("take")
+            text = self._call_text("take")
         finally:
             self._ctx.set_memory_limit(self._memory_limit)
+        snapshot, inline, args = text.partition("\n")
+        self._taken_args = args.split("\n") if inline else None
+        return snapshot
 
     def request_args(self, index: int) -> str:
         """The JSON argument text of request ``index`` of the last ``take`` (each is handed over once).
 
         Flattening it may copy it, as in ``take``: the cap is lifted for the call.
         """
+        if self._taken_args is not None:
+            text, self._taken_args[index] = self._taken_args[index], "[]"
+            return text
         self._ctx.set_memory_limit(2 * self._memory_limit)
         try:
             return self._text("args", self._call("args", index))
@@ -269,14 +321,30 @@ class GuestEngine:
 
     def settle(self, request_id: int, ok: bool, payload: str | None) -> None:
         """Resolve or reject one pending guest request with a JSON payload."""
-        self._call("settle", request_id, ok, payload)
+        if ok:
+            self._call("settle", request_id, payload)
+        elif self._call("fail", request_id, payload):
+            # "reject" runs no cell code before the engine reports the rejection, so a report
+            # during it is this request's promise, with nobody handling it (yet).
+            _bridge_watch[self._cptr] = 0
+            try:
+                self._call("reject", request_id)
+                promise = _bridge_watch[self._cptr]
+            finally:
+                del _bridge_watch[self._cptr]
+            if promise:
+                self._failed_unhandled[promise] = request_id
 
     def cancel_timers(self) -> None:
         self._call("cancelTimers")
 
     def unhandled_bridge_rejection(self) -> str | None:
-        """JSON text ``{error, code}`` of a host failure nobody handled, else None."""
-        result = self._call("unhandledBridge")
+        """JSON text ``{error, code}`` of the first host failure nobody handled, else None."""
+        still = _unhandled.get(self._cptr, {})
+        ids = [request_id for promise, request_id in self._failed_unhandled.items() if promise in still]
+        if not ids:
+            return None
+        result = self._call("unhandledBridge", min(ids))
         return None if result is None else self._text("unhandledBridge", result)
 
     def unhandled_rejections(self) -> list[str]:
@@ -288,7 +356,8 @@ class GuestEngine:
         _unhandled.pop(self._cptr, None)
 
     def heap_bytes(self) -> int:
-        return int(self._ctx.memory().get("memory_used_size", 0))
+        """The bytes the engine has allocated: what its memory limit counts, read in O(1)."""
+        return int(self._malloc[1])
 
     def _limit(self, deadline: float) -> None:
         self._ctx.set_time_limit(max(deadline - time.monotonic(), 0.001))
@@ -394,7 +463,8 @@ def map_stack(text: str) -> str:
 
 
 def check_engine() -> None:
-    """Prove at worker start that the prelude loads and unhandled rejections are seen."""
+    """Prove at worker start that the prelude loads, unhandled rejections are seen and the heap is read right."""
+    _check_malloc_state(_quickjs.Context())
     engine = GuestEngine()
     engine.configure('{"tools":[],"mcp":[],"maxRequestBytes":1024}', 8 * 1024 * 1024)
     engine.compile('void Promise.reject(new Error("probe")); return 1', 1.0)

@@ -54,20 +54,13 @@ function describeThrown(v) {
   }
 }
 
-function unhandledBridgeError() {
-  const ids = ObjectKeys(bridgePromises);
-  for (let i = 0; i < ids.length; i++) {
-    const st = bridgePromises[ids[i]];
-    if (!st.handled) return st.rejected;
-  }
-  return null;
-}
-
 // The binding cannot convert the engine's rope strings (long "+" chains); join flattens.
 function flat(str) {
   return ReflectApply(arrayJoin, [str, ""], [""]);
 }
 
+// Argument characters of one take up to which they travel inside its text.
+const INLINE_ARGS_CHARS = 65536;
 function take() {
   // Built with join: a long "+" chain makes a rope string, which the binding cannot convert.
   const parts = newList();
@@ -80,16 +73,28 @@ function take() {
   parts[parts.length] = '],"outstanding":' + pendingCount + ',"required":' + requiredCount + ',"done":';
   parts[parts.length] = done === null ? "null" : done;
   parts[parts.length] = "}";
-  takenArgs = queueArgs; queueArgs = ObjectCreate(null);
-  queue = ObjectCreate(null); queueLength = 0; queuedBytes = 0;
+  if (queuedBytes <= INLINE_ARGS_CHARS) {
+    // Small arguments ride along, each after a newline (no JSON text holds a raw one): the
+    // worker then needs no "args" call per request.  Large ones are copied one at a time.
+    for (let i = 0; i < queueLength; i++) parts[parts.length] = "\n" + queueArgs[i];
+    takenArgs = ObjectCreate(null);
+  } else {
+    takenArgs = queueArgs;
+  }
+  queueArgs = newList();
+  queue = newList(); queueLength = 0; queuedBytes = 0;
   cancels = ObjectCreate(null); cancelLength = 0;
   output = ObjectCreate(null); outputLength = 0;
   return ReflectApply(arrayJoin, parts, [""]);
 }
 
 // ---- the hook: the only way in for the host ----------------------------------------
+// The globals that do not depend on a cell's configuration are made with the engine, which the
+// worker builds while it waits for the next cell: "configure" adds only the tools and servers.
+installGlobals();
+installData();
 let configured = false;
-return function codemodeHostHook(op, a, b, c) {
+return function codemodeHostHook(op, a, b) {
   switch (op) {
     case "configure": {
       if (configured) throw new TypeErrorCtor("the guest is configured once");
@@ -102,10 +107,8 @@ return function codemodeHostHook(op, a, b, c) {
         maxQueuedBytes: cfg.maxQueuedBytes || cfg.maxRequestBytes,
         maxRequestValues: cfg.maxRequestValues || 1000000,
       };
-      installGlobals();
       installTools(cfg.tools || []);
       installMcp(cfg.mcp || [], cfg.mcpUnavailable || []);
-      installData();
       return true;
     }
     case "compile":
@@ -137,7 +140,11 @@ return function codemodeHostHook(op, a, b, c) {
       return flat(serialise(v, false));
     }
     case "settle":
-      return settle(a, b, c);
+      return settle(a, b);
+    case "fail":
+      return fail(a, b);
+    case "reject":
+      return rejectFailed(a);
     case "fireTimers":
       return fireTimers();
     case "cancelTimers": {
@@ -149,8 +156,10 @@ return function codemodeHostHook(op, a, b, c) {
       return true;
     }
     case "unhandledBridge": {
-      const e = unhandledBridgeError();
-      if (e === null) return null;
+      // The error of failed request `a`, which the engine says nobody handled.
+      const failed = failedRequests[a];
+      if (failed === undefined) return null;
+      const e = failed.error;
       return JSONStringify({ error: describeThrown(e), code: typeof e.code === "string" ? e.code : "" });
     }
     default:

@@ -15,15 +15,19 @@ function makeHandle(meta) {
     const parts = meta.mcp; // [server identifier, tool identifier]
     fn = function (input) { return request("mcp.call", [parts[0], parts[1], input, mcpArgc(input, arguments.length)]); };
   } else {
-    fn = function (input) { return request("tool", [callable, input === undefined ? {} : input]); };
+    // The arguments are [callable, input]: the name's JSON is made once, here, not per call.
+    const head = "[" + JSONStringify(callable) + ",";
+    fn = function (input) { return send("tool", head, 2, input === undefined ? {} : input, false); };
   }
-  const metaCopy = freezeDeep(JSONParse(JSONStringify(meta)));
+  // `meta` is the prelude's own parse of host JSON (the configuration or a search reply), held by
+  // nothing the cell can reach: it is frozen in place, not copied (a copy cost more than the rest).
+  const frozen = freezeDeep(meta);
   const visible = ObjectCreate(null);
-  const keys = ObjectKeys(metaCopy);
+  const keys = ObjectKeys(frozen);
   for (let i = 0; i < keys.length; i++) {
     if (keys[i] === "mcp") continue;
-    visible[keys[i]] = metaCopy[keys[i]];
-    defineProperty(fn, keys[i], { value: metaCopy[keys[i]], enumerable: true });
+    visible[keys[i]] = frozen[keys[i]];
+    defineProperty(fn, keys[i], { value: frozen[keys[i]], enumerable: true });
   }
   ObjectFreeze(visible);
   defineProperty(fn, "describe", { value: function describe() { return request("describe", [meta.source === "mcp" ? callable : callable]); } });

@@ -1,16 +1,10 @@
 // Bridge requests: queue a request for the host, settle it when the reply comes back.
 
-// Bridge promises use a private subclass so the prelude can tell whether anybody ever
-// attached a handler: `void tool()` that rejects must fail the cell.
-// `await p` and Promise.all call `then` on a subclass instance, which marks it handled.
-const promiseStates = new WeakMapCtor();
-class BridgePromise extends NativePromise {
-  then(onFulfilled, onRejected) {
-    const state = ReflectApply(weakMapGet, promiseStates, [this]);
-    if (state !== undefined) state.handled = true;
-    return ReflectApply(promiseThen, this, [onFulfilled, onRejected]);
-  }
-}
+// Bridge promises are native promises: `await p` then resolves in one job, where a subclass
+// would cost two more (a thenable job and its reaction) per call.  Whether anybody handled a
+// rejected one is the engine's own record (the driver's rejection tracker): a failure is settled
+// in two hook calls, "fail" (builds the error; cell code can run there) and "reject" (runs no
+// cell code), so the one rejection the tracker reports during "reject" is the bridge promise's.
 
 function makeError(err) {
   let e;
@@ -39,6 +33,14 @@ function refuse(message, timer) {
 }
 
 function request(method, args, timer) {
+  return send(method, null, 0, args, timer);
+}
+
+// A request whose arguments are an array ending in `last`: `head` is the JSON text of the array up
+// to it (e.g. '["name",'), holding `headValues` JSON values, built once by the caller.  Only `last`
+// is walked, one level down, so the caps and the nesting limit see exactly what serialising the
+// whole array would.  With a null `head`, `last` is the whole argument value.
+function send(method, head, headValues, last, timer) {
   if (pendingCount >= config.maxPendingRequests) {
     return refuse("too many host requests pending (limit " + config.maxPendingRequests +
       ": tool calls, timers and yield_control all count); await some before starting more", timer);
@@ -50,10 +52,11 @@ function request(method, args, timer) {
   }
   let argsJson;
   try {
-    argsJson = serialise(args, true);
+    argsJson = head === null ? serialise(last, true, 0) : head + serialise(last, true, 1) + "]";
   } catch (e) {
     return NativePromise.reject(e);
   }
+  valueCount += headValues;
   if (argsJson.length > config.maxRequestBytes) {
     return NativePromise.reject(new RangeErrorCtor(
       "request arguments are " + argsJson.length + " characters, over the " + config.maxRequestBytes +
@@ -75,14 +78,14 @@ function request(method, args, timer) {
   }
   queuedBytes += argsJson.length;
   const id = nextId++;
-  let resolveFn, rejectFn;
-  const p = new BridgePromise(function (res, rej) { resolveFn = res; rejectFn = rej; });
-  const state = { handled: false, rejected: null };
-  ReflectApply(weakMapSet, promiseStates, [p, state]);
-  pending[id] = { resolve: resolveFn, reject: rejectFn, timer: timer === true, state: state };
+  const entry = { resolve: null, reject: null, timer: timer === true, promise: null };
+  const p = new NativePromise(function (res, rej) { entry.resolve = res; entry.reject = rej; });
+  entry.promise = p;
+  pending[id] = entry;
   pendingCount++;
   if (timer !== true) requiredCount++;
-  // The arguments travel beside the request as their own text (hook "args"), never parsed on the way.
+  // The arguments travel beside the request as their own text (inside take's, or hook "args"),
+  // never parsed on the way.
   queueArgs[queueLength] = argsJson;
   queue[queueLength++] = '{"id":' + id + ',"method":' + JSONStringify(method) + "}";
   if (timer === true) return { id: id, promise: p };
@@ -92,8 +95,6 @@ function request(method, args, timer) {
 // Chain on a bridge promise inside the prelude: the derived promise now carries the outcome,
 // so the bridge promise itself counts as handled.
 function chain(p, onFulfilled, onRejected) {
-  const state = ReflectApply(weakMapGet, promiseStates, [p]);
-  if (state !== undefined) state.handled = true;
   return ReflectApply(promiseThen, p, [onFulfilled, onRejected]);
 }
 
@@ -106,16 +107,26 @@ function forget(id) {
   return entry;
 }
 
-function settle(id, ok, payload) {
+function settle(id, payload) {
   const entry = forget(id);
   if (entry === undefined) return false; // cancelled timer or unknown id: drop silently
-  if (ok) {
-    entry.resolve(payload === undefined ? undefined : JSONParse(payload));
-  } else {
-    const e = makeError(JSONParse(payload));
-    entry.state.rejected = e;
-    bridgePromises[id] = entry.state;
-    entry.reject(e);
-  }
+  entry.resolve(payload === undefined ? undefined : JSONParse(payload));
+  return true;
+}
+
+// A host failure, step one: the error (its construction may run the cell's prepareStackTrace).
+// The entry (and so its promise) stays referenced for good: the engine's record of an unhandled
+// rejection names the promise by address, which must not be reused by another promise.
+function fail(id, payload) {
+  const entry = forget(id);
+  if (entry === undefined) return false;
+  failedRequests[id] = { entry: entry, error: makeError(JSONParse(payload)) };
+  return true;
+}
+
+// Step two: only the rejection, which runs no cell code before the engine's tracker sees it.
+function rejectFailed(id) {
+  const failed = failedRequests[id];
+  if (failed !== undefined) failed.entry.reject(failed.error);
   return true;
 }

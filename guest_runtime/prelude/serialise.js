@@ -10,6 +10,18 @@
 // Both paths count the values they visit in `valueCount` (an array's holes too, which become
 // nulls): request() refuses arguments over `maxRequestValues` before they leave the guest.
 let valueCount = 0;
+// Stands for the arrays a value is serialised inside of (see `serialise`'s `depth`): counts
+// towards the nesting cap, and is no value of the cell's, so no cycle check ever matches it.
+const ENCLOSING = ObjectCreate(null);
+// True when v's prototype chain holds neither Promise.prototype nor Error.prototype.  Most
+// values' chain is Object.prototype, whose own prototype can never change, or an unchanged
+// Array.prototype: those answer without walking the chain twice.
+function hasPlainPrototype(v) {
+  const proto = getPrototypeOf(v);
+  if (proto === ObjectProto || proto === null) return true;
+  if (proto === ArrayProto && getPrototypeOf(ArrayProto) === ObjectProto) return true;
+  return !isPromise(v) && !isError(v);
+}
 function isPlain(v, stack) {
   valueCount++;
   const t = typeof v;
@@ -18,7 +30,7 @@ function isPlain(v, stack) {
   if (t !== "object" || v === null) return true;
   if (stack.length >= MAX_NESTING) return false;
   for (let i = 0; i < stack.length; i++) if (stack[i] === v) return false;
-  if (isPromise(v) || isError(v) || typeof v.toJSON === "function") return false;
+  if (!hasPlainPrototype(v) || typeof v.toJSON === "function") return false;
   stack[stack.length] = v;
   const keys = ObjectKeys(v);
   if (ArrayIsArray(v)) valueCount += v.length - keys.length;
@@ -31,10 +43,17 @@ function isPlain(v, stack) {
   return true;
 }
 
-function serialise(value, strict) {
+// `depth`: how many arrays the caller puts around the text, so the nesting cap counts them.
+function enclosing(depth) {
+  const list = newList();
+  for (let i = 0; i < depth; i++) list[i] = ENCLOSING;
+  return list;
+}
+
+function serialise(value, strict, depth) {
   valueCount = 0;
   try {
-    if (isPlain(value, newList())) {
+    if (isPlain(value, enclosing(depth))) {
       const s = JSONStringify(value);
       return s === undefined ? "null" : s;
     }
@@ -42,7 +61,7 @@ function serialise(value, strict) {
     // a proxy trap or an exotic object: the careful walker below decides
   }
   valueCount = 0;
-  const seen = newList();
+  const seen = enclosing(depth);
   function fail(message) {
     throw new TypeErrorCtor(message);
   }

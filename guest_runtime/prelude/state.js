@@ -4,12 +4,14 @@ const UNAWAITED =
   "[Unawaited Promise: use await or Promise.all(...) before emitting or returning values.]";
 
 // ---- host queue state (all containers have no prototype, so no setter can intercept) ----
-const pending = ObjectCreate(null); // id -> {resolve, reject, timer, required}
+const pending = ObjectCreate(null); // id -> {resolve, reject, timer, promise}
 let pendingCount = 0;
 let requiredCount = 0; // pending requests that are not timers
 let nextId = 1;
-let queue = ObjectCreate(null);
-let queueArgs = ObjectCreate(null); // index in queue -> the request's JSON argument text
+// The queue and its arguments are filled densely by index: lists (arrays without a prototype)
+// keep a burst of a thousand requests in the engine's fast array form, not in a growing object.
+let queue = newList();
+let queueArgs = newList(); // index in queue -> the request's JSON argument text
 let takenArgs = ObjectCreate(null); // the same, for the requests of the last take, until the worker reads them
 let queueLength = 0;
 let cancels = ObjectCreate(null);
@@ -24,8 +26,7 @@ let queuedBytes = 0; // argument characters of the requests queued since the las
 
 const bridgeErrors = new WeakSetCtor(); // Error objects created from host failures
 const handles = new WeakMapCtor(); // handle function -> metadata
-const bridgePromises = ObjectCreate(null); // id -> tracked bridge promise state
-let unhandledBridge = null; // first bridge rejection nobody handled
+const failedRequests = ObjectCreate(null); // request id -> {entry, error} of a host failure
 
 function isError(v) {
   try {

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from bridge import jsoncodec
+from guest_runtime import driver
 from guest_runtime.driver import GuestEngine, check_engine, map_stack
-from guest_runtime.errors import GuestFault, GuestTimeout
+from guest_runtime.errors import EngineFault, GuestFault, GuestTimeout
 
 MiB = 1024 * 1024
 
@@ -53,6 +54,24 @@ def _value(code: str, **kw: Any) -> Any:
 def test_check_engine_proves_the_prelude_and_rejection_tracker():
     """The start-up self check passes on the pinned binding."""
     check_engine()
+
+
+def test_heap_bytes_is_what_the_memory_limit_counts_as_it_grows_and_shrinks():
+    """heap_bytes reads the engine's own allocation counter: memory()'s malloc_size at every point."""
+    engine, snap = _run("globalThis.big = new Array(200000).fill(7); return 1")
+    assert snap["done"] == {"ok": True}
+    grown = engine.heap_bytes()
+    assert grown == engine._ctx.memory()["malloc_size"] and grown > 200000 * 8
+    engine._ctx.eval("globalThis.big = null")
+    engine._ctx.gc()
+    assert engine.heap_bytes() == engine._ctx.memory()["malloc_size"] < grown
+
+
+def test_check_engine_refuses_a_binding_whose_malloc_counters_moved(monkeypatch: pytest.MonkeyPatch):
+    """Read one word off, the counters do not match memory(): the worker must not start on garbage."""
+    monkeypatch.setattr(driver, "_MALLOC_STATE_OFFSET", driver._MALLOC_STATE_OFFSET + 8)
+    with pytest.raises(EngineFault, match="malloc counters"):
+        check_engine()
 
 
 def test_the_hook_configures_once():
@@ -199,3 +218,174 @@ def test_patched_function_call_never_sees_prelude_internals():
         return seen.length;
     """)
     assert value == 0
+
+
+def _settle_failures(code: str, *, rounds: int = 3) -> GuestEngine:
+    """Run ``code``; fail every tool request with code "boom_code" until the cell is done."""
+    engine = _engine(tools=[{"callableName": "nop", "toolName": "nop", "description": "x"}])
+    engine.compile(code, 2.0)
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    for _ in range(rounds):
+        engine.pump(deadline)
+        snap = _take(engine)
+        for r in snap["requests"]:
+            if r["method"] == "tool":
+                engine.settle(r["id"], False, '{"message": "boom %d", "code": "boom_code"}' % r["id"])
+            else:
+                engine.settle(r["id"], True, "null")
+        if snap["done"] is not None:
+            break
+    return engine
+
+
+def _bridge_failure(engine: GuestEngine) -> dict[str, Any] | None:
+    text = engine.unhandled_bridge_rejection()
+    return None if text is None else jsoncodec.loads(text)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "try { await nop() } catch (e) {} return 1",
+        "const p = nop(); await new Promise(r => setTimeout(r, 5)); await p.catch(() => 0); return 1",
+        "Promise.prototype.then.call(nop(), null, () => 0); return 1",
+        "await Promise.allSettled([nop(), nop()]); return 1",
+    ],
+)
+def test_a_handled_bridge_failure_is_not_reported(code: str):
+    """Handled before or after it failed, by await, catch, a direct then or a combinator: no bridge failure."""
+    engine = _settle_failures(code)
+    assert _bridge_failure(engine) is None
+    assert engine.unhandled_rejections() == []
+
+
+def test_the_first_unhandled_bridge_failure_is_reported_with_its_code():
+    """Two tool calls nobody awaits: the lower request id is the one reported, with the host's code."""
+    engine = _settle_failures("void nop(); void nop(); await new Promise(r => setTimeout(r, 5)); return 1")
+    failure = _bridge_failure(engine)
+    assert failure is not None and failure["code"] == "boom_code"
+    assert failure["error"].startswith("Error: boom 1")
+
+
+def test_cell_code_run_while_a_failure_is_settled_cannot_pass_for_the_bridge_promise():
+    """prepareStackTrace (building the error) and toString (the tracker's reason text) reject promises of
+    their own while a failure is settled: the tool call's promise, handled later, is still told apart, and
+    the cell's rejections stay the guest's own."""
+    engine = _settle_failures(
+        "let once = 2; const reject = (m) => { if (once-- > 0) void Promise.reject(m); };"
+        "Error.prepareStackTrace = () => { reject('from prepare'); return 'x' };"
+        "Error.prototype.toString = function () { reject('from toString'); return 'T' };"
+        "const p = nop(); await new Promise(r => setTimeout(r, 5)); await p.catch(() => 0); return 1"
+    )
+    assert _bridge_failure(engine) is None
+    assert sorted(engine.unhandled_rejections()) == ["from prepare", "from toString"]
+
+
+def test_bridge_promises_are_plain_promises():
+    """A tool call's promise is a native Promise: the cell sees no prelude class, and await takes one job."""
+    engine = _settle_failures(
+        "const p = nop(); const plain = Object.getPrototypeOf(p) === Promise.prototype && p.constructor === Promise;"
+        "p.catch(() => 0); return plain",
+        rounds=2,
+    )
+    assert jsoncodec.loads(engine.final_value(MiB, time.monotonic() + 2.0)) is True
+
+
+#: Values for the tool fast path (only the input walked, under its ["nop", ...] head) and the generic
+#: path (the whole argument array walked: store("nop", v) sends ["nop", v]) to agree on: plain, exotic,
+#: refused, at the nesting and value caps.
+_ARGUMENT_CASES = [
+    "({a: [1, 'x', null, true, {b: -0.5}], s: '\\ud800'})",
+    "[ , 1, , ]",
+    "(() => { let v = 1; for (let i = 0; i < 199; i++) v = [v]; return v })()",
+    "(() => { let v = 1; for (let i = 0; i < 200; i++) v = [v]; return v })()",
+    "(() => { const o = {}; o.self = o; return o })()",
+    "({get g() { return 1 }})",
+    "({toJSON() { return 1 }})",
+    "({big: 1n})",
+    "({f() {}, u: undefined, s: Symbol('x')})",
+    "({p: Promise.resolve(1)})",
+    "({e: new RangeError('r')})",
+    "({e: Object.setPrototypeOf({message: 'm'}, Error.prototype)})",
+    "({k: Object.create(Promise.prototype)})",
+    "({n: nop})",
+    "new Proxy({a: 1}, {get: (t, k) => k === 'a' ? 2n : t[k]})",
+    "new Array(5).fill(0)",
+    "new Array(6).fill(0)",
+]
+
+
+@pytest.mark.parametrize("value", _ARGUMENT_CASES)
+def test_tool_arguments_match_the_whole_array_walk(value: str):
+    """A tool call's arguments are the text, the refusal and the value count of walking [name, input]."""
+    engine, snap = _run(
+        f"const v = {value};"
+        "const fast = await nop(v).then(() => 'sent', e => e.name + ': ' + e.message);"
+        "const slow = await store('nop', v).then(() => 'sent', e => e.name + ': ' + e.message);"
+        "return [fast, slow]",
+        tools=[{"callableName": "nop", "toolName": "nop", "description": "x"}],
+        maxRequestValues=8,
+        replies={"tool": "null", "store.set": "null"},
+    )
+    assert snap["done"] == {"ok": True}
+    fast, slow = jsoncodec.loads(engine.final_value(MiB, time.monotonic() + 2.0))
+    assert fast == slow
+
+
+def test_tool_argument_texts_match_the_whole_array_walk():
+    """The JSON text a tool call carries is the text of serialising [name, input] whole."""
+    engine = _engine(tools=[{"callableName": "nop", "toolName": "nop", "description": "x"}])
+    cases = ", ".join(_ARGUMENT_CASES[:3] + _ARGUMENT_CASES[8:9] + _ARGUMENT_CASES[15:16])
+    engine.compile(f"for (const v of [{cases}]) {{ nop(v).catch(() => 0); store('nop', v).catch(() => 0); }}", 2.0)
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    engine.pump(deadline)
+    requests = jsoncodec.loads(engine.take())["requests"]
+    texts = [engine.request_args(i) for i in range(len(requests))]
+    assert [r["method"] for r in requests] == ["tool", "store.set"] * 5
+    assert texts[0::2] == texts[1::2]
+
+
+def test_promises_and_errors_in_tool_arguments_take_the_careful_walk():
+    """Prototype shortcuts aside, a Promise anywhere in the input is refused and an Error (by its
+    prototype chain) travels as its name and message, whatever object it looks like."""
+    engine = _engine(tools=[{"callableName": "nop", "toolName": "nop", "description": "x"}])
+    engine.compile(
+        "class Odd extends TypeError {};"
+        "const refused = nop({p: [Promise.resolve(1)]}).catch(e => e.message);"
+        "nop([new Odd('o'), Object.setPrototypeOf({message: 'm'}, RangeError.prototype)]);"
+        "return await refused",
+        2.0,
+    )
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    engine.pump(deadline)
+    snap = _take(engine)
+    assert [r["args"] for r in snap["requests"]] == [
+        ["nop", [{"name": "TypeError", "message": "o"}, {"name": "RangeError", "message": "m"}]]
+    ]
+    assert jsoncodec.loads(engine.final_value(MiB, deadline)).startswith("an unawaited Promise is not JSON")
+
+
+@pytest.mark.parametrize("size", [10, 40_000])
+def test_request_arguments_arrive_whole_inline_or_one_by_one(size: int):
+    """Small bursts ride inside take's text, large ones come one call each: the texts are the same,
+    newlines and lone surrogates in strings included, and take's own text stays the snapshot."""
+    engine = _engine()
+    engine.compile(
+        f"const s = 'x'.repeat({size});"
+        "results.save({a: 'line\\nbreak', b: '\\ud800', s}).catch(() => 0);"
+        "results.save([s, 1]).catch(() => 0); results.load('id').catch(() => 0);",
+        2.0,
+    )
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    engine.pump(deadline)
+    snap = jsoncodec.loads(engine.take())
+    assert [r["method"] for r in snap["requests"]] == ["results.save", "results.save", "results.load"]
+    assert (engine._taken_args is None) == (size > 30_000)  # which of the two ways they came
+    texts = [engine.request_args(i) for i in range(3)]
+    assert texts[0] == '[{"a":"line\\nbreak","b":"\\ufffd","s":"' + "x" * size + '"}]'
+    assert texts[1:] == ['[["' + "x" * size + '",1]]', '["id"]']
+    assert [engine.request_args(i) for i in range(3)] == ["[]"] * 3  # each is handed over once
