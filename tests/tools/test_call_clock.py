@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from service.tools.catalog import CatalogView, ToolCatalog
 from service.tools import clocks
+from service.tools.catalog import CatalogView, ToolCatalog
 from service.tools.clocks import CallClock
 from service.tools.errors import ToolCallError, ToolTimeoutError
 from service.tools.plugin import ToolSpec
