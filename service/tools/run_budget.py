@@ -210,6 +210,7 @@ class RunLedger:
         self.state = state
         self.limits = limits
         self._sync = sync
+        self._open_without_failures = limits.failures_per_run > 0 and limits.tool_failures_per_run > 0
 
     async def written(self) -> None:
         """Wait until the failures counted so far are stored (at once without a store, or while it fails)."""
@@ -226,6 +227,8 @@ class RunLedger:
         if self._sync is not None:
             self._sync.consulted(self.state)
         state = self.state.view()
+        if not state.failures and not state.blocked and self._open_without_failures:
+            return  # a run without failures: the common call, and nothing below can refuse it
         if state.total >= self.limits.failures_per_run:
             raise FailureBudgetError(
                 f"{tool} was not called: this run already had {state.total} tool failures, its limit "

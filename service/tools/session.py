@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -60,6 +61,8 @@ DEFAULT_MAX_SEARCHES = 200
 #: Attempts in all for an idempotent tool raising a transient error (the tool failure contract), and the first pause.
 MAX_ATTEMPTS = 3
 _RETRY_PAUSE_S = 0.05
+#: Loop-guard keys keep call arguments up to this many bytes of canonical JSON as they are, longer ones as a digest.
+_MAX_KEPT_ARGUMENTS = 32
 #: Envelope warnings about partial successes one cell collects at most.
 _MAX_WARNINGS = 20
 
@@ -120,7 +123,7 @@ class CallSession:
         self.call_count = 0
         self.search_count = 0
         self.describe_count = 0
-        self._repeats: dict[tuple[str, str, bytes], int] = {}
+        self._repeats: dict[tuple[str, str, bytes | int], int] = {}
         # Without a run of its own (tests, embedding), the session is a run by itself.
         self.ledger = ledger or RunLedger(RunState(), FailureLimits())
         self.breaker = breaker or Breaker()
@@ -316,9 +319,13 @@ class CallSession:
         except jsoncodec.JSONEncodeError:
             return
         # A digest, not the text: a cell may make hundreds of calls with megabytes of arguments each.
-        # BLAKE2b-128 is collision-resistant (a cell cannot make two argument sets collide) and cheaper
-        # than SHA-256 on the short arguments most calls have.
-        key = (source, tool_key, hashlib.blake2b(canonical, digest_size=16).digest())
+        # BLAKE2b-128 is collision-resistant (a cell cannot make two argument sets collide); a text no
+        # longer than a digest's hex is kept as it is (exact, and no hash).  A text is bytes and a
+        # digest an int: the two kinds of key never equal each other.
+        arguments: bytes | int = canonical
+        if len(canonical) > _MAX_KEPT_ARGUMENTS:
+            arguments = int.from_bytes(hashlib.blake2b(canonical, digest_size=16).digest())
+        key = (source, tool_key, arguments)
         count = self._repeats.get(key, 0) + 1
         self._repeats[key] = count
         if count > LOOP_GUARD_LIMIT:
@@ -376,7 +383,9 @@ class CallSession:
                     # Each attempt gets its own copy: a failed attempt may have changed its arguments.
                     given = params if attempt == attempts else jsoncodec.copied(params)
                     # The tool gets whatever JSON its input schema accepted (``Execute`` names only the usual object).
-                    raw = await maybe_await(entry.spec.execute(ctx.call_id, given, ctx))  # type: ignore[arg-type]
+                    raw = entry.spec.execute(ctx.call_id, given, ctx)  # type: ignore[arg-type]
+                    if inspect.isawaitable(raw):  # sync or async (inline: no coroutine of its own)
+                        raw = await raw
                 except ToolCallError as exc:
                     exc.effect_started = True
                     exc.tool = exc.tool or entry.callable_name
