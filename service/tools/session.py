@@ -253,7 +253,11 @@ class CallSession:
         overdue: Overdue | None,
     ) -> CallOutcome:
         name = entry.callable_name
-        raw = await self._clocked(entry, prepared, ctx, deadline, overdue)
+        if entry.timeout_s is None:
+            raw = await self._execute(entry, prepared, ctx, deadline)
+        else:  # the tool's wall clock (no timer of its own, no task), inline: no coroutine of its own
+            with CallClock(entry.timeout_s, name, overdue):
+                raw = await self._execute(entry, prepared, ctx, deadline)
         if self._after_hooks:
             raw = await self._run_after_hooks(entry, prepared, ctx, raw)
         # A plain return value is the details of a successful result: no ToolResult is made for it.
@@ -362,15 +366,6 @@ class CallSession:
             elif outcome is not None:
                 params = cast("JsonValue", outcome)  # the hook's replacement input (plugin code: trusted to be JSON)
         return params, ran, asked
-
-    async def _clocked(
-        self, entry: ToolEntry, params: JsonValue, ctx: ToolContext, deadline: float | None, overdue: Overdue | None
-    ) -> object:
-        """``_execute`` on the tool's wall clock (one timer per call, no task)."""
-        if entry.timeout_s is None:
-            return await self._execute(entry, params, ctx, deadline)
-        with CallClock(entry.timeout_s, entry.callable_name, overdue):
-            return await self._execute(entry, params, ctx, deadline)
 
     async def _execute(self, entry: ToolEntry, params: JsonValue, ctx: ToolContext, deadline: float | None) -> object:
         """What the tool's execute() returned: a ``ToolResult`` or the details of a successful one."""
