@@ -76,7 +76,7 @@ class CallClock:
 
     def __enter__(self) -> CallClock:
         loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
+        task = asyncio.current_task(loop)
         assert task is not None, "a CallClock runs inside a task"
         self._task = task
         self._wheel = _wheel_of(loop)
@@ -177,10 +177,21 @@ class _ClockWheel:
 _WHEELS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _ClockWheel] = weakref.WeakKeyDictionary()
 
 
+class _LastWheel:
+    """The wheel of the loop asked for last (a service runs one loop): found without a weak-key lookup."""
+
+    loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+    wheel: _ClockWheel | None = None
+
+
 def _wheel_of(loop: asyncio.AbstractEventLoop) -> _ClockWheel:
+    last = _LastWheel
+    if last.loop is not None and last.loop() is loop and last.wheel is not None:
+        return last.wheel
     wheel = _WHEELS.get(loop)
     if wheel is None:
         wheel = _WHEELS[loop] = _ClockWheel()
+    last.loop, last.wheel = weakref.ref(loop), wheel
     return wheel
 
 
