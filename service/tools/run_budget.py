@@ -322,7 +322,8 @@ _BREAKER_WINDOW_SECONDS = 30 * 60
 
 
 class Breaker:
-    """Recent outcomes of each (tenant, tool), kept per process for ``max_keys`` pairs.
+    """Recent outcomes of each (tenant, tool) that has failed, kept per process for ``max_keys`` pairs
+    (a pair whose last two calls succeeded is as good as none, so successes alone store nothing).
 
     A call whose attempt failed transiently may try again only while the tool's failed calls among
     its last two (within 30 minutes) plus the calls retrying now are fewer than two: after two
