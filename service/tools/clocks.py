@@ -178,20 +178,21 @@ _WHEELS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _ClockWheel] = wea
 
 
 class _LastWheel:
-    """The wheel of the loop asked for last (a service runs one loop): found without a weak-key lookup."""
+    """The wheel of the loop asked for last (a service runs one loop): found without a weak-key lookup.
 
-    loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
-    wheel: _ClockWheel | None = None
+    One tuple, read and replaced whole: a loop in another thread never sees half of another's pair."""
+
+    pair: tuple[weakref.ref[asyncio.AbstractEventLoop], _ClockWheel] | None = None
 
 
 def _wheel_of(loop: asyncio.AbstractEventLoop) -> _ClockWheel:
-    last = _LastWheel
-    if last.loop is not None and last.loop() is loop and last.wheel is not None:
-        return last.wheel
+    last = _LastWheel.pair
+    if last is not None and last[0]() is loop:
+        return last[1]
     wheel = _WHEELS.get(loop)
     if wheel is None:
         wheel = _WHEELS[loop] = _ClockWheel()
-    last.loop, last.wheel = weakref.ref(loop), wheel
+    _LastWheel.pair = (weakref.ref(loop), wheel)
     return wheel
 
 

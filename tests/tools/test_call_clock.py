@@ -5,6 +5,7 @@ tool that ignores its cancellation; a tool without a clock is not on one."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -195,3 +196,23 @@ async def test_ended_clocks_behind_a_long_one_stay_bounded(ctx) -> None:
         assert len(_wheel_heap()) <= 2 * 1 + clocks._SLACK + 1  # noqa: SLF001
     assert await long_call is None
     assert _wheel_heap() == []
+
+
+def test_each_event_loop_keeps_its_own_clocks() -> None:
+    """Calls on clocks in two threads' event loops at once expire on their own loop's timer, each in time."""
+
+    def run(_: int) -> tuple[object, float]:
+        async def body() -> tuple[object, float]:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            with pytest.raises(ToolTimeoutError):
+                with CallClock(0.05, "t"):
+                    await asyncio.sleep(5)
+            return clocks._wheel_of(loop), loop.time() - started  # noqa: SLF001
+
+        return asyncio.run(body())
+
+    with ThreadPoolExecutor(2) as pool:
+        (first, first_s), (second, second_s) = pool.map(run, range(2))
+    assert first is not second
+    assert first_s < 4 and second_s < 4
