@@ -45,6 +45,7 @@ class CellTools:
     view: CatalogView
     session: CallSession
     mcp_servers: list[McpServerView]
+    context: ToolContext  # what every call of the cell shares (``tool_context`` adds the call's id)
     mcp: McpScope | None = None  # the tenant's connections under its tool policy
     api: ApiFileTable | None = None
     writes: CellStoreWrites | None = None
@@ -58,15 +59,15 @@ def cell_tools(cell: CellContext) -> CellTools:
     return cell.tools
 
 
-def tool_context(call: HostCall) -> ToolContext:
-    spec = call.cell.spec
-    return ToolContext(
-        tenant=spec.tenant,
-        session_id=spec.session_id,
-        run_id=spec.run_id,
-        cell_id=call.cell.id,
-        call_id=f"req_{call.request_id}",
-    )
+def tool_context(state: CellTools, call: HostCall) -> ToolContext:
+    """The context a tool (and its hooks) see for ``call``, a request of the cell ``state`` belongs to."""
+    return state.context.for_call(f"req_{call.request_id}")
+
+
+def cell_context(cell: CellContext) -> ToolContext:
+    """What every tool call of ``cell`` shares (its ``call_id`` is left empty)."""
+    spec = cell.spec
+    return ToolContext(tenant=spec.tenant, session_id=spec.session_id, run_id=spec.run_id, cell_id=cell.id, call_id="")
 
 
 def sync_counters(call: HostCall) -> None:
@@ -101,7 +102,7 @@ async def prepare_cell(access: ToolAccess, hub: McpHub | None, steps: Sequence[S
         breaker=access.breaker,
         approvals=approvals,
     )
-    cell.tools = CellTools(view=view, session=session, mcp_servers=servers, mcp=mcp)
+    cell.tools = CellTools(view=view, session=session, mcp_servers=servers, context=cell_context(cell), mcp=mcp)
     # The store reads wait side by side: a store that does not answer costs the cell its timeout once.
     await asyncio.gather(_refresh(access, ledger, deadline), *(step(cell, deadline) for step in steps))
     blocked = ledger.blocked()

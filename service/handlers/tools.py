@@ -45,7 +45,7 @@ class ToolRequests:
         running = state.session.call_detailed(
             name,
             args[1] if len(args) > 1 else {},
-            tool_context(call),
+            tool_context(state, call),
             deadline=deadline,
             ask=call.ask_approval,
             handed_over=True,

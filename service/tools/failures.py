@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from service.tools.errors import ToolExecutionError
 from service.tools.result import ToolResult
 
-__all__ = ["RECOVERABLE_TYPES", "exception_error_type", "failure_of_result", "truncated", "warning_of_result"]
+__all__ = [
+    "RECOVERABLE_TYPES",
+    "exception_error_type",
+    "failure_of",
+    "failure_of_result",
+    "truncated",
+    "warning_of_result",
+]
 
 #: ``error_type`` values a model can fix by changing its arguments: they never count against a budget.
 RECOVERABLE_TYPES = frozenset({"recoverable", "retryable", "need_input", "need_param"})
@@ -38,18 +45,25 @@ def failure_of_result(result: ToolResult, tool: str, *, untrusted: bool) -> Tool
     ``success``/``ok`` must be ``False`` itself: a missing or ``None`` flag is no failure, and a
     ``code`` field never flips a result (the tool failure contract).
     """
-    details = result.details
-    own = details if isinstance(details, Mapping) else None
+    return failure_of(result.details, result.text, result.is_error, tool, untrusted=untrusted)
+
+
+def failure_of(
+    details: object, text: str | None, is_error: bool, tool: str, *, untrusted: bool
+) -> ToolExecutionError | None:
+    """``failure_of_result`` of a result with these fields (a call whose tool returned plain details
+    makes no ``ToolResult``)."""
+    own = details if type(details) is dict or isinstance(details, Mapping) else None
     order: tuple[str, ...]
     if own is not None and own.get("success") is False:
         order = _SUCCESS_FALSE_REASON
     elif own is not None and own.get("ok") is False:
         order = _OK_FALSE_REASON
-    elif result.is_error:
+    elif is_error:
         order = _ERROR_RESULT_REASON
     else:
         return None
-    reason = _first_text(own, order) or (result.text or "").strip()
+    reason = _first_text(own, order) or (text or "").strip()
     if not reason:
         reason = f"{tool} reported a failure without giving a reason; error.details holds everything it returned"
     fields, recoverable, non_retriable = _seed_fields(own)
@@ -67,7 +81,7 @@ def failure_of_result(result: ToolResult, tool: str, *, untrusted: bool) -> Tool
 
 def warning_of_result(details: object, tool: str) -> str | None:
     """An envelope warning for a partial success, or None."""
-    if not isinstance(details, Mapping) or details.get("success") is not True:
+    if not (type(details) is dict or isinstance(details, Mapping)) or details.get("success") is not True:
         return None
     warning = details.get("warning")
     if isinstance(warning, str) and warning.strip():

@@ -48,6 +48,15 @@ class ToolContext:
     cell_id: str
     call_id: str
 
+    def for_call(self, call_id: str) -> ToolContext:
+        """This context with another ``call_id`` (a cell's calls share every other field).
+
+        Filled in directly, not through the frozen ``__init__``: its ``object.__setattr__`` per field
+        cost ~2 µs of every tool call.  The copy is as frozen, equal and hashable as any other."""
+        ctx = object.__new__(ToolContext)
+        ctx.__dict__.update(self.__dict__, call_id=call_id)
+        return ctx
+
 
 def schema_dict(schema: object, *, what: str) -> JsonObject | None:
     """A JSON Schema dict from a dict or a pydantic model class (deep-copied, JSON-checked)."""

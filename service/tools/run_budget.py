@@ -23,10 +23,9 @@ retry at once (``Breaker.start_retry``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -71,7 +70,10 @@ class RunState:
     _settled: asyncio.Event | None = None
 
     def view(self) -> RunFailures:
-        """The run's counters: what the store said plus what this process counted since."""
+        """The run's counters: what the store said plus what this process counted since (``seen``
+        itself while nothing was counted here: the common call reads it, nobody changes it in place)."""
+        if not self.unwritten and not self.unwritten_blocks and self.writing is None:
+            return self.seen
         failures = dict(self.seen.failures)
         blocked = dict(self.unwritten_blocks)
         parts = [self.unwritten] + ([self.writing.failures] if self.writing else [])
@@ -151,9 +153,14 @@ class CounterSync(Protocol):
 
 
 class Reservation:
-    """One call's place in its run's failure budget (``RunLedger.reserve``)."""
+    """One call's place in its run's failure budget (``RunLedger.take``, ``RunLedger.reserve``);
+    ``release`` (or leaving its ``with`` block) gives the place back."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_ledger", "_tool", "block", "failed_call")
+
+    def __init__(self, ledger: RunLedger, tool: str) -> None:
+        self._ledger = ledger
+        self._tool = tool
         self.block: str | None = None
         self.failed_call = False
 
@@ -165,6 +172,31 @@ class Reservation:
             short = reason if len(reason) <= _MAX_BLOCK_REASON_CHARS else reason[:_MAX_BLOCK_REASON_CHARS] + "…"
             short = short.encode("utf-8", "replace").decode("utf-8")  # stored as text: no lone surrogate
             self.block = f"it reported a failure that retrying cannot fix (non_retriable): {short}"
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._ledger.release(self._tool, self)
+
+
+class _Reserving:
+    """``async with ledger.reserve(tool) as reservation``: waits for a place, gives it back at the end."""
+
+    __slots__ = ("_ledger", "_reservation", "_tool")
+
+    def __init__(self, ledger: RunLedger, tool: str) -> None:
+        self._ledger = ledger
+        self._tool = tool
+        self._reservation: Reservation | None = None
+
+    async def __aenter__(self) -> Reservation:
+        self._reservation = await self._ledger.hold(self._tool)
+        return self._reservation
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._reservation is not None
+        self._ledger.release(self._tool, self._reservation)
 
 
 class RunLedger:
@@ -178,6 +210,7 @@ class RunLedger:
         self.state = state
         self.limits = limits
         self._sync = sync
+        self._open_without_failures = limits.failures_per_run > 0 and limits.tool_failures_per_run > 0
 
     async def written(self) -> None:
         """Wait until the failures counted so far are stored (at once without a store, or while it fails)."""
@@ -194,6 +227,8 @@ class RunLedger:
         if self._sync is not None:
             self._sync.consulted(self.state)
         state = self.state.view()
+        if not state.failures and not state.blocked and self._open_without_failures:
+            return  # a run without failures: the common call, and nothing below can refuse it
         if state.total >= self.limits.failures_per_run:
             raise FailureBudgetError(
                 f"{tool} was not called: this run already had {state.total} tool failures, its limit "
@@ -208,37 +243,50 @@ class RunLedger:
                 tool=tool,
             )
 
-    @contextlib.asynccontextmanager
-    async def reserve(self, tool: str) -> AsyncIterator[Reservation]:
-        """Hold a place in the budget while one call of ``tool`` runs; ``Reservation.fail()`` inside
-        counts it as a failure.  Raises like ``check`` when the tool may not run; while every place
-        left is held by calls in flight, waits for one of them to settle."""
-        state = self.state
+    def reserve(self, tool: str) -> _Reserving:
+        """Hold a place in the budget while one call of ``tool`` runs (``async with``);
+        ``Reservation.fail()`` inside counts it as a failure.  Raises like ``check`` when the tool may
+        not run; while every place left is held by calls in flight, waits for one of them to settle."""
+        return _Reserving(self, tool)
+
+    async def hold(self, tool: str) -> Reservation:
+        """A place for one call of ``tool`` (``take``), waiting while calls in flight hold every place left."""
         while True:
-            self.check(tool)
+            reservation = self.take(tool)
+            if reservation is not None:
+                return reservation
+            await self.state.settled()
+
+    def take(self, tool: str) -> Reservation | None:
+        """A place for one call of ``tool`` now, or None while calls in flight hold every place left;
+        raises like ``check`` when the tool may not run.  The caller must ``release`` it."""
+        self.check(tool)
+        state = self.state
+        held = state.held
+        if held:
             view = state.view()
-            in_flight = sum(state.held.values())
             if (
-                view.total + in_flight < self.limits.failures_per_run
-                and view.failures.get(tool, 0) + state.held.get(tool, 0) < self.limits.tool_failures_per_run
+                view.total + sum(held.values()) >= self.limits.failures_per_run
+                or view.failures.get(tool, 0) + held.get(tool, 0) >= self.limits.tool_failures_per_run
             ):
-                break
-            await state.settled()
-        state.held[tool] = state.held.get(tool, 0) + 1
-        reservation = Reservation()
-        try:
-            yield reservation
-        finally:
-            left = state.held[tool] - 1
-            if left:
-                state.held[tool] = left
-            else:
-                del state.held[tool]
-            if reservation.failed_call:
-                state.count(tool, reservation.block)
-                if self._sync is not None:
-                    self._sync.counted(state)
-            state.wake()
+                return None
+        # With no call in flight, ``check`` passing is the same verdict: below both limits.
+        held[tool] = held.get(tool, 0) + 1
+        return Reservation(self, tool)
+
+    def release(self, tool: str, reservation: Reservation) -> None:
+        """Give back the place ``reservation`` held, counting its failure (if any)."""
+        state = self.state
+        left = state.held[tool] - 1
+        if left:
+            state.held[tool] = left
+        else:
+            del state.held[tool]
+        if reservation.failed_call:
+            state.count(tool, reservation.block)
+            if self._sync is not None:
+                self._sync.counted(state)
+        state.wake()
 
 
 def block_reason(state: RunFailures, tool: str, limits: FailureLimits) -> str | None:
@@ -274,7 +322,8 @@ _BREAKER_WINDOW_SECONDS = 30 * 60
 
 
 class Breaker:
-    """Recent outcomes of each (tenant, tool), kept per process for ``max_keys`` pairs.
+    """Recent outcomes of each (tenant, tool) that has failed, kept per process for ``max_keys`` pairs
+    (a pair whose last two calls succeeded is as good as none, so successes alone store nothing).
 
     A call whose attempt failed transiently may try again only while the tool's failed calls among
     its last two (within 30 minutes) plus the calls retrying now are fewer than two: after two
@@ -291,6 +340,10 @@ class Breaker:
     def record(self, tenant: str, tool: str, ok: bool) -> None:
         key = (tenant, tool)
         outcomes = self._recent.get(key)
+        if ok and (outcomes is None or all(ok for _, ok in outcomes)):
+            # Only failures are counted: a success matters once it can push a failure out of the
+            # last two, and a pair without failures acts as no pair at all.
+            return
         if outcomes is None:
             outcomes = self._recent[key] = deque(maxlen=_BREAKER_CALLS)
         outcomes.append((self._clock(), ok))

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections import Counter
+import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from bridge import jsoncodec
@@ -26,7 +25,7 @@ from service.tools.errors import (
     ToolCallError,
     ToolExecutionError,
 )
-from service.tools.failures import exception_error_type, failure_of_result, warning_of_result
+from service.tools.failures import exception_error_type, failure_of, warning_of_result
 from service.tools.hooks import Block, HookCall, maybe_await, merge_after_result
 from service.tools.plugin import ToolContext, ToolResult
 from service.tools.policy import PolicySubject
@@ -62,31 +61,44 @@ DEFAULT_MAX_SEARCHES = 200
 #: Attempts in all for an idempotent tool raising a transient error (the tool failure contract), and the first pause.
 MAX_ATTEMPTS = 3
 _RETRY_PAUSE_S = 0.05
+#: Loop-guard keys keep call arguments up to this many bytes of canonical JSON as they are, longer ones as a digest.
+_MAX_KEPT_ARGUMENTS = 32
 #: Envelope warnings about partial successes one cell collects at most.
 _MAX_WARNINGS = 20
 
 
-@dataclass(frozen=True)
 class CallOutcome:
-    """A finished native call: `details` go to the guest.
+    """A finished native call (read-only by convention): `details` go to the guest.
 
     `encoded` is the compact JSON of `details`, made once; the cell hands it to the guest as is.
+    A slots class, not a frozen dataclass: one is made per call, and a frozen ``__init__`` costs
+    a microsecond or two of the call.
     """
 
-    callable_name: str
-    encoded: bytes
-    text: str | None
-    is_error: bool
-    network: bool
-    parsed: JsonValue | _Unparsed = _UNPARSED
+    __slots__ = ("callable_name", "encoded", "is_error", "network", "parsed", "text")
+
+    def __init__(
+        self,
+        callable_name: str,
+        encoded: bytes,
+        text: str | None,
+        is_error: bool,
+        network: bool,
+        parsed: JsonValue | _Unparsed = _UNPARSED,
+    ) -> None:
+        self.callable_name = callable_name
+        self.encoded = encoded
+        self.text = text
+        self.is_error = is_error
+        self.network = network
+        self.parsed = parsed
 
     @property
     def details(self) -> JsonValue:
-        if isinstance(self.parsed, _Unparsed):
-            parsed: JsonValue = jsoncodec.loads(self.encoded)
-            object.__setattr__(self, "parsed", parsed)
-            return parsed
-        return self.parsed
+        parsed = self.parsed
+        if isinstance(parsed, _Unparsed):
+            parsed = self.parsed = jsoncodec.loads(self.encoded)
+        return parsed
 
 
 class CallSession:
@@ -111,11 +123,14 @@ class CallSession:
         self.call_count = 0
         self.search_count = 0
         self.describe_count = 0
-        self._repeats: Counter[tuple[str, str, str]] = Counter()
+        self._repeats: dict[tuple[str, str, bytes | int], int] = {}
         # Without a run of its own (tests, embedding), the session is a run by itself.
         self.ledger = ledger or RunLedger(RunState(), FailureLimits())
         self.breaker = breaker or Breaker()
         self.approvals = approvals or ApprovalRules()
+        # The catalog's hooks are fixed: a call without any skips their loops (and their awaits).
+        self._before_hooks = tuple(hook for hook in view.catalog.hooks if hook.before is not None)
+        self._after_hooks = tuple(hook for hook in view.catalog.hooks if hook.after is not None)
         self._approval_reasons: dict[str, str | None] = {}  # callable name -> why it needs approval
         self.retries = 0
         self.warnings: list[str] = []
@@ -178,7 +193,10 @@ class CallSession:
         entry, caller_input, caller_encoded = await self._admitted(callable_name, params, handed_over)
         params = None
         name = entry.callable_name
-        prepared, rewritten, asked = await self._run_before_hooks(entry, caller_input, ctx)
+        prepared: JsonValue = caller_input
+        rewritten, asked = False, None
+        if self._before_hooks:
+            prepared, rewritten, asked = await self._run_before_hooks(entry, caller_input, ctx)
         caller_input = None  # the tool works on ``prepared``; an output check parses ``caller_encoded``
         if rewritten:
             await _checked(entry.contract.check_input, prepared, name, error=InputContractError)
@@ -195,7 +213,8 @@ class CallSession:
         if entry.source == "client":
             raise ClientToolCall(call_id=ctx.call_id, tool_name=entry.tool_name, callable_name=name, params=prepared)
         # The place is taken only now: a call waiting for its approval holds none.
-        async with self.ledger.reserve(name) as reservation:
+        reservation = self.ledger.take(name) or await self.ledger.hold(name)
+        with reservation:
             try:
                 outcome = await self._run(entry, caller_encoded, prepared, ctx, deadline, overdue)
             except ToolCallError as exc:
@@ -216,7 +235,10 @@ class CallSession:
         self.spend_call(name)
         caller_input = {} if params is None else params if handed_over else jsoncodec.copied(params)
         params = None
-        await _checked(entry.contract.check_input, caller_input, name)
+        try:  # inline with a small step budget (no coroutine of its own); in a thread when it needs more
+            entry.contract.check_input(caller_input, name, max_steps=_INLINE_STEPS)
+        except ValidationDeferred:
+            await asyncio.to_thread(entry.contract.check_input, caller_input, name)
         self.guard_loop(entry.source, entry.tool_id, name, caller_input)
         caller_encoded = jsoncodec.dumps_kept(caller_input) if entry.contract.variants is not None else None
         return entry, caller_input, caller_encoded
@@ -231,19 +253,28 @@ class CallSession:
         overdue: Overdue | None,
     ) -> CallOutcome:
         name = entry.callable_name
-        result = await self._clocked(entry, prepared, ctx, deadline, overdue)
-        result = await self._run_after_hooks(entry, prepared, ctx, result)
-        failure = failure_of_result(result, name, untrusted=entry.network)
+        if entry.timeout_s is None:
+            raw = await self._execute(entry, prepared, ctx, deadline)
+        else:  # the tool's wall clock (no timer of its own, no task), inline: no coroutine of its own
+            with CallClock(entry.timeout_s, name, overdue):
+                raw = await self._execute(entry, prepared, ctx, deadline)
+        if self._after_hooks:
+            raw = await self._run_after_hooks(entry, prepared, ctx, raw)
+        # A plain return value is the details of a successful result: no ToolResult is made for it.
+        details, text, is_error = (
+            (raw.details, raw.text, raw.is_error) if isinstance(raw, ToolResult) else (raw, None, False)
+        )
+        failure = failure_of(details, text, is_error, name, untrusted=entry.network)
         if failure is not None:
             # The tool's own object reaches the guest as error.details: JSON, detached from the tool.
-            failure.reported = jsoncodec.loads(_json_bytes(result.details, name, entry.network))
+            failure.reported = jsoncodec.loads(_json_bytes(details, name, entry.network))
             if entry.network:
                 failure.message = wrap_untrusted(failure.message, name)
             raise failure
-        warning = warning_of_result(result.details, name)
+        warning = warning_of_result(details, name)
         if warning is not None and len(self.warnings) < _MAX_WARNINGS:
             self.warnings.append(wrap_untrusted(warning, name) if entry.network else warning)
-        encoded = _json_bytes(result.details, name, entry.network)
+        encoded = _json_bytes(details, name, entry.network)
         parsed: JsonValue | _Unparsed = _UNPARSED
         if entry.contract.output_schema is not None:
             # The caller's own input picks the schema branch (without branches, any input picks the same).
@@ -253,7 +284,7 @@ class CallSession:
                 parsed = await asyncio.to_thread(_checked_output, entry, encoded, caller_input, prepared)
             else:
                 parsed = await _checked(_checked_output, entry, encoded, caller_input, prepared)
-        return CallOutcome(name, encoded, result.text, result.is_error, entry.network, parsed)
+        return CallOutcome(name, encoded, text, is_error, entry.network, parsed)
 
     def _count_failure(self, entry: ToolEntry, exc: ToolCallError, ctx: ToolContext, reservation: Reservation) -> None:
         """Count a non-recoverable failure of the tool itself against the run (the tool failure contract)."""
@@ -292,9 +323,16 @@ class CallSession:
         except jsoncodec.JSONEncodeError:
             return
         # A digest, not the text: a cell may make hundreds of calls with megabytes of arguments each.
-        key = (source, tool_key, hashlib.sha256(canonical).hexdigest())
-        self._repeats[key] += 1
-        if self._repeats[key] > LOOP_GUARD_LIMIT:
+        # BLAKE2b-128 is collision-resistant (a cell cannot make two argument sets collide); a text no
+        # longer than a digest's hex is kept as it is (exact, and no hash).  A text is bytes and a
+        # digest an int: the two kinds of key never equal each other.
+        arguments: bytes | int = canonical
+        if len(canonical) > _MAX_KEPT_ARGUMENTS:
+            arguments = int.from_bytes(hashlib.blake2b(canonical, digest_size=16).digest())
+        key = (source, tool_key, arguments)
+        count = self._repeats.get(key, 0) + 1
+        self._repeats[key] = count
+        if count > LOOP_GUARD_LIMIT:
             raise LoopGuardError(
                 f"{name} was refused: it was already called {LOOP_GUARD_LIMIT} times "
                 "in this cell with exactly these arguments; repeating it will not give a different result. "
@@ -311,9 +349,8 @@ class CallSession:
         """The arguments after every before-hook, whether any ran, and why a hook asked for approval."""
         ran = False
         asked: str | None = None
-        for hook in self.view.catalog.hooks:
-            if hook.before is None:
-                continue
+        for hook in self._before_hooks:
+            assert hook.before is not None
             ran = True
             try:
                 outcome = await maybe_await(hook.before(self._hook_call(entry, params, ctx)))
@@ -330,18 +367,8 @@ class CallSession:
                 params = cast("JsonValue", outcome)  # the hook's replacement input (plugin code: trusted to be JSON)
         return params, ran, asked
 
-    async def _clocked(
-        self, entry: ToolEntry, params: JsonValue, ctx: ToolContext, deadline: float | None, overdue: Overdue | None
-    ) -> ToolResult:
-        """``_execute`` on the tool's wall clock (one timer per call, no task)."""
-        if entry.timeout_s is None:
-            return await self._execute(entry, params, ctx, deadline)
-        with CallClock(entry.timeout_s, entry.callable_name, overdue):
-            return await self._execute(entry, params, ctx, deadline)
-
-    async def _execute(
-        self, entry: ToolEntry, params: JsonValue, ctx: ToolContext, deadline: float | None
-    ) -> ToolResult:
+    async def _execute(self, entry: ToolEntry, params: JsonValue, ctx: ToolContext, deadline: float | None) -> object:
+        """What the tool's execute() returned: a ``ToolResult`` or the details of a successful one."""
         assert entry.spec is not None
         attempts = MAX_ATTEMPTS if entry.spec.idempotent else 1
         retrying = False  # this call holds one of the breaker's retries
@@ -351,7 +378,9 @@ class CallSession:
                     # Each attempt gets its own copy: a failed attempt may have changed its arguments.
                     given = params if attempt == attempts else jsoncodec.copied(params)
                     # The tool gets whatever JSON its input schema accepted (``Execute`` names only the usual object).
-                    raw = await maybe_await(entry.spec.execute(ctx.call_id, given, ctx))  # type: ignore[arg-type]
+                    raw = entry.spec.execute(ctx.call_id, given, ctx)  # type: ignore[arg-type]
+                    if inspect.isawaitable(raw):  # sync or async (inline: no coroutine of its own)
+                        raw = await raw
                 except ToolCallError as exc:
                     exc.effect_started = True
                     exc.tool = exc.tool or entry.callable_name
@@ -370,18 +399,17 @@ class CallSession:
                         await asyncio.sleep(pause)
                         continue
                     raise _sanitised(entry, exc, stage="the tool", started=True, error_type=error_type) from None
-                return raw if isinstance(raw, ToolResult) else ToolResult(details=raw)
+                return raw
             raise AssertionError("unreachable: the last attempt returns or raises")
         finally:
             if retrying:
                 self.breaker.end_retry(ctx.tenant, entry.tool_id)
 
-    async def _run_after_hooks(
-        self, entry: ToolEntry, params: JsonValue, ctx: ToolContext, result: ToolResult
-    ) -> ToolResult:
-        for hook in self.view.catalog.hooks:
-            if hook.after is None:
-                continue
+    async def _run_after_hooks(self, entry: ToolEntry, params: JsonValue, ctx: ToolContext, raw: object) -> ToolResult:
+        """The result after every after-hook, from what the tool returned (hooks see a ``ToolResult``)."""
+        result = raw if isinstance(raw, ToolResult) else ToolResult(details=raw)
+        for hook in self._after_hooks:
+            assert hook.after is not None
             try:
                 override = await maybe_await(hook.after(self._hook_call(entry, params, ctx), result))
                 result = merge_after_result(result, override)

@@ -5,11 +5,13 @@ tool that ignores its cancellation; a tool without a clock is not on one."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from service.tools import clocks
 from service.tools.catalog import CatalogView, ToolCatalog
 from service.tools.clocks import CallClock
 from service.tools.errors import ToolCallError, ToolTimeoutError
@@ -124,3 +126,93 @@ async def test_a_tool_without_a_clock_is_not_cancelled(ctx) -> None:
         await CallSession(clocked, max_calls=5).call("quick", {}, ctx)
     unclocked = CatalogView(catalog, [replace(entry, timeout_s=None) for entry in clocked.entries()])
     assert await CallSession(unclocked, max_calls=5).call("quick", {}, ctx) == 7
+
+
+OPEN = {"type": "object", "additionalProperties": True}
+
+
+def _wheel_heap() -> list[object]:
+    return clocks._wheel_of(asyncio.get_running_loop())._heap  # noqa: SLF001 - the bound is the wheel's own size
+
+
+@pytest.mark.anyio
+async def test_a_call_after_an_earlier_ones_deadline_keeps_its_own_clock(ctx) -> None:
+    """The shared timer stays armed for the first call's deadline after it ended: when it fires during
+    the next call, that call (on a later deadline) is not cut; each call still gets its whole clock."""
+
+    async def nap(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+        await asyncio.sleep(params["s"])
+        return params["s"]
+
+    session = _session(ToolSpec(name="nap", description="", execute=nap, timeout_s=0.15, input_schema=OPEN))
+    assert await session.call("nap", {"s": 0}, ctx) == 0
+    await asyncio.sleep(0.05)
+    assert await session.call("nap", {"s": 0.12}, ctx) == 0.12  # the first deadline passes meanwhile
+    with pytest.raises(ToolTimeoutError):
+        await session.call("nap", {"s": 0.3}, ctx)
+
+
+@pytest.mark.anyio
+async def test_a_shorter_clock_started_later_expires_first(ctx) -> None:
+    """A call on a 50 ms clock started while one on a 30 s clock runs is cut at its own limit."""
+
+    async def wait(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+        await asyncio.sleep(params["s"])
+
+    session = _session(
+        ToolSpec(name="slow", description="", execute=wait, timeout_s=30, input_schema=OPEN),
+        ToolSpec(name="quick", description="", execute=wait, timeout_s=0.05, input_schema=OPEN),
+    )
+    long_call = asyncio.ensure_future(session.call("slow", {"s": 60}, ctx))
+    await asyncio.sleep(0)
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(ToolTimeoutError):
+        await session.call("quick", {"s": 60}, ctx)
+    assert asyncio.get_running_loop().time() - started < 5
+    assert not long_call.done()
+    long_call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await long_call
+
+
+@pytest.mark.anyio
+async def test_ended_clocks_behind_a_long_one_stay_bounded(ctx) -> None:
+    """One call that runs on while 2,000 quick calls start and end after it: the ended clocks do not
+    pile up behind the long one's deadline (the heap stays within twice the running clocks plus slack)."""
+
+    async def wait(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+        await asyncio.sleep(params["s"])
+
+    session = CallSession(
+        ToolCatalog.build(
+            [ToolSpec(name="wait", description="", execute=wait, timeout_s=0.5, input_schema=OPEN)]
+        ).view(),
+        max_calls=3000,
+    )
+    long_call = asyncio.ensure_future(session.call("wait", {"s": 0.2, "long": True}, ctx))
+    await asyncio.sleep(0)
+    for i in range(2000):
+        await session.call("wait", {"s": 0, "i": i}, ctx)
+        assert len(_wheel_heap()) <= 2 * 1 + clocks._SLACK + 1  # noqa: SLF001
+    assert await long_call is None
+    assert _wheel_heap() == []
+
+
+def test_each_event_loop_keeps_its_own_clocks() -> None:
+    """Calls on clocks in two threads' event loops at once expire on their own loop's timer, each in time."""
+
+    def run(_: int) -> tuple[object, float]:
+        async def body() -> tuple[object, float]:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            with pytest.raises(ToolTimeoutError):
+                with CallClock(0.05, "t"):
+                    await asyncio.sleep(5)
+            return clocks._wheel_of(loop), loop.time() - started  # noqa: SLF001
+
+        return asyncio.run(body())
+
+    with ThreadPoolExecutor(2) as pool:
+        (first, first_s), (second, second_s) = pool.map(run, range(2))
+    assert first is not second
+    assert first_s < 4 and second_s < 4

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -17,7 +18,7 @@ from service.tools.errors import (
     UnknownToolError,
 )
 from service.tools.hooks import AfterResult, Block, Hook
-from service.tools.plugin import ToolResult, ToolSpec
+from service.tools.plugin import ToolContext, ToolResult, ToolSpec
 from service.tools.policy import ToolPolicy
 from service.tools.session import CallSession
 from service.tools.untrusted import BEGIN_MARKER
@@ -252,3 +253,30 @@ async def test_hooks_and_tool_cannot_change_callers_arguments(ctx) -> None:
     spec = ToolSpec(name="m", description="", execute=mutate, input_schema={"type": "object"})
     await _session([spec]).call("m", caller, ctx)
     assert caller == {"x": "orig"}
+
+
+def test_a_context_for_another_call_is_a_frozen_equal_copy(ctx) -> None:
+    """``for_call`` gives the same context with another call id, as frozen and comparable as one built directly."""
+    other = ctx.for_call("req_7")
+    assert other == ToolContext(ctx.tenant, ctx.session_id, ctx.run_id, ctx.cell_id, "req_7")
+    assert hash(other) == hash(ToolContext(ctx.tenant, ctx.session_id, ctx.run_id, ctx.cell_id, "req_7"))
+    assert ctx.call_id == "call_1"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        other.tenant = "someone else"  # type: ignore[misc]
+
+
+@pytest.mark.anyio
+async def test_loop_guard_counts_short_and_long_arguments_alike(make_tool, ctx) -> None:
+    """Arguments kept as text (short) and as a digest (long) are each refused the 4th time, in any
+    key order, and neither kind is mistaken for another set of arguments."""
+    session = CallSession(ToolCatalog.build([make_tool("echo", result="ok")]).view(), max_calls=50)
+    short = {"a": 1, "b": 2}
+    long = {"a": "x" * 100, "b": 2}
+    for _ in range(3):
+        await session.call("echo", dict(short), ctx)
+        await session.call("echo", {"b": 2, "a": "x" * 100}, ctx)
+    for args in (short, long, {"b": 2, "a": 1}):
+        with pytest.raises(LoopGuardError):
+            await session.call("echo", args, ctx)
+    assert await session.call("echo", {"a": "x" * 99 + "y", "b": 2}, ctx) == "ok"  # same length, other text
+    assert await session.call("echo", {"a": 2, "b": 2}, ctx) == "ok"

@@ -96,3 +96,52 @@ def test_breaker_lets_two_calls_retry_unless_the_last_two_failed():
     breaker.record("t", "x", ok=False)
     breaker.record("t", "x", ok=True)
     assert breaker.start_retry("t", "x") and not breaker.start_retry("t", "x")  # one failure among the last two
+
+
+def test_breaker_skipping_successes_keeps_every_verdict():
+    """The breaker records a success only where it can push a failure out: over every sequence of
+    five outcomes, its retry verdict is the one the plain "last two calls" rule gives."""
+    for n in range(6):
+        for bits in range(2**n):
+            outcomes = [bool(bits >> i & 1) for i in range(n)]
+            breaker = Breaker(clock=Clock())
+            for ok in outcomes:
+                breaker.record("t", "x", ok=ok)
+            failed_in_last_two = sum(1 for ok in outcomes[-2:] if not ok)
+            assert breaker.start_retry("t", "x") == (failed_in_last_two < 2), outcomes
+
+
+def test_taking_a_place_gives_the_verdict_of_check():
+    """With no call in flight, ``take`` refuses exactly where ``check`` does and holds a place otherwise;
+    with every place left held, it gives none (the caller waits) until one is released."""
+    ledger = RunLedger(RunState(), FailureLimits(2, 5))
+    ledger.state.count("a", None)
+    ledger.state.count("a", None)  # a: blocked at 2
+    ledger.state.count("b", None)
+    with pytest.raises(ToolDisabledError):
+        ledger.take("a")
+    place = ledger.take("b")
+    assert place is not None and ledger.state.held == {"b": 1}
+    assert ledger.take("b") is None  # b's one failure plus one in flight reach its limit of 2
+    other = ledger.take("c")
+    assert other is not None
+    assert ledger.take("d") is None  # 3 failures counted and 2 in flight reach the run's budget of 5
+    with other:
+        pass
+    last = ledger.take("d")
+    assert last is not None
+    for held in (place, last):
+        with held:
+            held.fail()
+    assert ledger.state.held == {}
+    with pytest.raises(FailureBudgetError):
+        ledger.take("e")
+
+
+def test_the_counters_read_as_one_view_before_and_after_a_count():
+    """The run's view is the store's counters while nothing was counted here, and the sum after."""
+    state = RunState()
+    assert state.view() is state.seen and state.view().total == 0
+    state.count("a", "why")
+    assert state.view().failures == {"a": 1} and state.view().blocked == {"a": "why"}
+    assert state.seen.failures == {}  # the store's counters are not changed by the sum
