@@ -1,7 +1,7 @@
 """``python -m bench clocks``: what a tool call's wall clock adds to a no-op native tool call.
 
 A real ``CallSession`` over a real catalog calls a no-op tool in rounds that alternate the entry as
-built (on its clock: one ``asyncio.timeout`` plus the backstop timer, as a cell's call runs) with the
+built (on its clock: a ``CallClock`` on its event loop's shared timer, as a cell's call runs) with the
 same entry off any clock (the call before clocks existed), so machine noise hits both alike; the
 median per-call time of each side is reported.  Then the whole path for context: a cell making
 sequential no-op calls through the in-process service (worker process, frame pipe, dispatcher),
