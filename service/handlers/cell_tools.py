@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 MAX_QUEUED_REQUESTS = 1024
 #: More per-cell preparation (e.g. reading the session's data), given the cell and its deadline
 #: (event-loop time); it runs once the cell's ``CellTools`` exist, beside the run-counter read,
-#: and must not raise past the deadline.
-StartStep = Callable[[CellContext, float], Awaitable[None]]
+#: and must not raise past the deadline.  It answers what to wait for, or None when it has nothing to do.
+StartStep = Callable[[CellContext, float], Awaitable[None] | None]
 
 
 @dataclass
@@ -104,7 +104,16 @@ async def prepare_cell(access: ToolAccess, hub: McpHub | None, steps: Sequence[S
     )
     cell.tools = CellTools(view=view, session=session, mcp_servers=servers, context=cell_context(cell), mcp=mcp)
     # The store reads wait side by side: a store that does not answer costs the cell its timeout once.
-    await asyncio.gather(_refresh(access, ledger, deadline), *(step(cell, deadline) for step in steps))
+    # Most cells have none to wait for (counters read less than a second ago, code that names no
+    # store): then no task is made for them.
+    waits: list[Awaitable[None]] = (
+        [] if access.run_counters.fresh(ledger.state) else [_refresh(access, ledger, deadline)]
+    )
+    waits += [wait for step in steps if (wait := step(cell, deadline)) is not None]
+    if len(waits) == 1:
+        await waits[0]
+    elif waits:
+        await asyncio.gather(*waits)
     blocked = ledger.blocked()
     cell.guest_config = {
         # Tools blocked for the run when the cell starts say so on their handles (catalog.all()).

@@ -11,6 +11,7 @@ keeps that mark, so later cells that read from it are marked untrusted too.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 from bridge import jsoncodec
 from bridge.json_types import JsonObject
@@ -50,15 +51,20 @@ class SessionStoreHandlers:
         dispatcher.register("store.delete", self._delete)
         dispatcher.on_finish(self._commit)
 
-    async def prefetch(self, cell: CellContext, deadline: float) -> None:
-        """Read the session's data before the cell takes a worker, if its code may use it.
+    def prefetch(self, cell: CellContext, deadline: float) -> Awaitable[None] | None:
+        """The read of the session's data before the cell takes a worker, if its code may use it (else
+        None: nothing to wait for).
 
         A cheap substring test decides: code that reaches the store by other spellings reads on its
         first store request instead (bounded by the store's own timeout).
         """
         spec = cell.spec
         if self._refusal(spec) is not None or ("store" not in spec.code and "load" not in spec.code):
-            return
+            return None
+        return self._prefetch(cell, deadline)
+
+    async def _prefetch(self, cell: CellContext, deadline: float) -> None:
+        spec = cell.spec
         state = cell_tools(cell)
         try:
             async with asyncio.timeout_at(deadline):

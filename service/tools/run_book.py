@@ -107,7 +107,7 @@ class RunBook:
         """Re-read the run's counters unless this process read them less than a second ago (a
         caller bounds the wait; the store's own timeout bounds it anyway)."""
         state = ledger.state
-        if self._fresh(state):
+        if self.fresh(state):
             return
         await asyncio.shield(self._read(state))
 
@@ -131,7 +131,7 @@ class RunBook:
 
     def consulted(self, state: RunState) -> None:
         """A call looked at ``state``: re-read it in the background when it is over a second old."""
-        if not self._fresh(state):
+        if not self.fresh(state):
             self._read(state)
 
     # ---- the run routes ------------------------------------------------------------------------
@@ -212,7 +212,8 @@ class RunBook:
             if not excess:
                 return
 
-    def _fresh(self, state: RunState) -> bool:
+    def fresh(self, state: RunState) -> bool:
+        """Whether the run's counters need no re-read now (no store, or read less than a second ago)."""
         if self.store is None or state.key is None or not state.persist:
             return True
         return state.read_at is not None and self._clock() - state.read_at < REFRESH_SECONDS
