@@ -117,9 +117,8 @@ class HostRequests:
         self._pending: dict[int, Pending] = {}
         self._ready: list[ReadyReply] = []
         self._charged: dict[int, int] = {}  # request id -> inbox bytes of its queued reply
-        self.in_flight: set[int] = (
-            set()
-        )  # ids whose handler task runs (a dropped one counts no more); read-only outside
+        # Ids whose handler task runs (a dropped one counts no more); the leg reads it, only this class changes it.
+        self.in_flight: set[int] = set()
         self.waiting = WaitClock()  # time with host work in flight (telemetry's tool_wait_ms)
         self._closed = False
         self.trace: CellTrace | None = None  # once a leg is traced; None while tracing is off
