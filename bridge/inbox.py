@@ -124,8 +124,10 @@ class InboxAllowance:
 
     def release(self, n: int) -> None:
         """Give back ``n`` bytes of a consumed reply."""
-        if n < 0:
-            raise ValueError("reply size must not be negative")
+        if n <= 0:
+            if n < 0:
+                raise ValueError("reply size must not be negative")
+            return  # nothing to give back (most stops release nothing): no locks taken
         with self._lock:
             # After release_all (cancel/expiry) a late consumer may still release: never go negative.
             given = min(n, self._used)
