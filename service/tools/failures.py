@@ -1,7 +1,7 @@
 """How a tool's failure reads (the tool failure contract): the fake-success flip, the reason order, the fields.
 
 A tool fails by raising, by ``ToolResult(is_error=True)`` or by returning a dict with
-``success: false`` / ``ok: false``.  ``failure_of_result`` turns a finished result into a
+``success: false`` / ``ok: false``.  ``failure_of`` turns a finished result's fields into a
 ``ToolExecutionError`` carrying the guest-visible fields; ``warning_of_result`` spots a partial
 success (``success: true`` with ``completed: false`` or a ``warning``).
 """
@@ -11,13 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from service.tools.errors import ToolExecutionError
-from service.tools.result import ToolResult
 
 __all__ = [
     "RECOVERABLE_TYPES",
     "exception_error_type",
     "failure_of",
-    "failure_of_result",
     "truncated",
     "warning_of_result",
 ]
@@ -39,20 +37,15 @@ def exception_error_type(exc: BaseException) -> str | None:
     return "transient" if isinstance(exc, TRANSIENT_EXCEPTIONS) else None
 
 
-def failure_of_result(result: ToolResult, tool: str, *, untrusted: bool) -> ToolExecutionError | None:
-    """The failure a finished result reports, or None when it is a success.
+def failure_of(
+    details: object, text: str | None, is_error: bool, tool: str, *, untrusted: bool
+) -> ToolExecutionError | None:
+    """The failure a finished result (its details, text and error flag) reports, or None when it is a
+    success; a call whose tool returned plain details makes no ``ToolResult``.
 
     ``success``/``ok`` must be ``False`` itself: a missing or ``None`` flag is no failure, and a
     ``code`` field never flips a result (the tool failure contract).
     """
-    return failure_of(result.details, result.text, result.is_error, tool, untrusted=untrusted)
-
-
-def failure_of(
-    details: object, text: str | None, is_error: bool, tool: str, *, untrusted: bool
-) -> ToolExecutionError | None:
-    """``failure_of_result`` of a result with these fields (a call whose tool returned plain details
-    makes no ``ToolResult``)."""
     own = details if type(details) is dict or isinstance(details, Mapping) else None
     order: tuple[str, ...]
     if own is not None and own.get("success") is False:

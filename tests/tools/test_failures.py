@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.tools.errors import FailureBudgetError, ToolDisabledError
-from service.tools.failures import failure_of_result, warning_of_result
+from service.tools.failures import failure_of, warning_of_result
 from service.tools.result import ToolResult
 from service.tools.run_budget import Breaker, FailureLimits, RunLedger, RunState
 
@@ -19,7 +19,8 @@ class Clock:
 
 
 def failure(details: object, *, is_error: bool = False, text: str | None = None):
-    return failure_of_result(ToolResult(details=details, text=text, is_error=is_error), "t", untrusted=False)
+    result = ToolResult(details=details, text=text, is_error=is_error)  # as a tool returns it
+    return failure_of(result.details, result.text, result.is_error, "t", untrusted=False)
 
 
 def test_reason_order_follows_the_seed():
