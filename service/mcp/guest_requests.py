@@ -76,7 +76,7 @@ class McpGuestRequests:
         """``MCP.<server>.<tool>(input)`` as a tool call: the run's failure budget, the cell's call
         budget and loop guard, approval, then the call; a failure of the call counts against the run.
 
-        The one place MCP calls use the run budget: ``RunLedger.check`` before, ``RunLedger.reserve``
+        The one place MCP calls use the run budget: ``RunLedger.check`` before, ``RunLedger.hold``
         around the call (``Reservation.fail`` for a counted failure).
         """
         server, tool, value = _call_arguments(call.args)
@@ -95,7 +95,7 @@ class McpGuestRequests:
         await _approved(call, state, servers, tools, name, value)
         call.cell.network_content = True
         try:
-            async with session.ledger.reserve(name) as reservation:  # the run's failure budget, held while it runs
+            with await session.ledger.hold(name) as reservation:  # the run's failure budget, held while it runs
                 return await self._reserved_call(self._scope(call), reservation, server, tool, name, value)
         except ToolCallError as exc:  # blocked (or the budget spent) while it waited for a place
             raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None

@@ -12,7 +12,7 @@ its own run with counters of its own.
 Counted: non-recoverable failures (exceptions, error results, output-contract failures, MCP
 ``isError``).  Not counted: recoverable failures, input validation and guard refusals.
 
-Under concurrency a call *reserves* its place before it runs (``RunLedger.reserve``) and counts as
+Under concurrency a call *reserves* its place before it runs (``RunLedger.take`` or ``hold``) and counts as
 a failure until it settles: a run never has more calls of a tool in flight than that tool's failures
 left, nor more calls in all than the run's failures left.  Further calls wait for a place (and are
 refused once the budget is spent), so 100 concurrent calls of a failing tool run as often as the
@@ -153,8 +153,8 @@ class CounterSync(Protocol):
 
 
 class Reservation:
-    """One call's place in its run's failure budget (``RunLedger.take``, ``RunLedger.reserve``);
-    ``release`` (or leaving its ``with`` block) gives the place back."""
+    """One call's place in its run's failure budget (``RunLedger.take`` or ``hold``); ``release`` (or
+    leaving its ``with`` block) gives the place back, and ``fail()`` inside counts the call as a failure."""
 
     __slots__ = ("_ledger", "_tool", "block", "failed_call")
 
@@ -180,27 +180,8 @@ class Reservation:
         self._ledger.release(self._tool, self)
 
 
-class _Reserving:
-    """``async with ledger.reserve(tool) as reservation``: waits for a place, gives it back at the end."""
-
-    __slots__ = ("_ledger", "_reservation", "_tool")
-
-    def __init__(self, ledger: RunLedger, tool: str) -> None:
-        self._ledger = ledger
-        self._tool = tool
-        self._reservation: Reservation | None = None
-
-    async def __aenter__(self) -> Reservation:
-        self._reservation = await self._ledger.hold(self._tool)
-        return self._reservation
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        assert self._reservation is not None
-        self._ledger.release(self._tool, self._reservation)
-
-
 class RunLedger:
-    """One cell's handle on its run's failure budget: ``check`` before a call, ``reserve`` around it.
+    """One cell's handle on its run's failure budget: ``check`` before a call, a held place around it.
 
     Nothing here waits for the store: the view is what the process knows (re-read in the background
     at most every second), and counted failures are written in batches by the ``RunBook``.
@@ -243,14 +224,9 @@ class RunLedger:
                 tool=tool,
             )
 
-    def reserve(self, tool: str) -> _Reserving:
-        """Hold a place in the budget while one call of ``tool`` runs (``async with``);
-        ``Reservation.fail()`` inside counts it as a failure.  Raises like ``check`` when the tool may
-        not run; while every place left is held by calls in flight, waits for one of them to settle."""
-        return _Reserving(self, tool)
-
     async def hold(self, tool: str) -> Reservation:
-        """A place for one call of ``tool`` (``take``), waiting while calls in flight hold every place left."""
+        """A place for one call of ``tool`` (``take``), waiting while calls in flight hold every place left
+        (``with await ledger.hold(tool) as reservation:``); raises like ``check`` when the tool may not run."""
         while True:
             reservation = self.take(tool)
             if reservation is not None:

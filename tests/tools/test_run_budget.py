@@ -186,7 +186,7 @@ async def test_without_a_store_runs_expire_and_stay_bounded() -> None:
     book = RunBook(None, LIMITS, ttl_seconds=60, max_runs=2, clock=lambda: now[0])
 
     async def fail(run: str) -> None:
-        async with book.ledger("t", "s", run).reserve("a") as reservation:
+        with await book.ledger("t", "s", run).hold("a") as reservation:
             reservation.fail()
 
     await fail("r1")
@@ -206,7 +206,7 @@ async def test_a_long_store_outage_keeps_the_book_bounded(tmp_path: Path, caplog
     book = RunBook(store, LIMITS, ttl_seconds=3600, max_runs=4)
     with caplog.at_level(logging.WARNING, logger="service.tools.run_book"):
         for i in range(30):
-            async with book.ledger("acme", "s1", f"r{i}").reserve("a") as reservation:
+            with await book.ledger("acme", "s1", f"r{i}").hold("a") as reservation:
                 reservation.fail()
             await asyncio.sleep(0)
     assert len(book._runs) <= 2 * 4 + 1  # noqa: SLF001 - the bound is the book's own size
@@ -219,7 +219,7 @@ async def test_ending_a_run_drops_its_unwritten_failures(store: CountingStore) -
     the write is let go, and the run starts again from zero."""
     book = RunBook(store, LIMITS, ttl_seconds=3600)
     ledger = book.ledger("acme", "s1", "r1")
-    async with ledger.reserve("a") as reservation:
+    with await ledger.hold("a") as reservation:
         reservation.fail(non_retriable=True, reason="gone")
     await book.delete_run_failures("acme", "s1", "r1")
     async with asyncio.timeout(5):
