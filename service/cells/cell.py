@@ -94,8 +94,8 @@ class Cell:
         self._started = False
         self._leg_started = time.perf_counter()
         self._quotas = quotas
-        # Set once ``final`` is: the owner (the registry) awaits it to record the end (``ending.py``).
-        self.ended = asyncio.Event()
+        # Called (in the next loop turn) once ``final`` is set: the owner (the registry) records the end.
+        self.on_end: Callable[[Cell], None] | None = None
         self._retainer = retainer
         self._holding = True  # our leg holds the worker process (a new cell's first leg does)
         self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
@@ -389,7 +389,10 @@ class Cell:
         if sealed["status"] == "completed":
             self.status = CellStatus.COMPLETED
         self.final = sealed
-        self.ended.set()
+        if self.on_end is not None:
+            # The next turn, as an awaited event would wake its owner: ahead of any task that waits for
+            # this leg (their wakeups are queued after this one), with no task of its own.
+            asyncio.get_running_loop().call_soon(self.on_end, self)
         return sealed
 
     def _common(self, *, report: bool = True) -> LegFields:

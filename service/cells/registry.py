@@ -81,7 +81,7 @@ class CellRegistry:
             )
         )
         self._sweeper: asyncio.Task[None] | None = None
-        self._watchers: dict[Cell, asyncio.Task[None]] = {}  # one per live cell, awaiting its end
+        self._watched: set[Cell] = set()  # live cells whose end is not recorded yet
         self.counts: dict[str, int] = {"completed": 0, "failed": 0}
         self.sweepers: list[Callable[[], object]] = []  # other periodic expiry (saved results)
         self.events = EventLogs(
@@ -112,12 +112,9 @@ class CellRegistry:
             with contextlib.suppress(Exception):
                 await cell.cancel("the service is shutting down")
         self.background.close()
-        # The ends of the cells just cancelled are recorded; a cell whose cancel failed never ends.
-        ended = [watcher for cell, watcher in self._watchers.items() if cell.ended.is_set()]
-        for cell, watcher in list(self._watchers.items()):
-            if not cell.ended.is_set():
-                watcher.cancel()
-        await asyncio.gather(*ended)
+        # The ends of the cells just cancelled are recorded now; a cell whose cancel failed never ends.
+        for cell in [cell for cell in self._watched if cell.final is not None]:
+            self._record_end(cell)
 
     async def _sweep(self) -> None:
         while True:
@@ -311,14 +308,16 @@ class CellRegistry:
 
     def _watch(self, cell: Cell) -> None:
         """Record the cell's end once it ends, however it ends (a leg, a cancel, the loss of its process)."""
-        self._watchers[cell] = asyncio.ensure_future(self._record_end(cell))
+        self._watched.add(cell)
+        cell.on_end = self._record_end
 
-    async def _record_end(self, cell: Cell) -> None:
-        # Woken in the loop turn after the cell ended, ahead of any task that waits for the leg or the
-        # background run that ended it (their wakeups are queued after this one): a background wait
+    def _record_end(self, cell: Cell) -> None:
+        # Called in the loop turn after the cell ended, ahead of any task that waits for the leg or the
+        # background run that ended it (their wakeups are queued after this call): a background wait
         # collects an end already recorded.
-        await cell.ended.wait()
-        del self._watchers[cell]
+        if cell not in self._watched:
+            return  # recorded already (by close)
+        self._watched.remove(cell)
         assert cell.final is not None
         self._end(cell, cell.final)
 
