@@ -243,6 +243,9 @@ class CatalogView:
         self.catalog = catalog
         self._entries = {e.callable_name: e for e in sorted(entries, key=lambda e: e.callable_name)}
         self._index: SearchIndex | None = None  # built on the first search: most cells never search
+        # Every tool's handle, made on the first ``handles()``: a view without client tools is shared by
+        # every cell of its policy (``ToolCatalog.view``), so a cell's guest config reuses them.
+        self._handles: list[JsonObject] | None = None
 
     def entry(self, callable_name: object) -> ToolEntry | None:
         """The entry for a callable name, or None (also for denied tools)."""
@@ -276,8 +279,10 @@ class CatalogView:
         return meta
 
     def handles(self) -> list[JsonObject]:
-        """Metadata of every tool in the view (what `catalog.all()` returns)."""
-        return [self.handle(name) for name in self._entries]
+        """Metadata of every tool in the view (what `catalog.all()` returns): shared, so never changed in place."""
+        if self._handles is None:
+            self._handles = [self.handle(name) for name in self._entries]
+        return list(self._handles)
 
     def search(self, query: object, limit: object = None) -> list[JsonObject]:
         """Handles matching `query`: exact callable, then case-insensitive name, else ranked; clamped.

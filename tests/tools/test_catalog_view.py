@@ -47,6 +47,19 @@ def test_handles_are_safe_metadata(make_tool) -> None:
     assert all(v is not None for v in _walk(handles))
 
 
+def test_a_shared_view_makes_its_handles_once(make_tool) -> None:
+    """Every cell of a policy shares its view: the handles are made on the first call and reused, and a
+    caller changing the list it got does not change what the next caller gets."""
+    catalog = ToolCatalog.build([make_tool("lookup"), make_tool("plain")])
+    view = catalog.view()
+    assert catalog.view() is view
+    first = view.handles()
+    first.append({"callableName": "intruder"})
+    again = view.handles()
+    assert [h["callableName"] for h in again] == ["lookup", "plain"]
+    assert all(a is b for a, b in zip(first, again, strict=False))
+
+
 def test_output_hint_only_for_complete_trusted_schema(make_tool) -> None:
     """An open output schema gets no `output`; client tools get `input: unknown` and no output."""
     open_out = {"type": "object", "properties": {"id": {"type": "string"}}}
