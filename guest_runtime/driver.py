@@ -220,6 +220,7 @@ class GuestEngine:
         self._malloc = _malloc_state(self._ctx)
         self._hook = self._load_prelude(prelude)
         self._fn: Any = None
+        self._prepared: str | None = None  # the configuration text ``prepare`` built the globals from
         self._taken_args: list[str] | None = None  # the last take's small request arguments
 
     def _load_prelude(self, bytecode: bytes) -> Any:
@@ -236,9 +237,25 @@ class GuestEngine:
 
     # -- set-up ---------------------------------------------------------------------------------
 
-    def configure(self, config_json: str, memory_limit_bytes: int) -> None:
-        """Build the guest's globals for one cell, then cap the heap."""
+    def prepare(self, config_json: str) -> None:
+        """Build the guest's globals for ``config_json`` ahead of the cell, e.g. while the worker is idle.
+
+        Configuring parses host JSON and runs prelude code only, never cell code, so a prepared engine
+        is the very engine ``configure`` with the same text would have made.
+        """
         self._hook("configure", config_json)
+        self._prepared = config_json
+
+    def prepared_for(self, config_json: str) -> bool:
+        """Whether ``configure(config_json, ...)`` can use this unused engine: unprepared, or prepared with that text."""
+        return self._prepared is None or self._prepared == config_json
+
+    def configure(self, config_json: str, memory_limit_bytes: int) -> None:
+        """Build the guest's globals for one cell (unless ``prepare`` did, from the same text), then cap the heap."""
+        if self._prepared is not None and self._prepared == config_json:
+            self._prepared = None  # the preparation stands for this one configure
+        else:
+            self._hook("configure", config_json)  # the prelude refuses a second configuration
         self._memory_limit = memory_limit_bytes
         self._ctx.set_memory_limit(memory_limit_bytes)
 
