@@ -303,7 +303,7 @@ class GuestEngine:
         """
         self._ctx.set_memory_limit(self._memory_limit + headroom_bytes)
         self._limit(deadline)
-        return self._call_text("value")
+        return self._text("value", self._call("value"))
 
     def take(self) -> str:
         """Return the JSON text of queued requests, cancels, output and the outcome.
@@ -315,7 +315,7 @@ class GuestEngine:
         """
         self._ctx.set_memory_limit(2 * self._memory_limit)
         try:
-            text = self._call_text("take")
+            text = self._text("take", self._call("take"))
         finally:
             self._ctx.set_memory_limit(self._memory_limit)
         snapshot, inline, args = text.partition("\n")
@@ -392,9 +392,6 @@ class GuestEngine:
             raise EngineFault(f"engine value conversion failed in {op}: {exc}") from None
         # Every JSON text leaving the guest passes here: lone surrogates become U+FFFD once, at the source.
         return well_formed(result) if isinstance(result, str) else result
-
-    def _call_text(self, op: str) -> str:
-        return self._text(op, self._call(op))
 
     @staticmethod
     def _text(op: str, result: object) -> str:
