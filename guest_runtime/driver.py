@@ -220,6 +220,7 @@ class GuestEngine:
         self._malloc = _malloc_state(self._ctx)
         self._hook = self._load_prelude(prelude)
         self._fn: Any = None
+        self._prepared: str | None = None  # the configuration text ``prepare`` built the globals from
         self._taken_args: list[str] | None = None  # the last take's small request arguments
 
     def _load_prelude(self, bytecode: bytes) -> Any:
@@ -236,9 +237,25 @@ class GuestEngine:
 
     # -- set-up ---------------------------------------------------------------------------------
 
-    def configure(self, config_json: str, memory_limit_bytes: int) -> None:
-        """Build the guest's globals for one cell, then cap the heap."""
+    def prepare(self, config_json: str) -> None:
+        """Build the guest's globals for ``config_json`` ahead of the cell, e.g. while the worker is idle.
+
+        Configuring parses host JSON and runs prelude code only, never cell code, so a prepared engine
+        is the very engine ``configure`` with the same text would have made.
+        """
         self._hook("configure", config_json)
+        self._prepared = config_json
+
+    def prepared_for(self, config_json: str) -> bool:
+        """Whether ``configure(config_json, ...)`` can use this unused engine: unprepared, or prepared with that text."""
+        return self._prepared is None or self._prepared == config_json
+
+    def configure(self, config_json: str, memory_limit_bytes: int) -> None:
+        """Build the guest's globals for one cell (unless ``prepare`` did, from the same text), then cap the heap."""
+        if self._prepared is not None and self._prepared == config_json:
+            self._prepared = None  # the preparation stands for this one configure
+        else:
+            self._hook("configure", config_json)  # the prelude refuses a second configuration
         self._memory_limit = memory_limit_bytes
         self._ctx.set_memory_limit(memory_limit_bytes)
 
@@ -286,7 +303,7 @@ class GuestEngine:
         """
         self._ctx.set_memory_limit(self._memory_limit + headroom_bytes)
         self._limit(deadline)
-        return self._call_text("value")
+        return self._text("value", self._call("value"))
 
     def take(self) -> str:
         """Return the JSON text of queued requests, cancels, output and the outcome.
@@ -298,7 +315,7 @@ class GuestEngine:
         """
         self._ctx.set_memory_limit(2 * self._memory_limit)
         try:
-            text = self._call_text("take")
+            text = self._text("take", self._call("take"))
         finally:
             self._ctx.set_memory_limit(self._memory_limit)
         snapshot, inline, args = text.partition("\n")
@@ -375,9 +392,6 @@ class GuestEngine:
             raise EngineFault(f"engine value conversion failed in {op}: {exc}") from None
         # Every JSON text leaving the guest passes here: lone surrogates become U+FFFD once, at the source.
         return well_formed(result) if isinstance(result, str) else result
-
-    def _call_text(self, op: str) -> str:
-        return self._text(op, self._call(op))
 
     @staticmethod
     def _text(op: str, result: object) -> str:

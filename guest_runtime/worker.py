@@ -5,7 +5,7 @@ the ``bridge.messages`` protocol over its stdin/stdout (the real stdout is moved
 stray print can never corrupt a frame).  Once its imports are done and its first engine is built,
 it confines itself (``confinement.py``), and only then says ``ready`` and reads its first cell.
 After each cell it builds the next engine while idle, so the next cell starts without paying for
-the prelude.  It exits when told the cell broke a limit (the service then replaces it) or when its
+the prelude (nor, while the tenant's configuration stays the same, for its tools' globals).  It exits when told the cell broke a limit (the service then replaces it) or when its
 stdin closes.
 """
 
@@ -146,16 +146,19 @@ class CellRun:
     Every slice answers ``IDLE`` (the runtime stays) or whether the worker must be recycled.
     """
 
-    def __init__(self, engine: GuestEngine | PythonEngine, channel: Channel, msg: RunFrame, cpu_limit_s: float) -> None:
+    def __init__(
+        self, engine: GuestEngine | PythonEngine, channel: Channel, msg: RunFrame, config_json: str, cpu_limit_s: float
+    ) -> None:
         self.engine = engine
         self.channel = channel
         self.msg = msg
+        self.config_json = config_json  # the JSON text of msg["config"]
         self.cpu_limit_s = cpu_limit_s
         self.rt = msg["cell_id"]  # the runtime's name in later frames
         self.heap = 0  # the runtime's heap at its last stop: what freeing it gives back
         self.capture = OutputCapture(msg["max_output_bytes"])
         self.cpu_ms = 0.0  # this runtime's own CPU; other runtimes' slices are not charged to it
-        self._slice_cpu = time.process_time()
+        self._slice_cpu = 0.0  # process CPU time when the current slice began (each slice sets it)
         self.deadline = time.monotonic() + msg["budget_ms"] / 1000
 
     def run(self) -> bool | None:
@@ -164,7 +167,7 @@ class CellRun:
         engine = self.engine
         msg = self.msg
         try:
-            engine.configure(jsoncodec.dumps_text(msg["config"]), msg["memory_limit_bytes"])
+            engine.configure(self.config_json, msg["memory_limit_bytes"])
             engine.compile(msg["code"], self.deadline - time.monotonic())
         except GuestSyntaxError as exc:
             return self.fail(str(exc), "input", "invalid_input", recycle=False)
@@ -213,8 +216,8 @@ class CellRun:
             # The process itself ran out (RLIMIT_AS), not the engine's cap: replace it.
             return self.fail("memory limit exceeded", "guest", "memory_limit_exceeded", recycle=True)
 
-    def _spent_ms(self) -> float:
-        now = time.process_time()
+    def _spent_ms(self, now: float) -> float:
+        """This runtime's CPU in ms, counting the current slice up to ``now`` (a ``time.process_time()``)."""
         self.cpu_ms += (now - self._slice_cpu) * 1000
         self._slice_cpu = now
         return round(self.cpu_ms, 3)
@@ -262,7 +265,7 @@ class CellRun:
                 cancels=snap["cancels"],
                 output=self.capture.drain(),
                 outstanding=snap["outstanding"],
-                cpu_ms=self._spent_ms(),
+                cpu_ms=self._spent_ms(time.process_time()),
                 heap_bytes=self.heap,
             ),
             args,
@@ -325,8 +328,9 @@ class CellRun:
             heap = self.heap = self.engine.heap_bytes()
         except Exception:  # noqa: BLE001 - a dying engine must still let us report the cell
             heap = 0
+        now = time.process_time()  # one reading (a system call) for the cell's figure and the worker's wear
         # Retire the worker well before its RLIMIT_CPU could kill it in the middle of a later cell.
-        worn_out = time.process_time() > CPU_RECYCLE_FRACTION * self.cpu_limit_s
+        worn_out = now > CPU_RECYCLE_FRACTION * self.cpu_limit_s
         self.channel.write(
             done_frame(
                 rt=self.rt,
@@ -334,7 +338,7 @@ class CellRun:
                 error=error,
                 output=self.capture.drain(),
                 cancels=cancels,
-                cpu_ms=self._spent_ms(),
+                cpu_ms=self._spent_ms(now),
                 heap_bytes=heap,
                 recycle=recycle or worn_out,
             )
@@ -419,6 +423,10 @@ class Runtimes:
         self.draining = False
         self.freed = 0  # heap bytes of runtimes freed since the last trim
         self.engine: GuestEngine | None = GuestEngine(stack_bytes=stack_bytes)
+        #: The configuration text of the last JavaScript cell, and the same text while two cells in a row
+        #: had it: the engine built while idle is then prepared for it (a tenant's tools rarely change).
+        self.last_config: str | None = None
+        self.steady_config: str | None = None
 
     def serve(self) -> int:
         while True:
@@ -435,18 +443,35 @@ class Runtimes:
             if self.draining and not self.table:
                 return 0
             if self.engine is None and not self.draining:
-                self.engine = GuestEngine(stack_bytes=self.stack_bytes)  # built while idle
+                self.engine = self._next_engine()  # built while idle
+
+    def _next_engine(self) -> GuestEngine:
+        engine = GuestEngine(stack_bytes=self.stack_bytes)
+        if self.steady_config is not None:
+            engine.prepare(self.steady_config)
+        return engine
 
     def _run(self, msg: RunFrame) -> None:
+        config = jsoncodec.dumps_text(msg["config"])
         engine: GuestEngine | PythonEngine
         if msg.get("language") == "python":
             engine = PythonEngine()  # costs microseconds: nothing is built ahead for Python cells
         else:
-            engine = self.engine or GuestEngine(stack_bytes=self.stack_bytes)
-            self.engine = None
-        run = CellRun(engine, self.channel, msg, self.cpu_limit)
+            engine = self._engine_for(config)
+        run = CellRun(engine, self.channel, msg, config, self.cpu_limit)
         self.table[run.rt] = run
         self._after(run, run.run())
+
+    def _engine_for(self, config: str) -> GuestEngine:
+        """The engine built while idle if it suits ``config``, else a new one (a new tool list, say)."""
+        engine, self.engine = self.engine, None
+        if engine is None or not engine.prepared_for(config):
+            if engine is not None:
+                self.freed += engine.heap_bytes()
+            engine = GuestEngine(stack_bytes=self.stack_bytes)
+        self.steady_config = config if config == self.last_config else None
+        self.last_config = config
+        return engine
 
     def _settle(self, msg: SettleFrame) -> None:
         run = self.table.get(msg["rt"])

@@ -81,6 +81,58 @@ def test_the_hook_configures_once():
         engine.configure('{"tools":[],"mcp":[],"maxRequestBytes":1e12}', 32 * MiB)
 
 
+TOOLS_CONFIG = jsoncodec.dumps_text(
+    {
+        "tools": [
+            {"callableName": n, "toolName": n, "description": "d", "source": "plugin", "input": "{}"}
+            for n in ("alpha", "beta")
+        ],
+        "mcp": [{"identifier": "srv", "tools": ["t"]}],
+        "maxRequestBytes": MiB,
+    }
+)
+#: What a cell sees of the configured globals: names, descriptors, the handles' own properties.
+GLOBALS_VIEW = """
+    const own = o => Object.getOwnPropertyNames(o).map(k => {
+        const d = Object.getOwnPropertyDescriptor(o, k);
+        return [k, typeof d.value, !!d.writable, !!d.enumerable, !!d.configurable];
+    });
+    return [own(globalThis), own(alpha), own(MCP), own(MCP.srv), Object.isFrozen(beta), JSON.stringify(alpha)];
+"""
+
+
+def _view(engine: GuestEngine) -> tuple[Any, int]:
+    heap = engine.heap_bytes()
+    engine.compile(GLOBALS_VIEW, 2.0)
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    engine.pump(deadline)
+    assert jsoncodec.loads(engine.take())["done"] == {"ok": True}
+    return jsoncodec.loads(engine.final_value(MiB, deadline)), heap
+
+
+def test_a_prepared_engine_is_the_engine_configure_makes():
+    """prepare() then configure() with the same text: the same globals and the same heap as configure() alone."""
+    inline = GuestEngine()
+    inline.configure(TOOLS_CONFIG, 32 * MiB)
+    prepared = GuestEngine()
+    prepared.prepare(TOOLS_CONFIG)
+    assert prepared.prepared_for(TOOLS_CONFIG) and not prepared.prepared_for(TOOLS_CONFIG + " ")
+    prepared.configure(TOOLS_CONFIG, 32 * MiB)
+    (seen_prepared, heap_prepared), (seen_inline, heap_inline) = _view(prepared), _view(inline)
+    assert seen_prepared == seen_inline
+    # malloc's usable sizes vary by a few dozen bytes between identical engines: no more than that.
+    assert abs(heap_prepared - heap_inline) < 1024
+
+
+def test_a_prepared_engine_refuses_another_configuration():
+    """Configuring an engine prepared for other text is a second configuration, which the prelude refuses."""
+    engine = GuestEngine()
+    engine.prepare(TOOLS_CONFIG)
+    with pytest.raises(Exception, match="configured once"):
+        engine.configure('{"tools":[],"mcp":[],"maxRequestBytes":1e12}', 32 * MiB)
+
+
 def test_snapshot_and_value_texts_have_no_lone_surrogates():
     """Requests, output, errors and the value leave the engine with lone surrogates as U+FFFD."""
     engine, snap = _run(r"""

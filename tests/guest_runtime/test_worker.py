@@ -257,3 +257,35 @@ def test_an_engine_memory_limit_failure_keeps_the_process_and_leaks_nothing(work
     assert worker.run("return 'next'")["value"] == {"json": '"next"'}
     assert worker.proc.poll() is None and worker.ready["pid"] == worker.proc.pid
     assert max(sizes[1:]) <= sizes[0] + (16 << 20), [s >> 20 for s in sizes]
+
+
+def _tool(name: str) -> dict[str, str]:
+    return {
+        "callableName": name,
+        "toolName": name,
+        "description": f"the {name} tool",
+        "source": "plugin",
+        "input": "{}",
+    }
+
+
+def test_engines_prepared_while_idle_follow_the_configuration(worker):
+    """After two cells with one tool list the next engine is configured while idle; a cell with another
+    list still gets exactly its own tools, and so does the one after it."""
+    lists = [["alpha"], ["alpha"], ["alpha"], ["alpha"], ["beta"], ["beta"], ["beta"], ["alpha"]]
+    code = "return ['alpha', 'beta'].filter(n => typeof globalThis[n] === 'function' && globalThis[n].toolName === n)"
+    for i, names in enumerate(lists):
+        worker.send(
+            run_frame(
+                cell_id=f"cfg{i}",
+                code=code,
+                budget_ms=3000,
+                memory_limit_bytes=32 << 20,
+                max_output_bytes=65536,
+                value_capture_bytes=65536,
+                config={"tools": [_tool(n) for n in names], "mcp": [], "maxRequestBytes": 1 << 20},
+            )
+        )
+        done = worker.recv()
+        assert done["t"] == "done" and done["ok"], done
+        assert done["value"] == {"json": json.dumps(names, separators=(",", ":"))}, (i, done)
