@@ -5,8 +5,8 @@ the ``bridge.messages`` protocol over its stdin/stdout (the real stdout is moved
 stray print can never corrupt a frame).  Once its imports are done and its first engine is built,
 it confines itself (``confinement.py``), and only then says ``ready`` and reads its first cell.
 After each cell it builds the next engine while idle, so the next cell starts without paying for
-the prelude (nor, while the tenant's configuration stays the same, for its tools' globals).  It exits when told the cell broke a limit (the service then replaces it) or when its
-stdin closes.
+the prelude (nor, while the tenant's configuration stays the same, for its tools' globals).  It
+exits when told the cell broke a limit (the service then replaces it) or when its stdin closes.
 """
 
 from __future__ import annotations
