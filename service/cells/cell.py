@@ -94,8 +94,8 @@ class Cell:
         self._started = False
         self._leg_started = time.perf_counter()
         self._quotas = quotas
-        # Called (in the next loop turn) once ``final`` is set: the owner (the registry) records the end.
-        self.on_end: Callable[[Cell], None] | None = None
+        # Done once ``final`` is set: its owner (the registry) subscribes to it to record the end.
+        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._retainer = retainer
         self._holding = True  # our leg holds the worker process (a new cell's first leg does)
         self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
@@ -389,10 +389,8 @@ class Cell:
         if sealed["status"] == "completed":
             self.status = CellStatus.COMPLETED
         self.final = sealed
-        if self.on_end is not None:
-            # The next turn, as an awaited event would wake its owner: ahead of any task that waits for
-            # this leg (their wakeups are queued after this one), with no task of its own.
-            asyncio.get_running_loop().call_soon(self.on_end, self)
+        if not self.ended.done():
+            self.ended.set_result(None)
         return sealed
 
     def _common(self, *, report: bool = True) -> LegFields:

@@ -12,8 +12,8 @@ cancel, the loss of its process).  The envelope is built in this order:
    envelope says ``completed``: a result that cannot be sent commits nothing.  Their warnings are
    added to the envelope when they fit its encoding.
 
-Then the cell calls its owner back in the next loop turn (``CellRegistry``, which watches every
-cell), and the owner records the end: the envelope goes on the cell's event stream, its parked slot is
+Then the cell's ``ended`` future is done, and its owner (``CellRegistry``, subscribed to that
+future of every cell) records the end: the envelope goes on the cell's event stream, its parked slot is
 let go (a background cell's when its result is collected), and a bounded summary is kept.
 """
 

@@ -309,12 +309,12 @@ class CellRegistry:
     def _watch(self, cell: Cell) -> None:
         """Record the cell's end once it ends, however it ends (a leg, a cancel, the loss of its process)."""
         self._watched.add(cell)
-        cell.on_end = self._record_end
+        # A done callback, not a task per cell: it runs in the loop turn after the cell ended, ahead of
+        # any task that waits for the leg or the background run that ended it (their wakeups are queued
+        # after it), so a background wait collects an end already recorded.
+        cell.ended.add_done_callback(lambda _: self._record_end(cell))
 
     def _record_end(self, cell: Cell) -> None:
-        # Called in the loop turn after the cell ended, ahead of any task that waits for the leg or the
-        # background run that ended it (their wakeups are queued after this call): a background wait
-        # collects an end already recorded.
         if cell not in self._watched:
             return  # recorded already (by close)
         self._watched.remove(cell)
