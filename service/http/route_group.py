@@ -16,6 +16,7 @@ from fastapi import APIRouter, Response
 from fastapi.datastructures import Default
 from fastapi.responses import JSONResponse
 
+from .direct_routes import DirectRoute
 from .request_gate import GatedRoute
 
 Endpoint = TypeVar("Endpoint", bound=Callable[..., object])
@@ -36,6 +37,7 @@ class Route:
     response_class: type[Response] | None = None
     include_in_schema: bool = True
     status_code: int | None = None
+    direct: bool = False
 
 
 def route(
@@ -49,8 +51,12 @@ def route(
     response_class: type[Response] | None = None,
     include_in_schema: bool = True,
     status_code: int | None = None,
+    direct: bool = False,
 ) -> Callable[[Endpoint], Endpoint]:
-    """Mark a route group's method as the endpoint of ``method path``, with its OpenAPI metadata."""
+    """Mark a route group's method as the endpoint of ``method path``, with its OpenAPI metadata.
+
+    ``direct`` (hot routes): requests the endpoint accepts skip FastAPI's parameter solving (``DirectRoute``).
+    """
     spec = Route(
         method,
         path,
@@ -61,6 +67,7 @@ def route(
         response_class,
         include_in_schema,
         status_code,
+        direct,
     )
 
     def mark(endpoint: Endpoint) -> Endpoint:
@@ -96,5 +103,6 @@ class RouteGroup:
                 response_class=spec.response_class or Default(JSONResponse),
                 include_in_schema=spec.include_in_schema,
                 status_code=spec.status_code,
+                route_class_override=DirectRoute if spec.direct else None,
             )
         return router

@@ -1,0 +1,95 @@
+"""Hot routes that take the gate's decoded body straight to their endpoint.
+
+FastAPI solves every request's parameters through its dependency machinery, which costs more per
+``POST /v1/exec`` than the route's own work outside the registry.  A ``DirectRoute`` binds its
+endpoint's parameters itself, with validators built once from the endpoint's own annotations and
+run the way FastAPI runs its (python mode, ``from_attributes``), and calls the endpoint.
+
+Only requests it accepts take that way: anything else (no decoded JSON object, a value that does
+not validate, FastAPI's own telemetry watching the request) is handed to the framework's handler,
+so every refusal, and its 422 body, is still the framework's.  The OpenAPI document is built from
+the same route, so it does not change either.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request, Response
+from pydantic import TypeAdapter, ValidationError
+
+from .request_gate import JSON_SCOPE, GatedRoute
+
+#: Where FastAPI's native OpenTelemetry support keeps a request it observes: such requests take its way.
+FASTAPI_TELEMETRY_SCOPE = "fastapi.telemetry"
+
+
+@dataclass(frozen=True)
+class ParameterBinder:
+    """An endpoint's arguments from a request: its ``Request``, validated path parameters and JSON body."""
+
+    request_name: str | None
+    path: tuple[tuple[str, TypeAdapter[Any]], ...]
+    body: tuple[str, TypeAdapter[Any]] | None
+
+    @classmethod
+    def of(cls, endpoint: Callable[..., object], path_names: frozenset[str]) -> ParameterBinder:
+        """The binder of ``endpoint``, whose parameters must be a ``Request``, path parameters and one body."""
+        hints = typing.get_type_hints(endpoint, include_extras=True)
+        request_name: str | None = None
+        path: list[tuple[str, TypeAdapter[Any]]] = []
+        body: list[tuple[str, TypeAdapter[Any]]] = []
+        for name in inspect.signature(endpoint).parameters:
+            hint = hints[name]
+            if isinstance(hint, type) and issubclass(hint, Request):
+                request_name = name
+            elif name in path_names:
+                path.append((name, TypeAdapter(hint)))
+            else:
+                body.append((name, TypeAdapter(hint)))
+        if len(body) > 1:
+            raise TypeError(f"{endpoint.__qualname__}: a direct route takes at most one body parameter")
+        return cls(request_name, tuple(path), body[0] if body else None)
+
+    def bind(self, request: Request) -> dict[str, object] | None:
+        """The endpoint's arguments, or None when the framework must see this request (it may refuse it)."""
+        arguments: dict[str, object] = {}
+        try:
+            if self.body is not None:
+                decoded = request.scope.get(JSON_SCOPE)
+                if not isinstance(decoded, dict):
+                    return None
+                name, adapter = self.body
+                arguments[name] = adapter.validate_python(decoded, from_attributes=True)
+            path_params = request.scope["path_params"]
+            for name, adapter in self.path:
+                arguments[name] = adapter.validate_python(path_params[name], from_attributes=True)
+        except ValidationError:
+            return None
+        if self.request_name is not None:
+            arguments[self.request_name] = request
+        return arguments
+
+
+class DirectRoute(GatedRoute):
+    """A gated route whose accepted requests reach the endpoint without FastAPI's parameter solving."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[None, None, Response]]:
+        framework = super().get_route_handler()
+        if self.dependant.dependencies or self.dependant.query_params or self.dependant.header_params:
+            raise TypeError(f"{self.path}: a direct route takes no dependencies, query or header parameters")
+        binder = ParameterBinder.of(self.endpoint, frozenset(self.param_convertors))
+        endpoint: Callable[..., Coroutine[None, None, Response]] = self.endpoint
+
+        async def direct(request: Request) -> Response:
+            if request.scope.get(FASTAPI_TELEMETRY_SCOPE) is None:
+                arguments = binder.bind(request)
+                if arguments is not None:
+                    return await endpoint(**arguments)
+            return await framework(request)
+
+        return direct
