@@ -21,6 +21,7 @@ from typing import Any
 
 from fastapi import Request, Response
 from pydantic import TypeAdapter, ValidationError
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .request_gate import JSON_SCOPE, GatedRoute
 
@@ -76,20 +77,40 @@ class ParameterBinder:
 
 
 class DirectRoute(GatedRoute):
-    """A gated route whose accepted requests reach the endpoint without FastAPI's parameter solving."""
+    """A gated route whose accepted requests reach the endpoint without FastAPI's request handling.
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[None, None, Response]]:
-        framework = super().get_route_handler()
+    Served from a router it was added to (``RouteGroup.add_routes``); a router that includes another
+    router serves that router's routes through the framework's handler only.
+    """
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **options: Any) -> None:
+        super().__init__(path, endpoint, **options)
         if self.dependant.dependencies or self.dependant.query_params or self.dependant.header_params:
-            raise TypeError(f"{self.path}: a direct route takes no dependencies, query or header parameters")
-        binder = ParameterBinder.of(self.endpoint, frozenset(self.param_convertors))
-        endpoint: Callable[..., Coroutine[None, None, Response]] = self.endpoint
+            raise TypeError(f"{path}: a direct route takes no dependencies, query or header parameters")
+        binder = ParameterBinder.of(endpoint, frozenset(self.param_convertors))
+        self.app = DirectEndpoint(binder, endpoint, framework=self.app)
 
-        async def direct(request: Request) -> Response:
-            if request.scope.get(FASTAPI_TELEMETRY_SCOPE) is None:
-                arguments = binder.bind(request)
-                if arguments is not None:
-                    return await endpoint(**arguments)
-            return await framework(request)
 
-        return direct
+class DirectEndpoint:
+    """ASGI app of a direct route: the endpoint's response for requests it binds, the framework's for the rest.
+
+    An endpoint's exceptions reach the app's exception middleware, which answers them with the same
+    handlers the framework's route would have used.
+    """
+
+    def __init__(
+        self, binder: ParameterBinder, endpoint: Callable[..., Coroutine[None, None, Response]], framework: ASGIApp
+    ) -> None:
+        self.binder = binder
+        self.endpoint = endpoint
+        self.framework = framework
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get(FASTAPI_TELEMETRY_SCOPE) is None:
+            request = Request(scope, receive, send)
+            arguments = self.binder.bind(request)
+            if arguments is not None:
+                response = await self.endpoint(**arguments)
+                await response(scope, receive, send)
+                return
+        await self.framework(scope, receive, send)

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from service.api.schemas import ID_PATTERN, ExecRequest, WaitRequest
 from service.auth import KeyRing
 from service.cells.dispatch import RawJson
+from service.errors import NotFound
 from service.http.body_limits import BodyCaps
 from service.http.direct_routes import DirectRoute, ParameterBinder
 from service.http.error_responses import install_error_handlers
@@ -34,6 +35,14 @@ CellId = Annotated[str, Path(pattern=ID_PATTERN)]
 GOOD_ID = "c" * 12
 
 
+def _exec_answer(body: ExecRequest, request: Request) -> JSONBytes:
+    if body.code == "refuse":
+        raise NotFound("no such thing")
+    if body.code == "break":
+        raise RuntimeError("a bug")
+    return JSONBytes({"body": body.model_dump(mode="json"), "took": _took(request)})
+
+
 def _took(request: Request) -> str:
     # The framework's handler hands endpoints the gate's request class; a direct route the plain one.
     return "direct" if type(request) is Request else "framework"
@@ -44,11 +53,11 @@ class Twins(RouteGroup):
 
     @route("POST", "/v1/direct/exec", direct=True)
     async def direct_exec(self, body: ExecRequest, request: Request) -> JSONBytes:
-        return JSONBytes({"body": body.model_dump(mode="json"), "took": _took(request)})
+        return _exec_answer(body, request)
 
     @route("POST", "/v1/framework/exec")
     async def framework_exec(self, body: ExecRequest, request: Request) -> JSONBytes:
-        return JSONBytes({"body": body.model_dump(mode="json"), "took": _took(request)})
+        return _exec_answer(body, request)
 
     @route("POST", "/v1/direct/{cell_id}/wait", direct=True)
     async def direct_wait(self, cell_id: CellId, request: Request, body: WaitRequest | None = None) -> JSONBytes:
@@ -78,9 +87,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         decoder.close()
 
     app = FastAPI(lifespan=lifespan)
-    router = Twins().router()
-    install_error_handlers(app, router.routes)
-    app.include_router(router)
+    install_error_handlers(app, Twins().add_routes(app.router))
     app.add_middleware(
         RequestGate, keys=KeyRing(settings), caps=BodyCaps(settings), decoder=decoder, metrics_require_key=False
     )
@@ -93,6 +100,7 @@ EXEC_BODIES: list[tuple[bytes, dict[str, str]]] = [
     (b'{"code": "return 1"}', JSON),
     (b'{"code": "return 1", "timeout_ms": 2000, "title": "t", "background": true}', JSON),
     (b'{"code": "return 1"}', {"content-type": "application/vnd.codemode+json; charset=utf-8"}),
+    (b'{"code": "refuse"}', JSON),  # the endpoint raises a service error
     (b'{"code": "return 1", "timeout_ms": "2000"}', JSON),  # lax: the framework converts it too
     (b'{"code": "return 1", "timeout_ms": 5}', JSON),
     (b'{"code": "   "}', JSON),
@@ -168,3 +176,13 @@ def test_a_direct_route_refuses_dependencies() -> None:
 
     with pytest.raises(TypeError, match="dependencies"):
         DirectRoute("/v1/x", with_key, methods=["POST"])
+
+
+def test_a_bug_in_a_direct_endpoint_answers_like_the_framework(client: TestClient) -> None:
+    """An unexpected exception in a direct endpoint answers the same 500 error body (its incident id aside)."""
+    quiet = TestClient(client.app, raise_server_exceptions=False)
+    answers = [quiet.post(f"/v1/{way}/exec", json={"code": "break"}) for way in ("direct", "framework")]
+    assert [a.status_code for a in answers] == [500, 500]
+    errors = [a.json()["error"] for a in answers]
+    assert errors[0]["code"] == errors[1]["code"] and errors[0]["error_type"] == errors[1]["error_type"]
+    assert errors[0]["message"].split("(incident")[0] == errors[1]["message"].split("(incident")[0]
