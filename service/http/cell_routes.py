@@ -12,7 +12,7 @@ from service.api.schemas import ERROR_RESPONSES, ID_PATTERN, CellEnvelope, ExecR
 from service.cells.registry import CellRegistry
 from service.tracing import Tracing
 
-from .request_gate import CallerDep, api_key_of
+from .request_gate import api_key_of
 from .responses import JSONBytes
 from .route_group import RouteGroup, route
 
@@ -91,7 +91,8 @@ class CellRoutes(RouteGroup):
         responses=ERROR_RESPONSES,
         tags=("cells",),
         summary="Cell status",
+        direct=True,
     )
-    async def cell_status(self, cell_id: CellId, key: CallerDep) -> JSONBytes:
+    async def cell_status(self, cell_id: CellId, request: Request) -> JSONBytes:
         """Status of a cell without resuming it (finished cells: a summary without value or output)."""
-        return JSONBytes(self.cells.status(cell_id, key.tenant))
+        return JSONBytes(self.cells.status(cell_id, api_key_of(request).tenant))
