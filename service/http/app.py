@@ -93,7 +93,8 @@ def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) ->
     routes = [route for group in route_groups(settings, svc) for route in group.add_routes(app.router)]
     # Requests are matched against the routes in order: the API's first, then the framework's docs pages
     # (no path in common, so no answer changes; a hot request is not matched against four pages first).
-    app.router.routes[:] = [*routes, *(route for route in app.router.routes if route not in routes)]
+    ours = {id(route) for route in routes}
+    app.router.routes[:] = [*routes, *(route for route in app.router.routes if id(route) not in ours)]
     app.include_router(playground_router)
     install_error_handlers(app, [*routes, *playground_router.routes])
     if mcp is not None:

@@ -1,9 +1,10 @@
 """Hot routes that take the gate's decoded body straight to their endpoint.
 
-FastAPI solves every request's parameters through its dependency machinery, which costs more per
-``POST /v1/exec`` than the route's own work outside the registry.  A ``DirectRoute`` binds its
-endpoint's parameters itself, with validators built once from the endpoint's own annotations and
-run the way FastAPI runs its (python mode, ``from_attributes``), and calls the endpoint.
+Per ``POST /v1/exec``, FastAPI's request handling (its parameter solving through the dependency
+machinery, the route wrapper's request object and exit stacks) cost more than the route's own work
+outside the registry.  A ``DirectRoute`` binds its endpoint's parameters itself, with validators
+built once from the endpoint's own annotations and run the way FastAPI runs its (python mode,
+``from_attributes``), calls the endpoint and sends its response.
 
 Only requests it accepts take that way: anything else (no decoded JSON object, a value that does
 not validate, FastAPI's own telemetry watching the request) is handed to the framework's handler,
@@ -85,8 +86,12 @@ class DirectRoute(GatedRoute):
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **options: Any) -> None:
         super().__init__(path, endpoint, **options)
-        if self.dependant.dependencies or self.dependant.query_params or self.dependant.header_params:
-            raise TypeError(f"{path}: a direct route takes no dependencies, query or header parameters")
+        solved = self.dependant
+        if solved.dependencies or solved.query_params or solved.header_params or solved.cookie_params:
+            raise TypeError(f"{path}: a direct route takes no dependencies, query, header or cookie parameters")
+        answer = typing.get_type_hints(endpoint).get("return")
+        if not (isinstance(answer, type) and issubclass(answer, Response)):
+            raise TypeError(f"{path}: a direct route's endpoint answers a Response (it is sent as it is)")
         binder = ParameterBinder.of(endpoint, frozenset(self.param_convertors))
         self.app = DirectEndpoint(binder, endpoint, framework=self.app)
 

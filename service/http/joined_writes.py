@@ -1,11 +1,11 @@
 """A connection's small writes of one event-loop turn leave in one ``send``: a response's head with its body.
 
-uvicorn writes a response's status line and headers, then its body, as two transport writes; each is a
-system call and, with ``TCP_NODELAY``, a segment of its own, which costs more CPU than the rest of the
-write path of a small answer.  ``JoinedWrites`` holds a small write until the end of the loop turn:
-a write that follows in the same turn (the body, right after its head) leaves together with it, and
-a write that does not is sent as soon as the turn ends.  Nothing is held longer than that, bytes
-leave in the order they were written, and only small writes are held or joined (a join copies).
+uvicorn writes a response's status line and headers, then its body, as two transport writes: two
+system calls and, with ``TCP_NODELAY``, two segments, so the peer is woken for the head alone and
+then again for the body.  ``JoinedWrites`` holds a small write until the end of the loop turn: a
+write that follows in the same turn (the body, right after its head) leaves together with it, and a
+write that does not is sent as soon as the turn ends.  Nothing is held longer than that, bytes leave
+in the order they were written, and only small writes are held or joined (a join copies).
 """
 
 from __future__ import annotations

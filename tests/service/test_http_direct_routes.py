@@ -186,3 +186,13 @@ def test_a_bug_in_a_direct_endpoint_answers_like_the_framework(client: TestClien
     errors = [a.json()["error"] for a in answers]
     assert errors[0]["code"] == errors[1]["code"] and errors[0]["error_type"] == errors[1]["error_type"]
     assert errors[0]["message"].split("(incident")[0] == errors[1]["message"].split("(incident")[0]
+
+
+def test_a_direct_route_refuses_an_endpoint_that_answers_no_response() -> None:
+    """A direct route sends what its endpoint returns as it is: that must be a Response."""
+
+    async def plain(body: ExecRequest) -> dict[str, object]:
+        return {}
+
+    with pytest.raises(TypeError, match="Response"):
+        DirectRoute("/v1/x", plain, methods=["POST"])
