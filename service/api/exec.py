@@ -50,7 +50,10 @@ async def cell_spec(cells: CellRegistry, tools: KeyedTools, key: ApiKey, body: E
         restart_safe=body.restart_safe,
         headless=body.headless,
         background=body.background,
-        client_tools=await tools.access.client_tools([_declaration(t) for t in body.client_tools]),
+        # Most cells declare none: no coroutine to run for them.
+        client_tools=await tools.access.client_tools([_declaration(t) for t in body.client_tools])
+        if body.client_tools
+        else (),
         tool_policy=tools.policy_for(key),
         require_approval=tuple(body.require_approval),
         language=body.language,

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from service import __version__
@@ -28,6 +28,7 @@ from .ops_routes import OpsRoutes
 from .replica_routing import ReplicaRouting
 from .request_gate import MCP_PATH, RequestGate
 from .request_json import BodyDecoder
+from .route_group import RouteGroup
 from .session_routes import SessionRoutes
 from .tool_description_route import ToolDescriptionRoutes
 from .tool_routes import ToolRoutes
@@ -51,16 +52,16 @@ def mcp_body_cap(settings: Settings) -> int:
     return BodyCaps(settings).cap_for(MCP_PATH)
 
 
-def route_groups(settings: Settings, svc: Components) -> list[APIRouter]:
-    """The API's routes, each group built with the parts it uses (in the order they match)."""
+def route_groups(settings: Settings, svc: Components) -> list[RouteGroup]:
+    """The API's route groups, each built with the parts it uses (in the order they match)."""
     access = svc.access
     return [
-        CellRoutes(svc.cells, svc.tools, svc.tracing).router(),
-        ToolRoutes(svc.tools).router(),
-        SessionRoutes(svc.results, access.run_counters, access.failure_limits, svc.store).router(),
-        OpsRoutes(svc.pool, svc.cells, svc.store, svc.sandbox, svc.metrics).router(),
-        EventRoutes(svc.cells, settings.events_heartbeat_seconds).router(),
-        ToolDescriptionRoutes(settings, svc.tools).router(),
+        CellRoutes(svc.cells, svc.tools, svc.tracing),
+        ToolRoutes(svc.tools),
+        SessionRoutes(svc.results, access.run_counters, access.failure_limits, svc.store),
+        OpsRoutes(svc.pool, svc.cells, svc.store, svc.sandbox, svc.metrics),
+        EventRoutes(svc.cells, settings.events_heartbeat_seconds),
+        ToolDescriptionRoutes(settings, svc.tools),
     ]
 
 
@@ -89,10 +90,13 @@ def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) ->
 
     app = app_with_offline_docs(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.services = svc  # for embedders and tests; no route reads it
-    routers = [*route_groups(settings, svc), playground_router]
-    install_error_handlers(app, [route for router in routers for route in router.routes])
-    for router in routers:
-        app.include_router(router)
+    routes = [route for group in route_groups(settings, svc) for route in group.add_routes(app.router)]
+    # Requests are matched against the routes in order: the API's first, then the framework's docs pages
+    # (no path in common, so no answer changes; a hot request is not matched against four pages first).
+    ours = {id(route) for route in routes}
+    app.router.routes[:] = [*routes, *(route for route in app.router.routes if id(route) not in ours)]
+    app.include_router(playground_router)
+    install_error_handlers(app, [*routes, *playground_router.routes])
     if mcp is not None:
         # Starlette serves an object that is not a function as a raw ASGI app; its annotation names only
         # request handlers.

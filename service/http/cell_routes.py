@@ -12,7 +12,7 @@ from service.api.schemas import ERROR_RESPONSES, ID_PATTERN, CellEnvelope, ExecR
 from service.cells.registry import CellRegistry
 from service.tracing import Tracing
 
-from .request_gate import CallerDep, api_key_of
+from .request_gate import api_key_of
 from .responses import JSONBytes
 from .route_group import RouteGroup, route
 
@@ -35,11 +35,12 @@ class CellRoutes(RouteGroup):
         responses=ERROR_RESPONSES,
         tags=("cells",),
         summary="Run a cell",
+        direct=True,
     )
     async def exec_cell(self, body: ExecRequest, request: Request) -> JSONBytes:
         """Start a cell and run it until it completes, fails, or parks (``waiting``); with ``background``,
         answer ``running`` at once while the cell runs on its own."""
-        # The hot path reads the key inline: each FastAPI dependency costs a solve.
+        # The hot path reads the key inline: a FastAPI dependency would take it off the direct route.
         spec = await cell_spec(self.cells, self.tools, api_key_of(request), body)
         return JSONBytes(await self.cells.exec(spec, self.tracing.parent_from_scope(request.scope)))
 
@@ -50,6 +51,7 @@ class CellRoutes(RouteGroup):
         responses=ERROR_RESPONSES,
         tags=("cells",),
         summary="Resume a waiting cell",
+        direct=True,
     )
     async def wait_cell(self, cell_id: CellId, request: Request, body: WaitRequest | None = None) -> JSONBytes:
         """Resume a parked cell (optionally with client tool results and approval answers) until its next stop."""
@@ -75,6 +77,7 @@ class CellRoutes(RouteGroup):
         responses=ERROR_RESPONSES,
         tags=("cells",),
         summary="Cancel a cell",
+        direct=True,
     )
     async def cancel_cell(self, cell_id: CellId, request: Request) -> JSONBytes:
         """Abort a cell; answers its final envelope (``failed``, code ``aborted``)."""
@@ -88,7 +91,8 @@ class CellRoutes(RouteGroup):
         responses=ERROR_RESPONSES,
         tags=("cells",),
         summary="Cell status",
+        direct=True,
     )
-    async def cell_status(self, cell_id: CellId, key: CallerDep) -> JSONBytes:
+    async def cell_status(self, cell_id: CellId, request: Request) -> JSONBytes:
         """Status of a cell without resuming it (finished cells: a summary without value or output)."""
-        return JSONBytes(self.cells.status(cell_id, key.tenant))
+        return JSONBytes(self.cells.status(cell_id, api_key_of(request).tenant))

@@ -11,9 +11,13 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
+from fastapi.telemetry import TelemetryConfig
 from fastapi_offline import FastAPIOffline
 
 DOCS_STATIC_URL = "/docs/static"
+#: FastAPI's own OpenTelemetry support, off: codemode's spans are its own (docs/guide/traces.md), and
+#: left on it would ask the global providers on every request whether anyone configured them.
+NO_FRAMEWORK_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False, "auto_configure": False}
 
 
 def app_with_offline_docs(
@@ -31,4 +35,5 @@ def app_with_offline_docs(
         version=version,
         description=description,
         lifespan=lifespan,
+        telemetry=NO_FRAMEWORK_TELEMETRY,
     )

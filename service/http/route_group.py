@@ -15,7 +15,9 @@ from typing import TypeVar
 from fastapi import APIRouter, Response
 from fastapi.datastructures import Default
 from fastapi.responses import JSONResponse
+from starlette.routing import BaseRoute
 
+from .direct_routes import DirectRoute
 from .request_gate import GatedRoute
 
 Endpoint = TypeVar("Endpoint", bound=Callable[..., object])
@@ -36,6 +38,7 @@ class Route:
     response_class: type[Response] | None = None
     include_in_schema: bool = True
     status_code: int | None = None
+    direct: bool = False
 
 
 def route(
@@ -49,8 +52,12 @@ def route(
     response_class: type[Response] | None = None,
     include_in_schema: bool = True,
     status_code: int | None = None,
+    direct: bool = False,
 ) -> Callable[[Endpoint], Endpoint]:
-    """Mark a route group's method as the endpoint of ``method path``, with its OpenAPI metadata."""
+    """Mark a route group's method as the endpoint of ``method path``, with its OpenAPI metadata.
+
+    ``direct`` (hot routes): requests the endpoint accepts skip FastAPI's parameter solving (``DirectRoute``).
+    """
     spec = Route(
         method,
         path,
@@ -61,6 +68,7 @@ def route(
         response_class,
         include_in_schema,
         status_code,
+        direct,
     )
 
     def mark(endpoint: Endpoint) -> Endpoint:
@@ -79,8 +87,18 @@ class RouteGroup:
     """A set of routes served by one object's methods."""
 
     def router(self) -> APIRouter:
-        """An ``APIRouter`` (gated routes) with every marked method of this group, in definition order."""
+        """An ``APIRouter`` with every marked method of this group, in definition order."""
         router = APIRouter(route_class=GatedRoute)
+        self.add_routes(router)
+        return router
+
+    def add_routes(self, router: APIRouter) -> list[BaseRoute]:
+        """Add every marked method of this group to ``router`` (gated routes, in definition order); return them.
+
+        The app adds its groups to its own router rather than including routers: an included router is
+        one more level every request is matched through.
+        """
+        added: list[BaseRoute] = []
         for name, member in vars(type(self)).items():
             spec: Route | None = getattr(member, ROUTE_MARK, None)
             if spec is None:
@@ -96,5 +114,7 @@ class RouteGroup:
                 response_class=spec.response_class or Default(JSONResponse),
                 include_in_schema=spec.include_in_schema,
                 status_code=spec.status_code,
+                route_class_override=DirectRoute if spec.direct else GatedRoute,
             )
-        return router
+            added.append(router.routes[-1])
+        return added

@@ -31,6 +31,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from service.settings import Settings
 
+from .joined_writes import JoinedWrites
+
 log = logging.getLogger("codemode")
 
 
@@ -75,7 +77,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     _drained_since_check = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        # A response's head and body leave in one write (JoinedWrites), not two.
+        super().connection_made(JoinedWrites(transport, self.loop))  # type: ignore[arg-type]
         # Writers wait (uvicorn's flow control) once this much is unsent; SlicedBodies keeps
         # each write to that size, so the buffer holds at most twice it.
         transport.set_write_buffer_limits(high=self._guard.max_unsent)
