@@ -252,7 +252,7 @@ class GuestEngine:
 
     def configure(self, config_json: str, memory_limit_bytes: int) -> None:
         """Build the guest's globals for one cell (unless ``prepare`` did, from the same text), then cap the heap."""
-        if self._prepared is not None and self._prepared == config_json:
+        if self._prepared == config_json:
             self._prepared = None  # the preparation stands for this one configure
         else:
             self._hook("configure", config_json)  # the prelude refuses a second configuration

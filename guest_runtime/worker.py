@@ -466,8 +466,9 @@ class Runtimes:
         """The engine built while idle if it suits ``config``, else a new one (a new tool list, say)."""
         engine, self.engine = self.engine, None
         if engine is None or not engine.prepared_for(config):
-            if engine is not None:
+            if engine is not None:  # dropped like a finished cell's engine (``_forget``)
                 self.freed += engine.heap_bytes()
+                engine.close()
             engine = GuestEngine(stack_bytes=self.stack_bytes)
         self.steady_config = config if config == self.last_config else None
         self.last_config = config
