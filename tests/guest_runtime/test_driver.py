@@ -441,3 +441,55 @@ def test_request_arguments_arrive_whole_inline_or_one_by_one(size: int):
     assert texts[0] == '[{"a":"line\\nbreak","b":"\\ufffd","s":"' + "x" * size + '"}]'
     assert texts[1:] == ['[["' + "x" * size + '",1]]', '["id"]']
     assert [engine.request_args(i) for i in range(3)] == ["[]"] * 3  # each is handed over once
+
+
+_NOP = {"callableName": "nop", "toolName": "nop", "description": "x"}
+
+
+def _large_reply(rows: int) -> str:
+    return jsoncodec.dumps_text([{"id": i, "name": f"row-{i}", "tags": ["a", "b"]} for i in range(rows)])
+
+
+def test_a_large_reply_leaves_the_next_collection_due_at_one_and_a_half_times_the_heap():
+    """A reply over GC_PAUSE_BYTES is parsed with the collector held off; afterwards the next collection is
+    due where the engine puts it after one (1.5x the heap), not at 90% of the cap nor at the old threshold."""
+    payload = _large_reply(30_000)
+    assert len(payload) >= driver.GC_PAUSE_BYTES
+    engine = _engine(tools=[_NOP])
+    engine.compile("const rows = await nop({}); return rows.length", 2.0)
+    deadline = time.monotonic() + 2.0
+    engine.start(deadline)
+    engine.pump(deadline)
+    request = _take(engine)["requests"][0]
+    engine.settle(request["id"], True, payload)
+    threshold = driver.gc_threshold(engine)
+    heap = engine.heap_bytes()
+    assert threshold == heap + heap // 2
+    engine.pump(deadline)
+    assert _take(engine)["done"] == {"ok": True}
+    assert jsoncodec.loads(engine.final_value(MiB, deadline)) == 30_000
+
+
+def test_garbage_made_before_a_large_reply_does_not_fail_its_parse():
+    """A large reply's parse runs with the collector paused, but only after a collection: garbage the cell
+    left behind does not make it fail the heap cap (the reply alone fits the cap, with the garbage it would not)."""
+    payload = _large_reply(100_000)
+    engine = GuestEngine()
+    engine.configure(jsoncodec.dumps_text({"tools": [_NOP], "mcp": [], "maxRequestBytes": 8 * MiB}), 72 * MiB)
+    # About 22 MiB of cycles, kept alive until just before the call and then garbage that only the
+    # collector frees; the parsed reply needs about 54 MiB more: together they are over the 72 MiB cap.
+    engine.compile(
+        "let keep = [];\n"
+        "for (let i = 0; i < 60000; i++) { const a = {pad: 'x'.repeat(100) + i}; const b = {a}; a.b = b; keep.push(a); }\n"
+        "keep = null;\n"
+        "const rows = await nop({}); return rows.length",
+        5.0,
+    )
+    deadline = time.monotonic() + 5.0
+    engine.start(deadline)
+    engine.pump(deadline)
+    request = _take(engine)["requests"][0]
+    engine.settle(request["id"], True, payload)
+    engine.pump(deadline)
+    assert _take(engine)["done"] == {"ok": True}
+    assert jsoncodec.loads(engine.final_value(MiB, deadline)) == 100_000
