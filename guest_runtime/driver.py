@@ -18,10 +18,12 @@ Landlock apply to the calling thread only).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import _quickjs
@@ -163,7 +165,7 @@ _lib.JS_GetGCThreshold.argtypes = [ctypes.c_void_p]
 _lib.JS_GetGCThreshold.restype = ctypes.c_size_t
 _NO_COLLECTION = ctypes.c_size_t(-1).value
 #: Reply texts from this many characters up, and from 1/HEAP_PER_REPLY_BYTE of the engine's heap up, are
-#: parsed after one collection and with the collector paused (``_settle_collected``): a parse makes
+#: parsed after one collection and with the collector paused (``_collected_first``): a parse makes
 #: several heap bytes per byte of text, so that collection costs no more than the parse.
 GC_PAUSE_BYTES = 1024 * 1024
 HEAP_PER_REPLY_BYTE = 8
@@ -349,7 +351,8 @@ class GuestEngine:
     def settle(self, request_id: int, ok: bool, payload: str | None) -> None:
         """Resolve or reject one pending guest request with a JSON payload."""
         if ok and payload is not None and GC_PAUSE_BYTES <= len(payload) >= self.heap_bytes() // HEAP_PER_REPLY_BYTE:
-            self._settle_collected(request_id, payload)
+            with _collected_first(self._ctx, self._malloc):
+                self._call("settle", request_id, payload)
         elif ok:
             self._call("settle", request_id, payload)
         elif self._call("fail", request_id, payload):
@@ -363,27 +366,6 @@ class GuestEngine:
                 del _bridge_watch[self._cptr]
             if promise:
                 self._failed_unhandled[promise] = request_id
-
-    def _settle_collected(self, request_id: int, payload: str) -> None:
-        """Settle a large reply with the collector run once before its parse instead of many times during it.
-
-        A parse makes only live objects, yet the engine's collector runs each time the heap grows by
-        half since its last run, walking all that the parse built so far: a 10 MiB reply cost ~80 ms
-        to parse and up to ~190 ms more of collections.  Collecting first frees what the cell left
-        behind (the engine never collects on a failed allocation, so garbage could otherwise make the
-        parse fail the heap cap), and it costs at most about what the parse does: it is done only when
-        the heap is not much larger than the reply (``settle``).  Afterwards the next collection is due
-        where the engine puts it after one, at 1.5x the heap.  The settle runs no cell code (the
-        promise's reactions are jobs for later), so only the parse allocates meanwhile.
-        """
-        runtime = _runtime_pointer(self._ctx)
-        self._ctx.gc()
-        _lib.JS_SetGCThreshold(runtime, _NO_COLLECTION)
-        try:
-            self._call("settle", request_id, payload)
-        finally:
-            heap = self.heap_bytes()
-            _lib.JS_SetGCThreshold(runtime, heap + heap // 2)
 
     def cancel_timers(self) -> None:
         self._call("cancelTimers")
@@ -441,6 +423,29 @@ try:
     _malloc_trim.restype = ctypes.c_int
 except (OSError, AttributeError):  # not glibc: freed memory stays with the allocator
     _malloc_trim = None
+
+
+@contextlib.contextmanager
+def _collected_first(ctx: _quickjs.Context, malloc: Any) -> Iterator[None]:
+    """Run the engine's collector once, then keep it paused for the block (a large reply's parse).
+
+    A parse makes only live objects, yet the engine's collector runs each time the heap grows by
+    half since its last run, walking all that the parse built so far: a 10 MiB reply cost ~80 ms
+    to parse and up to ~190 ms more of collections.  Collecting first frees what the cell left
+    behind (the engine never collects on a failed allocation, so garbage could otherwise make the
+    parse fail the heap cap), and it costs at most about what the parse does: ``settle`` asks for it
+    only when the heap is not much larger than the reply.  Afterwards the next collection is due
+    where the engine puts it after one, at 1.5x the heap.  A settle runs no cell code (the promise's
+    reactions are jobs for later), so only the parse allocates meanwhile.
+    """
+    runtime = _runtime_pointer(ctx)
+    ctx.gc()
+    _lib.JS_SetGCThreshold(runtime, _NO_COLLECTION)
+    try:
+        yield
+    finally:
+        heap = int(malloc[1])
+        _lib.JS_SetGCThreshold(runtime, heap + heap // 2)
 
 
 def gc_threshold(engine: GuestEngine) -> int:
