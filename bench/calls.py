@@ -1,8 +1,9 @@
 """``python -m bench calls``: only the nested-call figures, quickly, as one JSON line.
 
-The pipe floor, ``setTimeout(0)`` and no-op tool round trips (sequential and in ``Promise.all``, µs per
-call), the service's CPU per sequential tool call, and a ``return 1`` cell's service CPU and wall
-time, all from one in-process service (``bench/inproc.py``'s parts).  Run it alternately on two trees
+In each placement of the two processes (``bench/placement.py``): the pipe floor, ``setTimeout(0)`` and
+no-op tool round trips (sequential and in ``Promise.all``, µs per call) and the service's CPU per
+sequential tool call; then a ``return 1`` cell's service CPU and wall time, unpinned; all from one
+in-process service (``bench/inproc.py``'s parts).  Run it alternately on two trees
 to compare a change: the whole table takes minutes, this about ten seconds.
 """
 
@@ -17,8 +18,7 @@ from service.assembly import build_components
 from service.settings import Settings
 
 from . import loops
-from .inproc import CellRunner, _round_trip_code, _service_cpu_per_call_us
-from .pipe_floor import measure_pipe_floor
+from .inproc import CellRunner, nested_call_figures
 from .tools import BenchTools
 
 ROUND_TRIPS = 1000
@@ -39,9 +39,7 @@ async def _figures(tmp: str) -> dict[str, object]:
         runner = CellRunner(svc)
         for _ in range(3):  # both workers' first cells
             await runner.run("return 1")
-        floor = await measure_pipe_floor()
-        trips, _ = await runner.run(_round_trip_code(ROUND_TRIPS))
-        cpu_per_call = await _service_cpu_per_call_us(runner, ROUND_TRIPS, 3)
+        nested = await nested_call_figures(runner, ROUND_TRIPS, 3)
         c0, t0 = time.process_time(), time.perf_counter()
         for _ in range(EMPTY_CELLS):
             await runner.run("return 1")
@@ -51,9 +49,7 @@ async def _figures(tmp: str) -> dict[str, object]:
         await svc.close()
     return {
         "loop": loops.loop_name(),
-        "pipe_floor": floor,
-        "round_trip_us": {k: v * 1000 / ROUND_TRIPS for k, v in trips.items()},
-        "service_cpu_per_call_us": cpu_per_call,
+        "placements": nested,
         "return1_service_cpu_us": cell_cpu_us,
         "return1_wall_us": cell_wall_us,
     }

@@ -19,6 +19,7 @@ from service.settings import Settings
 
 from . import loops
 from .pipe_floor import measure_pipe_floor
+from .placement import placed, placements
 from .tools import BIG_JS_BUILDER, PAGE_BYTES, BenchTools
 
 MiB = 1024 * 1024
@@ -102,6 +103,24 @@ async def _service_cpu_per_call_us(runner: CellRunner, n: int, repeats: int) -> 
     return statistics.median(per_call)
 
 
+async def nested_call_figures(runner: CellRunner, n: int, repeats: int) -> dict[str, dict[str, Any]]:
+    """The pipe floor and the nested-call figures in each placement (``bench/placement.py``), by placement name.
+
+    In each, the floor is measured in this loop between the same cells, so load skews both alike.
+    """
+    figures: dict[str, dict[str, Any]] = {}
+    for placement in placements():
+        with placed(placement, [w.pid for w in runner.svc.pool.workers()]):
+            floor = await measure_pipe_floor(place=lambda pid, p=placement: p.pin_children([pid]))
+            rt, _ = await runner.run(_round_trip_code(n))
+            figures[placement.name] = {
+                "pipe_floor": floor,
+                "round_trip_us": {k: v * 1000 / n for k, v in rt.items()},  # ms total -> µs per call
+                "service_cpu_per_call_us": await _service_cpu_per_call_us(runner, n, repeats),
+            }
+    return figures
+
+
 SMALL_TOOL_CODE = """
 const t = Date.now();
 const v = await nop({x: 1});
@@ -140,11 +159,7 @@ async def _figures(tmp: str, *, n_round_trips: int, repeats: int, pages: int) ->
         await runner.run("return 1")  # warm both workers' first cell
         await runner.run("return 1")
 
-        # The floor is measured in this loop, between the same cells, so load skews both alike.
-        floor = await measure_pipe_floor()
-        rt, _ = await runner.run(_round_trip_code(n_round_trips))
-        round_trip = {k: v * 1000 / n_round_trips for k, v in rt.items()}  # ms total -> µs per call
-        service_cpu_us = await _service_cpu_per_call_us(runner, n_round_trips, repeats)
+        nested = await nested_call_figures(runner, n_round_trips, repeats)
 
         big_mem = 512 * MiB
         tool_ms, parse_ms, small_ms = [], [], []
@@ -187,10 +202,8 @@ async def _figures(tmp: str, *, n_round_trips: int, repeats: int, pages: int) ->
         await svc.close()
     return {
         "loop": loops.loop_name(),
-        "round_trip_us": round_trip,
         "round_trips": n_round_trips,
-        "pipe_floor": floor,
-        "service_cpu_per_call_us": service_cpu_us,
+        "placements": nested,
         "big_reply": big,
         "paging": paging,
     }

@@ -16,6 +16,7 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
@@ -35,8 +36,13 @@ while True:
 """
 
 
-async def measure_pipe_floor(n: int = 2000, rounds: int = 3) -> dict[str, Any]:
-    """Median over ``rounds`` of the sequential round trip (wall µs) and the parent's CPU µs per trip."""
+async def measure_pipe_floor(
+    n: int = 2000, rounds: int = 3, place: Callable[[int], None] | None = None
+) -> dict[str, Any]:
+    """Median over ``rounds`` of the sequential round trip (wall µs) and the parent's CPU µs per trip.
+
+    ``place`` is given the echo child's pid before the first trip (``bench/placement.py`` pins it).
+    """
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -45,6 +51,8 @@ async def measure_pipe_floor(n: int = 2000, rounds: int = 3) -> dict[str, Any]:
         stdout=asyncio.subprocess.PIPE,
     )
     assert proc.stdin is not None and proc.stdout is not None
+    if place is not None:
+        place(proc.pid)
     writer, reader = proc.stdin, proc.stdout
     walls: list[float] = []
     cpus: list[float] = []

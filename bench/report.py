@@ -20,6 +20,26 @@ TRACING_CELLS = ("return 1", "10 tool calls")
 TRACING_MODES = ("off", "spans only", "console", "otlp")
 
 
+def _nested_rows(add: Any, head: str, placement: str, loop: str, n: int, nested: dict[str, Any]) -> None:
+    """The nested-call rows of one placement (``bench/placement.py``), each over that placement's floor."""
+    rt = nested["round_trip_us"]
+    floor = nested["pipe_floor"]["round_trip_us"]
+
+    def vs_floor(label: str, us: float, target: float | None = None) -> None:
+        ratio = us / floor
+        if target is None:
+            add(label, f"{us:.0f} us/call = {ratio:.1f}x floor")
+        else:
+            add(label, f"{us:.0f} us/call = {ratio:.1f}x floor", f"<= {target}x", _verdict(ratio <= target))
+
+    add(f"{head}pipe round trip (floor, {loop}), processes on {placement}", f"{floor:.0f} us/trip")
+    vs_floor(f"   setTimeout(0) round trip, {n} sequential", rt["timer_seq"], TARGET_TIMER_FLOOR_RATIO)
+    vs_floor(f"   setTimeout(0) round trip, {n} in Promise.all", rt["timer_batch"])
+    vs_floor(f"   tool call nop(), {n} sequential", rt["tool_seq"], TARGET_TOOL_FLOOR_RATIO)
+    vs_floor(f"   tool call nop(), {n} in Promise.all", rt["tool_batch"])
+    vs_floor("   service CPU per sequential tool call", nested["service_cpu_per_call_us"], TARGET_CPU_FLOOR_RATIO)
+
+
 def _verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
@@ -92,24 +112,9 @@ def render(r: dict[str, Any]) -> str:
             _verdict(ratio >= TARGET_BARE_RATIO),
         )
 
-    rt = ip["round_trip_us"]
-    n = ip["round_trips"]
-    floor = ip["pipe_floor"]["round_trip_us"]
-
-    def vs_floor(label: str, us: float, target: float | None = None) -> None:
-        ratio = us / floor
-        if target is None:
-            add(label, f"{us:.0f} us/call = {ratio:.1f}x floor")
-        else:
-            add(label, f"{us:.0f} us/call = {ratio:.1f}x floor", f"<= {target}x", _verdict(ratio <= target))
-
     loop = ip.get("loop", "asyncio")
-    add(f"2. pipe round trip between two processes (floor, {loop})", f"{floor:.0f} us/trip")
-    vs_floor(f"   setTimeout(0) round trip, {n} sequential", rt["timer_seq"], TARGET_TIMER_FLOOR_RATIO)
-    vs_floor(f"   setTimeout(0) round trip, {n} in Promise.all", rt["timer_batch"])
-    vs_floor(f"   tool call nop(), {n} sequential", rt["tool_seq"], TARGET_TOOL_FLOOR_RATIO)
-    vs_floor(f"   tool call nop(), {n} in Promise.all", rt["tool_batch"])
-    vs_floor("   service CPU per sequential tool call", ip["service_cpu_per_call_us"], TARGET_CPU_FLOOR_RATIO)
+    for number, (placement, nested) in enumerate(ip["placements"].items()):
+        _nested_rows(add, f"{'2.' if number == 0 else '  '} ", placement, loop, ip["round_trips"], nested)
 
     big = ip["big_reply"]
     mib = big["reply_bytes"] / (1024 * 1024)
