@@ -1,6 +1,6 @@
 """``python -m bench gate``: what the Host and Origin check adds to each request of a server without keys.
 
-The request gate admits a request in-process (``RequestGate._admit`` on a bodiless GET scope, no
+The request gate admits a request in-process (``RequestGate.admit`` on a bodiless GET scope, no
 socket), in rounds that alternate the gate as built (Host and Origin checked) with the same gate whose
 check is switched off on that instance (the gate before the check existed), so machine noise hits
 both alike; the median of each side is reported.  Three requests: a browser's loopback GET with an
@@ -52,7 +52,7 @@ async def _per_call_us(gate: RequestGate, headers: list[tuple[bytes, bytes]]) ->
     started = time.perf_counter()
     for _ in range(CALLS):
         try:
-            await gate._admit(dict(scope), None)
+            await gate.admit(dict(scope), None)
         except ServiceError:
             pass
     return (time.perf_counter() - started) / CALLS * 1e6

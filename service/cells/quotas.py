@@ -186,7 +186,10 @@ class TenantQuotas:
         }
 
     def _of(self, tenant: str) -> _Usage:
-        return self._usage.setdefault(tenant, _Usage())
+        usage = self._usage.get(tenant)
+        if usage is None:  # not setdefault: that would make a _Usage on every call
+            usage = self._usage[tenant] = _Usage()
+        return usage
 
     def _drop_if_idle(self, tenant: str) -> None:
         usage = self._usage.get(tenant)

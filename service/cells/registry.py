@@ -19,8 +19,8 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 
 from service.errors import CellNotFound, Forbidden, WaitInProgress
@@ -36,7 +36,7 @@ from .events import EventLog, EventLogs
 from .finished import FinishedCell, FinishedCells
 from .quotas import QuotaCaps, TenantQuotas
 from .retention import Retainer
-from .source_checks import source_problem
+from .source_checks import OFF_LOOP_CHARS, check_source, source_problem
 from .spec import CellLimits, CellSpec, CellStatus, EndReason, check_range, limits_from
 
 log = logging.getLogger("codemode.cells")
@@ -163,14 +163,20 @@ class CellRegistry:
         """Start a cell and run its first leg (traced as a child of ``trace_parent``, from its admission)."""
         started_ns = time.time_ns() if self.tracing.enabled else None
         # The source pre-checks know JavaScript; Monty reports a Python cell's own syntax errors.
-        problem = None if spec.language == "python" else await source_problem(spec.code)
+        code = spec.code
+        if spec.language == "python":
+            problem = None
+        elif len(code) <= OFF_LOOP_CHARS:  # checked here: no coroutine for the common short source
+            problem = check_source(code)
+        else:
+            problem = await source_problem(code)
         if problem is not None:
             return input_refusal(problem)
         account = self.quotas.check_new_cell(spec.tenant)
         slot = contextlib.ExitStack()
         with slot:
             slot.enter_context(self.quotas.running(spec.tenant))
-            context = CellContext(self.cell_id_prefix + str(uuid.uuid4()), spec)
+            context = CellContext(self.cell_id_prefix + random_uuid(), spec)
             budget_ms = spec.limits.timeout_ms
             if self.prepare is not None:
                 prepared_from = time.monotonic()
@@ -348,6 +354,16 @@ class CellRegistry:
             cell.id,
             FinishedCell(finished_summary(final), expired=cell.end_reason is EndReason.EXPIRED),
         )
+
+
+def random_uuid() -> str:
+    """``str(uuid.uuid4())`` without the ``UUID`` object (a third of the time): 16 random bytes with the
+    version 4 and RFC 4122 variant bits set, as 8-4-4-4-12 lower-case hex."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    text = raw.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def _result_bytes(result: dict[str, object]) -> int:

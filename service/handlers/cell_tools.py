@@ -89,7 +89,7 @@ async def prepare_cell(access: ToolAccess, hub: McpHub | None, steps: Sequence[S
     view = access.view_for(spec.tool_policy, spec.client_tools)
     mcp = tenant_scope(hub, spec.tenant, access.tool_policy, spec.tool_policy)
     # A server that is slow to connect may take at most the cell's own time budget.
-    servers = await listed_servers(mcp, spec.limits.timeout_ms / 1000)
+    servers = await listed_servers(mcp, spec.limits.timeout_ms / 1000) if mcp is not None else []
     down = mcp.unavailable() if mcp is not None else []
     shown = [n for s in servers for n in (s.identifier, s.name)] + [n for pair in down for n in pair]
     approvals = access.approvals_for(spec.tool_policy, spec.require_approval, view, shown)

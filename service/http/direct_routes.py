@@ -93,7 +93,8 @@ class DirectRoute(GatedRoute):
         if not (isinstance(answer, type) and issubclass(answer, Response)):
             raise TypeError(f"{path}: a direct route's endpoint answers a Response (it is sent as it is)")
         binder = ParameterBinder.of(endpoint, frozenset(self.param_convertors))
-        self.app = DirectEndpoint(binder, endpoint, framework=self.app)
+        self.direct = DirectEndpoint(binder, endpoint, framework=self.app)
+        self.app = self.direct
 
 
 class DirectEndpoint:

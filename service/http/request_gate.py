@@ -29,6 +29,8 @@ API_KEY_SCOPE = "codemode.api_key"
 #: The gate's key ring, for a route outside /v1 that asks for a key after all (``api_key_of``).
 KEY_RING_SCOPE = "codemode.key_ring"
 JSON_SCOPE = "codemode.json"
+#: Set on a request the direct door (``direct_door.py``) already admitted: the gate lets it through as it is.
+ADMITTED_SCOPE = "codemode.admitted"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # The MCP facade: authenticated and capped here like /v1, but its JSON-RPC body is the SDK's to parse.
 MCP_PATH = "/mcp"
@@ -47,11 +49,11 @@ class RequestGate:
         self.metrics_require_key = metrics_require_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or ADMITTED_SCOPE in scope:
             await self.app(scope, receive, send)
             return
         try:
-            replay = await self._admit(scope, receive)
+            replay = await self.admit(scope, receive)
         except ServiceError as exc:
             await error_response(exc)(scope, receive, send)
             return
@@ -59,8 +61,10 @@ class RequestGate:
             return  # nobody is left to answer
         await self.app(scope, replay or receive, send)
 
-    async def _admit(self, scope: Scope, receive: Receive) -> Receive | None:
-        """Check the request; return a ``receive`` that replays the body read here (or None)."""
+    async def admit(self, scope: Scope, receive: Receive) -> Receive | None:
+        """Check the request; return a ``receive`` that replays the body read here (or None).
+
+        Refusals raise ``ServiceError`` (answered with its error body), ``PeerGone`` when nobody is left."""
         scope[KEY_RING_SCOPE] = self.keys
         self.keys.check_peer(scope.get("client"))
         self.keys.check_addressed(scope.get("headers", ()), scope.get("client"))

@@ -83,7 +83,7 @@ class Admission:
 
     def withdraw(self, tenant: str, waiter: asyncio.Future[None]) -> bool:
         """Stop waiting; return whether the slot was granted meanwhile (the caller then holds it)."""
-        if waiter.done() and not waiter.cancelled():
+        if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
             return True
         waiter.cancel()
         queue = self._queues.get(tenant)
@@ -113,17 +113,21 @@ class Admission:
         if self.take_now(tenant):
             return
         waiter = self.enqueue(tenant)
+        # A timer that fails the waiter, not asyncio.timeout(): no Timeout object, task lookup and
+        # rescheduling per queued caller.  A grant that lands first stands (the timer then does nothing).
+        timer = waiter.get_loop().call_later(max(timeout, 0.001), _expire, waiter)
         try:
-            async with asyncio.timeout(max(timeout, 0.001)):
-                # A grant that lands as the wait is cancelled stands: ``withdraw`` sees the result.
-                await waiter
-        except TimeoutError:
-            if not self.withdraw(tenant, waiter):
-                raise self._refuse() from None
+            await waiter
+        except _WaitRanOut:
+            self.withdraw(tenant, waiter)  # leaves the queue; nothing was granted
+            raise self._refuse() from None
         except BaseException:
+            # A grant that lands as the wait is cancelled stands: ``withdraw`` sees the result.
             if self.withdraw(tenant, waiter):
                 self.give_back(tenant)
             raise
+        finally:
+            timer.cancel()
 
     def give_back(self, tenant: str) -> None:
         held = self._slots.get(tenant, 0) - 1
@@ -160,7 +164,9 @@ class Admission:
         tenant's room only shrinks with the slots it holds.
         """
         while self._queues:
-            tenant = min(self._queues, key=lambda t: (self._slots.get(t, 0), self._served.get(t, 0)))
+            queues = self._queues
+            # One tenant waiting (the common case under load) needs no ordering.
+            tenant = next(iter(queues)) if len(queues) == 1 else min(queues, key=self._grant_order)
             if not self._room_for(tenant):
                 break
             queue = self._queues[tenant]
@@ -173,10 +179,16 @@ class Admission:
             waiter.set_result(None)
         self._reshare()
 
+    def _grant_order(self, tenant: str) -> tuple[int, int]:
+        return self._slots.get(tenant, 0), self._served.get(tenant, 0)
+
     def _reshare(self) -> None:
         """Tell the pool which tenants now hold more than their share (a loop over holding tenants)."""
-        if self._on_share is None or (len(self._slots) <= 1 and not self._queues and not self._over):
-            return  # one tenant alone is never over its share: the common case costs nothing
+        slots, queues = self._slots, self._queues
+        if self._on_share is None or (
+            not self._over and len(slots) <= 1 and len(queues) <= 1 and (not slots or queues.keys() <= slots.keys())
+        ):
+            return  # one tenant alone (holding, waiting or both) is never over its share: the common case costs nothing
         competing = len(self._slots.keys() | self._queues.keys())
         share = -(-self.size // max(competing, 1))
         over = {t for t, n in self._slots.items() if n > share} if competing > 1 else set()
@@ -186,6 +198,15 @@ class Admission:
         self._over = over
         for tenant in changed:
             self._on_share(tenant, tenant in over)
+
+
+class _WaitRanOut(Exception):
+    """A queued caller's wait for a slot ran out (set on its waiter by the timer)."""
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(_WaitRanOut())
 
 
 async def first_of(waiter: asyncio.Future[None], abort: asyncio.Event, timeout: float) -> None:

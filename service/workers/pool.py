@@ -152,20 +152,29 @@ class WorkerPool:
         return worker
 
     async def _worker_for(self, tenant: str, deadline: float) -> Worker:
+        def ready(starved: bool) -> Worker | None:
+            """The tenant's process a new cell packs into, else a fresh one for it, held (None: none is ready)."""
+            worker = self.tenants.pick(tenant)
+            if worker is None:
+                self.replacements.check(tenant)
+                worker = self.supply.take()
+                if worker is not None:
+                    self.tenants.assign(tenant, worker)
+            if worker is not None:
+                worker.busy = True
+                self.starved += starved
+                self._top_up()
+            return worker
+
+        # Nobody waits for a vacancy: nobody holds or waits for the lock either, so taking it (no wait)
+        # changes nothing for a caller whose process is ready.
+        if self._vacancies.quiet and (worker := ready(False)) is not None:
+            return worker
         loop = asyncio.get_running_loop()
         starved = False
         async with self._vacancies.changed:
             while True:
-                worker = self.tenants.pick(tenant)
-                if worker is None:
-                    self.replacements.check(tenant)
-                    worker = self.supply.take()
-                    if worker is not None:
-                        self.tenants.assign(tenant, worker)
-                if worker is not None:
-                    worker.busy = True
-                    self.starved += starved
-                    self._top_up()
+                if (worker := ready(starved)) is not None:
                     return worker
                 # At the cap, an idle empty process of another tenant makes room for a fresh one.
                 if self.tenants.count() + self.supply.count() >= self.cap:
@@ -371,6 +380,11 @@ class _Vacancies:
             pass
         finally:
             self._hungry -= 1
+
+    @property
+    def quiet(self) -> bool:
+        """Nobody waits for a vacancy (so nobody holds or queues for ``changed`` across a wait)."""
+        return not self._hungry and not self.changed.locked()
 
     def notify(self) -> None:
         # A task only when someone listens: releases are per cell, hungry callers are rare.

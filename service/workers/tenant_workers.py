@@ -49,12 +49,15 @@ class TenantWorkers:
         )
 
     def has_room(self, tenant: str) -> bool:
-        return any(self.takes_new_cells(w) for w in self.of(tenant))
+        return self.pick(tenant) is not None
 
     def pick(self, tenant: str) -> Worker | None:
-        """The tenant's process a new cell packs into (the one holding the most runtimes), if any."""
-        usable = [w for w in self.of(tenant) if self.takes_new_cells(w)]
-        return max(usable, key=lambda w: len(w.cells)) if usable else None
+        """The tenant's process a new cell packs into (the first of those holding the most runtimes), if any."""
+        best: Worker | None = None
+        for w in self._by_tenant.get(tenant, ()):
+            if (best is None or len(w.cells) > len(best.cells)) and self.takes_new_cells(w):
+                best = w
+        return best
 
     def idle_of_another(self, tenant: str) -> Worker | None:
         """An idle empty process of a tenant other than ``tenant`` (retired to make room at the cap)."""

@@ -209,3 +209,39 @@ def test_the_peak_counts_burst_slots():
         return adm.peak, adm.held
 
     assert run(scenario) == (3, 2)
+
+
+def test_a_queued_caller_waits_on_one_loop_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A queued admit is bounded by a loop timer, not ``asyncio.timeout`` (a Timeout object, a task lookup
+    and a reschedule per queued caller): granted in time it holds its slot, and its timer is gone."""
+
+    def no_timeout(*args: object) -> object:
+        raise AssertionError("admit made an asyncio.timeout")
+
+    monkeypatch.setattr(asyncio, "timeout", no_timeout)
+
+    async def scenario() -> tuple[int, int, int]:
+        adm = admission(1, 0, {"a": 1})
+        task = asyncio.ensure_future(adm.admit("b", 10.0))
+        await asyncio.sleep(0)  # b is queued
+        adm.give_back("a")
+        await task
+        timers = len(asyncio.get_running_loop()._scheduled)  # type: ignore[attr-defined]
+        return adm.running_slots("b"), adm.queued("b"), timers
+
+    assert run(scenario) == (1, 0, 0)
+
+
+def test_a_grant_and_a_run_out_wait_in_the_same_turn_keep_the_grant() -> None:
+    """A slot granted just before the waiter's timer fires stands: the caller holds it, nothing is refused."""
+
+    async def scenario() -> int:
+        adm = admission(1, 0, {"a": 1})
+        task = asyncio.ensure_future(adm.admit("b", 0.001))
+        await asyncio.sleep(0)  # b is queued
+        adm.give_back("a")  # granted now; its timer may fire before b runs
+        await asyncio.sleep(0.01)
+        await task
+        return adm.running_slots("b")
+
+    assert run(scenario) == 1

@@ -168,3 +168,46 @@ def test_no_class_of_ours_overrides_a_private_name_of_another_distribution():
                 clashes.append(f"{cls.__module__}.{cls.__qualname__}.{name}")
     assert clashes == []
     assert any(issubclass(c, APIRoute) for c in _our_classes()), "the scan found no framework subclass"
+
+
+def test_starlette_response_sends_its_start_and_body_as_the_direct_door_does():
+    """direct_door.py sends a response's start and body messages itself: ``Response.__call__`` sends
+    exactly those two (status, raw headers; body), so the bytes on the wire are the same."""
+    from service.http.direct_door import _send_response
+    from service.http.responses import JSONBytes
+
+    def sent(way: str) -> list[object]:
+        messages: list[object] = []
+
+        async def send(message: object) -> None:
+            messages.append(message)
+
+        async def receive() -> dict[str, object]:
+            return {"type": "http.request"}
+
+        response = JSONBytes({"a": [1, "é"]}, status_code=429, headers={"Retry-After": "1"})
+        scope = {"type": "http"}
+        asyncio.run(
+            response(scope, receive, send) if way == "starlette" else _send_response(response, scope, receive, send)
+        )
+        return messages
+
+    assert sent("door") == sent("starlette")
+    assert len(sent("door")) == 2
+
+
+def test_fastapi_stack_holds_the_request_gate_within_the_doors_reach():
+    """The direct door uses the app's own RequestGate instance, found by following ``app`` attributes from
+    the built stack's outer layer (ServerErrorMiddleware, telemetry, body limit) within ``GATE_DEPTH``."""
+    from service.http.direct_door import GATE_DEPTH, _gate_in
+    from service.http.request_gate import RequestGate
+
+    app = FastAPI()
+    app.add_middleware(RequestGate, keys=None, caps=None, decoder=None, metrics_require_key=False)  # type: ignore[arg-type]
+    stack = app.build_middleware_stack()
+    gate = _gate_in(stack)
+    assert isinstance(gate, RequestGate)
+    layers, layer = 0, stack
+    while layer is not gate:
+        layer, layers = layer.app, layers + 1  # type: ignore[attr-defined]
+    assert layers <= GATE_DEPTH

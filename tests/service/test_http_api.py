@@ -149,3 +149,13 @@ def test_wait_body_over_inbox_plus_1_mib_is_413(client):
     _error(client.post(f"/v1/cells/{env['cell_id']}/wait", json=huge), 413)
     done = client.post(f"/v1/cells/{env['cell_id']}/wait", json={}).json()
     assert done["status"] == "completed", done
+
+
+def test_the_served_apps_cell_routes_take_the_direct_door(client):
+    """The cell routes lead the served app's routes and are served through its direct door (direct_door.py)."""
+    run(client, "return 1")
+    door = client.app.door
+    assert door is not None and door.gate is not None
+    assert [(route.path, sorted(route.methods)) for _, route in door.routes] == [
+        (path, [method.upper()]) for path, method in CELL_ENDPOINTS
+    ]

@@ -3,7 +3,8 @@
 Two routes share one endpoint body (the real exec and wait request models, the real request gate
 and error handlers); one is ``direct``.  For every body, valid or not, both must answer the same
 status and body, and the direct one must have skipped FastAPI's parameter solving exactly when
-the framework accepted the request.
+the framework accepted the request.  The app has the served app's direct door (``with_door``): the
+direct routes lead, so their accepted requests skip the framework's middleware too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from service.auth import KeyRing
 from service.cells.dispatch import RawJson
 from service.errors import NotFound
 from service.http.body_limits import BodyCaps
+from service.http.direct_door import with_door
 from service.http.direct_routes import DirectRoute, ParameterBinder
 from service.http.error_responses import install_error_handlers
 from service.http.request_gate import CallerDep, RequestGate
@@ -44,8 +46,11 @@ def _exec_answer(body: ExecRequest, request: Request) -> JSONBytes:
 
 
 def _took(request: Request) -> str:
-    # The framework's handler hands endpoints the gate's request class; a direct route the plain one.
-    return "direct" if type(request) is Request else "framework"
+    # The framework's handler hands endpoints the gate's request class; a direct route the plain one,
+    # and through the door no ExceptionMiddleware has put its handlers in the scope.
+    if type(request) is not Request:
+        return "framework"
+    return "direct" if "starlette.exception_handlers" in request.scope else "door"
 
 
 class Twins(RouteGroup):
@@ -55,13 +60,13 @@ class Twins(RouteGroup):
     async def direct_exec(self, body: ExecRequest, request: Request) -> JSONBytes:
         return _exec_answer(body, request)
 
-    @route("POST", "/v1/framework/exec")
-    async def framework_exec(self, body: ExecRequest, request: Request) -> JSONBytes:
-        return _exec_answer(body, request)
-
     @route("POST", "/v1/direct/{cell_id}/wait", direct=True)
     async def direct_wait(self, cell_id: CellId, request: Request, body: WaitRequest | None = None) -> JSONBytes:
         return JSONBytes({"id": cell_id, "body": _wait_fields(body), "took": _took(request)})
+
+    @route("POST", "/v1/framework/exec")
+    async def framework_exec(self, body: ExecRequest, request: Request) -> JSONBytes:
+        return _exec_answer(body, request)
 
     @route("POST", "/v1/framework/{cell_id}/wait")
     async def framework_wait(self, cell_id: CellId, request: Request, body: WaitRequest | None = None) -> JSONBytes:
@@ -86,12 +91,12 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         yield
         decoder.close()
 
-    app = FastAPI(lifespan=lifespan)
+    app = FastAPI(lifespan=lifespan, openapi_url=None)  # no docs pages ahead of the twins: the direct ones lead
     install_error_handlers(app, Twins().add_routes(app.router))
     app.add_middleware(
         RequestGate, keys=KeyRing(settings), caps=BodyCaps(settings), decoder=decoder, metrics_require_key=False
     )
-    with TestClient(app) as c:
+    with TestClient(with_door(app)) as c:
         yield c
 
 
@@ -126,7 +131,7 @@ def test_exec_twins_answer_alike(client: TestClient, body: bytes, headers: dict[
     assert direct.status_code == framework.status_code
     if framework.status_code == 200:
         assert framework.json()["took"] == "framework"
-        assert direct.json() == {**framework.json(), "took": "direct"}
+        assert direct.json() == {**framework.json(), "took": "door"}
     else:
         assert direct.json() == framework.json()
 
@@ -153,7 +158,7 @@ def test_wait_twins_answer_alike(client: TestClient, cell_id: str, body: bytes) 
     assert direct.status_code == framework.status_code
     if framework.status_code == 200:
         took_direct = json.loads(body or b"null") is not None  # no body object: nothing to bind directly
-        assert direct.json() == {**framework.json(), "took": "direct" if took_direct else "framework"}
+        assert direct.json() == {**framework.json(), "took": "door" if took_direct else "framework"}
     else:
         assert direct.json() == framework.json()
 
@@ -196,3 +201,53 @@ def test_a_direct_route_refuses_an_endpoint_that_answers_no_response() -> None:
 
     with pytest.raises(TypeError, match="Response"):
         DirectRoute("/v1/x", plain, methods=["POST"])
+
+
+GATE_CASES: list[tuple[bytes, dict[str, str]]] = [
+    (b'{"code": "return 1"}', {**JSON, "origin": "http://evil.example"}),  # a rebound page's Origin
+    (b'{"code": "return 1"}', {**JSON, "host": "evil.example"}),
+    (b'{"code": "' + b"x" * (3 * 1024 * 1024) + b'"}', JSON),  # over the exec body cap
+    (b"[" * 200 + b"]" * 200, JSON),  # nested deeper than the gate decodes
+]
+
+
+@pytest.mark.parametrize("body,headers", GATE_CASES)
+def test_gate_refusals_answer_alike_through_the_door(client: TestClient, body: bytes, headers: dict[str, str]) -> None:
+    """The door keeps the gate: a refused request answers the same status, headers and body on both routes."""
+    direct = client.post("/v1/direct/exec", content=body, headers=headers)
+    framework = client.post("/v1/framework/exec", content=body, headers=headers)
+    assert direct.status_code == framework.status_code >= 400
+    assert direct.headers == framework.headers
+    assert direct.content == framework.content
+
+
+def test_a_bug_reaches_the_server_through_the_door_as_through_the_framework(client: TestClient) -> None:
+    """After answering 500, the door raises the endpoint's exception for the server to log, as the framework does."""
+    for way in ("direct", "framework"):
+        with pytest.raises(RuntimeError, match="a bug"):
+            client.post(f"/v1/{way}/exec", json={"code": "break"})
+
+
+def test_the_door_stays_shut_for_a_stack_it_does_not_stand_in_for(tmp_path: Any) -> None:
+    """A middleware the door does not know of (here one that tags answers) keeps every request on the stack."""
+    settings = Settings(data_dir=str(tmp_path)).check()
+
+    async def tagged(request: Request, call_next: Any) -> Any:
+        response = await call_next(request)
+        response.headers["x-tagged"] = "1"
+        return response
+
+    decoder = BodyDecoder(sandbox_options("auto", "nobody"))
+    app = FastAPI(openapi_url=None)
+    install_error_handlers(app, Twins().add_routes(app.router))
+    app.add_middleware(
+        RequestGate, keys=KeyRing(settings), caps=BodyCaps(settings), decoder=decoder, metrics_require_key=False
+    )
+    app.middleware("http")(tagged)
+    door_app = with_door(app)
+    try:
+        answer = TestClient(door_app).post("/v1/direct/exec", json={"code": "return 1"})
+    finally:
+        decoder.close()
+    assert answer.headers["x-tagged"] == "1" and answer.json()["took"] == "direct"
+    assert door_app.door is not None and door_app.door.gate is None

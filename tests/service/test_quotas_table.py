@@ -119,3 +119,21 @@ def test_held_bytes_refuse_a_request_that_would_not_fit(used, incoming, refused)
     else:
         assert quotas.check_held("a", incoming) is account
     assert quotas.usage("a")["held_bytes"] == used
+
+
+def test_a_counted_tenants_usage_record_is_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looking up a tenant's counters makes its record only when it has none (not one per lookup)."""
+    import service.cells.quotas as quotas_module
+
+    made: list[object] = []
+
+    class Counted(quotas_module._Usage):
+        def __init__(self) -> None:
+            super().__init__()
+            made.append(self)
+
+    monkeypatch.setattr(quotas_module, "_Usage", Counted)
+    q = _quotas()
+    with q.running("t"), q.waiting("t"):
+        q.check_new_cell("t")
+    assert len(made) == 1

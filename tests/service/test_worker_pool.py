@@ -235,3 +235,25 @@ def test_a_tenant_whose_cells_retire_processes_is_refused_fresh_ones():
         assert pool.stats()["replacements_refused"] == 1
 
     with_pool(body, replacements_per_minute=2, size=2)
+
+
+def test_a_new_cell_whose_process_is_ready_takes_no_vacancy_lock():
+    """Nobody waits for a vacancy: ``acquire`` hands out the ready process without entering the vacancy
+    condition (its lock would make the caller wait for nobody)."""
+
+    async def body(pool: WorkerPool) -> tuple[bool, bool]:
+        entered: list[bool] = []
+        changed = pool._vacancies.changed
+
+        class Watched(type(changed)):  # type: ignore[misc]
+            async def __aenter__(self) -> None:
+                entered.append(True)
+                await super().__aenter__()
+
+        pool._vacancies.changed = Watched()
+        worker = await pool.acquire("a")
+        first = bool(entered)
+        pool.release(worker, recycle=False, cell_id="none")
+        return first, pool.admission.held == 0
+
+    assert with_pool(body) == (False, True)
