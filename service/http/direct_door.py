@@ -81,6 +81,7 @@ class DirectDoor:
         self.handlers: dict[Any, Handler] = {}
         self.status_handlers: dict[int, Handler] = {}
         self.on_error: Handler | None = None
+        self.framework_telemetry: Any = None  # FastAPI's own, told apart per request (it may be switched on later)
 
     def match(self, scope: Scope) -> tuple[DirectRoute, Scope] | None:
         """The direct route that fully matches the request, with its child scope (None: the stack serves it)."""
@@ -88,7 +89,7 @@ class DirectDoor:
             self._open()
         if self.gate is None or MAX_BODY_SIZE_SCOPE_KEY in scope or scope.get("root_path"):
             return None
-        if FASTAPI_TELEMETRY_SCOPE in scope or self.app._native_telemetry.enabled():
+        if FASTAPI_TELEMETRY_SCOPE in scope or self.framework_telemetry.enabled():
             return None
         path: str = scope["path"]
         for prefix, route in self.routes:
@@ -117,8 +118,11 @@ class DirectDoor:
             and all(inspect.iscoroutinefunction(h) for h in [on_error, *handlers.values()])
         )
         gate = _gate_in(app.middleware_stack)
-        if not fits or gate is None:
+        # FastAPI keeps its telemetry switch on a private attribute; a release without it keeps the door shut.
+        telemetry = getattr(app, "_native_telemetry", None)
+        if not fits or gate is None or not callable(getattr(telemetry, "enabled", None)):
             return
+        self.framework_telemetry = telemetry
         self.gate = gate
         self.on_error = on_error
         self.status_handlers = {k: v for k, v in handlers.items() if isinstance(k, int)}
