@@ -106,16 +106,21 @@ async def _service_cpu_per_call_us(runner: CellRunner, n: int, repeats: int) -> 
 async def nested_call_figures(runner: CellRunner, n: int, repeats: int) -> dict[str, dict[str, Any]]:
     """The pipe floor and the nested-call figures in each placement (``bench/placement.py``), by placement name.
 
-    In each, the floor is measured in this loop between the same cells, so load skews both alike.
+    In each, ``repeats`` rounds alternate a floor and a cell of round trips in this loop, so load and the
+    CPUs' idle states skew both alike; each figure is the median of its rounds.
     """
     figures: dict[str, dict[str, Any]] = {}
     for placement in placements():
         with placed(placement, [w.pid for w in runner.svc.pool.workers()]):
-            floor = await measure_pipe_floor(place=lambda pid, p=placement: p.pin_children([pid]))
-            rt, _ = await runner.run(_round_trip_code(n))
+            floors, trips = [], []
+            for _ in range(repeats):
+                floors.append(await measure_pipe_floor(rounds=1, place=lambda pid, p=placement: p.pin_children([pid])))
+                rt, _ = await runner.run(_round_trip_code(n))
+                trips.append(rt)
             figures[placement.name] = {
-                "pipe_floor": floor,
-                "round_trip_us": {k: v * 1000 / n for k, v in rt.items()},  # ms total -> µs per call
+                "pipe_floor": {key: statistics.median(f[key] for f in floors) for key in floors[0]},
+                # ms for n calls -> µs per call
+                "round_trip_us": {key: statistics.median(t[key] for t in trips) * 1000 / n for key in trips[0]},
                 "service_cpu_per_call_us": await _service_cpu_per_call_us(runner, n, repeats),
             }
     return figures
