@@ -234,6 +234,7 @@ class GuestEngine:
         self._fn: Any = None
         self._prepared: str | None = None  # the configuration text ``prepare`` built the globals from
         self._taken_args: list[str] | None = None  # the last take's small request arguments
+        self._deadline = 0.0  # the last pump's
 
     def _load_prelude(self, bytecode: bytes) -> Any:
         cptr = _context_pointer(self._ctx)
@@ -292,6 +293,7 @@ class GuestEngine:
     def pump(self, deadline: float) -> None:
         """Run pending jobs until none is left, never past ``deadline`` (time.monotonic)."""
         ctx = self._ctx
+        self._deadline = deadline  # ``take`` pumps again with it when worker-kept timers fired
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -300,8 +302,7 @@ class GuestEngine:
             # budget stops a single long job, while this loop stops a flood of short ones.
             ctx.set_time_limit(remaining)
             try:
-                # Zero-delay timers the worker keeps (prelude/timers.js) run once the jobs drained.
-                if not ctx.execute_pending_job() and not self._call("fireTimers"):
+                if not ctx.execute_pending_job():
                     return
             except _quickjs.JSException as exc:
                 _raise_engine_exception(str(exc))
@@ -325,11 +326,17 @@ class GuestEngine:
         arguments are small the prelude appends them, one per line, and ``request_args`` hands
         them out from here instead of asking the engine once per request.
         """
-        self._ctx.set_memory_limit(2 * self._memory_limit)
-        try:
-            text = self._text("take", self._call("take"))
-        finally:
-            self._ctx.set_memory_limit(self._memory_limit)
+        while True:
+            self._ctx.set_memory_limit(2 * self._memory_limit)
+            try:
+                text = self._text("take", self._call("take"))
+            finally:
+                self._ctx.set_memory_limit(self._memory_limit)
+            if text:
+                break
+            # Zero-delay timers the worker keeps (prelude/timers.js) fired now that the jobs drained:
+            # their callbacks are jobs, run before the snapshot is taken.
+            self.pump(self._deadline)
         snapshot, inline, args = text.partition("\n")
         self._taken_args = args.split("\n") if inline else None
         return snapshot

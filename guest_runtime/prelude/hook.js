@@ -62,6 +62,9 @@ function flat(str) {
 // Argument characters of one take up to which they travel inside its text.
 const INLINE_ARGS_CHARS = 65536;
 function take() {
+  // The driver takes once the job queue drained, when zero-delay timers the worker keeps are due:
+  // fired, their callbacks are jobs, and "" tells the driver to run them before it takes again.
+  if (fireTimers() > 0) return "";
   // Built with join: a long "+" chain makes a rope string, which the binding cannot convert.
   const parts = newList();
   parts[0] = '{"requests":[';
@@ -145,8 +148,6 @@ return function codemodeHostHook(op, a, b) {
       return fail(a, b);
     case "reject":
       return rejectFailed(a);
-    case "fireTimers":
-      return fireTimers();
     case "cancelTimers": {
       // The cell finished: timers nobody waits for are dropped, their callbacks never run.
       const ids = ObjectKeys(timers);

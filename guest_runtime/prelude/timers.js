@@ -2,7 +2,7 @@
 //
 // A timer is a host request ("sleep"), with one exception: a zero-delay timer set while the cell has
 // no host request in flight or queued runs in the worker itself, once the job queue has drained
-// (the driver's pump asks for "fireTimers"). Nothing could arrive from the host in between, so the
+// (the driver's "take" fires them). Nothing could arrive from the host in between, so the
 // round trip would only add latency. As soon as the cell waits for host work, timers go to the host
 // again: a chain of zero-delay timers can never hold back a request the cell has already made.
 
