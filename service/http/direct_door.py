@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
@@ -41,6 +41,10 @@ from .request_gate import ADMITTED_SCOPE, PeerGone, RequestGate
 Handler = Callable[[Request, Exception], Awaitable[Response | None]]
 #: How deep the gate may sit in the middleware stack (ServerErrorMiddleware, telemetry, body limit, gate).
 GATE_DEPTH = 4
+
+
+class _Switch(Protocol):
+    def enabled(self) -> bool: ...
 
 
 def with_door(app: FastAPI) -> DoorApp:
@@ -81,7 +85,9 @@ class DirectDoor:
         self.handlers: dict[Any, Handler] = {}
         self.status_handlers: dict[int, Handler] = {}
         self.on_error: Handler | None = None
-        self.framework_telemetry: Any = None  # FastAPI's own, told apart per request (it may be switched on later)
+        self.framework_telemetry: _Switch | None = (
+            None  # FastAPI's own, asked per request (it may be switched on later)
+        )
 
     def match(self, scope: Scope) -> tuple[DirectRoute, Scope] | None:
         """The direct route that fully matches the request, with its child scope (None: the stack serves it)."""
@@ -89,7 +95,9 @@ class DirectDoor:
             self._open()
         if self.gate is None or MAX_BODY_SIZE_SCOPE_KEY in scope or scope.get("root_path"):
             return None
-        if FASTAPI_TELEMETRY_SCOPE in scope or self.framework_telemetry.enabled():
+        if FASTAPI_TELEMETRY_SCOPE in scope or (
+            self.framework_telemetry is not None and self.framework_telemetry.enabled()
+        ):
             return None
         path: str = scope["path"]
         for prefix, route in self.routes:

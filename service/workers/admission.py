@@ -118,7 +118,7 @@ class Admission:
         timer = waiter.get_loop().call_later(max(timeout, 0.001), _expire, waiter)
         try:
             await waiter
-        except _WaitRanOut:
+        except TimeoutError:  # set on the waiter by the timer: nothing else completes it with an error
             self.withdraw(tenant, waiter)  # leaves the queue; nothing was granted
             raise self._refuse() from None
         except BaseException:
@@ -200,13 +200,9 @@ class Admission:
             self._on_share(tenant, tenant in over)
 
 
-class _WaitRanOut(Exception):
-    """A queued caller's wait for a slot ran out (set on its waiter by the timer)."""
-
-
 def _expire(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
-        waiter.set_exception(_WaitRanOut())
+        waiter.set_exception(TimeoutError())  # the queued caller's wait for a slot ran out
 
 
 async def first_of(waiter: asyncio.Future[None], abort: asyncio.Event, timeout: float) -> None:
