@@ -183,7 +183,7 @@ def compile_prelude(source: PreludeSource) -> bytes:
     """
     ctx = _quickjs.Context()
     cptr = _context_pointer(ctx)
-    text = f"globalThis.{_HOOK_SLOT} = {source.text};".encode()
+    text = f'globalThis.{_HOOK_SLOT} = ({source.text})("{_HOOK_SLOT}");'.encode()
     fn = _lib.JS_Eval(cptr, text, len(text), b"<prelude>", _EVAL_COMPILE_ONLY)
     if fn.tag == _JS_TAG_EXCEPTION:
         raise EngineFault(f"the guest prelude does not compile: {_compile_error(cptr, source)}")
@@ -243,9 +243,8 @@ class GuestEngine:
             result = _lib.JS_EvalFunction(cptr, fn)  # takes ownership of fn
             if result.tag != _JS_TAG_EXCEPTION:
                 _lib.JS_FreeValue(cptr, result)
-                hook = self._ctx.get(_HOOK_SLOT)
-                self._ctx.eval(f"delete globalThis.{_HOOK_SLOT}")
-                return hook
+                # The hook's first call deletes the global (hook.js): no script to compile per engine.
+                return self._ctx.get(_HOOK_SLOT)
         raise EngineFault("precompiled prelude failed to load")
 
     # -- set-up ---------------------------------------------------------------------------------

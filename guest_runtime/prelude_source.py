@@ -1,7 +1,9 @@
-"""The guest prelude's source: the ``prelude/*.js`` files joined into the one closure the driver compiles.
+"""The guest prelude's source: the ``prelude/*.js`` files joined into the one function the driver compiles.
 
 The files are one function body split by concern; they share its scope, so a file uses what an
-earlier file declares without any import machinery, and the closure's value is the host hook.
+earlier file declares without any import machinery.  The function takes the name of the global the
+driver parks its value, the host hook, under (the hook deletes that global at its first call), and
+the driver's compiled script calls it once.
 They are joined line for line (a file keeps every line, comments and strings untouched), each
 followed by a line holding only ``;`` so that a statement cannot run on into the next file.
 Nothing here runs JavaScript: the driver compiles the text and uses ``locate`` to name the file
@@ -30,14 +32,14 @@ FILES = (
     "hook.js",  # globals, the cell's outcome, the host hook
 )
 
-_HEAD = '(function () {\n"use strict";\n'
+_HEAD = '(function (hookSlot) {\n"use strict";\n'
 _SEPARATOR = ";\n"  # on a line of its own, after each file
-_TAIL = "})()"
+_TAIL = "})"
 
 
 @dataclass(frozen=True)
 class PreludeSource:
-    """The closure expression's text, and where each file starts in it."""
+    """The function expression's text, and where each file starts in it."""
 
     text: str
     #: 1-based line of ``text`` where each file's first line is, ascending, with the file name.
@@ -58,7 +60,7 @@ def folder() -> Traversable:
 
 
 def load(source_folder: Traversable | None = None, names: Sequence[str] = FILES) -> PreludeSource:
-    """Join ``names`` from ``source_folder`` (default: the shipped prelude) into one closure."""
+    """Join ``names`` from ``source_folder`` (default: the shipped prelude) into one function expression."""
     where = folder() if source_folder is None else source_folder
     pieces = [_HEAD]
     starts: list[tuple[int, str]] = []

@@ -1,12 +1,12 @@
 // codemode guest prelude, part 1: the built-ins it captures and small shared helpers.
 //
 // The prelude is one function body split over the files listed in guest_runtime/prelude_source.py;
-// they are joined in that order, line for line, inside one strict-mode closure whose value is the
+// they are joined in that order, line for line, inside one strict-mode function whose value is the
 // host hook, and compiled to bytecode once per worker.  All files share that one scope.  The driver
-// keeps the hook and never puts it on globalThis, so guest code cannot reach it: there is no bridge
-// name to find, and no Python callable is registered in the guest at all.  Guest requests are
-// queued here and pumped by the worker loop ("take"); replies come back through "settle", in any
-// order.  Everything the prelude relies on after user code starts running is captured up front
+// keeps the hook; the global it reads it from is gone before any cell code runs (hook.js), so guest
+// code cannot reach it: there is no bridge name to find, and no Python callable is registered in
+// the guest at all.  Guest requests are queued here and pumped by the worker loop ("take");
+// replies come back through "settle", in any order.  Everything the prelude relies on after user code starts running is captured up front
 // (this file), so a cell that patches built-ins can only confuse itself.
 
 const G = globalThis;

@@ -98,6 +98,12 @@ installGlobals();
 installData();
 let configured = false;
 return function codemodeHostHook(op, a, b) {
+  if (hookSlot !== null) {
+    // The host read this hook from the global hookSlot names: gone at its first call, whatever
+    // the operation, so before any cell code can run ("start" is never the first).
+    delete G[hookSlot];
+    hookSlot = null;
+  }
   switch (op) {
     case "configure": {
       if (configured) throw new TypeErrorCtor("the guest is configured once");

@@ -74,6 +74,24 @@ def test_check_engine_refuses_a_binding_whose_malloc_counters_moved(monkeypatch:
         check_engine()
 
 
+def _hook_slots(engine: GuestEngine) -> list[str]:
+    # Read by the binding's own eval, which runs no hook operation.
+    names = engine._ctx.eval("JSON.stringify(Object.getOwnPropertyNames(globalThis))")
+    return [n for n in jsoncodec.loads(names) if n.startswith("__codemode_hook_")]
+
+
+@pytest.mark.parametrize("first", ["configure", "compile"])
+def test_the_hooks_global_is_gone_at_its_first_call(first: str):
+    """The driver reads the hook from a global once; the hook's first call, whatever it is, deletes that global."""
+    engine = GuestEngine()
+    assert len(_hook_slots(engine)) == 1  # parked there by the prelude's script until then
+    if first == "configure":
+        engine.configure('{"tools":[],"mcp":[],"maxRequestBytes":1024}', 32 * MiB)
+    else:
+        engine.compile("return Object.getOwnPropertyNames(globalThis)", 2.0)
+    assert _hook_slots(engine) == []
+
+
 def test_the_hook_configures_once():
     """A second configure is refused, so caps set by the host cannot be re-set later."""
     engine = _engine()
