@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import os
 import re
 import time
@@ -92,6 +93,36 @@ def _js_text(ctx: int, value: _JSValue) -> str | None:
 
 
 _tracker = _TRACKER(_on_rejection)  # module-level: the C side keeps a raw pointer to it
+
+# ---- the deadline interrupt ----------------------------------------------------------------------
+# While JS runs, QuickJS asks its runtime's interrupt handler every few thousand ticks (calls and
+# backward jumps) whether to stop; a yes throws the uncatchable "interrupted" error.  The binding's
+# own time limit read the process CPU clock, a system call, on every call into JS (half a
+# microsecond each, four to eight calls per tool call or cell); this handler reads the monotonic
+# clock only when asked, against the deadline the driver armed for the call in progress.
+
+_INTERRUPT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+_lib.JS_SetInterruptHandler.argtypes = [ctypes.c_void_p, _INTERRUPT, ctypes.c_void_p]
+_lib.JS_SetInterruptHandler.restype = None
+#: Every call into an engine may run at least this long, even when its cell's deadline has passed.
+MIN_CALL_S = 0.001
+
+
+class _Armed:
+    """The time.monotonic() past which running JS is interrupted.
+
+    A worker runs one call into one engine at a time; the driver arms this around each call and
+    disarms it after.  Disarmed it is 0, so JS entered any other way stops when first asked.
+    """
+
+    stop_at = 0.0
+
+
+def _on_interrupt(_runtime: int | None, _opaque: int | None) -> int:
+    return 1 if time.monotonic() > _Armed.stop_at else 0
+
+
+_interrupt = _INTERRUPT(_on_interrupt)  # module-level: the C side keeps a raw pointer to it
 
 
 def _runtime_pointer(ctx: _quickjs.Context) -> int:
@@ -224,6 +255,7 @@ class GuestEngine:
         if not runtime:
             raise EngineFault("could not locate the QuickJS runtime of the binding's Context")
         _lib.JS_SetHostPromiseRejectionTracker(runtime, _tracker, None)
+        _lib.JS_SetInterruptHandler(runtime, _interrupt, None)  # the binding's time limit is never set
         self._cptr = _context_pointer(self._ctx)
         _unhandled.pop(self._cptr, None)  # a freed engine's context address may be reused
         #: promise pointer -> request id of the bridge promises rejected while nobody handled them.
@@ -234,13 +266,17 @@ class GuestEngine:
         self._fn: Any = None
         self._prepared: str | None = None  # the configuration text ``prepare`` built the globals from
         self._taken_args: list[str] | None = None  # the last take's small request arguments
-        self._deadline = 0.0  # the last pump's
+        self._deadline = 0.0  # the cell's deadline (time.monotonic) as compile, start, pump or final_value set it
 
     def _load_prelude(self, bytecode: bytes) -> Any:
         cptr = _context_pointer(self._ctx)
         fn = _lib.JS_ReadObject(cptr, bytecode, len(bytecode), _READ_BYTECODE)
         if fn.tag != _JS_TAG_EXCEPTION:
-            result = _lib.JS_EvalFunction(cptr, fn)  # takes ownership of fn
+            _Armed.stop_at = math.inf  # the prelude's own top level
+            try:
+                result = _lib.JS_EvalFunction(cptr, fn)  # takes ownership of fn
+            finally:
+                _Armed.stop_at = 0.0
             if result.tag != _JS_TAG_EXCEPTION:
                 _lib.JS_FreeValue(cptr, result)
                 # The hook's first call deletes the global (hook.js): no script to compile per engine.
@@ -255,7 +291,7 @@ class GuestEngine:
         Configuring parses host JSON and runs prelude code only, never cell code, so a prepared engine
         is the very engine ``configure`` with the same text would have made.
         """
-        self._hook("configure", config_json)
+        self._configure(config_json)
         self._prepared = config_json
 
     def prepared_for(self, config_json: str) -> bool:
@@ -267,23 +303,33 @@ class GuestEngine:
         if self._prepared == config_json:
             self._prepared = None  # the preparation stands for this one configure
         else:
-            self._hook("configure", config_json)  # the prelude refuses a second configuration
+            self._configure(config_json)  # the prelude refuses a second configuration
         self._memory_limit = memory_limit_bytes
         self._ctx.set_memory_limit(memory_limit_bytes)
 
+    def _configure(self, config_json: str) -> None:
+        # Prelude code over the host's own JSON, never cell code: not bound by a cell's deadline.
+        _Armed.stop_at = math.inf
+        try:
+            self._hook("configure", config_json)
+        finally:
+            _Armed.stop_at = 0.0
+
     def compile(self, code: str, budget_s: float) -> None:
         """Parse the cell as an async function body; raise GuestSyntaxError with cell positions."""
-        self._ctx.set_time_limit(max(budget_s, 0.001))
+        _Armed.stop_at = time.monotonic() + max(budget_s, MIN_CALL_S)
         try:
             self._fn = self._hook("compile", code)
         except _quickjs.JSException as exc:
             raise _syntax_error(str(exc)) from None
         except _quickjs.StackOverflow as exc:
             raise GuestSyntaxError(f"SyntaxError at cell.js:1:1: {_first_line(str(exc))}") from None
+        finally:
+            _Armed.stop_at = 0.0
 
     def start(self, deadline: float) -> None:
         """Call the compiled cell; its outcome is published through ``take()``."""
-        self._limit(deadline)
+        self._deadline = deadline
         self._call("start", self._fn)
         self._fn = None
 
@@ -297,9 +343,8 @@ class GuestEngine:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise GuestTimeout("cell timeout exceeded")
-            # The engine's CPU limit is per job; resetting it to what is left of the wall
-            # budget stops a single long job, while this loop stops a flood of short ones.
-            ctx.set_time_limit(remaining)
+            # The interrupt stops a single long job at the deadline; this loop stops a flood of short ones.
+            _Armed.stop_at = deadline
             try:
                 if not ctx.execute_pending_job():
                     return
@@ -307,6 +352,8 @@ class GuestEngine:
                 _raise_engine_exception(str(exc))
             except _quickjs.StackOverflow:
                 continue  # an overflow inside a job rejects that job's promise; keep going
+            finally:
+                _Armed.stop_at = 0.0
 
     def final_value(self, headroom_bytes: int, deadline: float) -> str:
         """JSON text of the cell's return value; the heap cap grows by ``headroom_bytes`` for the copy.
@@ -314,7 +361,7 @@ class GuestEngine:
         Getters and proxy traps of the value run here, so the cell's own deadline still holds.
         """
         self._ctx.set_memory_limit(self._memory_limit + headroom_bytes)
-        self._limit(deadline)
+        self._deadline = deadline
         return self._text("value", self._call("value"))
 
     def take(self) -> str:
@@ -397,12 +444,14 @@ class GuestEngine:
         """The bytes the engine has allocated: what its memory limit counts, read in O(1)."""
         return int(self._malloc[1])
 
-    def _limit(self, deadline: float) -> None:
-        self._ctx.set_time_limit(max(deadline - time.monotonic(), 0.001))
-
     def _call(self, op: str, *args: Any) -> Any:
         """Call the hook.  Cell code can run inside it (getters, proxy traps, species, setters), so
-        a JS exception or stack overflow here is the cell's failure, not the engine's."""
+        a JS exception or stack overflow here is the cell's failure, not the engine's.
+
+        It runs until the cell's deadline, and at least MIN_CALL_S: a settle or take just after the
+        deadline still completes its own prelude work, and cell code inside it is stopped soon after.
+        """
+        _Armed.stop_at = max(self._deadline, time.monotonic() + MIN_CALL_S)
         try:
             result = self._hook(op, *args)
         except _quickjs.JSException as exc:
@@ -411,6 +460,8 @@ class GuestEngine:
             raise GuestFault(f"InternalError: stack overflow: {_first_line(str(exc))}") from None
         except (TypeError, SystemError, UnicodeError) as exc:  # the binding could not convert a value back
             raise EngineFault(f"engine value conversion failed in {op}: {exc}") from None
+        finally:
+            _Armed.stop_at = 0.0
         # Every JSON text leaving the guest passes here: lone surrogates become U+FFFD once, at the source.
         return well_formed(result) if isinstance(result, str) else result
 
@@ -526,7 +577,8 @@ def map_stack(text: str) -> str:
 
 
 def check_engine() -> None:
-    """Prove at worker start that the prelude loads, unhandled rejections are seen and the heap is read right."""
+    """Prove at worker start that the prelude loads, unhandled rejections are seen, the heap is read right
+    and endless guest code is interrupted."""
     _check_malloc_state(_quickjs.Context())
     engine = GuestEngine()
     engine.configure('{"tools":[],"mcp":[],"maxRequestBytes":1024}', 8 * 1024 * 1024)
@@ -537,3 +589,18 @@ def check_engine() -> None:
     if not any("probe" in r for r in engine.unhandled_rejections()):
         raise EngineFault("the QuickJS rejection tracker is not wired; is quickjs-ng the pinned version?")
     engine.close()
+    _check_interrupt()
+
+
+def _check_interrupt() -> None:
+    """An endless loop stops at its deadline: the interrupt handler is what enforces every cell's."""
+    engine = GuestEngine()
+    engine.configure('{"tools":[],"mcp":[],"maxRequestBytes":1024}', 8 * 1024 * 1024)
+    engine.compile("for (;;) {}", 1.0)
+    try:
+        engine.start(time.monotonic() + 0.005)
+    except GuestTimeout:
+        return
+    finally:
+        engine.close()
+    raise EngineFault("the QuickJS interrupt handler did not stop an endless loop; is quickjs-ng the pinned version?")
