@@ -32,16 +32,9 @@ import _quickjs
 from bridge.jsoncodec import well_formed, well_formed_str
 
 from . import prelude_source
+from .cell_stacks import first_line, syntax_error
 from .errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
 from .prelude_source import PreludeSource
-
-# ---- stack traces ----------------------------------------------------------------------------
-
-#: Lines the AsyncFunction constructor puts before the body: "(async function anonymous(\n) {\n".
-_BODY_LINE_OFFSET = 2
-_FRAME = re.compile(r"^\s*at (?:(?P<fn>[^\s(]+) )?\(?<input>:(?P<line>\d+):(?P<col>\d+)\)?\s*$")
-_SYNTAX_AT = re.compile(r"^\s*at <input>:(?P<line>\d+):(?P<col>\d+)")
-MAX_FRAMES = 10
 
 # ---- unhandled rejection tracking --------------------------------------------------------------
 
@@ -321,9 +314,9 @@ class GuestEngine:
         try:
             self._fn = self._hook("compile", code)
         except _quickjs.JSException as exc:
-            raise _syntax_error(str(exc)) from None
+            raise syntax_error(str(exc)) from None
         except _quickjs.StackOverflow as exc:
-            raise GuestSyntaxError(f"SyntaxError at cell.js:1:1: {_first_line(str(exc))}") from None
+            raise GuestSyntaxError(f"SyntaxError at cell.js:1:1: {first_line(str(exc))}") from None
         finally:
             _Armed.stop_at = 0.0
 
@@ -457,7 +450,7 @@ class GuestEngine:
         except _quickjs.JSException as exc:
             _raise_engine_exception(str(exc), guest=True)
         except _quickjs.StackOverflow as exc:
-            raise GuestFault(f"InternalError: stack overflow: {_first_line(str(exc))}") from None
+            raise GuestFault(f"InternalError: stack overflow: {first_line(str(exc))}") from None
         except (TypeError, SystemError, UnicodeError) as exc:  # the binding could not convert a value back
             raise EngineFault(f"engine value conversion failed in {op}: {exc}") from None
         finally:
@@ -523,7 +516,7 @@ def give_back_memory() -> bool:
 
 
 def _raise_engine_exception(text: str, *, guest: bool = False) -> None:
-    first = well_formed_str(_first_line(text))
+    first = well_formed_str(first_line(text))
     if first.startswith("InternalError: interrupted"):
         raise GuestTimeout("cell timeout exceeded")
     if first in ("null", "InternalError: out of memory") or "out of memory" in first:
@@ -531,49 +524,6 @@ def _raise_engine_exception(text: str, *, guest: bool = False) -> None:
     if guest:
         raise GuestFault(first or "Error")
     raise EngineFault(first or "engine error")
-
-
-def _first_line(text: str) -> str:
-    return text.strip().split("\n", 1)[0]
-
-
-def _syntax_error(text: str) -> GuestSyntaxError:
-    lines = text.strip().split("\n")
-    head = lines[0]
-    name, _, message = head.partition(": ")
-    line, col = 1, 1
-    for frame in lines[1:]:
-        m = _SYNTAX_AT.match(frame)
-        if m:
-            line = max(int(m.group("line")) - _BODY_LINE_OFFSET, 1)
-            col = int(m.group("col"))
-            break
-    return GuestSyntaxError(
-        f"{name or 'SyntaxError'} at cell.js:{line}:{col}: {message or head}. "
-        "No tools were dispatched; correct the JavaScript source and submit it again."
-    )
-
-
-def map_stack(text: str) -> str:
-    """Keep ``Name: message`` and the frames of the cell's own code, renumbered to cell lines."""
-    lines = text.split("\n")
-    head = [lines[0]]
-    frames: list[str] = []
-    for raw in lines[1:]:
-        m = _FRAME.match(raw)
-        if m is None:
-            if raw.strip() and not raw.strip().startswith("at "):
-                head.append(raw)  # multi-line messages stay whole
-            continue
-        line = int(m.group("line"))
-        if line <= _BODY_LINE_OFFSET:
-            continue  # the wrapper (prelude frames have no file name, so they never match)
-        fn = m.group("fn")
-        where = f"cell.js:{line - _BODY_LINE_OFFSET}:{m.group('col')}"
-        frames.append(f"    at {fn} ({where})" if fn and fn != "anonymous" else f"    at {where}")
-        if len(frames) >= MAX_FRAMES:
-            break
-    return "\n".join(head + frames)
 
 
 def check_engine() -> None:

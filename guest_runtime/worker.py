@@ -39,8 +39,9 @@ from bridge.messages import (
 )
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value
 
+from .cell_stacks import map_stack
 from .confinement import confine
-from .driver import GuestEngine, check_engine, give_back_memory, map_stack
+from .driver import GuestEngine, check_engine, give_back_memory
 from .errors import ConfinementError, EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
 from .python.engine import PythonEngine
 

@@ -9,7 +9,8 @@ import pytest
 
 from bridge import jsoncodec
 from guest_runtime import driver
-from guest_runtime.driver import GuestEngine, check_engine, map_stack
+from guest_runtime.cell_stacks import map_stack
+from guest_runtime.driver import GuestEngine, check_engine
 from guest_runtime.errors import EngineFault, GuestFault, GuestTimeout
 
 MiB = 1024 * 1024
