@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 from .density import run_density
+from .engine_cycle import run_engine_cycle
 from .inproc import run_inproc
 from .load import run_load, wrk_available
 from .report import render
@@ -147,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         results["bare"] = _http_figures(bare, client, args.seconds)
         results["ratio"] = _ratio_rounds(svc, bare, client, args.seconds, args.ratio_rounds)
     results["inproc"] = run_inproc(n_round_trips=args.round_trips)
+    results["engine_cycle"] = run_engine_cycle()
     results["density"] = run_density(args.workers)
     results["tracing"] = run_tracing()
     results["loadavg_after"] = _loadavg()

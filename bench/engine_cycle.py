@@ -1,0 +1,101 @@
+"""Where a worker's `return 1` goes: its fresh engine, measured apart from the pipes and the service.
+
+In the bench process, no service and no pipes, with warm caches:
+
+* **context**: a QuickJS runtime and context with an empty prelude, made and freed;
+* **prelude**: the same with the shipped prelude (its bytecode read and its top level run), minus the above;
+* **worker loop**: the worker's own loop (``guest_runtime.worker.Runtimes``) running `return 1` cells
+  from an in-memory channel: the engine built for each cell, configure, compile, run, the done frame
+  encoded, the engine freed.
+
+Each figure is the median of ``rounds`` rounds of ``cells`` cells; making and freeing are timed apart.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from bridge.framing import encode_frame
+from bridge.messages import HostFrame, RunFrame, WorkerFrame, run_frame
+from guest_runtime import prelude_source
+from guest_runtime.driver import GuestEngine, compile_prelude
+from guest_runtime.prelude_source import PreludeSource
+from guest_runtime.worker import Runtimes
+
+#: A prelude that defines nothing: its function returns a hook that only deletes its own global.
+_EMPTY_PRELUDE = PreludeSource("(function (hookSlot) { return function () { delete globalThis[hookSlot]; }; })", ())
+
+
+def _make_and_free_us(prelude: bytes, cells: int) -> tuple[float, float]:
+    made = freed = 0.0
+    for _ in range(cells):
+        t0 = time.perf_counter()
+        engine = GuestEngine(prelude=prelude)
+        t1 = time.perf_counter()
+        del engine  # the runtime is freed with the object
+        freed += time.perf_counter() - t1
+        made += t1 - t0
+    return made * 1e6 / cells, freed * 1e6 / cells
+
+
+class _Cells:
+    """The worker's channel, in memory: ``cells`` `return 1` run frames in, the frames out encoded and dropped."""
+
+    def __init__(self, cells: int) -> None:
+        self.left = cells
+        self.run: RunFrame = run_frame(
+            cell_id="c",
+            code="return 1",
+            budget_ms=10_000,
+            memory_limit_bytes=64 << 20,
+            max_output_bytes=65_536,
+            value_capture_bytes=65_536,
+            config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
+        )
+
+    def read(self) -> HostFrame | None:
+        if self.left == 0:
+            return None
+        self.left -= 1
+        return {**self.run, "cell_id": f"c{self.left}"}
+
+    def read_raw(self) -> str:
+        raise AssertionError("a return 1 cell reads no payload")
+
+    def write(self, message: WorkerFrame, attachments: object = ()) -> None:
+        encode_frame(message)
+
+
+def _worker_loop_us(cells: int) -> float:
+    # The loop only reads and writes frames: the in-memory channel stands in for the pipes.
+    runtimes = Runtimes(_Cells(cells), 1 << 20, float("inf"))  # type: ignore[arg-type]
+    started = time.perf_counter()
+    runtimes.serve()
+    return (time.perf_counter() - started) * 1e6 / cells
+
+
+def run_engine_cycle(cells: int = 1000, rounds: int = 3) -> dict[str, Any]:
+    empty = compile_prelude(_EMPTY_PRELUDE)
+    shipped = compile_prelude(prelude_source.load())  # the bytecode every worker loads
+    rows: dict[str, list[float]] = {
+        k: [] for k in ("context_make", "context_free", "engine_make", "engine_free", "loop")
+    }
+    for _ in range(rounds):
+        made, freed = _make_and_free_us(empty, cells)
+        rows["context_make"].append(made)
+        rows["context_free"].append(freed)
+        made, freed = _make_and_free_us(shipped, cells)
+        rows["engine_make"].append(made)
+        rows["engine_free"].append(freed)
+        rows["loop"].append(_worker_loop_us(cells))
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    return {
+        "cells": cells,
+        "rounds": rounds,
+        "context_us": med["context_make"] + med["context_free"],
+        "prelude_make_us": med["engine_make"] - med["context_make"],
+        "prelude_free_us": med["engine_free"] - med["context_free"],
+        "worker_loop_us": med["loop"],
+    }
