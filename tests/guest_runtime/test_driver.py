@@ -57,6 +57,13 @@ def test_check_engine_proves_the_prelude_and_rejection_tracker():
     check_engine()
 
 
+def test_check_engine_refuses_an_engine_whose_busy_loop_is_not_interrupted(monkeypatch: pytest.MonkeyPatch):
+    """The deadline is the driver's own interrupt handler: without it installed, the start-up check fails."""
+    monkeypatch.setattr(driver._lib, "JS_SetInterruptHandler", lambda *args: None)
+    with pytest.raises(EngineFault, match="did not stop a busy loop"):
+        check_engine()
+
+
 def test_heap_bytes_is_what_the_memory_limit_counts_as_it_grows_and_shrinks():
     """heap_bytes reads the engine's own allocation counter: memory()'s malloc_size at every point."""
     engine, snap = _run("globalThis.big = new Array(200000).fill(7); return 1")
