@@ -6,8 +6,9 @@
 // keeps the hook; the global it reads it from is gone before any cell code runs (hook.js), so guest
 // code cannot reach it: there is no bridge name to find, and no Python callable is registered in
 // the guest at all.  Guest requests are queued here and pumped by the worker loop ("take");
-// replies come back through "settle", in any order.  Everything the prelude relies on after user code starts running is captured up front
-// (this file), so a cell that patches built-ins can only confuse itself.
+// replies come back through "settle", in any order.  Everything the prelude relies on after user
+// code starts running is captured up front (this file), so a cell that patches built-ins can only
+// confuse itself.
 
 const G = globalThis;
 const ObjectCreate = Object.create;
