@@ -177,9 +177,15 @@ class CellRun:
             return self.fail("cell timeout exceeded", "guest", "timeout", recycle=True)
         return self._guarded(self._start_and_loop)
 
-    def resume(self, reply: SettleFrame) -> bool | None:
-        """A later slice: settle the host's replies, then run until the next stop."""
-        self._slice_cpu = time.process_time()
+    def resume(self, reply: SettleFrame, *, clock_read: bool = False) -> bool | None:
+        """A later slice: settle the host's replies, then run until the next stop.
+
+        ``clock_read``: the worker has done nothing but wait and read this frame since this runtime's
+        last slice ended, so that slice's last reading of the CPU clock starts this one (a system call
+        less per tool call; reading the frame is the cell's CPU either way).
+        """
+        if not clock_read:
+            self._slice_cpu = time.process_time()
         # Payload frames follow the settle frame; read them all before anything can fail.
         settles = [
             (r["id"], True, self.channel.read_raw())
@@ -429,22 +435,28 @@ class Runtimes:
         #: had it: the engine built while idle is then prepared for it (a tenant's tools rarely change).
         self.last_config: str | None = None
         self.steady_config: str | None = None
+        #: The runtime whose slice ended at the worker's last reading of the CPU clock, while the worker
+        #: has done nothing since (``CellRun.resume``'s ``clock_read``).
+        self.clock_owner: CellRun | None = None
 
     def serve(self) -> int:
         while True:
             msg = self.channel.read()
             if msg is None:
                 return 0
+            owner, self.clock_owner = self.clock_owner, None
             if msg["t"] == "run":
                 self._run(msg)
             elif msg["t"] == "settle":
-                self._settle(msg)
+                self._settle(msg, owner)
             elif msg["t"] == "drop":
                 self._forget(msg["rt"])
-            self._trim()
+            if self._trim():
+                self.clock_owner = None
             if self.draining and not self.table:
                 return 0
             if self.engine is None and not self.draining:
+                self.clock_owner = None
                 self.engine = self._next_engine()  # built while idle
 
     def _new_engine(self) -> GuestEngine:
@@ -484,7 +496,7 @@ class Runtimes:
         self.last_config = config
         return engine
 
-    def _settle(self, msg: SettleFrame) -> None:
+    def _settle(self, msg: SettleFrame, clock_owner: CellRun | None) -> None:
         run = self.table.get(msg["rt"])
         if run is None:
             # A late settle for a runtime that already ended: its payload frames still follow.
@@ -492,10 +504,11 @@ class Runtimes:
                 if r["ok"]:
                     self.channel.read_raw()
             return
-        self._after(run, run.resume(msg))
+        self._after(run, run.resume(msg, clock_read=run is clock_owner))
 
     def _after(self, run: CellRun, outcome: bool | None) -> None:
         if outcome is IDLE:
+            self.clock_owner = run  # its idle frame took the last reading
             return
         self._forget(run.rt)
         if outcome:
@@ -507,11 +520,13 @@ class Runtimes:
             run.engine.close()
             self.freed += run.heap
 
-    def _trim(self) -> None:
-        """Give freed runtimes' memory back to the kernel once enough of it piled up."""
-        if self.freed >= TRIM_AFTER_BYTES:
-            self.freed = 0
-            give_back_memory()
+    def _trim(self) -> bool:
+        """Give freed runtimes' memory back to the kernel once enough of it piled up; whether it did."""
+        if self.freed < TRIM_AFTER_BYTES:
+            return False
+        self.freed = 0
+        give_back_memory()
+        return True
 
 
 if __name__ == "__main__":

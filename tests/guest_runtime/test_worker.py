@@ -306,3 +306,91 @@ def test_engines_prepared_while_idle_follow_the_configuration(worker):
         done = worker.recv()
         assert done["t"] == "done" and done["ok"], done
         assert done["value"] == {"json": json.dumps(names, separators=(",", ":"))}, (i, done)
+
+
+class _ScriptedHost:
+    """The worker's channel in memory, for ``Runtimes`` in this process: each frame the worker writes is
+    answered by ``answer`` (a frame, a payload for the raw frame after a settle, or None to end)."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.inbox: list[HostFrame] = []
+        self.payloads: list[str] = []
+        self.written: list[dict[str, Any]] = []
+
+    def read(self) -> HostFrame | None:
+        return self.inbox.pop(0) if self.inbox else None
+
+    def read_raw(self) -> str:
+        return self.payloads.pop(0)
+
+    def write(self, message: dict[str, Any], attachments: Any = ()) -> None:
+        self.written.append(message)
+        self.answer(self, message)
+
+
+def _runs(*rts: str) -> list[HostFrame]:
+    code = "for (let i = 0; i < 6; i++) await yield_control('p'); return 1"
+    return [
+        run_frame(
+            cell_id=rt,
+            code=code,
+            budget_ms=10_000,
+            memory_limit_bytes=32 << 20,
+            max_output_bytes=65536,
+            value_capture_bytes=65536,
+            config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
+        )
+        for rt in rts
+    ]
+
+
+def _answer_yields(host: _ScriptedHost, message: dict[str, Any]) -> None:
+    if message["t"] == "idle":
+        host.inbox.append(settle_frame(message["rt"], 10_000, [{"id": message["requests"][0]["id"], "ok": True}]))
+        host.payloads.append("null")
+
+
+def _cpu_clock_reads(monkeypatch, host: _ScriptedHost) -> list[str]:
+    """Serve ``host``'s frames; the kind of frame each reading of the process CPU clock came just before."""
+    from guest_runtime import worker as worker_module
+
+    reads: list[str] = []
+    process_time = worker_module.time.process_time
+
+    def counted() -> float:
+        reads.append(host.written[-1]["t"] if host.written else "-")
+        return process_time()
+
+    runtimes = worker_module.Runtimes(host, 1 << 20, float("inf"))  # type: ignore[arg-type]
+    monkeypatch.setattr(worker_module.time, "process_time", counted)
+    assert runtimes.serve() == 0
+    return reads
+
+
+def test_a_runtime_s_next_slice_starts_from_its_last_cpu_reading(monkeypatch):
+    """Between two slices of one runtime the worker only waits and reads the reply, so the next slice
+    starts from the reading the idle frame took: one reading of the CPU clock (a system call) per tool
+    call, not two.  The first slice's successor reads again (an engine was built while idle)."""
+    host = _ScriptedHost(_answer_yields)
+    host.inbox = _runs("a")
+    reads = _cpu_clock_reads(monkeypatch, host)
+    done = host.written[-1]
+    assert done["t"] == "done" and done["ok"] and done["cpu_ms"] > 0, done
+    cpu = [frame["cpu_ms"] for frame in host.written]
+    assert cpu == sorted(cpu), cpu
+    # run: start + idle; settle 1: start (after the idle engine build) + idle; settles 2-5: idle; 6: done.
+    assert len(reads) == 2 + 2 + 4 + 1, reads
+
+
+def test_a_slice_after_other_work_reads_the_cpu_clock_again(monkeypatch):
+    """When another runtime ran in between, the slice reads the clock afresh: the other runtime's CPU is
+    never charged to this one."""
+
+    host = _ScriptedHost(_answer_yields)
+    host.inbox = _runs("a", "b")  # b starts while a waits: their settles then alternate
+    reads = _cpu_clock_reads(monkeypatch, host)
+    assert [f["t"] for f in host.written if f["t"] == "done"] == ["done", "done"]
+    # Each runtime: run start + idle; then every settle reads at its start (the other ran since) and idle;
+    # its last settle reads at its start and for the done frame.
+    assert len(reads) == 2 * (2 + 5 * 2 + 2), reads
