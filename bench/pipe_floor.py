@@ -2,9 +2,10 @@
 
 A tool call from a cell is, at the bottom, the worker writing a request frame to its pipe and the
 service writing a reply frame back. This figure measures exactly that and nothing else — the same
-length-prefixed framing (``bridge.framing``), the same asyncio subprocess pipes the worker pool uses,
-in the caller's event loop — so the call figures can be printed as a multiple of it, measured in
-the same run on the same machine under the same load.
+length-prefixed framing (``bridge.framing``), the same pipes the worker pool uses (the child's stdin
+a subprocess pipe, its stdout read by ``WorkerOutput``), in the caller's event loop — so the call
+figures can be printed as a multiple of it, measured in the same run on the same machine under the
+same load.
 
 The echo process is a plain Python child: it reads a frame, decodes it, and writes a small reply
 frame (``{"id": .., "ok": true}``), which is about what a worker does with a no-op tool's answer.
@@ -13,6 +14,7 @@ frame (``{"id": .., "ok": true}``), which is about what a worker does with a no-
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
+from service.workers.worker_process import WorkerOutput
 
 # The child imports only bridge.framing (orjson underneath), like the worker's frame loop.
 _ECHO_CHILD = """
@@ -43,17 +46,18 @@ async def measure_pipe_floor(
 
     ``place`` is given the echo child's pid before the first trip (``bench/placement.py`` pins it).
     """
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        _ECHO_CHILD,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
+    stdout_read, stdout_write = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _ECHO_CHILD, stdin=asyncio.subprocess.PIPE, stdout=stdout_write
+        )
+    finally:
+        os.close(stdout_write)
+    output = await WorkerOutput.attach(stdout_read)  # read as the pool reads a worker's frames
+    assert proc.stdin is not None
     if place is not None:
         place(proc.pid)
-    writer, reader = proc.stdin, proc.stdout
+    writer, reader = proc.stdin, output.reader
     walls: list[float] = []
     cpus: list[float] = []
     try:
@@ -74,4 +78,5 @@ async def measure_pipe_floor(
     finally:
         writer.close()
         await proc.wait()
+        output.close()
     return {"round_trip_us": statistics.median(walls), "parent_cpu_us": statistics.median(cpus), "trips": n}

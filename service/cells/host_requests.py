@@ -111,6 +111,8 @@ class HostRequests:
         self.max_request_values = max_request_values
         self.make_call = make_call
         self.wake = asyncio.Event()  # set whenever a reply is ready or the caller is needed
+        # Held, not asked for per request: on Python 3.11 each get_running_loop() is a getpid() system call.
+        self._loop = asyncio.get_running_loop()
         self._effects_started = False
         self._unconfirmed: set[int] = set()  # side-effect requests that may still ask for approval
         self.count = 0
@@ -214,7 +216,7 @@ class HostRequests:
         call = self.make_call(request_id, method, raw)
         call.ask_approval = functools.partial(self._ask_approval, request_id)
         call.abandon = functools.partial(self._abandon, request_id)
-        pending.task = asyncio.get_running_loop().create_task(self._run(route.handler, call))
+        pending.task = self._loop.create_task(self._run(route.handler, call))
 
     def _charge_args(self, pending: Pending, raw: bytes) -> dict[str, object] | None:
         """Check the request's encoded arguments and charge them; return the guest error if they do not fit."""
@@ -302,7 +304,7 @@ class HostRequests:
             raise GuestError(_budget_message(self.inbox, len(raw), full), "program_data_budget", name="RangeError")
         p.args_bytes = len(raw)
         held = jsoncodec.fragment(raw)
-        decision: asyncio.Future[tuple[bool, str | None]] = asyncio.get_running_loop().create_future()
+        decision: asyncio.Future[tuple[bool, str | None]] = self._loop.create_future()
         p.caller = NeedsCaller("approval", tool=tool, input=held, reason=reason)
         p.decision = decision
         self._unconfirmed.discard(request_id)  # nothing is dispatched unless it is approved

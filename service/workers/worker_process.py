@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 SPAWN_TIMEOUT_S = 20.0
 #: Messages up to this size (a settle frame and its payloads) go to the pipe in one write.
 JOIN_WRITES_BELOW = 256 * 1024
+#: The stdout reader's buffer limit (``readexactly`` reads whole frames past it).
+READ_LIMIT = 1 << 20
 
 
 class WorkerState(enum.Enum):
@@ -52,9 +54,10 @@ class Worker:
     cell its process was lost.
     """
 
-    def __init__(self, proc: asyncio.subprocess.Process, frame_cap: int) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, frame_cap: int, output: WorkerOutput) -> None:
         self.proc = proc
         self.frame_cap = frame_cap
+        self.output = output  # its stdout: the frames it writes
         self.tenant: str | None = None
         self.cells_run = 0
         self.max_cells = sys.maxsize  # cells it runs before it is retired (the pool draws it)
@@ -120,10 +123,10 @@ class Worker:
             raise WorkerGone(f"worker sent a bad frame: {exc}") from None
 
     async def _read_body(self) -> bytes:
-        assert self.proc.stdout is not None
+        reader = self.output.reader
         try:
-            header = await self.proc.stdout.readexactly(HEADER_SIZE)
-            return await self.proc.stdout.readexactly(frame_length(header, self.frame_cap))
+            header = await reader.readexactly(HEADER_SIZE)
+            return await reader.readexactly(frame_length(header, self.frame_cap))
         except asyncio.IncompleteReadError:
             self.dead = True
             raise WorkerGone(await self.exit_reason()) from None
@@ -165,6 +168,7 @@ class Worker:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
         self.close_input()
+        self.output.close()  # nothing more is read from it either: a leg reading it ends at once
 
     def close_input(self) -> None:
         """Close our end of the process's stdin; nothing more is sent to it.
@@ -174,6 +178,37 @@ class Worker:
         """
         if self.proc.stdin is not None:
             self.proc.stdin.close()
+
+
+class WorkerOutput:
+    """The service's end of a worker's stdout, read by the event loop's own read callback.
+
+    Not a pipe of the subprocess transport (``stdout=PIPE``): that transport hands each chunk it reads
+    to its protocol through ``call_soon``, a turn of the event loop later, so every frame a worker
+    wrote (a tool call's request, a cell's result) waited one turn more than it has to.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
+        self.reader = reader
+        self._transport = transport
+
+    @classmethod
+    async def attach(cls, fd: int) -> WorkerOutput:
+        """Start reading the pipe's read end ``fd`` (owned from now on)."""
+        reader = asyncio.StreamReader(limit=READ_LIMIT)
+        pipe = os.fdopen(fd, "rb", buffering=0)
+        try:
+            transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), pipe
+            )
+        except BaseException:
+            pipe.close()
+            raise
+        return cls(reader, transport)
+
+    def close(self) -> None:
+        """Stop reading (the reader then sees the end of the stream); idempotent."""
+        self._transport.close()
 
 
 async def start_worker(
@@ -188,6 +223,7 @@ async def start_worker(
     if test_payload is not None:
         env[TEST_PAYLOAD_VARIABLE] = test_payload
     stderr_read, stderr_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -195,16 +231,23 @@ async def start_worker(
             "guest_runtime.worker",
             jsoncodec.dumps_text(options),
             stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
+            stdout=stdout_write,
             stderr=stderr_write,
             env=env,
-            limit=1 << 20,
         )
     except BaseException:
         os.close(stderr_read)
+        os.close(stdout_read)
         raise
-    finally:
+    finally:  # the child has its copies: ours would keep the pipes open after it exits
         os.close(stderr_write)
+        os.close(stdout_write)
+    try:
+        output = await WorkerOutput.attach(stdout_read)
+    except BaseException:
+        proc.kill()
+        os.close(stderr_read)
+        raise
     if nice > 0:
         # Set here, before the child's start-up work (imports, prelude compile), not by the child
         # itself once that is done.  Guest code then yields the CPU to the event loop: at equal
@@ -212,7 +255,7 @@ async def start_worker(
         # preempting it for the length of a cell.  A process cannot raise its own priority back.
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
-    worker = Worker(proc, frame_cap)
+    worker = Worker(proc, frame_cap, output)
     try:
         worker.stderr = await StderrRelay.attach(stderr_read, f"worker {proc.pid}")
         msg = await asyncio.wait_for(worker.recv(), SPAWN_TIMEOUT_S)
