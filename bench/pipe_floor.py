@@ -8,7 +8,7 @@ figures can be printed as a multiple of it, measured in the same run on the same
 same load.
 
 The echo process is a plain Python child: it reads a frame, decodes it, and writes a small reply
-frame (``{"id": .., "ok": true}``), which is about what a worker does with a no-op tool's answer.
+frame (``{"t": "ack", "id": .., "ok": true}``), which is about what a worker does with a no-op tool's answer.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
-from service.workers.worker_process import WorkerOutput
+from bridge.framing import DEFAULT_FRAME_CAP, encode_frame
+from service.workers.worker_output import WorkerOutput
 
 # The child imports only bridge.framing (orjson underneath), like the worker's frame loop.
 _ECHO_CHILD = """
@@ -34,7 +34,7 @@ while True:
     if len(header) < HEADER_SIZE:
         break
     message = decode_body(read(frame_length(header)))
-    out.write(encode_frame({"id": message["id"], "ok": True}))
+    out.write(encode_frame({"t": "ack", "id": message["id"], "ok": True}))
     out.flush()
 """
 
@@ -53,19 +53,18 @@ async def measure_pipe_floor(
         )
     finally:
         os.close(stdout_write)
-    output = await WorkerOutput.attach(stdout_read)  # read as the pool reads a worker's frames
+    output = await WorkerOutput.attach(stdout_read, DEFAULT_FRAME_CAP)  # read as the pool reads a worker
     assert proc.stdin is not None
     if place is not None:
         place(proc.pid)
-    writer, reader = proc.stdin, output.reader
+    writer = proc.stdin
     walls: list[float] = []
     cpus: list[float] = []
     try:
 
         async def trip(i: int) -> None:
             writer.write(encode_frame({"op": "call", "id": i, "tool": "nop", "args": {"i": i}}))
-            header = await reader.readexactly(HEADER_SIZE)
-            decode_body(await reader.readexactly(frame_length(header)))
+            await output.next()
 
         for i in range(200):  # warm the child's imports and both sides' buffers
             await trip(i)

@@ -16,7 +16,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from bridge.inbox import HeldAccount
-from bridge.messages import DoneFrame, GuestConfig, IdleFrame, run_frame, settle_frame
+from bridge.messages import DoneFrame, GuestConfig, WorkerFrame, run_frame, settle_frame
 from bridge.output import OutputState
 from service.errors import WorkerGone
 from service.workers.pool import WorkerPool
@@ -273,13 +273,10 @@ class Cell:
                 await wake.wait()  # a reply, the caller needed, an abort, a lost process, or the clock's park time
 
     async def _run_slice(self, clock: LegClock) -> Envelope | None:
-        """Read the worker's next frame for this cell; the final envelope if the cell ended, else None.
-
-        A frame that stops the guest (idle, done) frees the replies delivered with the slice before it.
-        """
+        """Read the worker's next frame for this cell; the final envelope if the cell ended, else None."""
         assert self.worker is not None
         try:
-            msg = await self.worker.recv()
+            msg = await self.worker.recv(self._stopped)
         except WorkerGone as exc:
             if clock.overran:  # killed at deadline + kill_grace_ms
                 return await self._end(Failed(TIMEOUT_MESSAGE, "guest", "timeout"), recycle=True)
@@ -288,19 +285,28 @@ class Cell:
             return await self._lost(exc.message)
         if msg["t"] != "ready" and msg["rt"] != self.id:
             return None  # a late frame of a runtime the host dropped mid-slice
-        self._worker_running = False
-        self.requests.inbox.release(self._delivered_bytes)
-        self._delivered_bytes = 0
         if msg["t"] == "done":
             return await self._on_done(msg)
         if msg["t"] != "idle":
             self.worker.kill()
             unexpected = f"worker sent an unexpected {msg['t']!r} frame; the cell was lost, start it again"
             return await self._end(Failed(unexpected, "host", "runtime_unavailable"), recycle=True)
-        self._on_idle(msg)
         return None
 
-    def _on_idle(self, msg: IdleFrame) -> None:
+    def _stopped(self, msg: WorkerFrame) -> None:
+        """The guest stopped (a frame of this cell's runtime): run as soon as the frame is whole, in the
+        worker pipe's read callback (``WorkerOutput``), before the leg runs again.
+
+        It frees the replies delivered with the slice before it and starts the handlers of an idle
+        frame's requests: those that finish without waiting have settled by the time the leg runs.
+        """
+        if msg["t"] != "ready" and msg["rt"] != self.id:
+            return
+        self._worker_running = False
+        self.requests.inbox.release(self._delivered_bytes)
+        self._delivered_bytes = 0
+        if msg["t"] != "idle":
+            return
         self.output.extend(msg["output"])
         self.telemetry.guest_cpu_ms = msg["cpu_ms"]
         self.telemetry.heap_bytes = msg["heap_bytes"]

@@ -18,12 +18,12 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from bridge import jsoncodec
-from bridge.errors import BridgeError
-from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
+from bridge.framing import encode_frame, encode_raw
 from bridge.messages import TEST_PAYLOAD_VARIABLE, HostFrame, SandboxReport, WorkerFrame, WorkerOptions, drop_frame
 from service.errors import WorkerGone
 
 from .stderr_relay import StderrRelay
+from .worker_output import WorkerOutput
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 SPAWN_TIMEOUT_S = 20.0
 #: Messages up to this size (a settle frame and its payloads) go to the pipe in one write.
 JOIN_WRITES_BELOW = 256 * 1024
-#: The stdout reader's buffer limit (``readexactly`` reads whole frames past it).
-READ_LIMIT = 1 << 20
 
 
 class WorkerState(enum.Enum):
@@ -109,30 +107,17 @@ class Worker:
         except (ConnectionError, BrokenPipeError, RuntimeError):
             self.dead = True
 
-    async def recv(self) -> WorkerFrame:
-        """The next frame; an ``idle`` frame's requests get their arguments, still encoded, from the raw frames after it."""
-        body = await self._read_body()
+    async def recv(self, early: Callable[[WorkerFrame], None] | None = None) -> WorkerFrame:
+        """The next message (an ``idle`` frame's requests carry their arguments, still encoded), after
+        ``early(message)`` ran on it as soon as it was whole (``WorkerOutput.next``)."""
         try:
-            frame: WorkerFrame = decode_body(body)
-            if frame["t"] == "idle":
-                for request in frame["requests"]:
-                    request["args"] = await self._read_body()
-            return frame
-        except (BridgeError, TypeError, KeyError) as exc:
-            self.kill()
-            raise WorkerGone(f"worker sent a bad frame: {exc}") from None
-
-    async def _read_body(self) -> bytes:
-        reader = self.output.reader
-        try:
-            header = await reader.readexactly(HEADER_SIZE)
-            return await reader.readexactly(frame_length(header, self.frame_cap))
-        except asyncio.IncompleteReadError:
+            return await self.output.next(early)
+        except EOFError:
             self.dead = True
             raise WorkerGone(await self.exit_reason()) from None
-        except BridgeError as exc:
+        except WorkerGone:  # it wrote what is not a message: the stream is unusable
             self.kill()
-            raise WorkerGone(f"worker sent a bad frame: {exc}") from None
+            raise
 
     async def exit_reason(self) -> str:
         with contextlib.suppress(asyncio.TimeoutError):
@@ -180,48 +165,10 @@ class Worker:
             self.proc.stdin.close()
 
 
-class WorkerOutput:
-    """The service's end of a worker's stdout, read by the event loop's own read callback.
-
-    Not a pipe of the subprocess transport (``stdout=PIPE``): that transport hands each chunk it reads
-    to its protocol through ``call_soon``, a turn of the event loop later, so every frame a worker
-    wrote (a tool call's request, a cell's result) waited one turn more than it has to.
-    """
-
-    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
-        self.reader = reader
-        self._transport = transport
-
-    @classmethod
-    async def attach(cls, fd: int) -> WorkerOutput:
-        """Start reading the pipe's read end ``fd`` (owned from now on)."""
-        reader = asyncio.StreamReader(limit=READ_LIMIT)
-        pipe = os.fdopen(fd, "rb", buffering=0)
-        try:
-            transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(reader), pipe
-            )
-        except BaseException:
-            pipe.close()
-            raise
-        return cls(reader, transport)
-
-    def close(self) -> None:
-        """Stop reading (the reader then sees the end of the stream); idempotent."""
-        self._transport.close()
-
-
-async def start_worker(
-    options: WorkerOptions, frame_cap: int, *, nice: int = 0, test_payload: str | None = None
-) -> Worker:
-    """Start one worker process and wait for its ``ready`` frame; it runs ``nice`` steps below the service.
-
-    ``test_payload`` is for the tests alone (the confinement tests' stand-in for an attacker's code).
-    """
-    # Workers get a minimal environment: nothing of the service's secrets reaches a guest process.
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME", "TZ")}
-    if test_payload is not None:
-        env[TEST_PAYLOAD_VARIABLE] = test_payload
+async def _spawn(
+    options: WorkerOptions, env: dict[str, str], frame_cap: int
+) -> tuple[asyncio.subprocess.Process, WorkerOutput, int]:
+    """The worker process, the reader of its stdout, and the read end of its stderr pipe."""
     stderr_read, stderr_write = os.pipe()
     stdout_read, stdout_write = os.pipe()
     try:
@@ -243,11 +190,26 @@ async def start_worker(
         os.close(stderr_write)
         os.close(stdout_write)
     try:
-        output = await WorkerOutput.attach(stdout_read)
+        output = await WorkerOutput.attach(stdout_read, frame_cap)
     except BaseException:
         proc.kill()
         os.close(stderr_read)
         raise
+    return proc, output, stderr_read
+
+
+async def start_worker(
+    options: WorkerOptions, frame_cap: int, *, nice: int = 0, test_payload: str | None = None
+) -> Worker:
+    """Start one worker process and wait for its ``ready`` frame; it runs ``nice`` steps below the service.
+
+    ``test_payload`` is for the tests alone (the confinement tests' stand-in for an attacker's code).
+    """
+    # Workers get a minimal environment: nothing of the service's secrets reaches a guest process.
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME", "TZ")}
+    if test_payload is not None:
+        env[TEST_PAYLOAD_VARIABLE] = test_payload
+    proc, output, stderr_read = await _spawn(options, env, frame_cap)
     if nice > 0:
         # Set here, before the child's start-up work (imports, prelude compile), not by the child
         # itself once that is done.  Guest code then yields the CPU to the event loop: at equal

@@ -277,8 +277,10 @@ def test_a_cell_waiting_inline_for_host_work_lends_its_process(tmp_path):
 def test_requests_that_settle_at_once_keep_the_process_in_the_leg(tmp_path, monkeypatch):
     """Host work whose handler finishes without waiting settles within the leg: the process is not lent out for it.
 
-    A tool that yields to the event loop even once (``echo`` awaits ``sleep(0)``) is host work the leg
-    waits for, and the process is lent to other cells meanwhile, once per call.
+    The handlers of a worker's requests start as soon as its frame is read, a turn of the event loop
+    before the leg runs, and the leg gives them one more turn: a tool that yields to the loop once
+    (``echo`` awaits ``sleep(0)``) settles within the leg too.  A tool that waits for a timer is host
+    work the leg waits for, and the process is lent to other cells meanwhile, once per call.
     """
     with make_client(tmp_path, workers=1) as c:
         pool = c.app.state.services.pool
@@ -290,5 +292,10 @@ def test_requests_that_settle_at_once_keep_the_process_in_the_leg(tmp_path, monk
         assert len(lent) == 1, f"lent {len(lent)} times; only the cell's end should give the process back"
         lent.clear()
         env = run(c, "let n = 0; for (let i = 0; i < 20; i++) n += (await echo({x: i})).echo; return n")
+        assert env["status"] == "completed" and env["value"] == sum(range(20)), env
+        assert len(lent) == 1, f"lent {len(lent)} times; a tool that yields once settles within the leg"
+        lent.clear()
+        code = "let n = 0; for (let i = 0; i < 20; i++) n += (await echo({x: i, delay: 0.002})).echo; return n"
+        env = run(c, code)
         assert env["status"] == "completed" and env["value"] == sum(range(20)), env
         assert len(lent) == 21, f"lent {len(lent)} times: once per call that waited, and at the end"

@@ -1,0 +1,206 @@
+"""A worker's stdout as the service reads it: whole messages, parsed in the event loop's read callback.
+
+A worker writes *messages*: one frame, and after an ``idle`` frame one raw frame per request (its
+JSON arguments, kept encoded). ``WorkerOutput`` reads the pipe with the loop's own read callback
+(not a pipe of the subprocess transport, which hands each chunk on through ``call_soon``, a turn of
+the loop later), parses the frames as they arrive and hands each whole message to the one reader
+waiting in ``next``.
+
+That reader may pass ``early``: a synchronous function run on the message as soon as it is whole,
+in the read callback, under a copy of the reader's context. A cell's leg starts the handlers of the
+requests an ``idle`` frame carries there, so a tool call that finishes without waiting has settled
+by the time the leg runs again: a turn of the loop less per call.
+
+A frame over the cap, or one that is not a message this protocol knows, makes the stream unusable:
+reading stops and the reader is told why (``WorkerGone``). A worker answers only what it was sent,
+so messages nobody has taken yet are few; past ``QUEUED_HIGH_BYTES`` of them (a broken or
+compromised worker writing on its own) reading pauses until the reader catches up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+from collections import deque
+from collections.abc import Callable
+from typing import cast
+
+from bridge.errors import BridgeError, FrameDecodeError, FrameTooLarge
+from bridge.framing import HEADER, HEADER_SIZE, decode_body
+from bridge.messages import IdleFrame, WorkerFrame
+from service.errors import WorkerGone
+
+#: Bytes of queued, untaken messages past which reading pauses (it resumes below half of them).
+QUEUED_HIGH_BYTES = 2 * 1024 * 1024
+
+
+class WorkerOutput(asyncio.Protocol):
+    """One worker's stdout, parsed into messages for one reader at a time."""
+
+    def __init__(self, frame_cap: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.frame_cap = frame_cap
+        self._loop = loop  # held: on Python 3.11 each get_running_loop() is a getpid() system call
+        self.ended = False  # the worker's stdout closed
+        self.failure: str | None = None  # why the stream is unusable
+        self._transport: asyncio.ReadTransport | None = None
+        self._buffer = bytearray()  # bytes not parsed yet: at most one frame and the next header
+        self._open: IdleFrame | None = None  # an idle frame still waiting for its argument frames
+        self._args_next = 0  # which of its requests the next raw frame holds the arguments of
+        self._open_bytes = 0
+        self._queued: deque[tuple[WorkerFrame, int]] = deque()  # untaken messages and their bytes
+        self._queued_bytes = 0
+        self._paused = False
+        self._waiter: asyncio.Future[WorkerFrame] | None = None
+        self._early: Callable[[WorkerFrame], None] | None = None
+        self._early_context: contextvars.Context | None = None
+
+    @classmethod
+    async def attach(cls, fd: int, frame_cap: int) -> WorkerOutput:
+        """Start reading the pipe's read end ``fd`` (owned from now on)."""
+        loop = asyncio.get_running_loop()
+        output = cls(frame_cap, loop)
+        pipe = os.fdopen(fd, "rb", buffering=0)
+        try:
+            await loop.connect_read_pipe(lambda: output, pipe)
+        except BaseException:
+            pipe.close()
+            raise
+        return output
+
+    async def next(self, early: Callable[[WorkerFrame], None] | None = None) -> WorkerFrame:
+        """The next message, after ``early(message)`` ran on it; ``EOFError`` at the stream's end,
+        ``WorkerGone`` if it is unusable. One reader at a time."""
+        assert self._waiter is None, "one reader at a time"
+        if self._queued:
+            message = self._take()
+            if early is not None:
+                early(message)
+            return message
+        if self.failure is not None:
+            raise WorkerGone(self.failure)
+        if self.ended:
+            raise EOFError
+        self._waiter = self._loop.create_future()
+        self._early = early
+        self._early_context = None if early is None else contextvars.copy_context()
+        try:
+            return await self._waiter
+        finally:
+            self._waiter = self._early = self._early_context = None
+
+    def close(self) -> None:
+        """Stop reading: a reader waiting now, or later, sees the stream's end. Idempotent."""
+        if self._transport is not None:
+            self._transport.close()
+
+    # ---- the event loop's callbacks --------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast("asyncio.ReadTransport", transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.failure is not None:
+            return
+        buffer = self._buffer
+        buffer += data
+        pos, end, cap = 0, len(buffer), self.frame_cap
+        try:
+            while end - pos >= HEADER_SIZE:
+                size: int = HEADER.unpack_from(buffer, pos)[0]
+                if size > cap:
+                    raise FrameTooLarge(size, cap)
+                start = pos + HEADER_SIZE
+                if end - start < size:
+                    break
+                pos = start + size
+                with memoryview(buffer) as view:
+                    body = bytes(view[start:pos])
+                self._frame(body)
+        except (BridgeError, TypeError, KeyError, ValueError) as exc:
+            self._fail(f"worker sent a bad frame: {exc}")
+            return
+        finally:
+            del buffer[:pos]
+
+    def eof_received(self) -> bool | None:
+        self._end()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()
+
+    # ---- parsing ---------------------------------------------------------------------------------
+
+    def _frame(self, body: bytes) -> None:
+        opened = self._open
+        if opened is not None:  # the raw argument frame of the open idle frame's next request
+            opened["requests"][self._args_next]["args"] = body
+            self._args_next += 1
+            self._open_bytes += HEADER_SIZE + len(body)
+            if self._args_next == len(opened["requests"]):
+                self._open = None
+                self._arrived(opened, self._open_bytes)
+            return
+        frame = decode_body(body)
+        if not isinstance(frame, dict) or not isinstance(frame["t"], str):
+            raise FrameDecodeError("a frame is not an object with a type")
+        if frame["t"] == "idle":
+            requests = frame["requests"]
+            if not isinstance(requests, list) or not all(isinstance(r, dict) for r in requests):
+                raise FrameDecodeError("an idle frame's requests are not a list of objects")
+            if requests:
+                self._open, self._args_next = cast("IdleFrame", frame), 0
+                self._open_bytes = HEADER_SIZE + len(body)
+                return
+        self._arrived(cast("WorkerFrame", frame), HEADER_SIZE + len(body))
+
+    def _arrived(self, message: WorkerFrame, size: int) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done() or self._queued:
+            self._queued.append((message, size))
+            self._queued_bytes += size
+            if self._queued_bytes > QUEUED_HIGH_BYTES:
+                self._pause(True)
+            return
+        early, context = self._early, self._early_context
+        try:
+            if early is not None and context is not None:
+                context.run(early, message)
+        except Exception as exc:  # noqa: BLE001 - the reader's own code: raised where it reads
+            waiter.set_exception(exc)
+        else:
+            waiter.set_result(message)
+
+    def _take(self) -> WorkerFrame:
+        message, size = self._queued.popleft()
+        self._queued_bytes -= size
+        if self._paused and self._queued_bytes <= QUEUED_HIGH_BYTES // 2:
+            self._pause(False)
+        return message
+
+    def _fail(self, reason: str) -> None:
+        self.failure = reason
+        self._buffer.clear()
+        self._open = None
+        self.close()
+        self._wake(WorkerGone(reason))
+
+    def _end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self._wake(EOFError() if self.failure is None else WorkerGone(self.failure))
+
+    def _wake(self, exc: BaseException) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done() and not self._queued:
+            waiter.set_exception(exc)
+
+    def _pause(self, paused: bool) -> None:
+        self._paused = paused
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            if paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()

@@ -1,0 +1,205 @@
+"""A worker's stdout as the service reads it (``WorkerOutput``), over a real pipe written by the test.
+
+On both event loops the service may run on: asyncio's own and uvloop (what uvicorn picks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from bench import loops
+from bridge.framing import encode_frame, encode_raw
+from bridge.messages import WorkerFrame
+from service.errors import WorkerGone
+from service.workers.worker_output import QUEUED_HIGH_BYTES, WorkerOutput
+
+RUNNERS = {"asyncio": asyncio.run, "uvloop": loops.run}
+
+
+class Writer:
+    """The worker's end of the pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+
+    def write(self, data: bytes) -> int:
+        assert self.fd is not None
+        return os.write(self.fd, data)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+@pytest.fixture(params=sorted(RUNNERS))
+def run(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Run ``body(output, writer)`` on a fresh loop: ``output`` reads the pipe ``writer`` writes to."""
+
+    def go(body: Callable[[WorkerOutput, Writer], Awaitable[Any]], cap: int = 1 << 20) -> Any:
+        async def main() -> Any:
+            read_fd, write_fd = os.pipe()
+            writer = Writer(write_fd)
+            output = await WorkerOutput.attach(read_fd, cap)
+            try:
+                return await body(output, writer)
+            finally:
+                output.close()
+                writer.close()
+
+        return RUNNERS[request.param](main())
+
+    return go
+
+
+def idle(rt: str, *args: bytes) -> bytes:
+    """An idle frame with one request per argument text, and the raw argument frames after it."""
+    frame = {"t": "idle", "rt": rt, "requests": [{"id": i, "method": "tool"} for i in range(len(args))]}
+    return encode_frame(frame) + b"".join(encode_raw(a) for a in args)
+
+
+def test_messages_split_anywhere_arrive_whole_with_their_arguments(run):
+    """Frames written a byte at a time, and several in one write, come out as whole messages: an idle
+    frame's requests carry their argument bytes, still encoded."""
+    stream = idle("a", b'["nop",{"i":1}]', b"[]") + encode_frame({"t": "done", "rt": "a"}) + idle("b")
+
+    async def body(output: WorkerOutput, pipe: Writer) -> list[WorkerFrame]:
+        for i in range(len(stream) - 40):
+            pipe.write(stream[i : i + 1])
+            await asyncio.sleep(0)
+        pipe.write(stream[len(stream) - 40 :])  # the rest, the end of one message and a whole one
+        return [await output.next() for _ in range(3)]
+
+    first, second, third = run(body)
+    assert first["t"] == "idle" and [r.get("args") for r in first["requests"]] == [b'["nop",{"i":1}]', b"[]"]
+    assert second == {"t": "done", "rt": "a"}
+    assert third["t"] == "idle" and third["rt"] == "b" and third["requests"] == []
+
+
+def test_early_runs_in_the_read_callback_before_the_reader_resumes(run):
+    """``early`` sees the message as soon as it is whole, under the reader's context: what it schedules
+    runs before the reader gets the message (so handlers it starts go first)."""
+    seen = contextvars.ContextVar("seen", default="nobody")
+    order: list[str] = []
+
+    async def body(output: WorkerOutput, pipe: Writer) -> None:
+        loop = asyncio.get_running_loop()
+
+        def early(message: WorkerFrame) -> None:
+            order.append(f"early {message['t']} as {seen.get()}")
+            loop.call_soon(order.append, "scheduled by early")
+
+        async def reader() -> None:
+            message = await output.next(early)
+            order.append(f"reader got {message['t']}")  # in the step that resumed it
+
+        seen.set("the reader")
+        reading = asyncio.ensure_future(reader())
+        await asyncio.sleep(0)  # the reader now waits
+        pipe.write(encode_frame({"t": "done", "rt": "a"}))
+        await reading
+
+    run(body)
+    assert order == ["early done as the reader", "scheduled by early", "reader got done"]
+
+
+def test_early_runs_once_on_a_message_that_was_waiting(run):
+    """A message that arrived before anyone read is handed to ``early`` when it is taken, once."""
+
+    async def body(output: WorkerOutput, pipe: Writer) -> list[str]:
+        pipe.write(encode_frame({"t": "done", "rt": "a"}) + encode_frame({"t": "done", "rt": "b"}))
+        await asyncio.sleep(0.05)  # both arrive before anyone reads
+        calls: list[str] = []
+        first = await output.next(lambda m: calls.append(m["rt"]))
+        second = await output.next()
+        assert (first["rt"], second["rt"]) == ("a", "b")
+        return calls
+
+    assert run(body) == ["a"]
+
+
+def test_what_early_raises_is_raised_to_the_reader(run):
+    async def body(output: WorkerOutput, pipe: Writer) -> None:
+        def early(message: WorkerFrame) -> None:
+            raise LookupError("from early")
+
+        reading = asyncio.ensure_future(output.next(early))
+        await asyncio.sleep(0)
+        pipe.write(encode_frame({"t": "done", "rt": "a"}))
+        with pytest.raises(LookupError, match="from early"):
+            await reading
+
+    run(body)
+
+
+@pytest.mark.parametrize(
+    ("written", "why"),
+    [
+        ((1 << 10).to_bytes(4, "big"), "1024"),  # announces more than the 512-byte cap
+        (encode_raw(b"{not json"), "not JSON"),
+        (encode_frame([1, 2]), "not an object with a type"),
+        (encode_frame({"rt": "a"}), "'t'"),
+        (encode_frame({"t": "idle", "rt": "a", "requests": [7]}), "requests are not a list of objects"),
+    ],
+)
+def test_a_bad_frame_makes_the_stream_unusable(run, written, why):
+    """Whatever is not a message of the protocol ends reading for good: the reader and every later one
+    get ``WorkerGone`` naming the problem."""
+
+    async def body(output: WorkerOutput, pipe: Writer) -> None:
+        reading = asyncio.ensure_future(output.next())
+        await asyncio.sleep(0)
+        pipe.write(written)
+        for waiting in (reading, output.next()):
+            with pytest.raises(WorkerGone, match="worker sent a bad frame") as caught:
+                await waiting
+            assert why in str(caught.value)
+
+    run(body, cap=512)
+
+
+def test_the_end_of_the_stream_comes_after_the_messages_before_it(run):
+    """A worker that exits mid-message: the whole messages before are read, then ``EOFError``."""
+
+    async def body(output: WorkerOutput, pipe: Writer) -> None:
+        pipe.write(encode_frame({"t": "done", "rt": "a"}) + idle("b", b"[1]")[:9])
+        pipe.close()
+        assert (await output.next())["rt"] == "a"
+        for _ in range(2):
+            with pytest.raises(EOFError):
+                await output.next()
+        assert output.ended
+
+    run(body)
+
+
+def test_reading_pauses_while_untaken_messages_pile_up(run):
+    """A worker that writes on its own (broken or compromised) cannot make the service hold much more than
+    ``QUEUED_HIGH_BYTES`` of its messages: reading pauses until they are taken, then goes on."""
+    message = encode_frame({"t": "done", "rt": "a", "pad": "x" * 60_000})
+    offered = 200 * len(message)  # 12 MB
+
+    async def body(output: WorkerOutput, pipe: Writer) -> int:
+        assert pipe.fd is not None
+        os.set_blocking(pipe.fd, False)
+        written = stalls = 0
+        while written < offered and stalls < 5:
+            try:
+                written += pipe.write(message[written % len(message) :])
+                stalls = 0
+            except BlockingIOError:
+                stalls += 1
+            await asyncio.sleep(0.002)  # the loop reads meanwhile, unless reading is paused
+        for _ in range(written // len(message)):  # the whole ones: taking them resumes reading
+            assert (await output.next())["rt"] == "a"
+        return written
+
+    written = run(body)
+    pipe_room = 1 << 20  # a pipe's buffer, at most
+    assert written <= QUEUED_HIGH_BYTES + len(message) + pipe_room, written
