@@ -11,11 +11,13 @@ released once the guest has consumed it; arguments are charged when the request 
 released when it settles or is dropped; so sequential pages reuse the room.  A reply that does not
 fit is replaced by ``INBOX_EXCEEDED_MESSAGE`` and charges nothing; a request whose arguments do
 not fit is refused with ``arguments_exceeded_message``.
+
+Both classes are used from the service's event loop alone (requests are dispatched and settled
+there), so they take no locks: each call is a few integer operations no other thread interleaves.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Literal
 
 #: Why ``InboxAllowance.try_admit`` refused: the cell's own allowance, or its tenant's quota.
@@ -52,22 +54,18 @@ class HeldAccount:
         self.tenant = tenant
         self.capacity = capacity_bytes
         self.used = 0
-        self._lock = threading.Lock()
 
     def admit(self, n: int) -> bool:
-        with self._lock:
-            if self.used + n > self.capacity:
-                return False
-            self.used += n
-            return True
+        if self.used + n > self.capacity:
+            return False
+        self.used += n
+        return True
 
     def charge(self, n: int) -> None:
-        with self._lock:
-            self.used += n
+        self.used += n
 
     def release(self, n: int) -> None:
-        with self._lock:
-            self.used = max(0, self.used - n)
+        self.used = max(0, self.used - n)
 
 
 class InboxAllowance:
@@ -79,8 +77,6 @@ class InboxAllowance:
         self._capacity = capacity_bytes
         self._used = 0
         self.account = account
-        # Replies may settle on other threads (tool executors); charging must stay exact.
-        self._lock = threading.Lock()
 
     @property
     def capacity(self) -> int:
@@ -105,22 +101,20 @@ class InboxAllowance:
         """Charge ``n`` bytes if they fit the cell and its tenant; else charge nothing and say which is full."""
         if n < 0:
             raise ValueError("reply size must not be negative")
-        with self._lock:
-            if self._used + n > self._capacity:
-                return "cell"
-            if self.account is not None and not self.account.admit(n):
-                return "tenant"
-            self._used += n
-            return None
+        if self._used + n > self._capacity:
+            return "cell"
+        if self.account is not None and not self.account.admit(n):
+            return "tenant"
+        self._used += n
+        return None
 
     def charge(self, n: int) -> None:
         """Charge ``n`` bytes even past capacity (data too small to refuse, or bounded elsewhere; see the caller)."""
         if n < 0:
             raise ValueError("reply size must not be negative")
-        with self._lock:
-            self._used += n
-            if self.account is not None:
-                self.account.charge(n)
+        self._used += n
+        if self.account is not None:
+            self.account.charge(n)
 
     def release(self, n: int) -> None:
         """Give back ``n`` bytes of a consumed reply."""
@@ -128,16 +122,14 @@ class InboxAllowance:
             if n < 0:
                 raise ValueError("reply size must not be negative")
             return  # nothing to give back (most stops release nothing): no locks taken
-        with self._lock:
-            # After release_all (cancel/expiry) a late consumer may still release: never go negative.
-            given = min(n, self._used)
-            self._used -= given
-            if self.account is not None:
-                self.account.release(given)
+        # After release_all (cancel/expiry) a late consumer may still release: never go negative.
+        given = min(n, self._used)
+        self._used -= given
+        if self.account is not None:
+            self.account.release(given)
 
     def release_all(self) -> None:
         """Drop every charge (cancel, expiry, cell end)."""
-        with self._lock:
-            if self.account is not None:
-                self.account.release(self._used)
-            self._used = 0
+        if self.account is not None:
+            self.account.release(self._used)
+        self._used = 0

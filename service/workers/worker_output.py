@@ -103,25 +103,41 @@ class WorkerOutput(asyncio.Protocol):
         if self.failure is not None:
             return
         buffer = self._buffer
-        buffer += data
-        pos, end, cap = 0, len(buffer), self.frame_cap
+        if buffer:  # the rest of a frame begun in an earlier read
+            buffer += data
+            self._parse(buffer)
+            return
+        # Most reads hold whole messages: their frames are cut from ``data`` itself, and only what is
+        # left of an unfinished frame is kept.
+        pos = self._parse(data)
+        if pos < len(data) and self.failure is None:
+            buffer += data[pos:]
+
+    def _parse(self, source: bytes | bytearray) -> int:
+        """Hand on the whole frames in ``source``; how many bytes they took (the buffer loses them)."""
+        pos, end, cap = 0, len(source), self.frame_cap
         try:
             while end - pos >= HEADER_SIZE:
-                size: int = HEADER.unpack_from(buffer, pos)[0]
+                size: int = HEADER.unpack_from(source, pos)[0]
                 if size > cap:
                     raise FrameTooLarge(size, cap)
                 start = pos + HEADER_SIZE
                 if end - start < size:
                     break
                 pos = start + size
-                with memoryview(buffer) as view:
-                    body = bytes(view[start:pos])
-                self._frame(body)
+                if isinstance(source, bytes):
+                    self._frame(source[start:pos])
+                else:
+                    with memoryview(source) as view:  # one copy of the body, not two
+                        body = bytes(view[start:pos])
+                    self._frame(body)
         except (BridgeError, TypeError, KeyError, ValueError) as exc:
             self._fail(f"worker sent a bad frame: {exc}")
-            return
+            return end
         finally:
-            del buffer[:pos]
+            if source is self._buffer:
+                del source[:pos]
+        return pos
 
     def eof_received(self) -> bool | None:
         self._end()
