@@ -409,7 +409,11 @@ class HostRequests:
     def take_ready(self) -> tuple[list[ReadyReply], int]:
         """All queued replies in settlement order, and the inbox bytes they hold."""
         ready, self._ready = self._ready, []
-        return ready, sum(self._charged.pop(reply["id"], 0) for reply, _ in ready)
+        charged = self._charged
+        held = 0
+        for reply, _ in ready:  # a loop, not a generator: most turns deliver one reply
+            held += charged.pop(reply["id"], 0)
+        return ready, held
 
     def close(self) -> None:
         """The cell ended: cancel every task and release the whole inbox."""

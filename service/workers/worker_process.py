@@ -91,9 +91,13 @@ class Worker:
             # copies it already; joining small ones costs little, large ones are written as they are).
             if len(frames) > 1 and sum(map(len, frames)) <= JOIN_WRITES_BELOW:
                 frames = [b"".join(frames)]
+            stdin = self.proc.stdin
             for frame in frames:
-                self.proc.stdin.write(frame)
-            await self.proc.stdin.drain()
+                stdin.write(frame)
+            # The pipe takes a small message at once: wait only when it kept some (or is closing, and
+            # then drain() raises why); awaiting drain() every time costs a coroutine per message.
+            if stdin.transport.get_write_buffer_size() or stdin.transport.is_closing():
+                await stdin.drain()
         except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
             self.dead = True
             raise WorkerGone(f"worker process stopped reading ({exc})") from None
