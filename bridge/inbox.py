@@ -121,7 +121,7 @@ class InboxAllowance:
         if n <= 0:
             if n < 0:
                 raise ValueError("reply size must not be negative")
-            return  # nothing to give back (most stops release nothing): no locks taken
+            return  # nothing to give back (most stops release nothing)
         # After release_all (cancel/expiry) a late consumer may still release: never go negative.
         given = min(n, self._used)
         self._used -= given

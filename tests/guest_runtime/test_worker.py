@@ -142,18 +142,21 @@ def test_frames_carry_exactly_their_typed_fields(worker):
     assert set(failed["error"]) == GuestFailure.__required_keys__
 
 
-def _start(worker: WorkerProcess, rt: str, code: str) -> dict[str, Any]:
-    worker.send(
-        run_frame(
-            cell_id=rt,
-            code=code,
-            budget_ms=3000,
-            memory_limit_bytes=32 << 20,
-            max_output_bytes=65536,
-            value_capture_bytes=65536,
-            config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
-        )
+def _cell(rt: str, code: str, budget_ms: int = 3000) -> HostFrame:
+    """The run frame of a cell with no tools."""
+    return run_frame(
+        cell_id=rt,
+        code=code,
+        budget_ms=budget_ms,
+        memory_limit_bytes=32 << 20,
+        max_output_bytes=65536,
+        value_capture_bytes=65536,
+        config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
     )
+
+
+def _start(worker: WorkerProcess, rt: str, code: str) -> dict[str, Any]:
+    worker.send(_cell(rt, code))
     return worker.recv()
 
 
@@ -331,18 +334,7 @@ class _ScriptedHost:
 
 def _runs(*rts: str) -> list[HostFrame]:
     code = "for (let i = 0; i < 6; i++) await yield_control('p'); return 1"
-    return [
-        run_frame(
-            cell_id=rt,
-            code=code,
-            budget_ms=10_000,
-            memory_limit_bytes=32 << 20,
-            max_output_bytes=65536,
-            value_capture_bytes=65536,
-            config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
-        )
-        for rt in rts
-    ]
+    return [_cell(rt, code, budget_ms=10_000) for rt in rts]
 
 
 def _answer_yields(host: _ScriptedHost, message: dict[str, Any]) -> None:
