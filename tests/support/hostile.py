@@ -1905,7 +1905,8 @@ async def _victim_served_beside(c: Caller, hog: list[Awaitable[Answer]], holding
             expect_status(ans, 200)
             assert completed(ans.body) == i, ans
             expect_fast(ans, seconds)
-        assert not all(h.done() for h in hogs), "the other tenant was served only after the hogging cells ended"
+            if i == 0:  # the first was served beside them (the later ones may outlast short hogs)
+                assert not all(h.done() for h in hogs), "the other tenant was served only after the hogging cells ended"
     finally:
         for ans in await asyncio.gather(*hogs):
             expect_status(ans, 200, 503)
