@@ -118,6 +118,17 @@ def _on_interrupt(_runtime: int | None, _opaque: int | None) -> int:
 _interrupt = _INTERRUPT(_on_interrupt)  # module-level: the C side keeps a raw pointer to it
 
 
+@contextlib.contextmanager
+def _running_until(stop_at: float) -> Iterator[None]:
+    """JS entered inside the block is interrupted past ``stop_at``.  For the calls made once per engine
+    or cell; the per-call paths (``_call``, ``pump``) arm inline, without this generator's frame."""
+    _Armed.stop_at = stop_at
+    try:
+        yield
+    finally:
+        _Armed.stop_at = 0.0
+
+
 def _runtime_pointer(ctx: _quickjs.Context) -> int:
     return ctypes.c_void_p.from_address(id(ctx) + _RUNTIME_OFFSET).value or 0
 
@@ -265,11 +276,8 @@ class GuestEngine:
         cptr = _context_pointer(self._ctx)
         fn = _lib.JS_ReadObject(cptr, bytecode, len(bytecode), _READ_BYTECODE)
         if fn.tag != _JS_TAG_EXCEPTION:
-            _Armed.stop_at = math.inf  # the prelude's own top level
-            try:
+            with _running_until(math.inf):  # the prelude's own top level
                 result = _lib.JS_EvalFunction(cptr, fn)  # takes ownership of fn
-            finally:
-                _Armed.stop_at = 0.0
             if result.tag != _JS_TAG_EXCEPTION:
                 _lib.JS_FreeValue(cptr, result)
                 # The hook's first call deletes the global (hook.js): no script to compile per engine.
@@ -302,23 +310,18 @@ class GuestEngine:
 
     def _configure(self, config_json: str) -> None:
         # Prelude code over the host's own JSON, never cell code: not bound by a cell's deadline.
-        _Armed.stop_at = math.inf
-        try:
+        with _running_until(math.inf):
             self._hook("configure", config_json)
-        finally:
-            _Armed.stop_at = 0.0
 
     def compile(self, code: str, budget_s: float) -> None:
         """Parse the cell as an async function body; raise GuestSyntaxError with cell positions."""
-        _Armed.stop_at = time.monotonic() + max(budget_s, MIN_CALL_S)
-        try:
-            self._fn = self._hook("compile", code)
-        except _quickjs.JSException as exc:
-            raise syntax_error(str(exc)) from None
-        except _quickjs.StackOverflow as exc:
-            raise GuestSyntaxError(f"SyntaxError at cell.js:1:1: {first_line(str(exc))}") from None
-        finally:
-            _Armed.stop_at = 0.0
+        with _running_until(time.monotonic() + max(budget_s, MIN_CALL_S)):
+            try:
+                self._fn = self._hook("compile", code)
+            except _quickjs.JSException as exc:
+                raise syntax_error(str(exc)) from None
+            except _quickjs.StackOverflow as exc:
+                raise GuestSyntaxError(f"SyntaxError at cell.js:1:1: {first_line(str(exc))}") from None
 
     def start(self, deadline: float) -> None:
         """Call the compiled cell; its outcome is published through ``take()``."""
