@@ -283,7 +283,7 @@ class Cell:
             if self._aborted:
                 return await self._end(Failed(self._aborted, "host", "aborted"), recycle=True)
             return await self._lost(exc.message)
-        if msg["t"] != "ready" and msg["rt"] != self.id:
+        if not _for_runtime(msg, self.id):
             return None  # a late frame of a runtime the host dropped mid-slice
         if msg["t"] == "done":
             return await self._on_done(msg)
@@ -300,7 +300,7 @@ class Cell:
         It frees the replies delivered with the slice before it and starts the handlers of an idle
         frame's requests: those that finish without waiting have settled by the time the leg runs.
         """
-        if msg["t"] != "ready" and msg["rt"] != self.id:
+        if not _for_runtime(msg, self.id):
             return
         self._worker_running = False
         self.requests.inbox.release(self._delivered_bytes)
@@ -444,3 +444,8 @@ async def guarded(
         if not cell.done:
             await cell.abandon()
         raise
+
+
+def _for_runtime(msg: WorkerFrame, rt: str) -> bool:
+    """Whether a worker's frame is runtime ``rt``'s (a ready frame names none and counts as anyone's)."""
+    return msg["t"] == "ready" or msg["rt"] == rt
