@@ -28,6 +28,8 @@ from typing import Any
 
 import orjson
 
+from service.settings import Settings
+
 from .density import run_density
 from .engine_cycle import run_engine_cycle
 from .inproc import run_inproc
@@ -48,7 +50,12 @@ def _parser() -> argparse.ArgumentParser:
         help="HTTP load generator (auto: wrk when installed, else the Python client)",
     )
     p.add_argument("--seconds", type=float, default=4.0, help="duration of each HTTP load phase")
-    p.add_argument("--workers", type=int, default=4, help="CODEMODE_WORKERS of the served service")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="CODEMODE_WORKERS of the served service (default: the service's own, one per usable CPU, at least 2)",
+    )
     p.add_argument("--round-trips", type=int, default=1000, help="host round trips per kind in figure 2")
     p.add_argument(
         "--ratio-rounds",
@@ -140,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "client": client,
         "seconds_per_phase": args.seconds,
-        "service_workers": args.workers,
+        "service_workers": Settings(workers=args.workers).worker_count,
+        "service_workers_default": not args.workers,
         "loadavg_before": _loadavg(),
     }
     with codemode_server(args.workers) as svc, bare_server() as bare:

@@ -86,7 +86,7 @@ def _settle(client: httpx.Client) -> None:
         time.sleep(0.1)
 
 
-def run_density(workers: int = 4) -> dict[str, Any]:
+def run_density(workers: int = 0) -> dict[str, Any]:
     # exec refuses a tenant at its parked cap even for a cell that will not park: leave room for one more.
     env = {"CODEMODE_TENANT_MAX_PARKED_CELLS": str(max(STEPS) + 1)}
     out: dict[str, Any] = {"steps": {}, "runtimes_per_process": RUNTIMES_PER_PROCESS}

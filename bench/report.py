@@ -154,7 +154,8 @@ def render(r: dict[str, Any]) -> str:
     head = line(("figure", "measured", "target", ""))
     out = [
         f"load generator: {r['client']} ({r['seconds_per_phase']:.0f} s per phase); "
-        f"service workers: {r['service_workers']}; CPUs: {r['machine']['cpus']}; "
+        f"service workers: {r['service_workers']}{' (its default, one per CPU)' if r.get('service_workers_default') else ''}; "
+        f"CPUs: {r['machine']['cpus']}; "
         f"load average before/after: {r['loadavg_before']:.1f}/{r['loadavg_after']:.1f} (other processes skew figures)",
         head,
         "-" * len(head),

@@ -137,11 +137,12 @@ class Server:
         self.close()
 
 
-def codemode_server(workers: int, env: dict[str, str] | None = None) -> Server:
+def codemode_server(workers: int = 0, env: dict[str, str] | None = None) -> Server:
+    """The real service; ``workers`` 0 leaves its own default (one per usable CPU, at least 2)."""
     return Server(
         "codemode",
         ["-m", "service.cli", "serve", "--log-level", "warning"],
-        env={"CODEMODE_WORKERS": str(workers), **(env or {})},
+        env={**({"CODEMODE_WORKERS": str(workers)} if workers else {}), **(env or {})},
     )
 
 

@@ -26,6 +26,7 @@ from pydantic import BeforeValidator, Field, SkipValidation, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from .cpus import usable_cpus
 from .errors import ConfigError, McpConfigError
 from .hosts import parse_allowed_host
 from .settings_mcp import McpServerConfig
@@ -184,7 +185,13 @@ class Settings(BaseSettings):
         "limits", 64 * MiB, MiB, 1 << 40, "event logs of finished cells kept in all (oldest dropped first)"
     )
     # [workers]
-    workers: Int = setting("workers", 4, 1, 256, "warm worker processes for running cells")
+    workers: Int = setting(
+        "workers",
+        0,
+        0,
+        256,
+        "warm worker processes, and running slots (0: one per CPU the service may use, at least 2)",
+    )
     max_workers: Int = setting(
         "workers", 0, 0, 65536, "hard cap on worker processes (0: 2 x workers + max_parked_cells)"
     )
@@ -198,7 +205,7 @@ class Settings(BaseSettings):
         1 << 40,
         "a worker takes a new cell only while its parked heaps plus max_snapshot_bytes fit in this",
     )
-    worker_max_cells: Int = setting("workers", 10000, 1, 1_000_000, "cells a worker runs before it is recycled")
+    worker_max_cells: Int = setting("workers", 100_000, 1, 1_000_000, "cells a worker runs before it is recycled")
     kill_grace_ms: Int = setting("workers", 1000, 50, 60000, "SIGKILL a worker this long past its deadline")
     acquire_timeout_ms: Int = setting("workers", 5000, 10, 120000, "wait for a free worker before 503")
     tenant_max_concurrency: Int = setting("workers", 32, 1, 100000, "running exec/wait calls per tenant")
@@ -312,9 +319,19 @@ class Settings(BaseSettings):
         return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
 
     @property
+    def worker_count(self) -> int:
+        """``workers``, or with 0 one per CPU the service may use (``cpus.py``), at least 2.
+
+        A slot is held only while its guest runs (CPU-bound): more running guests than CPUs only take
+        turns, each evicting the others' caches.  Two at least, so one long cell of a tenant never
+        leaves its next cell waiting on a one-CPU machine.
+        """
+        return self.workers or max(2, min(usable_cpus(), 256))
+
+    @property
     def worker_cap(self) -> int:
         # Tenants never share a process, so in the worst case every parked cell is its own tenant's.
-        return self.max_workers or (2 * self.workers + self.max_parked_cells)
+        return self.max_workers or (2 * self.worker_count + self.max_parked_cells)
 
     @property
     def rlimit_as_bytes(self) -> int:

@@ -1,0 +1,70 @@
+"""The default number of workers follows the CPUs the service may use: affinity, then a cgroup's quota."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from service.cpus import CGROUP_ROOT, cgroup_cpu_quota, usable_cpus
+from service.settings import Settings
+
+
+def _v2(root, text):
+    (root / "cpu.max").write_text(text)
+    return root
+
+
+def _v1(root, quota, period):
+    (root / "cpu").mkdir()
+    (root / "cpu" / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+    (root / "cpu" / "cpu.cfs_period_us").write_text(f"{period}\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("200000 100000\n", 2),  # docker run --cpus 2
+        ("150000 100000\n", 2),  # 1.5 CPUs of time: two guests can use it
+        ("50000 100000\n", 1),
+        ("max 100000\n", None),  # no quota
+        ("garbage\n", None),
+    ],
+)
+def test_a_cgroup_v2_quota_is_read_as_whole_cpus(tmp_path, text, expected):
+    """``cpu.max`` of cgroup v2: ``ceil(quota / period)``, none for ``max`` or text it cannot read."""
+    assert cgroup_cpu_quota(_v2(tmp_path, text)) == expected
+
+
+@pytest.mark.parametrize("quota,period,expected", [(300000, 100000, 3), (-1, 100000, None), (0, 100000, None)])
+def test_a_cgroup_v1_quota_is_read_as_whole_cpus(tmp_path, quota, period, expected):
+    """``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` of cgroup v1; -1 means no quota."""
+    assert cgroup_cpu_quota(_v1(tmp_path, quota, period)) == expected
+
+
+def test_no_cgroup_files_means_no_quota(tmp_path):
+    assert cgroup_cpu_quota(tmp_path) is None
+
+
+def test_usable_cpus_is_this_machines_affinity_capped_by_its_quota():
+    """On the machine the suite runs on: the affinity mask, capped by the real cgroup's quota if any."""
+    affinity = len(os.sched_getaffinity(0))
+    quota = cgroup_cpu_quota(CGROUP_ROOT)
+    assert usable_cpus() == (min(affinity, quota) if quota else affinity)
+
+
+def test_workers_default_to_one_per_usable_cpu_and_at_least_two():
+    """``workers = 0`` (the default) resolves to the usable CPUs, never below 2; a set value is kept."""
+    assert Settings().workers == 0
+    assert Settings().worker_count == max(2, usable_cpus())
+    assert Settings(workers=3).worker_count == 3
+    assert Settings().worker_cap == 2 * max(2, usable_cpus()) + Settings().max_parked_cells
+
+
+def test_the_pool_keeps_the_resolved_number_of_workers_and_slots(tmp_path):
+    """The default service's pool holds ``worker_count`` warm processes and as many running slots."""
+    from service.assembly import build_components
+
+    svc = build_components(Settings(data_dir=str(tmp_path)).check())
+    assert svc.pool.size == svc.pool.admission.size == max(2, usable_cpus())
