@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         "--workers",
         type=int,
         default=0,
-        help="CODEMODE_WORKERS of the served service (default: the service's own, one per usable CPU, at least 2)",
+        help="CODEMODE_WORKERS of the served service (default: the service's own, 4)",
     )
     p.add_argument("--round-trips", type=int, default=1000, help="host round trips per kind in figure 2")
     p.add_argument(
@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "client": client,
         "seconds_per_phase": args.seconds,
-        "service_workers": Settings(workers=args.workers).worker_count,
-        "service_workers_default": not args.workers,
+        "service_workers": args.workers or Settings().workers,
+        "service_running_slots": Settings().running_slot_count,
         "loadavg_before": _loadavg(),
     }
     with codemode_server(args.workers) as svc, bare_server() as bare:

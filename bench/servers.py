@@ -138,7 +138,7 @@ class Server:
 
 
 def codemode_server(workers: int = 0, env: dict[str, str] | None = None) -> Server:
-    """The real service; ``workers`` 0 leaves its own default (one per usable CPU, at least 2)."""
+    """The real service; ``workers`` 0 leaves its own default (4; running slots: one per usable CPU)."""
     return Server(
         "codemode",
         ["-m", "service.cli", "serve", "--log-level", "warning"],

@@ -223,7 +223,8 @@ def _attach_to_registry(
 
 def _worker_pool(settings: Settings, sandbox: SandboxOptions) -> WorkerPool:
     return WorkerPool(
-        size=settings.worker_count,
+        size=settings.workers,
+        slots=settings.running_slot_count,
         cap=settings.worker_cap,
         max_cells=settings.worker_max_cells,
         frame_cap=settings.max_snapshot_bytes + settings.max_request_bytes + 16 * 1024 * 1024,

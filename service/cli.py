@@ -26,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (default 127.0.0.1; others need API keys)")
     serve.add_argument("--port", type=int, help="bind port (default 8000)")
     serve.add_argument("--config", help="TOML config file (or CODEMODE_CONFIG)")
-    serve.add_argument("--workers", type=int, help="warm worker processes and running slots (default: one per CPU)")
+    serve.add_argument("--workers", type=int, help="warm worker processes")
     serve.add_argument("--store-url", help="sqlite:///PATH or redis://HOST:PORT/DB")
     serve.add_argument("--log-level", help="uvicorn log level")
     serve.add_argument(

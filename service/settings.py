@@ -185,12 +185,13 @@ class Settings(BaseSettings):
         "limits", 64 * MiB, MiB, 1 << 40, "event logs of finished cells kept in all (oldest dropped first)"
     )
     # [workers]
-    workers: Int = setting(
+    workers: Int = setting("workers", 4, 1, 256, "fresh worker processes kept ready for new cells")
+    running_slots: Int = setting(
         "workers",
         0,
         0,
         256,
-        "warm worker processes, and running slots (0: one per CPU the service may use, at least 2)",
+        "legs that run guest code at once, before burst_slots (0: one per CPU the service may use, at least 2)",
     )
     max_workers: Int = setting(
         "workers", 0, 0, 65536, "hard cap on worker processes (0: 2 x workers + max_parked_cells)"
@@ -217,7 +218,7 @@ class Settings(BaseSettings):
     )
     worker_nice: Int = setting(
         "workers",
-        10,
+        15,
         0,
         19,
         "niceness steps workers run below the service; 0: the same priority (the "
@@ -319,19 +320,19 @@ class Settings(BaseSettings):
         return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
 
     @property
-    def worker_count(self) -> int:
-        """``workers``, or with 0 one per CPU the service may use (``cpus.py``), at least 2.
+    def running_slot_count(self) -> int:
+        """``running_slots``, or with 0 one per CPU the service may use (``cpus.py``), at least 2.
 
         A slot is held only while its guest runs (CPU-bound): more running guests than CPUs only take
         turns, each evicting the others' caches.  Two at least, so one long cell of a tenant never
         leaves its next cell waiting on a one-CPU machine.
         """
-        return self.workers or max(2, min(usable_cpus(), 256))
+        return self.running_slots or max(2, min(usable_cpus(), 256))
 
     @property
     def worker_cap(self) -> int:
         # Tenants never share a process, so in the worst case every parked cell is its own tenant's.
-        return self.max_workers or (2 * self.worker_count + self.max_parked_cells)
+        return self.max_workers or (2 * self.workers + self.max_parked_cells)
 
     @property
     def rlimit_as_bytes(self) -> int:

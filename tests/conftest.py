@@ -34,6 +34,8 @@ def make_client(
     ``cells_clock`` dates cell idleness and expiry, so TTL tests move it too (the registry then
     sweeps every 20 ms); ``extra_tools`` are the tools defined in code (tests/support/tools.py).
     """
+    # A test sizes its service with ``workers``: it gets as many running slots, whatever CPUs run the suite.
+    overrides.setdefault("running_slots", overrides.get("workers", 2))
     settings = Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500).replace(**overrides).check()
     services = build_components(settings, extra_tools=extra_tools, results_clock=results_clock, cells_clock=cells_clock)
     return TestClient(create_app(settings, services))

@@ -5,7 +5,7 @@ admission until it parks, ends, or hands the process back to wait for host work 
 A resumed leg (a ``wait``, or a background cell's next leg) takes a slot again before it delivers
 replies, so every leg that runs guest code is counted, whoever started it.
 
-There are ``size`` slots (the ``workers`` setting) and ``burst`` more.  Below ``size`` a caller is
+There are ``size`` slots (the ``running_slots`` setting) and ``burst`` more.  Below ``size`` a caller is
 admitted at once.  Above it, up to ``size + burst``, a caller is admitted at once if another tenant
 holds more slots than its own: nobody waits behind a tenant holding more than it, so one tenant's
 long cells never make another's wait, and the tenant holding the most grows again only once the

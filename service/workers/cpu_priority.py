@@ -1,15 +1,20 @@
 """CPU priority of worker processes: the workers of a tenant over its share of slots run lowest.
 
 Workers start ``worker_nice`` steps below the service (``start_worker``).  While a tenant holds
-more running slots than its share (``admission.py``), the processes running its legs are set to
-niceness 19, so the kernel gives the CPU first to the other tenants' legs (and to the service's
-event loop); they go back to the workers' own niceness when the tenant is within its share again.
+more running slots than its share (``admission.py``), the processes running its legs are lowered:
+niceness 19 and the ``SCHED_IDLE`` policy, so the kernel gives the CPU first to the other tenants'
+legs (and to the service's event loop); they go back to the workers' own niceness and ``SCHED_OTHER``
+when the tenant is within its share again.  ``SCHED_IDLE`` is what keeps the lowering strong with
+workers at a high niceness: the kernel weighs an idle-policy task at 3 whatever its niceness, against
+36 for niceness 15 (the default) and 15 for niceness 19, so it gets a twelfth of what a worker at 15
+gets beside it (niceness 19 alone: two fifths).  A kernel or filter that refuses the policy leaves the
+niceness alone doing the lowering.
 
 Linux lets a process's owner raise a niceness but not lower it back without ``CAP_SYS_NICE``
-(``setpriority(2)``, EACCES).  A service that could lower a worker but never restore it would
-leave a tenant's processes slow for good, so the pool tries both on its first (fresh, unused)
-worker (``probe``) and, if either is refused, never lowers anything (and logs why once); a
-probed worker left lowered is ``stranded`` and the pool replaces it.
+(``setpriority(2)``, EACCES), and the same holds for leaving ``SCHED_IDLE``.  A service that could
+lower a worker but never restore it would leave a tenant's processes slow for good, so the pool tries
+both on its first (fresh, unused) worker (``probe``) and, if either is refused, never lowers anything
+(and logs why once); a probed worker left lowered is ``stranded`` and the pool replaces it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ log = logging.getLogger("codemode.workers")
 
 #: The niceness of a worker whose tenant is over its share (the lowest priority there is).
 LOWERED = 19
+_IDLE = os.sched_param(0)  # SCHED_IDLE and SCHED_OTHER take priority 0
 
 
 def worker_niceness(nice: int) -> int:
@@ -42,6 +48,7 @@ class Priorities:
         self.enabled = False  # until ``probe`` showed both directions work
         self.probed = False
         self.stranded = False  # the probe lowered its process and could not restore it
+        self.idle_policy = False  # lowering also sets SCHED_IDLE (the probe left and restored it)
 
     def probe(self, pid: int) -> bool:
         """Lower and restore ``pid`` once; lowering is used only if both work."""
@@ -56,7 +63,9 @@ class Priorities:
             self.stranded = True
             os.setpriority(os.PRIO_PROCESS, pid, self.normal)
             self.stranded = False
-            self.enabled = os.getpriority(os.PRIO_PROCESS, pid) == self.normal
+            restored = os.getpriority(os.PRIO_PROCESS, pid) == self.normal
+            idle_policy = restored and self._idle_policy_works(pid)  # a refused way back raises: nothing enabled
+            self.enabled, self.idle_policy = restored, idle_policy
         except ProcessLookupError:
             self.probed = False  # the worker died first: try again on the next one
         except OSError as exc:
@@ -68,17 +77,38 @@ class Priorities:
             )
         return self.enabled
 
+    def _idle_policy_works(self, pid: int) -> bool:
+        """Whether ``pid`` can be put under SCHED_IDLE and taken back out (it ends as it started)."""
+        try:
+            os.sched_setscheduler(pid, os.SCHED_IDLE, _IDLE)
+        except OSError as exc:
+            log.info("workers of a tenant over its share get niceness %d only (SCHED_IDLE refused: %s)", LOWERED, exc)
+            return False
+        self.stranded = True
+        os.sched_setscheduler(pid, os.SCHED_OTHER, _IDLE)  # refused: stranded, and the caller logs it
+        self.stranded = False
+        return os.sched_getscheduler(pid) == os.SCHED_OTHER
+
     def apply(self, pid: int, lowered: bool) -> None:
-        """Set ``pid`` to the lowered or the normal niceness (a process that has gone is ignored)."""
+        """Give ``pid`` the lowered or the normal priority (a process that has gone is ignored)."""
         if not self.enabled:
             return
         try:
-            os.setpriority(os.PRIO_PROCESS, pid, LOWERED if lowered else self.normal)
+            if lowered:
+                os.setpriority(os.PRIO_PROCESS, pid, LOWERED)
+                if self.idle_policy:
+                    os.sched_setscheduler(pid, os.SCHED_IDLE, _IDLE)
+            else:
+                if self.idle_policy:
+                    os.sched_setscheduler(pid, os.SCHED_OTHER, _IDLE)
+                os.setpriority(os.PRIO_PROCESS, pid, self.normal)
         except ProcessLookupError:
             pass
         except OSError as exc:  # a restore refused after a good probe: stop lowering from now on
             self.enabled = False
-            log.warning("could not set a worker's niceness (%s); tenants over their share are no longer lowered", exc)
+            log.warning(
+                "could not set a worker's CPU priority (%s); tenants over their share are no longer lowered", exc
+            )
 
 
 class Lowering:

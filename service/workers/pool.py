@@ -16,7 +16,8 @@ is stopped when the last one leaves.  When a worker process dies (crash, SIGKILL
 deadline + grace), every cell whose runtime it held is told, and each fails on its own with
 ``runtime_unavailable``.
 
-Every leg that holds a process to run guest code holds a running slot (``admission.py``): new
+Every leg that holds a process to run guest code holds a running slot (``admission.py``: ``slots``
+of them, by default ``size``, and ``burst`` more; the service gives one per CPU): new
 cells take one before their process, resumed legs after theirs (the process is their tenant's
 own, the slot is what tenants compete for).  Lending the process, parking or ending gives the
 slot back.  The processes of a tenant over its share of slots run at the lowest CPU priority
@@ -61,6 +62,7 @@ class WorkerPool:
         *,
         size: int,
         cap: int,
+        slots: int = 0,
         max_cells: int,
         frame_cap: int,
         options: WorkerOptions,
@@ -82,7 +84,7 @@ class WorkerPool:
         )
         self._vacancies = _Vacancies(self.supply)
         self.admission = Admission(
-            size,
+            slots or size,
             lambda: no_worker(acquire_timeout_s, started=False),
             burst=burst,
             on_share=lambda tenant, _over: self.lowering.reconsider(self.tenants.of(tenant)),

@@ -1,4 +1,4 @@
-"""The default number of workers follows the CPUs the service may use: affinity, then a cgroup's quota."""
+"""The default number of running slots follows the CPUs the service may use: affinity, then a cgroup's quota."""
 
 from __future__ import annotations
 
@@ -54,17 +54,19 @@ def test_usable_cpus_is_this_machines_affinity_capped_by_its_quota():
     assert usable_cpus() == (min(affinity, quota) if quota else affinity)
 
 
-def test_workers_default_to_one_per_usable_cpu_and_at_least_two():
-    """``workers = 0`` (the default) resolves to the usable CPUs, never below 2; a set value is kept."""
-    assert Settings().workers == 0
-    assert Settings().worker_count == max(2, usable_cpus())
-    assert Settings(workers=3).worker_count == 3
-    assert Settings().worker_cap == 2 * max(2, usable_cpus()) + Settings().max_parked_cells
+def test_running_slots_default_to_one_per_usable_cpu_and_at_least_two():
+    """``running_slots = 0`` (the default) resolves to the usable CPUs, never below 2; a set value is kept."""
+    assert Settings().running_slots == 0
+    assert Settings().running_slot_count == max(2, usable_cpus())
+    assert Settings(running_slots=3).running_slot_count == 3
 
 
-def test_the_pool_keeps_the_resolved_number_of_workers_and_slots(tmp_path):
-    """The default service's pool holds ``worker_count`` warm processes and as many running slots."""
+def test_the_pool_keeps_its_warm_workers_and_one_running_slot_per_cpu(tmp_path):
+    """The default service's pool keeps ``workers`` (4) fresh processes, and admits one running leg per
+    usable CPU (at least 2) before the burst slots; a set ``running_slots`` is used as it is."""
     from service.assembly import build_components
 
     svc = build_components(Settings(data_dir=str(tmp_path)).check())
-    assert svc.pool.size == svc.pool.admission.size == max(2, usable_cpus())
+    assert (svc.pool.size, svc.pool.admission.size, svc.pool.admission.burst) == (4, max(2, usable_cpus()), 4)
+    svc = build_components(Settings(data_dir=str(tmp_path), running_slots=5).check())
+    assert svc.pool.admission.size == 5

@@ -148,7 +148,7 @@ def test_unknown_toml_key_gets_a_did_you_mean_hint(tmp_path, text, hint):
             ["127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"],
         ),
         ("server", "metrics_require_key", "true", "false", True, [False, True, False, True]),
-        ("workers", "workers", "2", "3", 5, [0, 2, 3, 5]),
+        ("workers", "workers", "2", "3", 5, [4, 2, 3, 5]),
     ],
 )
 def test_each_source_overrides_the_ones_below(tmp_path, table, name, file_value, env_value, flag_value, expected):
@@ -222,7 +222,7 @@ def test_settings_built_in_code_read_no_environment(monkeypatch):
     """Only load_settings reads CODEMODE_*; Settings(...) is its arguments over the defaults."""
     monkeypatch.setenv("CODEMODE_WORKERS", "7")
     monkeypatch.setenv("CODEMODE_NOT_A_SETTING", "1")
-    assert Settings(port=9000).workers == 0
+    assert Settings(port=9000).workers == 4
     assert load_settings(environ={"CODEMODE_WORKERS": "7"}).workers == 7
 
 

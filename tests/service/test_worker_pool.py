@@ -107,7 +107,7 @@ def test_a_resumed_leg_takes_a_slot_before_it_runs():
 
 def test_processes_of_a_tenant_over_its_share_run_at_the_lowest_priority():
     """a holds both slots; when b's leg takes a burst slot a is over its share (1 of 2): a's busy
-    processes go to niceness 19, b's stays normal; when b's leg ends a's are restored."""
+    processes go to niceness 19 and SCHED_IDLE, b's stays normal; when b's leg ends a's are restored."""
 
     async def body(pool: WorkerPool) -> None:
         if not pool.priorities.enabled:
@@ -117,9 +117,12 @@ def test_processes_of_a_tenant_over_its_share_run_at_the_lowest_priority():
         assert {nice_of(a1.pid), nice_of(a2.pid)} == {normal}
         b = await pool.acquire("b")
         assert (nice_of(a1.pid), nice_of(a2.pid), nice_of(b.pid)) == (LOWERED, LOWERED, normal)
+        assert pool.priorities.idle_policy  # root here: SCHED_IDLE can be left again
+        assert [os.sched_getscheduler(w.pid) for w in (a1, a2, b)] == [os.SCHED_IDLE, os.SCHED_IDLE, os.SCHED_OTHER]
         assert pool.stats()["lowered"] == 2
         pool.release(b, recycle=False, cell_id="b1")
         assert (nice_of(a1.pid), nice_of(a2.pid)) == (normal, normal)
+        assert [os.sched_getscheduler(w.pid) for w in (a1, a2)] == [os.SCHED_OTHER, os.SCHED_OTHER]
         for w, cell in ((a1, "a1"), (a2, "a2")):
             pool.release(w, recycle=False, cell_id=cell)
 
@@ -160,16 +163,44 @@ def test_without_the_right_to_restore_a_niceness_nothing_is_lowered():
 
 
 def test_the_probe_enables_priorities_where_restoring_is_allowed():
-    """With the right to restore (here: root), the probe lowers and restores a real process and enables them."""
+    """With the right to restore (here: root), the probe lowers and restores a real process (niceness and
+    SCHED_IDLE) and enables both; lowering then sets both and restoring undoes both."""
     if os.geteuid() != 0:
         pytest.skip("restoring a niceness needs CAP_SYS_NICE; this test runs as an unprivileged user")
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         p = Priorities(5)
         assert p.probe(child.pid) is True
-        assert nice_of(child.pid) == p.normal
+        assert (p.idle_policy, p.stranded) == (True, False)
+        assert (nice_of(child.pid), os.sched_getscheduler(child.pid)) == (p.normal, os.SCHED_OTHER)
         p.apply(child.pid, True)
-        assert nice_of(child.pid) == LOWERED
+        assert (nice_of(child.pid), os.sched_getscheduler(child.pid)) == (LOWERED, os.SCHED_IDLE)
+        p.apply(child.pid, False)
+        assert (nice_of(child.pid), os.sched_getscheduler(child.pid)) == (p.normal, os.SCHED_OTHER)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_where_sched_idle_is_refused_niceness_alone_does_the_lowering(monkeypatch, caplog):
+    """A kernel or seccomp filter that refuses SCHED_IDLE (a mock here: as root this kernel never refuses
+    it) leaves lowering on, by niceness 19 alone, and says so once in the log."""
+    if os.geteuid() != 0:
+        pytest.skip("restoring a niceness needs CAP_SYS_NICE; this test runs as an unprivileged user")
+
+    def refuse(pid: int, policy: int, param: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        p = Priorities(5)
+        with caplog.at_level("INFO", logger="codemode.workers"):
+            assert p.probe(child.pid) is True
+        assert (p.idle_policy, p.stranded) == (False, False)
+        assert "SCHED_IDLE refused" in caplog.text
+        p.apply(child.pid, True)
+        assert (nice_of(child.pid), os.sched_getscheduler(child.pid)) == (LOWERED, os.SCHED_OTHER)
         p.apply(child.pid, False)
         assert nice_of(child.pid) == p.normal
     finally:
