@@ -3,7 +3,7 @@
 ``os.cpu_count()`` counts the machine's CPUs.  A container limited to two CPUs on a 64-core host
 (``docker run --cpus 2``, a Kubernetes CPU limit) still sees 64 there, and the kernel throttles it to
 two CPUs' worth of time every period.  Guests are CPU-bound while they hold a running slot, so the
-default number of workers follows what the service can actually run at once: the CPUs in its
+default number of running slots follows what the service can actually run at once: the CPUs in its
 affinity mask, capped by ``ceil(quota / period)`` of the cgroup it runs in (v2 ``cpu.max``, or v1
 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``) when one is set.  Read once per process.
 """

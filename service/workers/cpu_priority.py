@@ -32,7 +32,7 @@ log = logging.getLogger("codemode.workers")
 
 #: The niceness of a worker whose tenant is over its share (the lowest priority there is).
 LOWERED = 19
-_IDLE = os.sched_param(0)  # SCHED_IDLE and SCHED_OTHER take priority 0
+_PRIORITY_0 = os.sched_param(0)  # the only static priority SCHED_IDLE and SCHED_OTHER take
 
 
 def worker_niceness(nice: int) -> int:
@@ -80,12 +80,12 @@ class Priorities:
     def _idle_policy_works(self, pid: int) -> bool:
         """Whether ``pid`` can be put under SCHED_IDLE and taken back out (it ends as it started)."""
         try:
-            os.sched_setscheduler(pid, os.SCHED_IDLE, _IDLE)
+            os.sched_setscheduler(pid, os.SCHED_IDLE, _PRIORITY_0)
         except OSError as exc:
             log.info("workers of a tenant over its share get niceness %d only (SCHED_IDLE refused: %s)", LOWERED, exc)
             return False
         self.stranded = True
-        os.sched_setscheduler(pid, os.SCHED_OTHER, _IDLE)  # refused: stranded, and the caller logs it
+        os.sched_setscheduler(pid, os.SCHED_OTHER, _PRIORITY_0)  # refused: stranded, and the caller logs it
         self.stranded = False
         return os.sched_getscheduler(pid) == os.SCHED_OTHER
 
@@ -97,10 +97,10 @@ class Priorities:
             if lowered:
                 os.setpriority(os.PRIO_PROCESS, pid, LOWERED)
                 if self.idle_policy:
-                    os.sched_setscheduler(pid, os.SCHED_IDLE, _IDLE)
+                    os.sched_setscheduler(pid, os.SCHED_IDLE, _PRIORITY_0)
             else:
                 if self.idle_policy:
-                    os.sched_setscheduler(pid, os.SCHED_OTHER, _IDLE)
+                    os.sched_setscheduler(pid, os.SCHED_OTHER, _PRIORITY_0)
                 os.setpriority(os.PRIO_PROCESS, pid, self.normal)
         except ProcessLookupError:
             pass
