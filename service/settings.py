@@ -239,7 +239,7 @@ class Settings(BaseSettings):
         4,
         0,
         256,
-        "running slots above `workers` for tenants holding fewer slots than another (so one tenant's "
+        "running slots above `running_slots` for tenants holding fewer slots than another (so one tenant's "
         "long cells never make another tenant's cell wait)",
     )
     # [tenants]: per-tenant quotas, so one tenant cannot take what another needs
