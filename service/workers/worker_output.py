@@ -14,7 +14,10 @@ by the time the leg runs again: a turn of the loop less per call.
 A frame over the cap, or one that is not a message this protocol knows, makes the stream unusable:
 reading stops and the reader is told why (``WorkerGone``). A worker answers only what it was sent,
 so messages nobody has taken yet are few; past ``QUEUED_HIGH_BYTES`` of them (a broken or
-compromised worker writing on its own) reading pauses until the reader catches up.
+compromised worker writing on its own) reading pauses until the reader catches up.  One message is
+bounded too: an ``idle`` frame's argument frames may hold ``OPEN_ARGS_CAPS`` frame caps in all, more
+than a guest can send in one burst, so a worker announcing many requests cannot make the service
+buffer without end while the message is still open.
 """
 
 from __future__ import annotations
@@ -26,13 +29,17 @@ from collections import deque
 from collections.abc import Callable
 from typing import cast
 
-from bridge.errors import BridgeError, FrameDecodeError, FrameTooLarge
+from bridge.errors import BridgeError, FrameDecodeError, FrameTooLarge, ProtocolError
 from bridge.framing import HEADER, HEADER_SIZE, decode_body
 from bridge.messages import IdleFrame, WorkerFrame
 from service.errors import WorkerGone
 
 #: Bytes of queued, untaken messages past which reading pauses (it resumes below half of them).
 QUEUED_HIGH_BYTES = 2 * 1024 * 1024
+#: Frame caps the argument frames of one idle frame may hold in all.  A guest's burst carries at most
+#: ``max(inbox, max_request_bytes) + max_request_bytes`` UTF-16 units of arguments (the prelude refuses
+#: the rest); each term is under one frame cap, and a unit is at most 3 bytes of UTF-8: 6 caps.
+OPEN_ARGS_CAPS = 6
 
 
 class WorkerOutput(asyncio.Protocol):
@@ -48,6 +55,7 @@ class WorkerOutput(asyncio.Protocol):
         self._open: IdleFrame | None = None  # an idle frame still waiting for its argument frames
         self._args_next = 0  # which of its requests the next raw frame holds the arguments of
         self._open_bytes = 0
+        self._open_cap = 0  # bytes the open message may reach
         self._queued: deque[tuple[WorkerFrame, int]] = deque()  # untaken messages and their bytes
         self._queued_bytes = 0
         self._paused = False
@@ -154,6 +162,11 @@ class WorkerOutput(asyncio.Protocol):
             opened["requests"][self._args_next]["args"] = body
             self._args_next += 1
             self._open_bytes += HEADER_SIZE + len(body)
+            if self._open_bytes > self._open_cap:
+                raise ProtocolError(
+                    f"an idle frame and its argument frames reached {self._open_bytes} bytes, over the "
+                    f"{self._open_cap} bytes one burst of guest requests can make"
+                )
             if self._args_next == len(opened["requests"]):
                 self._open = None
                 self._arrived(opened, self._open_bytes)
@@ -168,6 +181,8 @@ class WorkerOutput(asyncio.Protocol):
             if requests:
                 self._open, self._args_next = cast("IdleFrame", frame), 0
                 self._open_bytes = HEADER_SIZE + len(body)
+                # The idle frame itself, its arguments, and a header per argument frame.
+                self._open_cap = self._open_bytes + OPEN_ARGS_CAPS * self.frame_cap + HEADER_SIZE * len(requests)
                 return
         self._arrived(cast("WorkerFrame", frame), HEADER_SIZE + len(body))
 

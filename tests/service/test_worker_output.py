@@ -17,7 +17,7 @@ from bench import loops
 from bridge.framing import encode_frame, encode_raw
 from bridge.messages import WorkerFrame
 from service.errors import WorkerGone
-from service.workers.worker_output import QUEUED_HIGH_BYTES, WorkerOutput
+from service.workers.worker_output import OPEN_ARGS_CAPS, QUEUED_HIGH_BYTES, WorkerOutput
 
 RUNNERS = {"asyncio": asyncio.run, "uvloop": loops.run}
 
@@ -203,3 +203,24 @@ def test_reading_pauses_while_untaken_messages_pile_up(run):
     written = run(body)
     pipe_room = 1 << 20  # a pipe's buffer, at most
     assert written <= QUEUED_HIGH_BYTES + len(message) + pipe_room, written
+
+
+def test_an_idle_message_cannot_grow_past_what_one_burst_can_make(run):
+    """A worker announcing many requests (compromised: a guest's burst is refused in the prelude long
+    before) cannot make the service buffer argument frames without end: past ``OPEN_ARGS_CAPS`` frame
+    caps the stream is unusable, while a message just under that bound arrives whole."""
+    cap = 512
+    argument = b'"' + b"x" * (cap - 6) + b'"'  # 508 bytes: one frame each, just under the cap
+
+    async def body(output: WorkerOutput, pipe: Writer) -> None:
+        fits = [argument] * OPEN_ARGS_CAPS  # 6 x 508 bytes: under 6 caps
+        reading = asyncio.ensure_future(output.next())
+        await asyncio.sleep(0)
+        pipe.write(idle("a", *fits))
+        assert [r["args"] for r in (await reading)["requests"]] == fits
+        pipe.write(idle("b", *[argument] * (2 * OPEN_ARGS_CAPS)))  # twice that
+        with pytest.raises(WorkerGone, match="worker sent a bad frame: an idle frame and its argument frames"):
+            await output.next()
+        assert output.failure is not None
+
+    run(body, cap=cap)
