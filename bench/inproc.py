@@ -11,7 +11,6 @@ import asyncio
 import statistics
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from service.assembly import Components, build_components
@@ -22,6 +21,7 @@ from service.settings import Settings
 from . import loops
 from .pipe_floor import measure_pipe_floor
 from .placement import placed, placements
+from .servers import proc_stat
 from .tools import BIG_JS_BUILDER, PAGE_BYTES, BenchTools
 
 MiB = 1024 * 1024
@@ -114,13 +114,7 @@ async def _workers_asleep(pids: list[int], timeout_s: float = 1.0) -> None:
     one-CPU ratios."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        states = []
-        for pid in pids:
-            try:
-                states.append(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0])
-            except OSError:
-                continue  # gone
-        if all(state == "S" for state in states):
+        if all(fields[0] == "S" for fields in map(proc_stat, pids) if fields):  # a process gone is asleep
             return
         await asyncio.sleep(0.001)
 

@@ -48,7 +48,8 @@ def otlp_collector() -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
         server.server_close()
 
 
-def _stat(pid: int) -> list[str]:
+def proc_stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (state first); empty when the process is gone."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -56,13 +57,13 @@ def _stat(pid: int) -> list[str]:
 
 
 def _cpu_seconds(pid: int) -> float:
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return (int(fields[11]) + int(fields[12])) / CLK_TCK if fields else 0.0  # utime + stime
 
 
 def _reaped_children_cpu(pid: int) -> float:
     """CPU of children that already exited and were waited for (recycled workers): cutime + cstime."""
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return (int(fields[13]) + int(fields[14])) / CLK_TCK if fields else 0.0
 
 

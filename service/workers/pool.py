@@ -299,7 +299,7 @@ class WorkerPool:
         if worker.state is not WorkerState.SERVING or worker.dead:
             self._retire(worker)
             return
-        surplus = self.tenants.went_idle(worker, keep=self.size + self.burst)  # what the slots keep busy
+        surplus = self.tenants.went_idle(worker, keep=self.size + self.burst)  # the warm count plus the bursts
         if surplus is not None:
             self._retire(surplus)
 

@@ -22,6 +22,7 @@ from bridge.framing import encode_frame, encode_raw
 from bridge.messages import TEST_PAYLOAD_VARIABLE, HostFrame, SandboxReport, WorkerFrame, WorkerOptions, drop_frame
 from service.errors import WorkerGone
 
+from .cpu_priority import worker_niceness
 from .stderr_relay import StderrRelay
 from .worker_output import WorkerOutput
 
@@ -220,7 +221,7 @@ async def start_worker(
         # priority the kernel often ran a worker the loop had just woken on the loop's own CPU,
         # preempting it for the length of a cell.  A process cannot raise its own priority back.
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, proc.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
+            os.setpriority(os.PRIO_PROCESS, proc.pid, worker_niceness(nice))
     worker = Worker(proc, frame_cap, output)
     try:
         worker.stderr = await StderrRelay.attach(stderr_read, f"worker {proc.pid}")
