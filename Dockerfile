@@ -1,6 +1,7 @@
 # codemode in a container. Binding 0.0.0.0 requires API keys, so mount a config file with
 # [[api_keys]] at /etc/codemode/config.toml (see docs/reference/settings.md).
-FROM python:3.11-slim
+# 3.12: a guest request's handler starts eagerly there (docs/architecture.md); 3.11 is the least supported.
+FROM python:3.12-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY bridge ./bridge

@@ -155,7 +155,7 @@ def render(r: dict[str, Any]) -> str:
     out = [
         f"load generator: {r['client']} ({r['seconds_per_phase']:.0f} s per phase); "
         f"service workers: {r['service_workers']}, running slots: {r.get('service_running_slots', '?')}; "
-        f"CPUs: {r['machine']['cpus']}; "
+        f"CPUs: {r['machine']['cpus']}; Python {r['machine']['python']}; "
         f"load average before/after: {r['loadavg_before']:.1f}/{r['loadavg_after']:.1f} (other processes skew figures)",
         head,
         "-" * len(head),

@@ -94,8 +94,14 @@ class Cell:
         self._started = False
         self._leg_started = time.perf_counter()
         self._quotas = quotas
+        self._loop = asyncio.get_running_loop()
         # Done once ``final`` is set: its owner (the registry) subscribes to it to record the end.
-        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.ended: asyncio.Future[None] = self._loop.create_future()
+        # The running leg's clock, deadline and margin (event-loop times), for replies delivered in place
+        # (the last leg's once it ended: only a running leg reads them).
+        self._leg_clock: LegClock | None = None
+        self._leg_deadline = 0.0
+        self._leg_margin = 0.0
         self._retainer = retainer
         self._holding = True  # our leg holds the worker process (a new cell's first leg does)
         self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
@@ -219,7 +225,7 @@ class Cell:
     # ---- the leg loop ----------------------------------------------------------------------------
 
     async def _leg(self, budget_ms: int) -> Envelope:
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         deadline = loop.time() + budget_ms / 1000
         margin = min(0.25, max(0.001, budget_ms / 2000))
         self.telemetry.legs += 1
@@ -234,6 +240,7 @@ class Cell:
 
         kill_at = deadline + self.spec.limits.kill_grace_ms / 1000
         with LegClock(deadline - margin, kill_at, self.requests.wake.set, kill_overrun) as clock:
+            self._leg_clock, self._leg_deadline, self._leg_margin = clock, deadline, margin
             while True:
                 if self._worker_running:
                     ended = await self._run_slice(clock)
@@ -261,7 +268,7 @@ class Cell:
                         except WorkerGone as exc:
                             return await self._lost(exc.message)
                         continue  # abort, loss and the deadline are checked again with the process held
-                    await self._deliver(int(remaining * 1000))
+                    self._deliver(int(remaining * 1000))
                     continue
                 if self.requests.needs_caller or due or self.park_when_blocked:
                     return await self._park()
@@ -293,37 +300,57 @@ class Cell:
             return await self._end(Failed(unexpected, "host", "runtime_unavailable"), recycle=True)
         return None
 
-    def _stopped(self, msg: WorkerFrame) -> None:
+    def _stopped(self, msg: WorkerFrame) -> bool:
         """The guest stopped (a frame of this cell's runtime): run as soon as the frame is whole, in the
         worker pipe's read callback (``WorkerOutput``), before the leg runs again.
 
         It frees the replies delivered with the slice before it and starts the handlers of an idle
-        frame's requests: those that finish without waiting have settled by the time the leg runs.
+        frame's requests: those that finish without waiting have settled by the time the leg runs,
+        or by the time they are started where tasks start eagerly (Python 3.12+).  Then, when all
+        the leg would do on waking is deliver their replies, they are delivered here, and True says
+        the leg need not wake: every request has settled, the leg holds the process, and neither an
+        abort, a lost process nor the leg's deadline asks for anything else (its own checks).
         """
         if not _for_runtime(msg, self.id):
-            return
+            return False
+        requests = self.requests
         self._worker_running = False
-        self.requests.inbox.release(self._delivered_bytes)
+        requests.inbox.release(self._delivered_bytes)
         self._delivered_bytes = 0
         if msg["t"] != "idle":
-            return
+            return False
         self.output.extend(msg["output"])
         self.telemetry.guest_cpu_ms = msg["cpu_ms"]
         self.telemetry.heap_bytes = msg["heap_bytes"]
         for request_id in msg["cancels"]:
-            self.requests.drop(request_id)
+            requests.drop(request_id)
         for req in msg["requests"]:
-            self.requests.dispatch(req["id"], req["method"], req.get("args", b"[]"))
-        self.telemetry.host_requests = self.requests.count
+            requests.dispatch(req["id"], req["method"], req.get("args", b"[]"))
+        self.telemetry.host_requests = requests.count
+        worker, clock = self.worker, self._leg_clock
+        if requests.in_flight or not requests.has_ready or not self._holding or self._aborted:
+            return False
+        if worker is None or worker.dead or clock is None or clock.due:
+            return False
+        remaining = self._leg_deadline - self._loop.time()
+        if remaining <= self._leg_margin:
+            return False
+        self._deliver(int(remaining * 1000))
+        return True
 
-    async def _deliver(self, budget_ms: int) -> None:
+    def _deliver(self, budget_ms: int) -> None:
+        """Hand the ready replies to the worker and let its guest run on.
+
+        Without waiting for the pipe to take them: the worker reads a whole message before it writes
+        the frame the leg waits for next, so no more than this one message is ever buffered.
+        """
         assert self.worker is not None
         ready, charged = self.requests.take_ready()
         replies = [reply for reply, _ in ready]
         payloads = [raw for _, raw in ready if raw is not None]
         self._delivered_bytes += charged
         try:
-            await self.worker.send(settle_frame(self.id, max(budget_ms, 1), replies), payloads)
+            self.worker.write(settle_frame(self.id, max(budget_ms, 1), replies), payloads)
         except WorkerGone:
             pass  # the next recv reports how the worker died
         self._worker_running = True

@@ -1,7 +1,9 @@
 """One cell's outstanding host work: dispatch, settle, the inbox, and requests for the caller.
 
 A guest request becomes a ``Pending`` entry and, unless the API caller must answer it (client
-tools, ``yield_control``), a handler task.  When a handler finishes, its reply is encoded once,
+tools, ``yield_control``), a handler task.  On Python 3.12 and later that task starts eagerly: its
+handler runs at once, as that task, up to its first wait, so a handler that finishes without waiting
+(most tool calls) has settled before ``dispatch`` returns and never waits for a turn of the loop.  When a handler finishes, its reply is encoded once,
 charged to the cell's inbox allowance (or replaced by the fixed "program-data budget exceeded"
 error) and queued in settlement order until the cell's worker can take it.  Bytes handed to the
 worker are released when the worker reports back, i.e. once the guest consumed them.
@@ -24,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +50,8 @@ from .wait_clock import UNTIMED_METHODS, WaitClock
 if TYPE_CHECKING:
     from service.tracing import CellTrace
 
+#: One request's handler run, from its start to its settlement.
+HandlerRun = Coroutine[object, object, None]
 #: One reply for the worker: the settle entry, and its JSON payload when it succeeded.
 ReadyReply = tuple[Reply, bytes | None]
 #: Arguments this small (a timer's delay, a store key) are charged but never refused: like the
@@ -216,7 +221,7 @@ class HostRequests:
         call = self.make_call(request_id, method, raw)
         call.ask_approval = functools.partial(self._ask_approval, request_id)
         call.abandon = functools.partial(self._abandon, request_id)
-        pending.task = self._loop.create_task(self._run(route.handler, call))
+        pending.task = _start_task(self._loop, self._run(route.handler, call))
 
     def _charge_args(self, pending: Pending, raw: bytes) -> dict[str, object] | None:
         """Check the request's encoded arguments and charge them; return the guest error if they do not fit."""
@@ -449,6 +454,24 @@ def request_number(public_id: object) -> int:
     if isinstance(public_id, str) and public_id.startswith("req_") and public_id[4:].isdigit():
         return int(public_id[4:])
     return -1
+
+
+if sys.version_info >= (3, 12):
+
+    def _start_task(loop: asyncio.AbstractEventLoop, work: HandlerRun) -> asyncio.Task[None] | None:
+        """Run ``work`` as a task started eagerly; None when it finished at once (nothing to cancel).
+
+        The handler runs as its own task from its first line (``asyncio.current_task()``, and the
+        timeouts and cancel scopes built on it, see that task), in the read callback that parsed its
+        request or the leg that took it."""
+        task = asyncio.Task(work, loop=loop, eager_start=True)
+        return None if task.done() else task
+
+else:
+
+    def _start_task(loop: asyncio.AbstractEventLoop, work: HandlerRun) -> asyncio.Task[None] | None:
+        """Run ``work`` as a task from the loop's next turn (Python 3.11 has no eager start)."""
+        return loop.create_task(work)
 
 
 def _budget_message(inbox: InboxAllowance, size: int, full: str, *, reply: bool = False) -> str:

@@ -9,7 +9,9 @@ waiting in ``next``.
 That reader may pass ``early``: a synchronous function run on the message as soon as it is whole,
 in the read callback, under a copy of the reader's context. A cell's leg starts the handlers of the
 requests an ``idle`` frame carries there, so a tool call that finishes without waiting has settled
-by the time the leg runs again: a turn of the loop less per call.
+by the time the leg runs again: a turn of the loop less per call. ``early`` may also answer the
+message there and then (it returns True): the reader is not woken and goes on waiting for the next
+one, so a call that settles at once costs no turn of the loop at all.
 
 A frame over the cap, or one that is not a message this protocol knows, makes the stream unusable:
 reading stops and the reader is told why (``WorkerGone``). A worker answers only what it was sent,
@@ -60,7 +62,7 @@ class WorkerOutput(asyncio.Protocol):
         self._queued_bytes = 0
         self._paused = False
         self._waiter: asyncio.Future[WorkerFrame] | None = None
-        self._early: Callable[[WorkerFrame], None] | None = None
+        self._early: Callable[[WorkerFrame], bool] | None = None
         self._early_context: contextvars.Context | None = None
 
     @classmethod
@@ -76,15 +78,15 @@ class WorkerOutput(asyncio.Protocol):
             raise
         return output
 
-    async def next(self, early: Callable[[WorkerFrame], None] | None = None) -> WorkerFrame:
-        """The next message, after ``early(message)`` ran on it; ``EOFError`` at the stream's end,
-        ``WorkerGone`` if it is unusable. One reader at a time."""
+    async def next(self, early: Callable[[WorkerFrame], bool] | None = None) -> WorkerFrame:
+        """The next message ``early`` did not answer (it ran on each as soon as it was whole and
+        returned True for one it answered itself); ``EOFError`` at the stream's end, ``WorkerGone`` if
+        it is unusable. One reader at a time."""
         assert self._waiter is None, "one reader at a time"
-        if self._queued:
+        while self._queued:
             message = self._take()
-            if early is not None:
-                early(message)
-            return message
+            if early is None or not early(message):
+                return message
         if self.failure is not None:
             raise WorkerGone(self.failure)
         if self.ended:
@@ -196,8 +198,8 @@ class WorkerOutput(asyncio.Protocol):
             return
         early, context = self._early, self._early_context
         try:
-            if early is not None and context is not None:
-                context.run(early, message)
+            if early is not None and context is not None and context.run(early, message):
+                return  # answered in place: the reader waits on for the next message
         except Exception as exc:  # noqa: BLE001 - the reader's own code: raised where it reads
             waiter.set_exception(exc)
         else:

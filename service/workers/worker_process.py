@@ -83,22 +83,37 @@ class Worker:
         return sum(self.parked_heaps.values())
 
     async def send(self, message: HostFrame, attachments: list[bytes] | None = None) -> None:
-        if self.dead or self.proc.stdin is None:
+        """``write`` the message, then wait until the pipe took it."""
+        self.write(message, attachments)
+        stdin = self.proc.stdin
+        assert stdin is not None
+        # The pipe takes a small message at once: wait only when it kept some (or is closing, and
+        # then drain() raises why); awaiting drain() every time costs a coroutine per message.
+        if stdin.transport.get_write_buffer_size() or stdin.transport.is_closing():
+            try:
+                await stdin.drain()
+            except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
+                self.dead = True
+                raise WorkerGone(f"worker process stopped reading ({exc})") from None
+
+    def write(self, message: HostFrame, attachments: list[bytes] | None = None) -> None:
+        """Hand one message (a frame and its raw attachments) to the pipe without waiting: what the
+        pipe does not take at once stays in the transport's buffer until it does."""
+        stdin = self.proc.stdin
+        if self.dead or stdin is None:
             raise WorkerGone("worker process is gone")
+        if stdin.transport.is_closing():
+            self.dead = True
+            raise WorkerGone("worker process stopped reading (its pipe is closed)")
+        frames = [encode_frame(message, self.frame_cap)]
+        frames.extend(encode_raw(data, self.frame_cap) for data in attachments or ())
+        # One pipe write for the whole message, so the worker wakes once (framing a payload
+        # copies it already; joining small ones costs little, large ones are written as they are).
+        if len(frames) > 1 and sum(map(len, frames)) <= JOIN_WRITES_BELOW:
+            frames = [b"".join(frames)]
         try:
-            frames = [encode_frame(message, self.frame_cap)]
-            frames.extend(encode_raw(data, self.frame_cap) for data in attachments or ())
-            # One pipe write for the whole message, so the worker wakes once (framing a payload
-            # copies it already; joining small ones costs little, large ones are written as they are).
-            if len(frames) > 1 and sum(map(len, frames)) <= JOIN_WRITES_BELOW:
-                frames = [b"".join(frames)]
-            stdin = self.proc.stdin
             for frame in frames:
                 stdin.write(frame)
-            # The pipe takes a small message at once: wait only when it kept some (or is closing, and
-            # then drain() raises why); awaiting drain() every time costs a coroutine per message.
-            if stdin.transport.get_write_buffer_size() or stdin.transport.is_closing():
-                await stdin.drain()
         except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
             self.dead = True
             raise WorkerGone(f"worker process stopped reading ({exc})") from None
@@ -112,9 +127,9 @@ class Worker:
         except (ConnectionError, BrokenPipeError, RuntimeError):
             self.dead = True
 
-    async def recv(self, early: Callable[[WorkerFrame], None] | None = None) -> WorkerFrame:
-        """The next message (an ``idle`` frame's requests carry their arguments, still encoded), after
-        ``early(message)`` ran on it as soon as it was whole (``WorkerOutput.next``)."""
+    async def recv(self, early: Callable[[WorkerFrame], bool] | None = None) -> WorkerFrame:
+        """The next message (an ``idle`` frame's requests carry their arguments, still encoded) that
+        ``early`` did not answer; it ran on each as soon as it was whole (``WorkerOutput.next``)."""
         try:
             return await self.output.next(early)
         except EOFError:

@@ -5,6 +5,7 @@ its cancellation cannot hold the cell.  No timed assertions: small clocks, and w
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -68,6 +69,18 @@ def test_a_call_within_its_clock_is_untouched(client):
     env = run_ok(client, f'return await slow({{s: 0, tag: "{t}"}});')
     assert env["value"] == {"slept": 0}
     assert events(t) == ["started", "finished"]
+
+
+def test_each_call_runs_as_a_task_of_its_own_from_its_first_line(client):
+    """A tool may use what needs its task (``asyncio.timeout``, cancel scopes) before it first waits:
+    every call runs as a task of its own from its first line, whether it finishes at once (handlers
+    start eagerly where Python can) or waits, and never as the leg's task or another call's."""
+    t = tag()
+    env = run_ok(client, f'for (const s of [0, 0.01, 0, 0]) await in_task({{s, tag: "{t}"}}); return 1;')
+    assert env["value"] == 1 and events(t) == [], events(t)
+    tasks = slow_plugin.TASKS.pop(t)
+    assert len(tasks) == 4 and all(isinstance(task, asyncio.Task) for task in tasks), tasks
+    assert len(set(map(id, tasks))) == 4, "two calls ran as one task"
 
 
 def test_a_tool_without_its_own_clock_runs_on_tool_timeout_seconds(client):

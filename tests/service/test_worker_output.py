@@ -91,9 +91,10 @@ def test_early_runs_in_the_read_callback_before_the_reader_resumes(run):
     async def body(output: WorkerOutput, pipe: Writer) -> None:
         loop = asyncio.get_running_loop()
 
-        def early(message: WorkerFrame) -> None:
+        def early(message: WorkerFrame) -> bool:
             order.append(f"early {message['t']} as {seen.get()}")
             loop.call_soon(order.append, "scheduled by early")
+            return False
 
         async def reader() -> None:
             message = await output.next(early)
@@ -116,7 +117,12 @@ def test_early_runs_once_on_a_message_that_was_waiting(run):
         pipe.write(encode_frame({"t": "done", "rt": "a"}) + encode_frame({"t": "done", "rt": "b"}))
         await asyncio.sleep(0.05)  # both arrive before anyone reads
         calls: list[str] = []
-        first = await output.next(lambda m: calls.append(m["rt"]))
+
+        def early(message: WorkerFrame) -> bool:
+            calls.append(message["rt"])
+            return False
+
+        first = await output.next(early)
         second = await output.next()
         assert (first["rt"], second["rt"]) == ("a", "b")
         return calls
@@ -124,9 +130,39 @@ def test_early_runs_once_on_a_message_that_was_waiting(run):
     assert run(body) == ["a"]
 
 
+def test_a_message_early_answers_is_not_handed_to_the_reader(run):
+    """``early`` returning True answered the message itself: the reader waits on for the next one,
+    whether the messages arrive while it waits (the read callback) or were waiting for it."""
+
+    async def body(output: WorkerOutput, pipe: Writer) -> tuple[list[str], str, str]:
+        answered: list[str] = []
+
+        def early(message: WorkerFrame) -> bool:
+            if message["rt"].startswith("answered"):
+                answered.append(message["rt"])
+                return True
+            return False
+
+        reading = asyncio.ensure_future(output.next(early))
+        await asyncio.sleep(0)  # the reader now waits
+        pipe.write(encode_frame({"t": "done", "rt": "answered while waiting"}))
+        await asyncio.sleep(0.05)
+        assert answered == ["answered while waiting"] and not reading.done()
+        pipe.write(encode_frame({"t": "done", "rt": "kept while waiting"}))
+        first = await reading
+        pipe.write(encode_frame({"t": "done", "rt": "answered, queued"}) + encode_frame({"t": "done", "rt": "kept"}))
+        await asyncio.sleep(0.05)  # both arrive before anyone reads
+        second = await output.next(early)
+        return answered, first["rt"], second["rt"]
+
+    answered, first, second = run(body)
+    assert answered == ["answered while waiting", "answered, queued"]
+    assert (first, second) == ("kept while waiting", "kept")
+
+
 def test_what_early_raises_is_raised_to_the_reader(run):
     async def body(output: WorkerOutput, pipe: Writer) -> None:
-        def early(message: WorkerFrame) -> None:
+        def early(message: WorkerFrame) -> bool:
             raise LookupError("from early")
 
         reading = asyncio.ensure_future(output.next(early))

@@ -20,6 +20,8 @@ SLOW_TIMEOUT_S = 0.5
 #: The clock of ``sleeper`` and ``stubborn_long``: longer than any test waits.
 LONG_TIMEOUT_S = 60
 EVENTS: dict[str, list[str]] = {}
+#: The task each ``in_task`` call ran in, by tag, in call order (kept referenced, so each stays distinct).
+TASKS: dict[str, list[asyncio.Task[Any] | None]] = {}
 #: Set by a test to let every ``stubborn`` call return.
 RELEASE = threading.Event()
 
@@ -59,6 +61,19 @@ async def _stubborn(call_id: str, params: dict[str, Any], ctx: ToolContext) -> d
     return {"late": True}
 
 
+async def _in_task(call_id: str, params: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Uses ``asyncio.timeout`` (which needs the call's own task) from its first line; sleeps ``s``
+    seconds in it, or not at all for 0, and records the task it ran in, or ``started elsewhere``."""
+    task = asyncio.current_task()
+    async with asyncio.timeout(LONG_TIMEOUT_S):
+        if params["s"]:
+            await asyncio.sleep(params["s"])
+    if asyncio.current_task() is not task:
+        _record(params["tag"], "started elsewhere")
+    TASKS.setdefault(params["tag"], []).append(task)
+    return {"slept": params["s"]}
+
+
 def register(registry: ToolRegistry) -> None:
     registry.add_tool(
         name="slow",
@@ -86,6 +101,12 @@ def register(registry: ToolRegistry) -> None:
         execute=_stubborn,
         input_schema={"type": "object", "required": ["tag"], "properties": {"tag": {"type": "string"}}},
         timeout_s=LONG_TIMEOUT_S,
+    )
+    registry.add_tool(
+        name="in_task",
+        description="Sleep s seconds under asyncio.timeout, recording the task it ran in.",
+        execute=_in_task,
+        input_schema=_SLEEP_INPUT,
     )
     registry.add_tool(
         name="stubborn",
