@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from typing import Any
 
-from tests.conftest import parked_calls_settled, run
+from service.cells.cell import Cell
+from tests.conftest import make_client, parked_calls_settled, run, run_ok, wait
 from tests.support.polling import poll_until
 from tests.support.tools import ECHO_IN_FLIGHT
 
@@ -223,3 +225,25 @@ def test_finished_cells_are_logged_with_their_title(client, caplog):
     assert any(
         env["cell_id"] in line and "title='nightly report'" in line and "status=completed" in line for line in lines
     ), lines
+
+
+def test_a_finished_cell_is_freed_without_the_garbage_collector(tmp_path):
+    """A cell that completed, after tool calls and a park, is freed as soon as nothing refers to it:
+    no reference cycle through it is left behind for the collector (with it off, no `Cell` piles up)."""
+    with make_client(tmp_path) as c:
+        run_ok(c, "return 1")  # the first cell's one-off set-up is done
+        gc.collect()
+        gc.disable()
+        try:
+            before = _cells_alive()
+            for _ in range(20):
+                parked = run(c, 'await echo({x: 1}); await yield_control("park"); return 1')
+                assert parked["status"] == "waiting", parked
+                assert wait(c, parked["cell_id"])["status"] == "completed"
+            assert _cells_alive() - before <= 1, "finished cells are left for the garbage collector"
+        finally:
+            gc.enable()
+
+
+def _cells_alive() -> int:
+    return sum(1 for o in gc.get_objects() if isinstance(o, Cell))
