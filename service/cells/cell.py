@@ -11,6 +11,7 @@ HTTP and the CLI behave the same.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -268,6 +269,9 @@ class Cell:
                                 return await self._lost(exc.message)
                             continue  # abort, loss and the deadline are checked again with the process held
                         self._deliver(int(remaining * 1000))
+                        # A worker that stops reading holds up this leg, not the service's memory.
+                        with contextlib.suppress(WorkerGone):  # the next recv reports how it died
+                            await self.worker.drain()
                         continue
                     if self.requests.needs_caller or due or self.park_when_blocked:
                         return await self._park()
@@ -301,16 +305,17 @@ class Cell:
             return await self._end(Failed(unexpected, "host", "runtime_unavailable"), recycle=True)
         return None
 
-    def _stopped(self, msg: WorkerFrame) -> bool:
+    def _stopped(self, msg: WorkerFrame, may_answer: bool) -> bool:
         """The guest stopped (a frame of this cell's runtime): run as soon as the frame is whole, in the
         worker pipe's read callback (``WorkerOutput``), before the leg runs again.
 
         It frees the replies delivered with the slice before it and starts the handlers of an idle
         frame's requests: those that finish without waiting have settled by the time the leg runs,
-        or by the time they are started where tasks start eagerly (Python 3.12+).  Then, when all
-        the leg would do on waking is deliver their replies, they are delivered here, and True says
-        the leg need not wake: every request has settled, the leg holds the process, and neither an
-        abort, a lost process nor the leg's deadline asks for anything else (its own checks).
+        or by the time they are started where tasks start eagerly (Python 3.12+).  Then, if it
+        ``may_answer``, and all the leg would do on waking is deliver their replies, they are
+        delivered here, and True says the leg need not wake: every request has settled, the leg holds
+        the process, neither an abort, a lost process nor the leg's deadline asks for anything else
+        (its own checks), and the pipe took all that was written before (nothing waits to drain).
         """
         if not _for_runtime(msg, self.id):
             return False
@@ -329,9 +334,9 @@ class Cell:
             requests.dispatch(req["id"], req["method"], req.get("args", b"[]"))
         self.telemetry.host_requests = requests.count
         worker, leg = self.worker, self._leg_times
-        if requests.in_flight or not requests.has_ready or not self._holding or self._aborted:
+        if not may_answer or requests.in_flight or not requests.has_ready or not self._holding or self._aborted:
             return False
-        if worker is None or worker.dead or leg is None or leg[0].due:
+        if worker is None or worker.dead or not worker.pipe_empty or leg is None or leg[0].due:
             return False
         _, deadline, margin = leg
         remaining = deadline - asyncio.get_running_loop().time()
@@ -341,11 +346,8 @@ class Cell:
         return True
 
     def _deliver(self, budget_ms: int) -> None:
-        """Hand the ready replies to the worker and let its guest run on.
-
-        Without waiting for the pipe to take them: the worker reads a whole message before it writes
-        the frame the leg waits for next, so no more than this one message is ever buffered.
-        """
+        """Hand the ready replies to the worker and let its guest run on (the pipe takes them later if
+        it is full: the leg then waits for it, and an answer in place is written only into an empty one)."""
         assert self.worker is not None
         ready, charged = self.requests.take_ready()
         replies = [reply for reply, _ in ready]

@@ -10,8 +10,11 @@ That reader may pass ``early``: a synchronous function run on the message as soo
 in the read callback, under a copy of the reader's context. A cell's leg starts the handlers of the
 requests an ``idle`` frame carries there, so a tool call that finishes without waiting has settled
 by the time the leg runs again: a turn of the loop less per call. ``early`` may also answer the
-message there and then (it returns True): the reader is not woken and goes on waiting for the next
-one, so a call that settles at once costs no turn of the loop at all.
+first message of a read there and then (it is told it may, and returns True): the reader is not
+woken and goes on waiting for the next one, so a call that settles at once costs no turn of the loop
+at all. An honest worker writes its next message only after it read that answer, so one answer per
+read is all it can use; messages that pile up (a worker writing on its own) reach the reader one per
+turn of the loop, and are never answered in place: such a worker holds the loop no longer than before.
 
 A frame over the cap, or one that is not a message this protocol knows, makes the stream unusable:
 reading stops and the reader is told why (``WorkerGone``). A worker answers only what it was sent,
@@ -36,6 +39,8 @@ from bridge.framing import HEADER, HEADER_SIZE, decode_body
 from bridge.messages import IdleFrame, WorkerFrame
 from service.errors import WorkerGone
 
+#: The reader's early step: ``early(message, may_answer)`` -> whether it answered the message itself.
+Early = Callable[["WorkerFrame", bool], bool]
 #: Bytes of queued, untaken messages past which reading pauses (it resumes below half of them).
 QUEUED_HIGH_BYTES = 2 * 1024 * 1024
 #: Frame caps the argument frames of one idle frame may hold in all.  A guest's burst carries at most
@@ -62,7 +67,8 @@ class WorkerOutput(asyncio.Protocol):
         self._queued_bytes = 0
         self._paused = False
         self._waiter: asyncio.Future[WorkerFrame] | None = None
-        self._early: Callable[[WorkerFrame], bool] | None = None
+        self._early: Early | None = None
+        self._may_answer = False  # no message of the current read was answered in place yet
         self._early_context: contextvars.Context | None = None
 
     @classmethod
@@ -78,15 +84,17 @@ class WorkerOutput(asyncio.Protocol):
             raise
         return output
 
-    async def next(self, early: Callable[[WorkerFrame], bool] | None = None) -> WorkerFrame:
-        """The next message ``early`` did not answer (it ran on each as soon as it was whole and
+    async def next(self, early: Early | None = None) -> WorkerFrame:
+        """The next message ``early`` did not answer (it ran on each as soon as it was whole, and
         returned True for one it answered itself); ``EOFError`` at the stream's end, ``WorkerGone`` if
         it is unusable. One reader at a time."""
         assert self._waiter is None, "one reader at a time"
-        while self._queued:
+        if self._queued:
+            await asyncio.sleep(0)  # one untaken message per turn of the loop, however many piled up
             message = self._take()
-            if early is None or not early(message):
-                return message
+            if early is not None:
+                early(message, False)
+            return message
         if self.failure is not None:
             raise WorkerGone(self.failure)
         if self.ended:
@@ -112,6 +120,7 @@ class WorkerOutput(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.failure is not None:
             return
+        self._may_answer = True
         buffer = self._buffer
         if buffer:  # the rest of a frame begun in an earlier read
             buffer += data
@@ -198,7 +207,8 @@ class WorkerOutput(asyncio.Protocol):
             return
         early, context = self._early, self._early_context
         try:
-            if early is not None and context is not None and context.run(early, message):
+            if early is not None and context is not None and context.run(early, message, self._may_answer):
+                self._may_answer = False
                 return  # answered in place: the reader waits on for the next message
         except Exception as exc:  # noqa: BLE001 - the reader's own code: raised where it reads
             waiter.set_exception(exc)

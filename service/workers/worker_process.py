@@ -24,7 +24,7 @@ from service.errors import WorkerGone
 
 from .cpu_priority import worker_niceness
 from .stderr_relay import StderrRelay
-from .worker_output import WorkerOutput
+from .worker_output import Early, WorkerOutput
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -83,10 +83,21 @@ class Worker:
         return sum(self.parked_heaps.values())
 
     async def send(self, message: HostFrame, attachments: list[bytes] | None = None) -> None:
-        """``write`` the message, then wait until the pipe took it."""
+        """``write`` the message, then wait until the pipe took it (``drain``)."""
         self.write(message, attachments)
+        await self.drain()
+
+    @property
+    def pipe_empty(self) -> bool:
+        """Whether everything written so far is in the pipe: a message written now waits for nothing."""
         stdin = self.proc.stdin
-        assert stdin is not None
+        return stdin is not None and not stdin.transport.get_write_buffer_size()
+
+    async def drain(self) -> None:
+        """Wait until the pipe took what was written (at once when it has)."""
+        stdin = self.proc.stdin
+        if stdin is None:
+            raise WorkerGone("worker process is gone")
         # The pipe takes a small message at once: wait only when it kept some (or is closing, and
         # then drain() raises why); awaiting drain() every time costs a coroutine per message.
         if stdin.transport.get_write_buffer_size() or stdin.transport.is_closing():
@@ -127,7 +138,7 @@ class Worker:
         except (ConnectionError, BrokenPipeError, RuntimeError):
             self.dead = True
 
-    async def recv(self, early: Callable[[WorkerFrame], bool] | None = None) -> WorkerFrame:
+    async def recv(self, early: Early | None = None) -> WorkerFrame:
         """The next message (an ``idle`` frame's requests carry their arguments, still encoded) that
         ``early`` did not answer; it ran on each as soon as it was whole (``WorkerOutput.next``)."""
         try:

@@ -91,7 +91,7 @@ def test_early_runs_in_the_read_callback_before_the_reader_resumes(run):
     async def body(output: WorkerOutput, pipe: Writer) -> None:
         loop = asyncio.get_running_loop()
 
-        def early(message: WorkerFrame) -> bool:
+        def early(message: WorkerFrame, may_answer: bool) -> bool:
             order.append(f"early {message['t']} as {seen.get()}")
             loop.call_soon(order.append, "scheduled by early")
             return False
@@ -118,7 +118,7 @@ def test_early_runs_once_on_a_message_that_was_waiting(run):
         await asyncio.sleep(0.05)  # both arrive before anyone reads
         calls: list[str] = []
 
-        def early(message: WorkerFrame) -> bool:
+        def early(message: WorkerFrame, may_answer: bool) -> bool:
             calls.append(message["rt"])
             return False
 
@@ -130,39 +130,56 @@ def test_early_runs_once_on_a_message_that_was_waiting(run):
     assert run(body) == ["a"]
 
 
-def test_a_message_early_answers_is_not_handed_to_the_reader(run):
-    """``early`` returning True answered the message itself: the reader waits on for the next one,
-    whether the messages arrive while it waits (the read callback) or were waiting for it."""
+def test_early_answers_the_first_message_of_a_read_and_the_reader_sleeps_on(run):
+    """``early`` may answer the first message of each read itself (it returns True): the reader is not
+    woken and waits on. Later messages of the same read, and messages that piled up before anyone
+    read, it may not answer: the reader gets them, those that piled up one per turn of the loop."""
 
-    async def body(output: WorkerOutput, pipe: Writer) -> tuple[list[str], str, str]:
-        answered: list[str] = []
+    async def body(output: WorkerOutput, pipe: Writer) -> dict[str, Any]:
+        seen: list[tuple[str, bool]] = []
 
-        def early(message: WorkerFrame) -> bool:
-            if message["rt"].startswith("answered"):
-                answered.append(message["rt"])
-                return True
-            return False
+        def early(message: WorkerFrame, may_answer: bool) -> bool:
+            seen.append((message["rt"], may_answer))
+            return may_answer and message["rt"].startswith("answer")
 
         reading = asyncio.ensure_future(output.next(early))
         await asyncio.sleep(0)  # the reader now waits
-        pipe.write(encode_frame({"t": "done", "rt": "answered while waiting"}))
+        pipe.write(encode_frame({"t": "done", "rt": "answer 1"}))
         await asyncio.sleep(0.05)
-        assert answered == ["answered while waiting"] and not reading.done()
-        pipe.write(encode_frame({"t": "done", "rt": "kept while waiting"}))
+        asleep = not reading.done()
+        one_read = [encode_frame({"t": "done", "rt": rt}) for rt in ("answer 2", "answer 3", "kept 1", "kept 2")]
+        pipe.write(b"".join(one_read))  # one read: only its first may be answered
         first = await reading
-        pipe.write(encode_frame({"t": "done", "rt": "answered, queued"}) + encode_frame({"t": "done", "rt": "kept"}))
-        await asyncio.sleep(0.05)  # both arrive before anyone reads
-        second = await output.next(early)
-        return answered, first["rt"], second["rt"]
+        await asyncio.sleep(0.05)  # the rest piled up meanwhile
+        turns = 0
 
-    answered, first, second = run(body)
-    assert answered == ["answered while waiting", "answered, queued"]
-    assert (first, second) == ("kept while waiting", "kept")
+        async def count_turns() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+
+        counter = asyncio.ensure_future(count_turns())
+        piled = [await output.next(early) for _ in range(2)]
+        counter.cancel()
+        return {"asleep": asleep, "seen": seen, "got": [first["rt"]] + [m["rt"] for m in piled], "turns": turns}
+
+    out = run(body)
+    assert out["asleep"], "the reader was woken for a message early answered"
+    assert out["got"] == ["answer 3", "kept 1", "kept 2"], out
+    assert out["seen"] == [
+        ("answer 1", True),
+        ("answer 2", True),
+        ("answer 3", False),
+        ("kept 1", False),
+        ("kept 2", False),
+    ], out["seen"]
+    assert out["turns"] >= 2, "messages that piled up were handed over without a turn of the loop between them"
 
 
 def test_what_early_raises_is_raised_to_the_reader(run):
     async def body(output: WorkerOutput, pipe: Writer) -> None:
-        def early(message: WorkerFrame) -> bool:
+        def early(message: WorkerFrame, may_answer: bool) -> bool:
             raise LookupError("from early")
 
         reading = asyncio.ensure_future(output.next(early))
