@@ -6,7 +6,8 @@ confines itself and, once confined and ``ready``, calls ``run`` instead of servi
 probe calls libc through ctypes, as code injected through a QuickJS memory bug would, and records
 the errno it got back (0: the call succeeded).  The results go to the host as one frame.
 
-``plan`` is JSON: ``{"probes": [names], "service_pid": int, "redis_port": int, "paths": {...}}``.
+``plan`` is JSON: ``{"probes": [names], "service_pid": int, "redis_port": int, "paths": {...}}``, and
+``"linger_s"``: how long the worker stays after its report without reading anything the host sends.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import socket
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -140,4 +142,5 @@ def run(fd_out: int, plan_text: str) -> int:
     data = memoryview(encode_frame({"t": "probes", "results": results}))  # type: ignore[arg-type]
     while data:
         data = data[os.write(fd_out, data) :]
+    time.sleep(plan.get("linger_s", 0))  # a worker that stops reading its pipe
     return 0
