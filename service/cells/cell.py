@@ -97,10 +97,10 @@ class Cell:
         self._quotas = quotas
         # Done once ``final`` is set: its owner (the registry) subscribes to it to record the end.
         self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        # The running leg's clock, deadline and margin (event-loop times), for replies delivered in
-        # place; None between legs, since the clock refers back to this cell (a cycle left behind
-        # made every finished cell wait for the garbage collector: 5 µs more per `return 1`).
-        self._leg_times: tuple[LegClock, float, float] | None = None
+        # The running leg's clock and deadline (event-loop time), for replies delivered in place;
+        # None between legs, since the clock refers back to this cell (a cycle left behind made
+        # every finished cell wait for the garbage collector: 5 µs more per `return 1`).
+        self._leg_times: tuple[LegClock, float] | None = None
         self._retainer = retainer
         self._holding = True  # our leg holds the worker process (a new cell's first leg does)
         self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
@@ -239,7 +239,7 @@ class Cell:
 
         kill_at = deadline + self.spec.limits.kill_grace_ms / 1000
         with LegClock(deadline - margin, kill_at, self.requests.wake.set, kill_overrun) as clock:
-            self._leg_times = (clock, deadline, margin)
+            self._leg_times = (clock, deadline)
             try:
                 while True:
                     if self._worker_running:
@@ -257,18 +257,18 @@ class Cell:
                         return await self._lost(
                             "worker process is gone" if self.worker is None else await self.worker.exit_reason()
                         )
-                    remaining = deadline - loop.time()
-                    due = clock.due or remaining <= margin
+                    now = loop.time()
+                    due = clock.due_at(now)
                     if self.requests.has_ready and not due:
                         if not self._holding:  # lent while waiting: take the process back (after others' slices)
                             try:
                                 self._holding = await self.pool.reacquire(
-                                    self.worker, self.id, remaining - margin, self._abort_event
+                                    self.worker, self.id, deadline - margin - now, self._abort_event
                                 )
                             except WorkerGone as exc:
                                 return await self._lost(exc.message)
                             continue  # abort, loss and the deadline are checked again with the process held
-                        self._deliver(int(remaining * 1000))
+                        self._deliver(int((deadline - now) * 1000))
                         # A worker that stops reading holds up this leg, not the service's memory.
                         with contextlib.suppress(WorkerGone):  # the next recv reports how it died
                             await self.worker.drain()
@@ -336,13 +336,13 @@ class Cell:
         worker, leg = self.worker, self._leg_times
         if not may_answer or requests.in_flight or not requests.has_ready or not self._holding or self._aborted:
             return False
-        if worker is None or worker.dead or not worker.pipe_empty or leg is None or leg[0].due:
+        if worker is None or worker.dead or not worker.pipe_empty or leg is None:
             return False
-        _, deadline, margin = leg
-        remaining = deadline - asyncio.get_running_loop().time()
-        if remaining <= margin:
+        clock, deadline = leg
+        now = asyncio.get_running_loop().time()
+        if clock.due_at(now):
             return False
-        self._deliver(int(remaining * 1000))
+        self._deliver(int((deadline - now) * 1000))
         return True
 
     def _deliver(self, budget_ms: int) -> None:

@@ -3,10 +3,11 @@
 A guest request becomes a ``Pending`` entry and, unless the API caller must answer it (client
 tools, ``yield_control``), a handler task.  On Python 3.12 and later that task starts eagerly: its
 handler runs at once, as that task, up to its first wait, so a handler that finishes without waiting
-(most tool calls) has settled before ``dispatch`` returns and never waits for a turn of the loop.  When a handler finishes, its reply is encoded once,
-charged to the cell's inbox allowance (or replaced by the fixed "program-data budget exceeded"
-error) and queued in settlement order until the cell's worker can take it.  Bytes handed to the
-worker are released when the worker reports back, i.e. once the guest consumed them.
+(most tool calls) has settled before ``dispatch`` returns and never waits for a turn of the loop.
+When a handler finishes, its reply is encoded once, charged to the cell's inbox allowance (or
+replaced by the fixed "program-data budget exceeded" error) and queued in settlement order until
+the cell's worker can take it.  Bytes handed to the worker are released when the worker reports
+back, i.e. once the guest consumed them.
 
 A request's JSON arguments arrive as the bytes the guest wrote and stay encoded until its handler
 parses them (once); they are checked before that (``max_request_bytes``, ``max_request_values``).

@@ -40,6 +40,11 @@ class LegClock:
         for timer in self._timers:
             timer.cancel()
 
+    def due_at(self, now: float) -> bool:
+        """Whether the leg is due to park at event-loop time ``now``: the park timer fired, or its time
+        has come before the timer ran (the one rule for the leg and for a reply delivered in place)."""
+        return self.due or now >= self._park_at
+
     def _on_due(self) -> None:
         self.due = True
         self._wake()

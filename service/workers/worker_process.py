@@ -83,7 +83,7 @@ class Worker:
         return sum(self.parked_heaps.values())
 
     async def send(self, message: HostFrame, attachments: list[bytes] | None = None) -> None:
-        """``write`` the message, then wait until the pipe took it (``drain``)."""
+        """``write`` the message, then ``drain``."""
         self.write(message, attachments)
         await self.drain()
 
@@ -94,7 +94,8 @@ class Worker:
         return stdin is not None and not stdin.transport.get_write_buffer_size()
 
     async def drain(self) -> None:
-        """Wait until the pipe took what was written (at once when it has)."""
+        """Wait while the transport holds more than its high-water mark of what was written (at once
+        when the pipe took it all): what a worker that stops reading makes the service hold is bounded."""
         stdin = self.proc.stdin
         if stdin is None:
             raise WorkerGone("worker process is gone")
