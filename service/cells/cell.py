@@ -254,8 +254,8 @@ class Cell:
                     if self._aborted:
                         return await self._end(Failed(self._aborted, "host", "aborted"), recycle=False)
                     if self.worker is None or self.worker.dead:
-                        return await self._lost(
-                            "worker process is gone" if self.worker is None else await self.worker.exit_reason()
+                        return await self._gone(
+                            clock, "worker process is gone" if self.worker is None else await self.worker.exit_reason()
                         )
                     now = loop.time()
                     due = clock.due_at(now)
@@ -290,11 +290,7 @@ class Cell:
         try:
             msg = await self.worker.recv(self._stopped)
         except WorkerGone as exc:
-            if clock.overran:  # killed at deadline + kill_grace_ms
-                return await self._end(Failed(TIMEOUT_MESSAGE, "guest", "timeout"), recycle=True)
-            if self._aborted:
-                return await self._end(Failed(self._aborted, "host", "aborted"), recycle=True)
-            return await self._lost(exc.message)
+            return await self._gone(clock, exc.message)
         if not _for_runtime(msg, self.id):
             return None  # a late frame of a runtime the host dropped mid-slice
         if msg["t"] == "done":
@@ -344,6 +340,16 @@ class Cell:
             return False
         self._deliver(int((deadline - now) * 1000))
         return True
+
+    async def _gone(self, clock: LegClock, reason: str) -> Envelope:
+        """The leg found its worker process dead: killed by this leg's clock (the cell overran its
+        deadline, running or with its replies stuck in a pipe its worker stopped reading), killed by an
+        abort, or lost."""
+        if clock.overran:
+            return await self._end(Failed(TIMEOUT_MESSAGE, "guest", "timeout"), recycle=True)
+        if self._aborted:
+            return await self._end(Failed(self._aborted, "host", "aborted"), recycle=True)
+        return await self._lost(reason)
 
     def _deliver(self, budget_ms: int) -> None:
         """Hand the ready replies to the worker and let its guest run on (the pipe takes them later if

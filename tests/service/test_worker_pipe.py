@@ -2,12 +2,15 @@
 waits in the transport, ``Worker.pipe_empty`` says so, and a writer that ``drain``s after each write,
 as a cell's leg does, stops once the transport holds its high-water mark.  A leg answers in place only
 into an empty pipe and otherwise writes and drains (``service/cells/cell.py``), so such a worker holds
-up its own leg, never more of the service's memory than that."""
+up its own leg, never more of the service's memory than that.  Then the same from a cell down: a worker
+that floods tool calls and reads no reply gets its calls a few per turn of the loop, fills its pipe and
+the transport's high-water mark, and its cell ends at its deadline as a timeout."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 
 import pytest
@@ -15,7 +18,13 @@ import pytest
 from bench import loops
 from bridge.framing import encode_frame
 from bridge.messages import drop_frame
+from service.assembly import build_components
+from service.auth import LOCAL_TENANT
+from service.cells.spec import CellSpec
 from service.errors import WorkerGone
+from service.settings import Settings
+from service.tools import ToolSpec
+from service.workers import supply
 from service.workers.worker_process import start_worker
 
 CAP = 1 << 20
@@ -66,3 +75,76 @@ def test_a_worker_that_stops_reading_holds_up_its_writer_not_the_services_memory
     assert out["writing"], f"the writer was not held up: {out}"
     assert out["written"] < 1000, out  # the pipe and the transport's high-water mark: about 130 frames
     assert out["buffered"] <= out["high"] + len(encode_frame(frame)), out
+
+
+@pytest.mark.parametrize("pace_s", [0, 0.0002], ids=["flood", "paced"])
+@pytest.mark.parametrize("run", [asyncio.run, loops.run], ids=["asyncio", "uvloop"])
+def test_a_cell_whose_worker_floods_calls_and_reads_no_reply_ends_at_its_deadline(run, pace_s, tmp_path, monkeypatch):
+    """The whole path, from a cell down: its worker (the attacker's payload) sends a stream of tool
+    calls and reads none of the replies.  The service answers what fits its pipe and its transport's
+    high-water mark, then holds the rest up; it hands the calls to the tools a few per turn of the
+    event loop, never a flood in one; and the cell ends at its own deadline with an error that says so."""
+    plan = {"flood_calls": {"tool": "nop", "frames": 200_000, "pace_s": pace_s}}
+    monkeypatch.setattr(supply, "start_worker", functools.partial(start_worker, test_payload=json.dumps(plan)))
+    calls = 0
+
+    async def nop(call_id: str, params: dict[str, object], ctx: object) -> object:
+        nonlocal calls
+        calls += 1
+        return {"ok": True}
+
+    tool = ToolSpec(name="nop", description="Counts its calls.", execute=nop, input_schema={"type": "object"})
+    settings = Settings().replace(
+        data_dir=str(tmp_path),
+        workers=1,
+        sandbox="off",  # confinement is not under test
+        log_level="warning",
+        max_calls_per_cell=100_000,  # the cap on calls would end the cell before the pipe fills
+        kill_grace_ms=100,
+    )
+
+    async def scenario() -> dict[str, object]:
+        svc = build_components(settings.check(), extra_tools=[tool])
+        await svc.start()
+        most_calls_in_a_turn = 0
+        most_buffered = high = 0
+        cell_done = False
+
+        async def watch() -> None:
+            # Once per turn of the loop: how many calls ran since the last turn, what the service holds.
+            nonlocal most_calls_in_a_turn, most_buffered, high
+            seen = calls
+            while not cell_done:
+                await asyncio.sleep(0)
+                most_calls_in_a_turn = max(most_calls_in_a_turn, calls - seen)
+                seen = calls
+                for worker in svc.pool.workers():
+                    transport = worker.proc.stdin.transport
+                    most_buffered = max(most_buffered, transport.get_write_buffer_size())
+                    high = transport.get_write_buffer_limits()[1]
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            limits = svc.cells.limits(timeout_ms=1000, memory_limit_bytes=None, max_output_bytes=None)
+            envelope = await svc.cells.exec(
+                CellSpec(code="await nop({}); return 1", tenant=LOCAL_TENANT, limits=limits)
+            )
+        finally:
+            cell_done = True
+            await watcher
+            await svc.close()
+        return {
+            "envelope": envelope,
+            "calls": calls,
+            "most_calls_in_a_turn": most_calls_in_a_turn,
+            "most_buffered": most_buffered,
+            "high": high,
+        }
+
+    out = run(scenario())
+    envelope = out["envelope"]
+    assert envelope["status"] == "failed" and envelope["code"] == "timeout", envelope
+    # Replies filled the pipe, then the transport, and the leg waited: far fewer calls than were sent.
+    assert 100 < out["calls"] < 100_000, out
+    assert out["most_buffered"] <= out["high"] + 4096, out  # the high-water mark and one settle frame
+    assert out["most_calls_in_a_turn"] <= 4, out

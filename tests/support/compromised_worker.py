@@ -8,6 +8,11 @@ the errno it got back (0: the call succeeded).  The results go to the host as on
 
 ``plan`` is JSON: ``{"probes": [names], "service_pid": int, "redis_port": int, "paths": {...}}``, and
 ``"linger_s"``: how long the worker stays after its report without reading anything the host sends.
+
+A plan with ``"flood_calls": {"tool": name, "frames": n, "pace_s": s}`` instead serves one cell the way
+an attacker would: it reads the ``run`` frame, then writes ``n`` idle frames, each with one new call of
+``tool``, one every ``s`` seconds (0: as fast as the pipe takes them), and never reads again
+(``flood_calls``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bridge.framing import encode_frame
+from bridge.framing import encode_frame, encode_raw
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
@@ -135,8 +140,46 @@ def probes(plan: dict[str, Any]) -> dict[str, Callable[[], int]]:
     }
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_frame(fd: int) -> Any:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = os.read(fd, n - len(data))
+            if not chunk:
+                raise SystemExit(0)
+            data += chunk
+        return data
+
+    return json.loads(exactly(struct.unpack(">I", exactly(4))[0]))
+
+
+def flood_calls(fd_out: int, tool: str, frames: int, pace_s: float) -> int:
+    """Take a cell, then flood the host with its tool calls while never reading a reply."""
+    cell = _read_frame(0)["cell_id"]
+    try:
+        for i in range(1, frames + 1):
+            idle = {"t": "idle", "rt": cell, "requests": [{"id": i, "method": "tool"}], "cancels": [], "output": []}
+            idle |= {"outstanding": i, "cpu_ms": 0.0, "heap_bytes": 0}
+            _write_all(fd_out, encode_frame(idle) + encode_raw(json.dumps([tool, {"i": i}]).encode()))
+            if pace_s:
+                time.sleep(pace_s)
+    except BrokenPipeError:
+        return 0  # the host closed the pipe: it gave up on this worker
+    time.sleep(60)  # still not reading: the host must end the cell by itself
+    return 0
+
+
 def run(fd_out: int, plan_text: str) -> int:
     plan = json.loads(plan_text)
+    if "flood_calls" in plan:
+        flood = plan["flood_calls"]
+        return flood_calls(fd_out, flood["tool"], flood["frames"], flood.get("pace_s", 0))
     table = probes(plan)
     results = {name: table[name]() for name in plan["probes"]}
     data = memoryview(encode_frame({"t": "probes", "results": results}))  # type: ignore[arg-type]
