@@ -165,7 +165,11 @@ class Cell:
             if not self.done:
                 await self._lost(f"{reason}; this parked cell's runtime was in that process")
 
-    async def _lost(self, reason: str) -> Envelope:
+    async def _lost(self, reason: str, clock: LegClock | None = None) -> Envelope:
+        """The cell's process died under it.  If the running leg's own ``clock`` killed it, the cell
+        overran its deadline: running, or with replies stuck in a pipe its worker stopped reading."""
+        if clock is not None and clock.overran:
+            return await self._end(Failed(TIMEOUT_MESSAGE, "guest", "timeout"), recycle=True)
         return await self._end(
             Failed(reason + "; the cell was lost, start it again", "host", "runtime_unavailable"), recycle=True
         )
@@ -254,8 +258,8 @@ class Cell:
                     if self._aborted:
                         return await self._end(Failed(self._aborted, "host", "aborted"), recycle=False)
                     if self.worker is None or self.worker.dead:
-                        return await self._gone(
-                            clock, "worker process is gone" if self.worker is None else await self.worker.exit_reason()
+                        return await self._lost(
+                            "worker process is gone" if self.worker is None else await self.worker.exit_reason(), clock
                         )
                     now = loop.time()
                     due = clock.due_at(now)
@@ -290,7 +294,9 @@ class Cell:
         try:
             msg = await self.worker.recv(self._stopped)
         except WorkerGone as exc:
-            return await self._gone(clock, exc.message)
+            if self._aborted:
+                return await self._end(Failed(self._aborted, "host", "aborted"), recycle=True)
+            return await self._lost(exc.message, clock)
         if not _for_runtime(msg, self.id):
             return None  # a late frame of a runtime the host dropped mid-slice
         if msg["t"] == "done":
@@ -340,16 +346,6 @@ class Cell:
             return False
         self._deliver(int((deadline - now) * 1000))
         return True
-
-    async def _gone(self, clock: LegClock, reason: str) -> Envelope:
-        """The leg found its worker process dead: killed by this leg's clock (the cell overran its
-        deadline, running or with its replies stuck in a pipe its worker stopped reading), killed by an
-        abort, or lost."""
-        if clock.overran:
-            return await self._end(Failed(TIMEOUT_MESSAGE, "guest", "timeout"), recycle=True)
-        if self._aborted:
-            return await self._end(Failed(self._aborted, "host", "aborted"), recycle=True)
-        return await self._lost(reason)
 
     def _deliver(self, budget_ms: int) -> None:
         """Hand the ready replies to the worker and let its guest run on (the pipe takes them later if
