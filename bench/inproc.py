@@ -21,7 +21,7 @@ from service.settings import Settings
 from . import loops
 from .pipe_floor import measure_pipe_floor
 from .placement import placed, placements
-from .servers import proc_stat
+from .servers import cpu_ns, proc_stat
 from .tools import BIG_JS_BUILDER, PAGE_BYTES, BenchTools
 
 MiB = 1024 * 1024
@@ -90,19 +90,22 @@ def _sequential_calls_code(n: int) -> str:
     return f"for (let i = 0; i < {n}; i++) await nop({{i}});\nreturn 1"
 
 
-async def _service_cpu_per_call_us(runner: CellRunner, n: int, repeats: int) -> float:
-    """The service process's CPU per sequential no-op call: a cell of ``n`` calls minus a ``return 1``.
+async def _cpu_per_call_us(runner: CellRunner, n: int, repeats: int) -> tuple[float, float]:
+    """The service's and the workers' CPU per sequential no-op call: a cell of ``n`` calls minus a ``return 1``.
 
-    The worker runs in its own process, so this process's CPU time is the service's share alone."""
-    per_call = []
+    The worker runs in its own process, so this process's CPU time is the service's share alone; the
+    workers' is read from the kernel's account of each."""
+    pids = [w.pid for w in runner.svc.pool.workers()]
+    service, workers = [], []
     for _ in range(repeats):
-        c0 = time.process_time()
+        c0, w0 = time.process_time(), sum(map(cpu_ns, pids))
         await runner.run("return 1")
-        empty = time.process_time() - c0
-        c0 = time.process_time()
+        c1, w1 = time.process_time(), sum(map(cpu_ns, pids))
         await runner.run(_sequential_calls_code(n))
-        per_call.append((time.process_time() - c0 - empty) * 1e6 / n)
-    return statistics.median(per_call)
+        c2, w2 = time.process_time(), sum(map(cpu_ns, pids))
+        service.append(((c2 - c1) - (c1 - c0)) * 1e6 / n)
+        workers.append(((w2 - w1) - (w1 - w0)) / 1000 / n)
+    return statistics.median(service), statistics.median(workers)
 
 
 async def _workers_asleep(pids: list[int], timeout_s: float = 1.0) -> None:
@@ -135,11 +138,13 @@ async def nested_call_figures(runner: CellRunner, n: int, repeats: int) -> dict[
                 floors.append(await measure_pipe_floor(rounds=1, place=lambda pid, p=placement: p.pin_children([pid])))
                 rt, _ = await runner.run(_round_trip_code(n))
                 trips.append(rt)
+            service_cpu, worker_cpu = await _cpu_per_call_us(runner, n, repeats)
             figures[placement.name] = {
                 "pipe_floor": {key: statistics.median(f[key] for f in floors) for key in floors[0]},
                 # ms for n calls -> µs per call
                 "round_trip_us": {key: statistics.median(t[key] for t in trips) * 1000 / n for key in trips[0]},
-                "service_cpu_per_call_us": await _service_cpu_per_call_us(runner, n, repeats),
+                "service_cpu_per_call_us": service_cpu,
+                "worker_cpu_per_call_us": worker_cpu,
             }
     return figures
 

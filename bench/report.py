@@ -38,6 +38,8 @@ def _nested_rows(add: Any, head: str, placement: str, loop: str, n: int, nested:
     vs_floor(f"   tool call nop(), {n} sequential", rt["tool_seq"], TARGET_TOOL_FLOOR_RATIO)
     vs_floor(f"   tool call nop(), {n} in Promise.all", rt["tool_batch"])
     vs_floor("   service CPU per sequential tool call", nested["service_cpu_per_call_us"], TARGET_CPU_FLOOR_RATIO)
+    if "worker_cpu_per_call_us" in nested:  # results written before the figure was measured lack it
+        vs_floor("   worker CPU per sequential tool call", nested["worker_cpu_per_call_us"])
 
 
 def _verdict(ok: bool) -> str:

@@ -56,6 +56,14 @@ def proc_stat(pid: int) -> list[str]:
         return []
 
 
+def cpu_ns(pid: int) -> int:
+    """The process's time on a CPU in ns (``/proc/<pid>/schedstat``; ``stat``'s ticks are 10 ms coarse), 0 when gone."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    except OSError:
+        return 0
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = proc_stat(pid)
     return (int(fields[11]) + int(fields[12])) / CLK_TCK if fields else 0.0  # utime + stime
