@@ -91,7 +91,7 @@ def test_a_cell_whose_worker_floods_calls_and_reads_no_reply_ends_at_its_deadlin
     async def nop(call_id: str, params: dict[str, object], ctx: object) -> object:
         nonlocal calls
         calls += 1
-        return {"ok": True}
+        return {"pad": "x" * 1024}  # about 1 KiB a reply: the pipe and the transport fill within a few dozen
 
     tool = ToolSpec(name="nop", description="Counts its calls.", execute=nop, input_schema={"type": "object"})
     settings = Settings().replace(
@@ -144,7 +144,8 @@ def test_a_cell_whose_worker_floods_calls_and_reads_no_reply_ends_at_its_deadlin
     out = run(scenario())
     envelope = out["envelope"]
     assert envelope["status"] == "failed" and envelope["code"] == "timeout", envelope
-    # Replies filled the pipe, then the transport, and the leg waited: far fewer calls than were sent.
-    assert 100 < out["calls"] < 100_000, out
-    assert out["most_buffered"] <= out["high"] + 4096, out  # the high-water mark and one settle frame
+    # Replies filled the pipe, then the transport up to its high-water mark (and one settle frame over
+    # it, at most), and the leg waited: far fewer calls ran than the worker sent.
+    assert out["high"] <= out["most_buffered"] <= out["high"] + 2048, out
+    assert out["calls"] < 1000, out
     assert out["most_calls_in_a_turn"] <= 4, out
