@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 SPAWN_TIMEOUT_S = 20.0
 #: Messages up to this size (a settle frame and its payloads) go to the pipe in one write.
 JOIN_WRITES_BELOW = 256 * 1024
+#: What writing to (or draining) a worker's pipe raises once the worker no longer reads it.
+_PIPE_ERRORS = (ConnectionError, RuntimeError)  # BrokenPipeError is a ConnectionError
 
 
 class WorkerState(enum.Enum):
@@ -104,9 +106,8 @@ class Worker:
         if stdin.transport.get_write_buffer_size() or stdin.transport.is_closing():
             try:
                 await stdin.drain()
-            except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
-                self.dead = True
-                raise WorkerGone(f"worker process stopped reading ({exc})") from None
+            except _PIPE_ERRORS as exc:
+                raise self._stopped_reading(str(exc)) from None
 
     def write(self, message: HostFrame, attachments: list[bytes] | None = None) -> None:
         """Hand one message (a frame and its raw attachments) to the pipe without waiting: what the
@@ -115,8 +116,7 @@ class Worker:
         if self.dead or stdin is None:
             raise WorkerGone("worker process is gone")
         if stdin.transport.is_closing():
-            self.dead = True
-            raise WorkerGone("worker process stopped reading (its pipe is closed)")
+            raise self._stopped_reading("its pipe is closed")
         frames = [encode_frame(message, self.frame_cap)]
         frames.extend(encode_raw(data, self.frame_cap) for data in attachments or ())
         # One pipe write for the whole message, so the worker wakes once (framing a payload
@@ -126,9 +126,13 @@ class Worker:
         try:
             for frame in frames:
                 stdin.write(frame)
-        except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
-            self.dead = True
-            raise WorkerGone(f"worker process stopped reading ({exc})") from None
+        except _PIPE_ERRORS as exc:
+            raise self._stopped_reading(str(exc)) from None
+
+    def _stopped_reading(self, why: str) -> WorkerGone:
+        """Mark the process dead because its pipe refused what was written; the error to raise."""
+        self.dead = True
+        return WorkerGone(f"worker process stopped reading ({why})")
 
     def drop(self, rt: str) -> None:
         """Tell the worker to free a blocked runtime; queued without waiting (the pipe buffer takes it)."""
@@ -136,7 +140,7 @@ class Worker:
             return
         try:
             self.proc.stdin.write(encode_frame(drop_frame(rt), self.frame_cap))
-        except (ConnectionError, BrokenPipeError, RuntimeError):
+        except _PIPE_ERRORS:
             self.dead = True
 
     async def recv(self, early: Early | None = None) -> WorkerFrame:
