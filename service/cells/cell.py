@@ -294,7 +294,7 @@ class Cell:
         try:
             msg = await self.worker.recv(self._stopped)
         except WorkerGone as exc:
-            if self._aborted:
+            if self._aborted and not clock.overran:  # an overrun is the timeout it was first
                 return await self._end(Failed(self._aborted, "host", "aborted"), recycle=True)
             return await self._lost(exc.message, clock)
         if not _for_runtime(msg, self.id):
