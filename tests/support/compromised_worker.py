@@ -26,7 +26,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bridge.framing import encode_frame, encode_raw
+from bridge.framing import DEFAULT_FRAME_CAP, encode_frame
+from bridge.messages import idle_frame
+from guest_runtime.worker import Channel
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
@@ -140,33 +142,24 @@ def probes(plan: dict[str, Any]) -> dict[str, Callable[[], int]]:
     }
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read_frame(fd: int) -> Any:
-    def exactly(n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = os.read(fd, n - len(data))
-            if not chunk:
-                raise SystemExit(0)
-            data += chunk
-        return data
-
-    return json.loads(exactly(struct.unpack(">I", exactly(4))[0]))
-
-
 def flood_calls(fd_out: int, tool: str, frames: int, pace_s: float) -> int:
     """Take a cell, then flood the host with its tool calls while never reading a reply."""
-    cell = _read_frame(0)["cell_id"]
+    channel = Channel(0, fd_out, DEFAULT_FRAME_CAP)
+    first = channel.read()
+    if first is None or first["t"] != "run":
+        return 0
     try:
         for i in range(1, frames + 1):
-            idle = {"t": "idle", "rt": cell, "requests": [{"id": i, "method": "tool"}], "cancels": [], "output": []}
-            idle |= {"outstanding": i, "cpu_ms": 0.0, "heap_bytes": 0}
-            _write_all(fd_out, encode_frame(idle) + encode_raw(json.dumps([tool, {"i": i}]).encode()))
+            idle = idle_frame(
+                rt=first["cell_id"],
+                requests=[{"id": i, "method": "tool"}],
+                cancels=[],
+                output=[],
+                outstanding=i,
+                cpu_ms=0.0,
+                heap_bytes=0,
+            )
+            channel.write(idle, [json.dumps([tool, {"i": i}]).encode()])
             if pace_s:
                 time.sleep(pace_s)
     except BrokenPipeError:
