@@ -13,7 +13,8 @@ from service.http.app import http_app, mcp_body_cap
 from service.http.request_gate import api_key_of
 from service.mcp_server.facade import McpFacade
 from service.mcp_server.sdk_server import HttpEndpoint
-from service.settings import Settings, load_settings
+from service.settings import Settings
+from service.settings_load import load_settings
 
 
 def create_app(settings: Settings | None = None, services: Components | None = None) -> FastAPI:

@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from .settings import load_settings
+    from .settings_load import load_settings
 
     overrides: dict[str, object] = {}
     if args.command == "serve":

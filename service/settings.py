@@ -2,10 +2,9 @@
 
 Every setting is declared once, as a field of ``Settings``: its type, default, range, and where it
 lives in the TOML file (``setting("limits", ...)`` is ``[limits] <name> = ...`` and the environment
-variable ``CODEMODE_<NAME>``; ``section("mcp.servers", ...)`` is a whole TOML item).  ``load_settings``
-layers the sources: CLI flag > environment > TOML file > default.  Unknown keys, unknown ``CODEMODE_*``
-variables and bad values raise ``ConfigError`` naming the key (with a "did you mean" hint, or the
-allowed range), so a typo stops the service at start instead of being ignored.
+variable ``CODEMODE_<NAME>``; ``section("mcp.servers", ...)`` is a whole TOML item).
+``service.settings_load.load_settings`` layers the sources: CLI flag > environment > TOML file >
+default; a bad value is refused here (``validated``), naming the key and what it allows.
 
 This is the only module that imports pydantic-settings.
 """
@@ -13,12 +12,10 @@ This is the only module that imports pydantic-settings.
 from __future__ import annotations
 
 import difflib
-import os
 import re
 import socket
-import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -27,7 +24,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .cpus import usable_cpus
-from .errors import ConfigError, McpConfigError
+from .errors import ConfigError
 from .hosts import parse_allowed_host
 from .settings_mcp import McpServerConfig
 
@@ -234,6 +231,12 @@ class Settings(BaseSettings):
     worker_user: NonEmpty = setting(
         "workers", "nobody", doc="user (name or uid) workers switch to when the service runs as root"
     )
+    worker_isolation: Literal["tenant", "key", "session", "cell"] = setting(
+        "workers",
+        "key",
+        doc="who may share a worker process (service/principals.py): tenant; key (the tenant and the key's "
+        "tool policy); session (one key's cells of one session); cell (a fresh process per cell)",
+    )
     burst_slots: Int = setting(
         "workers",
         4,
@@ -298,7 +301,7 @@ class Settings(BaseSettings):
 
     def replace(self, **changes: object) -> Settings:
         """A copy with ``changes`` applied and validated like any other source (the object never changes)."""
-        return _validated({**dict(self), **changes}, lambda name: f"setting {name}")
+        return validated({**dict(self), **changes}, lambda name: f"setting {name}")
 
     # -- derived ----------------------------------------------------------------------------------
 
@@ -379,164 +382,13 @@ def _is_loopback(host: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
-# -- where each field lives ---------------------------------------------------------------------
+# -- validation ---------------------------------------------------------------------------------
 
 
-def _toml_path(name: str, info: FieldInfo) -> tuple[str, ...]:
-    extra = info.json_schema_extra
-    assert isinstance(extra, dict), name
-    if "table" in extra:
-        return (str(extra["table"]), name)
-    return tuple(str(extra["path"]).split("."))
-
-
-TOML_PATHS: dict[tuple[str, ...], str] = {_toml_path(n, i): n for n, i in Settings.model_fields.items()}
-# Scalars (declared with setting()) are also environment variables; structured sections are file only.
-ENV_NAMES: dict[str, str] = {
-    ENV_PREFIX + name.upper(): name
-    for name, info in Settings.model_fields.items()
-    if isinstance(info.json_schema_extra, dict) and "table" in info.json_schema_extra
-}
-
-
-def _dotted(path: tuple[str, ...]) -> str:
-    return ".".join(path)
-
-
-def _hint(wrong: str, choices: Mapping[str, str]) -> str:
+def close_hint(wrong: str, choices: Mapping[str, str]) -> str:
     """``"; did you mean X?"`` for the closest of ``choices`` (compared on its key, shown as its value)."""
     close = difflib.get_close_matches(wrong, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {choices[close[0]]}?" if close else ""
-
-
-# -- sources ------------------------------------------------------------------------------------
-
-
-class _Environment(PydanticBaseSettingsSource):
-    """``CODEMODE_<NAME>`` variables of the given environment; any other ``CODEMODE_*`` is a typo.
-
-    Every variable is a scalar setting (``setting()``), handed to validation as its text: pydantic
-    turns ``"8000"`` into an int and ``"true"`` into a bool, and a list is ``CommaList``'s "a,b"."""
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        super().__init__(Settings)
-        self.values: dict[str, str] = {}
-        for key, value in environ.items():
-            upper = key.upper()
-            if upper in ENV_NAMES:
-                self.values[ENV_NAMES[upper]] = value
-            elif upper.startswith(ENV_PREFIX) and upper not in (CONFIG_VARIABLE, API_KEY_VARIABLE):
-                suffix = upper[len(ENV_PREFIX) :]
-                hint = _hint(suffix, {n[len(ENV_PREFIX) :]: n for n in ENV_NAMES})
-                raise ConfigError(f"unknown environment variable {key}{hint}", need_param=key)
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[object, str, bool]:
-        return self.values.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, object]:
-        return dict(self.values)
-
-
-class _ConfigFile(PydanticBaseSettingsSource):
-    """The TOML file.  Its tables group flat settings (``[limits] timeout_ms`` is ``settings.timeout_ms``),
-    a shape the library's TOML source does not map, so this source reads each field at its TOML path."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(Settings)
-        self.values = _file_values(_read_toml(path))
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[object, str, bool]:
-        return self.values.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, object]:
-        return dict(self.values)
-
-
-def _read_toml(path: str) -> dict[str, object]:
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist", need_param="config") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}", need_param="config") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}", need_param="config") from None
-
-
-def _file_values(data: Mapping[str, object]) -> dict[str, object]:
-    """Field name -> raw value from the file's tables; a key no field lives at is refused with a hint."""
-    values: dict[str, object] = {}
-
-    def walk(table: Mapping[str, object], prefix: tuple[str, ...]) -> None:
-        for key, value in table.items():
-            path = prefix + (key,)
-            if path in TOML_PATHS:
-                values[TOML_PATHS[path]] = value
-            elif not any(p[: len(path)] == path for p in TOML_PATHS):
-                raise ConfigError(f"unknown config key {_dotted(path)}{_file_hint(path)}", need_param=_dotted(path))
-            elif not isinstance(value, dict):
-                raise ConfigError(
-                    f"config {_dotted(path)} must be a table ([{_dotted(path)}])", need_param=_dotted(path)
-                )
-            else:
-                walk(value, path)
-
-    walk(data, ())
-    if "tools" in values:
-        values["tools"] = _table("tools", values["tools"], [f.name for f in fields(ToolSettings)])
-    if "api_keys" in values:
-        keys = values["api_keys"]
-        if not isinstance(keys, list):
-            raise ConfigError("config api_keys must be an array of tables ([[api_keys]])", need_param="api_keys")
-        known = [f.name for f in fields(ApiKey)]
-        values["api_keys"] = [_table(f"api_keys[{i}]", entry, known) for i, entry in enumerate(keys)]
-    if "mcp_servers" in values:
-        values["mcp_servers"] = _mcp_servers(values["mcp_servers"])
-    return values
-
-
-def _file_hint(path: tuple[str, ...]) -> str:
-    """A known setting of that name in another table, else the closest key of this table, else any."""
-    *prefix, key = path
-    leaves = {p[-1]: _dotted(p) for p in TOML_PATHS}
-    if key in leaves:
-        return f"; did you mean {leaves[key]}?"
-    depth = len(prefix)
-    siblings = {p[depth]: _dotted(p[: depth + 1]) for p in TOML_PATHS if list(p[:depth]) == prefix and len(p) > depth}
-    return _hint(key, siblings) or _hint(key, leaves)
-
-
-def _table(where: str, value: object, known: list[str]) -> dict[str, Any]:
-    # Any: the entries are a TOML table's values, checked by the dataclass they are given to.
-    if not isinstance(value, dict):
-        raise ConfigError(f"config {where} must be a table", need_param=where)
-    for key in value:
-        if key not in known:
-            hint = _hint(key, {k: f"{where}.{k}" for k in known})
-            raise ConfigError(f"unknown config key {where}.{key}{hint}", need_param=f"{where}.{key}")
-    return value
-
-
-def _mcp_servers(servers: object) -> tuple[McpServerConfig, ...]:
-    if not isinstance(servers, dict):
-        raise ConfigError("config mcp.servers must hold [mcp.servers.<name>] tables", need_param="mcp.servers")
-    known = [f.name for f in fields(McpServerConfig) if f.name != "name"]
-    built = []
-    for name, entry in servers.items():
-        where = f"mcp.servers.{name}"
-        try:
-            built.append(McpServerConfig(name=name, **_table(where, entry, known)).validate())
-        except McpConfigError as exc:
-            raise ConfigError(f"config {where}: {exc.message}", need_param=where) from None
-        except ConfigError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the MCP config type raises its own error kinds
-            raise ConfigError(f"config {where}: {exc}", need_param=where) from None
-    return tuple(built)
-
-
-# -- validation ---------------------------------------------------------------------------------
 
 
 def _allowed(info: FieldInfo) -> str:
@@ -553,7 +405,7 @@ def _allowed(info: FieldInfo) -> str:
     return "a string" if info.annotation is str else str(info.annotation)
 
 
-def _validated(values: Mapping[str, object], where: Callable[[str], str]) -> Settings:
+def validated(values: Mapping[str, object], where: Callable[[str], str]) -> Settings:
     """``Settings(**values)``, a refusal naming the key (as ``where`` names it) and what is allowed."""
     try:
         return Settings.model_validate(values)  # the values alone: a Settings reads no source itself
@@ -563,7 +415,7 @@ def _validated(values: Mapping[str, object], where: Callable[[str], str]) -> Set
         info = Settings.model_fields.get(name)
         if info is None:
             raise ConfigError(
-                f"unknown setting {name}{_hint(name, {n: n for n in Settings.model_fields})}", need_param=name
+                f"unknown setting {name}{close_hint(name, {n: n for n in Settings.model_fields})}", need_param=name
             ) from None
         if len(error["loc"]) == 1:
             raise ConfigError(
@@ -572,29 +424,3 @@ def _validated(values: Mapping[str, object], where: Callable[[str], str]) -> Set
         # Inside a table: name the entry, not its input (it may hold a key or a header secret).
         inner = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"][1:])
         raise ConfigError(f"{where(name)}{inner}: {error['msg']}", need_param=name) from None
-
-
-def load_settings(
-    *,
-    environ: Mapping[str, str] | None = None,
-    config_path: str | None = None,
-    overrides: Mapping[str, object] | None = None,
-) -> Settings:
-    """Build the settings: defaults < config file < environment < ``overrides`` (CLI flags; None = unset)."""
-    env = os.environ if environ is None else environ
-    path = config_path or env.get(CONFIG_VARIABLE)
-    paths = {name: _dotted(p) for p, name in TOML_PATHS.items()}
-    layers: list[tuple[dict[str, object], Callable[[str], str]]] = [
-        (_ConfigFile(path)() if path else {}, lambda name: f"config {paths[name]}"),
-        (_Environment(env)(), lambda name: f"environment variable {ENV_PREFIX}{name.upper()}"),
-        (
-            {k: v for k, v in (overrides or {}).items() if v is not None},
-            lambda name: f"flag --{name.replace('_', '-')}",
-        ),
-    ]
-    merged: dict[str, object] = {}
-    for values, where in layers:
-        # Each source is validated alone, so a bad value is refused even where a higher source overrides it.
-        _validated(values, where)
-        merged.update(values)
-    return _validated(merged, lambda name: f"setting {name}").check()

@@ -1,8 +1,9 @@
 """One worker process as the service sees it: frames over its pipes, the cells it holds, its death.
 
-``start_worker`` starts ``python -m guest_runtime.worker`` with a minimal environment and waits for
-its ``ready`` frame, which comes once the worker has confined itself and says which sandbox layers
-are in force; the pool (``pool.py``) decides which cell runs where.  A worker's stderr is a pipe of
+``start_worker`` starts ``python -I -m guest_runtime.worker`` as every confined process is started
+(``service.process_launch``: its own pipes, an allow-listed environment, ``/`` as its working
+directory, only installed code importable) and waits for its ``ready`` frame, which comes once the
+worker has confined itself and says which sandbox layers are in force; the pool (``pool.py``) decides which cell runs where.  A worker's stderr is a pipe of
 its own that the service reads (``StderrRelay``), never the service's log file.
 """
 
@@ -21,6 +22,7 @@ from bridge import jsoncodec
 from bridge.framing import encode_frame, encode_raw
 from bridge.messages import TEST_PAYLOAD_VARIABLE, HostFrame, SandboxReport, WorkerFrame, WorkerOptions, drop_frame
 from service.errors import WorkerGone
+from service.process_launch import WORKING_DIRECTORY, confined_command, confined_environment
 
 from .cpu_priority import worker_niceness
 from .stderr_relay import StderrRelay
@@ -209,14 +211,12 @@ async def _spawn(
     stdout_read, stdout_write = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "guest_runtime.worker",
-            jsoncodec.dumps_text(options),
+            *confined_command("guest_runtime.worker", jsoncodec.dumps_text(options)),
             stdin=asyncio.subprocess.PIPE,
             stdout=stdout_write,
             stderr=stderr_write,
             env=env,
+            cwd=WORKING_DIRECTORY,
         )
     except BaseException:
         os.close(stderr_read)
@@ -241,10 +241,8 @@ async def start_worker(
 
     ``test_payload`` is for the tests alone (the confinement tests' stand-in for an attacker's code).
     """
-    # Workers get a minimal environment: nothing of the service's secrets reaches a guest process.
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "HOME", "TZ")}
-    if test_payload is not None:
-        env[TEST_PAYLOAD_VARIABLE] = test_payload
+    # Nothing of the service's environment (its secrets, its PYTHONPATH) reaches a guest process.
+    env = confined_environment(None if test_payload is None else {TEST_PAYLOAD_VARIABLE: test_payload})
     proc, output, stderr_read = await _spawn(options, env, frame_cap)
     if nice > 0:
         # Set here, before the child's start-up work (imports, prelude compile), not by the child

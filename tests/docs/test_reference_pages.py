@@ -30,7 +30,8 @@ def test_generated_part_is_current(page: str) -> None:
 
 def test_settings_table_lists_every_setting() -> None:
     """Each field of Settings has its row, with its environment variable when it has one."""
-    from service.settings import ENV_NAMES, TOML_PATHS, Settings
+    from service.settings import Settings
+    from service.settings_load import ENV_NAMES, TOML_PATHS
 
     rows = [line.split(" | ")[0].removeprefix("| ") for line in GENERATOR.settings_table().splitlines()[2:]]
     named = {part.strip("`") for row in rows for part in row.split("<br>")}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from service.settings import load_settings
+from service.settings_load import load_settings
 from tests.docs.pages import DOCS
 
 SETTINGS_PAGE = DOCS / "reference" / "settings.md"

@@ -7,7 +7,8 @@ import pytest
 
 from service.demo import DEMO_PLUGIN, DEMO_SERVER, demo_settings
 from service.errors import ConfigError
-from service.settings import Settings, ToolSettings, load_settings
+from service.settings import Settings, ToolSettings
+from service.settings_load import load_settings
 from service.settings_mcp import McpServerConfig
 from tests.support.demo_server import demo_serve
 

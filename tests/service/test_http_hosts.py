@@ -14,7 +14,7 @@ import pytest
 
 from service.errors import ConfigError
 from service.hosts import MAX_AUTHORITY_CHARS, Authority, HostCheck, parse_authority, parse_origin
-from service.settings import load_settings
+from service.settings_load import load_settings
 from tests.conftest import make_client
 from tests.support.live_server import free_port, live_process
 

@@ -8,7 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from service.errors import ConfigError
-from service.settings import Settings, load_settings
+from service.settings import Settings
+from service.settings_load import load_settings
 
 
 def _toml(tmp_path: Path, text: str) -> str:

@@ -112,7 +112,7 @@ def test_an_mcp_clock_over_the_cap_stops_the_service_at_start():
 
 def test_tool_timeouts_ms_is_read_from_the_config_file(tmp_path):
     """`tool_timeouts_ms` in `[mcp.servers.<name>]` is a table of tool name -> ms; other tools use timeout_ms."""
-    from service.settings import load_settings
+    from service.settings_load import load_settings
 
     path = tmp_path / "codemode.toml"
     path.write_text(

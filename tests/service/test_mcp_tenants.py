@@ -18,7 +18,8 @@ from fastapi.testclient import TestClient
 
 from service.assembly import build_components
 from service.errors import ConfigError
-from service.settings import ApiKey, Settings, ToolSettings, load_settings
+from service.settings import ApiKey, Settings, ToolSettings
+from service.settings_load import load_settings
 from service.settings_mcp import McpServerConfig
 from tests.conftest import make_client, value_of
 from tests.mcp.conftest import SERVER_SCRIPT

@@ -26,7 +26,7 @@ import pytest
 
 from bridge.messages import TEST_PAYLOAD_VARIABLE, SandboxOptions, run_frame
 from service.errors import ConfigError, WorkerGone
-from service.settings import load_settings
+from service.settings_load import load_settings
 from service.workers.stderr_relay import MAX_BYTES, MAX_LINE_BYTES
 from service.workers.worker_process import start_worker
 from tests.conftest import make_client

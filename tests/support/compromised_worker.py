@@ -22,6 +22,7 @@ import json
 import os
 import socket
 import struct
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,14 @@ from typing import Any
 from bridge.framing import DEFAULT_FRAME_CAP, encode_frame
 from bridge.messages import idle_frame
 from guest_runtime.worker import Channel
+
+#: How the process was started, read as this module loads (before confinement, which forbids getcwd).
+LAUNCH = {
+    "cwd": os.getcwd(),
+    "environ": sorted(os.environ),
+    "isolated": sys.flags.isolated,
+    "path": list(sys.path),
+}
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
@@ -121,10 +130,11 @@ def _flood_stderr() -> int:
     return 0
 
 
-def probes(plan: dict[str, Any]) -> dict[str, Callable[[], int]]:
+def probes(plan: dict[str, Any]) -> dict[str, Callable[[], object]]:
     paths, service = plan.get("paths", {}), plan.get("service_pid", 1)
     return {
         "own_pid": lambda: 0 if libc.getpid() == os.getpid() else -1,  # the control: allowed calls work
+        "launch": lambda: LAUNCH,  # not a call: how the service started this process
         "read_etc_passwd": lambda: _read("/etc/passwd"),
         "read_store_file": lambda: _read(paths["store"]),
         "create_file": lambda: _create(paths["new_file"]),
