@@ -6,9 +6,9 @@ guest at a time.  Each exchange with a runtime is strict ping-pong, which keeps 
     worker -> host    ready    (once, after start-up)
     host  -> worker   run      (code, limits, guest config, leg budget)
     worker -> host    idle     (new guest requests, cancelled timers, new output) ... guest is blocked
-                      + one raw frame per request: its JSON arguments
+                      + one raw frame per request (its JSON arguments), then the output's raw frames
     host  -> worker   settle   (replies, leg budget)                                  ... guest resumes
-    worker -> host    idle | done
+    worker -> host    idle | done (+ the output's raw frames, then the value's or the error's text)
     host  -> worker   drop     (the host ended a blocked cell: free its runtime; no answer)
 
 Between an ``idle`` and the next ``settle`` of one runtime, other runtimes of the worker may run.
@@ -16,6 +16,12 @@ Cancelling a running cell kills its worker only when no other cell's runtime liv
 stuck in native code could not obey anything else.
 Reply payloads travel as raw frames of JSON text after their ``settle`` frame, so the worker hands
 them to the guest's ``JSON.parse`` without decoding them.
+
+Guest data never travels inside a worker's frame either: a request's arguments, each output entry,
+the final value and an error's text follow the frame as raw frames, which the host counts and keeps
+encoded.  So a worker's own frames (*control frames*) are small: at most ``CONTROL_FRAME_BYTES`` bytes
+holding at most ``CONTROL_FRAME_VALUES`` JSON values, both checked on the bytes before the host
+decodes one (``bridge.received``), since the worker may be owned by an attacker.
 
 Frames are plain dicts on the wire and in memory (TypedDicts cost nothing per frame); both sides
 build them only through the functions below and read them by the keys typed here, so a field name
@@ -28,6 +34,14 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 #: Failure phases, as in the cell envelope.
 Phase = Literal["input", "guest", "bridge", "host"]
+
+
+#: Bytes of one control frame a worker may write.  The largest honest one is an idle frame of a full
+#: burst: 1,024 requests (``maxQueuedRequests``) and up to 4,096 cancelled timers (``max_pending_requests``'
+#: cap), about 70 KiB; its guest data travels in raw frames.
+CONTROL_FRAME_BYTES = 256 * 1024
+#: JSON values in one control frame: that burst is about 3 per request and 1 per cancel, 7,200 in all.
+CONTROL_FRAME_VALUES = 16 * 1024
 
 
 # ---- host -> worker ----------------------------------------------------------------------------
@@ -156,8 +170,22 @@ class GuestRequest(TypedDict):
     args: NotRequired[bytes]
 
 
+class OutputShipment(TypedDict):
+    """The output entries that follow a frame as raw frames (``bridge.output.OutputCapture.ship``).
+
+    ``entries`` raw frames each hold one whole entry's compact JSON; then, with ``cut``, one raw frame
+    holds a prefix of the next entry, whose whole JSON is ``cut`` bytes; ``counted`` is
+    ``[bytes, entries]`` of output past the capture allowance, of which only the size travels.
+    """
+
+    entries: int
+    cut: NotRequired[int]
+    counted: NotRequired[list[int]]
+
+
 class IdleFrame(TypedDict):
-    """The guest is blocked on host work; one raw frame per request follows (its JSON arguments).
+    """The guest is blocked on host work; one raw frame per request follows (its JSON arguments),
+    then the output's raw frames (``output``).
 
     Arguments travel as raw frames so that neither side decodes them on the way: the host keeps
     them as bytes, counts and charges them, and parses them only for a handler that needs objects.
@@ -167,10 +195,12 @@ class IdleFrame(TypedDict):
     rt: str
     requests: list[GuestRequest]
     cancels: list[int]  # request ids the guest no longer awaits (cleared timers)
-    output: list[dict[str, Any]]  # output source items (bridge.output.OutputCapture)
+    output: OutputShipment
     outstanding: int
     cpu_ms: float
     heap_bytes: int
+    # Set by the host's reader from the raw frames (``bridge.received``), never sent:
+    shipped: NotRequired[list[dict[str, Any]]]  # the output source items (``bridge.output``)
 
 
 class GuestFailure(TypedDict):
@@ -179,19 +209,33 @@ class GuestFailure(TypedDict):
     code: str
 
 
+class FailureHead(TypedDict):
+    """A failure as a done frame carries it: its text follows as the last raw frame."""
+
+    phase: Phase
+    code: str
+
+
 class DoneFrame(TypedDict):
-    """The cell ended in the worker: ``value`` when ok, else ``error``."""
+    """The cell ended in the worker: ``value`` when ok, else ``error``.
+
+    The output's raw frames follow it, then one raw frame: the value's JSON (a prefix of it when
+    shorter than ``value`` bytes), or the error's text.
+    """
 
     t: Literal["done"]
     rt: str
     ok: bool
-    value: NotRequired[dict[str, Any]]  # value source (bridge.output.capture_value)
-    error: NotRequired[GuestFailure]
-    output: list[dict[str, Any]]
+    value: NotRequired[int]  # ok: bytes of the value's whole JSON
+    error: NotRequired[FailureHead]
+    output: OutputShipment
     cancels: list[int]  # timers dropped because nobody awaited them
     cpu_ms: float
     heap_bytes: int
     recycle: bool  # the worker must take no new cell (limit hit, engine fault); it ends when its table is empty
+    # Set by the host's reader from the raw frames (``bridge.received``), never sent:
+    shipped: NotRequired[list[dict[str, Any]]]  # the output source items (``bridge.output``)
+    text: NotRequired[str]  # the value's JSON (or its prefix) or the error's text
 
 
 HostFrame = RunFrame | SettleFrame | DropFrame
@@ -244,7 +288,7 @@ def idle_frame(
     rt: str,
     requests: list[GuestRequest],
     cancels: list[int],
-    output: list[dict[str, Any]],
+    output: OutputShipment,
     outstanding: int,
     cpu_ms: float,
     heap_bytes: int,
@@ -264,15 +308,15 @@ def idle_frame(
 def done_frame(
     *,
     rt: str,
-    value: dict[str, Any] | None = None,
-    error: GuestFailure | None = None,
-    output: list[dict[str, Any]],
+    value: int | None = None,
+    error: FailureHead | None = None,
+    output: OutputShipment,
     cancels: list[int],
     cpu_ms: float,
     heap_bytes: int,
     recycle: bool,
 ) -> DoneFrame:
-    """A completed cell when ``error`` is None (then ``value`` is its value source), else a failed one."""
+    """A completed cell when ``error`` is None (then ``value`` is its JSON's size), else a failed one."""
     frame: DoneFrame = {
         "t": "done",
         "rt": rt,
@@ -284,7 +328,7 @@ def done_frame(
         "recycle": recycle,
     }
     if error is None:
-        assert value is not None, "a completed cell's done frame carries its value source"
+        assert value is not None, "a completed cell's done frame carries its value's size"
         frame["value"] = value
     else:
         frame["error"] = error
@@ -293,3 +337,7 @@ def done_frame(
 
 def guest_failure(text: str, phase: Phase, code: str) -> GuestFailure:
     return {"text": text, "phase": phase, "code": code}
+
+
+def failure_head(failure: GuestFailure) -> FailureHead:
+    return {"phase": failure["phase"], "code": failure["code"]}

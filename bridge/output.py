@@ -45,6 +45,7 @@ from typing import Any
 
 from bridge.errors import InvalidSource, OutputLimitExceeded, OutputStateClosed
 from bridge.jsoncodec import as_host_writes
+from bridge.messages import OutputShipment
 from bridge.refs import shrink_descriptor
 from bridge.truncation import (
     TRUNCATION_GUIDANCE,
@@ -114,6 +115,41 @@ class OutputCapture:
             self._counted_bytes = self._counted_entries = 0
         return items
 
+    def ship(self) -> tuple[OutputShipment, list[bytes]]:
+        """The items recorded since the last drain, as a frame's shipment and the raw frames that follow."""
+        return shipment_of(self.drain())
+
+
+def shipment_of(items: list[dict[str, Any]]) -> tuple[OutputShipment, list[bytes]]:
+    """Source items (whole entries, then at most one cut entry, then a count) as a shipment and its raw
+    frames: each entry's text travels as it is, never inside a frame the host must decode."""
+    shipment: OutputShipment = {"entries": 0}
+    texts: list[bytes] = []
+    for item in items:
+        if "json" in item:
+            assert "cut" not in shipment and "counted" not in shipment, "whole entries come first"
+            shipment["entries"] += 1
+            texts.append(item["json"].encode("utf-8", "replace"))
+        elif "prefix" in item:
+            assert "counted" not in shipment, "a cut entry comes before the count"
+            shipment["cut"] = item["bytes"]
+            texts.append(item["prefix"].encode("utf-8", "replace"))
+        else:
+            shipment["counted"] = [item["bytes"], item["entries"]]
+    return shipment, texts
+
+
+def received_output(shipment: OutputShipment, texts: list[str]) -> list[dict[str, Any]]:
+    """The source items a shipment and its raw frames' texts stand for (the inverse of ``shipment_of``)."""
+    entries = shipment["entries"]
+    items: list[dict[str, Any]] = [{"json": text} for text in texts[:entries]]
+    if "cut" in shipment:
+        items.append({"prefix": texts[entries], "bytes": shipment["cut"]})
+    if "counted" in shipment:
+        size, count = shipment["counted"]
+        items.append({"bytes": size, "entries": count})
+    return items
+
 
 def capture_value(json_text: str, limit_bytes: int) -> dict[str, Any]:
     """Return the value source: the whole JSON text, or a safe prefix and the true size."""
@@ -122,6 +158,20 @@ def capture_value(json_text: str, limit_bytes: int) -> dict[str, Any]:
     if size <= limit_bytes:
         return {"json": json_text}
     return {"prefix": json_text_prefix(json_text, limit_bytes), "bytes": size}
+
+
+def shipped_value(source: dict[str, Any]) -> tuple[int, bytes]:
+    """A value source as a done frame ships it: the whole JSON's size, and the raw frame (the JSON, or a
+    prefix of it when shorter than that size)."""
+    if "json" in source:
+        data = source["json"].encode("utf-8", "replace")
+        return len(data), data
+    return source["bytes"], source["prefix"].encode("utf-8", "replace")
+
+
+def received_value(size: int, text: str) -> dict[str, Any]:
+    """The value source a done frame's size and raw frame's text stand for (the inverse of ``shipped_value``)."""
+    return {"json": text} if utf8_size(text) == size else {"prefix": text, "bytes": size}
 
 
 # ---------------------------------------------------------------- host side

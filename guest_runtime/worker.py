@@ -33,11 +33,12 @@ from bridge.messages import (
     WorkerFrame,
     WorkerOptions,
     done_frame,
+    failure_head,
     guest_failure,
     idle_frame,
     ready_frame,
 )
-from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value
+from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value, shipped_value
 
 from .cell_stacks import map_stack
 from .confinement import confine
@@ -263,20 +264,22 @@ class CellRun:
     def write_idle(self, snap: dict[str, Any]) -> None:
         engine = self.engine
         requests = snap["requests"]
-        # Each request's arguments stay the text the guest wrote: one raw frame each, after the idle frame.
+        # Each request's arguments stay the text the guest wrote: one raw frame each, after the idle
+        # frame, then the output's raw frames.
         args = [engine.request_args(i).encode("utf-8", "replace") for i in range(len(requests))]
+        output, texts = self.capture.ship()
         self.heap = engine.heap_bytes()
         self.channel.write(
             idle_frame(
                 rt=self.rt,
                 requests=requests,
                 cancels=snap["cancels"],
-                output=self.capture.drain(),
+                output=output,
                 outstanding=snap["outstanding"],
                 cpu_ms=self._spent_ms(time.process_time()),
                 heap_bytes=self.heap,
             ),
-            args,
+            args + texts,
         )
 
     def finish(self, done: dict[str, Any], cancels: list[int]) -> bool:
@@ -339,17 +342,25 @@ class CellRun:
         now = time.process_time()  # one reading (a system call) for the cell's figure and the worker's wear
         # Retire the worker well before its RLIMIT_CPU could kill it in the middle of a later cell.
         worn_out = now > CPU_RECYCLE_FRACTION * self.cpu_limit_s
+        output, texts = self.capture.ship()
+        # The value's JSON or the error's text follows the output as the last raw frame.
+        if error is None:
+            assert value is not None
+            size, last = shipped_value(value)
+        else:
+            size, last = None, error["text"].encode("utf-8", "replace")
         self.channel.write(
             done_frame(
                 rt=self.rt,
-                value=value,
-                error=error,
-                output=self.capture.drain(),
+                value=size,
+                error=None if error is None else failure_head(error),
+                output=output,
                 cancels=cancels,
                 cpu_ms=self._spent_ms(now),
                 heap_bytes=heap,
                 recycle=recycle or worn_out,
-            )
+            ),
+            [*texts, last],
         )
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from bridge.inbox import HeldAccount
 from bridge.messages import DoneFrame, GuestConfig, WorkerFrame, run_frame, settle_frame
-from bridge.output import OutputState
+from bridge.output import OutputState, received_value
 from service.errors import WorkerGone
 from service.workers.pool import WorkerPool
 from service.workers.worker_process import Worker
@@ -327,7 +327,7 @@ class Cell:
         self._delivered_bytes = 0
         if msg["t"] != "idle":
             return False
-        self.output.extend(msg["output"])
+        self.output.extend(msg["shipped"])
         self.telemetry.guest_cpu_ms = msg["cpu_ms"]
         self.telemetry.heap_bytes = msg["heap_bytes"]
         for request_id in msg["cancels"]:
@@ -394,15 +394,15 @@ class Cell:
 
     async def _on_done(self, msg: DoneFrame) -> Envelope:
         self._runtime_gone = True  # the worker forgot it when it sent this frame
-        self.output.extend(msg["output"])
+        self.output.extend(msg["shipped"])
         self.telemetry.guest_cpu_ms = msg["cpu_ms"]
         self.telemetry.heap_bytes = msg["heap_bytes"]
         for request_id in msg["cancels"]:
             self.requests.drop(request_id)
         if msg["ok"]:
-            return await self._end(Completed(msg["value"]), recycle=msg["recycle"])
+            return await self._end(Completed(received_value(msg["value"], msg["text"])), recycle=msg["recycle"])
         err = msg["error"]
-        return await self._end(Failed(err["text"], err["phase"], err["code"]), recycle=msg["recycle"])
+        return await self._end(Failed(msg["text"], err["phase"], err["code"]), recycle=msg["recycle"])
 
     async def _end(self, outcome: Outcome, *, recycle: bool) -> Envelope:
         """End the cell: free what it holds, then seal its final envelope (``ending.py``)."""

@@ -16,13 +16,16 @@ at all. An honest worker writes its next message only after it read that answer,
 read is all it can use; messages that pile up (a worker writing on its own) reach the reader one per
 turn of the loop, and are never answered in place: such a worker holds the loop no longer than before.
 
-A frame over the cap, or one that is not a message this protocol knows, makes the stream unusable:
-reading stops and the reader is told why (``WorkerGone``). A worker answers only what it was sent,
-so messages nobody has taken yet are few; past ``QUEUED_HIGH_BYTES`` of them (a broken or
-compromised worker writing on its own) reading pauses until the reader catches up.  One message is
-bounded too: an ``idle`` frame's argument frames may hold ``OPEN_ARGS_CAPS`` frame caps in all, more
-than a guest can send in one burst, so a worker announcing many requests cannot make the service
-buffer without end while the message is still open.
+The worker may be owned by an attacker, so what it writes is data whose cost is bounded before it is
+paid (``bridge.received``): a control frame is counted on its bytes before it is decoded and checked
+for shape after; guest data (arguments, output, the value, an error's text) comes in raw frames that
+are kept encoded.  A frame over a cap, or one out of shape, makes the stream unusable: reading stops
+and the reader is told why (``WorkerGone``); the worker is killed, and only its own cells fail.  A
+worker answers only what it was sent, so messages nobody has taken yet are few; past
+``QUEUED_HIGH_BYTES`` of them (a broken or compromised worker writing on its own) reading pauses until
+the reader catches up.  One message is bounded too: its raw frames may hold ``OPEN_CAPS`` frame caps
+in all, more than an honest worker sends with one frame, so a worker announcing many raw frames
+cannot make the service buffer without end while the message is still open.
 """
 
 from __future__ import annotations
@@ -34,19 +37,21 @@ from collections import deque
 from collections.abc import Callable
 from typing import cast
 
-from bridge.errors import BridgeError, FrameDecodeError, FrameTooLarge, ProtocolError
-from bridge.framing import HEADER, HEADER_SIZE, decode_body
-from bridge.messages import IdleFrame, WorkerFrame
+from bridge.errors import BridgeError, FrameTooLarge, ProtocolError
+from bridge.framing import HEADER, HEADER_SIZE
+from bridge.messages import WorkerFrame
+from bridge.received import completed, control_frame, raw_frames_after
 from service.errors import WorkerGone
 
 #: The reader's early step: ``early(message, may_answer)`` -> whether it answered the message itself.
 Early = Callable[["WorkerFrame", bool], bool]
 #: Bytes of queued, untaken messages past which reading pauses (it resumes below half of them).
 QUEUED_HIGH_BYTES = 2 * 1024 * 1024
-#: Frame caps the argument frames of one idle frame may hold in all.  A guest's burst carries at most
+#: Frame caps the raw frames of one message may hold in all.  A guest's burst carries at most
 #: ``max(inbox, max_request_bytes) + max_request_bytes`` UTF-16 units of arguments (the prelude refuses
-#: the rest); each term is under one frame cap, and a unit is at most 3 bytes of UTF-8: 6 caps.
-OPEN_ARGS_CAPS = 6
+#: the rest); each term is under one frame cap, and a unit is at most 3 bytes of UTF-8: 6 caps.  Its
+#: output (``max_output_bytes`` and the capture's slack) and its value or error take one cap each.
+OPEN_CAPS = 8
 
 
 class WorkerOutput(asyncio.Protocol):
@@ -59,8 +64,9 @@ class WorkerOutput(asyncio.Protocol):
         self.failure: str | None = None  # why the stream is unusable
         self._transport: asyncio.ReadTransport | None = None
         self._buffer = bytearray()  # bytes not parsed yet: at most one frame and the next header
-        self._open: IdleFrame | None = None  # an idle frame still waiting for its argument frames
-        self._args_next = 0  # which of its requests the next raw frame holds the arguments of
+        self._open: WorkerFrame | None = None  # a frame still waiting for its raw frames
+        self._raws: list[bytes] = []  # the raw frames it got so far
+        self._raws_wanted = 0
         self._open_bytes = 0
         self._open_cap = 0  # bytes the open message may reach
         self._queued: deque[tuple[WorkerFrame, int]] = deque()  # untaken messages and their bytes
@@ -169,33 +175,27 @@ class WorkerOutput(asyncio.Protocol):
 
     def _frame(self, body: bytes) -> None:
         opened = self._open
-        if opened is not None:  # the raw argument frame of the open idle frame's next request
-            opened["requests"][self._args_next]["args"] = body
-            self._args_next += 1
+        if opened is not None:  # the open frame's next raw frame: kept as it is
+            self._raws.append(body)
             self._open_bytes += HEADER_SIZE + len(body)
             if self._open_bytes > self._open_cap:
                 raise ProtocolError(
-                    f"an idle frame and its argument frames reached {self._open_bytes} bytes, over the "
-                    f"{self._open_cap} bytes one burst of guest requests can make"
+                    f"a frame and its raw frames reached {self._open_bytes} bytes, over the "
+                    f"{self._open_cap} bytes an honest worker sends with one frame"
                 )
-            if self._args_next == len(opened["requests"]):
-                self._open = None
-                self._arrived(opened, self._open_bytes)
+            if len(self._raws) == self._raws_wanted:
+                raws, self._open, self._raws = self._raws, None, []
+                self._arrived(completed(opened, raws), self._open_bytes)
             return
-        frame = decode_body(body)
-        if not isinstance(frame, dict) or not isinstance(frame["t"], str):
-            raise FrameDecodeError("a frame is not an object with a type")
-        if frame["t"] == "idle":
-            requests = frame["requests"]
-            if not isinstance(requests, list) or not all(isinstance(r, dict) for r in requests):
-                raise FrameDecodeError("an idle frame's requests are not a list of objects")
-            if requests:
-                self._open, self._args_next = cast("IdleFrame", frame), 0
-                self._open_bytes = HEADER_SIZE + len(body)
-                # The idle frame itself, its arguments, and a header per argument frame.
-                self._open_cap = self._open_bytes + OPEN_ARGS_CAPS * self.frame_cap + HEADER_SIZE * len(requests)
-                return
-        self._arrived(cast("WorkerFrame", frame), HEADER_SIZE + len(body))
+        frame = control_frame(body)  # counted, decoded and checked for shape
+        wanted = raw_frames_after(frame)
+        if not wanted:
+            self._arrived(completed(frame, []), HEADER_SIZE + len(body))
+            return
+        self._open, self._raws_wanted = frame, wanted
+        self._open_bytes = HEADER_SIZE + len(body)
+        # The frame itself, its raw frames, and a header per raw frame.
+        self._open_cap = self._open_bytes + OPEN_CAPS * self.frame_cap + HEADER_SIZE * wanted
 
     def _arrived(self, message: WorkerFrame, size: int) -> None:
         waiter = self._waiter
@@ -225,7 +225,7 @@ class WorkerOutput(asyncio.Protocol):
     def _fail(self, reason: str) -> None:
         self.failure = reason
         self._buffer.clear()
-        self._open = None
+        self._open, self._raws = None, []
         self.close()
         self._wake(WorkerGone(reason))
 

@@ -20,7 +20,17 @@ from hypothesis import strategies as st
 from bridge import jsoncodec
 from bridge.errors import FrameDecodeError, FrameTooLarge
 from bridge.framing import HEADER_SIZE, decode_body, encode_frame, frame_length
-from bridge.output import FinalError, FinalValue, OutputCapture, OutputState, capture_value
+from bridge.output import (
+    FinalError,
+    FinalValue,
+    OutputCapture,
+    OutputState,
+    capture_value,
+    received_output,
+    received_value,
+    shipment_of,
+    shipped_value,
+)
 from bridge.refs import DESCRIPTOR_MAX_BYTES, PREVIEW_FULL_MAX_BYTES, describe_reference, shrink_descriptor
 from bridge.truncation import (
     ERROR_TRUNCATED_SUFFIX,
@@ -333,3 +343,27 @@ def test_frame_length_is_within_the_cap_or_refused(header: bytes, cap: int) -> N
         assert exc.size > cap
         return
     assert size <= cap and size == int.from_bytes(header, "big")
+
+
+@PROPERTY
+@given(st.integers(1024, 6000), st.lists(st.lists(_entries, max_size=8), min_size=1, max_size=5))
+def test_output_crosses_as_raw_frames_unchanged(max_bytes: int, legs: list[list[str]]) -> None:
+    """What the worker captures, shipped as a frame's shipment and raw frames of text, is what the host
+    reads back: the same source items, whole entries, a cut one and a count alike."""
+    capture = OutputCapture(max_bytes)
+    for leg in legs:
+        for entry in leg:
+            capture.add(entry)
+        items = capture.drain()
+        shipment, raws = shipment_of(items)
+        assert received_output(shipment, [raw.decode("utf-8") for raw in raws]) == items
+        assert len(raws) == shipment["entries"] + ("cut" in shipment)
+
+
+@PROPERTY
+@given(_finals.filter(lambda f: isinstance(f, FinalValue)), st.integers(0, 4000))
+def test_a_value_crosses_as_its_size_and_a_raw_frame_unchanged(final: Any, limit: int) -> None:
+    """A whole value and a cut one (its prefix and true size) read back as the worker captured them."""
+    source = capture_value(final.source["json"], limit)
+    size, raw = shipped_value(source)
+    assert received_value(size, raw.decode("utf-8")) == source

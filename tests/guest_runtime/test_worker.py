@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from bridge.framing import HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
+from bridge.framing import HEADER_SIZE, encode_frame, encode_raw, frame_length
 from bridge.messages import (
     DoneFrame,
-    GuestFailure,
+    FailureHead,
     GuestRequest,
     HostFrame,
     IdleFrame,
@@ -24,6 +24,7 @@ from bridge.messages import (
     run_frame,
     settle_frame,
 )
+from bridge.received import completed, control_frame, raw_frames_after
 from service.workers.sandbox import sandbox_options
 from tests.support.polling import poll_until
 
@@ -49,11 +50,13 @@ class WorkerProcess:
         self.proc.stdin.flush()
 
     def recv(self) -> dict[str, Any]:
-        """The next frame; an idle frame's requests get the raw argument frames that follow it, as bytes."""
-        frame: dict[str, Any] = decode_body(self._body())
+        """The next frame with its raw frames in place, as the host reads it (``bridge.received``); an
+        idle frame's raw argument frames are also kept, as bytes, in ``raw_args``."""
+        frame: Any = control_frame(self._body())
+        frame = completed(frame, [self._body() for _ in range(raw_frames_after(frame))])
         if frame["t"] == "idle":
-            self.raw_args = [self._body() for _ in frame["requests"]]
-        return frame
+            self.raw_args = [r["args"] for r in frame["requests"]]
+        return frame  # type: ignore[no-any-return]
 
     def _body(self) -> bytes:
         assert self.proc.stdout is not None
@@ -117,29 +120,31 @@ def test_cell_failures_keep_the_worker_process(worker, name):
     code, error = CASES[name]
     done = worker.run(code)
     assert done["ok"] is False and done["recycle"] is False
-    assert done["error"]["text"].startswith(error), done["error"]
+    assert done["text"].startswith(error), done
     assert done["error"]["code"] == "internal_error"
     after = worker.run("return 'next'")
-    assert after["ok"] is True and after["value"] == {"json": '"next"'}
+    assert after["ok"] is True and after["text"] == '"next"'
     assert worker.proc.poll() is None and worker.ready["pid"] == worker.proc.pid
 
 
 def test_frames_carry_exactly_their_typed_fields(worker):
-    """ready, idle and both kinds of done frame have the keys bridge.messages declares, no more, no fewer."""
+    """ready, idle and both kinds of done frame have the keys bridge.messages declares, no more, no fewer
+    (besides what the host's reader sets from the raw frames: ``shipped``, ``text``, each request's ``args``)."""
     assert set(worker.ready) == ReadyFrame.__required_keys__
-    worker.start("await new Promise(r => setTimeout(r, 1)); return 1")
+    worker.start("text('x'); await new Promise(r => setTimeout(r, 1)); return 1")
     idle = worker.recv()
-    assert idle["t"] == "idle" and set(idle) == IdleFrame.__required_keys__, idle
+    assert idle["t"] == "idle" and set(idle) == IdleFrame.__required_keys__ | {"shipped"}, idle
+    assert idle["output"] == {"entries": 1} and idle["shipped"] == [{"json": '{"type":"text","text":"x"}'}]
     [request] = idle["requests"]
-    assert set(request) == GuestRequest.__required_keys__, request
+    assert set(request) == GuestRequest.__required_keys__ | {"args"}, request
     assert worker.raw_args == [b"[1]"]  # the arguments follow as a raw frame, the JSON text the guest wrote
     worker.send(settle_frame("c", 3000, [{"id": request["id"], "ok": True}]))
     worker.send_raw(b"null")
     done = worker.recv()
-    assert done["t"] == "done" and set(done) == DoneFrame.__required_keys__ | {"value"}, done
+    assert done["t"] == "done" and set(done) == DoneFrame.__required_keys__ | {"value", "shipped", "text"}, done
     failed = worker.run("null.boom")
-    assert set(failed) == DoneFrame.__required_keys__ | {"error"}, failed
-    assert set(failed["error"]) == GuestFailure.__required_keys__
+    assert set(failed) == DoneFrame.__required_keys__ | {"error", "shipped", "text"}, failed
+    assert set(failed["error"]) == FailureHead.__required_keys__
 
 
 def _cell(rt: str, code: str, budget_ms: int = 3000) -> HostFrame:
@@ -176,11 +181,11 @@ def test_one_process_holds_many_runtimes_each_with_its_own_state(worker):
     for rt in ("c", "a"):
         done = _settle(worker, rt, idles[rt]["requests"][0]["id"], f'"reply-{rt}"')
         assert done["t"] == "done" and done["rt"] == rt and done["ok"], done
-        assert done["value"] == {"json": f'["{rt}","reply-{rt}"]'}
+        assert done["text"] == f'["{rt}","reply-{rt}"]'
     # The dropped runtime is gone: a late settle for it is skipped, payload and all.
     worker.send(settle_frame("b", 3000, [{"id": idles["b"]["requests"][0]["id"], "ok": True}]))
     worker.send_raw(b'"late"')
-    assert worker.run("return 'after'")["value"] == {"json": '"after"'}
+    assert worker.run("return 'after'")["text"] == '"after"'
 
 
 def test_unhandled_rejections_stay_with_their_runtime(worker):
@@ -188,9 +193,9 @@ def test_unhandled_rejections_stay_with_their_runtime(worker):
     a = _start(worker, "ra", "void Promise.reject(new Error('mine')); await yield_control('p'); return 1")
     b = _start(worker, "rb", "await yield_control('p'); return 2")
     done_b = _settle(worker, "rb", b["requests"][0]["id"], "null")
-    assert done_b["ok"] and done_b["value"] == {"json": "2"}, done_b
+    assert done_b["ok"] and done_b["text"] == "2", done_b
     done_a = _settle(worker, "ra", a["requests"][0]["id"], "null")
-    assert not done_a["ok"] and "mine" in done_a["error"]["text"], done_a
+    assert not done_a["ok"] and "mine" in done_a["text"], done_a
 
 
 @pytest.mark.slow
@@ -214,7 +219,7 @@ def test_dropped_runtimes_give_their_memory_back(worker):
         assert worker.recv()["t"] == "idle"
     parked = _rss(worker.proc.pid)
     worker.send(drop_frame("big"))
-    assert worker.run("return 1")["value"] == {"json": "1"}  # the drop was handled before this cell ran
+    assert worker.run("return 1")["text"] == "1"  # the drop was handled before this cell ran
     poll_until(lambda: _rss(worker.proc.pid) < parked - 30 * 2**20, "the dropped runtime's memory is given back")
     worker.send(drop_frame("above"))
 
@@ -228,7 +233,7 @@ def test_small_cells_in_a_row_keep_the_heap_the_next_engines_reuse(worker):
     before = _minor_faults(worker.proc.pid)
     cells = 200
     for _ in range(cells):
-        assert worker.run("return 1")["value"] == {"json": "1"}
+        assert worker.run("return 1")["text"] == "1"
     assert (_minor_faults(worker.proc.pid) - before) / cells < 1.5
 
 
@@ -274,7 +279,7 @@ def test_an_engine_memory_limit_failure_keeps_the_process_and_leaks_nothing(work
             done = worker.recv()
             assert (done["ok"], done["recycle"], done["error"]["code"]) == (False, False, "memory_limit_exceeded")
         sizes.append(_rss(worker.proc.pid))
-    assert worker.run("return 'next'")["value"] == {"json": '"next"'}
+    assert worker.run("return 'next'")["text"] == '"next"'
     assert worker.proc.poll() is None and worker.ready["pid"] == worker.proc.pid
     assert max(sizes[1:]) <= sizes[0] + (16 << 20), [s >> 20 for s in sizes]
 
@@ -308,7 +313,7 @@ def test_engines_prepared_while_idle_follow_the_configuration(worker):
         )
         done = worker.recv()
         assert done["t"] == "done" and done["ok"], done
-        assert done["value"] == {"json": json.dumps(names, separators=(",", ":"))}, (i, done)
+        assert done["text"] == json.dumps(names, separators=(",", ":")), (i, done)
 
 
 class _ScriptedHost:

@@ -181,7 +181,7 @@ def test_the_test_payload_cannot_be_switched_on_in_a_deployment(tmp_path, monkey
             worker.kill()
             await worker.proc.wait()
 
-    assert asyncio.run(serves_cells())["value"] == {"json": "1"}
+    assert asyncio.run(serves_cells())["text"] == "1"
     for package in ("bridge", "guest_runtime"):
         shutil.copytree(Path(__file__).resolve().parents[2] / package, tmp_path / package)
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), TEST_PAYLOAD_VARIABLE: "{}"}

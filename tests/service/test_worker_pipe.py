@@ -17,7 +17,7 @@ import pytest
 
 from bench import loops
 from bridge.framing import encode_frame
-from bridge.messages import drop_frame
+from bridge.messages import CONTROL_FRAME_BYTES, CONTROL_FRAME_VALUES, drop_frame
 from service.assembly import build_components
 from service.auth import LOCAL_TENANT
 from service.cells.spec import CellSpec
@@ -149,3 +149,38 @@ def test_a_cell_whose_worker_floods_calls_and_reads_no_reply_ends_at_its_deadlin
     assert out["high"] <= out["most_buffered"] <= out["high"] + 2048, out
     assert out["calls"] < 1000, out
     assert out["most_calls_in_a_turn"] <= 4, out
+
+
+FLOODS = {
+    # Four million values (8 MB): ~300 MB of objects, were it parsed; refused for its size alone.
+    "large": (4_000_000, f"over the {CONTROL_FRAME_BYTES}-byte cap"),
+    # A hundred thousand (200 KB): small enough, too many values; refused by their count.
+    "dense": (100_000, f"more than {CONTROL_FRAME_VALUES} JSON values"),
+}
+
+
+@pytest.mark.parametrize("flood", sorted(FLOODS))
+@pytest.mark.parametrize("run", [asyncio.run, loops.run], ids=["asyncio", "uvloop"])
+def test_a_worker_flooding_frames_of_tiny_values_is_killed_before_one_is_decoded(run, flood, tmp_path, monkeypatch):
+    """A worker (the attacker's payload) that writes frames of tiny values, for a runtime that does not
+    exist, would make the service build objects at ~80 bytes a value on the event loop.  Its first frame
+    is measured and counted on its bytes and refused: the worker is killed, and its own cell fails at
+    once naming the cap, long before the cell's deadline."""
+    values, why = FLOODS[flood]
+    plan = {"flood_values": {"frames": 10, "values": values}}
+    monkeypatch.setattr(supply, "start_worker", functools.partial(start_worker, test_payload=json.dumps(plan)))
+    settings = Settings().replace(data_dir=str(tmp_path), workers=1, sandbox="off", log_level="warning")
+
+    async def scenario() -> dict[str, object]:
+        svc = build_components(settings.check())
+        await svc.start()
+        try:
+            # Unguarded, the frames would be parsed, then ignored (no such runtime): the cell would time out.
+            limits = svc.cells.limits(timeout_ms=5_000, memory_limit_bytes=None, max_output_bytes=None)
+            return await svc.cells.exec(CellSpec(code="return 1", tenant=LOCAL_TENANT, limits=limits))
+        finally:
+            await svc.close()
+
+    envelope = run(scenario())
+    assert (envelope["status"], envelope["code"]) == ("failed", "runtime_unavailable"), envelope
+    assert why in envelope["error"], envelope

@@ -12,7 +12,9 @@ the errno it got back (0: the call succeeded).  The results go to the host as on
 A plan with ``"flood_calls": {"tool": name, "frames": n, "pace_s": s}`` instead serves one cell the way
 an attacker would: it reads the ``run`` frame, then writes ``n`` idle frames, each with one new call of
 ``tool``, one every ``s`` seconds (0: as fast as the pipe takes them), and never reads again
-(``flood_calls``).
+(``flood_calls``).  ``"flood_values": {"frames": n, "values": m}`` reads the ``run`` frame, then writes
+``n`` idle frames for a runtime that does not exist, each padded with ``m`` tiny JSON values, and never
+reads again (``flood_values``).
 """
 
 from __future__ import annotations
@@ -164,7 +166,7 @@ def flood_calls(fd_out: int, tool: str, frames: int, pace_s: float) -> int:
                 rt=first["cell_id"],
                 requests=[{"id": i, "method": "tool"}],
                 cancels=[],
-                output=[],
+                output={"entries": 0},
                 outstanding=i,
                 cpu_ms=0.0,
                 heap_bytes=0,
@@ -180,6 +182,8 @@ def flood_calls(fd_out: int, tool: str, frames: int, pace_s: float) -> int:
 
 def run(fd_out: int, plan_text: str) -> int:
     plan = json.loads(plan_text)
+    if "flood_values" in plan:
+        return flood_values(fd_out, plan["flood_values"]["frames"], plan["flood_values"]["values"])
     if "flood_calls" in plan:
         flood = plan["flood_calls"]
         return flood_calls(fd_out, flood["tool"], flood["frames"], flood.get("pace_s", 0))
@@ -189,4 +193,27 @@ def run(fd_out: int, plan_text: str) -> int:
     while data:
         data = data[os.write(fd_out, data) :]
     time.sleep(plan.get("linger_s", 0))  # a worker that stops reading its pipe
+    return 0
+
+
+def flood_values(fd_out: int, frames: int, values: int) -> int:
+    """Take a cell, then write frames of many tiny values (each would cost the host ~80 bytes parsed)."""
+    channel = Channel(0, fd_out, DEFAULT_FRAME_CAP)
+    first = channel.read()
+    if first is None or first["t"] != "run":
+        return 0
+    # An idle frame of the right shape, for a runtime that does not exist, with the padding beside it.
+    idle = idle_frame(
+        rt="nobody", requests=[], cancels=[], output={"entries": 0}, outstanding=1, cpu_ms=0.0, heap_bytes=0
+    )
+    body = encode_frame(idle)[4:-1] + b',"pad":[' + b"0," * (values - 1) + b"0]}"
+    frame = struct.pack(">I", len(body)) + body
+    try:
+        for _ in range(frames):
+            view = memoryview(frame)
+            while view:
+                view = view[os.write(fd_out, view) :]
+    except BrokenPipeError:
+        return 0  # the host closed the pipe: it gave up on this worker
+    time.sleep(60)
     return 0
