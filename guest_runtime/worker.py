@@ -224,6 +224,11 @@ class CellRun:
         except MemoryError:
             # The process itself ran out (RLIMIT_AS), not the engine's cap: replace it.
             return self.fail("memory limit exceeded", "guest", "memory_limit_exceeded", recycle=True)
+        except Exception as exc:  # noqa: BLE001 - whatever an engine raises fails its cell, not the worker
+            # Unforeseen, so the process takes no new cell; its other runtimes (separate engines) finish.
+            return self.fail(
+                f"guest runtime fault: {type(exc).__name__}: {exc}", "host", "runtime_unavailable", recycle=True
+            )
 
     def _spent_ms(self, now: float) -> float:
         """This runtime's CPU in ms, counting the current slice up to ``now`` (a ``time.process_time()``)."""

@@ -30,7 +30,7 @@ import pydantic_monty as monty
 
 from bridge.jsoncodec import dumps_text, loads
 
-from ..errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from ..errors import EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
 from .host_requests import HostRequests, RequestCaps, Shape
 from .namespaces import Namespaces, handle, route
 from .output import CellOutput
@@ -39,6 +39,8 @@ from .values import NotJson, to_json_text
 EMPTY = Namespaces({})
 SCRIPT = "cell.py"
 MAX_FRAMES = 10
+#: What a value Monty cannot hand over as plain data (a type, a module object) is told.
+NO_JSON_FORM = "has no JSON form (use dict, list, str, int, float, bool, None)"
 #: Monty's own stack bound; a deeper call chain is a RecursionError the cell may catch.
 MAX_RECURSION_DEPTH = 200
 
@@ -134,6 +136,8 @@ class PythonEngine:
         except NotJson as exc:
             # JSON.stringify would fail the cell the same way: the value has no JSON form.
             raise GuestFault(f"TypeError: the cell's value: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - any value the guest made fails its own cell, nothing more
+            raise GuestFault(f"TypeError: the cell's value {NO_JSON_FORM}") from None
 
     def cancel_timers(self) -> None:
         """Nothing to do: a Python cell's sleeps are awaited, never left behind."""
@@ -175,8 +179,10 @@ class PythonEngine:
                     snapshot = snapshot.resume(self._call(snapshot))
         except monty.MontyRuntimeError as exc:
             self._finish_failed(exc)
-        except (monty.MontyError, RuntimeError, ValueError) as exc:  # Monty itself failed, not the cell
-            raise EngineFault(f"Monty failed: {exc}") from None
+        except GuestRuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - Monty itself failed, not the cell: only this cell is lost
+            raise EngineFault(f"Monty failed: {_described(exc)}") from None
 
     def _finish_ok(self, complete: monty.MontyComplete) -> None:
         self._output.flush_print()
@@ -184,6 +190,9 @@ class PythonEngine:
             value = complete.output
         except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused it (too deep)
             self._done = _failure(f"TypeError: the cell's value nests too deep to cross as JSON ({exc})")
+            return
+        except Exception as exc:  # noqa: BLE001 - Monty has no host form of it (``type(catalog)``)
+            self._done = _failure(f"TypeError: the cell's value {NO_JSON_FORM}")
             return
         # Calls the cell started but never awaited are dropped with it: nobody can see their outcome.
         self._requests.drop_pending()
@@ -209,6 +218,8 @@ class PythonEngine:
             args, kwargs = snapshot.args, snapshot.kwargs
         except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused them (too deep)
             return {"exception": TypeError(f"the call's arguments nest too deep to cross as JSON ({exc})")}
+        except Exception as exc:  # noqa: BLE001 - Monty has no host form of one of them (``type(catalog)``)
+            return {"exception": TypeError(f"the call's arguments: one {NO_JSON_FORM}")}
         try:
             if name in ("text", "json") and not snapshot.is_method_call:
                 emit = self._output.text if name == "text" else self._output.json
@@ -226,6 +237,8 @@ class PythonEngine:
             # The guest gets the built-in type itself (Monty knows no host subclasses).
             kind = ValueError if isinstance(exc, ValueError) else TypeError
             return {"exception": kind(str(exc))}
+        except Exception as exc:  # noqa: BLE001 - an odd value in the call: the guest's error, not the worker's
+            return {"exception": TypeError(f"{name}(): {_described(exc)}")}
 
     def _request_for(
         self, is_method: bool, name: str, args: tuple[object, ...], kwargs: dict[str, object]
@@ -304,6 +317,11 @@ def _as_handles(metas: object) -> object:
 def _check_key(key: object) -> None:
     if not isinstance(key, str) or not 1 <= len(key) <= 256:
         raise TypeError("store key must be a string of 1-256 characters")
+
+
+def _described(exc: BaseException) -> str:
+    """``Kind: message`` of a host exception, short enough for an error text."""
+    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 def _head(exc: monty.MontyError) -> str:

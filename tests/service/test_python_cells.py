@@ -294,3 +294,21 @@ def test_import_json_shadows_the_json_output_function(client):
     both = py(client, "import json as js\njson({'a': js.dumps([1])})\n1")
     assert both["output"] == [{"type": "json", "value": {"a": "[1]"}}]
     assert failed(py(client, "(1).__class__")).startswith("AttributeError")
+
+
+def test_a_value_monty_cannot_hand_over_fails_only_its_cell_and_the_worker_lives_on(client):
+    """``type(catalog)`` as a cell's value, or in a call's arguments, made Monty's conversion raise out of
+    the engine and the worker exit, losing the cell and every parked cell of that process.  Now the cell
+    fails with a TypeError that says what to return, a JavaScript cell parked in the same process
+    resumes, and the process serves the next cell."""
+    parked = client.post(
+        "/v1/exec", json={"code": "await yield_control('park'); return 'resumed'", "timeout_ms": 10000}
+    ).json()
+    assert parked["status"] == "waiting", parked
+    for code in ("type(catalog)", "text(type(type))"):
+        env = client.post("/v1/exec", json={"code": code, "language": "python"}).json()
+        assert env["status"] == "failed" and "has no JSON form" in env["error"], env
+        assert env["code"] != "runtime_unavailable", env
+    resumed = client.post(f"/v1/cells/{parked['cell_id']}/wait", json={}).json()
+    assert resumed["status"] == "completed" and resumed["value"] == "resumed", resumed
+    assert client.post("/v1/exec", json={"code": "1 + 1", "language": "python"}).json()["value"] == 2
