@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.errors import InvalidSource, OutputLimitExceeded, OutputStateClosed
-from bridge.jsoncodec import as_host_writes
+from bridge.jsoncodec import as_host_writes, fragment
 from bridge.messages import OutputShipment
 from bridge.refs import shrink_descriptor
 from bridge.truncation import (
@@ -266,6 +266,27 @@ def _parse(text: str) -> Any:
         raise InvalidSource(f"source is not JSON: {exc}") from None
 
 
+#: How a text output entry starts: such entries are decoded (one string, cheap to build, and the
+#: untrusted-content marking rewrites their text); every other entry and the value stay encoded.
+_TEXT_ENTRY = '{"type":"text","text":'
+
+
+def _is_text_entry(text: str) -> bool:
+    return text.startswith(_TEXT_ENTRY)
+
+
+def _spliced(text: str) -> Any:
+    """An entry or value as an envelope holds it: a text entry decoded, anything else kept encoded
+    (``jsoncodec.fragment``: the envelope's encoding embeds it as it is, and no Python objects of it
+    are ever built).  Kept-encoded texts were checked as JSON before (``OutputState.take_unchecked``)."""
+    return _parse(text) if _is_text_entry(text) else fragment(text.encode("utf-8"))
+
+
+def check_json(text: str) -> None:
+    """Raise ``InvalidSource`` unless ``text`` is one JSON value (as the guest could write it)."""
+    _parse(text)
+
+
 class OutputState:
     """The output and final result of one cell across all legs, projected against one budget."""
 
@@ -278,6 +299,8 @@ class OutputState:
         self._last_marker: dict[str, Any] | None = None
         self._closed = False
         self._entries = 0
+        self._checked = 0  # chunks whose text was handed out to be checked (``take_unchecked``)
+        self._value_checked = False
 
     @property
     def committed_bytes(self) -> int:
@@ -295,14 +318,35 @@ class OutputState:
                 chunk = _Chunk("", chunk.size, chunk.entries, False)  # past the cap only its size counts
             self._chunks.append(chunk)
 
+    def take_unchecked(self, final: FinalSource | None = None) -> list[str]:
+        """The JSON texts a projection may embed as they are that nobody checked yet: whole output entries
+        that arrived since the last call (text entries aside: those are decoded, which checks them) and,
+        when ``final`` is a whole value, its text.  The caller checks each (``check_json``, or off the
+        event loop when large) before it projects: a worker may be owned, and its texts go into envelopes
+        as they are."""
+        chunks, self._checked = self._chunks[self._checked :], len(self._chunks)
+        texts = [c.text for c in chunks if c.complete and not _is_text_entry(c.text)]
+        if isinstance(final, FinalValue) and not self._value_checked:
+            value = _value_source(final.source)
+            self._value_checked = True
+            if value.complete:
+                texts.append(value.text)
+        return texts
+
     def project(
         self,
         final: FinalSource | None = None,
         retain: Callable[[str], RetainResult] | None = None,
     ) -> Projection:
-        """Build this leg's envelope parts; ``final`` is None while the cell is waiting."""
+        """Build this leg's envelope parts; ``final`` is None while the cell is waiting.
+
+        Whole entries and a whole value are embedded encoded: ``take_unchecked`` must have handed out
+        every such text first (``InvalidSource`` otherwise).
+        """
         if self._closed:
             raise OutputStateClosed("cell output is already final")
+        if self._checked < len(self._chunks) or (isinstance(final, FinalValue) and not self._value_checked):
+            raise InvalidSource("output or a value was projected before its JSON was checked")
         available = self._max - self._committed
         pending = self._pending()
         if final is None:
@@ -356,7 +400,7 @@ class OutputState:
         if pending is None:
             return [], 0, False
         if pending.complete and pending.size <= allotment:
-            output = [_parse(c.text) for c in pending.chunks]
+            output = [_spliced(c.text) for c in pending.chunks]
             self._committed += pending.size
             self._next = len(self._chunks)
             self._last_marker = None
@@ -395,7 +439,7 @@ class OutputState:
         output_whole = pending is None or pending.complete
         if output_whole and value.complete and output_size + value.size <= available:
             output, _, _ = self._project_output(pending, available, True)
-            return Projection(output=output, value=_parse(value.text), committed_bytes=self._committed)
+            return Projection(output=output, value=_spliced(value.text), committed_bytes=self._committed)
         container = value.text[:1] in ("{", "[")
         retain = retain if container else None
         smallest = json_size(
@@ -411,7 +455,7 @@ class OutputState:
         if value.complete and value.size <= left:
             return Projection(
                 output=output,
-                value=_parse(value.text),
+                value=_spliced(value.text),
                 output_truncated=output_truncated,
                 committed_bytes=self._committed,
             )

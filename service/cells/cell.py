@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from bridge.errors import InvalidSource
 from bridge.inbox import HeldAccount
 from bridge.messages import DoneFrame, GuestConfig, WorkerFrame, run_frame, settle_frame
 from bridge.output import OutputState, received_value
@@ -28,6 +29,7 @@ from .dispatch import CellContext, Dispatcher, HostCall
 from .ending import Completed, Failed, FinalEnvelope, Outcome, marked
 from .envelopes import Envelope, LegFields
 from .host_requests import HostRequests
+from .json_texts import check_texts
 from .leg_clock import LegClock
 from .quotas import TenantQuotas
 from .retention import Retainer, Retention
@@ -44,6 +46,9 @@ ABORT_MESSAGE = "cell aborted: it was cancelled or expired; start a new cell"
 OVERRUN_MESSAGE = (
     "another cell sharing this worker process ignored its deadline and the "
     "process was killed (SIGKILL at deadline + kill_grace_ms)"
+)
+NOT_JSON_MESSAGE = (
+    "the worker process sent output that is not JSON, so it was stopped; the cell was lost, start it again"
 )
 SNAPSHOT_MESSAGE = "cell snapshot limit exceeded: its heap is over max_snapshot_bytes, so it cannot be parked"
 
@@ -364,6 +369,12 @@ class Cell:
     # ---- stops -----------------------------------------------------------------------------------
 
     async def _park(self) -> Envelope:
+        try:
+            await check_texts(self.output.take_unchecked())  # embedded as they are: JSON, or the cell fails
+        except InvalidSource as exc:  # an honest worker never: one an attacker owns is let go
+            if self.worker is not None:
+                self.worker.kill("it sent output that is not JSON")
+            return await self._end(Failed(f"{NOT_JSON_MESSAGE} ({exc})", "host", "runtime_unavailable"), recycle=True)
         # A refused park drops only this cell's runtime: others parked in the process stay.
         if self.telemetry.heap_bytes > self.spec.limits.max_snapshot_bytes:
             return await self._end(Failed(SNAPSHOT_MESSAGE, "host", "snapshot_limit_exceeded"), recycle=False)

@@ -23,13 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bridge import jsoncodec
-from bridge.errors import OutputLimitExceeded
+from bridge.errors import InvalidSource, OutputLimitExceeded
 from bridge.messages import Phase
-from bridge.output import FinalError, FinalValue, OutputState
+from bridge.output import FinalError, FinalSource, FinalValue, OutputState
 
 from . import envelopes
 from .dispatch import CellContext, Finalizer
 from .envelopes import Envelope, LegFields
+from .json_texts import check_texts
 from .retention import Retention
 
 UNSENDABLE_MESSAGE = (
@@ -69,9 +70,14 @@ class FinalEnvelope:
         self.retention = retention
 
     async def seal(self, outcome: Outcome, finalizers: list[Finalizer]) -> Envelope:
-        if self.retention is not None:
-            await self.retention.prepare(self.output)  # the shared results store answers asynchronously
-        envelope, encoded, shown_reference = self._encoded(outcome)
+        try:
+            await check_texts(self.output.take_unchecked(_final(outcome)))
+        except InvalidSource as exc:
+            envelope, encoded, shown_reference = self._unsendable(exc)  # nothing unchecked is embedded
+        else:
+            if self.retention is not None:
+                await self.retention.prepare(self.output)  # the shared results store answers asynchronously
+            envelope, encoded, shown_reference = self._encoded(outcome)
         if self.retention is not None:
             await self.retention.settle(shown_reference)  # a saved value nobody was shown the reference of
         warnings = await _run_finalizers(finalizers, self.context, envelope["status"] == "completed")
@@ -89,9 +95,12 @@ class FinalEnvelope:
             envelope, reference_id = self._built(outcome)
             return envelope, jsoncodec.dumps(self._marked(envelope)), reference_id
         except Exception as exc:  # noqa: BLE001 - any failure to build the result fails the cell, not the service
-            detail = f"{type(exc).__name__}: {exc}"[:300].encode("utf-8", "replace").decode("utf-8")
-            envelope = self._failure(UNSENDABLE_MESSAGE.format(detail=detail), "bridge", "internal_error", [])
-            return envelope, jsoncodec.dumps(self._marked(envelope)), None
+            return self._unsendable(exc)
+
+    def _unsendable(self, exc: Exception) -> tuple[Envelope, bytes, None]:
+        detail = f"{type(exc).__name__}: {exc}"[:300].encode("utf-8", "replace").decode("utf-8")
+        envelope = self._failure(UNSENDABLE_MESSAGE.format(detail=detail), "bridge", "internal_error", [])
+        return envelope, jsoncodec.dumps(self._marked(envelope)), None
 
     def _built(self, outcome: Outcome) -> tuple[Envelope, str | None]:
         if isinstance(outcome, Completed):
@@ -117,6 +126,10 @@ class FinalEnvelope:
 
     def _marked(self, envelope: Envelope) -> Envelope:
         return marked(envelope, self.context)
+
+
+def _final(outcome: Outcome) -> FinalSource:
+    return FinalValue(outcome.value_source) if isinstance(outcome, Completed) else FinalError(outcome.message)
 
 
 def marked(envelope: Envelope, context: CellContext) -> Envelope:

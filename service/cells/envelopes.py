@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Literal, NoReturn, NotRequired, TypedDict, cast
 
+from bridge import jsoncodec
 from bridge.messages import Phase
 from bridge.truncation import truncate_error
 from service.tools.untrusted import wrap_untrusted
@@ -96,6 +97,14 @@ def sealed(envelope: Envelope, encoded: bytes) -> Envelope:
     """``envelope`` read-only with its encoding (a ``SealedEnvelope``, which HTTP sends as it is)."""
     # A class cannot derive from a TypedDict, so the sealed dict is named by the keys it holds.
     return cast(Envelope, SealedEnvelope(envelope, encoded))
+
+
+def plain(envelope: Envelope) -> dict[str, object]:
+    """The envelope as plain data, its kept-encoded value and entries decoded: for a face that must hand
+    objects on (the MCP facade's ``structuredContent``); HTTP sends the encoding as it is."""
+    encoded = envelope.encoded if isinstance(envelope, SealedEnvelope) else jsoncodec.dumps(envelope)
+    decoded: dict[str, object] = jsoncodec.loads(encoded)
+    return decoded
 
 
 def finished_summary(envelope: Envelope) -> Envelope:

@@ -21,6 +21,7 @@ from bridge.json_types import JsonObject, JsonValue
 from service.api.exec import cell_spec, parsed, wait_answers
 from service.api.schemas import ID_PATTERN, CellEnvelope, ExecRequest, WaitRequest
 from service.assembly import Components
+from service.cells.envelopes import plain
 from service.cluster.relay import call_holder, held_elsewhere
 from service.errors import InvalidRequest, NotFound, ServiceError
 from service.handlers.api_files import list_api_files, quick_index, read_api_file
@@ -172,7 +173,7 @@ class McpFacade:
                 relayed = await self._on_holder(key, ref.cell_id, "cancel", {}, trace_parent)
                 if relayed is not None:
                     return relayed
-                return _envelope_answer(await self.svc.cells.cancel(ref.cell_id, key.tenant, trace_parent))
+                return _envelope_answer(plain(await self.svc.cells.cancel(ref.cell_id, key.tenant, trace_parent)))
             if name == "search_tools":
                 return await self._search(key, args)
         except ServiceError as exc:
@@ -183,9 +184,8 @@ class McpFacade:
 
     async def _exec(self, key: ApiKey, args: dict[str, object], trace_parent: TraceParent) -> ToolAnswer:
         body = _validated(ExecRequest, args, EXEC_FIELDS)
-        return _envelope_answer(
-            await self.svc.cells.exec(await cell_spec(self.svc.cells, self.svc.tools, key, body), trace_parent)
-        )
+        spec = await cell_spec(self.svc.cells, self.svc.tools, key, body)
+        return _envelope_answer(plain(await self.svc.cells.exec(spec, trace_parent)))
 
     async def _wait(self, key: ApiKey, args: dict[str, object], trace_parent: TraceParent) -> ToolAnswer:
         ref = _validated(_CellRef, {k: args[k] for k in ("cell_id",) if k in args}, ("cell_id",))
@@ -205,7 +205,7 @@ class McpFacade:
             approvals=approvals,
             trace_parent=trace_parent,
         )
-        return _envelope_answer(envelope)
+        return _envelope_answer(plain(envelope))
 
     async def _on_holder(
         self, key: ApiKey, cell_id: str, action: str, body: Mapping[str, object], trace_parent: TraceParent
@@ -320,6 +320,8 @@ def _object(value: JsonValue) -> JsonObject:
 
 
 def _envelope_answer(envelope: Mapping[str, object]) -> ToolAnswer:
+    """A cell's envelope as a tool result; ``envelope`` is plain data (``envelopes.plain``: structuredContent
+    is handed on as objects, so a value kept encoded is decoded)."""
     return ToolAnswer(envelope_text(envelope), dict(envelope), envelope.get("status") == "failed")
 
 
