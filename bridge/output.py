@@ -232,9 +232,17 @@ class _Chunk:
 @dataclass(frozen=True)
 class _Pending:
     chunks: list[_Chunk]
-    known_text: str  # prefix of the undelivered entries' JSON array
-    size: int  # true size of that array
+    size: int  # true size of the undelivered entries' JSON array
     complete: bool
+
+    def known_text(self) -> str:
+        """The prefix of that array known here (built only for a truncation marker: it copies the text)."""
+        parts: list[str] = []
+        for chunk in self.chunks:
+            parts.append(chunk.text)
+            if not chunk.complete:
+                break
+        return "[" + ",".join(parts) + ("]" if self.complete else "")
 
 
 def _chunk(item: Any) -> _Chunk:
@@ -293,8 +301,7 @@ class OutputState:
     def __init__(self, max_output_bytes: int) -> None:
         self._max = max_output_bytes
         self._reserve = min(FINAL_RESERVE_BYTES, max_output_bytes // 2)
-        self._chunks: list[_Chunk] = []
-        self._next = 0  # first chunk not delivered whole
+        self._chunks: list[_Chunk] = []  # not delivered whole yet (delivered ones are let go)
         self._committed = 0
         self._last_marker: dict[str, Any] | None = None
         self._closed = False
@@ -381,19 +388,12 @@ class OutputState:
     # -- internals
 
     def _pending(self) -> _Pending | None:
-        chunks = self._chunks[self._next :]
+        chunks = self._chunks
         if not chunks:
             return None
-        parts: list[str] = []
-        for chunk in chunks:
-            parts.append(chunk.text)
-            if not chunk.complete:
-                break
-        complete = all(c.complete for c in chunks)
-        known = "[" + ",".join(parts) + ("]" if complete else "")
         entries = sum(c.entries for c in chunks)
         size = 2 + sum(c.size for c in chunks) + entries - 1
-        return _Pending(chunks, known, size, complete)
+        return _Pending(chunks, size, all(c.complete for c in chunks))
 
     def _project_output(self, pending: _Pending | None, allotment: int, required: bool) -> tuple[list[Any], int, bool]:
         """Return (output list, its cost in the view, truncated)."""
@@ -402,10 +402,11 @@ class OutputState:
         if pending.complete and pending.size <= allotment:
             output = [_spliced(c.text) for c in pending.chunks]
             self._committed += pending.size
-            self._next = len(self._chunks)
+            # Delivered: only their size matters from here on (every one was checked before it was).
+            self._chunks, self._checked = [], 0
             self._last_marker = None
             return output, pending.size, False
-        marker = truncation_marker(pending.known_text, pending.size, allotment - 2)
+        marker = truncation_marker(pending.known_text(), pending.size, allotment - 2)
         if marker is None:
             if required:
                 raise OutputLimitExceeded("output does not fit even as a truncation marker")
