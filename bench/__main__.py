@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench: wrk is not installed; use --client python", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    print(f"bench: load generator = {client}; {os.cpu_count()} CPUs; running (about a minute)...", flush=True)
+    print(f"bench: load generator = {client}; {os.cpu_count()} CPUs; running (about four minutes)...", flush=True)
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "client": client,
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     results["engine_cycle"] = run_engine_cycle()
     results["density"] = run_density(args.workers)
     results["tracing"] = run_tracing()
-    results["isolation"] = run_isolation(args.workers, client=client)
+    results["isolation"] = run_isolation(args.workers, rounds=2, client=client)
     results["loadavg_after"] = _loadavg()
     results["total_seconds"] = time.perf_counter() - started
     Path(args.out).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))

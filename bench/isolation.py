@@ -1,12 +1,13 @@
 """Worker isolation: what each ``worker_isolation`` mode costs, as ratios against ``tenant`` in the same run.
 
 Starts the real service once per mode, the four side by side (default settings besides the mode), and
-measures them in rounds that alternate the modes, so the machine's drift hits them alike:
+measures them in rounds that alternate the modes (each round starting with the next mode, every
+service's spare processes started before each phase), so the machine's drift hits them alike:
 
 * ``return 1`` at concurrency 1, back to back for ``seconds`` (p50 at the client): under ``cell`` each
   cell takes a pre-started spare and the spares are replaced no faster than processes start;
 * the same, one cell at a time with the spares ready before each (what one caller between its other
-  work sees);
+  work sees), the modes taking turns cell by cell;
 * cells/s at concurrency 16 for ``seconds``.
 
 Every cell carries one ``session_id`` (an agent's session), so ``session`` isolation packs like ``key``
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
@@ -40,15 +42,23 @@ PARK = "globalThis.n = {n}; await yield_control('park'); return n"
 SPACED_CELLS = 30
 
 
-def _spaced_p50_ms(client: httpx.Client) -> float:
-    """``return 1`` latency at the client, one cell at a time, each once the pool's spares are ready."""
-    took = []
-    for _ in range(SPACED_CELLS):
+def settle_all(clients: Iterable[httpx.Client]) -> None:
+    """Let every service's background process starts finish (a ``cell`` phase leaves some behind)."""
+    for client in clients:
         settle(client)
-        started = time.perf_counter()
-        client.post("/v1/exec", json=BODY).raise_for_status()
-        took.append((time.perf_counter() - started) * 1000)
-    return statistics.median(took)
+
+
+def _spaced_p50_ms(clients: dict[str, httpx.Client]) -> dict[str, float]:
+    """``return 1`` latency at the client per mode, one cell at a time, each once the pool's spares are
+    ready; the modes take turns cell by cell."""
+    took: dict[str, list[float]] = {m: [] for m in clients}
+    for _ in range(SPACED_CELLS):
+        for m, client in clients.items():
+            settle(client)
+            started = time.perf_counter()
+            client.post("/v1/exec", json=BODY).raise_for_status()
+            took[m].append((time.perf_counter() - started) * 1000)
+    return {m: statistics.median(t) for m, t in took.items()}
 
 
 def _density(client: httpx.Client, server: Server, cap: int) -> dict[str, Any]:
@@ -96,22 +106,23 @@ def run_isolation(workers: int = 0, seconds: float = 2.0, rounds: int = 2, clien
         for m in MODES:
             for _ in range(20):
                 clients[m].post("/v1/exec", json=BODY).raise_for_status()  # warm: imports, first cells
-        for _ in range(rounds):
-            for m in MODES:
+        for n in range(rounds):
+            for m in MODES[n % len(MODES) :] + MODES[: n % len(MODES)]:  # each round starts with another mode
                 url = servers[m].base + "/v1/exec"
-                settle(clients[m])
+                settle_all(clients.values())
                 c1 = run_load(client, url, BODY, 1, seconds)
-                settle(clients[m])
+                settle_all(clients.values())
                 c16 = run_load(client, url, BODY, 16, seconds)
                 samples[m]["c1_p50_ms"].append(c1.p50_ms)
                 samples[m]["cells_per_s"].append(c16.rps)
                 samples[m]["bad"].append(c1.bad + c16.bad)
+        spaced = _spaced_p50_ms(clients)
         for m in MODES:
             out["modes"][m] = {
                 "c1_p50_ms": statistics.median(samples[m]["c1_p50_ms"]),
                 "cells_per_s": statistics.median(samples[m]["cells_per_s"]),
                 "bad": sum(samples[m]["bad"]),
-                "spaced_p50_ms": _spaced_p50_ms(clients[m]),
+                "spaced_p50_ms": spaced[m],
                 "spawned": metric(clients[m], "codemode_workers_spawned"),
                 **_density(clients[m], servers[m], cap),
             }

@@ -1,4 +1,4 @@
-"""A process reached by two principals (issue 40, reproduction #2), through the real service.
+"""A process reached by two principals (a reported attack: an owned worker acting as another key), through the real service.
 
 Every worker process here runs the test-only attacker payload (``tests/support/compromised_worker.py``,
 ``hijack``) under the real kernel sandbox: it answers each cell with its pid and how many cells it
@@ -121,6 +121,9 @@ def test_session_isolation_shares_a_process_only_within_a_session(service):
     assert s1[0]["pid"] == s1[1]["pid"] and s2[0]["pid"] == s2[1]["pid"]
     assert len({s1[0]["pid"], s2[0]["pid"], alone[0]["pid"], alone[1]["pid"]}) == 4
     assert [a["served"] for a in alone] == [1, 1]
+    metrics = service.get("/metrics").text.splitlines()
+    assert "codemode_worker_principals 2.0" in metrics  # s1's and s2's processes; the two alone ones ended
+    poll_until(lambda: "codemode_workers_single_use 0.0" in service.get("/metrics").text, "no process of one cell")
 
 
 def _alive(pid: int) -> bool:

@@ -1,4 +1,4 @@
-"""``codemode serve`` whose every worker runs the attacker's ``hijack`` payload, to rerun issue 40's #2 by hand.
+"""``codemode serve`` whose every worker runs the attacker's ``hijack`` payload: the two-keys attack, by hand.
 
     python -m tests.support.serve_hijacked TOOL [serve arguments...]
 
