@@ -153,19 +153,21 @@ def render(r: dict[str, Any]) -> str:
     if "isolation" in r:
         rows.extend(isolation_rows(r["isolation"], number="7."))
 
-    widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
-    line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
-    head = line(("figure", "measured", "target", ""))
-    out = [
+    header = (
         f"load generator: {r['client']} ({r['seconds_per_phase']:.0f} s per phase); "
         f"service workers: {r['service_workers']}, running slots: {r.get('service_running_slots', '?')}; "
         f"CPUs: {r['machine']['cpus']}; Python {r['machine']['python']}; "
-        f"load average before/after: {r['loadavg_before']:.1f}/{r['loadavg_after']:.1f} (other processes skew figures)",
-        head,
-        "-" * len(head),
-    ]
-    out += [line(row) for row in rows]
-    return "\n".join(out)
+        f"load average before/after: {r['loadavg_before']:.1f}/{r['loadavg_after']:.1f} (other processes skew figures)"
+    )
+    return "\n".join([header, *table(rows)])
+
+
+def table(rows: list[tuple[str, str, str, str]]) -> list[str]:
+    """The lines of a figure table: its head, a rule, then ``rows`` in aligned columns."""
+    widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
+    line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
+    head = line(("figure", "measured", "target", ""))
+    return [head, "-" * len(head), *(line(row) for row in rows)]
 
 
 def density_rows(d: dict[str, Any], number: str = "") -> list[tuple[str, str, str, str]]:
@@ -247,11 +249,7 @@ def density_rows(d: dict[str, Any], number: str = "") -> list[tuple[str, str, st
 
 
 def render_density(d: dict[str, Any]) -> str:
-    rows = density_rows(d)
-    widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
-    line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
-    head = line(("figure", "measured", "target", ""))
-    return "\n".join([head, "-" * len(head), *(line(row) for row in rows)])
+    return "\n".join(table(density_rows(d)))
 
 
 def tracing_rows(t: dict[str, Any], number: str = "") -> list[tuple[str, str, str, str]]:
@@ -312,11 +310,5 @@ def isolation_rows(i: dict[str, Any], number: str = "") -> list[tuple[str, str, 
 
 
 def render_isolation(i: dict[str, Any]) -> str:
-    rows = isolation_rows(i)
-    widths = [max(len(row[k]) for row in rows + [("figure", "measured", "target", "")]) for k in range(4)]
-    line = lambda row: "  ".join(cell.ljust(widths[k]) for k, cell in enumerate(row)).rstrip()  # noqa: E731
-    head = line(("figure", "measured", "target", ""))
-    header = (
-        f"load generator: {i['client']} ({i['seconds']:.0f} s per phase, {i['rounds']} rounds alternating the modes)"
-    )
-    return "\n".join([header, head, "-" * len(head), *(line(row) for row in rows)])
+    rounds = f"{i['seconds']:.0f} s per phase, {i['rounds']} rounds alternating the modes"
+    return "\n".join([f"load generator: {i['client']} ({rounds})", *table(isolation_rows(i))])
