@@ -194,7 +194,11 @@ class Settings(BaseSettings):
         "workers", 0, 0, 65536, "hard cap on worker processes (0: 2 x workers + max_parked_cells)"
     )
     worker_max_runtimes: Int = setting(
-        "workers", 64, 1, 4096, "cells (one tenant's) whose QuickJS runtimes one worker process holds"
+        "workers",
+        64,
+        1,
+        4096,
+        "cells (of one principal: worker_isolation) whose QuickJS runtimes one worker process holds",
     )
     worker_max_parked_bytes: Int = setting(
         "workers",
@@ -234,8 +238,9 @@ class Settings(BaseSettings):
     worker_isolation: Literal["tenant", "key", "session", "cell"] = setting(
         "workers",
         "key",
-        doc="who may share a worker process (service/principals.py): tenant; key (the tenant and the key's "
-        "tool policy); session (one key's cells of one session); cell (a fresh process per cell)",
+        doc="who may share a worker process, for its whole life (service/principals.py): tenant; key (the "
+        "tenant and the key's tool policy); session (one key's cells of one session); cell (a fresh process "
+        "per cell, stopped when it ends)",
     )
     burst_slots: Int = setting(
         "workers",

@@ -182,7 +182,7 @@ class CellRegistry:
                 prepared_from = time.monotonic()
                 await self.prepare(context)  # before the worker: it may wait on stores and MCP servers
                 budget_ms = max(1, budget_ms - int((time.monotonic() - prepared_from) * 1000))
-            worker = await self.pool.acquire(spec.tenant)
+            worker = await self.pool.acquire(spec.tenant, spec.principal)
             cell = Cell(
                 spec,
                 worker,
