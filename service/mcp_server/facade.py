@@ -21,8 +21,9 @@ from bridge.json_types import JsonObject, JsonValue
 from service.api.exec import cell_spec, parsed, wait_answers
 from service.api.schemas import ID_PATTERN, CellEnvelope, ExecRequest, WaitRequest
 from service.assembly import Components
+from service.cells.envelopes import SealedEnvelope
 from service.cluster.relay import call_holder, held_elsewhere
-from service.errors import InvalidRequest, NotFound, ServiceError
+from service.errors import InvalidRequest, NotFound, ResponseNotEncodable, ServiceError
 from service.handlers.api_files import list_api_files, quick_index, read_api_file
 from service.mcp.guest_requests import search_mcp_tools
 from service.mcp.scope import listed_servers
@@ -320,7 +321,31 @@ def _object(value: JsonValue) -> JsonObject:
 
 
 def _envelope_answer(envelope: Mapping[str, object]) -> ToolAnswer:
-    return ToolAnswer(envelope_text(envelope), dict(envelope), envelope.get("status") == "failed")
+    """A cell envelope as a tool result: its words for the model and, beside them, the envelope itself."""
+    try:
+        plain = plain_envelope(envelope)
+    except jsoncodec.JSONEncodeError as exc:
+        raise ResponseNotEncodable(
+            f"the cell's envelope could not be written as JSON ({exc}); asking again returns the same answer: "
+            "return values nested less deeply (at most 254 levels)"
+        ) from None
+    return ToolAnswer(envelope_text(plain), plain, plain.get("status") == "failed")
+
+
+def plain_envelope(envelope: Mapping[str, object]) -> dict[str, object]:
+    """``envelope`` as plain JSON data: exactly what ``POST /v1/exec`` would send, decoded.
+
+    The cell registry keeps parts of an envelope encoded (``jsoncodec.fragment``: a pending call's
+    input, a background cell's output and value), which only our codec can write; the SDK validates
+    and writes results with pydantic.  Going through the bytes HTTP sends decodes every such part,
+    wherever it sits, in one pass of the C codec; a final envelope is decoded from the bytes it was
+    sealed with.
+    """
+    encoded = envelope.encoded if isinstance(envelope, SealedEnvelope) else jsoncodec.dumps(envelope)
+    plain = jsoncodec.loads(encoded)
+    if not isinstance(plain, dict):  # an envelope is an object; anything else is a fault of ours
+        raise TypeError(f"a cell envelope encoded as {type(plain).__name__}, not an object")
+    return plain
 
 
 def _error_answer(exc: ServiceError) -> ToolAnswer:

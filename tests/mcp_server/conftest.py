@@ -1,7 +1,8 @@
 """A real `codemode serve` and real `codemode mcp` processes, reached with the official SDK's MCP client.
 
-The service hosts the shipping example plugin and the MCP test server (stdio, as `docs`).  Two keys:
-`alpha` sees everything; `beta`'s policy denies `quote_shipping` and every `docs` tool.
+The service hosts the shipping example plugin and the MCP test server (stdio, as `docs`).  Three keys:
+`alpha` sees everything; `beta`'s policy denies `quote_shipping` and every `docs` tool; `gamma` sees
+everything but `quote_shipping` and `MCP.docs.add` wait for approval.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tests.support.live_server import ROOT, codemode_serve
 
 ALPHA = "ck_mcp_alpha_0123456789"
 BETA = "ck_mcp_beta_0123456789"
+GAMMA = "ck_mcp_gamma_0123456789"
 
 CONFIG = f"""
 [tools]
@@ -40,6 +42,11 @@ tenant = "alpha"
 key = "{BETA}"
 tenant = "beta"
 tools = {{ deny = ["quote_shipping", "mcp:docs"] }}
+
+[[api_keys]]
+key = "{GAMMA}"
+tenant = "gamma"
+tools = {{ approve = ["quote_shipping", "mcp:docs/add"] }}
 """
 
 
