@@ -72,6 +72,8 @@ class ApiKey:
     tenant: NonEmpty = "default"
     # The raw [[api_keys]] tools table (allow, deny, approve, profile), parsed by the tool policy.
     tools: Mapping[str, Any] = field(default_factory=dict)
+    # The MCP facade's model may answer this key's approvals through `wait`: it approves its own calls.
+    mcp_model_approvals: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,12 @@ class Settings(BaseSettings):
     )
     # Demo mode (service/demo/): the example shipping plugin and the bundled travel MCP server.
     demo: bool = setting("server", False, doc="load the example shipping plugin and the bundled travel MCP server")
+    mcp_model_approvals: bool = setting(
+        "server",
+        False,
+        doc="without API keys (and for `codemode mcp` without CODEMODE_API_KEY), the MCP facade's model may answer "
+        "approvals through `wait`: it approves its own calls (per key: [[api_keys]] mcp_model_approvals)",
+    )
     # [limits]: request defaults and the server's caps
     timeout_ms: Int = setting("limits", 10000, 100, 60000, "default wall clock per exec/wait call")
     max_timeout_ms: Int = setting("limits", 60000, 100, 60000, "largest timeout_ms a request may ask")
@@ -278,7 +286,9 @@ class Settings(BaseSettings):
         "worker processes one tenant's cells may retire per minute (timeouts, kills, crashes; each costs a start)",
     )
     # Structured tables of the file
-    api_keys: tuple[ApiKey, ...] = section("api_keys", (), "[[api_keys]]: key, tenant, tools narrowing and approvals")
+    api_keys: tuple[ApiKey, ...] = section(
+        "api_keys", (), "[[api_keys]]: key, tenant, tools narrowing and approvals, mcp_model_approvals"
+    )
     tools: ToolSettings = section(
         "tools", ToolSettings(), "[tools]: plugins, allow, deny, profile, entry_points, approve"
     )

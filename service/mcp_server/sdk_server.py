@@ -22,7 +22,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import Receive, Scope, Send
 
 from service import __version__
@@ -30,13 +31,18 @@ from service.errors import InvalidRequest, NotFound, Overloaded, ServiceError
 from service.settings import ApiKey
 from service.tracing import TraceParent
 
+from .approval_forms import APPROVAL_SCHEMA
+from .cell_tools import ToolAnswer
 from .descriptions import SERVER_INSTRUCTIONS
 from .facade import DECLARATION_MIME, McpFacade, ToolDef
+from .rounds import Caller, InputNeeded, RoundReply
 
 _T = TypeVar("_T")
 
 # JSON-RPC code of the MCP specification for a resource that does not exist.
 RESOURCE_NOT_FOUND = -32002
+#: Approval rounds one tool call may run on a 2025-11-25 connection before it answers the waiting envelope.
+MAX_LEGACY_ROUNDS = 64
 
 #: Who calls, from the SDK's request object (a starlette request over HTTP, None over stdio).
 KeyOf = Callable[[Any], ApiKey]
@@ -71,15 +77,41 @@ class _Handlers:
     async def list_tools(self, ctx: _Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[_tool(t) for t in self._facade.tools(self._key_of(ctx.request))])
 
-    async def call_tool(self, ctx: _Context, params: types.CallToolRequestParams) -> types.CallToolResult:
-        key = self._key_of(ctx.request)
-        parent = _trace_parent(self._facade, ctx.request, params.meta)
-        answer = await _translated(self._facade.call(key, params.name, params.arguments, trace_parent=parent))
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=answer.text)],
-            structured_content=answer.structured,
-            is_error=answer.is_error,
+    async def call_tool(
+        self, ctx: _Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        caller = Caller(
+            self._key_of(ctx.request),
+            asks_person=_shows_forms(ctx),
+            trace_parent=_trace_parent(self._facade, ctx.request, params.meta),
         )
+        reply = None
+        if params.request_state is not None or params.input_responses:
+            responses = {k: v.model_dump(by_alias=True, mode="json") for k, v in (params.input_responses or {}).items()}
+            reply = RoundReply(params.request_state, responses)
+        outcome = await _translated(self._facade.call(caller, params.name, params.arguments, reply))
+        if isinstance(outcome, InputNeeded):
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return types.InputRequiredResult(
+                    input_requests={form.call_id: _elicitation(form.message) for form in outcome.forms},
+                    request_state=outcome.state,
+                )
+            outcome = await self._asked_on_connection(ctx, caller, params, outcome)
+        return _tool_result(outcome)
+
+    async def _asked_on_connection(
+        self, ctx: _Context, caller: Caller, params: types.CallToolRequestParams, needed: InputNeeded
+    ) -> ToolAnswer:
+        """A 2025-11-25 round: each form is an ``elicitation/create`` request on this connection, answered while
+        the tool call waits; the answers resume the cell, which may ask again (up to ``MAX_LEGACY_ROUNDS``
+        rounds, then the cell is answered as it waits: ``wait`` asks again)."""
+        outcome: ToolAnswer | InputNeeded = needed
+        rounds = 0
+        while isinstance(outcome, InputNeeded):
+            rounds += 1
+            responses = await _elicited(ctx, outcome) if rounds <= MAX_LEGACY_ROUNDS else {}
+            outcome = await _translated(self._facade.decided(caller, params.name, params.arguments, outcome, responses))
+        return outcome
 
     async def list_resources(
         self, ctx: _Context, params: types.PaginatedRequestParams | None
@@ -112,6 +144,43 @@ class _Handlers:
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type=DECLARATION_MIME, text=text)]
         )
+
+
+def _tool_result(answer: ToolAnswer) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=answer.text)],
+        structured_content=answer.structured,
+        is_error=answer.is_error,
+    )
+
+
+async def _elicited(ctx: _Context, needed: InputNeeded) -> dict[str, object]:
+    """The person's answers to a round's forms, asked one after another on the request's connection; a form
+    the client could not ask is left undecided, and so are the ones after it."""
+    responses: dict[str, object] = {}
+    for form in needed.forms:
+        try:
+            answer = await ctx.session.elicit_form(form.message, APPROVAL_SCHEMA, related_request_id=ctx.request_id)
+        except (MCPError, NoBackChannelError):
+            break
+        responses[form.call_id] = answer.model_dump(by_alias=True, mode="json")
+    return responses
+
+
+def _elicitation(message: str) -> types.ElicitRequest:
+    """One approval form as an embedded elicitation request."""
+    return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_SCHEMA))
+
+
+def _shows_forms(ctx: _Context) -> bool:
+    """Whether this request's client shows elicitation forms to a person, on a wire that can carry them: the
+    2026-07-28 envelope's capabilities (answered with input_required), or a 2025-11-25 connection's, when
+    it can carry a request to the client (stdio; not stateless HTTP)."""
+    capabilities = ctx.session.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    # An empty elicitation capability is the form mode of the revisions before URL mode existed.
+    forms = elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+    return forms and (ctx.protocol_version in MODERN_PROTOCOL_VERSIONS or ctx.session.can_send_request)
 
 
 def _tool(tool: ToolDef) -> types.Tool:

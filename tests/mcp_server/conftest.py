@@ -1,8 +1,9 @@
 """A real `codemode serve` and real `codemode mcp` processes, reached with the official SDK's MCP client.
 
-The service hosts the shipping example plugin and the MCP test server (stdio, as `docs`).  Three keys:
+The service hosts the shipping example plugin and the MCP test server (stdio, as `docs`).  Four keys:
 `alpha` sees everything; `beta`'s policy denies `quote_shipping` and every `docs` tool; `gamma` sees
-everything but `quote_shipping` and `MCP.docs.add` wait for approval.
+everything but `quote_shipping` and `MCP.docs.add` wait for a person's approval; `delta` is `gamma` whose
+model may answer approvals through `wait` (``mcp_model_approvals``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -25,6 +27,7 @@ from tests.support.live_server import ROOT, codemode_serve
 ALPHA = "ck_mcp_alpha_0123456789"
 BETA = "ck_mcp_beta_0123456789"
 GAMMA = "ck_mcp_gamma_0123456789"
+DELTA = "ck_mcp_delta_0123456789"
 
 CONFIG = f"""
 [tools]
@@ -46,7 +49,13 @@ tools = {{ deny = ["quote_shipping", "mcp:docs"] }}
 [[api_keys]]
 key = "{GAMMA}"
 tenant = "gamma"
-tools = {{ approve = ["quote_shipping", "mcp:docs/add"] }}
+tools = {{ approve = ["quote_shipping", "mcp:docs/add", "mcp:docs/echo"] }}
+
+[[api_keys]]
+key = "{DELTA}"
+tenant = "delta"
+tools = {{ approve = ["quote_shipping", "mcp:docs/add", "mcp:docs/echo"] }}
+mcp_model_approvals = true
 """
 
 
@@ -70,11 +79,12 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @asynccontextmanager
-async def http_client(base_url: str, key: str | None) -> AsyncIterator[Client]:
-    """The SDK's client on `/mcp`, sending `key` as a Bearer token (none when None)."""
+async def http_client(base_url: str, key: str | None, **options: Any) -> AsyncIterator[Client]:
+    """The SDK's client on `/mcp`, sending `key` as a Bearer token (none when None); ``options`` are the
+    Client's own (``elicitation_callback``, ``mode``)."""
     headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
     async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
-        async with Client(streamable_http_client(base_url + "/mcp", http_client=http)) as client:
+        async with Client(streamable_http_client(base_url + "/mcp", http_client=http), **options) as client:
             yield client
 
 
@@ -90,6 +100,6 @@ def stdio_parameters(config_file: Path, data_dir: Path, key: str | None) -> Stdi
 
 
 @asynccontextmanager
-async def stdio_session(config_file: Path, data_dir: Path, key: str | None) -> AsyncIterator[Client]:
-    async with Client(stdio_client(stdio_parameters(config_file, data_dir, key))) as client:
+async def stdio_session(config_file: Path, data_dir: Path, key: str | None, **options: Any) -> AsyncIterator[Client]:
+    async with Client(stdio_client(stdio_parameters(config_file, data_dir, key)), **options) as client:
         yield client

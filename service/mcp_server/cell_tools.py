@@ -1,0 +1,270 @@
+"""The facade's cell tools, ``exec``, ``wait`` and ``cancel``, and the approval rounds they may answer with.
+
+Each reaches the cell registry exactly as the HTTP routes do (``cell_spec`` builds the cell, ``svc.cells``
+runs it), or the replica that holds the cell through its own HTTP route, so every limit, cap and tenant
+boundary of the HTTP API applies.  An answer is a tool result (``ToolAnswer``: the model's text and the
+envelope as plain JSON) or, when the cell waits on approvals and the client shows forms to a person, an
+approval round (``InputNeeded``, see ``rounds``).
+
+Who decides an approval:
+
+* a person, through the client's forms, when the client declared form elicitation;
+* the model, through ``wait``'s ``approvals`` argument, only when the API key allows it
+  (``mcp_model_approvals``): then the model approves its own calls;
+* otherwise a person over the HTTP API (``POST /v1/cells/<id>/wait``), which the model is told.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bridge import jsoncodec
+from service.api.exec import cell_spec, parsed, wait_answers
+from service.api.schemas import ID_PATTERN, ExecRequest, WaitRequest
+from service.assembly import Components
+from service.cells.envelopes import SealedEnvelope
+from service.cluster.relay import call_holder, held_elsewhere
+from service.errors import InvalidRequest, ResponseNotEncodable
+from service.settings import ApiKey
+
+from .rendering import Approver, envelope_text
+from .request_state import LocalLedger, SharedLedger, request_digest
+from .rounds import ApprovalRounds, Caller, InputNeeded, RoundReply, answers_of
+
+EXEC_FIELDS = ("code", "title", "session_id", "run_id", "timeout_ms", "max_output_bytes", "language")
+WAIT_FIELDS = ("timeout_ms", "tool_results", "approvals")  # besides cell_id
+MAX_OUTPUT_BYTES = 10 * 1024 * 1024  # the largest output budget a cell may have (max_output_bytes)
+RELAY_SLACK_BYTES = 1024 * 1024  # an envelope's own fields and JSON punctuation
+#: How long a round that decided nothing looks at the cell before answering (the least a wait may take).
+GLANCE_MS = 100
+
+MODEL_MAY_NOT_APPROVE = (
+    "approvals: this API key does not let the model answer approvals over MCP (the model would approve its "
+    "own calls). A person decides: through this client's approval forms when it declares form elicitation, "
+    'or with POST /v1/cells/{cell}/wait {{"approvals": [...]}} over the HTTP API; the operator can allow '
+    "model approvals for the key with mcp_model_approvals = true"
+)
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """One tool result: ``text`` for the model, ``structured`` for programs, ``is_error`` for failures."""
+
+    text: str
+    structured: dict[str, object] | None
+    is_error: bool
+
+
+Outcome = ToolAnswer | InputNeeded
+M = TypeVar("M", bound=BaseModel)
+
+
+class CellRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cell_id: str = Field(pattern=ID_PATTERN, description="cell id from an envelope")
+
+
+class CellTools:
+    """``exec``, ``wait`` and ``cancel`` for one caller at a time, with their approval rounds."""
+
+    def __init__(self, svc: Components) -> None:
+        self.svc = svc
+        ledger = svc.store if isinstance(svc.store, SharedLedger) else LocalLedger()
+        self.rounds = ApprovalRounds(ledger, svc.settings.max_output_bytes)
+
+    def model_approves(self, key: ApiKey) -> bool:
+        """Whether the model behind ``key`` may answer approvals through ``wait`` (opt-in, off by default)."""
+        return key.mcp_model_approvals if key.key else self.svc.settings.mcp_model_approvals
+
+    async def exec(self, caller: Caller, args: Mapping[str, object]) -> Outcome:
+        body = validated(ExecRequest, args, EXEC_FIELDS)
+        spec = await cell_spec(self.svc.cells, self.svc.tools, caller.key, body)
+        envelope = _plain(await self.svc.cells.exec(spec, caller.trace_parent))
+        return await self._outcome(caller, request_digest("exec", args), envelope)
+
+    async def wait(self, caller: Caller, args: Mapping[str, object]) -> Outcome:
+        ref, body = _wait_args(args)
+        results, approvals = wait_answers(body)
+        if approvals and not self.model_approves(caller.key):
+            raise InvalidRequest(MODEL_MAY_NOT_APPROVE.format(cell=ref.cell_id), need_param="approvals")
+        envelope = await self._resume(caller, ref.cell_id, results, approvals, body.timeout_ms)
+        return await self._outcome(caller, request_digest("wait", args), envelope)
+
+    async def cancel(self, caller: Caller, args: Mapping[str, object]) -> ToolAnswer:
+        ref = validated(CellRef, args, ("cell_id",))
+        relayed = await self._on_holder(caller, ref.cell_id, "cancel", {})
+        if relayed is None:
+            relayed = _plain(await self.svc.cells.cancel(ref.cell_id, caller.key.tenant, caller.trace_parent))
+        return self._answer(caller, relayed)
+
+    async def answered(self, caller: Caller, name: str, args: Mapping[str, object], reply: RoundReply) -> Outcome:
+        """A retried ``exec`` or ``wait`` carrying a person's answers: they resume the cell the round was
+        about, which is not started (or resumed with the call's own answers) a second time."""
+        if name not in ("exec", "wait"):
+            raise InvalidRequest(f"{name} asks no approvals: it takes no inputResponses", need_param="inputResponses")
+        timeout_ms = _timeout_of(name, args)
+        request = request_digest(name, args)
+        claims, approvals = await self.rounds.opened(caller, request, reply)
+        return await self._decided(caller, request, claims.cell_id, approvals, timeout_ms, claims.output)
+
+    async def decided(
+        self,
+        caller: Caller,
+        name: str,
+        args: Mapping[str, object],
+        needed: InputNeeded,
+        responses: Mapping[str, object],
+    ) -> Outcome:
+        """A round answered on the same connection (2025-11-25 elicitation requests): nothing left this process."""
+        approvals = answers_of(needed, responses)
+        timeout_ms = _timeout_of(name, args)
+        return await self._decided(caller, needed.request, needed.cell_id, approvals, timeout_ms, needed.output)
+
+    async def _decided(
+        self,
+        caller: Caller,
+        request: str,
+        cell_id: str,
+        approvals: list[dict[str, object]],
+        timeout_ms: int | None,
+        earlier: list[object],
+    ) -> Outcome:
+        """Resume the cell with a round's answers; its answer shows first the output of before the round."""
+        dismissed = not approvals  # every form was dismissed: show where the cell is, without asking again
+        envelope = await self._resume(caller, cell_id, [], approvals, GLANCE_MS if dismissed else timeout_ms)
+        if not isinstance(envelope, ToolAnswer) and earlier:
+            later = envelope.get("output")
+            envelope["output"] = earlier + (later if isinstance(later, list) else [])
+        if dismissed:
+            return self._answer(caller, envelope, "dismissed")
+        return await self._outcome(caller, request, envelope)
+
+    async def _outcome(self, caller: Caller, request: str, envelope: dict[str, object] | ToolAnswer) -> Outcome:
+        """A round for a person when the cell waits on approvals and the client shows forms, else the answer."""
+        if isinstance(envelope, ToolAnswer):
+            return envelope
+        needed = await self.rounds.ask(caller, request, envelope)
+        return needed if needed is not None else self._answer(caller, envelope)
+
+    def _answer(
+        self, caller: Caller, envelope: dict[str, object] | ToolAnswer, approver: Approver | None = None
+    ) -> ToolAnswer:
+        """A (plain) envelope as a tool result: its words for the model and, beside them, the envelope."""
+        if isinstance(envelope, ToolAnswer):
+            return envelope
+        if approver is None:
+            approver = "model" if self.model_approves(caller.key) else "elsewhere"
+        return ToolAnswer(envelope_text(envelope, approver), envelope, envelope.get("status") == "failed")
+
+    async def _resume(
+        self,
+        caller: Caller,
+        cell_id: str,
+        results: list[dict[str, object]],
+        approvals: list[dict[str, object]],
+        timeout_ms: int | None,
+    ) -> dict[str, object] | ToolAnswer:
+        """Resume the cell (here or on its holder) with these answers until its next stop (a plain envelope)."""
+        relay: dict[str, object] = {"tool_results": results, "approvals": approvals}
+        if timeout_ms is not None:
+            relay["timeout_ms"] = timeout_ms
+        relayed = await self._on_holder(caller, cell_id, "wait", relay)
+        if relayed is not None:
+            return relayed
+        envelope = await self.svc.cells.wait(
+            cell_id,
+            caller.key.tenant,
+            timeout_ms=timeout_ms,
+            tool_results=results,
+            approvals=approvals,
+            trace_parent=caller.trace_parent,
+        )
+        return _plain(envelope)
+
+    async def _on_holder(
+        self, caller: Caller, cell_id: str, action: str, body: Mapping[str, object]
+    ) -> dict[str, object] | ToolAnswer | None:
+        """The answer of the replica holding ``cell_id`` when that is another one (None: this one holds it).
+
+        The holder's own HTTP route serves it, as for a relayed HTTP request: it authenticates the key
+        and applies its checks (tenant, the one wait at a time).
+        """
+        replica = self.svc.replica
+        holder = held_elsewhere(replica, cell_id)
+        if holder is None:
+            return None
+        settings = self.svc.settings
+        # An envelope holds at most the output budget and the pending inputs the inbox allows.
+        cap = settings.max_snapshot_bytes + MAX_OUTPUT_BYTES + RELAY_SLACK_BYTES
+        headers = self.svc.tracing.headers_for(caller.trace_parent)
+        key = caller.key.key
+        answer = await call_holder(replica, holder, cell_id, action, key, jsoncodec.dumps(body), headers, cap)
+        try:
+            found = jsoncodec.loads(answer.body)
+        except ValueError:
+            found = None
+        if answer.status == 200 and isinstance(found, dict):
+            return found
+        error = found.get("error") if isinstance(found, dict) else None
+        if not isinstance(error, dict):
+            error = {
+                "code": "replica_unavailable",
+                "error_type": "transient",
+                "message": f"the replica holding cell {cell_id} answered HTTP {answer.status} without an error body; "
+                "retry shortly",
+            }
+        return refusal(error, answer.retry_after)
+
+
+def validated(model: type[M], args: Mapping[str, object], fields: tuple[str, ...]) -> M:
+    """``args`` checked by ``model``; only ``fields`` are accepted, errors name the argument."""
+    unknown = sorted(set(args) - set(fields))
+    if unknown:
+        raise InvalidRequest(
+            f"unknown argument {unknown[0][:64]!r}; this tool takes {', '.join(fields)}", need_param=unknown[0][:64]
+        )
+    return parsed(model, args)
+
+
+def _wait_args(args: Mapping[str, object]) -> tuple[CellRef, WaitRequest]:
+    ref = validated(CellRef, {k: args[k] for k in ("cell_id",) if k in args}, ("cell_id",))
+    body = validated(WaitRequest, {k: v for k, v in args.items() if k != "cell_id"}, WAIT_FIELDS)
+    return ref, body
+
+
+def _timeout_of(name: str, args: Mapping[str, object]) -> int | None:
+    """The wall clock a retried call asked for (its other arguments took effect when it was first made)."""
+    if name == "exec":
+        return validated(ExecRequest, args, EXEC_FIELDS).timeout_ms
+    return _wait_args(args)[1].timeout_ms
+
+
+def refusal(err: Mapping[str, object], retry_after: int | None) -> ToolAnswer:
+    """A refused request in words; its error body is not an envelope, so it has no structuredContent."""
+    retry = f" Retry after {retry_after} s." if retry_after is not None else ""
+    return ToolAnswer(f"Refused ({err.get('code')}, {err.get('error_type')}): {err.get('message')}{retry}", None, True)
+
+
+def _plain(envelope: Mapping[str, object]) -> dict[str, object]:
+    """``envelope`` as plain JSON data: exactly what ``POST /v1/exec`` would send, decoded.
+
+    The cell registry keeps parts of an envelope encoded (``jsoncodec.fragment``: a pending call's input,
+    a background cell's output and value), which only our codec can write; the SDK validates and writes
+    results with pydantic.  Going through the bytes HTTP sends decodes every such part, wherever it sits,
+    in one pass of the C codec; a final envelope is decoded from the bytes it was sealed with.
+    """
+    try:
+        encoded = envelope.encoded if isinstance(envelope, SealedEnvelope) else jsoncodec.dumps(envelope)
+    except jsoncodec.JSONEncodeError as exc:
+        raise ResponseNotEncodable(
+            f"the cell's envelope could not be written as JSON ({exc}); asking again returns the same answer: "
+            "return values nested less deeply (at most 254 levels)"
+        ) from None
+    plain = jsoncodec.loads(encoded)
+    if not isinstance(plain, dict):  # an envelope is an object; anything else is a fault of ours
+        raise TypeError(f"a cell envelope encoded as {type(plain).__name__}, not an object")
+    return plain
