@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import mcp_types as types
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -43,6 +44,15 @@ _T = TypeVar("_T")
 RESOURCE_NOT_FOUND = -32002
 #: Approval rounds one tool call may run on a 2025-11-25 connection before it answers the waiting envelope.
 MAX_LEGACY_ROUNDS = 64
+#: How long a 2026-07-28 client may reuse a listing (``ttlMs``, ``cacheScope``).  The tools, the resources and
+#: their contents follow the key's policy and the MCP servers' own lists (``private``, a minute); the
+#: templates are the same for everyone and change only with the service (``public``, an hour).
+CACHE_HINTS: dict[CacheableMethod, CacheHint] = {
+    "tools/list": CacheHint(60_000, "private"),
+    "resources/list": CacheHint(60_000, "private"),
+    "resources/read": CacheHint(60_000, "private"),
+    "resources/templates/list": CacheHint(3_600_000, "public"),
+}
 
 #: Who calls, from the SDK's request object (a starlette request over HTTP, None over stdio).
 KeyOf = Callable[[Any], ApiKey]
@@ -57,6 +67,7 @@ def build_server(facade: McpFacade, key_of: KeyOf) -> Server[object]:
         "codemode",
         version=__version__,
         instructions=SERVER_INSTRUCTIONS,
+        cache_hints=CACHE_HINTS,
         on_list_tools=handlers.list_tools,
         on_call_tool=handlers.call_tool,
         on_list_resources=handlers.list_resources,
