@@ -153,6 +153,9 @@ class Settings(BaseSettings):
     max_snapshot_bytes: Int = setting("limits", 10 * MiB, 1024, 256 * MiB, "heap cap for parking; inbox cap")
     max_parked_cells: Int = setting("limits", 1024, 1, 65536, "parked cells per replica (they share worker processes)")
     cell_ttl_seconds: Int = setting("limits", 900, 1, 86400, "idle time before a parked cell expires")
+    mcp_session_idle_seconds: Int = setting(
+        "limits", 600, 10, 86400, "an MCP session of a 2025-11-25 client idle this long at /mcp is closed"
+    )
     results_ttl_seconds: Int = setting("limits", 3600, 1, 86400, "lifetime of saved results")
     max_calls_per_cell: Int = setting("limits", 200, 1, 100000, "tool calls one cell may make")
     max_searches_per_cell: Int = setting("limits", 200, 1, 100000, "catalog.search calls one cell may make")
@@ -269,6 +272,9 @@ class Settings(BaseSettings):
     tenant_finished_kept: Int = setting("tenants", 1000, 1, 1_000_000, "finished-cell summaries kept per tenant")
     max_tenants_tracked: Int = setting(
         "tenants", 10000, 1, 1_000_000, "tenants whose finished-cell summaries are kept (least recent dropped)"
+    )
+    mcp_sessions_per_tenant: Int = setting(
+        "tenants", 64, 1, 100_000, "MCP sessions of 2025-11-25 clients at /mcp per tenant (then 503 for a new one)"
     )
     tenant_held_bytes: Int = setting(
         "tenants",

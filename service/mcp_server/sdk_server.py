@@ -2,10 +2,9 @@
 
 ``build_server`` registers the facade's tools and resources as the SDK's low-level handlers; the
 protocol (handshake, both protocol eras, JSON-RPC, schemas) is the SDK's.  ``HttpEndpoint`` is the
-ASGI app mounted at ``/mcp``: the SDK's Streamable HTTP session manager in stateless JSON mode, so
-no per-client session state is kept between requests (cells are tracked by the registry, by id and
-tenant) and one caller cannot fill a table of sessions that others need.  ``serve_stdio`` serves one
-client on stdin/stdout.
+ASGI app mounted at ``/mcp``: the SDK's Streamable HTTP session managers, stateless for 2026-07-28
+requests and with sessions per tenant for 2025-11-25 clients (cells themselves are tracked by the
+registry, by id and tenant, whatever the era).  ``serve_stdio`` serves one client on stdin/stdout.
 
 Who calls is decided before the SDK sees a request: the request gate resolved the API key into the
 ASGI scope (HTTP), or the command line chose it (stdio).  Each handler reads it from its request.
@@ -17,6 +16,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+import anyio
+import anyio.abc
 import mcp_types as types
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.context import ServerRequestContext
@@ -24,7 +25,10 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError, NoBackChannelError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from service import __version__
@@ -186,7 +190,7 @@ def _elicitation(message: str) -> types.ElicitRequest:
 def _shows_forms(ctx: _Context) -> bool:
     """Whether this request's client shows elicitation forms to a person, on a wire that can carry them: the
     2026-07-28 envelope's capabilities (answered with input_required), or a 2025-11-25 connection's, when
-    it can carry a request to the client (stdio; not stateless HTTP)."""
+    it can carry a request to the client (a session at /mcp, stdio)."""
     capabilities = ctx.session.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
     # An empty elicitation capability is the form mode of the revisions before URL mode existed.
@@ -234,37 +238,96 @@ async def _translated(work: Awaitable[_T]) -> _T:
 
 
 class HttpEndpoint:
-    """The ASGI app at ``/mcp``; ``run()`` must be open (inside the app's lifespan) while it serves."""
+    """The ASGI app at ``/mcp``; ``run()`` must be open (inside the app's lifespan) while it serves.
 
-    def __init__(self, facade: McpFacade, key_of: KeyOf, *, max_body_bytes: int) -> None:
+    Both protocol eras on one URL, told apart as the SDK tells them (the ``MCP-Protocol-Version`` header):
+
+    * 2026-07-28 requests are stateless: one request, one JSON answer, on the SDK's single-exchange path;
+    * 2025-11-25 (and older) clients get sessions: ``initialize`` opens one (``Mcp-Session-Id``), and each
+      request of it is answered as an event stream, which can carry an ``elicitation/create`` request to the
+      client while a tool call waits.  Sessions are kept per tenant, each tenant's table bounded
+      (``mcp_sessions_per_tenant``: one tenant cannot fill a table another needs) and a session idle for
+      ``mcp_session_idle_seconds`` is closed.  A session lives in the replica that opened it: behind a load
+      balancer, requests carrying ``Mcp-Session-Id`` must go back there (deploy/haproxy.cfg sticks them).
+    """
+
+    def __init__(
+        self,
+        facade: McpFacade,
+        key_of: KeyOf,
+        *,
+        max_body_bytes: int,
+        sessions_per_tenant: int,
+        session_idle_seconds: float,
+    ) -> None:
         self._server = build_server(facade, key_of)
+        self._key_of = key_of
         self._max_body_bytes = max_body_bytes
-        self._manager: StreamableHTTPSessionManager | None = None
+        self._sessions_per_tenant = sessions_per_tenant
+        self._session_idle_seconds = session_idle_seconds
+        self._stateless: StreamableHTTPSessionManager | None = None
+        self._sessions: dict[str, StreamableHTTPSessionManager] = {}  # tenant -> its sessions, once it has one
+        self._opening = anyio.Lock()
+        self._task_group: anyio.abc.TaskGroup | None = None
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
         # A session manager runs once; each lifespan gets its own.
-        manager = StreamableHTTPSessionManager(
-            app=self._server,
-            stateless=True,
-            json_response=True,
-            # Host and Origin are checked by the request gate, as for every route (service/hosts.py).
-            security_settings=None,
-            max_request_body_size=self._max_body_bytes,
-        )
-        async with manager.run():
-            self._manager = manager
+        stateless = self._manager(stateless=True)
+        async with stateless.run(), anyio.create_task_group() as task_group:
+            self._stateless, self._task_group = stateless, task_group
             try:
                 yield
             finally:
-                self._manager = None
+                self._stateless = self._task_group = None
+                self._sessions = {}
+                task_group.cancel_scope.cancel()  # each tenant's sessions end with their manager's task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._manager is None:
+        if self._stateless is None:
             raise Overloaded(
                 "the MCP endpoint is not running (the service is starting or stopping); retry shortly", retry_after=1
             )
-        await self._manager.handle_request(scope, receive, send)
+        version = Headers(scope=scope).get(MCP_PROTOCOL_VERSION_HEADER)
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await self._stateless.handle_request(scope, receive, send)
+            return
+        tenant = self._key_of(Request(scope)).tenant
+        await (await self._sessions_of(tenant)).handle_request(scope, receive, send)
+
+    async def _sessions_of(self, tenant: str) -> StreamableHTTPSessionManager:
+        """The session manager of ``tenant``, started in its own task on first use."""
+        async with self._opening:
+            manager = self._sessions.get(tenant)
+            if manager is None:
+                if self._task_group is None:
+                    raise Overloaded("the MCP endpoint is stopping; retry shortly", retry_after=1)
+                manager = self._manager(stateless=False)
+                await self._task_group.start(_keep_running, manager)
+                self._sessions[tenant] = manager
+        return manager
+
+    def _manager(self, *, stateless: bool) -> StreamableHTTPSessionManager:
+        return StreamableHTTPSessionManager(
+            app=self._server,
+            stateless=stateless,
+            # Stateless answers are one JSON body; a session's are event streams, so they can carry requests.
+            json_response=stateless,
+            # Host and Origin are checked by the request gate, as for every route (service/hosts.py).
+            security_settings=None,
+            max_request_body_size=self._max_body_bytes,
+            session_idle_timeout=self._session_idle_seconds,
+            max_sessions=self._sessions_per_tenant,
+        )
+
+
+async def _keep_running(
+    manager: StreamableHTTPSessionManager, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """Run ``manager`` (its sessions' tasks live in it) until the endpoint stops."""
+    async with manager.run():
+        task_status.started()
+        await anyio.sleep_forever()
 
 
 async def serve_stdio(facade: McpFacade, key: ApiKey) -> None:

@@ -175,3 +175,23 @@ def holder_cell(round_: types.InputRequiredResult) -> str:
     """The cell a round asks about, as its form names it."""
     message = next(iter(round_.input_requests.values())).params.message
     return message.split("(", 1)[1].split(")", 1)[0]
+
+
+async def test_a_2025_session_through_the_front_stays_on_its_replica(cluster: Cluster) -> None:
+    """A 2025-11-25 client's session lives in the replica that opened it: HAProxy sends every request that
+    carries its Mcp-Session-Id back there, so the session's forms (elicitation requests on its streams) and
+    its answers work behind round robin."""
+    served: list[str] = []
+
+    async def record(response: httpx2.Response) -> None:
+        if response.request.headers.get("mcp-session-id"):
+            served.append(response.headers["x-served-by"])
+
+    async with httpx2.AsyncClient(timeout=60, event_hooks={"response": [record]}) as http:
+        transport = streamable_http_client(cluster.front + "/mcp", http_client=http)
+        async with Client(transport, elicitation_callback=_approve, mode="legacy") as client:
+            assert client.protocol_version == "2025-11-25"
+            for _ in range(3):
+                done = await client.call_tool("exec", {"code": QUOTES})
+                assert done.structured_content is not None and done.structured_content["status"] == "completed", done
+    assert len(served) >= 6 and len(set(served)) == 1, served  # every request of the session on one replica

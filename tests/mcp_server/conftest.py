@@ -3,7 +3,8 @@
 The service hosts the shipping example plugin and the MCP test server (stdio, as `docs`).  Four keys:
 `alpha` sees everything; `beta`'s policy denies `quote_shipping` and every `docs` tool; `gamma` sees
 everything but `quote_shipping` and `MCP.docs.add` wait for a person's approval; `delta` is `gamma` whose
-model may answer approvals through `wait` (``mcp_model_approvals``).
+model may answer approvals through `wait` (``mcp_model_approvals``).  A tenant may keep 4 MCP sessions
+(2025-11-25 clients) open at once.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ DELTA = "ck_mcp_delta_0123456789"
 CONFIG = f"""
 [tools]
 plugins = ["service.demo.shipping"]
+
+[tenants]
+mcp_sessions_per_tenant = 4
 
 [mcp.servers.docs]
 command = {sys.executable!r}

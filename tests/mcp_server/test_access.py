@@ -3,8 +3,10 @@ and loopback-only Host checks on a server without keys."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +23,14 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}},
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+SESSION = "mcp-session-id"
+
+
+def answer_of(response: httpx.Response) -> Any:
+    """The JSON-RPC message of an answer: a JSON body (2026-07-28), or the last event of a session's stream."""
+    if response.headers["content-type"].startswith("text/event-stream"):
+        return json.loads([line for line in response.text.splitlines() if line.startswith("data: ")][-1][6:])
+    return response.json()
 
 
 async def test_a_second_tenant_sees_only_its_own_catalog_and_cells(base_url: str) -> None:
@@ -62,7 +72,8 @@ async def test_a_missing_or_wrong_key_is_refused_before_the_sdk(base_url: str) -
         async with http_client(base_url, "ck_wrong_0123456789") as client:
             await client.list_tools()
     ok = httpx.post(base_url + "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {ALPHA}"})
-    assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "codemode"
+    assert ok.status_code == 200 and answer_of(ok)["result"]["serverInfo"]["name"] == "codemode"
+    httpx.delete(base_url + "/mcp", headers={"Authorization": f"Bearer {ALPHA}", SESSION: ok.headers[SESSION]})
 
 
 def test_an_mcp_body_over_the_exec_cap_is_413(base_url: str) -> None:
@@ -79,6 +90,8 @@ def test_a_large_mcp_body_of_many_small_values_is_refused_before_the_sdk(base_ur
     """The SDK parses MCP bodies on the event loop: one over 256 KiB holding more than 10,000 JSON values
     is refused (413) after a count in the helper process; a large body that is one code string is served."""
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {ALPHA}", "Mcp-Protocol-Version": "2025-06-18"}
+    opened = httpx.post(base_url + "/mcp", json=INITIALIZE, headers=headers)
+    headers[SESSION] = opened.headers[SESSION]
     results = ",".join(['{"id":"r","ok":true,"value":{}}'] * 20000)
     many = (
         '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":'
@@ -90,7 +103,40 @@ def test_a_large_mcp_body_of_many_small_values_is_refused_before_the_sdk(base_ur
     code = "return 7 // " + "x" * 300_000
     one = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "exec", "arguments": {"code": code}}}
     served = httpx.post(base_url + "/mcp", json=one, headers=headers, timeout=60)
-    assert served.status_code == 200 and served.json()["result"]["structuredContent"]["value"] == 7, served.text
+    assert served.status_code == 200 and answer_of(served)["result"]["structuredContent"]["value"] == 7, served.text
+    httpx.delete(base_url + "/mcp", headers=headers)
+
+
+def test_each_tenant_keeps_its_own_bounded_table_of_sessions(base_url: str) -> None:
+    """2025-11-25 clients get sessions, each tenant at most 4 at once: beta's fifth initialize is refused
+    while alpha still opens one; a session closed (DELETE) makes room; another tenant's session id is
+    unknown to beta; 2026-07-28 requests need no session at all."""
+
+    def opened(key: str) -> httpx.Response:
+        return httpx.post(base_url + "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {key}"})
+
+    def closed(key: str, session: str) -> int:
+        headers = {"Authorization": f"Bearer {key}", SESSION: session}
+        return httpx.delete(base_url + "/mcp", headers=headers).status_code
+
+    betas = [opened(BETA) for _ in range(4)]
+    assert all(r.status_code == 200 and r.headers.get(SESSION) for r in betas), [r.text for r in betas]
+    full = opened(BETA)
+    assert full.status_code == 503 and "Too many open sessions" in full.text, full.text
+    alpha = opened(ALPHA)
+    assert alpha.status_code == 200, alpha.text
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    foreign = httpx.post(
+        base_url + "/mcp",
+        json=listing,
+        headers={**MCP_HEADERS, "Authorization": f"Bearer {BETA}", SESSION: alpha.headers[SESSION]},
+    )
+    assert foreign.status_code == 404, foreign.text
+    assert closed(BETA, betas[0].headers[SESSION]) == 200
+    again = opened(BETA)
+    assert again.status_code == 200, again.text
+    for key, session in [(BETA, r.headers[SESSION]) for r in (*betas[1:], again)] + [(ALPHA, alpha.headers[SESSION])]:
+        assert closed(key, session) == 200
 
 
 async def test_stdio_serves_the_tenant_of_its_api_key(config_file: Path, tmp_path: Path) -> None:
@@ -121,7 +167,7 @@ def test_without_keys_only_loopback_hosts_reach_the_facade(tmp_path: Path) -> No
         rebound = client.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "evil.example:8000"})
         assert rebound.status_code == 421 and rebound.json()["error"]["code"] == "host_not_allowed", rebound.text
         local = client.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "127.0.0.1:8000"})
-        assert local.status_code == 200 and local.json()["result"]["serverInfo"]["name"] == "codemode"
+        assert local.status_code == 200 and answer_of(local)["result"]["serverInfo"]["name"] == "codemode"
         foreign_origin = client.post(
             "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "127.0.0.1:8000", "Origin": "http://evil.example"}
         )

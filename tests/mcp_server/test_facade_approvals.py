@@ -3,8 +3,8 @@ and over stdio (`codemode mcp`), in JavaScript and in Python cells.
 
 Key `gamma` needs a person's approval for `quote_shipping`, `MCP.docs.add` and `MCP.docs.echo`.  A client with
 an elicitation callback (the person) is asked through forms: on the 2026-07-28 protocol the tool call answers
-`input_required` and the SDK retries it with the answers and the sealed `requestState`; on a 2025-11-25
-stdio connection the forms are `elicitation/create` requests.  Key `delta` has the same approvals and lets
+`input_required` and the SDK retries it with the answers and the sealed `requestState`; in a 2025-11-25
+session (HTTP) or connection (stdio) the forms are `elicitation/create` requests.  Key `delta` has the same approvals and lets
 the model answer them through `wait` (`mcp_model_approvals`).
 
 A cell parked on such a call holds its pending input encoded (the registry never parses it on the loop); the
@@ -79,16 +79,18 @@ class Person:
 PERSON = Person()
 
 
-@pytest.fixture(scope="module", params=["http", "stdio", "stdio-legacy"])
+@pytest.fixture(scope="module", params=["http", "http-legacy", "stdio", "stdio-legacy"])
 async def asking(
     request: pytest.FixtureRequest, config_file: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Client]:
-    """A client of gamma that shows forms to `PERSON`: 2026-07-28 over HTTP and stdio, 2025-11-25 over stdio."""
-    if request.param == "http":
-        async with http_client(request.getfixturevalue("base_url"), GAMMA, elicitation_callback=PERSON) as client:
+    """A client of gamma that shows forms to `PERSON`, on 2026-07-28 and in a 2025-11-25 session, over HTTP
+    and over stdio."""
+    mode = "legacy" if request.param.endswith("-legacy") else "auto"
+    if request.param.startswith("http"):
+        base_url = request.getfixturevalue("base_url")
+        async with http_client(base_url, GAMMA, elicitation_callback=PERSON, mode=mode) as client:
             yield client
         return
-    mode = "legacy" if request.param == "stdio-legacy" else "auto"
     data = tmp_path_factory.mktemp("stdio")
     async with stdio_session(config_file, data, GAMMA, elicitation_callback=PERSON, mode=mode) as client:
         yield client
@@ -244,11 +246,12 @@ async def test_an_altered_replayed_or_foreign_request_state_is_refused(base_url:
 
 
 async def test_without_forms_a_person_decides_over_the_http_api(base_url: str) -> None:
-    """A 2025-11-25 client over stateless HTTP cannot be sent a request: its exec answers the cell waiting,
-    telling the model that a person decides over the HTTP API; the model's `wait` may not approve (gamma does
-    not allow it, and its wait tool has no approvals argument); the person's approval over HTTP runs the call
-    and answers the completed cell, so the model's later `wait` is told the result was delivered."""
-    async with http_client(base_url, GAMMA, elicitation_callback=PERSON.will(), mode="legacy") as gamma:
+    """A client that declares no elicitation: its exec answers the cell waiting, telling the model that a
+    person decides over the HTTP API; the model's `wait` may not approve (gamma does not allow it, and its
+    wait tool has no approvals argument); the person's approval over HTTP runs the call and answers the
+    completed cell, so the model's later `wait` is told the result was delivered."""
+    PERSON.will()
+    async with http_client(base_url, GAMMA) as gamma:
         tools = {t.name: t for t in (await gamma.list_tools()).tools}
         assert "approvals" not in tools["wait"].input_schema["properties"]
         assert "never by you" in tools["wait"].description
