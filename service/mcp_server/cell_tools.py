@@ -12,6 +12,9 @@ Who decides an approval:
 * the model, through ``wait``'s ``approvals`` argument, only when the API key allows it
   (``mcp_model_approvals``): then the model approves its own calls;
 * otherwise a person over the HTTP API (``POST /v1/cells/<id>/wait``), which the model is told.
+
+For a client that takes tasks, ``exec`` runs a background cell and answers a task (``TaskStarted``) when the
+cell outlives the exec's ``timeout_ms`` (see ``tasks``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from service.settings import ApiKey
 from .rendering import Approver, envelope_text
 from .request_state import LocalLedger, SharedLedger, request_digest
 from .rounds import ApprovalRounds, Caller, InputNeeded, RoundReply, answers_of
+from .tasks import TaskBook, TaskRecord
 
 EXEC_FIELDS = ("code", "title", "session_id", "run_id", "timeout_ms", "max_output_bytes", "language")
 WAIT_FIELDS = ("timeout_ms", "tool_results", "approvals")  # besides cell_id
@@ -59,7 +63,14 @@ class ToolAnswer:
     is_error: bool
 
 
-Outcome = ToolAnswer | InputNeeded
+@dataclass(frozen=True)
+class TaskStarted:
+    """A tool call's answer that the cell goes on as a task (``resultType: "task"``)."""
+
+    record: TaskRecord
+
+
+Outcome = ToolAnswer | InputNeeded | TaskStarted
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -75,6 +86,8 @@ class CellTools:
         self.svc = svc
         ledger = svc.store if isinstance(svc.store, SharedLedger) else LocalLedger()
         self.rounds = ApprovalRounds(ledger, svc.settings.max_output_bytes)
+        # A background cell runs on its own at most cell_ttl_seconds, and its result is kept as long again.
+        self.tasks = TaskBook(2 * svc.settings.cell_ttl_seconds)
 
     def model_approves(self, key: ApiKey) -> bool:
         """Whether the model behind ``key`` may answer approvals through ``wait`` (opt-in, off by default)."""
@@ -82,24 +95,43 @@ class CellTools:
 
     async def exec(self, caller: Caller, args: Mapping[str, object]) -> Outcome:
         body = validated(ExecRequest, args, EXEC_FIELDS)
+        request = request_digest("exec", args)
+        if caller.uses_tasks:
+            return await self._exec_as_task(caller, body, request)
         spec = await cell_spec(self.svc.cells, self.svc.tools, caller.key, body)
-        envelope = _plain(await self.svc.cells.exec(spec, caller.trace_parent))
-        return await self._outcome(caller, request_digest("exec", args), envelope)
+        envelope = plain(await self.svc.cells.exec(spec, caller.trace_parent))
+        return await self._outcome(caller, request, envelope)
+
+    async def _exec_as_task(self, caller: Caller, body: ExecRequest, request: str) -> Outcome:
+        """A background cell: answered as usual if it ends or needs a person within the exec's timeout_ms,
+        else as a task (the task exists before the answer: a poll finds it)."""
+        cells = self.svc.cells
+        spec = await cell_spec(cells, self.svc.tools, caller.key, body.model_copy(update={"background": True}))
+        started = await cells.exec(spec, caller.trace_parent)
+        cell_id = str(started["cell_id"])
+        run = cells.background.get(cell_id, caller.key.tenant)
+        if run is None:  # refused before it ran (an input refusal): its envelope is the answer
+            return self.answer(caller, plain(started))
+        timeout_ms = spec.limits.timeout_ms
+        await run.until_stopped(timeout_ms / 1000)  # collects nothing: the output stays for the answer
+        if run.active:
+            return TaskStarted(self.tasks.open(cell_id, caller.key.tenant, []))
+        return await self._outcome(caller, request, await self.resume(caller, cell_id, [], [], timeout_ms))
 
     async def wait(self, caller: Caller, args: Mapping[str, object]) -> Outcome:
         ref, body = _wait_args(args)
         results, approvals = wait_answers(body)
         if approvals and not self.model_approves(caller.key):
             raise InvalidRequest(MODEL_MAY_NOT_APPROVE.format(cell=ref.cell_id), need_param="approvals")
-        envelope = await self._resume(caller, ref.cell_id, results, approvals, body.timeout_ms)
+        envelope = await self.resume(caller, ref.cell_id, results, approvals, body.timeout_ms)
         return await self._outcome(caller, request_digest("wait", args), envelope)
 
     async def cancel(self, caller: Caller, args: Mapping[str, object]) -> ToolAnswer:
         ref = validated(CellRef, args, ("cell_id",))
         relayed = await self._on_holder(caller, ref.cell_id, "cancel", {})
         if relayed is None:
-            relayed = _plain(await self.svc.cells.cancel(ref.cell_id, caller.key.tenant, caller.trace_parent))
-        return self._answer(caller, relayed)
+            relayed = plain(await self.svc.cells.cancel(ref.cell_id, caller.key.tenant, caller.trace_parent))
+        return self.answer(caller, relayed)
 
     async def answered(self, caller: Caller, name: str, args: Mapping[str, object], reply: RoundReply) -> Outcome:
         """A retried ``exec`` or ``wait`` carrying a person's answers: they resume the cell the round was
@@ -135,22 +167,28 @@ class CellTools:
     ) -> Outcome:
         """Resume the cell with a round's answers; its answer shows first the output of before the round."""
         dismissed = not approvals  # every form was dismissed: show where the cell is, without asking again
-        envelope = await self._resume(caller, cell_id, [], approvals, GLANCE_MS if dismissed else timeout_ms)
+        envelope = await self.resume(caller, cell_id, [], approvals, GLANCE_MS if dismissed else timeout_ms)
         if not isinstance(envelope, ToolAnswer) and earlier:
             later = envelope.get("output")
             envelope["output"] = earlier + (later if isinstance(later, list) else [])
         if dismissed:
-            return self._answer(caller, envelope, "dismissed")
+            return self.answer(caller, envelope, "dismissed")
         return await self._outcome(caller, request, envelope)
 
     async def _outcome(self, caller: Caller, request: str, envelope: dict[str, object] | ToolAnswer) -> Outcome:
         """A round for a person when the cell waits on approvals and the client shows forms, else the answer."""
         if isinstance(envelope, ToolAnswer):
             return envelope
+        if caller.uses_tasks and envelope.get("status") == "running":  # a background cell goes on as a task
+            output = envelope.get("output")
+            tenant = caller.key.tenant
+            return TaskStarted(
+                self.tasks.open(str(envelope["cell_id"]), tenant, output if isinstance(output, list) else [])
+            )
         needed = await self.rounds.ask(caller, request, envelope)
-        return needed if needed is not None else self._answer(caller, envelope)
+        return needed if needed is not None else self.answer(caller, envelope)
 
-    def _answer(
+    def answer(
         self, caller: Caller, envelope: dict[str, object] | ToolAnswer, approver: Approver | None = None
     ) -> ToolAnswer:
         """A (plain) envelope as a tool result: its words for the model and, beside them, the envelope."""
@@ -160,7 +198,7 @@ class CellTools:
             approver = "model" if self.model_approves(caller.key) else "elsewhere"
         return ToolAnswer(envelope_text(envelope, approver), envelope, envelope.get("status") == "failed")
 
-    async def _resume(
+    async def resume(
         self,
         caller: Caller,
         cell_id: str,
@@ -183,7 +221,7 @@ class CellTools:
             approvals=approvals,
             trace_parent=caller.trace_parent,
         )
-        return _plain(envelope)
+        return plain(envelope)
 
     async def _on_holder(
         self, caller: Caller, cell_id: str, action: str, body: Mapping[str, object]
@@ -249,7 +287,7 @@ def refusal(err: Mapping[str, object], retry_after: int | None) -> ToolAnswer:
     return ToolAnswer(f"Refused ({err.get('code')}, {err.get('error_type')}): {err.get('message')}{retry}", None, True)
 
 
-def _plain(envelope: Mapping[str, object]) -> dict[str, object]:
+def plain(envelope: Mapping[str, object]) -> dict[str, object]:
     """``envelope`` as plain JSON data: exactly what ``POST /v1/exec`` would send, decoded.
 
     The cell registry keeps parts of an envelope encoded (``jsoncodec.fragment``: a pending call's input,
@@ -264,7 +302,7 @@ def _plain(envelope: Mapping[str, object]) -> dict[str, object]:
             f"the cell's envelope could not be written as JSON ({exc}); asking again returns the same answer: "
             "return values nested less deeply (at most 254 levels)"
         ) from None
-    plain = jsoncodec.loads(encoded)
-    if not isinstance(plain, dict):  # an envelope is an object; anything else is a fault of ours
-        raise TypeError(f"a cell envelope encoded as {type(plain).__name__}, not an object")
-    return plain
+    decoded = jsoncodec.loads(encoded)
+    if not isinstance(decoded, dict):  # an envelope is an object; anything else is a fault of ours
+        raise TypeError(f"a cell envelope encoded as {type(decoded).__name__}, not an object")
+    return decoded

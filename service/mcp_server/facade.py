@@ -30,6 +30,7 @@ from . import descriptions
 from .cell_tools import EXEC_FIELDS, WAIT_FIELDS, CellRef, CellTools, Outcome, ToolAnswer, refusal, validated
 from .descriptions import RESOURCE_PREFIX
 from .rounds import Caller, InputNeeded, RoundReply
+from .task_calls import TaskCalls
 
 DECLARATION_MIME = "text/typescript"
 
@@ -91,6 +92,7 @@ class McpFacade:
     def __init__(self, svc: Components) -> None:
         self.svc = svc
         self.cells = CellTools(svc)
+        self.tasks = TaskCalls(self.cells)
         envelope_schema = CellEnvelope.model_json_schema(mode="serialization")
         wait_schema = _merged(
             _subschema(CellRef, ("cell_id",), required=("cell_id",)), _subschema(WaitRequest, WAIT_FIELDS)

@@ -26,11 +26,13 @@ from .request_state import SECRET_NAME, LocalLedger, RoundClaims, SharedLedger, 
 
 @dataclass(frozen=True)
 class Caller:
-    """Who calls a tool, and whether its client shows approval forms to a person."""
+    """Who calls a tool, whether its client shows approval forms to a person, and whether it takes tasks
+    (it declared the ``io.modelcontextprotocol/tasks`` extension on this request)."""
 
     key: ApiKey
     asks_person: bool = False
     trace_parent: TraceParent = None
+    uses_tasks: bool = False
 
 
 @dataclass(frozen=True)

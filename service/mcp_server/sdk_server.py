@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import anyio
@@ -25,8 +26,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError, NoBackChannelError
-from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.inbound import MCP_NAME_HEADER, MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
@@ -36,11 +38,12 @@ from service.errors import InvalidRequest, NotFound, Overloaded, ServiceError
 from service.settings import ApiKey
 from service.tracing import TraceParent
 
-from .approval_forms import APPROVAL_SCHEMA
-from .cell_tools import ToolAnswer
+from .approval_forms import APPROVAL_SCHEMA, MAX_FORMS
+from .cell_tools import Outcome, TaskStarted, ToolAnswer
 from .descriptions import SERVER_INSTRUCTIONS
 from .facade import DECLARATION_MIME, McpFacade, ToolDef
 from .rounds import Caller, InputNeeded, RoundReply
+from .tasks import POLL_INTERVAL_MS, TASKS_EXTENSION, TaskView
 
 _T = TypeVar("_T")
 
@@ -67,19 +70,26 @@ _Context = ServerRequestContext[object]
 def build_server(facade: McpFacade, key_of: KeyOf) -> Server[object]:
     """An SDK server whose handlers answer for the key ``key_of(request)`` names."""
     handlers = _Handlers(facade, key_of)
-    return Server(
+    server: Server[object] = Server(
         "codemode",
         version=__version__,
         instructions=SERVER_INSTRUCTIONS,
         cache_hints=CACHE_HINTS,
         on_list_tools=handlers.list_tools,
-        on_call_tool=handlers.call_tool,
         on_list_resources=handlers.list_resources,
         on_list_resource_templates=handlers.list_resource_templates,
         on_read_resource=handlers.read_resource,
         # Input schemas do not depend on the caller: header validation need not list the tools.
         get_tool_input_schema=facade.input_schema,
     )
+    # Cells as tasks: the extension is advertised (server/discover) and its three methods served.
+    server.extensions[TASKS_EXTENSION] = {}
+    # Registered as a request handler: tools/call may also answer a task, which is not a core result type.
+    server.add_request_handler("tools/call", types.CallToolRequestParams, handlers.call_tool)
+    server.add_request_handler("tasks/get", _TaskParams, handlers.get_task)
+    server.add_request_handler("tasks/update", _TaskUpdateParams, handlers.update_task)
+    server.add_request_handler("tasks/cancel", _TaskParams, handlers.cancel_task)
+    return server
 
 
 class _Handlers:
@@ -94,11 +104,12 @@ class _Handlers:
 
     async def call_tool(
         self, ctx: _Context, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, object]:
         caller = Caller(
             self._key_of(ctx.request),
             asks_person=_shows_forms(ctx),
             trace_parent=_trace_parent(self._facade, ctx.request, params.meta),
+            uses_tasks=_takes_tasks(ctx),
         )
         reply = None
         if params.request_state is not None or params.input_responses:
@@ -112,21 +123,53 @@ class _Handlers:
                     request_state=outcome.state,
                 )
             outcome = await self._asked_on_connection(ctx, caller, params, outcome)
+        if isinstance(outcome, TaskStarted):
+            return {"resultType": "task", **_task_wire(self._facade.tasks.view(outcome.record))}
         return _tool_result(outcome)
 
     async def _asked_on_connection(
         self, ctx: _Context, caller: Caller, params: types.CallToolRequestParams, needed: InputNeeded
-    ) -> ToolAnswer:
+    ) -> ToolAnswer | TaskStarted:
         """A 2025-11-25 round: each form is an ``elicitation/create`` request on this connection, answered while
         the tool call waits; the answers resume the cell, which may ask again (up to ``MAX_LEGACY_ROUNDS``
         rounds, then the cell is answered as it waits: ``wait`` asks again)."""
-        outcome: ToolAnswer | InputNeeded = needed
+        outcome: Outcome = needed
         rounds = 0
-        while isinstance(outcome, InputNeeded):
+        while True:
+            if not isinstance(outcome, InputNeeded):
+                return outcome
             rounds += 1
             responses = await _elicited(ctx, outcome) if rounds <= MAX_LEGACY_ROUNDS else {}
             outcome = await _translated(self._facade.decided(caller, params.name, params.arguments, outcome, responses))
-        return outcome
+
+    async def get_task(self, ctx: _Context, params: _TaskParams) -> dict[str, object]:
+        caller = self._task_caller(ctx, params)
+        return _task_wire(await _translated(self._facade.tasks.get(caller, params.task_id)))
+
+    async def update_task(self, ctx: _Context, params: _TaskUpdateParams) -> dict[str, object]:
+        caller = self._task_caller(ctx, params)
+        responses = {k: v.model_dump(by_alias=True, mode="json") for k, v in params.input_responses.items()}
+        await _translated(self._facade.tasks.update(caller, params.task_id, responses))
+        return {}
+
+    async def cancel_task(self, ctx: _Context, params: _TaskParams) -> dict[str, object]:
+        await _translated(self._facade.tasks.cancel(self._task_caller(ctx, params), params.task_id))
+        return {}
+
+    def _task_caller(self, ctx: _Context, params: _TaskParams) -> Caller:
+        """The caller of a tasks/* request, which must have declared the extension on it and, over HTTP, named
+        the task in its Mcp-Name header (that header routes it to the replica holding the task)."""
+        if not _takes_tasks(ctx):
+            raise MCPError(
+                types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                f"Missing required client capability: declare the {TASKS_EXTENSION} extension on tasks/* requests",
+                data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+            )
+        headers = getattr(ctx.request, "headers", None)
+        named = headers.get(MCP_NAME_HEADER) if headers is not None else None
+        if named is not None and named != params.task_id:
+            raise MCPError(types.INVALID_PARAMS, f"the {MCP_NAME_HEADER} header must be the taskId of the request")
+        return Caller(self._key_of(ctx.request), asks_person=_shows_forms(ctx), uses_tasks=True)
 
     async def list_resources(
         self, ctx: _Context, params: types.PaginatedRequestParams | None
@@ -159,6 +202,53 @@ class _Handlers:
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type=DECLARATION_MIME, text=text)]
         )
+
+
+class _TaskParams(types.RequestParams):
+    task_id: str = Field(min_length=1, max_length=256)
+
+
+class _TaskUpdateParams(_TaskParams):
+    input_responses: dict[str, types.ElicitResult] = Field(max_length=MAX_FORMS)
+
+
+def _takes_tasks(ctx: _Context) -> bool:
+    """Whether this 2026-07-28 request declares the tasks extension (a task is never answered to another)."""
+    capabilities = ctx.session.client_capabilities
+    extensions = capabilities.extensions if capabilities is not None else None
+    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    return modern and extensions is not None and TASKS_EXTENSION in extensions
+
+
+def _task_wire(view: TaskView) -> dict[str, object]:
+    """A task as the extension writes it (``DetailedTask``): its state and, by status, forms, result or error."""
+    record = view.record
+    wire: dict[str, object] = {
+        "taskId": record.cell_id,
+        "status": view.status,
+        "createdAt": _iso(record.created_at),
+        "lastUpdatedAt": _iso(record.updated_at),
+        "ttlMs": view.ttl_ms,
+        "pollIntervalMs": POLL_INTERVAL_MS,
+    }
+    if view.status == "input_required":
+        requests = {form.call_id: _elicitation(form.message) for form in view.forms}
+        wire["inputRequests"] = {
+            k: r.model_dump(by_alias=True, mode="json", exclude_none=True) for k, r in requests.items()
+        }
+        wire["statusMessage"] = f"waiting for a person to approve {len(view.forms)} call(s)"
+    elif view.status == "completed":
+        wire["result"] = record.result
+    elif view.status == "failed":
+        wire["error"] = {"code": types.INTERNAL_ERROR, "message": record.message or "the cell was lost"}
+        wire["statusMessage"] = record.message
+    elif view.status == "cancelled" and record.message:
+        wire["statusMessage"] = record.message
+    return wire
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
 def _tool_result(answer: ToolAnswer) -> types.CallToolResult:

@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from service.cluster.identity import cell_id_prefix, holder_of
 from tests.cluster.conftest import REPLICA_TTL_SECONDS
 from tests.mcp_server.conftest import http_client
+from tests.mcp_server.task_client import Tasks
 from tests.support.cluster import Cluster, running_cluster
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -195,3 +196,26 @@ async def test_a_2025_session_through_the_front_stays_on_its_replica(cluster: Cl
                 done = await client.call_tool("exec", {"code": QUOTES})
                 assert done.structured_content is not None and done.structured_content["status"] == "completed", done
     assert len(served) >= 6 and len(set(served)) == 1, served  # every request of the session on one replica
+
+
+async def test_a_task_is_polled_through_the_front_on_whichever_replica_each_poll_reaches(cluster: Cluster) -> None:
+    """A cell that outlives its exec's bound is a task; behind round robin its polls reach other replicas,
+    which relay them by their Mcp-Name header (the task id, a cell id naming its holder) to the holder, and
+    the task is polled to its result there, output and value whole."""
+    polled: list[str] = []
+
+    async def record(response: httpx2.Response) -> None:
+        if response.request.headers.get("mcp-method") == "tasks/get":
+            polled.append(response.headers["x-served-by"])
+
+    tasks = Tasks()
+    long_cell = 'text("before"); await new Promise((r) => setTimeout(r, 2500)); text("after"); return 7'
+    async with httpx2.AsyncClient(timeout=60, event_hooks={"response": [record]}) as http:
+        transport = streamable_http_client(cluster.front + "/mcp", http_client=http)
+        async with Client(transport, extensions=[tasks]) as client:
+            done = await client.call_tool("exec", {"code": long_cell, "timeout_ms": 300})
+    envelope = done.structured_content
+    assert envelope is not None and envelope["status"] == "completed" and envelope["value"] == 7, done
+    assert [e["text"] for e in envelope["output"]] == ["before", "after"]
+    assert tasks.created and envelope["cell_id"] == tasks.created[0].task_id
+    assert "completed" in tasks.seen and len(set(polled)) > 1, polled  # polls reached several replicas

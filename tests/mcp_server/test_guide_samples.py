@@ -29,6 +29,7 @@ CONFIGS = {
 plugins = ["service.demo.shipping"]
 approve = ["quote_shipping"]
 """,
+    "tasks": "",
 }
 
 
