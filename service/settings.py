@@ -274,7 +274,11 @@ class Settings(BaseSettings):
         "tenants", 10000, 1, 1_000_000, "tenants whose finished-cell summaries are kept (least recent dropped)"
     )
     mcp_sessions_per_tenant: Int = setting(
-        "tenants", 64, 1, 100_000, "MCP sessions of 2025-11-25 clients at /mcp per tenant (then 503 for a new one)"
+        "tenants",
+        64,
+        1,
+        100_000,
+        "MCP sessions of 2025-11-25 clients at /mcp per tenant (then the least recently used idle one is closed)",
     )
     tenant_held_bytes: Int = setting(
         "tenants",

@@ -12,6 +12,8 @@ ASGI scope (HTTP), or the command line chose it (stdio).  Each handler reads it 
 
 from __future__ import annotations
 
+import time
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -24,6 +26,7 @@ from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.inbound import MCP_NAME_HEADER, MCP_PROTOCOL_VERSION_HEADER
@@ -31,7 +34,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import Field
 from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from service import __version__
 from service.errors import InvalidRequest, NotFound, Overloaded, ServiceError
@@ -356,7 +359,7 @@ class HttpEndpoint:
         self._sessions_per_tenant = sessions_per_tenant
         self._session_idle_seconds = session_idle_seconds
         self._stateless: StreamableHTTPSessionManager | None = None
-        self._sessions: dict[str, StreamableHTTPSessionManager] = {}  # tenant -> its sessions, once it has one
+        self._sessions: dict[str, _TenantSessions] = {}  # tenant -> its sessions, once it has one
         self._opening = anyio.Lock()
         self._task_group: anyio.abc.TaskGroup | None = None
 
@@ -383,19 +386,21 @@ class HttpEndpoint:
             await self._stateless.handle_request(scope, receive, send)
             return
         tenant = self._key_of(Request(scope)).tenant
-        await (await self._sessions_of(tenant)).handle_request(scope, receive, send)
+        await (await self._sessions_of(tenant)).handle(scope, receive, send)
 
-    async def _sessions_of(self, tenant: str) -> StreamableHTTPSessionManager:
-        """The session manager of ``tenant``, started in its own task on first use."""
+    async def _sessions_of(self, tenant: str) -> _TenantSessions:
+        """The sessions of ``tenant``, their manager started in its own task on first use."""
         async with self._opening:
-            manager = self._sessions.get(tenant)
-            if manager is None:
+            sessions = self._sessions.get(tenant)
+            if sessions is None:
                 if self._task_group is None:
                     raise Overloaded("the MCP endpoint is stopping; retry shortly", retry_after=1)
                 manager = self._manager(stateless=False)
                 await self._task_group.start(_keep_running, manager)
-                self._sessions[tenant] = manager
-        return manager
+                sessions = self._sessions[tenant] = _TenantSessions(
+                    manager, self._sessions_per_tenant, self._session_idle_seconds
+                )
+        return sessions
 
     def _manager(self, *, stateless: bool) -> StreamableHTTPSessionManager:
         return StreamableHTTPSessionManager(
@@ -409,6 +414,92 @@ class HttpEndpoint:
             session_idle_timeout=self._session_idle_seconds,
             max_sessions=self._sessions_per_tenant,
         )
+
+
+class _TenantSessions:
+    """One tenant's 2025-11-25 sessions: the SDK's manager, and when each session it opened was last used.
+
+    A client that runs once and exits (a command line) leaves its session open until it idles out.  So a
+    tenant at its cap does not refuse a new session while one of its own sessions is idle: the least recently
+    used idle one is closed (as its client's DELETE would close it; that client is told it is gone and opens
+    a new one).  Only when every session is in use does the SDK answer 503 "Too many open sessions".
+    """
+
+    def __init__(self, manager: StreamableHTTPSessionManager, cap: int, idle_seconds: float) -> None:
+        self.manager = manager
+        self._cap = cap
+        self._idle_seconds = idle_seconds
+        self._used: OrderedDict[str, float] = OrderedDict()  # session id -> last use (monotonic), oldest first
+        self._busy: Counter[str] = Counter()  # session id -> its requests in flight (an open stream included)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session = Headers(scope=scope).get(MCP_SESSION_ID_HEADER)
+        if session is None:
+            await self._make_room()
+        elif session in self._used:  # only sessions this tenant opened here are followed, never an invented id
+            self._busy[session] += 1
+        answered: dict[str, object] = {}
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answered["status"] = message["status"]
+                answered["session"] = Headers(raw=message["headers"]).get(MCP_SESSION_ID_HEADER)
+            await send(message)
+
+        try:
+            await self.manager.handle_request(scope, receive, watched)
+        finally:
+            if session is not None and self._busy[session]:
+                self._busy[session] -= 1
+                if not self._busy[session]:
+                    del self._busy[session]
+        opened = answered.get("session")
+        if session is None:
+            if isinstance(opened, str) and answered.get("status") == 200:
+                self._used[opened] = time.monotonic()
+        elif session in self._used:
+            if scope["method"] == "DELETE" or answered.get("status") == 404:
+                del self._used[session]  # closed by its client, or already gone
+            else:
+                self._used[session] = time.monotonic()
+                self._used.move_to_end(session)
+
+    async def _make_room(self) -> None:
+        """Forget sessions that idled out; at the cap, close the least recently used idle one."""
+        stale = time.monotonic() - self._idle_seconds
+        for session in [s for s, at in self._used.items() if at < stale and not self._busy[s]]:
+            del self._used[session]
+        if len(self._used) < self._cap:
+            return
+        idle = next((s for s in self._used if not self._busy[s]), None)
+        if idle is not None:
+            del self._used[idle]
+            await self.manager.handle_request(_closing(idle), _no_body, _discard)
+
+
+def _closing(session: str) -> Scope:
+    """A DELETE of ``session``, the request that closes it (made here, never sent by anyone)."""
+    return {
+        "type": "http",
+        "method": "DELETE",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "root_path": "",
+        "query_string": b"",
+        "scheme": "http",
+        "http_version": "1.1",
+        "headers": [(MCP_SESSION_ID_HEADER.encode("ascii"), session.encode("latin-1"))],
+        "server": None,
+        "client": None,
+    }
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+async def _discard(message: Message) -> None:
+    return None
 
 
 async def _keep_running(

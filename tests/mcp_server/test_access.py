@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -108,35 +109,39 @@ def test_a_large_mcp_body_of_many_small_values_is_refused_before_the_sdk(base_ur
 
 
 def test_each_tenant_keeps_its_own_bounded_table_of_sessions(base_url: str) -> None:
-    """2025-11-25 clients get sessions, each tenant at most 4 at once: beta's fifth initialize is refused
-    while alpha still opens one; a session closed (DELETE) makes room; another tenant's session id is
-    unknown to beta; 2026-07-28 requests need no session at all."""
+    """2025-11-25 clients get sessions, each tenant at most 4 at once.  At the cap a new session closes the
+    tenant's least recently used idle one (a one-shot client leaves its session open): that one is then
+    unknown (404), the others go on.  While all four are in use (each holds an open event stream) a new one
+    is refused (503), and alpha still opens one: tables are per tenant, and a session id is its tenant's."""
+
+    def headers(key: str, session: str | None = None) -> dict[str, str]:
+        more = {SESSION: session} if session else {}
+        return {**MCP_HEADERS, "Authorization": f"Bearer {key}", "Mcp-Protocol-Version": "2025-06-18", **more}
 
     def opened(key: str) -> httpx.Response:
-        return httpx.post(base_url + "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {key}"})
+        return httpx.post(base_url + "/mcp", json=INITIALIZE, headers=headers(key))
 
-    def closed(key: str, session: str) -> int:
-        headers = {"Authorization": f"Bearer {key}", SESSION: session}
-        return httpx.delete(base_url + "/mcp", headers=headers).status_code
+    def listing(key: str, session: str) -> int:
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        return httpx.post(base_url + "/mcp", json=body, headers=headers(key, session), timeout=30).status_code
 
-    betas = [opened(BETA) for _ in range(4)]
-    assert all(r.status_code == 200 and r.headers.get(SESSION) for r in betas), [r.text for r in betas]
-    full = opened(BETA)
-    assert full.status_code == 503 and "Too many open sessions" in full.text, full.text
-    alpha = opened(ALPHA)
-    assert alpha.status_code == 200, alpha.text
-    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
-    foreign = httpx.post(
-        base_url + "/mcp",
-        json=listing,
-        headers={**MCP_HEADERS, "Authorization": f"Bearer {BETA}", SESSION: alpha.headers[SESSION]},
-    )
-    assert foreign.status_code == 404, foreign.text
-    assert closed(BETA, betas[0].headers[SESSION]) == 200
-    again = opened(BETA)
-    assert again.status_code == 200, again.text
-    for key, session in [(BETA, r.headers[SESSION]) for r in (*betas[1:], again)] + [(ALPHA, alpha.headers[SESSION])]:
-        assert closed(key, session) == 200
+    betas = [opened(BETA).headers[SESSION] for _ in range(4)]
+    assert [listing(BETA, s) for s in betas[1:]] == [200] * 3  # the first is now the least recently used
+    fifth = opened(BETA)
+    assert fifth.status_code == 200, fifth.text
+    assert listing(BETA, betas[0]) == 404 and listing(BETA, betas[1]) == 200
+    live = [*betas[1:], fifth.headers[SESSION]]
+    with httpx.Client(timeout=30) as http, ExitStack() as streams:
+        for session in live:
+            stream = streams.enter_context(http.stream("GET", base_url + "/mcp", headers=headers(BETA, session)))
+            assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+        full = opened(BETA)
+        assert full.status_code == 503 and "Too many open sessions" in full.text, full.text
+        alpha = opened(ALPHA)
+        assert alpha.status_code == 200, alpha.text
+        assert listing(BETA, alpha.headers[SESSION]) == 404
+    for key, session in [(BETA, s) for s in live] + [(ALPHA, alpha.headers[SESSION])]:
+        assert httpx.delete(base_url + "/mcp", headers=headers(key, session)).status_code == 200
 
 
 async def test_stdio_serves_the_tenant_of_its_api_key(config_file: Path, tmp_path: Path) -> None:
