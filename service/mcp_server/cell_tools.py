@@ -179,12 +179,11 @@ class CellTools:
         """A round for a person when the cell waits on approvals and the client shows forms, else the answer."""
         if isinstance(envelope, ToolAnswer):
             return envelope
-        if caller.uses_tasks and envelope.get("status") == "running":  # a background cell goes on as a task
+        cell_id = str(envelope.get("cell_id"))
+        # A background cell still running goes on as a task, kept here: only a cell this replica holds.
+        if caller.uses_tasks and envelope.get("status") == "running" and not held_elsewhere(self.svc.replica, cell_id):
             output = envelope.get("output")
-            tenant = caller.key.tenant
-            return TaskStarted(
-                self.tasks.open(str(envelope["cell_id"]), tenant, output if isinstance(output, list) else [])
-            )
+            return TaskStarted(self.tasks.open(cell_id, caller.key.tenant, output if isinstance(output, list) else []))
         needed = await self.rounds.ask(caller, request, envelope)
         return needed if needed is not None else self.answer(caller, envelope)
 

@@ -107,3 +107,25 @@ def stdio_parameters(config_file: Path, data_dir: Path, key: str | None) -> Stdi
 async def stdio_session(config_file: Path, data_dir: Path, key: str | None, **options: Any) -> AsyncIterator[Client]:
     async with Client(stdio_client(stdio_parameters(config_file, data_dir, key)), **options) as client:
         yield client
+
+
+@asynccontextmanager
+async def connected(
+    request: pytest.FixtureRequest,
+    config_file: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    key: str,
+    **options: Any,
+) -> AsyncIterator[Client]:
+    """A client of ``key`` on the transport a fixture's parameter names: ``http`` (the module's `codemode
+    serve`) or ``stdio`` (a `codemode mcp` of its own); a ``-legacy`` suffix asks for the 2025-11-25 handshake.
+    ``options`` are the Client's own."""
+    transport, _, era = str(request.param).partition("-")
+    if era == "legacy":
+        options["mode"] = "legacy"
+    if transport == "http":
+        async with http_client(request.getfixturevalue("base_url"), key, **options) as client:
+            yield client
+    else:
+        async with stdio_session(config_file, tmp_path_factory.mktemp("stdio"), key, **options) as client:
+            yield client

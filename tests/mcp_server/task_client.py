@@ -25,25 +25,21 @@ TASKS = "io.modelcontextprotocol/tasks"
 Person = Callable[[types.ElicitRequestFormParams], Awaitable[types.ElicitResult]]
 
 
-class CreateTaskResult(types.Result):
+class Task(types.Result):
+    task_id: str
+    status: str
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int | None = None
+    status_message: str | None = None
+
+
+class CreateTaskResult(Task):
     result_type: Literal["task"] = "task"
-    task_id: str
-    status: str
-    created_at: str
-    last_updated_at: str
-    ttl_ms: int | None
-    poll_interval_ms: int | None = None
-    status_message: str | None = None
 
 
-class DetailedTask(types.Result):
-    task_id: str
-    status: str
-    created_at: str
-    last_updated_at: str
-    ttl_ms: int | None
-    poll_interval_ms: int | None = None
-    status_message: str | None = None
+class DetailedTask(Task):
     input_requests: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None

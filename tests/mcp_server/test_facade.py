@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.mcp_server.conftest import ALPHA, http_client, stdio_session
+from tests.mcp_server.conftest import ALPHA, connected
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -27,12 +27,8 @@ async def alpha(
     request: pytest.FixtureRequest, config_file: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Client]:
     """A connected client of tenant alpha (every tool) on one transport."""
-    if request.param == "http":
-        async with http_client(request.getfixturevalue("base_url"), ALPHA) as client:
-            yield client
-    else:
-        async with stdio_session(config_file, tmp_path_factory.mktemp("stdio"), ALPHA) as client:
-            yield client
+    async with connected(request, config_file, tmp_path_factory, ALPHA) as client:
+        yield client
 
 
 def text_of(result: Any) -> str:

@@ -22,7 +22,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from tests.mcp_server.conftest import ALPHA, DELTA, GAMMA, http_client, stdio_session
+from tests.mcp_server.conftest import ALPHA, DELTA, GAMMA, connected, http_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -85,14 +85,7 @@ async def asking(
 ) -> AsyncIterator[Client]:
     """A client of gamma that shows forms to `PERSON`, on 2026-07-28 and in a 2025-11-25 session, over HTTP
     and over stdio."""
-    mode = "legacy" if request.param.endswith("-legacy") else "auto"
-    if request.param.startswith("http"):
-        base_url = request.getfixturevalue("base_url")
-        async with http_client(base_url, GAMMA, elicitation_callback=PERSON, mode=mode) as client:
-            yield client
-        return
-    data = tmp_path_factory.mktemp("stdio")
-    async with stdio_session(config_file, data, GAMMA, elicitation_callback=PERSON, mode=mode) as client:
+    async with connected(request, config_file, tmp_path_factory, GAMMA, elicitation_callback=PERSON) as client:
         yield client
 
 
@@ -101,12 +94,8 @@ async def delta(
     request: pytest.FixtureRequest, config_file: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Client]:
     """A client of delta (its model may answer approvals) without forms, on one transport."""
-    if request.param == "http":
-        async with http_client(request.getfixturevalue("base_url"), DELTA) as client:
-            yield client
-    else:
-        async with stdio_session(config_file, tmp_path_factory.mktemp("stdio"), DELTA) as client:
-            yield client
+    async with connected(request, config_file, tmp_path_factory, DELTA) as client:
+        yield client
 
 
 def _approval(envelope: dict[str, Any] | None) -> dict[str, Any]:

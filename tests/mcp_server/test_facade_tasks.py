@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp_server.conftest import ALPHA, GAMMA, http_client, stdio_session
+from tests.mcp_server.conftest import ALPHA, GAMMA, connected, http_client
 from tests.mcp_server.task_client import TASKS, Tasks, cancel_task, get_task
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -62,14 +62,9 @@ async def tasker(
     Its first search lists the MCP server's tools: until they are known, a call of any of them needs approval
     (an entry may name it), which would ask before the task this module means to see."""
     tasks = TASKS_OF[request.param] = Tasks(PERSON)
-    if request.param == "http":
-        async with http_client(request.getfixturevalue("base_url"), GAMMA, extensions=[tasks]) as client:
-            await client.call_tool("search_tools", {"query": "sleep echo"})
-            yield client
-    else:
-        async with stdio_session(config_file, tmp_path_factory.mktemp("stdio"), GAMMA, extensions=[tasks]) as client:
-            await client.call_tool("search_tools", {"query": "sleep echo"})
-            yield client
+    async with connected(request, config_file, tmp_path_factory, GAMMA, extensions=[tasks]) as client:
+        await client.call_tool("search_tools", {"query": "sleep echo"})
+        yield client
 
 
 def tasks_of(client: Client) -> Tasks:
