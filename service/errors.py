@@ -2,7 +2,8 @@
 
 ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── InvalidRequest               422: a request field is wrong (``need_param`` names it)
- │    └── MethodNotAllowed        405: the path exists, not with this method (code ``invalid_request``)
+ │    ├── MethodNotAllowed        405: the path exists, not with this method (code ``invalid_request``)
+ │    └── RequestStateRefused     422: an MCP ``requestState`` that is altered, expired, used or not this caller's
  ├── Unauthorized                 401: no or unknown API key
  ├── Forbidden                    403: the key may not do this
  ├── HostNotAllowed               421: without API keys, a Host or Origin that names no allowed host
@@ -205,3 +206,10 @@ class MethodNotAllowed(InvalidRequest):
     """The path exists, but not with this HTTP method (the answer's ``Allow`` names those that do)."""
 
     status = 405
+
+
+class RequestStateRefused(InvalidRequest):
+    """An MCP ``requestState`` sent back with approval answers is refused: altered or not minted here, expired,
+    already used, or another caller's (the message says which, and how to be asked again)."""
+
+    code = "request_state_refused"
