@@ -75,7 +75,7 @@ class Helper:
         except HelperFailed as exc:
             reason = exc.message
         except TimeoutError:
-            reason = f"did not answer within {JOB_SECONDS:.0f} s"
+            reason = f"did not answer within {JOB_SECONDS:g} s"
         except asyncio.IncompleteReadError:
             reason = f"stopped while working on this request ({await self._exit_status()})"
         except _PIPE_ERRORS:
@@ -100,7 +100,7 @@ class Helper:
 
     async def _answer(self, job_id: int, caps: AnswerCaps) -> Answer:
         """The answer to job ``job_id``: a control frame counted, decoded and checked, then its raw frames."""
-        fields = await self._control_frame(caps.control_bytes, caps.control_values)
+        fields = await self.read_control(caps.control_bytes, caps.control_values)
         if fields.get("t") != "answer" or not all(is_int(fields.get(name)) for name in ("id", "frames")):
             refuse("wrote a frame that is not an answer")
         if fields["id"] != job_id:
@@ -112,13 +112,13 @@ class Helper:
         budget = caps.frame_bytes
         frames = []
         for _ in range(count):
-            data = await self._frame(budget - HEADER_SIZE, "its answer's raw frames")
+            data = await self.read_frame(budget - HEADER_SIZE, "its answer's raw frames")
             budget -= HEADER_SIZE + len(data)
             frames.append(data)
         return Answer(fields, frames)
 
-    async def _control_frame(self, cap: int, max_values: int) -> dict[str, object]:
-        data = await self._frame(cap, "an answer frame")
+    async def read_control(self, cap: int, max_values: int) -> dict[str, object]:
+        data = await self.read_frame(cap, "an answer frame")
         if count_values(data, max_values) > max_values:
             refuse(f"wrote a frame of more than {max_values} JSON values, more than its answer has")
         try:
@@ -129,7 +129,7 @@ class Helper:
             refuse("wrote a frame that is not a JSON object")
         return fields
 
-    async def _frame(self, cap: int, what: str) -> bytes:
+    async def read_frame(self, cap: int, what: str) -> bytes:
         """One frame's body, refused from its header alone when it is over ``cap``."""
         assert self.stdout is not None
         (size,) = HEADER.unpack(await self.stdout.readexactly(HEADER_SIZE))
@@ -177,7 +177,7 @@ async def start_helper(options: HelperOptions, *, test_payload: str | None = Non
     helper = await _spawn(options, test_payload)
     try:
         async with asyncio.timeout(START_SECONDS):
-            ready = await helper._control_frame(READY_CAP, READY_VALUES)
+            ready = await helper.read_control(READY_CAP, READY_VALUES)
         if ready.get("t") != "ready" or ready.get("pid") != helper.pid:
             refuse("said something else than ready")
     except (HelperFailed, TimeoutError, asyncio.IncompleteReadError) as exc:
