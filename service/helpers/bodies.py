@@ -13,7 +13,7 @@ can never become code.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal, cast
 
 from bridge import jsoncodec
 from bridge.json_values import count_values, nested_deeper_than, over_cap_message
@@ -45,7 +45,7 @@ WAIT_REST_TOO_LARGE = (
 Outcome = Literal["ok", "too_many", "too_deep", "not_json", "wait_rest"]
 
 
-def decode_outcome(body: bytes, tool_values_raw: bool, max_values: int | None = None) -> tuple[Outcome, Any]:
+def decode_outcome(body: bytes, tool_values_raw: bool, max_values: int | None = None) -> tuple[Outcome, object]:
     """``("ok", value)`` (with ``tool_values_raw``, each tool result value detached as its compact JSON
     bytes), ``("not_json", the decoder's words)``, or another outcome (``_refusal``) with None."""
     if max_values is not None and count_values(body, max_values) > max_values:
@@ -75,7 +75,7 @@ def refusal(outcome: str, detail: object, max_values: int | None) -> InvalidRequ
     return InvalidRequest(WAIT_REST_TOO_LARGE if outcome == "wait_rest" else TOO_DEEP, need_param="body")
 
 
-def tool_value_slots(body: object) -> list[dict[str, Any]]:
+def tool_value_slots(body: object) -> list[dict[str, object]]:
     """The ``tool_results`` entries of a wait body that hold a ``value``, in order."""
     results = body.get("tool_results") if isinstance(body, dict) else None
     if not isinstance(results, list):
@@ -119,7 +119,7 @@ class DecodeJob(HelperJob[object]):
         self.max_values = max_values
         self.values_cap = max_values if max_values is not None else len(body) // 2 + 1
 
-    def request(self) -> tuple[dict[str, Any], list[bytes]]:
+    def request(self) -> tuple[dict[str, object], list[bytes]]:
         return {"tool_values_raw": self.tool_values_raw, "max_values": self.max_values}, [self.body]
 
     def caps(self) -> AnswerCaps:
@@ -167,7 +167,7 @@ class CountJob(HelperJob[int]):
         self.body = body
         self.cap = cap
 
-    def request(self) -> tuple[dict[str, Any], list[bytes]]:
+    def request(self) -> tuple[dict[str, object], list[bytes]]:
         return {"cap": self.cap}, [self.body]
 
     def caps(self) -> AnswerCaps:
@@ -175,7 +175,7 @@ class CountJob(HelperJob[int]):
 
     def finish(self, answer: Answer) -> int:
         answer.outcome(self.SHAPES, {"count": range(1)})
-        count: int = answer.field("count")
+        count = cast("int", answer.field("count"))
         if count < 0:
             refuse(f"counted {count} values")
         return count

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import os
 import signal
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from bridge import jsoncodec
 from bridge.framing import HEADER, HEADER_SIZE, encode_frame, encode_raw
@@ -90,7 +90,7 @@ class Helper:
             "next request: retry this one"
         )
 
-    async def _send(self, job: HelperJob[Any]) -> None:
+    async def _send(self, job: HelperJob[Result]) -> None:
         args, payload = job.request()
         assert self.stdin is not None
         self.stdin.write(encode_frame(job_frame(self.jobs, job.name, args, len(payload))))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, NoReturn, TypeVar
+from typing import ClassVar, Generic, NoReturn, TypeVar
 
 from service.errors import HelperFailed
 
@@ -74,8 +74,8 @@ class Answer:
             refuse(f"answered {outcome!r} with {len(self.frames)} raw frames")
         return outcome
 
-    def field(self, name: str) -> Any:
-        """A field ``outcome`` checked already."""
+    def field(self, name: str) -> object:
+        """A field ``outcome`` checked already (of the kind its shape named)."""
         return self.fields[name]
 
 
@@ -86,7 +86,7 @@ class HelperJob(Generic[Result]):
     #: What the helper does, completing "the helper process that ..." in error messages.
     purpose: ClassVar[str]
 
-    def request(self) -> tuple[dict[str, Any], list[bytes]]:
+    def request(self) -> tuple[dict[str, object], list[bytes]]:
         """The job's arguments (small, plain JSON) and its payload (raw frames: the data to work on)."""
         raise NotImplementedError
 

@@ -11,7 +11,7 @@ run once (``warm_up``), before the helper confines itself, since a confined proc
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 from bridge.json_values import count_values
 from service.tools.schema_checks import schema_problem_of
@@ -21,30 +21,30 @@ from .bodies import decode_outcome, rest_of, tool_value_slots
 from .protocol import PROBLEM_CHARS, JobName
 
 #: A job: ``(args, payload) -> (answer fields, raw frames)``.
-Job = Callable[[dict[str, Any], list[bytes]], tuple[dict[str, Any], list[bytes]]]
+Job = Callable[[dict[str, object], list[bytes]], tuple[dict[str, object], list[bytes]]]
 
 
-def decode(args: dict[str, Any], payload: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
+def decode(args: dict[str, object], payload: list[bytes]) -> tuple[dict[str, object], list[bytes]]:
     """A body's outcome; when it decoded, its rest and (wait bodies) each tool result value, compact JSON."""
     [body] = payload
     tool_values_raw = bool(args["tool_values_raw"])
-    outcome, value = decode_outcome(body, tool_values_raw, args["max_values"])
+    outcome, value = decode_outcome(body, tool_values_raw, cast("int | None", args["max_values"]))
     if outcome == "not_json":
         return {"outcome": outcome, "detail": value}, []
     if outcome != "ok":
         return {"outcome": outcome}, []
-    values = [entry["value"] for entry in tool_value_slots(value)] if tool_values_raw else []
+    values = [cast("bytes", entry["value"]) for entry in tool_value_slots(value)] if tool_values_raw else []
     return {"outcome": "ok"}, [rest_of(value), *values]
 
 
-def count(args: dict[str, Any], payload: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
+def count(args: dict[str, object], payload: list[bytes]) -> tuple[dict[str, object], list[bytes]]:
     [body] = payload
-    return {"outcome": "count", "count": count_values(body, int(args["cap"]))}, []
+    return {"outcome": "count", "count": count_values(body, cast("int", args["cap"]))}, []
 
 
-def schemas(args: dict[str, Any], payload: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
+def schemas(args: dict[str, object], payload: list[bytes]) -> tuple[dict[str, object], list[bytes]]:
     """Each schema's problem (None: usable), cut to ``PROBLEM_CHARS``."""
-    limits = SchemaLimits(**args["limits"])
+    limits = SchemaLimits(**cast("dict[str, int]", args["limits"]))
     problems = [schema_problem_of(encoded, limits) for encoded in payload]
     return {"outcome": "problems", "problems": [_cut(p) for p in problems]}, []
 

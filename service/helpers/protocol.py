@@ -14,7 +14,7 @@ nothing in it can become code, or an object of a type the service did not ask fo
 """
 
 # No ``from __future__ import annotations``: TypedDict must see ``NotRequired`` at class creation.
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from bridge.messages import SandboxOptions, SandboxReport
 
@@ -52,7 +52,7 @@ class JobFrame(TypedDict):
     t: Literal["job"]
     id: int
     name: JobName
-    args: dict[str, Any]
+    args: dict[str, object]  # the job's own (``jobs``): small, plain JSON
     frames: int  # raw frames of payload that follow
 
 
@@ -71,5 +71,5 @@ def ready_frame(pid: int, sandbox: SandboxReport) -> ReadyFrame:
     return {"t": "ready", "pid": pid, "sandbox": sandbox}
 
 
-def job_frame(job_id: int, name: JobName, args: dict[str, Any], frames: int) -> JobFrame:
+def job_frame(job_id: int, name: JobName, args: dict[str, object], frames: int) -> JobFrame:
     return {"t": "job", "id": job_id, "name": name, "args": args, "frames": frames}

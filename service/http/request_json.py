@@ -12,7 +12,7 @@ what an owned helper writes is data, never code.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from service.cells.dispatch import RawJson
 from service.errors import BodyTooLarge
@@ -53,7 +53,7 @@ def decode_body(body: bytes, *, tool_values_raw: bool = False, max_values: int |
         raise refusal(outcome, value, max_values)
     if tool_values_raw:
         for entry in tool_value_slots(value):
-            entry["value"] = RawJson(entry["value"])
+            entry["value"] = RawJson(cast("bytes", entry["value"]))  # detached: its compact JSON
     return value
 
 

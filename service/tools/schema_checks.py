@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from bridge import jsoncodec
 from service.helpers.job import Answer, AnswerCaps, HelperJob, refuse
@@ -106,7 +106,7 @@ class SchemasJob(HelperJob[list[str | None]]):
         self.encoded = encoded
         self.limits = limits
 
-    def request(self) -> tuple[dict[str, Any], list[bytes]]:
+    def request(self) -> tuple[dict[str, object], list[bytes]]:
         return {"limits": asdict(self.limits)}, self.encoded
 
     def caps(self) -> AnswerCaps:
@@ -118,7 +118,7 @@ class SchemasJob(HelperJob[list[str | None]]):
 
     def finish(self, answer: Answer) -> list[str | None]:
         answer.outcome({"problems": {"problems": _is_problem_list}}, {"problems": range(1)})
-        problems: list[str | None] = answer.field("problems")
+        problems = cast("list[str | None]", answer.field("problems"))
         if len(problems) != len(self.encoded):
             refuse(f"answered {len(problems)} verdicts for {len(self.encoded)} schemas")
         return problems

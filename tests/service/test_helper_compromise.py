@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -20,15 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import HelperFailed, TooManyRequests
+from service.errors import ConfigError, HelperFailed, TooManyRequests
 from service.helpers import helper as helper_module
 from service.helpers.helper import Helper, start_helper
 from service.helpers.pool import HelperPool
 from service.helpers.protocol import TEST_PAYLOAD_VARIABLE
 from service.http.request_json import INLINE_BYTES, BodyDecoder
 from service.process_launch import CONFINED_ENVIRONMENT
+from service.settings_load import load_settings
 from tests.conftest import make_client
 from tests.support.helper_pools import ALPHA, ALPHA_NARROW, BETA, helper_options, helper_pool
+from tests.support.live_server import ROOT
 
 pytestmark = pytest.mark.anyio
 
@@ -268,3 +271,26 @@ async def test_a_tenants_thousand_bodies_are_capped_and_another_tenants_waits_on
     assert len(refused) == 1000 - pool.max_jobs_per_tenant and refused[0].retry_after == 1
     assert [o for o in outcomes if o is not None and not isinstance(o, TooManyRequests)] == []
     assert len(done) == pool.max_jobs_per_tenant + 1 and done.index("beta") <= 2, done
+
+
+def test_the_helper_test_payload_cannot_be_switched_on_in_a_deployment(tmp_path: Path) -> None:
+    """The service never passes the payload variable to a helper (only ``HelperPool.test_payload`` does, and
+    as a CODEMODE_ variable it is an unknown setting); a helper outside a development checkout (no tests/
+    beside it) that is given it anyway refuses to start, before it reads anything."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(TEST_PAYLOAD_VARIABLE, json.dumps({"answer": "pickle"}))
+        with pytest.raises(ConfigError):
+            load_settings()
+    for package in ("bridge", "guest_runtime", "service"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path), TEST_PAYLOAD_VARIABLE: "{}"}
+    options = json.dumps(helper_options())
+    done = subprocess.run(
+        [sys.executable, "-m", "service.helpers.process", options],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and done.stdout == b""
+    assert b"not a development checkout: refused" in done.stderr, done.stderr
