@@ -9,16 +9,15 @@ reads its first job: every job's bytes are hostile.  It exits when its stdin clo
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import resource
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from bridge import jsoncodec
 from bridge.framing import DEFAULT_FRAME_CAP, HEADER_SIZE, decode_body, encode_frame, encode_raw, frame_length
 from guest_runtime.confinement import confine
+from guest_runtime.development_payload import development_payload
 from guest_runtime.errors import ConfinementError
 
 from .jobs import JOBS, warm_up
@@ -111,20 +110,12 @@ def _apply_rlimits(options: HelperOptions) -> None:
 
 
 def _test_payload() -> Callable[[Channel], int] | None:
-    """The tests' stand-in for an attacker with native code in a confined helper, if asked for.
-
-    Only a development checkout has it (``tests/`` does not ship), and only the tests'
-    ``HelperPool.test_payload`` puts the variable in a helper's environment.
-    """
-    plan = os.environ.get(TEST_PAYLOAD_VARIABLE)
-    if plan is None:
+    """The tests' stand-in for an attacker with native code in a confined helper, if asked for
+    (``HelperPool.test_payload``; refused outside a development checkout)."""
+    loaded = development_payload(TEST_PAYLOAD_VARIABLE, "compromised_helper")
+    if loaded is None:
         return None
-    path = Path(__file__).resolve().parents[2] / "tests" / "support" / "compromised_helper.py"
-    spec = importlib.util.spec_from_file_location("compromised_helper", path)
-    if not path.is_file() or spec is None or spec.loader is None:
-        raise SystemExit(f"{TEST_PAYLOAD_VARIABLE} is set but this is not a development checkout: refused")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module, plan = loaded
     return lambda channel: int(module.run(channel, plan))
 
 
