@@ -15,6 +15,7 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── Overloaded                   503: no worker could be had in time (``Retry-After``)
  ├── StoreUnavailable             503: the session store does not answer
  ├── ReplicaUnavailable           503: the replica holding a cell does not answer (``Retry-After``)
+ ├── HelperFailed                 503: a helper process answered out of shape, died or hung; it is replaced (``Retry-After``)
  ├── ResponseNotEncodable         500: an answer could not be written as JSON (retrying cannot help)
  ├── WorkerGone                   a worker's pipe closed or its frames cannot be read; the cell layer
  │                                always turns it into a ``runtime_unavailable`` envelope (never an HTTP answer)
@@ -162,6 +163,21 @@ class ReplicaUnavailable(ServiceError):
     code = "replica_unavailable"
     status = 503
     error_type = "transient"
+
+
+class HelperFailed(ServiceError):
+    """Raised when a helper process (body decoder, schema checker) answered out of shape, died or hung.
+
+    The helper is stopped and replaced; the request it served is refused, and a retry is served by a
+    fresh one.
+    """
+
+    code = "helper_failed"
+    status = 503
+    error_type = "transient"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retry_after=1)
 
 
 class ResponseNotEncodable(ServiceError):

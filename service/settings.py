@@ -236,7 +236,15 @@ class Settings(BaseSettings):
         "niceness steps workers run below the service; 0: the same priority (the "
         "event loop then competes with guest code for the CPU)",
     )
-    # Kernel confinement of workers and the body decoder (guest_runtime/confinement.py).
+    max_helpers: Int = setting(
+        "workers",
+        4,
+        1,
+        256,
+        "helper processes (they decode request bodies over 256 KiB and check client tool schemas) serving "
+        "principals at once, besides one spare; the least recently used idle one is stopped to make room",
+    )
+    # Kernel confinement of workers and helpers (guest_runtime/confinement.py).
     sandbox: Literal["strict", "auto", "off"] = setting(
         "workers",
         "auto",
