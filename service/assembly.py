@@ -22,6 +22,7 @@ from bridge.messages import SandboxOptions
 from .api.keyed_tools import KeyedTools
 from .auth import KeyRing
 from .cells.dispatch import Dispatcher, base_dispatcher
+from .cells.json_texts import JsonTexts
 from .cells.registry import CellRegistry
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
@@ -191,6 +192,7 @@ def build_components(
         tracing=tracing,
         clock=cells_clock or time.monotonic,
         sweep_seconds=1.0 if cells_clock is None else 0.02,
+        json_texts=JsonTexts(helpers),
     )
     replica = replica_for(settings, session_store)
     _attach_to_registry(cells, results, mcp, replica)

@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
+from bridge.errors import BridgeError
 from bridge.json_values import count_values
+from bridge.output import check_json
 from service.tools.schema_checks import schema_problem_of
 from service.tools.schema_guard import SchemaLimits
 
 from .bodies import decode_outcome, rest_of, tool_value_slots
-from .protocol import PROBLEM_CHARS, JobName
+from .protocol import DETAIL_CHARS, PROBLEM_CHARS, JobName
 
 #: A job: ``(args, payload) -> (answer fields, raw frames)``.
 Job = Callable[[dict[str, object], list[bytes]], tuple[dict[str, object], list[bytes]]]
@@ -49,7 +51,17 @@ def schemas(args: dict[str, object], payload: list[bytes]) -> tuple[dict[str, ob
     return {"outcome": "problems", "problems": [_cut(p) for p in problems]}, []
 
 
-JOBS: dict[JobName, Job] = {"decode": decode, "count": count, "schemas": schemas}
+def json_texts(args: dict[str, object], payload: list[bytes]) -> tuple[dict[str, object], list[bytes]]:
+    """Whether each guest text (a value or an output entry a worker wrote) is one JSON value."""
+    for index, text in enumerate(payload):
+        try:
+            check_json(text.decode("utf-8"))
+        except (BridgeError, UnicodeDecodeError) as exc:
+            return {"outcome": "not_json", "index": index, "detail": str(exc)[:DETAIL_CHARS]}, []
+    return {"outcome": "json"}, []
+
+
+JOBS: dict[JobName, Job] = {"decode": decode, "count": count, "schemas": schemas, "json_texts": json_texts}
 
 
 def warm_up() -> None:
@@ -60,6 +72,7 @@ def warm_up() -> None:
     count({"cap": 1}, [b'["a,",[1],{"b":2}]'])
     schema = b'{"type":"object","properties":{"s":{"type":"string","pattern":"^a+$","format":"email"}},"$defs":{}}'
     schemas({"limits": {}}, [schema, b'{"type":"object","minimum":"zero"}'])
+    json_texts({}, [b'[1,{"a":"\\u00e9"}]', b"123456789012345678901234", b"{"])
 
 
 def _cut(problem: str | None) -> str | None:

@@ -103,12 +103,16 @@ class HelperPool:
         self._replenish()
 
     async def run(self, job: HelperJob[Result], key: ApiKey) -> Result:
-        """``job`` done by a helper of ``key``'s principal, in the tenant's turn.
+        """``job`` done by a helper of ``key``'s principal, in the tenant's turn (``run_for``)."""
+        return await self.run_for(job, key.tenant, helper_principal(self.isolation, key))
+
+    async def run_for(self, job: HelperJob[Result], tenant: str, principal: str | None) -> Result:
+        """``job`` done by a helper of ``principal`` (None: a fresh helper for this job alone), in the
+        tenant's turn: a cell's job runs as the cell's principal (``CellSpec.principal``).
 
         ``TooManyRequests`` when the tenant has ``max_jobs_per_tenant`` jobs in the pool already;
         ``HelperFailed`` when the helper answered out of shape (it is stopped) or none could be started.
         """
-        tenant = key.tenant
         if self._closed:
             raise HelperFailed("the service is stopping; retry the request in a moment")
         if self.jobs[tenant] >= self.max_jobs_per_tenant:
@@ -119,7 +123,7 @@ class HelperPool:
             )
         self.jobs[tenant] += 1
         try:
-            seat = await self._turn(helper_principal(self.isolation, key), tenant)
+            seat = await self._turn(principal, tenant)
             try:
                 if seat.helper is None:
                     seat.helper = await self._fresh()
