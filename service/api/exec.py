@@ -18,7 +18,7 @@ from service.errors import InvalidRequest
 from service.settings import ApiKey
 
 from .keyed_tools import KeyedTools
-from .schemas import ClientToolDecl, ExecRequest, WaitRequest
+from .schemas import ClientToolDecl, ExecRequest, WaitRequest, cell_language
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -56,7 +56,7 @@ async def cell_spec(cells: CellRegistry, tools: KeyedTools, key: ApiKey, body: E
         else (),
         tool_policy=tools.policy_for(key),
         require_approval=tuple(body.require_approval),
-        language=body.language,
+        language=cell_language(body.language),
     )
 
 
