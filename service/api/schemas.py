@@ -218,7 +218,13 @@ class CellEnvelope(BaseModel):
     reason: Literal["pending_tools", "yield"] | None = Field(default=None, description="waiting only")
     pending_tool_calls: list[PendingCall] | None = Field(default=None, description="waiting only")
     error: str | None = Field(default=None, description="failed only")
-    code: str | None = Field(default=None, description="failed only")
+    code: str | None = Field(
+        default=None,
+        description="failed only: invalid_input, uncaught_error (the cell's own code threw, or a host call's "
+        "rejection went uncaught), stalled, request_limit_exceeded, timeout, memory_limit_exceeded, "
+        "snapshot_limit_exceeded, output_limit_exceeded, aborted, runtime_unavailable, internal_error (a fault "
+        "of the service)",
+    )
     failure_phase: Literal["input", "guest", "bridge", "host"] | None = Field(default=None, description="failed only")
     untrusted_content: bool | None = Field(
         default=None, description="present (true) once the cell has seen network-derived data"

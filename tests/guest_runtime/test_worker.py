@@ -118,7 +118,7 @@ def test_cell_failures_keep_the_worker_process(worker, name):
     done = worker.run(code)
     assert done["ok"] is False and done["recycle"] is False
     assert done["error"]["text"].startswith(error), done["error"]
-    assert done["error"]["code"] == "internal_error"
+    assert done["error"]["code"] == "uncaught_error"
     after = worker.run("return 'next'")
     assert after["ok"] is True and after["value"] == {"json": '"next"'}
     assert worker.proc.poll() is None and worker.ready["pid"] == worker.proc.pid
