@@ -105,13 +105,13 @@ def openapi_document() -> dict[str, Any]:
 
 def operations_table() -> str:
     document = openapi_document()
-    rows = ["| Operation | Summary | Answers |", "|---|---|---|"]
+    rows = ["| Operation | `operationId` | Summary | Answers |", "|---|---|---|---|"]
     for path, operations in document["paths"].items():
         for method, op in operations.items():
             summary = _cell(op.get("summary", ""))
             detail = _first_line(op.get("description"))
             answers = ", ".join(sorted(op.get("responses", {})))
-            rows.append(f"| `{method.upper()} {path}` | **{summary}**: {detail} | {answers} |")
+            rows.append(f"| `{method.upper()} {path}` | `{op['operationId']}` | **{summary}**: {detail} | {answers} |")
     return "\n".join(rows) + "\n"
 
 
