@@ -12,6 +12,7 @@
 ``python -m bench clocks``: a no-op tool call on its wall clock versus off any clock (``bench/clocks.py``).
 ``python -m bench python``: Python cells beside JavaScript cells, alternating (``bench/python_cells.py``).
 ``python -m bench calls``: only the nested-call figures, as one JSON line (``bench/calls.py``).
+``python -m bench starts``: how long ``codemode mcp`` takes to answer initialize, and ``scripts/serve`` /healthz (``bench/starts.py``).
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ SUBCOMMANDS: dict[str, tuple[str, bool]] = {
     "python": ("python_cells", True),
     "calls": ("calls", False),
     "sandbox": ("sandbox", True),
+    "starts": ("starts", False),
 }
 
 

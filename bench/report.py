@@ -106,9 +106,10 @@ def render(r: dict[str, Any]) -> str:
         if "typescript" in ec:
             ts = ec["typescript"]
             add(
-                "   a 10-line cell: JavaScript without < / with < / TypeScript",
-                f"{ts['javascript_no_lt_cell_us']:.0f} / {ts['javascript_cell_us']:.0f} / "
-                f"{ts['typescript_cell_us']:.0f} us = 1 : {ts['javascript_ratio']:.2f} : {ts['typescript_ratio']:.2f}",
+                "   a 10-line cell: JavaScript / JavaScript the TypeScript parser reads / TypeScript",
+                f"{ts['javascript_cell_us']:.0f} / {ts['javascript_parsed_cell_us']:.0f} / "
+                f"{ts['typescript_cell_us']:.0f} us = 1 : {ts['javascript_parsed_ratio']:.2f} : "
+                f"{ts['typescript_ratio']:.2f}",
             )
     ratio = cm["c16"]["rps"] / bare["c16"]["rps"]
     if "ratio" in r:  # alternating rounds: the figure the target is judged on

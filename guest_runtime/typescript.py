@@ -136,6 +136,9 @@ _ENGINE_TOKEN_ERRORS = (
     "invalid number literal",
     "Maximum call stack size exceeded",
 )
+#: A ``>`` (not of ``=>`` or ``>>``) that a call's ``(`` or a tagged template follows (possessive: one pass
+#: over any run of blanks).
+_CALL_AFTER_ANGLE = re.compile(r"(?<![=>])>\s*+[(`]")
 _ENGINE_ERROR_AT = re.compile(r"at cell\.js:(\d+):(\d+):")
 #: The query runs over slices of this many bytes of the source.
 _CHUNK_BYTES = 64 * 1024
@@ -153,11 +156,12 @@ class _Edit:
 def read_cell(code: str, deadline: float, compile: Callable[[str], _Compiled]) -> _Compiled:
     """``compile(code)``, with ``code``'s TypeScript types blanked where TypeScript reads it differently.
 
-    ``compile`` raises GuestSyntaxError for a source that is not JavaScript.  JavaScript without a
-    ``<`` means the same in TypeScript (every piece of type syntax that is also JavaScript — a call
-    with type arguments, ``f<T>(x)`` — starts with one), so most JavaScript cells never meet the
-    TypeScript parser.  A source that is not JavaScript is read as TypeScript unless that cannot help
-    (``_typescript_may_help``): then it gets the engine's own error at once.
+    ``compile`` raises GuestSyntaxError for a source that is not JavaScript.  JavaScript means the same
+    in TypeScript unless it holds a ``<`` that a ``>`` and then a ``(`` or a template follow (the only
+    type syntax that is also JavaScript is a call with type arguments, ``f<T>(x)``, ``new C<T>(x)``,
+    ``` tag<T>`x` ```), so most JavaScript cells never meet the TypeScript parser.  A source that is not
+    JavaScript is read as TypeScript unless that cannot help (``_typescript_may_help``): then it gets the
+    engine's own error at once.
     """
     try:
         compiled = compile(code)
@@ -168,13 +172,19 @@ def read_cell(code: str, deadline: float, compile: Callable[[str], _Compiled]) -
         if stripped == code:
             raise
         return compile(stripped)
-    if "<" not in code:
+    if not _may_read_differently(code):
         return compiled
     try:
         stripped = strip_types(code, deadline)
     except GuestSyntaxError:  # too deep to read as TypeScript: it is JavaScript
         return compiled
     return compiled if stripped == code else compile(stripped)
+
+
+def _may_read_differently(javascript: str) -> bool:
+    """Whether TypeScript may read this JavaScript otherwise: a ``<``, later a ``>`` then ``(`` or a template."""
+    first = javascript.find("<")
+    return first >= 0 and _CALL_AFTER_ANGLE.search(javascript, first) is not None
 
 
 def _typescript_may_help(code: str, engine_error: str, deadline: float) -> bool:

@@ -314,16 +314,37 @@ def test_the_query_reads_the_clock_between_slices(monkeypatch: pytest.MonkeyPatc
 # ---- which sources meet the TypeScript parser at all (read_cell) ---------------------------------------
 
 
-def test_javascript_without_a_less_than_sign_never_meets_the_parser(monkeypatch: pytest.MonkeyPatch):
-    """Valid JavaScript with no `<` means the same in TypeScript: it is compiled as sent, unparsed."""
+@pytest.mark.parametrize(
+    "source",
+    [
+        "const a = [1, 2].map((x) => x * 2); return a.length > 1 ? a : null",
+        "let n = 0; for (let i = 0; i < 10; i++) n += i; return n > 3 ? [n] : null",
+        "return 1 < 2",
+        "const xs = [3, 1]; return xs.filter((x) => x < 2).map((x) => ({ x })).map(x => (x))",
+    ],
+)
+def test_javascript_that_reads_the_same_never_meets_the_parser(monkeypatch: pytest.MonkeyPatch, source: str):
+    """Valid JavaScript with no `<` followed by a `>` and a call or template is compiled as sent, unparsed."""
 
     def refuse(code: str, deadline: float) -> str:
         raise AssertionError(f"parsed: {code!r}")
 
     monkeypatch.setattr(typescript, "strip_types", refuse)
-    _engine().compile("const a = [1, 2].map((x) => x * 2); return a.length > 1 ? a : null", 5.0)
+    _engine().compile(source, 5.0)
+
+
+@pytest.mark.parametrize("source", ["const f = (x) => x; const T = 1\nreturn f<T>(2)", "return a < b > (c)", "t<T>`x`"])
+def test_javascript_that_typescript_reads_as_a_call_with_type_arguments_meets_the_parser(
+    monkeypatch: pytest.MonkeyPatch, source: str
+):
+    """A `<`, a `>`, then `(` or a template: TypeScript may read a call with type arguments there."""
+
+    def refuse(code: str, deadline: float) -> str:
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(typescript, "strip_types", refuse)
     with pytest.raises(AssertionError, match="parsed"):
-        _engine().compile("return 1 < 2", 5.0)
+        _engine().compile(source, 5.0)
 
 
 @pytest.mark.parametrize(
