@@ -43,6 +43,12 @@ def _file(name: str) -> Response:
     return Response(_CONTENT[name], media_type=_FILES[name][1], headers=HEADERS)
 
 
+@playground_router.get("/", include_in_schema=False)
+async def front_page() -> Response:
+    """The server's address leads to the playground (the API's own pages are /docs and /openapi.json)."""
+    return Response(status_code=307, headers={"Location": PLAYGROUND_PATH})
+
+
 @playground_router.get(PLAYGROUND_PATH, include_in_schema=False)
 async def playground() -> Response:
     """The playground page."""

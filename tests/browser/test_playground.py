@@ -91,6 +91,18 @@ def test_run_a_cell_that_calls_a_demo_tool_and_an_mcp_tool(tab, tmp_path, langua
     screenshot(tab.page, tmp_path, f"playground-demo-{language}")
 
 
+def test_choosing_another_example_clears_the_last_cells_panes(tab):
+    """The value, output, timeline and envelope of a run are gone once another example is chosen."""
+    example(tab, "Demo tools (shipping plugin and travel MCP server)")
+    assert run_to_the_end(tab)["status"] == "completed"
+    assert tab.page.get_by_test_id("output").inner_text().strip()
+    tab.page.get_by_test_id("examples").select_option(index=0)
+    for pane in ("output", "timeline", "value", "envelope"):
+        expect()(tab.page.get_by_test_id(pane)).to_have_text("")
+    expect()(tab.page.get_by_test_id("status")).to_have_text("idle")
+    expect()(tab.page.get_by_test_id("wait")).to_be_disabled()
+
+
 @pytest.mark.parametrize("language", ["javascript", "python"])
 def test_answer_a_client_tool(tab, tmp_path, language):
     """A client tool call shows a form with its input; the result typed there reaches the cell (either language)."""
@@ -191,6 +203,12 @@ def test_the_page_asks_for_a_key_and_keeps_it_in_session_storage(browser, base):
     assert env["status"] == "completed" and env["value"] == 2
     assert tab.outside == [] and tab.errors == []
     page.context.close()
+
+
+def test_the_servers_address_leads_to_the_playground(base):
+    """`GET /` redirects to the playground (a browser pointed at the server lands somewhere useful)."""
+    r = httpx.get(base + "/", timeout=30)
+    assert r.status_code == 307 and r.headers["location"] == "/playground"
 
 
 def test_the_page_is_served_with_a_same_origin_policy(base):

@@ -203,11 +203,18 @@ function requestBody() {
   return body;
 }
 
+// The panes of the last cell: emptied for a new run, and when another example is chosen.
+const RESULT_PANES = ["output", "timeline", "events", "pending", "value", "envelope"];
+
+function clearResults() {
+  for (const id of RESULT_PANES) $(id).replaceChildren();
+}
+
 async function run() {
   stopStream();
   let body;
   try { body = requestBody(); } catch (e) { showError("exec", new Error("client_tools: " + e.message)); return; }
-  for (const id of ["output", "timeline", "events", "pending", "value", "envelope"]) $(id).replaceChildren();
+  clearResults();
   state.started = performance.now();
   state.cell = null;
   setStatus("running…");
@@ -427,6 +434,12 @@ async function copy(kind) {
 
 function useExample(index) {
   const [, code, opts, pythonCode] = EXAMPLES[index];
+  stopStream();
+  clearResults();
+  state.cell = null;
+  setStatus("idle");
+  $("wait").disabled = true;
+  $("cancel").disabled = true;
   $("code").value = python() ? pythonCode : code;
   $("client-tools").value = JSON.stringify(opts.clientTools || [], null, 1);
   $("require-approval").value = opts.requireApproval || "";
