@@ -155,6 +155,8 @@ def test_search_the_catalog_and_read_a_declaration(tab):
     tab.page.get_by_test_id("search-query").fill("weather")
     tab.page.get_by_test_id("search").click()
     expect()(tab.page.get_by_test_id("search-hit").first).to_contain_text("forecast", timeout=LONG_MS)
+    for hit in tab.page.get_by_test_id("search-hit").all():  # a hit with no declared output shows no "→ ?"
+        assert "→ ?" not in hit.inner_text(), hit.inner_text()
     tab.page.get_by_test_id("api-file-link").filter(has_text="tools/quote_shipping.d.ts").click()
     expect()(tab.page.get_by_test_id("api-file")).to_contain_text("declare function quote_shipping", timeout=LONG_MS)
 

@@ -328,7 +328,8 @@ async function search() {
       const call = python() ? `r = await ${name}()\n` : `const r = await ${name}({});\n`;
       list.append(el("li", { testid: "search-hit" },
         el("button", { class: "link", title: "insert a call into the editor", onclick: () => insert(call) }, name),
-        " ", el("span", { class: "detail" }, `${hit.input || ""} → ${hit.output || "?"}`),
+        // A tool that declares no output schema has no `output`: its line shows the input only.
+        " ", el("span", { class: "detail" }, (hit.input || "") + (hit.output ? ` → ${hit.output}` : "")),
         el("div", { class: "detail" }, hit.description || "")));
     }
   } catch (err) { list.append(el("li", {}, err.message)); }
