@@ -158,7 +158,8 @@ def _request(args: argparse.Namespace) -> dict[str, object]:
 def _exec_on_server(args: argparse.Namespace, url: str, api_key: str | None) -> int:
     from .api.exec import parsed
     from .api.schemas import ExecRequest
-    from .cli_client import Refused, Unreachable, run_cell
+    from .cli_client import run_cell
+    from .errors import ServerRefused, ServerUnreachable
 
     body = _request(args)
     try:
@@ -168,11 +169,14 @@ def _exec_on_server(args: argparse.Namespace, url: str, api_key: str | None) -> 
         return 2
     try:
         envelope = run_cell(url, api_key, body)
-    except Refused as exc:
-        print(jsoncodec.dumps_pretty(exc.body))
+    except ServerRefused as exc:
+        print(jsoncodec.dumps_pretty(exc.answer))
         return 2
-    except Unreachable as exc:
-        print(f"codemode: no server answers at {exc}; start one (codemode serve) or leave out --url", file=sys.stderr)
+    except ServerUnreachable as exc:
+        print(
+            f"codemode: no server answers at {exc.message}; start one (codemode serve) or leave out --url",
+            file=sys.stderr,
+        )
         return STARTUP_FAILURE
     print(jsoncodec.dumps_pretty(envelope))
     return 0 if envelope.get("status") == "completed" else 1

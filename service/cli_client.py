@@ -14,23 +14,12 @@ from typing import Any
 
 from bridge import jsoncodec
 
+from .errors import ServerRefused, ServerUnreachable
+
 #: Seconds a request may take beyond the cell's own timeout (queueing, a worker start, the answer).
 SLACK_S = 30.0
 #: The cell's wall clock when the request names none: the service's default, 10 s, is well under this.
 DEFAULT_ALLOWANCE_S = 60.0 + SLACK_S
-
-
-class Unreachable(Exception):
-    """The server did not answer (refused, reset, timed out, not HTTP)."""
-
-
-class Refused(Exception):
-    """The server answered with its error body (non-200): ``body`` is that body."""
-
-    def __init__(self, status: int, body: Any) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-        self.body = body
 
 
 def run_cell(url: str, api_key: str | None, body: dict[str, Any]) -> dict[str, Any]:
@@ -67,7 +56,7 @@ def _post(url: str, api_key: str | None, body: dict[str, Any], timeout_s: float)
             refusal = jsoncodec.loads(raw)
         except ValueError:
             refusal = {"error": {"code": "http_error", "message": raw.decode("utf-8", "replace")[:500]}}
-        raise Refused(exc.code, refusal) from None
+        raise ServerRefused(exc.code, refusal) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise Unreachable(f"{url}: {reason}") from None
+        raise ServerUnreachable(f"{url}: {reason}") from None
