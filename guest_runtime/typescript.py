@@ -19,15 +19,20 @@ blanking alone would change it:
 * an arrow function's return type that spans lines: ``=>`` must stay on the line of the ``)``
   before it, so the ``)`` moves to that line (its only byte that moves).
 
-A source tree-sitter cannot parse is blanked outside the places it could not parse and compiled
-anyway: QuickJS then reports the syntax error with its own position (or, for JavaScript the grammar
-does not know yet, runs it).
+Which sources meet the parser at all, and what a source it cannot parse gets, is ``read_cell``'s
+business: JavaScript that means the same in TypeScript is compiled as sent; past a syntax error only the
+whole statements before it are stripped, and the engine reports the error where it is.
 
 Hostile input: the parser and its query are native code that never recurse on the input's nesting;
-the parse gives up at the cell's deadline (its progress callback), the walk over the matches checks
-the deadline too, so a pathological source costs its own cell time and ends as a timeout.  The
-parser's memory is the worker process's (outside the engine's heap cap), at most a few hundred bytes
-per node of the largest cell the API takes.
+the parse gives up at the cell's deadline (its progress callback), the query runs over 64 KiB slices
+with the clock read between them, and a tree deeper than ``MAX_DEPTH`` is refused, so a pathological
+source costs its own cell time and ends as a timeout or an ``invalid_input``.  The parser's memory is
+the worker process's (outside the engine's heap cap): a few hundred MiB at most for the largest cell
+the API takes, which the driver hands back to the kernel after a large source.
+
+Where tree-sitter's grammar reads otherwise than TypeScript: a line that starts with ``[`` after
+``x as T`` is read as part of the type (``T[...]``), where TypeScript starts a new statement; such a
+statement needs its ``;``.
 """
 
 from __future__ import annotations
@@ -269,7 +274,9 @@ def _edits(root: Node, source: bytes, deadline: float) -> Iterator[_Edit]:
     cursor.set_max_start_depth(MAX_DEPTH)
     covered = 0  # the end of the last span blanked: matches inside it are gone already
     # One slice of the source at a time: the matches held at once, and the time between two readings
-    # of the clock, stay bounded whatever the source holds.
+    # of the clock, stay bounded whatever the source holds.  (Not the cursor's own progress callback:
+    # the pinned binding hands the C library a pointer to options that live on its stack only while it
+    # sets the query up, and the first callback after that crashed the process.)
     for chunk in range(0, root.end_byte, _CHUNK_BYTES):
         if time.monotonic() > deadline:
             raise GuestTimeout("cell timeout exceeded")
