@@ -57,7 +57,9 @@ const total = flights.reduce((sum, f) => sum + f.price, 0);
 return { cheapest: cheapest(flights, 2)?.id, total, byStops: Object.fromEntries(byStops) };
 """
 #: The same with a ``<`` that a ``>`` and a ``(`` follow: JavaScript the TypeScript parser reads (and leaves).
-JAVASCRIPT_CELL_PARSED = JAVASCRIPT_CELL.replace("(f.stops ?? 0) === 0 || limit > 1", "(f.stops ?? 0) < 1 || limit > (0)")
+JAVASCRIPT_CELL_PARSED = JAVASCRIPT_CELL.replace(
+    "(f.stops ?? 0) === 0 || limit > 1", "(f.stops ?? 0) < 1 || limit > (0)"
+)
 TYPESCRIPT_CELL = """
 interface Flight { id: string; price: number; stops?: number }
 const flights: Flight[] = [{ id: "a", price: 310, stops: 1 }, { id: "b", price: 270, stops: 0 }, { id: "c", price: 450 }];

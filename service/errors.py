@@ -197,7 +197,7 @@ class ServerRefused(ServiceError):
 
     code = "server_refused"
 
-    def __init__(self, status: int, answer: Any) -> None:
+    def __init__(self, status: int, answer: object) -> None:
         super().__init__(f"the server answered HTTP {status}")
         self.answer = answer
 
