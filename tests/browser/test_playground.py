@@ -157,8 +157,10 @@ def test_search_the_catalog_and_read_a_declaration(tab):
     expect()(tab.page.get_by_test_id("search-hit").first).to_contain_text("forecast", timeout=LONG_MS)
     for hit in tab.page.get_by_test_id("search-hit").all():  # a hit with no declared output shows no "→ ?"
         assert "→ ?" not in hit.inner_text(), hit.inner_text()
+    tab.page.set_viewport_size({"width": 1000, "height": 400})  # a small window: the file opens below the fold
     tab.page.get_by_test_id("api-file-link").filter(has_text="tools/quote_shipping.d.ts").click()
     expect()(tab.page.get_by_test_id("api-file")).to_contain_text("declare function quote_shipping", timeout=LONG_MS)
+    expect()(tab.page.get_by_test_id("api-file")).to_be_in_viewport()  # scrolled to
 
 
 def test_python_cells_see_the_python_declarations(tab):

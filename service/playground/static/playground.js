@@ -373,15 +373,17 @@ async function loadFiles() {
 }
 
 async function readFile(path) {
+  const pane = $("api-file");
   try {
-    if (!path.endsWith(".pyi")) {
-      $("api-file").textContent = (await api("GET", "/v1/api/files/" + path.split("/").map(encodeURIComponent).join("/"))).content;
-      return;
+    if (path.endsWith(".pyi")) {
+      // A stub exists only in Python cells: read it as one does.
+      const code = `(await API.read(${JSON.stringify(path)}))["content"]`;
+      pane.textContent = await cellValue(code, "playground read", "python");
+    } else {
+      pane.textContent = (await api("GET", "/v1/api/files/" + path.split("/").map(encodeURIComponent).join("/"))).content;
     }
-    // A stub exists only in Python cells: read it as one does.
-    const code = `(await API.read(${JSON.stringify(path)}))["content"]`;
-    $("api-file").textContent = await cellValue(code, "playground read", "python");
-  } catch (err) { $("api-file").textContent = err.message; }
+  } catch (err) { pane.textContent = err.message; }
+  pane.scrollIntoView({ block: "nearest" });  // below a long list, the file opened out of sight
 }
 
 // ---- copy as curl / Python ----------------------------------------------------------------------
