@@ -91,6 +91,40 @@ def test_run_a_cell_that_calls_a_demo_tool_and_an_mcp_tool(tab, tmp_path, langua
     screenshot(tab.page, tmp_path, f"playground-demo-{language}")
 
 
+def test_the_editor_highlights_numbers_lines_and_completes_tools_mcp_and_the_guest_api(tab, tmp_path):
+    """The vendored CodeMirror editor (no request leaves the server) replaces the textarea: line numbers,
+    highlighting, and completion of the key's tools, MCP.<server>.<tool> and the guest API from the page's
+    declaration files; what is typed is what runs."""
+    editor = tab.page.get_by_test_id("code-editor")
+    expect()(editor.locator(".cm-lineNumbers")).to_be_visible()
+    # CodeMirror's own styles apply (its <style> elements carry the page's CSP nonce): text keeps its spaces.
+    expect()(editor.locator(".cm-content")).to_have_css("white-space", re.compile("pre"))
+    expect()(editor.locator(".cm-content")).to_contain_text("hello from a cell")  # the first example
+    assert editor.locator(".cm-line span[class]").count() > 0  # highlighted tokens
+    expect()(tab.page.get_by_test_id("api-file-link").first).to_be_visible(timeout=LONG_MS)
+    content = editor.locator(".cm-content")
+    content.click()
+    tab.page.keyboard.press("Control+a")
+    tab.page.keyboard.press("Delete")
+    for typed, offered in (
+        ("quote_sh", "quote_shipping"),
+        ("MCP.travel.fo", "MCP.travel.forecast"),
+        ("catalog.se", "catalog.search"),
+    ):
+        tab.page.keyboard.type(typed)
+        expect()(tab.page.locator(".cm-tooltip-autocomplete")).to_contain_text(offered, timeout=LONG_MS)
+        tab.page.keyboard.press("Escape")
+        tab.page.keyboard.press("Control+a")
+        tab.page.keyboard.press("Delete")
+    tab.page.keyboard.type("const n: number = 6 * 7")  # a typed space is a space (Chromium may report U+00A0)
+    tab.page.keyboard.press("Enter")
+    tab.page.keyboard.type("return n")
+    assert tab.page.get_by_test_id("code").input_value() == "const n: number = 6 * 7\nreturn n"
+    env = run_to_the_end(tab)
+    assert (env["status"], env["value"]) == ("completed", 42), env
+    screenshot(tab.page, tmp_path, "playground-editor")
+
+
 def test_choosing_another_example_clears_the_last_cells_panes(tab):
     """The value, output, timeline and envelope of a run are gone once another example is chosen."""
     example(tab, "Demo tools (shipping plugin and travel MCP server)")

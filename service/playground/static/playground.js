@@ -336,6 +336,7 @@ async function search() {
 }
 
 function insert(text) {
+  if (editor) { editor.insert(text); return; }
   const code = $("code");
   const at = code.selectionStart;
   code.value = code.value.slice(0, at) + text + code.value.slice(at);
@@ -369,7 +370,26 @@ async function loadFiles() {
       list.append(el("li", {}, el("button", { class: "link", testid: "api-file-link", onclick: () => readFile(file.path) }, file.path),
         file.description ? el("span", { class: "detail" }, " " + file.description) : ""));
     }
+    if (editor) editor.setNames(await completionNames(answer.files));
   } catch (err) { list.append(el("li", {}, err.message)); }
+}
+
+// What the editor completes besides the guest API: a name per tool declaration file, and each MCP
+// server's functions as its declaration file (`declare namespace MCP.<server> { function <tool>(…`) has them.
+async function completionNames(files) {
+  const names = [];
+  for (const file of files) {
+    const tool = /^tools\/(.+)\.(?:d\.ts|pyi)$/.exec(file.path);
+    if (tool) names.push([tool[1], file.description || "tool"]);
+  }
+  for (const file of files) {
+    const server = /^mcp\/(?!index\.)(.+)\.(?:d\.ts|pyi)$/.exec(file.path);
+    if (!server) continue;
+    const path = `mcp/${encodeURIComponent(server[1])}.d.ts`;
+    const text = (await api("GET", "/v1/api/files/" + path)).content;
+    for (const fn of text.matchAll(/^\s*function ([\w$]+)\(/gm)) names.push([`MCP.${server[1]}.${fn[1]}`, `MCP ${server[1]}`]);
+  }
+  return names;
 }
 
 async function readFile(path) {
@@ -444,6 +464,7 @@ function useExample(index) {
   $("wait").disabled = true;
   $("cancel").disabled = true;
   $("code").value = python() ? pythonCode : code;
+  if (editor) editor.setCode($("code").value);
   $("client-tools").value = JSON.stringify(opts.clientTools || [], null, 1);
   $("require-approval").value = opts.requireApproval || "";
   $("background").checked = Boolean(opts.background);
@@ -458,10 +479,26 @@ async function checkKey() {
   if (response.ok) loadFiles();
 }
 
+// The CodeMirror editor (static/editor.js, built by ../editor/build.sh) over the <textarea>, which stays
+// the request's source: its value follows every edit. Without the bundle the page keeps the textarea.
+let editor = null;
+
+function startEditor() {
+  if (!window.CodemodeEditor) return;
+  const holder = el("div", { id: "code-editor", testid: "code-editor" });
+  $("code").after(holder);
+  $("code").hidden = true;
+  const nonce = document.querySelector('meta[name="codemode-style-nonce"]')?.content;
+  editor = window.CodemodeEditor.create(holder, $("code"), python() ? "python" : "javascript", nonce);
+  holder.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); run(); } });
+}
+
 function start() {
+  startEditor();
   EXAMPLES.forEach(([label], i) => $("examples").append(el("option", { value: String(i) }, label)));
   $("examples").addEventListener("change", (e) => useExample(Number(e.target.value)));
   $("language").addEventListener("change", () => {
+    if (editor) editor.setLanguage(python() ? "python" : "javascript");
     useExample(Number($("examples").value));
     loadFiles();
   });
