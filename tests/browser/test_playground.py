@@ -125,6 +125,26 @@ def test_the_editor_highlights_numbers_lines_and_completes_tools_mcp_and_the_gue
     screenshot(tab.page, tmp_path, "playground-editor")
 
 
+def test_the_run_history_keeps_the_tabs_cells_and_restores_one(tab):
+    """Each finished run is listed, newest first, with its language and status; a click puts its code back."""
+    example(tab, "Demo tools (shipping plugin and travel MCP server)")
+    first = tab.page.get_by_test_id("code").input_value()
+    assert run_to_the_end(tab)["status"] == "completed"
+    content = tab.page.get_by_test_id("code-editor").locator(".cm-content")
+    content.click()
+    tab.page.keyboard.press("Control+a")
+    tab.page.keyboard.press("Delete")
+    tab.page.keyboard.type("missingFn()")
+    assert run_to_the_end(tab)["status"] == "failed"
+    entries = tab.page.get_by_test_id("history-entry")
+    expect()(entries).to_have_count(2)
+    tab.page.locator("#history-box summary").click()
+    assert "failed uncaught_error" in entries.nth(0).inner_text() and "completed" in entries.nth(1).inner_text()
+    entries.nth(1).get_by_role("button").click()
+    assert tab.page.get_by_test_id("code").input_value() == first
+    expect()(content).to_contain_text("quote_shipping")
+
+
 def test_choosing_another_example_clears_the_last_cells_panes(tab):
     """The value, output, timeline and envelope of a run are gone once another example is chosen."""
     example(tab, "Demo tools (shipping plugin and travel MCP server)")

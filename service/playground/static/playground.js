@@ -132,6 +132,7 @@ function handle(env, via) {
     addTimeline(`pending ${call.id}`, `${kind} ${call.tool || ""}`.trim());
   }
   const finished = env.status === "completed" || env.status === "failed";
+  if (finished) remember(env);
   $("wait").disabled = finished || env.status === "running";
   $("cancel").disabled = finished;
   renderPending(env.status === "waiting" ? calls : []);
@@ -210,6 +211,43 @@ function clearResults() {
   for (const id of RESULT_PANES) $(id).replaceChildren();
 }
 
+// ---- run history: the tab's last cells (sessionStorage), each restored into the editor on click ----
+
+const HISTORY_STORAGE = "codemode.playground.history";
+const HISTORY_SIZE = 20;
+
+function history() {
+  try { return JSON.parse(sessionStorage.getItem(HISTORY_STORAGE) || "[]"); } catch { return []; }
+}
+
+function remember(env) {
+  if (!state.sent || state.sent.cell !== env.cell_id) return;  // once per cell, for the code that ran
+  const entry = { code: state.sent.code, language: state.sent.language, status: env.status, code_of: env.code || "" };
+  state.sent = null;
+  sessionStorage.setItem(HISTORY_STORAGE, JSON.stringify([entry, ...history()].slice(0, HISTORY_SIZE)));
+  renderHistory();
+}
+
+function renderHistory() {
+  const list = $("history");
+  list.replaceChildren();
+  history().forEach((entry, i) => {
+    const first = entry.code.split("\n").find((line) => line.trim()) || "";
+    list.append(el("li", { testid: "history-entry" },
+      el("button", { class: "link", title: "put this cell back in the editor", onclick: () => restore(entry) }, `#${i + 1}`),
+      " ", el("span", { class: "detail" }, `${entry.language} · ${entry.status}${entry.code_of ? " " + entry.code_of : ""} · ${first.slice(0, 60)}`)));
+  });
+}
+
+function restore(entry) {
+  if ($("language").value !== entry.language) {
+    $("language").value = entry.language;
+    if (editor) editor.setLanguage(python() ? "python" : "javascript");
+  }
+  $("code").value = entry.code;
+  if (editor) editor.setCode(entry.code);
+}
+
 async function run() {
   stopStream();
   let body;
@@ -222,6 +260,7 @@ async function run() {
   try {
     const env = await api("POST", "/v1/exec", body);
     state.cell = env.cell_id;
+    state.sent = { cell: env.cell_id, code: body.code, language: body.language || "javascript" };
     handle(env, "exec");
     if (body.background && env.status === "running") follow(env.cell_id);
   } catch (err) { showError("exec", err); }
@@ -518,6 +557,7 @@ function start() {
   $("copy-curl").addEventListener("click", () => copy("curl"));
   $("copy-python").addEventListener("click", () => copy("python"));
   $("code").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) run(); });
+  renderHistory();
   checkKey();
 }
 
