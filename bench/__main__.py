@@ -14,6 +14,7 @@
 ``python -m bench python``: Python cells beside JavaScript cells, alternating (``bench/python_cells.py``).
 ``python -m bench calls``: only the nested-call figures, as one JSON line (``bench/calls.py``).
 ``python -m bench isolation``: only the per-``worker_isolation`` figures (``bench/isolation.py``).
+``python -m bench starts``: how long ``codemode mcp`` takes to answer initialize, and ``scripts/serve`` /healthz (``bench/starts.py``).
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ SUBCOMMANDS: dict[str, tuple[str, bool]] = {
     "sandbox": ("sandbox", True),
     "isolation": ("isolation", True),
     "helpers": ("helpers", True),
+    "starts": ("starts", False),
 }
 
 

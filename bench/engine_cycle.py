@@ -6,7 +6,11 @@ In the bench process, no service and no pipes, with warm caches:
 * **prelude**: the same with the shipped prelude (its bytecode read and its top level run), minus the above;
 * **worker loop**: the worker's own loop (``guest_runtime.worker.Runtimes``) running `return 1` cells
   from an in-memory channel: the engine built for each cell, configure, compile, run, the done frame
-  encoded, the engine freed.
+  encoded, the engine freed;
+* **TypeScript**: the same loop running a 10-line cell written three ways, in alternating rounds: as
+  JavaScript (compiled as sent: most JavaScript never meets the TypeScript parser), as JavaScript with a
+  ``<`` that a ``>`` and a ``(`` follow (read by the parser too, which finds nothing to strip) and as
+  TypeScript (refused by the engine, read, its types blanked, compiled again), each as a ratio to the first.
 
 Each figure is the median of ``rounds`` rounds of ``cells`` cells; making and freeing are timed apart.
 """
@@ -40,14 +44,44 @@ def _make_and_free_us(prelude: bytes, cells: int) -> tuple[float, float]:
     return made * 1e6 / cells, freed * 1e6 / cells
 
 
-class _Cells:
-    """The worker's channel, in memory: ``cells`` `return 1` run frames in, the frames out encoded and dropped."""
+#: One cell, three ways (``run_engine_cycle``'s TypeScript figures).
+JAVASCRIPT_CELL = """
+const flights = [{ id: "a", price: 310, stops: 1 }, { id: "b", price: 270, stops: 0 }, { id: "c", price: 450 }];
+function cheapest(items, limit) {
+  const direct = items.filter((f) => (f.stops ?? 0) === 0 || limit > 1);
+  return direct.reduce((best, f) => (best === undefined || f.price < best.price ? f : best), undefined);
+}
+const byStops = new Map();
+for (const f of flights) byStops.set(f.stops ?? 0, [...(byStops.get(f.stops ?? 0) ?? []), f.id]);
+const total = flights.reduce((sum, f) => sum + f.price, 0);
+return { cheapest: cheapest(flights, 2)?.id, total, byStops: Object.fromEntries(byStops) };
+"""
+#: The same with a ``<`` that a ``>`` and a ``(`` follow: JavaScript the TypeScript parser reads (and leaves).
+JAVASCRIPT_CELL_PARSED = JAVASCRIPT_CELL.replace(
+    "(f.stops ?? 0) === 0 || limit > 1", "(f.stops ?? 0) < 1 || limit > (0)"
+)
+TYPESCRIPT_CELL = """
+interface Flight { id: string; price: number; stops?: number }
+const flights: Flight[] = [{ id: "a", price: 310, stops: 1 }, { id: "b", price: 270, stops: 0 }, { id: "c", price: 450 }];
+function cheapest<T extends Flight>(items: T[], limit: number): T | undefined {
+  const direct = items.filter((f: T): boolean => (f.stops ?? 0) === 0 || limit > 1);
+  return direct.reduce<T | undefined>((best, f) => (best === undefined || f.price < best.price ? f : best), undefined);
+}
+const byStops = new Map<number, string[]>();
+for (const f of flights) byStops.set(f.stops ?? 0, [...(byStops.get(f.stops ?? 0) ?? []), f.id]);
+const total: number = flights.reduce((sum: number, f: Flight) => sum + f.price, 0);
+return { cheapest: cheapest<Flight>(flights, 2)?.id, total, byStops: Object.fromEntries(byStops) } as const;
+"""
 
-    def __init__(self, cells: int) -> None:
+
+class _Cells:
+    """The worker's channel, in memory: ``cells`` run frames of ``code`` in, the frames out encoded and dropped."""
+
+    def __init__(self, cells: int, code: str = "return 1") -> None:
         self.left = cells
         self.run: RunFrame = run_frame(
             cell_id="c",
-            code="return 1",
+            code=code,
             budget_ms=10_000,
             memory_limit_bytes=64 << 20,
             max_output_bytes=65_536,
@@ -68,9 +102,9 @@ class _Cells:
         encode_frame(message)
 
 
-def _worker_loop_us(cells: int) -> float:
+def _worker_loop_us(cells: int, code: str = "return 1") -> float:
     # The loop only reads and writes frames: the in-memory channel stands in for the pipes.
-    runtimes = Runtimes(_Cells(cells), 1 << 20, float("inf"))  # type: ignore[arg-type]
+    runtimes = Runtimes(_Cells(cells, code), 1 << 20, float("inf"))  # type: ignore[arg-type]
     started = time.perf_counter()
     runtimes.serve()
     return (time.perf_counter() - started) * 1e6 / cells
@@ -79,8 +113,9 @@ def _worker_loop_us(cells: int) -> float:
 def run_engine_cycle(cells: int = 1000, rounds: int = 3) -> dict[str, Any]:
     empty = compile_prelude(_EMPTY_PRELUDE)
     shipped = compile_prelude(prelude_source.load())  # the bytecode every worker loads
+    ways = {"javascript": JAVASCRIPT_CELL, "javascript_parsed": JAVASCRIPT_CELL_PARSED, "typescript": TYPESCRIPT_CELL}
     rows: dict[str, list[float]] = {
-        k: [] for k in ("context_make", "context_free", "engine_make", "engine_free", "loop")
+        k: [] for k in ("context_make", "context_free", "engine_make", "engine_free", "loop", *ways)
     }
     for _ in range(rounds):
         made, freed = _make_and_free_us(empty, cells)
@@ -90,6 +125,8 @@ def run_engine_cycle(cells: int = 1000, rounds: int = 3) -> dict[str, Any]:
         rows["engine_make"].append(made)
         rows["engine_free"].append(freed)
         rows["loop"].append(_worker_loop_us(cells))
+        for way, code in ways.items():
+            rows[way].append(_worker_loop_us(cells, code))
     med = {k: statistics.median(v) for k, v in rows.items()}
     return {
         "cells": cells,
@@ -98,4 +135,11 @@ def run_engine_cycle(cells: int = 1000, rounds: int = 3) -> dict[str, Any]:
         "prelude_make_us": med["engine_make"] - med["context_make"],
         "prelude_free_us": med["engine_free"] - med["context_free"],
         "worker_loop_us": med["loop"],
+        "typescript": {
+            "javascript_cell_us": med["javascript"],
+            "javascript_parsed_cell_us": med["javascript_parsed"],
+            "typescript_cell_us": med["typescript"],
+            "javascript_parsed_ratio": med["javascript_parsed"] / med["javascript"],
+            "typescript_ratio": med["typescript"] / med["javascript"],
+        },
     }

@@ -103,6 +103,14 @@ def render(r: dict[str, Any]) -> str:
             f"{ec['worker_loop_us']:.0f} us = context {ec['context_us']:.0f} + prelude {ec['prelude_make_us']:.0f} "
             f"made / {ec['prelude_free_us']:.0f} freed + the cell {cell:.0f}",
         )
+        if "typescript" in ec:
+            ts = ec["typescript"]
+            add(
+                "   a 10-line cell: JavaScript / JavaScript the TypeScript parser reads / TypeScript",
+                f"{ts['javascript_cell_us']:.0f} / {ts['javascript_parsed_cell_us']:.0f} / "
+                f"{ts['typescript_cell_us']:.0f} us = 1 : {ts['javascript_parsed_ratio']:.2f} : "
+                f"{ts['typescript_ratio']:.2f}",
+            )
     ratio = cm["c16"]["rps"] / bare["c16"]["rps"]
     if "ratio" in r:  # alternating rounds: the figure the target is judged on
         add("   cells/s / bare req/s @16, the phases above", f"{ratio:.2f}")

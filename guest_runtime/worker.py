@@ -43,7 +43,16 @@ from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value, shi
 from .cell_stacks import map_stack
 from .confinement import confine
 from .driver import GuestEngine, check_engine, give_back_memory
-from .errors import ConfinementError, EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from .errors import (
+    REQUEST_LIMIT_EXCEEDED,
+    STALLED,
+    UNCAUGHT_ERROR,
+    ConfinementError,
+    EngineFault,
+    GuestFault,
+    GuestSyntaxError,
+    GuestTimeout,
+)
 from .python.engine import PythonEngine
 
 #: What a slice answers when its runtime blocked on host work and stays in the worker's table.
@@ -214,7 +223,7 @@ class CellRun:
             return self.fail("cell timeout exceeded", "guest", "timeout", recycle=True)
         except GuestFault as exc:
             # The engine is thrown away after every cell, so the worker itself is still sound.
-            return self.fail(str(exc), "guest", "internal_error")
+            return self.fail(str(exc), "guest", exc.code)
         except EngineFault as exc:
             if "out of memory" in str(exc) or str(exc) == "null":
                 # The engine's own heap cap refused an allocation: QuickJS unwinds it as an ordinary
@@ -254,16 +263,16 @@ class CellRun:
                 # A rejection nobody handled (e.g. a timer the host refused) explains the stall better.
                 unhandled = engine.unhandled_rejections()
                 if unhandled:
-                    return self.fail(
-                        "Unhandled promise rejection: " + map_stack(unhandled[0]), "guest", "internal_error"
-                    )
-                return self.fail(PENDING_WITHOUT_HOST_WORK, "guest", "internal_error", recycle=False)
+                    return self.fail("Unhandled promise rejection: " + map_stack(unhandled[0]), "guest", UNCAUGHT_ERROR)
+                return self.fail(PENDING_WITHOUT_HOST_WORK, "guest", STALLED, recycle=False)
             try:
                 self.write_idle(snap)
             except FrameTooLarge as exc:
-                return self.fail(BURST_TOO_LARGE.format(exc=exc), "guest", "internal_error")
+                return self.fail(BURST_TOO_LARGE.format(exc=exc), "guest", REQUEST_LIMIT_EXCEEDED)
             except BridgeError as exc:  # only a guest that got around the prelude's caps gets here
-                return self.fail(f"guest requests could not be sent to the host: {exc}", "guest", "internal_error")
+                return self.fail(
+                    f"guest requests could not be sent to the host: {exc}", "guest", REQUEST_LIMIT_EXCEEDED
+                )
             return IDLE
 
     def write_idle(self, snap: dict[str, Any]) -> None:
@@ -304,7 +313,7 @@ class CellRun:
                 return self.fail(
                     "Unhandled promise rejection: " + map_stack(unhandled[0]),
                     "guest",
-                    "internal_error",
+                    UNCAUGHT_ERROR,
                     cancels=cancels,
                 )
             # The JSON text of a value may be as large as the capture allowance; the copies it
@@ -321,7 +330,7 @@ class CellRun:
             )
         if done["bridge"]:
             return self.fail(map_stack(done["error"]), "bridge", _bridge_code(done["code"]), cancels=cancels)
-        return self.fail(map_stack(done["error"]), "guest", "internal_error", cancels=cancels)
+        return self.fail(map_stack(done["error"]), "guest", UNCAUGHT_ERROR, cancels=cancels)
 
     def fail(
         self, text: str, phase: Phase, code: str, *, recycle: bool = False, cancels: list[int] | None = None
@@ -370,8 +379,8 @@ class CellRun:
 
 
 def _bridge_code(code: str) -> str:
-    # An uncaught input-contract rejection keeps its code; every other tool failure is internal.
-    return "invalid_input" if code in ("invalid_input", "input_contract") else "internal_error"
+    # An uncaught input-contract rejection keeps its code; every other host call failure is uncaught.
+    return "invalid_input" if code in ("invalid_input", "input_contract") else UNCAUGHT_ERROR
 
 
 def _apply_rlimits(options: WorkerOptions) -> None:

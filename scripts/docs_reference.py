@@ -72,7 +72,8 @@ def service_errors_table() -> str:
     for cls in [errors.ServiceError, *_subclasses(errors.ServiceError)]:
         if cls.__module__ != errors.__name__:
             continue
-        status = cls.status if cls.code not in ("runtime_unavailable", "config_error") else "—"
+        never_http = ("runtime_unavailable", "config_error", "server_unreachable", "server_refused")
+        status = cls.status if cls.code not in never_http else "—"
         rows.append(f"| `{cls.__name__}` | `{cls.code}` | {status} | `{cls.error_type}` | {_first_line(cls.__doc__)} |")
     return "\n".join(rows) + "\n"
 
@@ -105,13 +106,13 @@ def openapi_document() -> dict[str, Any]:
 
 def operations_table() -> str:
     document = openapi_document()
-    rows = ["| Operation | Summary | Answers |", "|---|---|---|"]
+    rows = ["| Operation | `operationId` | Summary | Answers |", "|---|---|---|---|"]
     for path, operations in document["paths"].items():
         for method, op in operations.items():
             summary = _cell(op.get("summary", ""))
             detail = _first_line(op.get("description"))
             answers = ", ".join(sorted(op.get("responses", {})))
-            rows.append(f"| `{method.upper()} {path}` | **{summary}**: {detail} | {answers} |")
+            rows.append(f"| `{method.upper()} {path}` | `{op['operationId']}` | **{summary}**: {detail} | {answers} |")
     return "\n".join(rows) + "\n"
 
 

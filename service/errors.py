@@ -19,6 +19,8 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── ResponseNotEncodable         500: an answer could not be written as JSON (retrying cannot help)
  ├── WorkerGone                   a worker's pipe closed or its frames cannot be read; the cell layer
  │                                always turns it into a ``runtime_unavailable`` envelope (never an HTTP answer)
+ ├── ServerUnreachable            ``codemode exec --url``: no server answers at the URL (never an HTTP answer)
+ ├── ServerRefused                ``codemode exec --url``: the server answered its error body (never an HTTP answer)
  └── ConfigError                  raised at start: a setting is wrong (never an HTTP answer)
       └── McpConfigError          mcp_config: a [mcp.servers.<name>] entry is unusable (names the server)
 
@@ -198,6 +200,23 @@ class WorkerGone(ServiceError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class ServerUnreachable(ServiceError):
+    """``codemode exec --url``: no server answered at the URL (refused, reset, timed out, not HTTP)."""
+
+    code = "server_unreachable"
+    error_type = "transient"
+
+
+class ServerRefused(ServiceError):
+    """``codemode exec --url``: the server answered with its error body (``answer``, printed as it came)."""
+
+    code = "server_refused"
+
+    def __init__(self, status: int, answer: object) -> None:
+        super().__init__(f"the server answered HTTP {status}")
+        self.answer = answer
 
 
 class ConfigError(ServiceError):

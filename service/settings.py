@@ -33,6 +33,8 @@ ENV_PREFIX = "CODEMODE_"
 CONFIG_VARIABLE = ENV_PREFIX + "CONFIG"
 #: The API key a local process acts with (``codemode mcp`` serves as its tenant); not a server setting.
 API_KEY_VARIABLE = ENV_PREFIX + "API_KEY"
+#: The server ``codemode exec`` runs its cell on (as ``--url``); a client's variable, not a server setting.
+URL_VARIABLE = ENV_PREFIX + "URL"
 
 
 def setting(table: str, default: Any, low: int | None = None, high: int | None = None, doc: str = "") -> Any:

@@ -20,6 +20,7 @@ from .settings import (
     API_KEY_VARIABLE,
     CONFIG_VARIABLE,
     ENV_PREFIX,
+    URL_VARIABLE,
     ApiKey,
     Settings,
     ToolSettings,
@@ -67,7 +68,7 @@ class _Environment:
             upper = key.upper()
             if upper in ENV_NAMES:
                 self.values[ENV_NAMES[upper]] = value
-            elif upper.startswith(ENV_PREFIX) and upper not in (CONFIG_VARIABLE, API_KEY_VARIABLE):
+            elif upper.startswith(ENV_PREFIX) and upper not in (CONFIG_VARIABLE, API_KEY_VARIABLE, URL_VARIABLE):
                 suffix = upper[len(ENV_PREFIX) :]
                 hint = close_hint(suffix, {n[len(ENV_PREFIX) :]: n for n in ENV_NAMES})
                 raise ConfigError(f"unknown environment variable {key}{hint}", need_param=key)

@@ -13,22 +13,24 @@ import copy
 import functools
 
 from bridge.json_types import JsonObject
-from bridge.messages import LANGUAGES as BRIDGE_LANGUAGES
-from service.api.schemas import ExecRequest
+from bridge.messages import Language
+from service.api.schemas import REQUEST_LANGUAGES, ExecRequest, cell_language
 from service.api_files.quick_index import QUICK_INDEX_MAX_CHARS
 from service.errors import InvalidRequest
 from service.settings import Settings
 
 TOOL_NAME = "codemode"
-#: Languages a cell may be written in: JavaScript on QuickJS, Python on Monty (the same contract).
-LANGUAGES = BRIDGE_LANGUAGES
-DEFAULT_LANGUAGE = "javascript"
+#: Languages a cell may be written in: JavaScript (or TypeScript, its types stripped) on QuickJS, Python
+#: on Monty (the same contract).
+LANGUAGES = REQUEST_LANGUAGES
+DEFAULT_LANGUAGE: Language = "javascript"
 #: The exec fields a model fills in; sessions, runs and client tools are the caller's business.
 MODEL_FIELDS = ("code", "title", "timeout_ms", "max_output_bytes")
 #: Fixed text (about 2,600 characters with the largest settings) plus the quick index.
 MAX_DESCRIPTION_CHARS = QUICK_INDEX_MAX_CHARS + 4000
 
-_JAVASCRIPT = """Run JavaScript in a fresh sandbox (QuickJS). The code is the body of an async function: top-level \
+_JAVASCRIPT = """Run JavaScript or TypeScript (types are stripped, not checked) in a fresh sandbox (QuickJS). The \
+code is the body of an async function: top-level \
 `await` works and `return` gives the cell's value (JSON). Each call is a new cell; nothing carries over except \
 saved results and the session store. Write one cell that does the whole job (calls, loops, filtering) and \
 returns only what matters.
@@ -56,7 +58,7 @@ before comes back."""
 
 
 _PYTHON = """Run Python in a fresh sandbox (Monty, a Python subset: no classes, no third-party packages). Pass "language": "python". The code is a module: top-level `await` works and the value of the last expression statement is the cell's value (JSON). Each call is a new cell; nothing carries over except the session store. Write one cell that does the whole job (calls, loops, filtering) and ends with only what matters.
-- Tools are async functions taking keyword arguments: `r = await tool_name(field=value)`. The tools you may call are listed below; several at once: `import asyncio` then `await asyncio.gather(a(...), b(...))`.
+- Tools are async functions taking keyword arguments: `r = await tool_name(field=value)`. The tools you may call are listed below, each input and output in TypeScript notation (`{origin: string}` is `origin="DE"`; read `API.read("tools/<name>.pyi")` for its Python stub); several at once: `import asyncio` then `await asyncio.gather(a(...), b(...))`.
 - Output: `text(v)`, `json(v)` and `print(...)` append to the cell's output, in order.
 - `await store(key, value)` and `await load(key)` keep small values per session; `await sleep(seconds)` and `await yield_control()` wait on the host.
 - No network, files, environment, clock or processes: such calls raise an error.
@@ -64,16 +66,18 @@ Limits. What a cell reads (tool replies, loads) must fit its inbox of {inbox_byt
 Continuing. A cell still blocked on tools when timeout_ms runs out, or that needs its caller (a client tool, an approval), answers status "waiting" with a cell_id and pending_tool_calls: continue it with wait (the cell_id, plus tool_results for client tool calls and approvals for approval requests). Only output not shown before comes back."""
 
 
-def check_language(language: str | None) -> str:
-    """The language asked for, or ``InvalidRequest`` naming the ones this server runs."""
+def check_language(language: str | None) -> Language:
+    """The cell language asked for ("typescript" is "javascript"), or ``InvalidRequest`` naming the ones this
+    server runs."""
     if language is None:
         return DEFAULT_LANGUAGE
-    if language not in LANGUAGES:
-        raise InvalidRequest(
-            f"language {language[:64]!r} is not available: this server runs {', '.join(LANGUAGES)} cells",
-            need_param="language",
-        )
-    return language
+    for known in LANGUAGES:
+        if language == known:
+            return cell_language(known)
+    raise InvalidRequest(
+        f"language {language[:64]!r} is not available: this server runs {', '.join(LANGUAGES)} cells",
+        need_param="language",
+    )
 
 
 def description_text(settings: Settings, quick_index: str, language: str = DEFAULT_LANGUAGE) -> str:

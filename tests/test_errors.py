@@ -93,7 +93,7 @@ CONTRACT = {
     # envelope failure codes the worker reports for these faults (guest_runtime/worker.py)
     "guest_runtime.errors.GuestSyntaxError": "invalid_input",
     "guest_runtime.errors.GuestTimeout": "timeout",
-    "guest_runtime.errors.GuestFault": "internal_error",
+    "guest_runtime.errors.GuestFault": "uncaught_error",
     "guest_runtime.errors.EngineFault": "runtime_unavailable",
     # envelope failure code of a worker that died (service/cells/cell.py)
     "service.errors.WorkerGone": "runtime_unavailable",
@@ -245,3 +245,17 @@ def test_the_check_reports_each_kind_of_breach() -> None:
     ]
     shared = {"pkg.errors.SilentError": "pkg.errors.GoodError"}
     assert not [p for p in problems(classes, trees, set(), shared) if p.startswith("pkg.errors.SilentError")]
+
+
+def test_a_cells_own_faults_have_guest_side_codes_in_the_reference() -> None:
+    """The codes the worker reports for a cell's own faults are pinned, none is internal_error, and the error
+    reference's table of cell failure codes lists each."""
+    from pathlib import Path
+
+    from guest_runtime import errors
+
+    codes = {errors.UNCAUGHT_ERROR, errors.STALLED, errors.REQUEST_LIMIT_EXCEEDED}
+    assert codes == {"uncaught_error", "stalled", "request_limit_exceeded"}
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "errors.md").read_text(encoding="utf-8")
+    table = reference[reference.index("## Cell failure codes") : reference.index("## Call errors")]
+    assert all(f"| `{code}` |" in table for code in codes | {"internal_error"}), table

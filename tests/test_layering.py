@@ -40,6 +40,8 @@ SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
     "pyseccomp": "guest_runtime/confinement.py",
     "fastapi_offline": "service/http/docs_pages.py",
     "pydantic_monty": "guest_runtime/python/engine.py",
+    "tree_sitter": "guest_runtime/typescript.py",
+    "tree_sitter_typescript": "guest_runtime/typescript.py",
 }
 
 

@@ -2,7 +2,7 @@
 
     from codemode_client.langchain_tool import codemode_tool
     tool = codemode_tool("http://127.0.0.1:8000", tools=[get_weather, get_time])
-    agent = create_react_agent(model, [tool])
+    agent = create_agent(model, [tool])        # langchain.agents.create_agent
 
 The model sees one tool, ``codemode``, described by the server (``GET /v1/tool-description``) plus a
 line per LangChain tool given.  A call runs the cell to its end; each call the cell makes to one of

@@ -105,6 +105,9 @@ class Envelope:
     reason: str | None = None
     pending_tool_calls: tuple[PendingCall, ...] = ()
     error: str | None = None
+    #: A failed cell's cause: ``uncaught_error`` (its own code threw, or a tool error went uncaught),
+    #: ``invalid_input``, ``stalled``, ``timeout``, ``memory_limit_exceeded``, … (docs/reference/errors.md);
+    #: only ``internal_error`` is a fault of the service.
     code: str | None = None
     failure_phase: str | None = None
     untrusted_content: bool = False  # the cell has seen network-derived data (its text output is wrapped)

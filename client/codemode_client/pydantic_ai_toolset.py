@@ -98,6 +98,8 @@ class CodeModeToolset(WrapperToolset[Any]):
                 env = await cm.run(code, client_tools=client_tools, **{**self._fields, **fields})
             except BadRequestError as exc:  # the service refused the request: the model can change it
                 raise ModelRetry(f"codemode refused the cell: {exc.message}") from None
+        if env.status == "failed" and env.failure_phase == "input":  # refused before it ran: rewrite it
+            raise ModelRetry(f"codemode refused the cell before running it ({env.code}): {env.error}")
         return adapters.answer(env)
 
     def _session(self) -> AbstractAsyncContextManager[AsyncClient]:

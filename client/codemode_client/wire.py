@@ -8,6 +8,9 @@ from urllib.parse import quote
 
 from .tools import ClientTools, tool_set
 
+#: The cell languages a request may name: "typescript" is JavaScript whose types the service strips.
+CellLanguage = Literal["javascript", "typescript", "python"]
+
 #: Extra seconds a request may take beyond the ``timeout_ms`` the service itself keeps to (queueing,
 #: worker start, the answer's bytes).
 SERVICE_SLACK_S = 30.0
@@ -35,7 +38,7 @@ def cell_path(cell_id: str, action: str = "") -> str:
 def exec_body(
     code: str,
     *,
-    language: Literal["javascript", "python"] | None = None,
+    language: CellLanguage | None = None,
     title: str | None = None,
     session_id: str | None = None,
     run_id: str | None = None,

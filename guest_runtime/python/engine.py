@@ -208,6 +208,9 @@ class PythonEngine:
             raise EngineFault(f"out of memory: {head}")  # the worker reports memory_limit_exceeded
         self._requests.drop_pending()
         self._done = _failure(_error_text(head, _frames_of(exc)))
+        code = self._requests.failures.get(head)
+        if code is not None:  # a host call's rejection nobody caught: phase bridge, as in JavaScript
+            self._done.update(bridge=True, code=code)
 
     # -- the guest's external functions -----------------------------------------------------------
 

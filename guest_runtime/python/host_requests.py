@@ -61,6 +61,10 @@ class HostRequests:
         self._taken_args: list[str] = []
         self._queued_bytes = 0
         self._cancels: list[int] = []
+        #: ``Name: message`` of each host failure raised in the guest -> its code: an uncaught exception
+        #: with one of these heads is the host's rejection reaching the end of the cell (phase bridge, as a
+        #: JavaScript cell's); Monty's exceptions carry no identity to tell it by.
+        self.failures: dict[str, str] = {}
 
     @property
     def outstanding(self) -> int:
@@ -86,7 +90,11 @@ class HostRequests:
             value = None if payload is None else loads(payload)
             self._replies[call_id] = {"return_value": shape(value) if shape else value}
         else:
-            self._replies[call_id] = {"exception": host_error(loads(payload or "{}"))}
+            error = loads(payload or "{}")
+            exception = host_error(error)
+            code = error.get("code") if isinstance(error, dict) else None
+            self.failures[f"{type(exception).__name__}: {exception}"] = code if isinstance(code, str) else ""
+            self._replies[call_id] = {"exception": exception}
 
     def take_replies(self) -> dict[int, dict[str, object]]:
         replies, self._replies = self._replies, {}

@@ -19,7 +19,7 @@ from service.principals import cell_principal
 from service.settings import ApiKey
 
 from .keyed_tools import KeyedTools
-from .schemas import ClientToolDecl, ExecRequest, WaitRequest
+from .schemas import ClientToolDecl, ExecRequest, WaitRequest, cell_language
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -58,7 +58,7 @@ async def cell_spec(cells: CellRegistry, tools: KeyedTools, key: ApiKey, body: E
         else (),
         tool_policy=tools.policy_for(key),
         require_approval=tuple(body.require_approval),
-        language=body.language,
+        language=cell_language(body.language),
         principal=cell_principal(cells.settings.worker_isolation, key, body.session_id),
     )
 

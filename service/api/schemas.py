@@ -15,6 +15,15 @@ SESSION_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
 MAX_TOOL_RESULTS = 4096
 # Cell ids are opaque; in paths they are held to the same characters as session ids.
 ID_PATTERN = SESSION_PATTERN
+#: The languages a request may name. "typescript" is "javascript" by another name: a JavaScript cell
+#: accepts TypeScript syntax, its types blanked in place before it runs (guest_runtime/typescript.py).
+RequestLanguage = Literal["javascript", "typescript", "python"]
+REQUEST_LANGUAGES: tuple[RequestLanguage, ...] = ("javascript", "typescript", "python")
+
+
+def cell_language(language: RequestLanguage) -> Language:
+    """The language a cell of ``language`` runs in."""
+    return "python" if language == "python" else "javascript"
 
 
 class ClientToolDecl(BaseModel):
@@ -31,8 +40,8 @@ class ExecRequest(BaseModel):
     )
     code: str = Field(
         max_length=1024 * 1024,
-        description="JavaScript: the body of an async function; Python (language python): a module whose last "
-        "expression statement is the cell's value.",
+        description="JavaScript or TypeScript: the body of an async function; Python (language python): a module "
+        "whose last expression statement is the cell's value.",
     )
     title: str | None = Field(default=None, max_length=120)
     session_id: str | None = Field(default=None, pattern=SESSION_PATTERN)
@@ -49,8 +58,10 @@ class ExecRequest(BaseModel):
         description="tool names, tool ids, plugin ids, mcp:<server> or mcp:<server>/<tool> whose calls in this "
         "cell wait for approval (added to the server's and the key's)",
     )
-    language: Language = Field(
-        default="javascript", description="the cell's language: javascript (QuickJS) or python (Monty)"
+    language: RequestLanguage = Field(
+        default="javascript",
+        description="the cell's language: javascript (QuickJS; TypeScript syntax is accepted, its types "
+        "stripped), typescript (the same) or python (Monty)",
     )
     background: StrictBool = Field(
         default=False, description="answer `running` at once; the cell runs on its own (see /v1/cells/{id}/events)"
@@ -207,7 +218,13 @@ class CellEnvelope(BaseModel):
     reason: Literal["pending_tools", "yield"] | None = Field(default=None, description="waiting only")
     pending_tool_calls: list[PendingCall] | None = Field(default=None, description="waiting only")
     error: str | None = Field(default=None, description="failed only")
-    code: str | None = Field(default=None, description="failed only")
+    code: str | None = Field(
+        default=None,
+        description="failed only: invalid_input, uncaught_error (the cell's own code threw, or a host call's "
+        "rejection went uncaught), stalled, request_limit_exceeded, timeout, memory_limit_exceeded, "
+        "snapshot_limit_exceeded, output_limit_exceeded, aborted, runtime_unavailable, internal_error (a fault "
+        "of the service)",
+    )
     failure_phase: Literal["input", "guest", "bridge", "host"] | None = Field(default=None, description="failed only")
     untrusted_content: bool | None = Field(
         default=None, description="present (true) once the cell has seen network-derived data"

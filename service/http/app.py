@@ -34,8 +34,8 @@ from .session_routes import SessionRoutes
 from .tool_description_route import ToolDescriptionRoutes
 from .tool_routes import ToolRoutes
 
-DESCRIPTION = """Runs agent-written JavaScript **cells** in fresh QuickJS guests inside supervised worker
-processes. `POST /v1/exec` starts a cell; a cell that is still blocked on host work when its
+DESCRIPTION = """Runs agent-written **cells** — JavaScript (TypeScript accepted, its types stripped) in fresh
+QuickJS guests, or Python on Monty (`"language": "python"`) — inside supervised worker processes. `POST /v1/exec` starts a cell; a cell that is still blocked on host work when its
 `timeout_ms` runs out answers `waiting`, and `POST /v1/cells/{id}/wait` resumes it.  Every cell
 outcome is HTTP 200 with one envelope; service errors share one error body."""
 

@@ -36,6 +36,7 @@ class CellRoutes(RouteGroup):
         tags=("cells",),
         summary="Run a cell",
         direct=True,
+        operation_id="exec_cell",
     )
     async def exec_cell(self, body: ExecRequest, request: Request) -> JSONBytes:
         """Start a cell and run it until it completes, fails, or parks (``waiting``); with ``background``,
@@ -52,6 +53,7 @@ class CellRoutes(RouteGroup):
         tags=("cells",),
         summary="Resume a waiting cell",
         direct=True,
+        operation_id="wait_cell",
     )
     async def wait_cell(self, cell_id: CellId, request: Request, body: WaitRequest | None = None) -> JSONBytes:
         """Resume a parked cell (optionally with client tool results and approval answers) until its next stop."""
@@ -78,6 +80,7 @@ class CellRoutes(RouteGroup):
         tags=("cells",),
         summary="Cancel a cell",
         direct=True,
+        operation_id="cancel_cell",
     )
     async def cancel_cell(self, cell_id: CellId, request: Request) -> JSONBytes:
         """Abort a cell; answers its final envelope (``failed``, code ``aborted``)."""
@@ -92,6 +95,7 @@ class CellRoutes(RouteGroup):
         tags=("cells",),
         summary="Cell status",
         direct=True,
+        operation_id="get_cell",
     )
     async def cell_status(self, cell_id: CellId, request: Request) -> JSONBytes:
         """Status of a cell without resuming it (finished cells: a summary without value or output)."""

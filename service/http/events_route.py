@@ -104,6 +104,7 @@ class EventRoutes(RouteGroup):
         },
         tags=("cells",),
         summary="Cell events (Server-Sent Events)",
+        operation_id="stream_cell_events",
     )
     async def cell_events(
         self,

@@ -66,6 +66,7 @@ class OpsRoutes(RouteGroup):
         tags=("ops",),
         summary="Liveness",
         responses={200: example(HEALTH_EXAMPLE)},
+        operation_id="get_health",
     )
     async def healthz(self) -> dict[str, str]:
         """The process answers."""
@@ -79,6 +80,7 @@ class OpsRoutes(RouteGroup):
         response_model=Readiness,
         # Not ready is the same body with status "unavailable", not an error body.
         responses={200: example(READY_EXAMPLE), 503: {"model": Readiness, "description": "a part is not ready"}},
+        operation_id="get_readiness",
     )
     async def readyz(self) -> JSONBytes:
         """The worker pool has workers and the session store answers; ``sandbox``: the workers' confinement layers."""
@@ -96,6 +98,7 @@ class OpsRoutes(RouteGroup):
         summary="Prometheus metrics",
         response_class=PlainTextResponse,
         responses={401: ERROR_RESPONSES[401]},
+        operation_id="get_metrics",
     )
     async def metrics(self) -> PlainTextResponse:
         """Prometheus text exposition (with ``metrics_require_key``, only for a valid API key)."""

@@ -39,6 +39,7 @@ class Route:
     include_in_schema: bool = True
     status_code: int | None = None
     direct: bool = False
+    operation_id: str | None = None
 
 
 def route(
@@ -53,11 +54,16 @@ def route(
     include_in_schema: bool = True,
     status_code: int | None = None,
     direct: bool = False,
+    operation_id: str | None = None,
 ) -> Callable[[Endpoint], Endpoint]:
     """Mark a route group's method as the endpoint of ``method path``, with its OpenAPI metadata.
 
     ``direct`` (hot routes): requests the endpoint accepts skip FastAPI's parameter solving (``DirectRoute``).
+    ``operation_id``: the OpenAPI operation's name, which generated clients name their functions after
+    (``exec_cell``); a route in the schema must have one (FastAPI's default spells out path and method).
     """
+    if include_in_schema and not operation_id:
+        raise ValueError(f"{method} {path}: a route in the OpenAPI schema needs an operation_id")
     spec = Route(
         method,
         path,
@@ -69,6 +75,7 @@ def route(
         include_in_schema,
         status_code,
         direct,
+        operation_id,
     )
 
     def mark(endpoint: Endpoint) -> Endpoint:
@@ -115,6 +122,7 @@ class RouteGroup:
                 include_in_schema=spec.include_in_schema,
                 status_code=spec.status_code,
                 route_class_override=DirectRoute if spec.direct else GatedRoute,
+                operation_id=spec.operation_id,
             )
             added.append(router.routes[-1])
         return added

@@ -54,6 +54,7 @@ class SessionRoutes(RouteGroup):
         responses={**ERROR_RESPONSES, 200: example(END_RUN_EXAMPLE)},
         tags=("sessions",),
         summary="End a run",
+        operation_id="end_run",
     )
     async def end_run(self, session_id: SessionId, run_id: RunId, key: CallerDep) -> JSONBytes:
         """End a run: its saved results expire now and its tool-failure counters are forgotten."""
@@ -69,6 +70,7 @@ class SessionRoutes(RouteGroup):
         responses={**ERROR_RESPONSES, 200: example(RUN_EXAMPLE)},
         tags=("sessions",),
         summary="Run counters",
+        operation_id="get_run",
     )
     async def run_status(self, session_id: SessionId, run_id: RunId, key: CallerDep) -> JSONBytes:
         """The run's tool-failure counters (per tool, total, blocked tools and why) and its saved results.
@@ -93,6 +95,7 @@ class SessionRoutes(RouteGroup):
         responses={**ERROR_RESPONSES, 200: example(STORE_KEYS_EXAMPLE)},
         tags=("sessions",),
         summary="Session store keys",
+        operation_id="get_session_store",
     )
     async def session_store(self, session_id: SessionId, key: CallerDep) -> JSONBytes:
         """Keys of the session's committed store and their byte sizes."""
@@ -113,6 +116,7 @@ class SessionRoutes(RouteGroup):
         responses={**ERROR_RESPONSES, 200: example(SESSION_DELETED_EXAMPLE)},
         tags=("sessions",),
         summary="Delete a session",
+        operation_id="delete_session",
     )
     async def delete_session(self, session_id: SessionId, key: CallerDep) -> JSONBytes:
         """Delete the session's committed store (running cells keep their own buffered writes)."""

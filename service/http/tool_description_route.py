@@ -41,6 +41,7 @@ class ToolDescriptionRoutes(RouteGroup):
         responses={**ERROR_RESPONSES, 200: example(EXAMPLE)},
         tags=("tools",),
         summary="Model-facing tool description",
+        operation_id="get_tool_description",
     )
     async def get_tool_description(
         self,

@@ -65,6 +65,7 @@ class ToolRoutes(RouteGroup):
         responses={**ERROR_RESPONSES, 200: example(CATALOG_EXAMPLE)},
         tags=("tools",),
         summary="Tool catalog and quick index",
+        operation_id="get_catalog",
     )
     async def catalog(self, key: CallerDep, session_id: CatalogSession = None) -> JSONBytes:
         """Handle metadata of every tool visible to this key, and the quick index for agent prompts.
@@ -82,6 +83,7 @@ class ToolRoutes(RouteGroup):
         responses={**ERROR_RESPONSES, 200: example(API_LIST_EXAMPLE)},
         tags=("tools",),
         summary="List declaration files",
+        operation_id="list_api_files",
     )
     async def api_files(self, key: CallerDep, prefix: str | None = None) -> JSONBytes:
         """What ``API.list(prefix)`` returns in a guest of this key."""
@@ -94,6 +96,7 @@ class ToolRoutes(RouteGroup):
         responses={**ERROR_RESPONSES, 200: example({**API_READ_EXAMPLE, "path": "results.d.ts"})},
         tags=("tools",),
         summary="Read a top-level declaration file",
+        operation_id="get_api_file",
     )
     async def api_file(self, name: ApiName, key: CallerDep) -> JSONBytes:
         """What ``API.read(name)`` returns in a guest of this key (``results.d.ts``)."""
@@ -106,6 +109,7 @@ class ToolRoutes(RouteGroup):
         responses={**ERROR_RESPONSES, 200: example(API_READ_EXAMPLE)},
         tags=("tools",),
         summary="Read a declaration file in a folder",
+        operation_id="get_nested_api_file",
     )
     async def api_nested_file(self, dir: ApiDir, name: ApiName, key: CallerDep) -> JSONBytes:
         """What ``API.read("<dir>/<name>")`` returns in a guest of this key (``tools/echo.d.ts``, ``mcp/time.d.ts``)."""

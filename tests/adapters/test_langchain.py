@@ -57,7 +57,9 @@ def test_a_cell_calls_two_langchain_tools_and_the_value_reaches_the_model(base_u
     refuses a bad argument before the tool runs); the tool message the model gets next holds the cell's value,
     and the nested tool runs are reported to the callbacks as children of the codemode run."""
     tool = codemode_tool(base_url, tools=[lookup_order, shipping_rate], api_key=API_KEY)
-    assert tool.description.startswith("Run JavaScript in a fresh sandbox")
+    assert tool.description.startswith(
+        "Run JavaScript or TypeScript (types are stripped, not checked) in a fresh sandbox"
+    )
     assert "- lookup_order(" in tool.description and "- shipping_rate(" in tool.description
     model = scripted(CELL)
     model.received.clear()

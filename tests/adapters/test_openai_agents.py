@@ -60,7 +60,9 @@ def test_a_cell_calls_two_agents_sdk_tools_and_the_value_reaches_the_model(base_
     validation refuses a bad argument); the model's next input holds the cell's value, and each nested call is a
     function span under the codemode tool's span."""
     tool = codemode_tool(base_url, tools(), api_key=API_KEY)
-    assert tool.description.startswith("Run JavaScript in a fresh sandbox")
+    assert tool.description.startswith(
+        "Run JavaScript or TypeScript (types are stripped, not checked) in a fresh sandbox"
+    )
     assert "- lookup_order(" in tool.description and "- shipping_rate(" in tool.description
     model = scripted(CELL)
     result = Runner.run_sync(Agent(name="shipper", model=model, tools=[tool]), "ship A-17")

@@ -35,7 +35,7 @@ def test_a_cell_calls_two_pydantic_ai_tools_and_the_value_reaches_the_model(base
     result = Agent(scripted(CELL, seen), toolsets=[toolset]).run_sync("ship order A-17")
     assert list(seen["tools"]) == ["codemode"]
     description = seen["tools"]["codemode"]
-    assert description.startswith("Run JavaScript in a fresh sandbox")
+    assert description.startswith("Run JavaScript or TypeScript (types are stripped, not checked) in a fresh sandbox")
     assert "- lookup_order(" in description and "- shipping_rate(" in description
     check_outcome(json.loads(result.output))
 
@@ -69,3 +69,23 @@ def test_one_toolset_serves_runs_on_separate_event_loops(base_url):
     toolset = CodeModeToolset(base_url, FunctionToolset([lookup_order]), api_key=API_KEY)
     agent = Agent(scripted('return (await lookup_order({order_id: "B-2"})).order_id;', {}), toolsets=[toolset])
     assert [json.loads(agent.run_sync("x").output)["value"] for _ in range(2)] == ["B-2", "B-2"]
+
+
+def test_a_cell_refused_before_it_ran_is_a_model_retry(base_url):
+    """A cell with a syntax error is pydantic-ai's ModelRetry (the model sees the error as a tool return whose
+    outcome is "retried", cause model_retry); the model's next cell runs."""
+    retries: list[ToolReturnPart] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+        retries[:] = [p for p in returns if p.outcome == "retried"]
+        if returns and returns[-1].outcome != "retried":
+            return ModelResponse(parts=[TextPart(json.dumps(returns[-1].content))])
+        code = "return 6 * 7" if retries else "return 6 *"
+        return ModelResponse(parts=[ToolCallPart("codemode", {"code": code})])
+
+    toolset = CodeModeToolset(base_url, FunctionToolset([lookup_order]), api_key=API_KEY)
+    answer = json.loads(Agent(FunctionModel(model), toolsets=[toolset]).run_sync("compute").output)
+    assert answer == {"status": "completed", "value": 42}, answer
+    assert len(retries) == 1 and retries[0].retry is not None and retries[0].retry.cause == "model_retry"
+    assert "refused the cell before running it (invalid_input): SyntaxError at cell.js:" in str(retries[0].content)

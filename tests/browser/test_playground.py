@@ -91,6 +91,72 @@ def test_run_a_cell_that_calls_a_demo_tool_and_an_mcp_tool(tab, tmp_path, langua
     screenshot(tab.page, tmp_path, f"playground-demo-{language}")
 
 
+def test_the_editor_highlights_numbers_lines_and_completes_tools_mcp_and_the_guest_api(tab, tmp_path):
+    """The vendored CodeMirror editor (no request leaves the server) replaces the textarea: line numbers,
+    highlighting, and completion of the key's tools, MCP.<server>.<tool> and the guest API from the page's
+    declaration files; what is typed is what runs."""
+    editor = tab.page.get_by_test_id("code-editor")
+    expect()(editor.locator(".cm-lineNumbers")).to_be_visible()
+    # CodeMirror's own styles apply (its <style> elements carry the page's CSP nonce): text keeps its spaces.
+    expect()(editor.locator(".cm-content")).to_have_css("white-space", re.compile("pre"))
+    expect()(editor.locator(".cm-content")).to_contain_text("hello from a cell")  # the first example
+    assert editor.locator(".cm-line span[class]").count() > 0  # highlighted tokens
+    expect()(tab.page.get_by_test_id("api-file-link").first).to_be_visible(timeout=LONG_MS)
+    content = editor.locator(".cm-content")
+    content.click()
+    tab.page.keyboard.press("Control+a")
+    tab.page.keyboard.press("Delete")
+    for typed, offered in (
+        ("quote_sh", "quote_shipping"),
+        ("MCP.travel.fo", "MCP.travel.forecast"),
+        ("catalog.se", "catalog.search"),
+    ):
+        tab.page.keyboard.type(typed)
+        expect()(tab.page.locator(".cm-tooltip-autocomplete")).to_contain_text(offered, timeout=LONG_MS)
+        tab.page.keyboard.press("Escape")
+        tab.page.keyboard.press("Control+a")
+        tab.page.keyboard.press("Delete")
+    tab.page.keyboard.type("const n: number = 6 * 7")  # a typed space is a space (Chromium may report U+00A0)
+    tab.page.keyboard.press("Enter")
+    tab.page.keyboard.type("return n")
+    assert tab.page.get_by_test_id("code").input_value() == "const n: number = 6 * 7\nreturn n"
+    env = run_to_the_end(tab)
+    assert (env["status"], env["value"]) == ("completed", 42), env
+    screenshot(tab.page, tmp_path, "playground-editor")
+
+
+def test_the_run_history_keeps_the_tabs_cells_and_restores_one(tab):
+    """Each finished run is listed, newest first, with its language and status; a click puts its code back."""
+    example(tab, "Demo tools (shipping plugin and travel MCP server)")
+    first = tab.page.get_by_test_id("code").input_value()
+    assert run_to_the_end(tab)["status"] == "completed"
+    content = tab.page.get_by_test_id("code-editor").locator(".cm-content")
+    content.click()
+    tab.page.keyboard.press("Control+a")
+    tab.page.keyboard.press("Delete")
+    tab.page.keyboard.type("missingFn()")
+    assert run_to_the_end(tab)["status"] == "failed"
+    entries = tab.page.get_by_test_id("history-entry")
+    expect()(entries).to_have_count(2)
+    tab.page.locator("#history-box summary").click()
+    assert "failed uncaught_error" in entries.nth(0).inner_text() and "completed" in entries.nth(1).inner_text()
+    entries.nth(1).get_by_role("button").click()
+    assert tab.page.get_by_test_id("code").input_value() == first
+    expect()(content).to_contain_text("quote_shipping")
+
+
+def test_choosing_another_example_clears_the_last_cells_panes(tab):
+    """The value, output, timeline and envelope of a run are gone once another example is chosen."""
+    example(tab, "Demo tools (shipping plugin and travel MCP server)")
+    assert run_to_the_end(tab)["status"] == "completed"
+    assert tab.page.get_by_test_id("output").inner_text().strip()
+    tab.page.get_by_test_id("examples").select_option(index=0)
+    for pane in ("output", "timeline", "value", "envelope"):
+        expect()(tab.page.get_by_test_id(pane)).to_have_text("")
+    expect()(tab.page.get_by_test_id("status")).to_have_text("idle")
+    expect()(tab.page.get_by_test_id("wait")).to_be_disabled()
+
+
 @pytest.mark.parametrize("language", ["javascript", "python"])
 def test_answer_a_client_tool(tab, tmp_path, language):
     """A client tool call shows a form with its input; the result typed there reaches the cell (either language)."""
@@ -143,8 +209,12 @@ def test_search_the_catalog_and_read_a_declaration(tab):
     tab.page.get_by_test_id("search-query").fill("weather")
     tab.page.get_by_test_id("search").click()
     expect()(tab.page.get_by_test_id("search-hit").first).to_contain_text("forecast", timeout=LONG_MS)
+    for hit in tab.page.get_by_test_id("search-hit").all():  # a hit with no declared output shows no "→ ?"
+        assert "→ ?" not in hit.inner_text(), hit.inner_text()
+    tab.page.set_viewport_size({"width": 1000, "height": 400})  # a small window: the file opens below the fold
     tab.page.get_by_test_id("api-file-link").filter(has_text="tools/quote_shipping.d.ts").click()
     expect()(tab.page.get_by_test_id("api-file")).to_contain_text("declare function quote_shipping", timeout=LONG_MS)
+    expect()(tab.page.get_by_test_id("api-file")).to_be_in_viewport()  # scrolled to
 
 
 def test_python_cells_see_the_python_declarations(tab):
@@ -191,6 +261,12 @@ def test_the_page_asks_for_a_key_and_keeps_it_in_session_storage(browser, base):
     assert env["status"] == "completed" and env["value"] == 2
     assert tab.outside == [] and tab.errors == []
     page.context.close()
+
+
+def test_the_servers_address_leads_to_the_playground(base):
+    """`GET /` redirects to the playground (a browser pointed at the server lands somewhere useful)."""
+    r = httpx.get(base + "/", timeout=30)
+    assert r.status_code == 307 and r.headers["location"] == "/playground"
 
 
 def test_the_page_is_served_with_a_same_origin_policy(base):

@@ -57,5 +57,5 @@ def test_the_answer_holds_the_value_or_the_error_and_the_text_output():
         {"status": "completed", "cell_id": "c", "value": 3, "output": [{"type": "text", "text": "hi"}]}
     )
     assert answer(done) == {"status": "completed", "value": 3, "output": ["hi"]}
-    failed = Envelope.parse({"status": "failed", "cell_id": "c", "error": "TypeError: x", "code": "internal_error"})
-    assert answer(failed) == {"status": "failed", "error": "TypeError: x", "code": "internal_error"}
+    failed = Envelope.parse({"status": "failed", "cell_id": "c", "error": "TypeError: x", "code": "uncaught_error"})
+    assert answer(failed) == {"status": "failed", "error": "TypeError: x", "code": "uncaught_error"}

@@ -46,7 +46,7 @@ def test_exec_and_run_take_the_cell_language(client: Client):
 def test_guest_failure_is_an_envelope_not_an_exception(client: Client):
     """A guest error comes back as a failed envelope with its code and phase."""
     env = client.exec("missingFn()")
-    assert (env.status, env.code, env.failure_phase) == ("failed", "internal_error", "guest")
+    assert (env.status, env.code, env.failure_phase) == ("failed", "uncaught_error", "guest")
     assert env.error is not None and env.error.startswith("ReferenceError: missingFn is not defined")
 
 

@@ -75,12 +75,12 @@ class WorkerProcess:
         assert msg["t"] == "done", msg
         return msg
 
-    def start(self, code: str) -> None:
+    def start(self, code: str, budget_ms: int = 3000) -> None:
         self.send(
             run_frame(
                 cell_id="c",
                 code=code,
-                budget_ms=3000,
+                budget_ms=budget_ms,
                 memory_limit_bytes=32 << 20,
                 max_output_bytes=65536,
                 value_capture_bytes=65536,
@@ -121,10 +121,31 @@ def test_cell_failures_keep_the_worker_process(worker, name):
     done = worker.run(code)
     assert done["ok"] is False and done["recycle"] is False
     assert done["text"].startswith(error), done
-    assert done["error"]["code"] == "internal_error"
+    assert done["error"]["code"] == "uncaught_error"
     after = worker.run("return 'next'")
     assert after["ok"] is True and after["text"] == '"next"'
     assert worker.proc.poll() is None and worker.ready["pid"] == worker.proc.pid
+
+
+def test_a_typescript_cell_is_read_inside_the_confined_worker():
+    """The TypeScript parser is loaded before the worker confines itself and parses after: a typed cell with
+    a large source (read whole, its syntax tree freed and trimmed), then a refused one, then a plain one."""
+    worker = WorkerProcess()  # its own: a slow machine must not cost the module's worker a timeout
+    try:
+        typed = "const xs: number[] = [1, 2, 3];\n" + "xs[0] = (xs[0]! + 0) as number;\n" * 9_000 + "return xs"
+        worker.start(typed, budget_ms=60_000)
+        done = worker.recv()
+        assert done["ok"] is True, done.get("error")
+        assert done["value"] == {"json": "[1,2,3]"}
+        refused = worker.run("enum E { A }")
+        assert refused["error"]["code"] == "invalid_input" and "TypeScript enum" in refused["error"]["text"]
+        assert worker.run("return 1 < 2")["value"] == {"json": "true"}
+        assert worker.proc.poll() is None
+        sandbox = worker.ready["sandbox"]
+        assert "seccomp" in sandbox["layers"] or sandbox["missing"]["seccomp"], sandbox
+    finally:
+        worker.proc.kill()
+        worker.proc.wait()
 
 
 def test_frames_carry_exactly_their_typed_fields(worker):

@@ -88,6 +88,17 @@ async def test_a_cell_calls_a_plugin_tool_and_an_mcp_server(alpha: Client) -> No
     assert envelope["untrusted_content"] is True and "EXTERNAL_UNTRUSTED_CONTENT" in text
 
 
+async def test_exec_takes_typescript(alpha: Client) -> None:
+    """exec's input schema names "typescript"; a typed cell calling the plugin runs under that name."""
+    tools = {t.name: t for t in (await alpha.list_tools()).tools}
+    assert tools["exec"].input_schema["properties"]["language"]["enum"] == ["javascript", "typescript", "python"]
+    code = 'const q: { price: number } = await quote_shipping({origin: "DE", destination: "FR", weight_kg: 2})\n'
+    result = await alpha.call_tool(
+        "exec", {"code": code + "return (q.price satisfies number) > 0", "language": "typescript"}
+    )
+    assert result.structured_content is not None and result.structured_content["value"] is True, result
+
+
 async def test_a_failing_cell_is_an_error_result_with_its_envelope(alpha: Client) -> None:
     """A failed cell answers isError with the error in the text and the failed envelope beside it."""
     result = await alpha.call_tool("exec", {"code": 'text("before"); null.boom'})

@@ -58,7 +58,7 @@ def test_the_typescript_sdk_client_lists_runs_and_resumes(base_url: str) -> None
     assert "parking" in seen["exec"]["text"]
     envelope = seen["wait"]["envelope"]
     assert (envelope["status"], envelope["value"]) == ("completed", {"resumed": "yielded"}), envelope
-    assert seen["failed"] == {"isError": True, "code": "internal_error"}
+    assert seen["failed"] == {"isError": True, "code": "uncaught_error"}
 
 
 def test_the_typescript_sdk_client_shows_a_person_the_approval_forms(base_url: str) -> None:

@@ -70,12 +70,12 @@ def test_failures_name_code_phase_and_keep_earlier_output() -> None:
     env = envelopes.failed(
         "cell_1",
         error="TypeError: x is null",
-        code="internal_error",
+        code="uncaught_error",
         phase="guest",
         output=[{"type": "text", "text": "before"}],
         **COMMON,
     )  # type: ignore[arg-type]
-    assert envelope_text(env) == "before\nError (internal_error, guest phase): TypeError: x is null"
+    assert envelope_text(env) == "before\nError (uncaught_error, guest phase): TypeError: x is null"
 
 
 def test_waiting_cells_say_what_they_wait_for_and_how_to_answer() -> None:

@@ -1,7 +1,7 @@
 """The two wheels, built and installed into a clean virtualenv, work on their own.
 
-`python -m build` builds the service's sdist and wheel (`codemode`) and the client's
-(`codemode-client`, client/); a fresh venv installs both from those files (their dependencies from the package index),
+`scripts/build-dist` (the release artefacts) builds the service's sdist and wheel (`codemode`) and the
+client's (`codemode-client`, client/); a fresh venv installs both from those files (their dependencies from the package index),
 and everything below runs from that venv with the repository off `sys.path`: a cell through
 `codemode exec` (the guest prelude's `.js` files ship), and the client, imported from its wheel,
 against `codemode serve --demo` (the demo's plugin and MCP server ship inside the service).
@@ -40,10 +40,9 @@ def _run(argv: list[str], cwd: Path, timeout: float = 600, stdin: str | None = N
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("wheels")
-    for project in (ROOT, ROOT / "client"):
-        # The sdist first, then the wheel from the unpacked sdist (build's default): a clean tree, so no
-        # stale file of the checkout's build/ reaches the wheel, and the sdist is proven complete.
-        _run([sys.executable, "-m", "build", "--outdir", str(out), str(project)], out)
+    # The release script: each sdist first, then its wheel from the unpacked sdist (build's default), so no
+    # stale file of the checkout's build/ reaches the wheel, and the sdist is proven complete.
+    _run(["bash", str(ROOT / "scripts" / "build-dist"), str(out)], out)
     found = {path.name.split("-")[0]: path for path in out.glob("*.whl")}
     assert set(found) == {"codemode", "codemode_client"}, sorted(out.iterdir())
     return found

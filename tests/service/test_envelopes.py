@@ -17,7 +17,7 @@ FAILED = {
     "cell_id": "cell_x",
     "output": [{"type": "text", "text": "o" * 10_000}],
     "error": "Error: " + "😀" * 5000,
-    "code": "internal_error",
+    "code": "uncaught_error",
     "failure_phase": "guest",
     "warnings": ["w" * 10_000] * 50,
     "bridge_dispatch_started": True,

@@ -26,7 +26,7 @@ def test_reference_error_names_itself_then_maps_frames_to_cell_lines(client):
     assert all(FRAME.match(f) for f in frames), frames
     assert [int(FRAME.match(f).group(1)) for f in frames] == [2, 5]
     assert frames[0].startswith("    at f (cell.js:2:")
-    assert env["code"] == "internal_error" and env["failure_phase"] == "guest"
+    assert env["code"] == "uncaught_error" and env["failure_phase"] == "guest"
     assert env["bridge_dispatch_started"] is False
 
 

@@ -74,7 +74,7 @@ def test_lone_surrogates_become_replacement_characters_everywhere(client):
         "pair": "😀",
     }
     failed = _raw(client, r"throw new Error('bad \ud800 message')")
-    assert failed["status"] == "failed" and failed["code"] == "internal_error"
+    assert failed["status"] == "failed" and failed["code"] == "uncaught_error"
     assert failed["error"].startswith("Error: bad \ufffd message")
 
 

@@ -49,9 +49,9 @@ def test_memory_bomb_hits_memory_limit(client):
 
 
 def test_unbounded_recursion_is_a_range_error(client):
-    """Unbounded recursion fails as a RangeError (internal_error) and the service keeps working."""
+    """Unbounded recursion fails as a RangeError (uncaught_error) and the service keeps working."""
     env = run(client, "function f(n) { return f(n + 1) + 1 }\nreturn f(0)", timeout_ms=2000)
-    assert env["status"] == "failed" and env["code"] == "internal_error", env
+    assert env["status"] == "failed" and env["code"] == "uncaught_error", env
     assert env["error"].startswith("RangeError")
     assert env["failure_phase"] == "guest"
     _still_serves(client)

@@ -56,19 +56,19 @@ def _took(request: Request) -> str:
 class Twins(RouteGroup):
     """Each endpoint twice: ``/direct/...`` is a direct route, ``/framework/...`` is not."""
 
-    @route("POST", "/v1/direct/exec", direct=True)
+    @route("POST", "/v1/direct/exec", direct=True, operation_id="direct_exec")
     async def direct_exec(self, body: ExecRequest, request: Request) -> JSONBytes:
         return _exec_answer(body, request)
 
-    @route("POST", "/v1/direct/{cell_id}/wait", direct=True)
+    @route("POST", "/v1/direct/{cell_id}/wait", direct=True, operation_id="direct_wait")
     async def direct_wait(self, cell_id: CellId, request: Request, body: WaitRequest | None = None) -> JSONBytes:
         return JSONBytes({"id": cell_id, "body": _wait_fields(body), "took": _took(request)})
 
-    @route("POST", "/v1/framework/exec")
+    @route("POST", "/v1/framework/exec", operation_id="framework_exec")
     async def framework_exec(self, body: ExecRequest, request: Request) -> JSONBytes:
         return _exec_answer(body, request)
 
-    @route("POST", "/v1/framework/{cell_id}/wait")
+    @route("POST", "/v1/framework/{cell_id}/wait", operation_id="framework_wait")
     async def framework_wait(self, cell_id: CellId, request: Request, body: WaitRequest | None = None) -> JSONBytes:
         return JSONBytes({"id": cell_id, "body": _wait_fields(body), "took": _took(request)})
 

@@ -45,6 +45,7 @@ NOT_OPENAPI = {
     "/docs": "the page that renders the document",
     "/openapi.json": "the document itself",
     "/playground": "an HTML page, not an API operation",
+    "/": "a redirect to the playground",
 }
 
 

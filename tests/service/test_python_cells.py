@@ -77,7 +77,7 @@ def test_errors_lead_with_the_exception_and_the_cells_own_lines(client):
     """An uncaught exception fails the cell (phase guest) with `Name: message`, then its own file and lines."""
     env = py(client, "def f(n):\n    return 10 // n\n\nf(0)")
     error = failed(env)
-    assert env["failure_phase"] == "guest" and env["code"] == "internal_error"
+    assert env["failure_phase"] == "guest" and env["code"] == "uncaught_error"
     lines = error.split("\n")
     assert lines[0] == "ZeroDivisionError: division by zero", error
     assert '  File "cell.py", line 4, column 1, in <module>' in lines

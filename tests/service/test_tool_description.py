@@ -82,9 +82,10 @@ def test_the_input_schema_takes_what_exec_runs(keyed):
 
 
 def test_languages_are_javascript_by_default_and_python(keyed):
-    """language=javascript is the default; python describes Python cells and fixes `language` in the schema;
-    any other language is a 422 naming the parameter and the languages that run."""
+    """language=javascript is the default, typescript the same answer; python describes Python cells and fixes
+    `language` in the schema; any other language is a 422 naming the parameter and the languages that run."""
     assert describe(keyed, FULL, language="javascript") == describe(keyed, FULL)
+    assert describe(keyed, FULL, language="typescript") == describe(keyed, FULL)
     python = describe(keyed, FULL, language="python")
     assert python["description"].startswith("Run Python in a fresh sandbox (Monty")
     assert "keyword arguments" in python["description"] and "quote_shipping" in python["description"]
@@ -96,7 +97,7 @@ def test_languages_are_javascript_by_default_and_python(keyed):
     assert r.status_code == 422, r.text
     err = r.json()["error"]
     assert err["need_param"] == "language"
-    assert "'ruby' is not available" in err["message"] and "javascript, python" in err["message"]
+    assert "'ruby' is not available" in err["message"] and "javascript, typescript, python" in err["message"]
     r = keyed.get("/v1/tool-description", params={"language": "x" * 65}, headers=FULL)
     assert r.status_code == 422 and r.json()["error"]["need_param"] == "language"
 

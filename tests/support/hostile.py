@@ -39,6 +39,9 @@ ENVELOPE_CODES = {
     "memory_limit_exceeded",
     "snapshot_limit_exceeded",
     "output_limit_exceeded",
+    "uncaught_error",
+    "stalled",
+    "request_limit_exceeded",
     "internal_error",
 }
 #: Beyond the cell's output budget (64 KiB by default), an envelope carries only small fixed fields.
@@ -1442,7 +1445,7 @@ _runaway_case(
 _runaway_case(
     "runaway_string_doubling",
     'let s = "x"; for (;;) s += s',
-    ("memory_limit_exceeded", "internal_error"),
+    ("memory_limit_exceeded", "uncaught_error"),
     5.0,
     "string doubling: memory limit or RangeError",
     memory_limit_bytes=8 * MiB,
@@ -1451,7 +1454,7 @@ _runaway_case(
 _runaway_case(
     "runaway_deep_recursion",
     "function f(n) { return f(n + 1) + 1 }\nreturn f(0)",
-    ("internal_error",),
+    ("uncaught_error",),
     3.0,
     "unbounded recursion is a RangeError",
     timeout_ms=2000,
@@ -1459,7 +1462,7 @@ _runaway_case(
 _runaway_case(
     "runaway_huge_string",
     'return "x".repeat(2 ** 30).length',
-    ("memory_limit_exceeded", "internal_error"),
+    ("memory_limit_exceeded", "uncaught_error"),
     5.0,
     "a 1 GiB string fails cleanly",
     timeout_ms=3000,
@@ -2096,7 +2099,7 @@ _python_case("python_runaway_loop", "while True:\n    pass", _fails_with("timeou
 _python_case(
     "python_deep_recursion",
     "def f(n):\n    return f(n + 1)\nf(0)",
-    _fails_with("internal_error", starts="RecursionError"),
+    _fails_with("uncaught_error", starts="RecursionError"),
 )
 _python_case("python_huge_string", "s = 'x' * (10**10)\nlen(s)", _fails_with("memory_limit_exceeded"))
 _python_case(
@@ -2107,22 +2110,22 @@ _python_case(
 _python_case(
     "python_huge_int_to_text",
     "x = 7 ** 200000\nstr(x)",
-    _fails_with("internal_error", starts="ValueError: Exceeds the limit"),
+    _fails_with("uncaught_error", starts="ValueError: Exceeds the limit"),
 )
 _python_case(
     "python_nested_10000_value",
     "v = 1\nfor i in range(10000):\n    v = [v]\nv",
-    _fails_with("internal_error", starts="TypeError: the cell's value nests too deep"),
+    _fails_with("uncaught_error", starts="TypeError: the cell's value nests too deep"),
 )
 _python_case(
     "python_nested_10000_tool_argument",
     "v = 1\nfor i in range(10000):\n    v = [v]\nawait results.save(v)",
-    _fails_with("internal_error", starts="TypeError: the call's arguments nest too deep"),
+    _fails_with("uncaught_error", starts="TypeError: the call's arguments nest too deep"),
 )
 _python_case(
     "python_unawaited_call_flood",
     "for i in range(100000):\n    sleep(0)\n1",
-    _fails_with("internal_error", starts="ValueError: too many host requests"),
+    _fails_with("uncaught_error", starts="ValueError: too many host requests"),
 )
 _python_case(
     "python_print_flood",
@@ -2141,7 +2144,7 @@ for _id, _code, _starts in (
     ("python_class_definition", "class A:\n    def __repr__(self):\n        return 1 / 0\nA()", ""),
     ("python_frame_escape", "def f():\n    pass\nf.__globals__", "AttributeError"),
 ):
-    _python_case(_id, _code, _fails_with("internal_error", "invalid_input", starts=_starts))
+    _python_case(_id, _code, _fails_with("uncaught_error", "invalid_input", starts=_starts))
 
 
 def _equal(got: Any, want: Any) -> None:

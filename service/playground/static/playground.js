@@ -132,6 +132,7 @@ function handle(env, via) {
     addTimeline(`pending ${call.id}`, `${kind} ${call.tool || ""}`.trim());
   }
   const finished = env.status === "completed" || env.status === "failed";
+  if (finished) remember(env);
   $("wait").disabled = finished || env.status === "running";
   $("cancel").disabled = finished;
   renderPending(env.status === "waiting" ? calls : []);
@@ -203,11 +204,55 @@ function requestBody() {
   return body;
 }
 
+// The panes of the last cell: emptied for a new run, and when another example is chosen.
+const RESULT_PANES = ["output", "timeline", "events", "pending", "value", "envelope"];
+
+function clearResults() {
+  for (const id of RESULT_PANES) $(id).replaceChildren();
+}
+
+// ---- run history: the tab's last cells (sessionStorage), each restored into the editor on click ----
+
+const HISTORY_STORAGE = "codemode.playground.history";
+const HISTORY_SIZE = 20;
+
+function history() {
+  try { return JSON.parse(sessionStorage.getItem(HISTORY_STORAGE) || "[]"); } catch { return []; }
+}
+
+function remember(env) {
+  if (!state.sent || state.sent.cell !== env.cell_id) return;  // once per cell, for the code that ran
+  const entry = { code: state.sent.code, language: state.sent.language, status: env.status, code_of: env.code || "" };
+  state.sent = null;
+  sessionStorage.setItem(HISTORY_STORAGE, JSON.stringify([entry, ...history()].slice(0, HISTORY_SIZE)));
+  renderHistory();
+}
+
+function renderHistory() {
+  const list = $("history");
+  list.replaceChildren();
+  history().forEach((entry, i) => {
+    const first = entry.code.split("\n").find((line) => line.trim()) || "";
+    list.append(el("li", { testid: "history-entry" },
+      el("button", { class: "link", title: "put this cell back in the editor", onclick: () => restore(entry) }, `#${i + 1}`),
+      " ", el("span", { class: "detail" }, `${entry.language} · ${entry.status}${entry.code_of ? " " + entry.code_of : ""} · ${first.slice(0, 60)}`)));
+  });
+}
+
+function restore(entry) {
+  if ($("language").value !== entry.language) {
+    $("language").value = entry.language;
+    if (editor) editor.setLanguage(python() ? "python" : "javascript");
+  }
+  $("code").value = entry.code;
+  if (editor) editor.setCode(entry.code);
+}
+
 async function run() {
   stopStream();
   let body;
   try { body = requestBody(); } catch (e) { showError("exec", new Error("client_tools: " + e.message)); return; }
-  for (const id of ["output", "timeline", "events", "pending", "value", "envelope"]) $(id).replaceChildren();
+  clearResults();
   state.started = performance.now();
   state.cell = null;
   setStatus("running…");
@@ -215,6 +260,7 @@ async function run() {
   try {
     const env = await api("POST", "/v1/exec", body);
     state.cell = env.cell_id;
+    state.sent = { cell: env.cell_id, code: body.code, language: body.language || "javascript" };
     handle(env, "exec");
     if (body.background && env.status === "running") follow(env.cell_id);
   } catch (err) { showError("exec", err); }
@@ -321,13 +367,15 @@ async function search() {
       const call = python() ? `r = await ${name}()\n` : `const r = await ${name}({});\n`;
       list.append(el("li", { testid: "search-hit" },
         el("button", { class: "link", title: "insert a call into the editor", onclick: () => insert(call) }, name),
-        " ", el("span", { class: "detail" }, `${hit.input || ""} → ${hit.output || "?"}`),
+        // A tool that declares no output schema has no `output`: its line shows the input only.
+        " ", el("span", { class: "detail" }, (hit.input || "") + (hit.output ? ` → ${hit.output}` : "")),
         el("div", { class: "detail" }, hit.description || "")));
     }
   } catch (err) { list.append(el("li", {}, err.message)); }
 }
 
 function insert(text) {
+  if (editor) { editor.insert(text); return; }
   const code = $("code");
   const at = code.selectionStart;
   code.value = code.value.slice(0, at) + text + code.value.slice(at);
@@ -361,19 +409,40 @@ async function loadFiles() {
       list.append(el("li", {}, el("button", { class: "link", testid: "api-file-link", onclick: () => readFile(file.path) }, file.path),
         file.description ? el("span", { class: "detail" }, " " + file.description) : ""));
     }
+    if (editor) editor.setNames(await completionNames(answer.files));
   } catch (err) { list.append(el("li", {}, err.message)); }
 }
 
+// What the editor completes besides the guest API: a name per tool declaration file, and each MCP
+// server's functions as its declaration file (`declare namespace MCP.<server> { function <tool>(…`) has them.
+async function completionNames(files) {
+  const names = [];
+  for (const file of files) {
+    const tool = /^tools\/(.+)\.(?:d\.ts|pyi)$/.exec(file.path);
+    if (tool) names.push([tool[1], file.description || "tool"]);
+  }
+  for (const file of files) {
+    const server = /^mcp\/(?!index\.)(.+)\.(?:d\.ts|pyi)$/.exec(file.path);
+    if (!server) continue;
+    const path = `mcp/${encodeURIComponent(server[1])}.d.ts`;
+    const text = (await api("GET", "/v1/api/files/" + path)).content;
+    for (const fn of text.matchAll(/^\s*function ([\w$]+)\(/gm)) names.push([`MCP.${server[1]}.${fn[1]}`, `MCP ${server[1]}`]);
+  }
+  return names;
+}
+
 async function readFile(path) {
+  const pane = $("api-file");
   try {
-    if (!path.endsWith(".pyi")) {
-      $("api-file").textContent = (await api("GET", "/v1/api/files/" + path.split("/").map(encodeURIComponent).join("/"))).content;
-      return;
+    if (path.endsWith(".pyi")) {
+      // A stub exists only in Python cells: read it as one does.
+      const code = `(await API.read(${JSON.stringify(path)}))["content"]`;
+      pane.textContent = await cellValue(code, "playground read", "python");
+    } else {
+      pane.textContent = (await api("GET", "/v1/api/files/" + path.split("/").map(encodeURIComponent).join("/"))).content;
     }
-    // A stub exists only in Python cells: read it as one does.
-    const code = `(await API.read(${JSON.stringify(path)}))["content"]`;
-    $("api-file").textContent = await cellValue(code, "playground read", "python");
-  } catch (err) { $("api-file").textContent = err.message; }
+  } catch (err) { pane.textContent = err.message; }
+  pane.scrollIntoView({ block: "nearest" });  // below a long list, the file opened out of sight
 }
 
 // ---- copy as curl / Python ----------------------------------------------------------------------
@@ -427,7 +496,14 @@ async function copy(kind) {
 
 function useExample(index) {
   const [, code, opts, pythonCode] = EXAMPLES[index];
+  stopStream();
+  clearResults();
+  state.cell = null;
+  setStatus("idle");
+  $("wait").disabled = true;
+  $("cancel").disabled = true;
   $("code").value = python() ? pythonCode : code;
+  if (editor) editor.setCode($("code").value);
   $("client-tools").value = JSON.stringify(opts.clientTools || [], null, 1);
   $("require-approval").value = opts.requireApproval || "";
   $("background").checked = Boolean(opts.background);
@@ -442,10 +518,26 @@ async function checkKey() {
   if (response.ok) loadFiles();
 }
 
+// The CodeMirror editor (static/editor.js, built by ../editor/build.sh) over the <textarea>, which stays
+// the request's source: its value follows every edit. Without the bundle the page keeps the textarea.
+let editor = null;
+
+function startEditor() {
+  if (!window.CodemodeEditor) return;
+  const holder = el("div", { id: "code-editor", testid: "code-editor" });
+  $("code").after(holder);
+  $("code").hidden = true;
+  const nonce = document.querySelector('meta[name="codemode-style-nonce"]')?.content;
+  editor = window.CodemodeEditor.create(holder, $("code"), python() ? "python" : "javascript", nonce);
+  holder.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); run(); } });
+}
+
 function start() {
+  startEditor();
   EXAMPLES.forEach(([label], i) => $("examples").append(el("option", { value: String(i) }, label)));
   $("examples").addEventListener("change", (e) => useExample(Number(e.target.value)));
   $("language").addEventListener("change", () => {
+    if (editor) editor.setLanguage(python() ? "python" : "javascript");
     useExample(Number($("examples").value));
     loadFiles();
   });
@@ -465,6 +557,7 @@ function start() {
   $("copy-curl").addEventListener("click", () => copy("curl"));
   $("copy-python").addEventListener("click", () => copy("python"));
   $("code").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) run(); });
+  renderHistory();
   checkKey();
 }
 
