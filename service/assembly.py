@@ -176,8 +176,7 @@ def build_components(
     session_store = _session_store(settings, store)
     mcp = _mcp_hub(settings, catalog, policy)
     results = _results(settings, shared=store is True, clock=results_clock)
-    mcp_names = [name for pair in (mcp.identifiers() if mcp is not None else []) for name in pair]
-    access = ToolAccess(settings, catalog, mcp_names, tool_policy=policy, run_counters=session_store, helpers=helpers)
+    access = _tool_access(settings, catalog, policy, mcp, session_store, helpers)
     saved = SavedResults(settings, results)
     store_handlers = SessionStoreHandlers(session_store, store_limits(settings))
     dispatcher = _guest_requests(dispatcher or base_dispatcher(), catalog, saved, store_handlers, mcp)
@@ -248,6 +247,19 @@ def _worker_pool(settings: Settings, sandbox: SandboxOptions) -> WorkerPool:
         max_parked_bytes=settings.worker_max_parked_bytes,
         snapshot_bytes=settings.max_snapshot_bytes,
     )
+
+
+def _tool_access(
+    settings: Settings,
+    catalog: ToolCatalog,
+    policy: ToolPolicy,
+    mcp: McpHub | None,
+    session_store: SessionStore | None,
+    helpers: HelperPool,
+) -> ToolAccess:
+    """Who may call which tool: the catalog and the MCP servers' identifiers under the policy."""
+    mcp_names = [name for pair in (mcp.identifiers() if mcp is not None else []) for name in pair]
+    return ToolAccess(settings, catalog, mcp_names, tool_policy=policy, run_counters=session_store, helpers=helpers)
 
 
 def _sandbox_and_helpers(settings: Settings) -> tuple[SandboxOptions, HelperPool]:
