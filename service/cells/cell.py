@@ -29,6 +29,7 @@ from .ending import Completed, Failed, FinalEnvelope, Outcome, marked
 from .envelopes import Envelope, LegFields
 from .host_requests import HostRequests
 from .leg_clock import LegClock
+from .life_bounds import UNBOUNDED, LifeBounds
 from .quotas import TenantQuotas
 from .retention import Retainer, Retention
 from .spec import CellLimits, CellSpec, CellStatus, EndReason
@@ -63,6 +64,7 @@ class Cell:
         context: CellContext | None = None,
         account: HeldAccount | None = None,
         clock: Callable[[], float] = time.monotonic,
+        bounds: LifeBounds = UNBOUNDED,
     ) -> None:
         # ``context``: made (and prepared) before the cell took its worker.
         self.context = context or CellContext(id_prefix + str(uuid.uuid4()), spec)
@@ -86,7 +88,9 @@ class Cell:
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None
         self._clock = clock
-        self.last_active = clock()  # when its last leg stopped (parked cells expire from it)
+        self._bounds = bounds
+        self.born = clock()  # its lifetime counts from here
+        self.last_active = self.born  # when its last leg stopped (parked cells expire from it)
         self.final: Envelope | None = None
         self.wait_lock = asyncio.Lock()
         self._delivered_bytes = 0  # inbox bytes handed to the worker, released on its next frame
@@ -147,10 +151,15 @@ class Cell:
         """A wait leg: settle caller answers (results, approvals) and yields, then run until the next stop.
 
         The leg takes its runtime's process when it has replies to deliver; another cell's leg
-        running there first is waited for, within this leg's budget (``_leg``).
+        running there first is waited for, within this leg's budget (``_leg``).  A cell over its
+        ``bounds`` (legs run, lifetime) ends failed instead.
         """
+        now = self._clock()
+        over = self._bounds.over(self.telemetry.legs, now - self.born)
+        if over is not None:  # its answers are dropped with it
+            return await self._end(over, recycle=False)
         self.status = CellStatus.RUNNING
-        self.last_active = self._clock()
+        self.last_active = now
         self.requests.settle_answers(tool_results, approvals or [])
         return await self._leg(budget_ms)
 

@@ -243,19 +243,9 @@ class HostRequests:
         else:
             full = self.inbox.try_admit(cost)
             if full is not None:
-                return _budget_refusal(self.inbox, cost, full, size)
+                return _budget_refusal(self.inbox, cost, full, size).payload()
         pending.held = cost
         return None
-
-    def _recharge(self, pending: Pending, cost: int, size: int) -> None:
-        """Charge ``cost`` for what ``pending`` holds from now on instead of its charge so far (a
-        ``GuestError`` when it does not fit: the request then holds nothing charged)."""
-        self.inbox.release(pending.held)
-        pending.held = 0
-        full = self.inbox.try_admit(cost)
-        if full is not None:
-            raise GuestError(**_budget_refusal(self.inbox, cost, full, size))
-        pending.held = cost
 
     async def _run(self, handler: Handler, call: HostCall) -> None:
         try:
@@ -328,7 +318,7 @@ class HostRequests:
             raise GuestError(f"the input of {tool} is not JSON: {exc}", "invalid_input", name="TypeError") from None
         encoded_only = isinstance(input, bytes)
         kept = 0 if encoded_only else p.held
-        self._recharge(p, kept + len(raw), len(raw))
+        _recharge(self.inbox, p, kept + len(raw), len(raw))
         held = jsoncodec.fragment(raw)
         decision: asyncio.Future[tuple[bool, str | None]] = self._loop.create_future()
         p.caller = NeedsCaller("approval", tool=tool, input=held, reason=reason)
@@ -340,7 +330,7 @@ class HostRequests:
         finally:
             p.caller, p.decision = None, None
         if approved and self._pending.get(request_id) is p:
-            self._recharge(p, parsed_cost(raw) if encoded_only else kept, len(raw))
+            _recharge(self.inbox, p, parsed_cost(raw) if encoded_only else kept, len(raw))
         return approved, why
 
     def settle_answers(
@@ -506,7 +496,18 @@ def _budget_message(inbox: InboxAllowance, size: int, full: str) -> str:
     return INBOX_EXCEEDED_MESSAGE
 
 
-def _budget_refusal(inbox: InboxAllowance, cost: int, full: str, size: int) -> dict[str, str]:
+def _recharge(inbox: InboxAllowance, pending: Pending, cost: int, size: int) -> None:
+    """Charge ``cost`` for what ``pending`` holds from now on instead of its charge so far (a
+    ``GuestError`` when it does not fit: the request then holds nothing charged)."""
+    inbox.release(pending.held)
+    pending.held = 0
+    full = inbox.try_admit(cost)
+    if full is not None:
+        raise _budget_refusal(inbox, cost, full, size)
+    pending.held = cost
+
+
+def _budget_refusal(inbox: InboxAllowance, cost: int, full: str, size: int) -> GuestError:
     """The guest error of arguments (``size`` bytes encoded, ``cost`` bytes held) that fit neither the
     cell's allowance nor its tenant's quota."""
     account = inbox.account
@@ -514,7 +515,7 @@ def _budget_refusal(inbox: InboxAllowance, cost: int, full: str, size: int) -> d
         message = tenant_held_exceeded_message(cost, account)
     else:
         message = arguments_exceeded_message(size, cost, inbox.capacity, inbox.used)
-    return {"message": message, "code": "program_data_budget", "name": "RangeError"}
+    return GuestError(message, "program_data_budget", name="RangeError")
 
 
 # ---- the caps the prelude enforces, enforced again here ----------------------------------------

@@ -34,6 +34,7 @@ from .dispatch import CellContext, Dispatcher
 from .envelopes import Envelope, finished_summary, input_refusal
 from .events import EventLog, EventLogs
 from .finished import FinishedCell, FinishedCells
+from .life_bounds import LifeBounds
 from .quotas import QuotaCaps, TenantQuotas
 from .retention import Retainer
 from .source_checks import OFF_LOOP_CHARS, check_source, source_problem
@@ -99,6 +100,7 @@ class CellRegistry:
             tracing=tracing,
         )
         self.cell_id_prefix = "cell_"  # replicas put their id in it (service/cluster/identity.py)
+        self._bounds = LifeBounds(settings.max_legs_per_cell, settings.max_cell_lifetime_seconds)
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -194,6 +196,7 @@ class CellRegistry:
                 context=context,
                 account=account,
                 clock=self.clock,
+                bounds=self._bounds,
             )
             self._cells[cell.id] = cell
             self._watch(cell)

@@ -1,7 +1,7 @@
-"""A native tool still running holds its arguments parsed, so they are charged at what they cost parsed
-(issue 41, reproduction #4): to the cell's inbox allowance and its tenant's ``tenant_held_bytes`` from
-the call's start until the tool returns or the cell ends, reckoned before they are parsed, and refused
-catchably, unparsed, when they do not fit."""
+"""A native tool still running holds its arguments parsed, so they are charged at what they cost parsed to
+the cell's inbox allowance and its tenant's ``tenant_held_bytes``, from the call's start until the tool
+returns or the cell ends, reckoned before they are parsed, and refused catchably, unparsed, when they
+do not fit."""
 
 from __future__ import annotations
 
