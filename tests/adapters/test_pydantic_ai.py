@@ -69,3 +69,21 @@ def test_one_toolset_serves_runs_on_separate_event_loops(base_url):
     toolset = CodeModeToolset(base_url, FunctionToolset([lookup_order]), api_key=API_KEY)
     agent = Agent(scripted('return (await lookup_order({order_id: "B-2"})).order_id;', {}), toolsets=[toolset])
     assert [json.loads(agent.run_sync("x").output)["value"] for _ in range(2)] == ["B-2", "B-2"]
+
+
+def test_a_cell_that_never_ends_is_a_tool_error_the_model_sees(base_url):
+    """A cell yielding for ever is stopped at the run's max_legs (an exec field of the toolset) and cancelled;
+    the model gets pydantic-ai's retry prompt naming the bound, and can write other code."""
+    prompts: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart("codemode", {"code": "for (;;) await yield_control('again')"})])
+        prompts.append(f"{returns[-1].outcome}: {returns[-1].content}")
+        return ModelResponse(parts=[TextPart("gave up")])
+
+    toolset = CodeModeToolset(AsyncClient(base_url, API_KEY), max_legs=3)
+    assert Agent(FunctionModel(model), toolsets=[toolset]).run_sync("loop").output == "gave up"
+    assert len(prompts) == 1 and prompts[0].startswith("retried: "), prompts
+    assert "max_legs_exceeded" in prompts[0] and "max_legs=3" in prompts[0], prompts
