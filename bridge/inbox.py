@@ -31,10 +31,12 @@ INBOX_EXCEEDED_MESSAGE = (
 )
 
 
-def arguments_exceeded_message(size: int, cost: int, capacity: int, used: int) -> str:
-    """The refusal of a request whose JSON arguments (``size`` bytes, ``cost`` bytes held) do not fit the inbox allowance."""
+def arguments_exceeded_message(size: int, cost: int | None, capacity: int, used: int) -> str:
+    """The refusal of a request whose JSON arguments (``size`` bytes, ``cost`` bytes held, None: more than
+    their bytes, not reckoned) do not fit the inbox allowance."""
+    held = f"about {cost}" if cost is not None else f"more than {size}"
     return (
-        f"program-data budget exceeded: this call's arguments are {size} bytes of JSON, held as about {cost} "
+        f"program-data budget exceeded: this call's arguments are {size} bytes of JSON, held as {held} "
         f"bytes while the call runs, and the cell's inbox allowance of {capacity} bytes already holds {used} "
         "bytes of pending arguments and unconsumed replies. Pass less data per call (fewer, larger values "
         "cost less: a table as one CSV or JSON string), or await pending calls before starting more."

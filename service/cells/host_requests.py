@@ -236,11 +236,15 @@ class HostRequests:
         refusal = check_request(raw, self.max_request_bytes, self.max_request_values)
         if refusal is not None:
             return refusal.payload()
-        size, cost = len(raw), parsed_cost(raw)
+        size = len(raw)
         pending.args_bytes = size
         if size <= UNREFUSED_ARGS_BYTES:
+            cost = parsed_cost(raw)
             self.inbox.charge(cost)
+        elif size > self.inbox.remaining:  # they cost at least their bytes: refused without a reckoning
+            return _budget_refusal(self.inbox, None, "cell", size).payload()
         else:
+            cost = parsed_cost(raw)
             full = self.inbox.try_admit(cost)
             if full is not None:
                 return _budget_refusal(self.inbox, cost, full, size).payload()
@@ -507,12 +511,12 @@ def _recharge(inbox: InboxAllowance, pending: Pending, cost: int, size: int) -> 
     pending.held = cost
 
 
-def _budget_refusal(inbox: InboxAllowance, cost: int, full: str, size: int) -> GuestError:
-    """The guest error of arguments (``size`` bytes encoded, ``cost`` bytes held) that fit neither the
-    cell's allowance nor its tenant's quota."""
+def _budget_refusal(inbox: InboxAllowance, cost: int | None, full: str, size: int) -> GuestError:
+    """The guest error of arguments (``size`` bytes encoded, ``cost`` bytes held; None: not reckoned, their
+    bytes alone do not fit) that fit neither the cell's allowance nor its tenant's quota."""
     account = inbox.account
     if full == "tenant" and account is not None:
-        message = tenant_held_exceeded_message(cost, account)
+        message = tenant_held_exceeded_message(size if cost is None else cost, account)
     else:
         message = arguments_exceeded_message(size, cost, inbox.capacity, inbox.used)
     return GuestError(message, "program_data_budget", name="RangeError")

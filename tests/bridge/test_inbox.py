@@ -93,3 +93,4 @@ def test_arguments_message_names_sizes_and_what_to_do() -> None:
     assert "7000000 bytes" in message and "about 150000000 bytes" in message
     assert "10485760 bytes" in message and "7000019 bytes" in message
     assert "less data per call" in message
+    assert "held as more than 7000000 bytes" in arguments_exceeded_message(7_000_000, None, 10_485_760, 7_000_019)

@@ -103,3 +103,20 @@ def test_the_tenant_quota_bounds_its_running_tools_arguments_together(tmp_path):
         assert "tenant_held_bytes" in second["value"] and held(c) == cost
         assert c.post(f"/v1/cells/{first['cell_id']}/cancel").status_code == 200
         assert held(c) == 0
+
+
+def test_arguments_whose_bytes_alone_do_not_fit_are_refused_without_a_reckoning(tmp_path):
+    """With a running call holding 6 MB of the 10 MiB allowance, a second call of 6 MB is refused on its
+    bytes alone (its parsed cost is not reckoned), saying it would hold more than those bytes."""
+    code = """
+    const first = echo({x: "a".repeat(6e6), delay: 1});  // a cell ends once its calls settled
+    await new Promise(r => setTimeout(r, 1));
+    return await echo({x: "b".repeat(6e6)}).then(() => "ran", e => e.name + ": " + e.message);
+    """
+    with make_client(tmp_path) as c:
+        env = run(c, code)
+        assert env["status"] == "completed", env
+        size = len(json.dumps(["echo", {"x": "b" * 6_000_000}], separators=(",", ":")))
+        assert env["value"].startswith("RangeError: program-data budget exceeded"), env["value"]
+        assert f"arguments are {size} bytes of JSON, held as more than {size} bytes" in env["value"]
+        assert held(c) == 0
