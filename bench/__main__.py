@@ -9,9 +9,11 @@
 ``python -m bench gate``: the cost of the Host and Origin check per request (``bench/gate.py``).
 ``python -m bench stores [--compare DIR]``: the failure budget under a burst, a hung and a busy store (``bench/stores.py``).
 ``python -m bench sandbox``: kernel confinement of workers off versus auto (``bench/sandbox.py``).
+``python -m bench helpers``: a helper process per principal, reused, versus a fresh one per body (``bench/helpers.py``).
 ``python -m bench clocks``: a no-op tool call on its wall clock versus off any clock (``bench/clocks.py``).
 ``python -m bench python``: Python cells beside JavaScript cells, alternating (``bench/python_cells.py``).
 ``python -m bench calls``: only the nested-call figures, as one JSON line (``bench/calls.py``).
+``python -m bench isolation``: only the per-``worker_isolation`` figures (``bench/isolation.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from service.settings import Settings
 from .density import run_density
 from .engine_cycle import run_engine_cycle
 from .inproc import run_inproc
+from .isolation import run_isolation
 from .load import run_load, wrk_available
 from .report import render
 from .servers import Server, bare_server, codemode_server
@@ -125,6 +128,8 @@ SUBCOMMANDS: dict[str, tuple[str, bool]] = {
     "python": ("python_cells", True),
     "calls": ("calls", False),
     "sandbox": ("sandbox", True),
+    "isolation": ("isolation", True),
+    "helpers": ("helpers", True),
 }
 
 
@@ -142,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench: wrk is not installed; use --client python", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    print(f"bench: load generator = {client}; {os.cpu_count()} CPUs; running (about a minute)...", flush=True)
+    print(f"bench: load generator = {client}; {os.cpu_count()} CPUs; running (about four minutes)...", flush=True)
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "client": client,
@@ -159,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     results["engine_cycle"] = run_engine_cycle()
     results["density"] = run_density(args.workers)
     results["tracing"] = run_tracing()
+    results["isolation"] = run_isolation(args.workers, rounds=2, client=client)
     results["loadavg_after"] = _loadavg()
     results["total_seconds"] = time.perf_counter() - started
     Path(args.out).write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))

@@ -45,7 +45,7 @@ def total_pss_mib(server: Server) -> tuple[float, int]:
     return kib / 1024, len(children)
 
 
-def _metric(client: httpx.Client, name: str) -> float:
+def metric(client: httpx.Client, name: str) -> float:
     for line in client.get("/metrics").text.splitlines():
         if line.startswith(name + " ") or line.startswith(name + "_total "):
             return float(line.split()[-1])
@@ -79,10 +79,10 @@ def _pcts(values: list[float]) -> dict[str, float]:
     return {"p50_ms": statistics.median(ordered), "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]}
 
 
-def _settle(client: httpx.Client) -> None:
+def settle(client: httpx.Client) -> None:
     """Let background spawns finish so PSS is read on a quiet pool."""
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _metric(client, 'codemode_workers{state="spawning"}') > 0:
+    while time.monotonic() < deadline and metric(client, 'codemode_workers{state="spawning"}') > 0:
         time.sleep(0.1)
 
 
@@ -93,11 +93,11 @@ def run_density(workers: int = 0) -> dict[str, Any]:
     with codemode_server(workers, env=env) as server, httpx.Client(base_url=server.base, timeout=60) as client:
         for _ in range(20):
             _exec_ms(client, "return 1")  # warm: first cells, imports
-        _settle(client)
+        settle(client)
         beside_none = _new_cells(client)
         base_mib, base_workers = total_pss_mib(server)
         out["baseline"] = {"pss_mib": base_mib, "processes": base_workers + 1}
-        spawned_before = _metric(client, "codemode_workers_spawned")
+        spawned_before = metric(client, "codemode_workers_spawned")
         ids: list[str] = []
         park_ms: list[float] = []
         for target in STEPS:
@@ -107,14 +107,14 @@ def run_density(workers: int = 0) -> dict[str, Any]:
                     raise RuntimeError(f"cell {len(ids)} did not park: {env_}")
                 park_ms.append(took)
                 ids.append(env_["cell_id"])
-            _settle(client)
+            settle(client)
             mib, nworkers = total_pss_mib(server)
             out["steps"][str(target)] = {
                 "pss_mib": mib,
                 "processes": nworkers + 1,
                 "pss_per_parked_kib": (mib - base_mib) * 1024 / target,
             }
-        out["spawned_while_parking"] = _metric(client, "codemode_workers_spawned") - spawned_before
+        out["spawned_while_parking"] = metric(client, "codemode_workers_spawned") - spawned_before
         beside_parked = _new_cells(client)
         resume_ms: list[float] = []
         wrong = 0

@@ -5,9 +5,10 @@ keys) and prints one line of figures; tenant ``beta`` sends ``return 1`` every 5
 while tenant ``alpha`` attacks, and a probe asks ``/healthz`` every 20 ms.  Memory is the service
 process's RSS and the PSS of the whole process tree (service + workers), from /proc.
 
-``--only NAME[,NAME]`` runs some of them: approval_parked, client_args_parked, background_output,
-tiny_arrays_echo, schema_empty_arrays, cancelled_parked, inflight_args, counter (in-process: the value
-counter against parsing the same texts, best of 5 alternating runs; needs no server).
+``--only NAME[,NAME]`` runs some of them: final_values, parked_background_output, approval_parked,
+client_args_parked, background_output, tiny_arrays_echo, schema_empty_arrays, cancelled_parked,
+inflight_args, counter (in-process: the value counter against parsing the same texts, best of 5
+alternating runs; needs no server).
 """
 
 from __future__ import annotations
@@ -343,7 +344,101 @@ def counter() -> str:
     return "; ".join(out)
 
 
+async def _under_load(server: LiveServer, http: httpx.AsyncClient, work: Awaitable[list[Any]]) -> tuple[str, list[Any]]:
+    """Victim and probe figures while ``work`` runs, after the same figures idle (measured first, in this run)."""
+    figures = []
+    answers: list[Any] = []
+    for busy in (False, True):
+        probe = HealthProbe(server).start()
+        victim = Victim(http)
+        victim.start()
+        await asyncio.sleep(0.5)
+        started = time.monotonic()
+        if busy:
+            answers = await work
+        else:
+            await asyncio.sleep(2.0)
+        ended = time.monotonic()
+        summary = await victim.stop()
+        probe.stop()
+        figures.append(
+            f"{'busy' if busy else 'idle'}: {summary}, /healthz worst {probe.worst_between(started, ended) * 1000:.0f} ms"
+        )
+    return "; ".join(figures), answers
+
+
+#: The final value of 2.4M one-number arrays (9.6 MB), allowed by a 10 MiB output budget.
+BIG_VALUES = {
+    "javascript": "const pad = []; for (let i = 0; i < 2400000; i++) pad.push([i % 10]); return pad",
+    "python": "[[i % 10] for i in range(2000000)]",
+}
+
+
+async def final_values(server: LiveServer, http: httpx.AsyncClient) -> str:
+    """Two cells at once, each returning a 9.6 MB value of one-number arrays (8 MB in Python), while beta's
+    victim runs: the value goes back as the worker wrote it, never parsed by the service."""
+    out = []
+    for language, code in BIG_VALUES.items():
+        body = {
+            "code": code,
+            "language": language,
+            "max_output_bytes": 10 * MiB,
+            "memory_limit_bytes": 1024 * MiB,
+            "timeout_ms": 60000,
+        }
+        before = memory(server)[0]
+        figures, answers = await _under_load(server, http, asyncio.gather(*(_exec(http, body) for _ in range(2))))
+        out.append(
+            f"{language} ({_brief(answers[0])}): {figures}; service RSS {before:.0f} -> {memory(server)[0]:.0f} MiB"
+        )
+    return " | ".join(out)
+
+
+async def parked_background_output(server: LiveServer, http: httpx.AsyncClient, cells: int = 3) -> str:
+    """``cells`` background cells, each emitting json(pad) of 450k one-number arrays (1.8 MB) and then
+    parking on a 600 s timer: the service RSS per parked cell against the bytes it charges for it."""
+    code = (
+        "let pad = []; for (let i = 0; i < 450000; i++) pad.push([i % 10]); json(pad); pad = null;"
+        " await new Promise(r => setTimeout(r, 600000)); return 1"
+    )
+    body = {
+        "code": code,
+        "background": True,
+        "max_output_bytes": 10 * MiB,
+        "memory_limit_bytes": 256 * MiB,
+        "timeout_ms": 60000,
+    }
+    steps = [memory(server)[0]]
+    held = [await _held(http)]
+    for n in range(1, cells + 1):
+        status, answer = await _exec(http, body)
+        if status != 200:
+            return f"exec answered {status}: {answer}"
+        for _ in range(600):  # until its output is held (its first leg ended on the timer)
+            await asyncio.sleep(0.1)
+            if await _held(http) >= held[0] + n * 1_800_000:
+                break
+        await asyncio.sleep(0.3)
+        steps.append(memory(server)[0])
+        held.append(await _held(http))
+    grown = (steps[-1] - steps[0]) * MiB / max(held[-1] - held[0], 1)
+    return (
+        f"service RSS {' -> '.join(f'{m:.0f}' for m in steps)} MiB; charged "
+        f"{' -> '.join(f'{h / MiB:.1f}' for h in held)} MiB; RSS growth / bytes charged {grown:.2f}"
+    )
+
+
+async def _held(http: httpx.AsyncClient) -> float:
+    """``codemode_cell_held_bytes``: what the service says it holds for live cells."""
+    for line in (await http.get("/metrics")).text.splitlines():
+        if line.startswith("codemode_cell_held_bytes "):
+            return float(line.split()[1])
+    return 0.0
+
+
 REPRODUCTIONS: dict[str, Callable[[LiveServer, httpx.AsyncClient], Awaitable[str]]] = {
+    "final_values": final_values,
+    "parked_background_output": parked_background_output,
     "approval_parked": approval_parked,
     "client_args_parked": client_args_parked,
     "background_output": background_output,

@@ -15,6 +15,7 @@ from typing import Any
 
 from service.assembly import Components, build_components
 from service.auth import LOCAL_TENANT
+from service.cells.envelopes import plain
 from service.cells.spec import CellSpec
 from service.settings import Settings
 
@@ -42,7 +43,7 @@ class CellRunner:
         wall = (time.perf_counter() - t0) * 1000
         if env["status"] != "completed":
             raise RuntimeError(f"bench cell did not complete: {env.get('code')}: {env.get('error')}")
-        return env["value"], wall
+        return plain(env)["value"], wall
 
 
 def _round_trip_code(n: int) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 from service.assembly import build_components
 from service.auth import LOCAL_TENANT
+from service.cells.envelopes import plain
 from service.cells.spec import CellSpec
 from service.settings import Settings
 from service.settings_mcp import McpServerConfig
@@ -85,7 +86,7 @@ async def run(calls: int, rounds: int) -> dict[str, Any]:
                 for _ in range(rounds + 1):  # the first round connects the servers and warms up: not counted
                     for name in ("stdio", "http"):
                         spec = CellSpec(code=_code(name, calls), tenant=LOCAL_TENANT, limits=limits, headless=True)
-                        env = await svc.cells.exec(spec)
+                        env = plain(await svc.cells.exec(spec))
                         if env["status"] != "completed":
                             raise RuntimeError(f"bench cell did not complete: {env.get('code')}: {env.get('error')}")
                         for kind in ("seq", "batch"):

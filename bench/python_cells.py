@@ -18,6 +18,7 @@ from typing import Any
 
 from service.assembly import Components, build_components
 from service.auth import LOCAL_TENANT
+from service.cells.envelopes import plain
 from service.cells.spec import CellSpec
 from service.settings import Settings
 
@@ -43,7 +44,7 @@ async def _cell(svc: Components, code: str, language: str, **fields: Any) -> tup
     limits = svc.cells.limits(timeout_ms=60000, memory_limit_bytes=None, max_output_bytes=None)
     spec = CellSpec(code=code, tenant=LOCAL_TENANT, limits=limits, headless=True, language=language, **fields)
     t0 = time.perf_counter()
-    env = await svc.cells.exec(spec)
+    env = plain(await svc.cells.exec(spec))
     return env, (time.perf_counter() - t0) * 1000
 
 

@@ -150,20 +150,24 @@ def render(r: dict[str, Any]) -> str:
         rows.extend(density_rows(r["density"], number="5."))
     if "tracing" in r:
         rows.extend(tracing_rows(r["tracing"], number="6."))
+    if "isolation" in r:
+        rows.extend(isolation_rows(r["isolation"], number="7."))
 
-    widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
-    line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
-    head = line(("figure", "measured", "target", ""))
-    out = [
+    header = (
         f"load generator: {r['client']} ({r['seconds_per_phase']:.0f} s per phase); "
         f"service workers: {r['service_workers']}, running slots: {r.get('service_running_slots', '?')}; "
         f"CPUs: {r['machine']['cpus']}; Python {r['machine']['python']}; "
-        f"load average before/after: {r['loadavg_before']:.1f}/{r['loadavg_after']:.1f} (other processes skew figures)",
-        head,
-        "-" * len(head),
-    ]
-    out += [line(row) for row in rows]
-    return "\n".join(out)
+        f"load average before/after: {r['loadavg_before']:.1f}/{r['loadavg_after']:.1f} (other processes skew figures)"
+    )
+    return "\n".join([header, *table(rows)])
+
+
+def table(rows: list[tuple[str, str, str, str]]) -> list[str]:
+    """The lines of a figure table: its head, a rule, then ``rows`` in aligned columns."""
+    widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
+    line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
+    head = line(("figure", "measured", "target", ""))
+    return [head, "-" * len(head), *(line(row) for row in rows)]
 
 
 def density_rows(d: dict[str, Any], number: str = "") -> list[tuple[str, str, str, str]]:
@@ -245,11 +249,7 @@ def density_rows(d: dict[str, Any], number: str = "") -> list[tuple[str, str, st
 
 
 def render_density(d: dict[str, Any]) -> str:
-    rows = density_rows(d)
-    widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
-    line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
-    head = line(("figure", "measured", "target", ""))
-    return "\n".join([head, "-" * len(head), *(line(row) for row in rows)])
+    return "\n".join(table(density_rows(d)))
 
 
 def tracing_rows(t: dict[str, Any], number: str = "") -> list[tuple[str, str, str, str]]:
@@ -275,3 +275,40 @@ def tracing_rows(t: dict[str, Any], number: str = "") -> list[tuple[str, str, st
             )
         )
     return rows
+
+
+def isolation_rows(i: dict[str, Any], number: str = "") -> list[tuple[str, str, str, str]]:
+    """Per ``worker_isolation`` mode: its figures, and each as a ratio against ``tenant`` (same run)."""
+    pad = " " * len(number)
+    modes = i["modes"]
+    names = " / ".join(modes)
+
+    def row(label: str, figure: str, fmt: str, ratio: str | None = None) -> tuple[str, str, str, str]:
+        values = " / ".join(format(f[figure], fmt) for f in modes.values())
+        ratios = (
+            "" if ratio is None else " (x" + " / ".join(f"{f['vs_tenant'][ratio]:.2f}" for f in modes.values()) + ")"
+        )
+        return (label, values + ratios, "", "")
+
+    some = next(iter(modes.values()))
+    rows = [
+        row(f"{number} worker_isolation {names}: return 1 p50 ms, back to back", "c1_p50_ms", ".2f", "c1_p50"),
+        row(f"{pad}    return 1 p50 ms, spares ready before each cell", "spaced_p50_ms", ".2f", "spaced_p50"),
+        row(f"{pad}    cells/s at 16", "cells_per_s", ".0f", "cells_per_s"),
+        row(
+            f"{pad}    parked cells per process ({some['parked']} over {some['sessions']} sessions)",
+            "parked_per_process",
+            ".1f",
+            "density",
+        ),
+        row(f"{pad}    parked cells that fit max_workers = {i['max_workers']} processes", "fit_in_cap", ".0f"),
+        row(f"{pad}    PSS per parked cell, KiB", "pss_per_parked_kib", ".0f"),
+        row(f"{pad}    non-200 or failed answers under load", "bad", ".0f"),
+    ]
+    rows.append((f"{pad}    (x: the ratio against tenant, measured in the same run)", "", "", ""))
+    return rows
+
+
+def render_isolation(i: dict[str, Any]) -> str:
+    rounds = f"{i['seconds']:.0f} s per phase, {i['rounds']} rounds alternating the modes"
+    return "\n".join([f"load generator: {i['client']} ({rounds})", *table(isolation_rows(i))])

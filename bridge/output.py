@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.errors import InvalidSource, OutputLimitExceeded, OutputStateClosed
-from bridge.jsoncodec import as_host_writes
+from bridge.jsoncodec import as_host_writes, fragment
 from bridge.messages import OutputShipment
 from bridge.refs import shrink_descriptor
 from bridge.truncation import (
@@ -232,9 +232,17 @@ class _Chunk:
 @dataclass(frozen=True)
 class _Pending:
     chunks: list[_Chunk]
-    known_text: str  # prefix of the undelivered entries' JSON array
-    size: int  # true size of that array
+    size: int  # true size of the undelivered entries' JSON array
     complete: bool
+
+    def known_text(self) -> str:
+        """The prefix of that array known here (built only for a truncation marker: it copies the text)."""
+        parts: list[str] = []
+        for chunk in self.chunks:
+            parts.append(chunk.text)
+            if not chunk.complete:
+                break
+        return "[" + ",".join(parts) + ("]" if self.complete else "")
 
 
 def _chunk(item: Any) -> _Chunk:
@@ -266,18 +274,40 @@ def _parse(text: str) -> Any:
         raise InvalidSource(f"source is not JSON: {exc}") from None
 
 
+#: How a text output entry starts: such entries are decoded (one string, cheap to build, and the
+#: untrusted-content marking rewrites their text); every other entry and the value stay encoded.
+_TEXT_ENTRY = '{"type":"text","text":'
+
+
+def _is_text_entry(text: str) -> bool:
+    return text.startswith(_TEXT_ENTRY)
+
+
+def _spliced(text: str) -> Any:
+    """An entry or value as an envelope holds it: a text entry decoded, anything else kept encoded
+    (``jsoncodec.fragment``: the envelope's encoding embeds it as it is, and no Python objects of it
+    are ever built).  Kept-encoded texts were checked as JSON before (``OutputState.unchecked``)."""
+    return _parse(text) if _is_text_entry(text) else fragment(text.encode("utf-8"))
+
+
+def check_json(text: str) -> None:
+    """Raise ``InvalidSource`` unless ``text`` is one JSON value (as the guest could write it)."""
+    _parse(text)
+
+
 class OutputState:
     """The output and final result of one cell across all legs, projected against one budget."""
 
     def __init__(self, max_output_bytes: int) -> None:
         self._max = max_output_bytes
         self._reserve = min(FINAL_RESERVE_BYTES, max_output_bytes // 2)
-        self._chunks: list[_Chunk] = []
-        self._next = 0  # first chunk not delivered whole
+        self._chunks: list[_Chunk] = []  # not delivered whole yet (delivered ones are let go)
         self._committed = 0
         self._last_marker: dict[str, Any] | None = None
         self._closed = False
         self._entries = 0
+        self._checked = 0  # chunks whose texts were checked as JSON (``checked``)
+        self._value_checked = False
 
     @property
     def committed_bytes(self) -> int:
@@ -295,14 +325,38 @@ class OutputState:
                 chunk = _Chunk("", chunk.size, chunk.entries, False)  # past the cap only its size counts
             self._chunks.append(chunk)
 
+    def unchecked(self, final: FinalSource | None = None) -> list[str]:
+        """The JSON texts a projection may embed as they are that nobody checked yet: whole output entries
+        that arrived since the last ``checked`` (text entries aside: those are decoded, which checks them)
+        and, when ``final`` is a whole value, its text.  The caller checks each (``check_json``, or off
+        the event loop when large), then says so (``checked``), before it projects: a worker may be owned,
+        and its texts go into envelopes as they are."""
+        texts = [c.text for c in self._chunks[self._checked :] if c.complete and not _is_text_entry(c.text)]
+        if isinstance(final, FinalValue) and not self._value_checked:
+            value = _value_source(final.source)
+            if value.complete:
+                texts.append(value.text)
+        return texts
+
+    def checked(self, final: FinalSource | None = None) -> None:
+        """What ``unchecked(final)`` handed out was checked: it is JSON."""
+        self._checked = len(self._chunks)
+        self._value_checked = self._value_checked or isinstance(final, FinalValue)
+
     def project(
         self,
         final: FinalSource | None = None,
         retain: Callable[[str], RetainResult] | None = None,
     ) -> Projection:
-        """Build this leg's envelope parts; ``final`` is None while the cell is waiting."""
+        """Build this leg's envelope parts; ``final`` is None while the cell is waiting.
+
+        Whole entries and a whole value are embedded encoded: every such text must have been checked
+        first (``unchecked``, ``checked``; ``InvalidSource`` otherwise).
+        """
         if self._closed:
             raise OutputStateClosed("cell output is already final")
+        if self._checked < len(self._chunks) or (isinstance(final, FinalValue) and not self._value_checked):
+            raise InvalidSource("output or a value was projected before its JSON was checked")
         available = self._max - self._committed
         pending = self._pending()
         if final is None:
@@ -337,31 +391,25 @@ class OutputState:
     # -- internals
 
     def _pending(self) -> _Pending | None:
-        chunks = self._chunks[self._next :]
+        chunks = self._chunks
         if not chunks:
             return None
-        parts: list[str] = []
-        for chunk in chunks:
-            parts.append(chunk.text)
-            if not chunk.complete:
-                break
-        complete = all(c.complete for c in chunks)
-        known = "[" + ",".join(parts) + ("]" if complete else "")
         entries = sum(c.entries for c in chunks)
         size = 2 + sum(c.size for c in chunks) + entries - 1
-        return _Pending(chunks, known, size, complete)
+        return _Pending(chunks, size, all(c.complete for c in chunks))
 
     def _project_output(self, pending: _Pending | None, allotment: int, required: bool) -> tuple[list[Any], int, bool]:
         """Return (output list, its cost in the view, truncated)."""
         if pending is None:
             return [], 0, False
         if pending.complete and pending.size <= allotment:
-            output = [_parse(c.text) for c in pending.chunks]
+            output = [_spliced(c.text) for c in pending.chunks]
             self._committed += pending.size
-            self._next = len(self._chunks)
+            # Delivered: only their size matters from here on (every one was checked before it was).
+            self._chunks, self._checked = [], 0
             self._last_marker = None
             return output, pending.size, False
-        marker = truncation_marker(pending.known_text, pending.size, allotment - 2)
+        marker = truncation_marker(pending.known_text(), pending.size, allotment - 2)
         if marker is None:
             if required:
                 raise OutputLimitExceeded("output does not fit even as a truncation marker")
@@ -395,7 +443,7 @@ class OutputState:
         output_whole = pending is None or pending.complete
         if output_whole and value.complete and output_size + value.size <= available:
             output, _, _ = self._project_output(pending, available, True)
-            return Projection(output=output, value=_parse(value.text), committed_bytes=self._committed)
+            return Projection(output=output, value=_spliced(value.text), committed_bytes=self._committed)
         container = value.text[:1] in ("{", "[")
         retain = retain if container else None
         smallest = json_size(
@@ -411,7 +459,7 @@ class OutputState:
         if value.complete and value.size <= left:
             return Projection(
                 output=output,
-                value=_parse(value.text),
+                value=_spliced(value.text),
                 output_truncated=output_truncated,
                 committed_bytes=self._committed,
             )

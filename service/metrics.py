@@ -76,12 +76,28 @@ class _Collector:
         )
         lowered.add_metric([], pool["lowered"])
         yield lowered
+        yield from _principal_gauges(pool)
         refused = CounterMetricFamily(
             "codemode_worker_replacements_refused",
             "New cells refused because their tenant's cells retired too many worker processes",
         )
         refused.add_metric([], pool["replacements_refused"])
         yield refused
+
+
+def _principal_gauges(pool: dict[str, int]) -> Iterator[Metric]:
+    """Who the worker processes serve (``worker_isolation``): principals holding one, processes of one cell."""
+    principals = GaugeMetricFamily(
+        "codemode_worker_principals",
+        "Principals (worker_isolation: tenants, key policies or sessions) holding worker processes",
+    )
+    principals.add_metric([], pool["principals"])
+    single_use = GaugeMetricFamily(
+        "codemode_workers_single_use",
+        "Worker processes serving one cell alone (worker_isolation cell, or session without a session id)",
+    )
+    single_use.add_metric([], pool["single_use"])
+    return iter((principals, single_use))
 
 
 class Confinement(Protocol):

@@ -136,7 +136,7 @@ class PythonEngine:
         except NotJson as exc:
             # JSON.stringify would fail the cell the same way: the value has no JSON form.
             raise GuestFault(f"TypeError: the cell's value: {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - any value the guest made fails its own cell, nothing more
+        except Exception:  # noqa: BLE001 - any value the guest made fails its own cell, nothing more
             raise GuestFault(f"TypeError: the cell's value {NO_JSON_FORM}") from None
 
     def cancel_timers(self) -> None:
@@ -191,7 +191,7 @@ class PythonEngine:
         except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused it (too deep)
             self._done = _failure(f"TypeError: the cell's value nests too deep to cross as JSON ({exc})")
             return
-        except Exception as exc:  # noqa: BLE001 - Monty has no host form of it (``type(catalog)``)
+        except Exception:  # noqa: BLE001 - Monty has no host form of it (``type(catalog)``)
             self._done = _failure(f"TypeError: the cell's value {NO_JSON_FORM}")
             return
         # Calls the cell started but never awaited are dropped with it: nobody can see their outcome.
@@ -218,7 +218,7 @@ class PythonEngine:
             args, kwargs = snapshot.args, snapshot.kwargs
         except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused them (too deep)
             return {"exception": TypeError(f"the call's arguments nest too deep to cross as JSON ({exc})")}
-        except Exception as exc:  # noqa: BLE001 - Monty has no host form of one of them (``type(catalog)``)
+        except Exception:  # noqa: BLE001 - Monty has no host form of one of them (``type(catalog)``)
             return {"exception": TypeError(f"the call's arguments: one {NO_JSON_FORM}")}
         try:
             if name in ("text", "json") and not snapshot.is_method_call:

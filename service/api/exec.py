@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from service.cells.registry import CellRegistry
 from service.cells.spec import CellSpec
 from service.errors import InvalidRequest
+from service.principals import cell_principal
 from service.settings import ApiKey
 
 from .keyed_tools import KeyedTools
@@ -34,7 +35,8 @@ def parsed(model: type[M], data: Mapping[str, object], where: str = "arguments")
 
 
 async def cell_spec(cells: CellRegistry, tools: KeyedTools, key: ApiKey, body: ExecRequest) -> CellSpec:
-    """The cell ``body`` asks for, run as ``key``'s tenant under its tool policy (422s name the field)."""
+    """The cell ``body`` asks for, run as ``key``'s tenant under its tool policy (422s name the field),
+    in a worker process that serves only cells of its principal (``worker_isolation``)."""
     limits = cells.limits(
         timeout_ms=body.timeout_ms,
         memory_limit_bytes=body.memory_limit_bytes,
@@ -51,12 +53,13 @@ async def cell_spec(cells: CellRegistry, tools: KeyedTools, key: ApiKey, body: E
         headless=body.headless,
         background=body.background,
         # Most cells declare none: no coroutine to run for them.
-        client_tools=await tools.access.client_tools([_declaration(t) for t in body.client_tools])
+        client_tools=await tools.access.client_tools([_declaration(t) for t in body.client_tools], key)
         if body.client_tools
         else (),
         tool_policy=tools.policy_for(key),
         require_approval=tuple(body.require_approval),
         language=body.language,
+        principal=cell_principal(cells.settings.worker_isolation, key, body.session_id),
     )
 
 

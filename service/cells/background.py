@@ -123,6 +123,7 @@ class BackgroundRun:
                 if envelope is None or cell.done:
                     return  # the registry published the end
                 self.events.output(list(envelope.get("output") or []), undelivered=True)
+                del envelope  # its output is held encoded in the events now: nothing else while the cell waits
                 if self.events.over_quota:
                     await cell.cancel(HELD_OVER_QUOTA)
                     return

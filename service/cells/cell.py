@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from bridge.errors import InvalidSource
 from bridge.inbox import HeldAccount
 from bridge.messages import DoneFrame, GuestConfig, WorkerFrame, run_frame, settle_frame
 from bridge.output import OutputState, received_value
@@ -28,6 +29,7 @@ from .dispatch import CellContext, Dispatcher, HostCall
 from .ending import Completed, Failed, FinalEnvelope, Outcome, marked
 from .envelopes import Envelope, LegFields
 from .host_requests import HostRequests
+from .json_texts import INLINE, JsonTexts
 from .leg_clock import LegClock
 from .life_bounds import UNBOUNDED, LifeBounds
 from .quotas import TenantQuotas
@@ -45,6 +47,9 @@ ABORT_MESSAGE = "cell aborted: it was cancelled or expired; start a new cell"
 OVERRUN_MESSAGE = (
     "another cell sharing this worker process ignored its deadline and the "
     "process was killed (SIGKILL at deadline + kill_grace_ms)"
+)
+NOT_JSON_MESSAGE = (
+    "the worker process sent output that is not JSON, so it was stopped; the cell was lost, start it again"
 )
 SNAPSHOT_MESSAGE = "cell snapshot limit exceeded: its heap is over max_snapshot_bytes, so it cannot be parked"
 
@@ -64,6 +69,7 @@ class Cell:
         context: CellContext | None = None,
         account: HeldAccount | None = None,
         clock: Callable[[], float] = time.monotonic,
+        json_texts: JsonTexts = INLINE,
         bounds: LifeBounds = UNBOUNDED,
     ) -> None:
         # ``context``: made (and prepared) before the cell took its worker.
@@ -88,6 +94,7 @@ class Cell:
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None
         self._clock = clock
+        self._json_texts = json_texts  # checks the guest's texts an envelope embeds as they are
         self._bounds = bounds
         self.born = clock()  # its lifetime counts from here
         self.last_active = self.born  # when its last leg stopped (parked cells expire from it)
@@ -373,6 +380,12 @@ class Cell:
     # ---- stops -----------------------------------------------------------------------------------
 
     async def _park(self) -> Envelope:
+        try:
+            await self._json_texts.check_output(self.output, None, self.spec)  # embedded as they are: JSON only
+        except InvalidSource as exc:  # an honest worker never: one an attacker owns is let go
+            if self.worker is not None:
+                self.worker.kill("it sent output that is not JSON")
+            return await self._end(Failed(f"{NOT_JSON_MESSAGE} ({exc})", "host", "runtime_unavailable"), recycle=True)
         # A refused park drops only this cell's runtime: others parked in the process stay.
         if self.telemetry.heap_bytes > self.spec.limits.max_snapshot_bytes:
             return await self._end(Failed(SNAPSHOT_MESSAGE, "host", "snapshot_limit_exceeded"), recycle=False)
@@ -431,7 +444,7 @@ class Cell:
         retention = None
         if isinstance(outcome, Completed) and self._retainer is not None and _interactive(self.spec):
             retention = Retention(self._retainer, self.context, outcome.value_source)
-        sealed = await FinalEnvelope(self.context, self.output, self._common, retention).seal(
+        sealed = await FinalEnvelope(self.context, self.output, self._common, retention, self._json_texts).seal(
             outcome, self.dispatcher.finalizers
         )
         if sealed["status"] == "completed":

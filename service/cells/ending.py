@@ -23,13 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bridge import jsoncodec
-from bridge.errors import OutputLimitExceeded
+from bridge.errors import InvalidSource, OutputLimitExceeded
 from bridge.messages import Phase
-from bridge.output import FinalError, FinalValue, OutputState
+from bridge.output import FinalError, FinalSource, FinalValue, OutputState
 
 from . import envelopes
 from .dispatch import CellContext, Finalizer
 from .envelopes import Envelope, LegFields
+from .json_texts import JsonTexts
 from .retention import Retention
 
 UNSENDABLE_MESSAGE = (
@@ -62,16 +63,23 @@ class FinalEnvelope:
         output: OutputState,
         fields: Callable[[], LegFields],
         retention: Retention | None,
+        json_texts: JsonTexts,
     ) -> None:
         self.context = context
         self.output = output
         self._fields = fields  # the fields every envelope carries (replay safety, telemetry), as of now
         self.retention = retention
+        self.json_texts = json_texts
 
     async def seal(self, outcome: Outcome, finalizers: list[Finalizer]) -> Envelope:
-        if self.retention is not None:
-            await self.retention.prepare(self.output)  # the shared results store answers asynchronously
-        envelope, encoded, shown_reference = self._encoded(outcome)
+        try:
+            await self.json_texts.check_output(self.output, _final(outcome), self.context.spec)
+        except InvalidSource as exc:  # nothing unchecked is embedded: a failure keeps its own words
+            envelope, encoded, shown_reference = self._without_output(outcome, exc)
+        else:
+            if self.retention is not None:
+                await self.retention.prepare(self.output)  # the shared results store answers asynchronously
+            envelope, encoded, shown_reference = self._encoded(outcome)
         if self.retention is not None:
             await self.retention.settle(shown_reference)  # a saved value nobody was shown the reference of
         warnings = await _run_finalizers(finalizers, self.context, envelope["status"] == "completed")
@@ -89,9 +97,20 @@ class FinalEnvelope:
             envelope, reference_id = self._built(outcome)
             return envelope, jsoncodec.dumps(self._marked(envelope)), reference_id
         except Exception as exc:  # noqa: BLE001 - any failure to build the result fails the cell, not the service
-            detail = f"{type(exc).__name__}: {exc}"[:300].encode("utf-8", "replace").decode("utf-8")
-            envelope = self._failure(UNSENDABLE_MESSAGE.format(detail=detail), "bridge", "internal_error", [])
-            return envelope, jsoncodec.dumps(self._marked(envelope)), None
+            return self._unsendable(exc)
+
+    def _without_output(self, outcome: Outcome, exc: Exception) -> tuple[Envelope, bytes, None]:
+        """The envelope when output or the value is not JSON: a failure as it is (no output), a result as
+        unsendable."""
+        if isinstance(outcome, Completed):
+            return self._unsendable(exc)
+        envelope = self._failure(outcome.message, outcome.phase, outcome.code, [])
+        return envelope, jsoncodec.dumps(self._marked(envelope)), None
+
+    def _unsendable(self, exc: Exception) -> tuple[Envelope, bytes, None]:
+        detail = f"{type(exc).__name__}: {exc}"[:300].encode("utf-8", "replace").decode("utf-8")
+        envelope = self._failure(UNSENDABLE_MESSAGE.format(detail=detail), "bridge", "internal_error", [])
+        return envelope, jsoncodec.dumps(self._marked(envelope)), None
 
     def _built(self, outcome: Outcome) -> tuple[Envelope, str | None]:
         if isinstance(outcome, Completed):
@@ -117,6 +136,10 @@ class FinalEnvelope:
 
     def _marked(self, envelope: Envelope) -> Envelope:
         return marked(envelope, self.context)
+
+
+def _final(outcome: Outcome) -> FinalSource:
+    return FinalValue(outcome.value_source) if isinstance(outcome, Completed) else FinalError(outcome.message)
 
 
 def marked(envelope: Envelope, context: CellContext) -> Envelope:

@@ -34,6 +34,7 @@ from .dispatch import CellContext, Dispatcher
 from .envelopes import Envelope, finished_summary, input_refusal
 from .events import EventLog, EventLogs
 from .finished import FinishedCell, FinishedCells
+from .json_texts import INLINE, JsonTexts
 from .life_bounds import LifeBounds
 from .quotas import QuotaCaps, TenantQuotas
 from .retention import Retainer
@@ -61,6 +62,7 @@ class CellRegistry:
         *,
         clock: Callable[[], float] = time.monotonic,
         sweep_seconds: float = 1.0,
+        json_texts: JsonTexts = INLINE,
     ) -> None:
         self.settings = settings
         self.pool = pool
@@ -70,6 +72,7 @@ class CellRegistry:
         self.tracing = tracing
         self.clock = clock  # dates idleness and expiry (seconds); tests move their own
         self.sweep_seconds = sweep_seconds
+        self.json_texts = json_texts
         self._cells: dict[str, Cell] = {}
         self._finished = FinishedCells(settings.tenant_finished_kept, settings.max_tenants_tracked)
         self.quotas = TenantQuotas(
@@ -184,7 +187,7 @@ class CellRegistry:
                 prepared_from = time.monotonic()
                 await self.prepare(context)  # before the worker: it may wait on stores and MCP servers
                 budget_ms = max(1, budget_ms - int((time.monotonic() - prepared_from) * 1000))
-            worker = await self.pool.acquire(spec.tenant)
+            worker = await self.pool.acquire(spec.tenant, spec.principal)
             cell = Cell(
                 spec,
                 worker,
@@ -196,6 +199,7 @@ class CellRegistry:
                 context=context,
                 account=account,
                 clock=self.clock,
+                json_texts=self.json_texts,
                 bounds=self._bounds,
             )
             self._cells[cell.id] = cell

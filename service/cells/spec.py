@@ -75,6 +75,10 @@ def check_range(name: str, value: int, low: int, high: int) -> None:
         raise InvalidRequest(f"{name} must be between {low} and {high} (got {value})", need_param=name)
 
 
+#: A spec's principal when none is given: its tenant's (``worker_isolation = "tenant"``).
+TENANT_WIDE: str = "\x00the tenant's"
+
+
 @dataclass(frozen=True)
 class CellSpec:
     """Everything an exec request fixes for the cell's whole life."""
@@ -92,6 +96,14 @@ class CellSpec:
     tool_policy: ToolPolicy | None = None  # the API key's tool narrowing
     require_approval: tuple[str, ...] = ()  # the exec's approval entries (service.tools.approvals)
     language: Language = "javascript"  # "python": the cell runs on Monty
+    # Who the cell's worker process serves (service.principals; None: a process of its own, for this
+    # cell alone).  Every face builds its spec with ``service.api.exec.cell_spec``, which sets it from
+    # the key and ``worker_isolation``; a spec built without one (tests, benchmarks) is the tenant's.
+    principal: str | None = TENANT_WIDE
+
+    def __post_init__(self) -> None:
+        if self.principal is TENANT_WIDE:
+            object.__setattr__(self, "principal", self.tenant)
 
 
 class TelemetryFields(TypedDict):

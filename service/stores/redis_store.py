@@ -10,6 +10,7 @@ service sweeps.  Keys written before this index existed read as live until their
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
@@ -40,6 +41,8 @@ _EXPIRY_KEY = "codemode:expiry"
 _RUN_PREFIX = "codemode:run:"
 _RUN_EXPIRY_KEY = "codemode:runexpiry"
 _REPLICA_PREFIX = "codemode:replica:"
+_SECRET_PREFIX = "codemode:secret:"
+_ONCE_PREFIX = "codemode:once:"
 _EXPIRE_BATCH = 500
 # A couple of quick reconnect attempts ride over a server restart (within the call's time); longer
 # outages surface as StoreUnavailableError instead of stalling the cell that commits.
@@ -473,6 +476,27 @@ class RedisSessionStore:
     async def forget_replica(self, replica_id: str) -> None:
         """Drop a stopping replica's key at once, rather than when its heartbeat expires."""
         await self._call(self._client.delete(_REPLICA_PREFIX + replica_id))
+
+    # What replicas share besides cells' routing (service/mcp_server/request_state.py): a secret every
+    # replica reads alike, and claims that succeed once.
+
+    async def shared_secret(self, name: str) -> bytes:
+        """The secret ``name``: 32 random bytes made by the first replica that asks, kept until deleted."""
+        key = _SECRET_PREFIX + name
+        await self._call(self._client.set(key, secrets.token_hex(32), nx=True))
+        value = await self._call(self._client.get(key))
+        try:
+            secret = bytes.fromhex(str(value))
+        except ValueError:
+            secret = b""
+        if len(secret) < 32:
+            raise StoreError(f"the shared secret {key} in the store is not 64 hex digits; delete it to make a new one")
+        return secret
+
+    async def first_use(self, name: str, expires_at_ms: int) -> bool:
+        """True for the first claim of ``name``, False for every later one until ``expires_at_ms`` (wall clock)."""
+        done = await self._call(self._client.set(_ONCE_PREFIX + name, "1", nx=True, pxat=expires_at_ms))
+        return bool(done)
 
     async def ping(self) -> None:
         """Raise StoreUnavailableError unless the server answers PING."""

@@ -16,7 +16,7 @@ from service.tools.errors import ToolConfigError
 from service.tools.result import ToolResult
 
 if TYPE_CHECKING:
-    from service.tools.plugin import ToolContext
+    from service.tools.context import ToolContext
 
 __all__ = ["AfterResult", "Block", "Hook", "HookCall", "UNSET", "merge_after_result"]
 

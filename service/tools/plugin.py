@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bridge.json_types import JsonObject
+from service.tools.context import ToolContext
 from service.tools.errors import ToolConfigError
 from service.tools.hooks import AfterFn, BeforeFn, Hook
 from service.tools.result import ToolResult
@@ -36,26 +37,6 @@ EMPTY_INPUT_SCHEMA: JsonObject = {"type": "object", "properties": {}, "additiona
 
 #: ``execute(call_id, params, ctx)``: a ToolResult or a JSON value, or an awaitable of one.
 Execute = Callable[[str, JsonObject, "ToolContext"], Awaitable[object] | object]
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """Who is calling: passed to execute() and hooks."""
-
-    tenant: str
-    session_id: str | None
-    run_id: str | None
-    cell_id: str
-    call_id: str
-
-    def for_call(self, call_id: str) -> ToolContext:
-        """This context with another ``call_id`` (a cell's calls share every other field).
-
-        Filled in directly, not through the frozen ``__init__``: its ``object.__setattr__`` per field
-        cost ~2 µs of every tool call.  The copy is as frozen, equal and hashable as any other."""
-        ctx = object.__new__(ToolContext)
-        ctx.__dict__.update(self.__dict__, call_id=call_id)
-        return ctx
 
 
 def schema_dict(schema: object, *, what: str) -> JsonObject | None:

@@ -21,18 +21,26 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-
-    from .worker_process import Worker
 
 log = logging.getLogger("codemode.workers")
 
 #: The niceness of a worker whose tenant is over its share (the lowest priority there is).
 LOWERED = 19
 _PRIORITY_0 = os.sched_param(0)  # the only static priority SCHED_IDLE and SCHED_OTHER take
+
+
+class Worker(Protocol):
+    """What lowering reads of a worker process (``worker_process.Worker``)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    tenant: str | None
+    busy: bool
 
 
 def worker_niceness(nice: int) -> int:

@@ -1,10 +1,13 @@
 """Supervision of the worker processes that run guests.
 
 A ``Worker`` (``worker_process.py``) is one ``python -m guest_runtime.worker`` child.  It belongs to
-one tenant from its first cell on and holds up to ``max_runtimes`` of that tenant's QuickJS runtimes
-(frames name the runtime: ``rt``), but runs one guest at a time: a leg holds the process (``busy``)
-while it sends work and reads the answer; while the leg waits for host work it *hands back* the
-process (parking does too), so other legs of the same tenant, new or resumed, run there meanwhile.
+one principal (``service.principals``: a tenant, a key's policy, a session, by ``worker_isolation``)
+from its first cell on, for good (``assigned_workers.py``), and holds up to ``max_runtimes`` of that
+principal's QuickJS runtimes (frames name the runtime: ``rt``), but runs one guest at a time: a leg
+holds the process (``busy``) while it sends work and reads the answer; while the leg waits for host
+work it *hands back* the process (parking does too), so other legs of the same principal, new or
+resumed, run there meanwhile.  A cell whose principal is None gets a fresh process of its own, retired
+when the cell ends.
 Parking never starts a process.  A leg that needs its process while another leg holds it waits
 (FIFO, within its own budget) and never moves to another process: the runtime cannot move.
 
@@ -18,7 +21,7 @@ deadline + grace), every cell whose runtime it held is told, and each fails on i
 
 Every leg that holds a process to run guest code holds a running slot (``admission.py``: ``slots``
 of them, by default ``size``, and ``burst`` more; the service gives one per CPU): new
-cells take one before their process, resumed legs after theirs (the process is their tenant's
+cells take one before their process, resumed legs after theirs (the process is their principal's
 own, the slot is what tenants compete for).  Lending the process, parking or ending gives the
 slot back.  The processes of a tenant over its share of slots run at the lowest CPU priority
 (``cpu_priority.py``), and the processes a tenant's cells retire are rate-limited per tenant
@@ -36,9 +39,9 @@ from bridge.messages import WorkerOptions
 from service.errors import Overloaded, WorkerGone
 
 from .admission import Admission, first_of
+from .assigned_workers import AssignedWorkers
 from .cpu_priority import Lowering, Priorities
 from .supply import WorkerSupply
-from .tenant_workers import TenantWorkers
 from .worker_process import Worker, WorkerState
 from .worker_replacements import WorkerReplacements
 
@@ -49,7 +52,7 @@ log = logging.getLogger("codemode.workers")
 
 
 class WorkerPool:
-    """Warm workers, each holding one tenant's runtimes; fresh replacements started ahead of need.
+    """Warm workers, each holding one principal's runtimes; fresh replacements started ahead of need.
 
     The occupancy verbs, from a cell's side: ``acquire`` (a new cell's slot and process),
     ``attach`` (its runtime lives there), ``reacquire`` (a resumed leg takes both back),
@@ -79,7 +82,7 @@ class WorkerPool:
         self.cap = max(cap, size)
         self.acquire_timeout_s = acquire_timeout_s
         self.supply = WorkerSupply(options, frame_cap, nice=nice, max_cells=max_cells)
-        self.tenants = TenantWorkers(
+        self.assigned = AssignedWorkers(
             max_runtimes=max_runtimes, max_parked_bytes=max_parked_bytes, snapshot_bytes=snapshot_bytes
         )
         self._vacancies = _Vacancies(self.supply)
@@ -87,7 +90,7 @@ class WorkerPool:
             slots or size,
             lambda: no_worker(acquire_timeout_s, started=False),
             burst=burst,
-            on_share=lambda tenant, _over: self.lowering.reconsider(self.tenants.of(tenant)),
+            on_share=lambda tenant, _over: self.lowering.reconsider(self.assigned.of(tenant)),
         )
         self.priorities = Priorities(nice)
         self.lowering = Lowering(self.priorities, self.admission.over_share)
@@ -106,7 +109,7 @@ class WorkerPool:
     async def close(self) -> None:
         self._closed = True
         workers = await self.supply.close()  # retired ones too: their watchers were just cancelled
-        self.tenants.clear()
+        self.assigned.clear()
         for w in workers:
             w.kill()
         for w in workers:
@@ -115,12 +118,12 @@ class WorkerPool:
 
     def workers(self) -> list[Worker]:
         """Every live worker process (fresh and assigned)."""
-        return list(self.supply.fresh) + self.tenants.all()
+        return list(self.supply.fresh) + self.assigned.all()
 
     def stats(self) -> dict[str, int]:
         return {
             "fresh": len(self.supply.fresh),
-            **self.tenants.stats(),
+            **self.assigned.stats(),
             "spawning": self.supply.starting,
             "spawned": self.supply.started,
             "recycled": self.recycled,
@@ -134,34 +137,35 @@ class WorkerPool:
 
     @property
     def ready(self) -> bool:
-        return not self._closed and (len(self.supply.fresh) > 0 or self.tenants.count() > 0)
+        return not self._closed and (len(self.supply.fresh) > 0 or self.assigned.count() > 0)
 
     # -- hand-out ---------------------------------------------------------------------------------
 
-    async def acquire(self, tenant: str) -> Worker:
-        """A running slot (fair across tenants), then a process for a new cell, held with the slot."""
-        if not self.tenants.has_room(tenant):
+    async def acquire(self, tenant: str, principal: str | None) -> Worker:
+        """A running slot (fair across tenants), then a process for a new cell of ``principal`` (one
+        that served only that principal, else a fresh one), held with the slot."""
+        if self.assigned.pick(principal) is None:
             self.replacements.check(tenant)  # refused before it queues for a slot it could not use
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_s
         await self.admission.admit(tenant, deadline - loop.time())
         try:
-            worker = await self._worker_for(tenant, deadline)
+            worker = await self._worker_for(tenant, principal, deadline)
         except BaseException:
             self.admission.give_back(tenant)
             raise
         self.lowering.apply(worker)
         return worker
 
-    async def _worker_for(self, tenant: str, deadline: float) -> Worker:
+    async def _worker_for(self, tenant: str, principal: str | None, deadline: float) -> Worker:
         def ready(starved: bool) -> Worker | None:
-            """The tenant's process a new cell packs into, else a fresh one for it, held (None: none is ready)."""
-            worker = self.tenants.pick(tenant)
+            """The principal's process a new cell packs into, else a fresh one for it, held (None: none is ready)."""
+            worker = self.assigned.pick(principal)
             if worker is None:
                 self.replacements.check(tenant)
                 worker = self.supply.take()
                 if worker is not None:
-                    self.tenants.assign(tenant, worker)
+                    self.assigned.assign(worker, tenant, principal)
             if worker is not None:
                 worker.busy = True
                 self.starved += starved
@@ -178,15 +182,20 @@ class WorkerPool:
             while True:
                 if (worker := ready(starved)) is not None:
                     return worker
-                # At the cap, an idle empty process of another tenant makes room for a fresh one.
-                if self.tenants.count() + self.supply.count() >= self.cap:
-                    idle = self.tenants.idle_of_another(tenant)
-                    if idle is not None:
-                        self._retire(idle)
+                # At the cap, an idle empty process of another principal makes room for a fresh one,
+                # unless the processes already starting are enough for this caller and the others waiting
+                # (else each wake-up while one starts would retire one more of others' warm processes).
+                at_cap = self.assigned.count() + self.supply.count() >= self.cap
+                short = self.supply.count() <= self._vacancies.hungry
+                if at_cap and short and (idle := self.assigned.idle_of_another(principal)) is not None:
+                    self._retire(idle)
                 self._top_up()
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    raise no_worker(self.acquire_timeout_s, started=True)
+                    holding = self.assigned.stats()["holding"]
+                    raise no_worker(
+                        self.acquire_timeout_s, started=True, cap=self.cap if at_cap else 0, holding=holding
+                    )
                 starved = True
                 await self._vacancies.wait(remaining)
 
@@ -199,7 +208,7 @@ class WorkerPool:
     async def reacquire(self, worker: Worker, cell_id: str, timeout: float, abort: asyncio.Event) -> bool:
         """Hold ``worker`` and a running slot again for a resumed cell's leg.
 
-        The process first (at once if free, else after the legs before it: only its own tenant's
+        The process first (at once if free, else after the legs before it: only its own principal's
         legs wait there), then a slot (fair across tenants).  Answers False when ``timeout``
         passed or ``abort`` was set first; raises WorkerGone when the process died (also while
         waiting).
@@ -278,7 +287,8 @@ class WorkerPool:
         if (recycle or worker.dead) and worker.state is WorkerState.SERVING and not self._closed:
             self.replacements.charge(worker.tenant or "")  # this cell's end costs a process start
             self.retired_by_cells += 1
-        worn = recycle or worker.dead or worker.cells_run >= worker.max_cells or self._closed
+        single_use = worker.principal is None  # a process of no principal served its one cell: never reused
+        worn = recycle or worker.dead or single_use or worker.cells_run >= worker.max_cells or self._closed
         if worn and worker.state is WorkerState.SERVING:
             worker.state = WorkerState.DRAINING
         if holding:
@@ -299,7 +309,7 @@ class WorkerPool:
         if worker.state is not WorkerState.SERVING or worker.dead:
             self._retire(worker)
             return
-        surplus = self.tenants.went_idle(worker, keep=self.size + self.burst)  # the warm count plus the bursts
+        surplus = self.assigned.went_idle(worker, keep=self.size + self.burst)  # the warm count plus the bursts
         if surplus is not None:
             self._retire(surplus)
 
@@ -313,7 +323,7 @@ class WorkerPool:
 
     def _forget(self, worker: Worker) -> None:
         self.lowering.forget(worker)
-        self.tenants.forget(worker)
+        self.assigned.forget(worker)
         with contextlib.suppress(ValueError):
             self.supply.fresh.remove(worker)
 
@@ -338,7 +348,7 @@ class WorkerPool:
         """Keep ``size`` fresh workers ready (started in the background, never on a request's path)."""
         if self._closed:
             return
-        while self.supply.count() < self.size and self.tenants.count() + self.supply.count() < self.cap:
+        while self.supply.count() < self.size and self.assigned.count() + self.supply.count() < self.cap:
             self.supply.starting += 1
             self.supply.background(self._spawn_into_fresh())
 
@@ -384,6 +394,11 @@ class _Vacancies:
             self._hungry -= 1
 
     @property
+    def hungry(self) -> int:
+        """Callers blocked in ``wait``."""
+        return self._hungry
+
+    @property
     def quiet(self) -> bool:
         """Nobody waits for a vacancy (so nobody holds or queues for ``changed`` across a wait)."""
         return not self._hungry and not self.changed.locked()
@@ -398,9 +413,21 @@ class _Vacancies:
             self.changed.notify_all()
 
 
-def no_worker(timeout_s: float, *, started: bool) -> Overloaded:
-    """The error of a new cell that got no running slot, or no process, within ``acquire_timeout_ms``."""
+def no_worker(timeout_s: float, *, started: bool, cap: int = 0, holding: int = 0) -> Overloaded:
+    """The error of a new cell that got no running slot, or no process, within ``acquire_timeout_ms``.
+
+    ``cap``: the pool was at its process cap (``max_workers``), ``holding`` of its processes holding
+    parked cells; under a narrow ``worker_isolation`` parked cells are what fills it.
+    """
     what = "no worker process became ready" if started else "no running slot became free"
+    if cap:
+        return Overloaded(
+            f"{what} within {timeout_s:.1f}s (acquire_timeout_ms): all {cap} worker processes (max_workers) "
+            f"are in use, {holding} of them holding parked cells, and cells of different principals never "
+            "share a process (worker_isolation); retry shortly, end or resume parked cells, raise max_workers, "
+            "or choose a wider worker_isolation",
+            retry_after=1,
+        )
     return Overloaded(
         f"{what} within {timeout_s:.1f}s (acquire_timeout_ms); retry shortly or lower the number of concurrent cells",
         retry_after=1,

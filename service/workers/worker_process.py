@@ -43,7 +43,7 @@ class WorkerState(enum.Enum):
     """Where a worker is in the pool's life cycle (``pool.py`` moves it; nothing moves it back)."""
 
     FRESH = "fresh"  # started and ready; belongs to no tenant yet
-    SERVING = "serving"  # one tenant's; takes that tenant's new cells
+    SERVING = "serving"  # one principal's (of one tenant); takes that principal's new cells
     DRAINING = "draining"  # takes no new cell; stopped once its last cell leaves
     RETIRED = "retired"  # stopped by the pool and let go
 
@@ -62,6 +62,7 @@ class Worker:
         self.frame_cap = frame_cap
         self.output = output  # its stdout: the frames it writes
         self.tenant: str | None = None
+        self.principal: str | None = None  # who it serves once assigned (None then: one cell alone)
         self.cells_run = 0
         self.max_cells = sys.maxsize  # cells it runs before it is retired (the pool draws it)
         self.dead = False

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
 import orjson
 import pytest
 
+from bridge import jsoncodec
 from bridge.errors import InvalidSource, OutputLimitExceeded, OutputStateClosed
 from bridge.output import (
     CAPTURE_SLACK_BYTES,
@@ -18,7 +20,9 @@ from bridge.output import (
     NotRetained,
     OutputCapture,
     OutputState,
+    Projection,
     capture_value,
+    check_json,
 )
 from bridge.refs import describe_reference
 from bridge.truncation import ERROR_TRUNCATED_SUFFIX, TRUNCATION_GUIDANCE, json_size, utf8_size
@@ -49,6 +53,21 @@ def leg_cost(projection: Any) -> int:
     return cost
 
 
+def project(state: OutputState, final: Any = None, retain: Any = None) -> Projection:
+    """``state.project`` as a cell does it: the texts it embeds checked first (``unchecked``, ``checked``), and
+    the embedded entries and value read back as data (an envelope keeps them encoded)."""
+    for text in state.unchecked(final):
+        check_json(text)
+    state.checked(final)
+    projection = state.project(final, retain)
+    return dataclasses.replace(projection, output=decoded(projection.output), value=decoded(projection.value))
+
+
+def decoded(data: Any) -> Any:
+    """``data`` with its encoded parts (``jsoncodec.fragment``) decoded, as a caller of the envelope sees it."""
+    return None if data is None else jsoncodec.loads(jsoncodec.dumps(data))
+
+
 def run_legs(max_bytes: int, legs: list[list[str]], final: Any = None, retain: Any = None):
     """Feed legs of entries through a capture and a state; return every leg's projection."""
     capture, state, projections = OutputCapture(max_bytes), OutputState(max_bytes), []
@@ -57,7 +76,7 @@ def run_legs(max_bytes: int, legs: list[list[str]], final: Any = None, retain: A
             capture.add(entry)
         state.extend(capture.drain())
         last = index == len(legs) - 1
-        projections.append(state.project(final if last else None, retain if last else None))
+        projections.append(project(state, final if last else None, retain if last else None))
     return state, projections
 
 
@@ -220,11 +239,11 @@ def test_cumulative_output_across_yields_shares_one_budget() -> None:
     for _ in range(20):
         capture.add(text_entry("w" * 150))
         state.extend(capture.drain())
-        projection = state.project()
+        projection = project(state)
         assert state.committed_bytes <= 4096 - 1024
         assert projection.output_deferred == (projection.output == [])
         delivered.extend(projection.output)
-    final = state.project(json_value("end"))
+    final = project(state, json_value("end"))
     assert final.value == "end" and len(delivered) < 20
     assert len(delivered) + len(final.output) == 20  # deferred output arrives with the final leg
     assert state.committed_bytes + (json_size(final.output) if final.output_truncated else 0) + 5 <= 4096
@@ -251,7 +270,7 @@ def test_random_legs_keep_the_invariant(seed: int) -> None:
             capture.add(entry)
         state.extend(capture.drain())
         last = index == len(legs) - 1
-        projection = state.project(final if last else None)
+        projection = project(state, final if last else None)
         marker_cost = json_size(projection.output) if projection.output_truncated and projection.output else 0
         final_cost = 0
         if projection.error is not None:
@@ -372,7 +391,7 @@ def test_value_beyond_the_capture_is_not_retained() -> None:
     text = orjson.dumps(big_object()).decode()
     calls: list[str] = []
     state = OutputState(2048)
-    projection = state.project(FinalValue(capture_value(text, 4000)), lambda t: calls.append(t))
+    projection = project(state, FinalValue(capture_value(text, 4000)), lambda t: calls.append(t))
     assert calls == []
     assert projection.value["guidance"].startswith("Not retained: result exceeds the capture allowance")
     assert projection.value["omittedBytes"] == utf8_size(text) - utf8_size(projection.value["prefix"])
@@ -403,24 +422,24 @@ def test_entries_that_are_not_json_are_refused() -> None:
     state = OutputState(1024)
     state.extend([{"json": "{not json"}])
     with pytest.raises(InvalidSource):
-        state.project()
+        project(state)
 
 
 def test_state_is_closed_after_the_final_projection() -> None:
     """After the final projection neither extend nor project is accepted."""
     state = OutputState(1024)
-    state.project(FinalError("Error: x"))
+    project(state, FinalError("Error: x"))
     with pytest.raises(OutputStateClosed):
         state.extend([])
     with pytest.raises(OutputStateClosed):
-        state.project()
+        project(state)
 
 
 def test_output_limit_exceeded_only_when_no_bounded_projection_exists() -> None:
     """With a budget too small for any marker, the value raises output_limit_exceeded."""
     state = OutputState(60)
     with pytest.raises(OutputLimitExceeded) as caught:
-        state.project(json_value("x" * 500))
+        project(state, json_value("x" * 500))
     assert caught.value.code == "output_limit_exceeded"
 
 
@@ -443,7 +462,7 @@ def test_state_keeps_the_text_of_at_most_the_entry_cap() -> None:
     entries = [text_entry(str(i)) for i in range(MAX_OUTPUT_ENTRIES + 2)]
     state = OutputState(10 * 1024 * 1024)
     state.extend([{"json": e} for e in entries])
-    projection = state.project(json_value(1))
+    projection = project(state, json_value(1))
     marker = projection.output[0]
     assert projection.output_truncated and len(projection.output) == 1
     assert marker["omittedBytes"] == utf8_size(array_text(entries)) - utf8_size(marker["prefix"])
@@ -456,7 +475,7 @@ def test_state_delivers_exactly_the_entry_cap_whole() -> None:
     entries = [text_entry(str(i)) for i in range(MAX_OUTPUT_ENTRIES)]
     state = OutputState(10 * 1024 * 1024)
     state.extend([{"json": e} for e in entries])
-    projection = state.project(json_value(1))
+    projection = project(state, json_value(1))
     assert not projection.output_truncated
     assert [o["text"] for o in projection.output] == [str(i) for i in range(MAX_OUTPUT_ENTRIES)]
 

@@ -41,6 +41,7 @@ from bridge.truncation import (
     truncation_marker,
     utf8_size,
 )
+from tests.bridge.test_output import project
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -229,7 +230,7 @@ def test_every_leg_is_valid_json_within_the_budget(max_bytes: int, legs: list[li
             capture.add(entry)
         state.extend(capture.drain())
         last = index == len(legs) - 1
-        projection = state.project(final if last else None)
+        projection = project(state, final if last else None)
         assert jsoncodec.loads(jsoncodec.dumps(projection.output)) == projection.output
         marker_cost = json_size(projection.output) if projection.output_truncated and projection.output else 0
         final_cost = 0

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from service.errors import TooManyRequests
+from service.errors import Overloaded, TooManyRequests
 from service.workers.cpu_priority import LOWERED, Priorities
 from service.workers.pool import WorkerPool
+from service.workers.worker_process import WorkerState
 from service.workers.worker_replacements import WorkerReplacements
 from tests.support.polling import apoll_until
 
@@ -60,10 +61,10 @@ def test_a_tenant_holding_no_slot_gets_a_burst_slot_and_others_wait():
     until a's leg lends its process (it waits for host work)."""
 
     async def body(pool: WorkerPool) -> None:
-        a = await pool.acquire("a")
-        b = await pool.acquire("b")
+        a = await pool.acquire("a", "a")
+        b = await pool.acquire("b", "b")
         assert a is not b and pool.stats()["slots"] == 2
-        waiting = asyncio.ensure_future(pool.acquire("c"))
+        waiting = asyncio.ensure_future(pool.acquire("c", "c"))
         await apoll_until(lambda: pool.admission.queued("c") == 1, "c queues: every slot, the burst one too, is held")
         pool.hand_back(a)  # a's leg waits for host work: its slot goes on
         c = await waiting
@@ -81,10 +82,10 @@ def test_a_resumed_leg_takes_a_slot_before_it_runs():
     True once one frees; an abort ends the wait at once."""
 
     async def body(pool: WorkerPool) -> None:
-        a = await pool.acquire("a")
+        a = await pool.acquire("a", "a")
         pool.attach(a, "a1", lambda reason: None)
         pool.hand_back(a)
-        b = await pool.acquire("b")  # takes the only slot while a waits for host work
+        b = await pool.acquire("b", "b")  # takes the only slot while a waits for host work
         assert not await pool.reacquire(a, "a1", 0.05, asyncio.Event())
         assert not a.busy, "a process whose resume gave up is free for its tenant's other legs"
         abort = asyncio.Event()
@@ -113,9 +114,9 @@ def test_processes_of_a_tenant_over_its_share_run_at_the_lowest_priority():
         if not pool.priorities.enabled:
             pytest.skip("this machine refuses restoring a niceness (no CAP_SYS_NICE): priorities are off")
         normal = pool.priorities.normal
-        a1, a2 = await pool.acquire("a"), await pool.acquire("a")
+        a1, a2 = await pool.acquire("a", "a"), await pool.acquire("a", "a")
         assert {nice_of(a1.pid), nice_of(a2.pid)} == {normal}
-        b = await pool.acquire("b")
+        b = await pool.acquire("b", "b")
         assert (nice_of(a1.pid), nice_of(a2.pid), nice_of(b.pid)) == (LOWERED, LOWERED, normal)
         assert pool.priorities.idle_policy  # root here: SCHED_IDLE can be left again
         assert [os.sched_getscheduler(w.pid) for w in (a1, a2, b)] == [os.SCHED_IDLE, os.SCHED_IDLE, os.SCHED_OTHER]
@@ -253,14 +254,14 @@ def test_a_tenant_whose_cells_retire_processes_is_refused_fresh_ones():
 
     async def body(pool: WorkerPool) -> None:
         for cell in ("a1", "a2"):
-            w = await pool.acquire("a")
+            w = await pool.acquire("a", "a")
             pool.release(w, recycle=True, cell_id=cell)  # e.g. the cell timed out
         with pytest.raises(TooManyRequests) as refused:
-            await pool.acquire("a")
+            await pool.acquire("a", "a")
         assert "tenant_worker_replacements_per_minute=2" in refused.value.message
         assert refused.value.retry_after >= 1
         for cell in ("b1", "b2", "b3"):
-            b = await pool.acquire("b")
+            b = await pool.acquire("b", "b")
             b.max_cells = 1  # worn out after one cell: retired, not b's doing
             pool.release(b, recycle=False, cell_id=cell)
         assert pool.stats()["replacements_refused"] == 1
@@ -282,9 +283,90 @@ def test_a_new_cell_whose_process_is_ready_takes_no_vacancy_lock():
                 await super().__aenter__()
 
         pool._vacancies.changed = Watched()
-        worker = await pool.acquire("a")
+        worker = await pool.acquire("a", "a")
         first = bool(entered)
         pool.release(worker, recycle=False, cell_id="none")
         return first, pool.admission.held == 0
 
     assert with_pool(body) == (False, True)
+
+
+# ---- processes by principal -----------------------------------------------------------------------
+
+
+def test_a_process_serves_only_the_principal_of_its_first_cell():
+    """Two keys of one tenant: the narrow key's idle process is never handed to the admin key's cell, which
+    gets a fresh one; the narrow key's next cell packs into its own process again."""
+
+    async def body(pool: WorkerPool) -> None:
+        narrow = await pool.acquire("acme", "acme/narrow")
+        pool.release(narrow, recycle=False, cell_id="n1")
+        admin = await pool.acquire("acme", "acme/admin")
+        assert admin is not narrow and (narrow.principal, admin.principal) == ("acme/narrow", "acme/admin")
+        pool.release(admin, recycle=False, cell_id="a1")
+        assert await pool.acquire("acme", "acme/narrow") is narrow
+        pool.release(narrow, recycle=False, cell_id="n2")
+        assert pool.stats()["principals"] == 2
+
+    with_pool(body, burst=1)  # keeps two idle processes
+
+
+def test_a_cell_of_no_principal_gets_a_fresh_process_that_ends_with_it():
+    """``cell`` isolation: each cell takes a pre-started spare; while one is parked its process serves
+    nobody else, and once a cell ends its process is stopped, never handed out again."""
+
+    async def body(pool: WorkerPool) -> None:
+        parked = await pool.acquire("acme", None)
+        pool.attach(parked, "c1", lambda reason: None)
+        pool.park(parked, "c1", 1000, holding=True)
+        second = await pool.acquire("acme", None)
+        assert second is not parked
+        pool.release(second, recycle=False, cell_id="c2")
+        assert second.state is WorkerState.RETIRED
+        assert await asyncio.wait_for(second.proc.wait(), 10) is not None
+        third = await pool.acquire("acme", None)
+        assert third not in (parked, second)
+        pool.release(third, recycle=False, cell_id="c3")
+        pool.release(parked, recycle=False, cell_id="c1", holding=False, drop=True)
+        assert parked.state is WorkerState.RETIRED
+        assert pool.stats()["single_use"] == 0 and pool.stats()["retired_by_cells"] == 0
+
+    with_pool(body, size=2)
+
+
+def test_at_the_cap_an_idle_process_of_another_key_of_the_same_tenant_makes_room():
+    """cap 2: the tenant's keys k1 and k2 each left an idle process; a cell of k3 (same tenant) retires the
+    one idle longest and gets a fresh process, instead of waiting for a process no cell of k3 may use."""
+
+    async def body(pool: WorkerPool) -> None:
+        k1 = await pool.acquire("acme", "k1")
+        pool.release(k1, recycle=False, cell_id="1")
+        await apoll_until(
+            lambda: pool.stats()["fresh"] == 1, "k1's spare is replaced (a start under way counts at the cap)"
+        )
+        k2 = await pool.acquire("acme", "k2")
+        pool.release(k2, recycle=False, cell_id="2")
+        assert {k1.state, k2.state} == {WorkerState.SERVING}
+        k3 = await pool.acquire("acme", "k3")
+        assert k3 not in (k1, k2) and k1.state is WorkerState.RETIRED and k2.state is WorkerState.SERVING
+        pool.release(k3, recycle=False, cell_id="3")
+
+    with_pool(body, size=1, cap=2, burst=1)
+
+
+def test_at_the_cap_with_every_process_holding_parked_cells_a_new_cell_is_told_which_settings_to_change():
+    """``cell`` isolation, cap 1: the only process holds a parked cell; another cell waits its
+    ``acquire_timeout_ms`` and gets 503 naming ``max_workers`` and ``worker_isolation``."""
+
+    async def body(pool: WorkerPool) -> None:
+        parked = await pool.acquire("acme", None)
+        pool.attach(parked, "c1", lambda reason: None)
+        pool.park(parked, "c1", 1000, holding=True)
+        with pytest.raises(Overloaded) as refused:
+            await pool.acquire("globex", None)
+        message = refused.value.message
+        assert "all 1 worker processes (max_workers)" in message and "1 of them holding parked cells" in message
+        assert "worker_isolation" in message and "acquire_timeout_ms" in message
+        pool.release(parked, recycle=False, cell_id="c1", holding=False, drop=True)
+
+    with_pool(body, size=1, cap=1, acquire_timeout_s=0.5)

@@ -24,7 +24,7 @@ async def _retire_then_close() -> Worker:
         options={"rlimit_as_bytes": 0, "rlimit_cpu_seconds": 0, "stack_bytes": 1 << 20},
     )
     await pool.start()
-    worker = await pool.acquire("t")
+    worker = await pool.acquire("t", "t")
     pool.release(worker, recycle=True, cell_id="c")  # retired: killed, and no longer one of the pool's
     await pool.close()
     return worker  # held past the loop's end, as a parked cell's record would hold it
