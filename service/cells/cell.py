@@ -93,11 +93,9 @@ class Cell:
         )
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None
-        self._clock = clock
+        self._clock, self._bounds = clock, bounds  # ``bounds``: the legs it may run, the seconds it may live
         self._json_texts = json_texts  # checks the guest's texts an envelope embeds as they are
-        self._bounds = bounds
-        self.born = clock()  # its lifetime counts from here
-        self.last_active = self.born  # when its last leg stopped (parked cells expire from it)
+        self.born = self.last_active = clock()  # its lifetime counts from born; idle expiry from its last leg's stop
         self.final: Envelope | None = None
         self.wait_lock = asyncio.Lock()
         self._delivered_bytes = 0  # inbox bytes handed to the worker, released on its next frame

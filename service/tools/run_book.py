@@ -25,11 +25,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from service.log_limits import LogLimiter
 from service.stores.base import RunFailures, RunIncrement
 
 #: The run of a session's cells that name no ``run_id``: they all share it (and its saved results).
 DEFAULT_RUN = "default"
-from service.log_limits import LogLimiter
 from service.stores.errors import StoreError
 from service.tools.run_budget import FailureLimits, RunKey, RunLedger, RunState
 

@@ -8,7 +8,6 @@ import json
 import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import orjson
 import pytest
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 
 from bridge import json_cost
 from bridge.json_cost import parsed_cost
+from tests.support.allocations import peak_allocated
 
 MiB = 1024 * 1024
 # Strings of the bytes that matter to the reckoning: separators, brackets, quotes, escapes, digits, wide characters.
@@ -119,15 +119,6 @@ def test_the_reckoning_is_close_to_what_the_shape_holds(name):
     assert held <= cost <= most * held, (name, len(text), held, cost)
 
 
-def _peak(fn: Any, *args: Any) -> int:
-    tracemalloc.start()
-    try:
-        fn(*args)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "value",
@@ -139,8 +130,8 @@ def test_reckoning_holds_no_object_per_value(value):
     it allocates: it builds no Python object per value."""
     text = orjson.dumps(value)
     del value
-    counted = _peak(parsed_cost, text)
-    parsed = _peak(orjson.loads, text)
+    counted = peak_allocated(parsed_cost, text)
+    parsed = peak_allocated(orjson.loads, text)
     assert counted <= 2 * len(text) + 8 * MiB, (counted, len(text))
     assert counted * 3 < parsed, (counted, parsed)
 

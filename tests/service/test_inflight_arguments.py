@@ -63,7 +63,7 @@ def test_running_tools_are_charged_their_arguments_parsed_cost_which_bounds_thei
         try:
             before = service_bytes()
             envs = [run(c, RUNNING, timeout_ms=5000, memory_limit_bytes=256 * MiB) for _ in range(2)]
-            assert all(env["status"] == "waiting" for env in envs), envs
+            assert all(env["status"] == "waiting" for env in envs), [(e.get("code"), e.get("error")) for e in envs]
             assert [[p["tool"] for p in env["pending_tool_calls"]] for env in envs] == [["echo"], ["echo"]]
             gc.collect()
             grown = service_bytes() - before
@@ -83,7 +83,7 @@ def test_arguments_over_the_allowance_parsed_are_refused_unparsed(tmp_path):
     with make_client(tmp_path) as c:
         ran = CALLS.get("echo", 0)
         env = run(c, code, memory_limit_bytes=256 * MiB)
-        assert env["status"] == "completed", env
+        assert env["status"] == "completed", (env.get("code"), env.get("error"))
         size, cost = len(arguments(450_000)), parsed_cost(arguments(450_000))
         assert env["value"].startswith("RangeError: program-data budget exceeded"), env["value"]
         assert f"arguments are {size} bytes of JSON, held as about {cost} bytes" in env["value"]
@@ -96,9 +96,9 @@ def test_the_tenant_quota_bounds_its_running_tools_arguments_together(tmp_path):
     cost = parsed_cost(arguments(ARRAYS))
     with make_client(tmp_path, max_snapshot_bytes=64 * MiB, tenant_held_bytes=cost + cost // 2) as c:
         first = run(c, RUNNING, timeout_ms=5000, memory_limit_bytes=256 * MiB)
-        assert first["status"] == "waiting", first
+        assert first["status"] == "waiting", (first.get("code"), first.get("error"))
         second = run(c, RUNNING, memory_limit_bytes=256 * MiB)
-        assert second["status"] == "completed", second
+        assert second["status"] == "completed", (second.get("code"), second.get("error"))
         assert second["value"].startswith("RangeError: held-bytes quota exceeded"), second["value"]
         assert "tenant_held_bytes" in second["value"] and held(c) == cost
         assert c.post(f"/v1/cells/{first['cell_id']}/cancel").status_code == 200
@@ -115,7 +115,7 @@ def test_arguments_whose_bytes_alone_do_not_fit_are_refused_without_a_reckoning(
     """
     with make_client(tmp_path) as c:
         env = run(c, code)
-        assert env["status"] == "completed", env
+        assert env["status"] == "completed", (env.get("code"), env.get("error"))
         size = len(json.dumps(["echo", {"x": "b" * 6_000_000}], separators=(",", ":")))
         assert env["value"].startswith("RangeError: program-data budget exceeded"), env["value"]
         assert f"arguments are {size} bytes of JSON, held as more than {size} bytes" in env["value"]
