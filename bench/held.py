@@ -5,9 +5,10 @@ keys) and prints one line of figures; tenant ``beta`` sends ``return 1`` every 5
 while tenant ``alpha`` attacks, and a probe asks ``/healthz`` every 20 ms.  Memory is the service
 process's RSS and the PSS of the whole process tree (service + workers), from /proc.
 
-``--only NAME[,NAME]`` runs some of them: final_values, parked_background_output, approval_parked, client_args_parked, background_output,
-tiny_arrays_echo, schema_empty_arrays, cancelled_parked, counter (in-process: the value counter against
-parsing the same texts, best of 5 alternating runs; needs no server).
+``--only NAME[,NAME]`` runs some of them: final_values, parked_background_output, approval_parked,
+client_args_parked, background_output, tiny_arrays_echo, schema_empty_arrays, cancelled_parked,
+inflight_args, counter (in-process: the value counter against parsing the same texts, best of 5
+alternating runs; needs no server).
 """
 
 from __future__ import annotations
@@ -273,6 +274,45 @@ async def cancelled_parked(server: LiveServer, http: httpx.AsyncClient, cells: i
     return f"tree PSS idle {base[1]:.0f}, {cells} parked {parked[1]:.0f}, after cancel: " + ", ".join(marks) + " MiB"
 
 
+async def inflight_args(server: LiveServer, http: httpx.AsyncClient, cells: int = 3) -> str:
+    """``cells`` cells whose native tool (echo, 600 s) still runs with 450k one-digit arrays (1.8 MB) in its
+    arguments, each parked before the next starts: the service's RSS and what it holds for the tenant
+    (``codemode_cell_held_bytes``) after each; a 64 MiB inbox, so the arguments' parsed cost fits."""
+    code = (
+        "let pad = []; for (let i = 0; i < 450000; i++) pad.push([i % 10]);"
+        " const p = echo({x: pad, delay: 600}); pad = null; await p; return 1;"
+    )
+    body = {"code": code, "memory_limit_bytes": 256 * MiB, "timeout_ms": 5000}
+    base = memory(server)[0]
+    steps = []
+    answers = []
+    probe = HealthProbe(server).start()
+    victim = Victim(http)
+    victim.start()
+    await asyncio.sleep(0.5)
+    started = time.monotonic()
+    for _ in range(cells):
+        answers.append(await _exec(http, body))
+        await asyncio.sleep(0.5)
+        metrics = (await http.get("/metrics")).text
+        held = next(
+            (float(line.split()[1]) for line in metrics.splitlines() if line.startswith("codemode_cell_held_bytes ")),
+            0.0,
+        )
+        steps.append((memory(server)[0] - base, held / MiB))
+    ended = time.monotonic()
+    summary = await victim.stop()
+    probe.stop()
+    for _, answer in answers:
+        if isinstance(answer, dict) and answer.get("status") == "waiting":
+            await http.post(f"/v1/cells/{answer['cell_id']}/cancel", headers=_auth("alpha"))
+    grown_held = ", ".join(f"{grown:.0f} / {held:.0f}" for grown, held in steps)
+    return (
+        f"{cells} cells ({_brief(answers[0])}): RSS grown / held, MiB: {grown_held}; {summary}, "
+        f"/healthz worst {probe.worst_between(started, ended) * 1000:.0f} ms"
+    )
+
+
 def counter() -> str:
     """``count_values`` against the service's parse (``jsoncodec.loads``) of the same texts (best of 5, alternating)."""
     import orjson
@@ -405,6 +445,7 @@ REPRODUCTIONS: dict[str, Callable[[LiveServer, httpx.AsyncClient], Awaitable[str
     "tiny_arrays_echo": tiny_arrays_echo,
     "schema_empty_arrays": schema_empty_arrays,
     "cancelled_parked": cancelled_parked,
+    "inflight_args": inflight_args,
 }
 
 
@@ -414,6 +455,7 @@ ENV = {
         "CODEMODE_MAX_SNAPSHOT_BYTES": str(256 * MiB),
         "CODEMODE_WORKER_MAX_PARKED_BYTES": str(1024 * MiB),
     },
+    "inflight_args": {"CODEMODE_MAX_SNAPSHOT_BYTES": str(64 * MiB)},
 }
 
 

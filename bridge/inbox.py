@@ -5,7 +5,9 @@ byte charged to a cell is charged to its tenant too, so one tenant's parked cell
 most the quota, whatever each cell's own allowance.
 
 That is the bytes of settled replies the guest has not consumed yet, and the JSON arguments of
-its pending requests (a client tool call's input waits on the host until the API caller answers).
+its pending requests at what they cost held: parsed while a handler works on them (a native tool
+holds them for as long as it runs, at many times their bytes: ``bridge.json_cost``), their bytes
+while they wait encoded (a client tool call's input waits on the host until the API caller answers).
 It caps *concurrently held* bytes, not a running total: a reply is charged when it settles and
 released once the guest has consumed it; arguments are charged when the request arrives and
 released when it settles or is dropped; so sequential pages reuse the room.  A reply that does not
@@ -29,12 +31,15 @@ INBOX_EXCEEDED_MESSAGE = (
 )
 
 
-def arguments_exceeded_message(size: int, capacity: int, used: int) -> str:
-    """The refusal of a request whose JSON arguments do not fit the inbox allowance."""
+def arguments_exceeded_message(size: int, cost: int | None, capacity: int, used: int) -> str:
+    """The refusal of a request whose JSON arguments (``size`` bytes, ``cost`` bytes held, None: more than
+    their bytes, not reckoned) do not fit the inbox allowance."""
+    held = f"about {cost}" if cost is not None else f"more than {size}"
     return (
-        f"program-data budget exceeded: this call's arguments are {size} bytes of JSON, and the cell's "
-        f"inbox allowance of {capacity} bytes already holds {used} bytes of pending arguments and "
-        "unconsumed replies. Pass less data per call, or await pending calls before starting more."
+        f"program-data budget exceeded: this call's arguments are {size} bytes of JSON, held as {held} "
+        f"bytes while the call runs, and the cell's inbox allowance of {capacity} bytes already holds {used} "
+        "bytes of pending arguments and unconsumed replies. Pass less data per call (fewer, larger values "
+        "cost less: a table as one CSV or JSON string), or await pending calls before starting more."
     )
 
 

@@ -30,6 +30,7 @@ from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .errors import ConfigError
+from .log_limits import LogLimiter, limit_warnings
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -47,6 +48,9 @@ DEFAULT_SERVICE_NAME = "codemode"
 #: Caller-named strings (titles, tool names) are cut to this in span attributes.
 MAX_ATTRIBUTE_CHARS = 256
 _PROPAGATOR = TraceContextTextMapPropagator()
+#: The loggers whose warnings a request's headers cause, one per request (a ``traceparent`` over 512
+#: characters, a malformed ``tracestate``): limited to a line per kind per minute (``service.log_limits``).
+PROPAGATION_LOGGERS = ("opentelemetry.trace.propagation.tracecontext", "opentelemetry.trace.span")
 
 
 @dataclass(frozen=True)
@@ -131,10 +135,12 @@ class TracedCell(Protocol):
 class Tracing:
     """The service's tracer, or nothing (``NO_TRACING``): made once at start and passed down."""
 
-    def __init__(self, provider: TracerProvider | None = None) -> None:
+    def __init__(self, provider: TracerProvider | None = None, log_limiter: LogLimiter | None = None) -> None:
         self.provider = provider
         self.enabled = provider is not None
         self._tracer = provider.get_tracer("codemode") if provider is not None else None
+        if provider is not None:  # headers are read only while tracing is on
+            limit_warnings(PROPAGATION_LOGGERS, log_limiter or LogLimiter())
 
     # ---- incoming parents (the HTTP layer, the MCP facade) --------------------------------------
 
@@ -307,14 +313,20 @@ def start_tracing(config: TracingConfig) -> Tracing:
     return Tracing(provider)
 
 
-def tracing_to(exporter: SpanExporter, config: TracingConfig = TracingConfig(), *, batch: bool = False) -> Tracing:
+def tracing_to(
+    exporter: SpanExporter,
+    config: TracingConfig = TracingConfig(),
+    *,
+    batch: bool = False,
+    log_limiter: LogLimiter | None = None,
+) -> Tracing:
     """Tracing into ``exporter``: each span as it ends (tests: the SDK's ``InMemorySpanExporter``), or
     in batches from a background thread like ``start_tracing`` (``batch=True``, the benchmark)."""
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
     provider = _provider(config)
     provider.add_span_processor(BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter))
-    return Tracing(provider)
+    return Tracing(provider, log_limiter)
 
 
 def _provider(config: TracingConfig) -> TracerProvider:

@@ -4,7 +4,9 @@ arguments, the framework tools as client tool declarations, and the answer the m
 Each adapter (``pydantic_ai_toolset``, ``langchain_tool``, ``openai_agents_tool``) turns codemode into
 one code tool: its description is the server's ``GET /v1/tool-description`` plus a line per framework
 tool, and a call runs ``AsyncClient.run`` with the framework tools declared as client tools, so every
-call a cell makes to one of them goes back through the framework's own tool execution.
+call a cell makes to one of them goes back through the framework's own tool execution.  The run is
+bounded like any ``run()`` (``max_legs``, ``deadline``: its defaults, or the adapter's exec fields); a
+cell it stops there is a tool error the model sees (``stopped``), in the framework's own form.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import RunLimitError
 from .models import Envelope
 
 TOOL_NAME = "codemode"
@@ -103,6 +106,11 @@ def jsonable(value: Any) -> Any:
     if callable(dump):
         return dump(mode="json")
     return str(value)
+
+
+def stopped(exc: RunLimitError) -> str:
+    """The tool error a model gets when ``run()`` stopped its cell at a bound (``max_legs``, ``deadline``)."""
+    return f"codemode stopped the cell ({exc.code}): {exc.message}"
 
 
 def answer(env: Envelope) -> dict[str, Any]:

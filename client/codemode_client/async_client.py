@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from . import transport
 from .client import DEFAULT_TIMEOUT_S, Approver
+from .errors import CodemodeError
 from .events import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_RECONNECTS, Resume, aiter_events
 from .models import CellEvent, Envelope, PendingCall
 from .tools import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_MAX_LEGS,
     ClientTools,
     RunState,
     approval,
@@ -51,6 +55,10 @@ class AsyncEventStream:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+#: How ``run()`` pauses (a name of ours, so a test can watch the pauses without sleeping through them).
+_sleep = asyncio.sleep
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -129,11 +137,18 @@ class AsyncClient:
         return await self._http.request("GET", "/v1/tool-description", params=params)  # type: ignore[no-any-return]
 
     async def run(
-        self, code: str, *, client_tools: ClientTools | None = None, approve: Approver | None = None, **fields: Any
+        self,
+        code: str,
+        *,
+        client_tools: ClientTools | None = None,
+        approve: Approver | None = None,
+        max_legs: int = DEFAULT_MAX_LEGS,
+        deadline: float | None = DEFAULT_DEADLINE_S,
+        **fields: Any,
     ) -> Envelope:
-        """``Client.run`` for asyncio; the client tool calls of one stop run concurrently."""
+        """``Client.run`` for asyncio (bounded alike); the client tool calls of one stop run concurrently."""
         tools = tool_set(client_tools)
-        state = RunState()
+        state = RunState(max_legs, deadline)
         env = state.seen(await self.exec(code, client_tools=tools.declarations, **fields))
         session_id, timeout_ms = fields.get("session_id"), fields.get("timeout_ms")
         while not env.is_final:
@@ -143,6 +158,14 @@ class AsyncClient:
                 approval(a, await _maybe_await(approve(a))) if approve is not None else no_approver(a)
                 for a in approvals
             ]
+            pause = state.pause(env, answered=bool(calls or approvals))
+            if pause:
+                await _sleep(pause)
+            over = state.over(env)
+            if over is not None:
+                with contextlib.suppress(CodemodeError):  # it may have ended meanwhile, or the service be gone
+                    await self.cancel(env.cell_id)
+                raise over
             env = state.seen(
                 await self.wait(
                     env.cell_id, timeout_ms=timeout_ms, tool_results=results, approvals=answers, session_id=session_id

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from . import transport
+from .errors import CodemodeError
 from .events import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_RECONNECTS, Resume, iter_events
 from .models import CellEvent, Envelope, PendingCall
 from .tools import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_MAX_LEGS,
     ClientTools,
     RunState,
     approval,
@@ -19,6 +24,9 @@ from .tools import (
     tool_set,
 )
 from .wire import allowance, cell_path, exec_body, file_path, wait_body
+
+#: How ``run()`` pauses (a name of ours, so a test can watch the pauses without sleeping through them).
+_sleep = time.sleep
 
 #: Longer than the service's largest ``timeout_ms`` (60 s), so a long wait is not cut off by the client.
 DEFAULT_TIMEOUT_S = 90.0
@@ -142,22 +150,43 @@ class Client:
     # ---- the whole loop ------------------------------------------------------------------------------
 
     def run(
-        self, code: str, *, client_tools: ClientTools | None = None, approve: Approver | None = None, **fields: Any
+        self,
+        code: str,
+        *,
+        client_tools: ClientTools | None = None,
+        approve: Approver | None = None,
+        max_legs: int = DEFAULT_MAX_LEGS,
+        deadline: float | None = DEFAULT_DEADLINE_S,
+        **fields: Any,
     ) -> Envelope:
         """Run a cell to its end: call client tools, ask ``approve`` about approvals, wait through yields.
 
         A handler's exception goes back to the guest as a failed tool call; ``approve(call)`` returns
         ``bool`` or ``(bool, reason)`` (without it every approval is denied, saying why).  Returns the
         final envelope, its ``output`` holding the output of every leg in order.
+
+        The run is bounded: at most ``max_legs`` legs (the exec, then each wait) and ``deadline``
+        seconds from now (``None``: no deadline; checked before each wait, so a wait already sent may
+        end past it).  A cell still not finished is then cancelled and ``RunLimitError`` raised.  A
+        stop that only yielded is resumed after a pause, 50 ms doubling up to 2 s, so a cell that
+        yields in a loop is not resumed as fast as the network allows.
         """
         tools = tool_set(client_tools)
-        state = RunState()
+        state = RunState(max_legs, deadline)
         env = state.seen(self.exec(code, client_tools=tools.declarations, **fields))
         session_id, timeout_ms = fields.get("session_id"), fields.get("timeout_ms")
         while not env.is_final:
             calls, approvals = split_pending(env)
             results = [self._call(tools.handler(call), call) for call in calls]
             answers = [approval(a, approve(a)) if approve is not None else no_approver(a) for a in approvals]
+            pause = state.pause(env, answered=bool(calls or approvals))
+            if pause:
+                _sleep(pause)
+            over = state.over(env)
+            if over is not None:
+                with contextlib.suppress(CodemodeError):  # it may have ended meanwhile, or the service be gone
+                    self.cancel(env.cell_id)
+                raise over
             env = state.seen(
                 self.wait(
                     env.cell_id, timeout_ms=timeout_ms, tool_results=results, approvals=answers, session_id=session_id

@@ -14,7 +14,8 @@ CodemodeError                     base: ``status`` (HTTP or None), ``code``
  ├── TransportError               the request did not get an answer (connection refused, reset, ...)
  │    └── RequestTimeoutError     no answer within the client's timeout
  ├── ProtocolError                an answer that is not what the API documents (not JSON, no status)
- └── EventStreamError             an event stream kept breaking before its envelope (retries used up)
+ ├── EventStreamError             an event stream kept breaking before its envelope (retries used up)
+ └── RunLimitError                run() stopped a cell that did not finish within max_legs or deadline
 
 ``code`` is the class's own code unless the service named one in its error body, which wins: a 404
 for a cell is ``cell_not_found``, for an API file ``not_found``.  Guest failures are not exceptions:
@@ -152,6 +153,21 @@ class EventStreamError(CodemodeError):
     def __init__(self, message: str, *, last_event_id: str | None = None) -> None:
         super().__init__(message)
         self.last_event_id = last_event_id
+
+
+class RunLimitError(CodemodeError):
+    """``run()`` cancelled a cell still not finished when its next wait would pass ``max_legs`` or ``deadline``.
+
+    ``code`` says which (``max_legs_exceeded``, ``deadline_exceeded``); ``envelope`` is the cell's last
+    answer before it was cancelled (its output is in it), ``cell_id`` the cell's id.
+    """
+
+    code = "run_limit_exceeded"
+
+    def __init__(self, message: str, *, code: str, envelope: Any) -> None:
+        super().__init__(message, code=code)
+        self.envelope = envelope
+        self.cell_id: str = envelope.cell_id
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {

@@ -30,7 +30,7 @@ except ImportError as exc:  # the framework is an optional extra
 from . import adapters
 from .async_client import AsyncClient
 from .client import Client
-from .errors import BadRequestError
+from .errors import BadRequestError, RunLimitError
 
 
 class CodeModeTool(BaseTool):
@@ -60,6 +60,8 @@ class CodeModeTool(BaseTool):
                 env = client.run(code, client_tools=self._declarations(call), **{**self.exec_fields, **fields})
             except BadRequestError as exc:
                 raise ToolException(f"codemode refused the cell: {exc.message}") from None
+            except RunLimitError as exc:  # a cell that never ends: the model can change its code
+                raise ToolException(adapters.stopped(exc)) from None
         return adapters.answer(env)
 
     async def _arun(self, run_manager: AsyncCallbackManagerForToolRun | None = None, **args: Any) -> dict[str, Any]:
@@ -77,6 +79,8 @@ class CodeModeTool(BaseTool):
                 env = await client.run(code, client_tools=self._declarations(call), **{**self.exec_fields, **fields})
             except BadRequestError as exc:
                 raise ToolException(f"codemode refused the cell: {exc.message}") from None
+            except RunLimitError as exc:  # a cell that never ends: the model can change its code
+                raise ToolException(adapters.stopped(exc)) from None
         return adapters.answer(env)
 
 

@@ -34,7 +34,7 @@ except ImportError as exc:  # the framework is an optional extra
 from . import adapters
 from .async_client import AsyncClient
 from .client import Client
-from .errors import BadRequestError
+from .errors import BadRequestError, RunLimitError
 
 
 def codemode_tool(
@@ -64,6 +64,8 @@ def codemode_tool(
                 env = await cm.run(code, client_tools=client_tools, **{**exec_fields, **fields})
             except BadRequestError as exc:  # the service refused the request: the model can change it
                 return json.dumps({"status": "refused", "error": exc.message})
+            except RunLimitError as exc:  # a cell that never ends: the model can change its code
+                return json.dumps({"status": "stopped", "code": exc.code, "error": adapters.stopped(exc)})
         return json.dumps(adapters.answer(env), ensure_ascii=False)
 
     return FunctionTool(

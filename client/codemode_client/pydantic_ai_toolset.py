@@ -35,7 +35,7 @@ except ImportError as exc:  # the framework is an optional extra
 
 from . import adapters
 from .async_client import AsyncClient
-from .errors import BadRequestError
+from .errors import BadRequestError, RunLimitError
 
 #: The model's arguments are checked by ``adapters.exec_arguments`` (and again by the server).
 # Typed Any: pydantic may hand back its plugin validator, API-compatible but not the declared protocol.
@@ -98,6 +98,8 @@ class CodeModeToolset(WrapperToolset[Any]):
                 env = await cm.run(code, client_tools=client_tools, **{**self._fields, **fields})
             except BadRequestError as exc:  # the service refused the request: the model can change it
                 raise ModelRetry(f"codemode refused the cell: {exc.message}") from None
+            except RunLimitError as exc:  # a cell that never ends: the model can change its code
+                raise ModelRetry(adapters.stopped(exc)) from None
         if env.status == "failed" and env.failure_phase == "input":  # refused before it ran: rewrite it
             raise ModelRetry(f"codemode refused the cell before running it ({env.code}): {env.error}")
         return adapters.answer(env)

@@ -8,16 +8,26 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .errors import RunLimitError
 from .models import Envelope, OutputEntry, PendingCall
 
 #: The service's caps on a declaration (service/api/schemas.py ClientToolDecl).
 MAX_DESCRIPTION_CHARS = 4096
 OPEN_OBJECT_SCHEMA: Mapping[str, Any] = {"type": "object"}
 NO_APPROVER_REASON = "no approver was given to run(): pass approve=callable to answer approval requests"
+
+#: ``run()``'s bounds by default: legs (the exec, then each wait) and seconds.  Far more than a cell that
+#: finishes needs (a leg per round of client tool calls), so they stop only a loop that never ends.
+DEFAULT_MAX_LEGS = 1000
+DEFAULT_DEADLINE_S = 900.0
+#: The pause before a wait whose stop only yielded: the first, doubled each time, up to the last.
+FIRST_YIELD_PAUSE_S = 0.05
+LAST_YIELD_PAUSE_S = 2.0
 
 #: ``{name: callable}``, or a list of ``(spec, callable)`` pairs and spec dicts holding a ``handler``.
 ClientTools = Mapping[str, Callable[..., Any]] | Sequence[Any]
@@ -139,13 +149,58 @@ def no_approver(call: PendingCall) -> dict[str, Any]:
 
 @dataclass
 class RunState:
-    """What ``run()`` has seen so far: every output entry, across the exec and each wait."""
+    """What ``run()`` has seen so far (every output entry, across the exec and each wait), and its bounds:
+    ``max_legs`` legs, ``deadline`` seconds from its start (None: none), timed by ``clock``."""
 
+    max_legs: int = DEFAULT_MAX_LEGS
+    deadline: float | None = DEFAULT_DEADLINE_S
+    clock: Callable[[], float] = time.monotonic
     output: list[OutputEntry] = field(default_factory=list)
+    legs: int = 0
+    _pause: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_legs, bool) or not isinstance(self.max_legs, int) or self.max_legs < 1:
+            raise ValueError(f"max_legs must be a positive integer, not {self.max_legs!r}")
+        if self.deadline is not None and (isinstance(self.deadline, bool) or not self.deadline > 0):
+            raise ValueError(f"deadline must be a positive number of seconds or None, not {self.deadline!r}")
+        self.started = self.clock()
 
     def seen(self, env: Envelope) -> Envelope:
+        self.legs += 1
         self.output.extend(env.output)
         return env
+
+    def over(self, env: Envelope) -> RunLimitError | None:
+        """Why the run may not wait on the unfinished cell of ``env`` again (None: it may)."""
+        if self.legs >= self.max_legs:
+            return RunLimitError(
+                f"run() stopped cell {env.cell_id} after {self.legs} legs (max_legs={self.max_legs}) without it "
+                "finishing, and cancelled it: it kept stopping (yields, tool calls) instead of ending. Fix the "
+                "loop in its code, or pass a larger max_legs if it needs that many round trips.",
+                code="max_legs_exceeded",
+                envelope=env,
+            )
+        elapsed = self.clock() - self.started
+        if self.deadline is not None and elapsed >= self.deadline:
+            return RunLimitError(
+                f"run() stopped cell {env.cell_id} after {elapsed:.1f} s (deadline={self.deadline:g} s) without "
+                "it finishing, and cancelled it. Make the cell do less, or pass a later deadline.",
+                code="deadline_exceeded",
+                envelope=env,
+            )
+        return None
+
+    def pause(self, env: Envelope, answered: bool) -> float:
+        """Seconds to wait before resuming ``env``'s cell: none after a stop that was answered or still
+        runs host work; after one that only yielded, a pause that doubles each time (within the deadline)."""
+        if answered or env.status != "waiting" or env.reason != "yield":
+            self._pause = 0.0
+            return 0.0
+        self._pause = min(self._pause * 2, LAST_YIELD_PAUSE_S) if self._pause else FIRST_YIELD_PAUSE_S
+        if self.deadline is None:
+            return self._pause
+        return max(0.0, min(self._pause, self.deadline - (self.clock() - self.started)))
 
     def final(self, env: Envelope) -> Envelope:
         """The last envelope, its ``output`` holding the whole run's output in order (``raw`` as sent)."""

@@ -31,6 +31,7 @@ from .envelopes import Envelope, LegFields
 from .host_requests import HostRequests
 from .json_texts import INLINE, JsonTexts
 from .leg_clock import LegClock
+from .life_bounds import UNBOUNDED, LifeBounds
 from .quotas import TenantQuotas
 from .retention import Retainer, Retention
 from .spec import CellLimits, CellSpec, CellStatus, EndReason
@@ -69,6 +70,7 @@ class Cell:
         account: HeldAccount | None = None,
         clock: Callable[[], float] = time.monotonic,
         json_texts: JsonTexts = INLINE,
+        bounds: LifeBounds = UNBOUNDED,
     ) -> None:
         # ``context``: made (and prepared) before the cell took its worker.
         self.context = context or CellContext(id_prefix + str(uuid.uuid4()), spec)
@@ -91,9 +93,9 @@ class Cell:
         )
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None
-        self._clock = clock
+        self._clock, self._bounds = clock, bounds  # ``bounds``: the legs it may run, the seconds it may live
         self._json_texts = json_texts  # checks the guest's texts an envelope embeds as they are
-        self.last_active = clock()  # when its last leg stopped (parked cells expire from it)
+        self.born = self.last_active = clock()  # its lifetime counts from born; idle expiry from its last leg's stop
         self.final: Envelope | None = None
         self.wait_lock = asyncio.Lock()
         self._delivered_bytes = 0  # inbox bytes handed to the worker, released on its next frame
@@ -154,10 +156,15 @@ class Cell:
         """A wait leg: settle caller answers (results, approvals) and yields, then run until the next stop.
 
         The leg takes its runtime's process when it has replies to deliver; another cell's leg
-        running there first is waited for, within this leg's budget (``_leg``).
+        running there first is waited for, within this leg's budget (``_leg``).  A cell over its
+        ``bounds`` (legs run, lifetime) ends failed instead.
         """
+        now = self._clock()
+        over = self._bounds.over(self.telemetry.legs, now - self.born)
+        if over is not None:  # its answers are dropped with it
+            return await self._end(over, recycle=False)
         self.status = CellStatus.RUNNING
-        self.last_active = self._clock()
+        self.last_active = now
         self.requests.settle_answers(tool_results, approvals or [])
         return await self._leg(budget_ms)
 

@@ -11,10 +11,14 @@ back, i.e. once the guest consumed them.
 
 A request's JSON arguments arrive as the bytes the guest wrote and stay encoded until its handler
 parses them (once); they are checked before that (``max_request_bytes``, ``max_request_values``).
-They are held on the host until the request settles (a client tool call's input waits for the API
-caller, maybe for as long as the cell stays parked), so they are charged to the same allowance, and
-to the tenant's held-bytes quota, from arrival to settlement, cancel or the cell's end; arguments
-that do not fit are refused in the guest, catchably, and the cell goes on.
+They are held on the host until the request settles (a native tool holds them parsed for as long as
+it runs; a client tool call's input waits for the API caller, maybe for as long as the cell stays
+parked), so they are charged to the same allowance, and to the tenant's held-bytes quota, from
+arrival to settlement, cancel or the cell's end, at what they cost: parsed, reckoned from their
+bytes before they are parsed (``bridge.json_cost``), many times their bytes for small values;
+encoded (their bytes) once a request holds them only encoded (a client tool call's input, an input
+waiting for approval).  Arguments that do not fit are refused in the guest, catchably, before they
+are parsed, and the cell goes on.
 
 A handler may ask the API caller to approve its call (``HostCall.ask_approval``): the request then
 parks the cell as an ``approval`` entry while its handler task waits, and goes on in that same task
@@ -40,6 +44,7 @@ from bridge.inbox import (
     arguments_exceeded_message,
     tenant_held_exceeded_message,
 )
+from bridge.json_cost import parsed_cost
 from bridge.json_types import JsonValue
 from bridge.json_values import count_values, over_cap_message
 from bridge.messages import Reply
@@ -72,7 +77,8 @@ class Pending:
     head: bytes = b""
     task: asyncio.Task[None] | None = None
     caller: NeedsCaller | None = None  # set when the API caller must answer it
-    args_bytes: int = 0  # inbox bytes charged for ``args`` while the request is pending
+    args_bytes: int = 0  # size of the encoded arguments (traces)
+    held: int = 0  # inbox bytes charged for what the request holds: its arguments parsed, or its input encoded
     decision: asyncio.Future[tuple[bool, str | None]] | None = None  # the approval its handler awaits
     # Its ``codemode.call`` span while tracing is on (an OpenTelemetry span: only service.tracing names that type).
     span: Any = None
@@ -225,22 +231,24 @@ class HostRequests:
         pending.task = _start_task(self._loop, self._run(route.handler, call))
 
     def _charge_args(self, pending: Pending, raw: bytes) -> dict[str, object] | None:
-        """Check the request's encoded arguments and charge them; return the guest error if they do not fit."""
+        """Check the request's encoded arguments and charge them at their parsed cost (its handler parses
+        them at once); return the guest error if they do not fit."""
         refusal = check_request(raw, self.max_request_bytes, self.max_request_values)
         if refusal is not None:
             return refusal.payload()
         size = len(raw)
-        if size <= UNREFUSED_ARGS_BYTES:
-            self.inbox.charge(size)
-        else:
-            full = self.inbox.try_admit(size)
-            if full is not None:
-                return {
-                    "message": _budget_message(self.inbox, size, full),
-                    "code": "program_data_budget",
-                    "name": "RangeError",
-                }
         pending.args_bytes = size
+        if size <= UNREFUSED_ARGS_BYTES:
+            cost = parsed_cost(raw)
+            self.inbox.charge(cost)
+        elif size > self.inbox.remaining:  # they cost at least their bytes: refused without a reckoning
+            return _budget_refusal(self.inbox, None, "cell", size).payload()
+        else:
+            cost = parsed_cost(raw)
+            full = self.inbox.try_admit(cost)
+            if full is not None:
+                return _budget_refusal(self.inbox, cost, full, size).payload()
+        pending.held = cost
         return None
 
     async def _run(self, handler: Handler, call: HostCall) -> None:
@@ -278,7 +286,7 @@ class HostRequests:
         held = None
         if need.kind == "client_tool":
             try:
-                held = jsoncodec.fragment(jsoncodec.dumps_kept(need.input))
+                encoded = jsoncodec.dumps_kept(need.input)
             except TypeError as exc:
                 self.settle(
                     request_id,
@@ -286,6 +294,12 @@ class HostRequests:
                     {"message": f"client tool input is not JSON: {exc}", "code": "invalid_input", "name": "TypeError"},
                 )
                 return
+            held = jsoncodec.fragment(encoded)
+            # Its bytes are all it holds now: charged in place of the parsed arguments (a before-hook's
+            # rewrite may be larger: trusted plugin code, charged without a refusal).
+            self.inbox.release(p.held)
+            p.held = len(encoded)
+            self.inbox.charge(p.held)
         p.caller = NeedsCaller(need.kind, tool=need.tool, input=held, reason=need.reason, name=need.name)
         self.wake.set()
 
@@ -294,7 +308,10 @@ class HostRequests:
 
         ``input`` is best given as its compact JSON (bytes): while the caller decides, the request
         holds only these bytes, which take over the charge of its arguments (a handler that passes
-        bytes holds no parsed copy meanwhile, see ``CallSession``).
+        bytes holds no parsed copy meanwhile, see ``CallSession``), and once approved it is charged
+        the input's parsed cost again (the handler parses it to run the call; refused like arguments
+        that do not fit).  A handler that passes objects keeps them meanwhile: its arguments stay
+        charged, and the bytes shown beside them.
         """
         p = self._pending.get(request_id)
         if p is None:
@@ -303,12 +320,9 @@ class HostRequests:
             raw = input if isinstance(input, bytes) else jsoncodec.dumps_kept(input)
         except TypeError as exc:
             raise GuestError(f"the input of {tool} is not JSON: {exc}", "invalid_input", name="TypeError") from None
-        self.inbox.release(p.args_bytes)
-        p.args_bytes = 0
-        full = self.inbox.try_admit(len(raw))
-        if full is not None:
-            raise GuestError(_budget_message(self.inbox, len(raw), full), "program_data_budget", name="RangeError")
-        p.args_bytes = len(raw)
+        encoded_only = isinstance(input, bytes)
+        kept = 0 if encoded_only else p.held
+        _recharge(self.inbox, p, kept + len(raw), len(raw))
         held = jsoncodec.fragment(raw)
         decision: asyncio.Future[tuple[bool, str | None]] = self._loop.create_future()
         p.caller = NeedsCaller("approval", tool=tool, input=held, reason=reason)
@@ -316,9 +330,12 @@ class HostRequests:
         self._unconfirmed.discard(request_id)  # nothing is dispatched unless it is approved
         self.wake.set()
         try:
-            return await decision
+            approved, why = await decision
         finally:
             p.caller, p.decision = None, None
+        if approved and self._pending.get(request_id) is p:
+            _recharge(self.inbox, p, parsed_cost(raw) if encoded_only else kept, len(raw))
+        return approved, why
 
     def settle_answers(
         self, tool_results: Sequence[Mapping[str, object]], approvals: Sequence[Mapping[str, object]]
@@ -356,7 +373,7 @@ class HostRequests:
         self._confirm(request_id)
         if pending is None or self._closed:
             return  # cancelled timer, or a late completion after the cell ended: discarded
-        self.inbox.release(pending.args_bytes)  # the reply, charged below, takes over from the arguments
+        self.inbox.release(pending.held)  # the reply, charged below, takes over from the arguments
         try:
             raw = value.data if isinstance(value, RawJson) else jsoncodec.dumps(value)
         except TypeError as exc:
@@ -367,7 +384,7 @@ class HostRequests:
             self._charged[request_id] = size
         else:
             ok = False
-            message = _budget_message(self.inbox, size, full, reply=True)
+            message = _budget_message(self.inbox, size, full)
             raw = jsoncodec.dumps({"message": message, "code": "program_data_budget"})
         reply: Reply = {"id": request_id, "ok": ok}
         if ok:
@@ -387,7 +404,7 @@ class HostRequests:
         self.waiting.stop(request_id)
         if pending is None:
             return
-        self.inbox.release(pending.args_bytes)
+        self.inbox.release(pending.held)
         if pending.task is not None:
             pending.task.cancel()
         if pending.span is not None:
@@ -475,14 +492,34 @@ else:
         return loop.create_task(work)
 
 
-def _budget_message(inbox: InboxAllowance, size: int, full: str, *, reply: bool = False) -> str:
-    """Why ``size`` bytes of arguments (or of a ``reply``) fit neither the cell's allowance nor its tenant's quota."""
+def _budget_message(inbox: InboxAllowance, size: int, full: str) -> str:
+    """Why a reply of ``size`` bytes fits neither the cell's allowance nor its tenant's quota."""
     account = inbox.account
     if full == "tenant" and account is not None:
         return tenant_held_exceeded_message(size, account)
-    if reply:
-        return INBOX_EXCEEDED_MESSAGE
-    return arguments_exceeded_message(size, inbox.capacity, inbox.used)
+    return INBOX_EXCEEDED_MESSAGE
+
+
+def _recharge(inbox: InboxAllowance, pending: Pending, cost: int, size: int) -> None:
+    """Charge ``cost`` for what ``pending`` holds from now on instead of its charge so far (a
+    ``GuestError`` when it does not fit: the request then holds nothing charged)."""
+    inbox.release(pending.held)
+    pending.held = 0
+    full = inbox.try_admit(cost)
+    if full is not None:
+        raise _budget_refusal(inbox, cost, full, size)
+    pending.held = cost
+
+
+def _budget_refusal(inbox: InboxAllowance, cost: int | None, full: str, size: int) -> GuestError:
+    """The guest error of arguments (``size`` bytes encoded, ``cost`` bytes held; None: not reckoned, their
+    bytes alone do not fit) that fit neither the cell's allowance nor its tenant's quota."""
+    account = inbox.account
+    if full == "tenant" and account is not None:
+        message = tenant_held_exceeded_message(size if cost is None else cost, account)
+    else:
+        message = arguments_exceeded_message(size, cost, inbox.capacity, inbox.used)
+    return GuestError(message, "program_data_budget", name="RangeError")
 
 
 # ---- the caps the prelude enforces, enforced again here ----------------------------------------

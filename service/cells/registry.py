@@ -35,6 +35,7 @@ from .envelopes import Envelope, finished_summary, input_refusal
 from .events import EventLog, EventLogs
 from .finished import FinishedCell, FinishedCells
 from .json_texts import INLINE, JsonTexts
+from .life_bounds import LifeBounds
 from .quotas import QuotaCaps, TenantQuotas
 from .retention import Retainer
 from .source_checks import OFF_LOOP_CHARS, check_source, source_problem
@@ -102,6 +103,7 @@ class CellRegistry:
             tracing=tracing,
         )
         self.cell_id_prefix = "cell_"  # replicas put their id in it (service/cluster/identity.py)
+        self._bounds = LifeBounds(settings.max_legs_per_cell, settings.max_cell_lifetime_seconds)
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -198,6 +200,7 @@ class CellRegistry:
                 account=account,
                 clock=self.clock,
                 json_texts=self.json_texts,
+                bounds=self._bounds,
             )
             self._cells[cell.id] = cell
             self._watch(cell)

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from service.log_limits import LogLimiter
 from service.stores.base import RunFailures, RunIncrement
 
 #: The run of a session's cells that name no ``run_id``: they all share it (and its saved results).
@@ -56,20 +57,6 @@ class RunCounters(Protocol):
     async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None: ...
 
 
-class StoreComplaints:
-    """Logs each kind of store problem at most once a minute (a hung store would flood the log)."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self._at: dict[str, float] = {}  # what was logged -> when
-
-    def __call__(self, what: str, exc: Exception | str) -> None:
-        now = self._clock()
-        if now - self._at.get(what, -float("inf")) >= 60:
-            self._at[what] = now
-            log.warning("%s: %s", what, exc)
-
-
 class RunBook:
     """The runs of this process: their views (read from the store, cached, bounded) and their
     reservations; the failures still to write go to its ``RunWriter``."""
@@ -90,8 +77,10 @@ class RunBook:
         self._clock = clock
         self._runs: OrderedDict[RunKey, tuple[RunState, float]] = OrderedDict()  # state, expires at
         self._reads: dict[RunKey, asyncio.Task[None]] = {}
-        self._complain = StoreComplaints(clock)
-        self._writer = None if store is None else RunWriter(store, self._complain, clock)
+        # Each kind of store problem is logged once a minute at most: a hung store, or a tenant whose every
+        # new run is past its quota, would flood the log.
+        self._warnings = LogLimiter(clock)
+        self._writer = None if store is None else RunWriter(store, self._warnings, clock)
 
     # ---- ledgers -------------------------------------------------------------------------------
 
@@ -206,7 +195,9 @@ class RunBook:
                 if self._writer is not None:
                     self._writer.drop(key)
                 state.forget()
-                self._complain("runs' tool failures dropped unwritten", "the store has been failing for long")
+                _complain(
+                    self._warnings, "runs' tool failures dropped unwritten", "the store has been failing for long"
+                )
             del self._runs[key]
             excess -= 1
             if not excess:
@@ -232,7 +223,7 @@ class RunBook:
         try:
             found = await self.store.run_failures(*state.key)
         except StoreError as exc:
-            self._complain("run failure counters unavailable, using the last ones seen", exc)
+            _complain(self._warnings, "run failure counters unavailable, using the last ones seen", exc)
         else:
             # A write that started meanwhile answers with fresher counters than this read.
             if state.version == version and state.writing is None:
@@ -246,9 +237,9 @@ class RunWriter:
     """The stored runs' counted failures on their way to the store: one writer task sends them in
     batches, and a cell's end waits (``written``) for the batch that carries its own."""
 
-    def __init__(self, store: RunCounters, complain: StoreComplaints, clock: Callable[[], float]) -> None:
+    def __init__(self, store: RunCounters, warnings: LogLimiter, clock: Callable[[], float]) -> None:
         self._store = store
-        self._complain = complain
+        self._warnings = warnings
         self._clock = clock
         self._dirty: dict[RunKey, RunState] = {}
         self._task: asyncio.Task[None] | None = None
@@ -324,15 +315,19 @@ class RunWriter:
                 raise
             if not isinstance(exc, StoreError):
                 log.exception("writing runs' tool failures failed (kept, retried)")
-            self._complain("could not write runs' tool failures (kept, retried)", f"{len(batch)} runs: {exc}")
+            _complain(
+                self._warnings, "could not write runs' tool failures (kept, retried)", f"{len(batch)} runs: {exc}"
+            )
             return False
         now = self._clock()
         for state, found in zip(states, answers):
             state.written(found, now)
             if found is None and state.key is not None:
-                log.warning(
-                    "tool failures of run %r of tenant %r are kept in this process only: the tenant's "
-                    "session-store quota (tenant_store_bytes) is full",
+                self._warnings.warning(
+                    log,
+                    "store quota",
+                    "tool failures of run %r of tenant %r (and of later runs like it) are kept in this process "
+                    "only: the tenant's session-store quota (tenant_store_bytes) is full",
                     state.key[2],
                     state.key[0],
                 )
@@ -344,3 +339,8 @@ class RunWriter:
         if self._wrote is not None:
             self._wrote.set()
             self._wrote = None
+
+
+def _complain(warnings: LogLimiter, what: str, exc: Exception | str) -> None:
+    """Log a store problem (``what``, then why), once a minute at most for each kind."""
+    warnings.warning(log, what, "%s: %s", what, exc)

@@ -371,12 +371,13 @@ class CallSession:
         """What the tool's execute() returned: a ``ToolResult`` or the details of a successful one."""
         assert entry.spec is not None
         attempts = MAX_ATTEMPTS if entry.spec.idempotent else 1
+        # A retry starts from the arguments as they were (a failed attempt may have changed them in place).
+        fresh = _retry_copies(params) if attempts > 1 else None
         retrying = False  # this call holds one of the breaker's retries
         try:
             for attempt in range(1, attempts + 1):
                 try:
-                    # Each attempt gets its own copy: a failed attempt may have changed its arguments.
-                    given = params if attempt == attempts else jsoncodec.copied(params)
+                    given = params if fresh is None or attempt == 1 else fresh()
                     # The tool gets whatever JSON its input schema accepted (``Execute`` names only the usual object).
                     raw = entry.spec.execute(ctx.call_id, given, ctx)  # type: ignore[arg-type]
                     if inspect.isawaitable(raw):  # sync or async (inline: no coroutine of its own)
@@ -419,6 +420,17 @@ class CallSession:
             except Exception as exc:  # noqa: BLE001
                 raise _sanitised(entry, exc, stage="an after-hook", started=True) from None
         return result
+
+
+def _retry_copies(params: JsonValue) -> Callable[[], JsonValue]:
+    """Fresh copies of ``params`` for retries, parsed from their encoding, kept meanwhile: a parsed copy
+    would hold as much again as the arguments while the first attempt runs (they are charged once)."""
+    try:
+        encoded = jsoncodec.dumps_kept(params)
+    except jsoncodec.JSONEncodeError:  # integers beyond 64 bits (a before-hook's): a copy kept aside
+        spare = jsoncodec.copied(params)
+        return lambda: jsoncodec.copied(spare)
+    return lambda: jsoncodec.loads(encoded)
 
 
 def _encoded_input(name: str, prepared: JsonValue) -> bytes:

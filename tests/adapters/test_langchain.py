@@ -87,3 +87,15 @@ def test_a_refused_cell_is_an_answer_for_the_model(base_url):
     tool = codemode_tool(base_url, api_key=API_KEY)
     answer = tool.invoke({"code": "ls -la"})
     assert answer["status"] == "failed" and answer["code"] == "invalid_input", answer
+
+
+def test_a_cell_that_never_ends_is_a_tool_error_the_model_sees(base_url):
+    """A cell yielding for ever is stopped at the run's max_legs (an exec field of the tool) and cancelled; the
+    tool message the model gets next is LangChain's tool error naming the bound, and the agent goes on."""
+    tool = codemode_tool(base_url, api_key=API_KEY, max_legs=3)
+    model = scripted("for (;;) await yield_control('again')")
+    model.received.clear()
+    state = create_agent(model, [tool]).invoke({"messages": [("user", "loop")]})
+    assert state["messages"][-1].content == "done"
+    [sent] = [m for m in model.received[-1] if isinstance(m, ToolMessage)]
+    assert sent.status == "error" and "max_legs_exceeded" in sent.content and "max_legs=3" in sent.content, sent

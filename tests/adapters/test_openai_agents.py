@@ -90,3 +90,15 @@ def test_a_tool_that_needs_approval_asks_the_approver(base_url, spans):
             assert answer["value"] == {"country": "FR", "price": 6.0} and CALLS, answer
         else:
             assert "needs approval" in answer["value"]["refused"] and CALLS == [], answer
+
+
+def test_a_cell_that_never_ends_is_a_tool_error_the_model_sees(base_url):
+    """A cell yielding for ever is stopped at the run's max_legs (an exec field of the tool) and cancelled; the
+    model's next input is the tool's answer saying it stopped the cell, naming the bound."""
+    tool = codemode_tool(base_url, api_key=API_KEY, max_legs=3)
+    model = scripted("for (;;) await yield_control('again')")
+    result = Runner.run_sync(Agent(name="looper", model=model, tools=[tool]), "loop")
+    assert result.final_output == "done"
+    answer = tool_output(model)
+    assert answer["status"] == "stopped" and answer["code"] == "max_legs_exceeded", answer
+    assert "max_legs=3" in answer["error"]

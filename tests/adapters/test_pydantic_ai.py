@@ -89,3 +89,21 @@ def test_a_cell_refused_before_it_ran_is_a_model_retry(base_url):
     assert answer == {"status": "completed", "value": 42}, answer
     assert len(retries) == 1 and retries[0].retry is not None and retries[0].retry.cause == "model_retry"
     assert "refused the cell before running it (invalid_input): SyntaxError at cell.js:" in str(retries[0].content)
+
+
+def test_a_cell_that_never_ends_is_a_tool_error_the_model_sees(base_url):
+    """A cell yielding for ever is stopped at the run's max_legs (an exec field of the toolset) and cancelled;
+    the model gets pydantic-ai's retry prompt naming the bound, and can write other code."""
+    prompts: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returns = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+        if not returns:
+            return ModelResponse(parts=[ToolCallPart("codemode", {"code": "for (;;) await yield_control('again')"})])
+        prompts.append(f"{returns[-1].outcome}: {returns[-1].content}")
+        return ModelResponse(parts=[TextPart("gave up")])
+
+    toolset = CodeModeToolset(AsyncClient(base_url, API_KEY), max_legs=3)
+    assert Agent(FunctionModel(model), toolsets=[toolset]).run_sync("loop").output == "gave up"
+    assert len(prompts) == 1 and prompts[0].startswith("retried: "), prompts
+    assert "max_legs_exceeded" in prompts[0] and "max_legs=3" in prompts[0], prompts

@@ -88,7 +88,9 @@ def test_forced_charge_counts_past_capacity_and_releases_exactly() -> None:
 
 def test_arguments_message_names_sizes_and_what_to_do() -> None:
     """The refusal of oversized arguments gives the sizes and the way out."""
-    message = arguments_exceeded_message(7_000_000, 10_485_760, 7_000_019)
+    message = arguments_exceeded_message(7_000_000, 150_000_000, 10_485_760, 7_000_019)
     assert message.startswith("program-data budget exceeded")
-    assert "7000000 bytes" in message and "10485760 bytes" in message and "7000019 bytes" in message
+    assert "7000000 bytes" in message and "about 150000000 bytes" in message
+    assert "10485760 bytes" in message and "7000019 bytes" in message
     assert "less data per call" in message
+    assert "held as more than 7000000 bytes" in arguments_exceeded_message(7_000_000, None, 10_485_760, 7_000_019)

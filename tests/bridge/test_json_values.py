@@ -4,7 +4,6 @@ any JSON text and any cap, at the cost of a few passes over the bytes and never 
 from __future__ import annotations
 
 import json
-import tracemalloc
 from typing import Any
 
 import orjson
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 
 from bridge import json_values
 from bridge.json_values import count_values, nested_deeper_than
+from tests.support.allocations import peak_allocated
 
 MiB = 1024 * 1024
 # Strings made of the bytes that matter to the counter: separators, brackets, quotes, escapes, spaces.
@@ -75,15 +75,6 @@ def test_exact_counts(text, values):
     assert count_values(b"  ", 0) == 0
 
 
-def _peak(fn: Any, *args: Any) -> int:
-    tracemalloc.start()
-    try:
-        fn(*args)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name, value, cap",
@@ -98,8 +89,8 @@ def test_counting_holds_no_object_per_value(name, value, cap):
     it allocates (tens of bytes per value): it builds no Python object per value."""
     text = orjson.dumps(value)
     del value
-    counted = _peak(count_values, text, cap)
-    parsed = _peak(orjson.loads, text)
+    counted = peak_allocated(count_values, text, cap)
+    parsed = peak_allocated(orjson.loads, text)
     assert counted <= 2 * len(text) + 8 * MiB, (name, counted, len(text))
     assert counted * 3 < parsed, (name, counted, parsed)
 

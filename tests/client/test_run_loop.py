@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from codemode_client import AsyncClient, Client
-from codemode_client.tools import NO_APPROVER_REASON
+from codemode_client import AsyncClient, Client, Envelope, RunLimitError
+from codemode_client.tools import NO_APPROVER_REASON, RunState
 
 
 def envelope(status: str, **fields: Any) -> dict[str, Any]:
@@ -61,7 +61,7 @@ class Scripted:
 
     def answer(self, request: httpx.Request) -> httpx.Response:
         assert request.method == "POST"
-        self.requests.append((request.url.path, json.loads(request.content)))
+        self.requests.append((request.url.path, json.loads(request.content) if request.content else {}))
         return httpx.Response(200, json=self.script.pop(0))
 
     def sync(self) -> httpx.Client:
@@ -147,3 +147,75 @@ def test_an_approver_that_raises_stops_run(scripted: Scripted):
         with pytest.raises(RuntimeError, match="approver is down"):
             client.run("x", client_tools={"lookup": lambda p: p}, approve=approve, background=True, session_id="s1")
     assert len(scripted.requests) == 2  # exec and the first wait; the waiting stop was never answered
+
+
+YIELDED = envelope("waiting", reason="yield", pending_tool_calls=[{"id": "req_9", "method": "yield"}])
+ASKED = envelope("waiting", reason="pending_tools", pending_tool_calls=[CLIENT_CALL])
+
+
+def test_run_pauses_before_resuming_a_stop_that_only_yielded(scripted: Scripted, monkeypatch):
+    """Each yield-only stop is resumed after a pause that doubles from 50 ms up to 2 s; a stop that needed
+    an answer resets it, and one answered (a client tool call) is resumed at once."""
+    scripted.script = [YIELDED] * 8 + [ASKED, YIELDED, envelope("completed", value=1)]
+    pauses: list[float] = []
+    monkeypatch.setattr("codemode_client.client._sleep", pauses.append)
+    with Client("http://testserver", http_client=scripted.sync()) as client:
+        env = client.run("x", client_tools={"lookup": lambda p: 1})
+    assert env.value == 1 and len(scripted.requests) == 11
+    assert pauses == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 0.05]
+
+
+def test_run_stops_a_cell_at_max_legs_cancelling_it(scripted: Scripted, monkeypatch):
+    """With max_legs=3, the third stop is not resumed: the cell is cancelled and RunLimitError names the bound."""
+    scripted.script = [YIELDED] * 3 + [envelope("failed", code="aborted")]
+    monkeypatch.setattr("codemode_client.client._sleep", lambda s: None)
+    with Client("http://testserver", http_client=scripted.sync()) as client:
+        with pytest.raises(RunLimitError) as caught:
+            client.run("x", max_legs=3)
+    assert caught.value.code == "max_legs_exceeded" and caught.value.cell_id == "cell_1"
+    assert "max_legs=3" in caught.value.message and caught.value.envelope.reason == "yield"
+    assert [path for path, _ in scripted.requests] == [
+        "/v1/exec",
+        "/v1/cells/cell_1/wait",
+        "/v1/cells/cell_1/wait",
+        "/v1/cells/cell_1/cancel",
+    ]
+
+
+@pytest.mark.anyio
+async def test_async_run_is_bounded_alike(scripted: Scripted, monkeypatch):
+    """AsyncClient.run pauses (awaiting) and stops at max_legs the same way."""
+    scripted.script = [YIELDED] * 3 + [envelope("failed", code="aborted")]
+    pauses: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+
+    monkeypatch.setattr("codemode_client.async_client._sleep", pause)
+    http = httpx.AsyncClient(transport=scripted.transport)
+    async with AsyncClient("http://testserver", http_client=http) as client:
+        with pytest.raises(RunLimitError, match="max_legs=3"):
+            await client.run("x", max_legs=3)
+    await http.aclose()
+    assert pauses == [0.05, 0.1, 0.2] and scripted.requests[-1][0] == "/v1/cells/cell_1/cancel"
+
+
+def test_the_deadline_bounds_the_pauses_and_the_run():
+    """By the run's clock: a pause never outlasts the deadline, and past it the next wait is refused."""
+    now = [0.0]
+    state = RunState(max_legs=100, deadline=1.0, clock=lambda: now[0])
+    yielded = Envelope.parse(YIELDED)
+    assert state.pause(yielded, answered=False) == 0.05
+    now[0] = 0.95
+    assert state.over(yielded) is None
+    assert state.pause(yielded, answered=False) == pytest.approx(0.05)  # 0.1 due, 0.05 left
+    now[0] = 1.0
+    over = state.over(yielded)
+    assert over is not None and over.code == "deadline_exceeded" and "deadline=1 s" in over.message
+    assert RunState(deadline=None).pause(yielded, answered=False) == 0.05
+
+
+@pytest.mark.parametrize("bounds", [{"max_legs": 0}, {"max_legs": True}, {"deadline": 0}, {"deadline": -1.0}])
+def test_bounds_out_of_range_are_refused(bounds):
+    with pytest.raises(ValueError, match=next(iter(bounds))):
+        RunState(**bounds)

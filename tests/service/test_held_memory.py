@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from bridge.json_cost import parsed_cost
 from service.cells.envelopes import SUMMARY_TEXT_BYTES
 from tests.conftest import make_client, run, wait
 from tests.support.polling import poll_until
@@ -41,9 +42,14 @@ def held_bytes(client: TestClient) -> int:
     return int(float(match.group(1)))
 
 
-def args_bytes(tool: str, params: dict[str, Any]) -> int:
-    """UTF-8 size of a tool request's compact JSON arguments, as the guest sends them."""
-    return len(json.dumps([tool, params], separators=(",", ":"), ensure_ascii=False).encode())
+def compact(value: Any) -> bytes:
+    """Compact JSON as the guest and the host write it (UTF-8)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def args_cost(tool: str, params: dict[str, Any]) -> int:
+    """What a running tool request's arguments are charged: their parsed cost, reckoned from the bytes the guest sends."""
+    return parsed_cost(compact([tool, params]))
 
 
 def sink_calls(count: int) -> str:
@@ -58,9 +64,9 @@ def sink_calls(count: int) -> str:
 
 @pytest.mark.slow
 def test_client_tool_inputs_are_charged_until_answered_and_over_allowance_refused(svc):
-    """Pending client-tool inputs count against the inbox; a call that does not fit rejects
-    catchably and the cell goes on; each answer releases its input's bytes."""
-    one = args_bytes("sink", {"k": 1, "s": ARG_CHAR * ARG_CHARS})
+    """Pending client-tool inputs count against the inbox (as the encoded input each holds); a call that
+    does not fit rejects catchably and the cell goes on; each answer releases its input's bytes."""
+    one = len(compact({"k": 1, "s": ARG_CHAR * ARG_CHARS}))
     env = run(svc, sink_calls(3), client_tools=[SINK])
     assert env["status"] == "waiting", env
     assert [p["input"]["k"] for p in env["pending_tool_calls"]] == [1, 2]  # the third was refused
@@ -104,7 +110,7 @@ def test_cancel_releases_inputs_and_arguments_of_running_tools(svc):
     """
     env = run(svc, code, client_tools=[SINK], timeout_ms=1000)
     assert env["status"] == "waiting", env
-    expected = args_bytes("echo", {"x": payload, "delay": 60}) + args_bytes("sink", {"s": "z" * 1000})
+    expected = args_cost("echo", {"x": payload, "delay": 60}) + len(compact({"s": "z" * 1000}))
     assert held_bytes(svc) == expected
     r = svc.post(f"/v1/cells/{env['cell_id']}/cancel")
     assert r.status_code == 200 and r.json()["code"] == "aborted", r.text
@@ -118,7 +124,7 @@ def test_expiry_releases_pending_inputs(tmp_path):
     with make_client(tmp_path, workers=1, cell_ttl_seconds=60, cells_clock=lambda: now[0]) as client:
         env = run(client, sink_calls(1), client_tools=[SINK])
         assert env["status"] == "waiting", env
-        assert held_bytes(client) == args_bytes("sink", {"k": 1, "s": ARG_CHAR * ARG_CHARS})
+        assert held_bytes(client) == len(compact({"k": 1, "s": ARG_CHAR * ARG_CHARS}))
         now[0] += 61  # past cell_ttl_seconds idle
         poll_until(lambda: client.get(f"/v1/cells/{env['cell_id']}").json()["status"] == "failed", "the cell expires")
         assert client.get(f"/v1/cells/{env['cell_id']}").json()["code"] == "aborted"

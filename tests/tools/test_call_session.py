@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 
 import pytest
 
@@ -280,3 +281,25 @@ async def test_loop_guard_counts_short_and_long_arguments_alike(make_tool, ctx) 
             await session.call("echo", args, ctx)
     assert await session.call("echo", {"a": "x" * 99 + "y", "b": 2}, ctx) == "ok"  # same length, other text
     assert await session.call("echo", {"a": 2, "b": 2}, ctx) == "ok"
+
+
+@pytest.mark.anyio
+async def test_an_idempotent_tool_tries_first_on_the_arguments_and_retries_on_fresh_copies(ctx) -> None:
+    """Handed over, the arguments are what an idempotent tool's first attempt gets (no parsed copy held
+    beside them, which would double what the call holds); a retry gets the arguments as they were, parsed
+    afresh, whatever the failed attempt changed in place."""
+    seen: list[tuple[object, str]] = []
+
+    async def flaky(call_id, params, ctx):
+        seen.append((params, json.dumps(params)))
+        params["x"].append("changed")
+        if len(seen) == 1:
+            raise ConnectionError("connection reset by peer")
+        return "ok"
+
+    spec = ToolSpec(name="f", description="", execute=flaky, input_schema={"type": "object"}, idempotent=True)
+    given = {"x": [1]}
+    outcome = await _session([spec]).call_detailed("f", given, ctx, handed_over=True)
+    assert outcome.details == "ok" and len(seen) == 2
+    assert seen[0][0] is given
+    assert seen[1][0] is not given and seen[1][1] == '{"x": [1]}'
