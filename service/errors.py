@@ -19,6 +19,7 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── ResponseNotEncodable         500: an answer could not be written as JSON (retrying cannot help)
  ├── WorkerGone                   a worker's pipe closed or its frames cannot be read; the cell layer
  │                                always turns it into a ``runtime_unavailable`` envelope (never an HTTP answer)
+ ├── IllegalTransition            500: a cell was asked to move to a state its state machine forbids (a bug)
  ├── ServerUnreachable            ``codemode exec --url``: no server answers at the URL (never an HTTP answer)
  ├── ServerRefused                ``codemode exec --url``: the server answered its error body (never an HTTP answer)
  └── ConfigError                  raised at start: a setting is wrong (never an HTTP answer)
@@ -200,6 +201,13 @@ class WorkerGone(ServiceError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class IllegalTransition(ServiceError):
+    """Raised when a cell is moved between states its machine does not connect (``cells/state.py``): a bug."""
+
+    code = "illegal_transition"
+    status = 500
 
 
 class ServerUnreachable(ServiceError):
