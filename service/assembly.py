@@ -35,7 +35,7 @@ from .handlers.tools import install_tools
 from .metrics import Metrics
 from .process_tuning import tune_process
 from .settings import Settings
-from .stores import ResultsBackend, ResultsLimits, SessionStore, open_results, open_store
+from .stores import RedisHA, ResultsBackend, ResultsLimits, SessionStore, open_results, open_store
 from .stores.errors import StoreError
 from .stores.results_backend import LocalResults
 from .tools.access import ToolAccess
@@ -273,13 +273,26 @@ def _session_store(settings: Settings, store: SessionStore | None | bool) -> Ses
     if store is True:
         try:
             return open_store(
-                settings.resolved_store_url, store_limits(settings), timeout_seconds=settings.store_timeout_ms / 1000
+                settings.resolved_store_url,
+                store_limits(settings),
+                timeout_seconds=settings.store_timeout_ms / 1000,
+                ha=redis_ha(settings),
             )
         except StoreError as exc:
             raise ConfigError(str(exc), need_param="store_url") from None
     if store is False or store is None:
         return None
     return store
+
+
+def redis_ha(settings: Settings) -> RedisHA:
+    """The Sentinels and write acknowledgement of a ``redis://`` store (service/stores/redis_target.py)."""
+    return RedisHA(
+        sentinels=settings.redis_sentinels,
+        master_name=settings.redis_master_name,
+        sentinel_password=settings.redis_sentinel_password,
+        wait_replicas=settings.redis_wait_replicas,
+    )
 
 
 def _mcp_hub(settings: Settings, catalog: ToolCatalog, policy: ToolPolicy) -> McpHub | None:
@@ -310,6 +323,7 @@ def _results(settings: Settings, *, shared: bool, clock: Callable[[], float] | N
             ResultsLimits(tenant_max_bytes=settings.tenant_results_bytes, max_bytes=settings.results_max_bytes),
             clock,
             settings.store_timeout_ms / 1000,
+            redis_ha(settings),
         )
     except StoreError as exc:
         raise ConfigError(str(exc), need_param="store_url") from None
