@@ -26,6 +26,7 @@ from .cells.registry import CellRegistry
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
 from .demo import demo_settings
+from .drain import Drain
 from .errors import ConfigError, WorkerGone
 from .handlers.api_files import install_api_files
 from .handlers.cell_tools import cell_tools, prepare_cell
@@ -75,6 +76,7 @@ class Components:
     results: ResultsBackend
     mcp: McpHub | None = None
     replica: Replica | None = None  # with a shared (Redis) store: this process as one replica of many
+    drain: Drain | None = None  # what SIGTERM runs before the server stops (service/drain.py)
     metrics: Metrics = field(default_factory=Metrics)
     tracing: Tracing = NO_TRACING
     sandbox: SandboxStatus = field(default_factory=lambda: SandboxStatus({"mode": "auto"}))
@@ -191,6 +193,7 @@ def build_components(
     )
     replica = replica_for(settings, session_store)
     _attach_to_registry(cells, results, mcp, replica)
+    drain = Drain(cells, replica, seconds=settings.drain_seconds, keep_seconds=settings.cell_ttl_seconds)
     return Components(
         settings=settings,
         pool=pool,
@@ -203,6 +206,7 @@ def build_components(
         results=results,
         mcp=mcp,
         replica=replica,
+        drain=drain,
         tracing=tracing,
         sandbox=SandboxStatus(sandbox),
     )

@@ -51,12 +51,14 @@ CONTRACT = {
     "service.errors.Forbidden": "forbidden",
     "service.errors.HostNotAllowed": "host_not_allowed",
     "service.errors.CellNotFound": "cell_not_found",
+    "service.errors.CellDrained": "cell_drained",
     "service.errors.NotFound": "not_found",
     "service.errors.WaitInProgress": "wait_in_progress",
     "service.errors.BodyTooLarge": "body_too_large",
     "service.errors.TooManyRequests": "too_many_requests",
     "service.errors.Overloaded": "overloaded",
     "service.errors.StoreUnavailable": "store_unavailable",
+    "service.errors.ReplicaDraining": "replica_draining",
     "service.errors.ResponseNotEncodable": "response_not_encodable",
     "service.errors.McpConfigError": "mcp_config",  # start-up: an unusable [mcp.servers.<name>] entry
     # guest-visible err.code of a rejected tool call (ToolCallError.to_guest)

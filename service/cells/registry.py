@@ -99,6 +99,7 @@ class CellRegistry:
             tracing=tracing,
         )
         self.cell_id_prefix = "cell_"  # replicas put their id in it (service/cluster/identity.py)
+        self.refuse_new: Callable[[], None] | None = None  # set by the drain (service/drain.py): raises
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -161,6 +162,8 @@ class CellRegistry:
 
     async def exec(self, spec: CellSpec, trace_parent: TraceParent = None) -> Envelope:
         """Start a cell and run its first leg (traced as a child of ``trace_parent``, from its admission)."""
+        if self.refuse_new is not None:
+            self.refuse_new()  # this replica is draining: no new cell
         started_ns = time.time_ns() if self.tracing.enabled else None
         # The source pre-checks know JavaScript; Monty reports a Python cell's own syntax errors.
         code = spec.code
@@ -289,6 +292,16 @@ class CellRegistry:
         if summary is not None:
             return summary.snapshot
         raise CellNotFound(NOT_FOUND)
+
+    def running_count(self) -> int:
+        """Cells running a leg now (live and not parked): what a drain lets finish."""
+        parked = set(self.quotas.parked_ids())
+        return sum(1 for cell_id in self._cells if cell_id not in parked)
+
+    def held_cell_ids(self) -> list[str]:
+        """Every cell a later request could still reach here: the live ones, and background cells whose end
+        was not collected yet."""
+        return list(dict.fromkeys([*self._cells, *self.background.cell_ids()]))
 
     def stats(self) -> dict[str, int]:
         return {"live": len(self._cells), **self.quotas.stats(), "waiting": self.quotas.parks, **self.counts}

@@ -11,9 +11,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from service.stores.errors import StoreError
+
+from .drained import Fate
 
 log = logging.getLogger("codemode")
 
@@ -33,6 +36,10 @@ class ReplicaDirectory(Protocol):
     async def replica_url(self, replica_id: str) -> str | None: ...
 
     async def forget_replica(self, replica_id: str) -> None: ...
+
+    async def record_drained(self, replica_id: str, fates: Mapping[str, str], ttl_ms: int) -> None: ...
+
+    async def drained_cell(self, replica_id: str, cell_id: str) -> str | None: ...
 
 
 class Membership:
@@ -78,6 +85,28 @@ class Membership:
                 self._known = {k: v for k, v in self._known.items() if v[1] > now}
             self._known[replica_id] = (url, now + self.ttl_seconds / BEATS_PER_TTL)
         return url
+
+    async def drained_fate(self, replica_id: str, cell_id: str) -> Fate | None:
+        """What a stopped replica's drain recorded for ``cell_id``; None if it recorded nothing (it died, or the
+        cell had ended).  Raises StoreError while the store is down."""
+        text = await self.directory.drained_cell(replica_id, cell_id)
+        return None if text is None else Fate.parse(text)
+
+    async def leave(self, fates: Mapping[str, Fate], keep_seconds: float) -> None:
+        """Stop as a drained replica: record each held cell's fate (for ``keep_seconds``), then leave.  Peers
+        then answer for those cells from the record; if the store is down, they will say "stopped"."""
+        try:
+            await self.directory.record_drained(
+                self.replica_id, {cell: fate.text() for cell, fate in fates.items()}, int(keep_seconds * 1000)
+            )
+        except StoreError as exc:
+            log.warning(
+                "replica %s could not record the %d cells its drain dropped (peers will answer that it stopped): %s",
+                self.replica_id,
+                len(fates),
+                exc,
+            )
+        await self.close()
 
     def forget_peer(self, replica_id: str) -> None:
         """Look the peer up again next time (it did not answer at the address we had)."""

@@ -8,6 +8,7 @@ from fastapi.responses import PlainTextResponse
 
 from service.api.schemas import ERROR_RESPONSES, Health, Readiness
 from service.cells.registry import CellRegistry
+from service.drain import Drain
 from service.metrics import Metrics
 from service.stores import SessionStore
 from service.stores.errors import StoreError
@@ -52,12 +53,14 @@ class OpsRoutes(RouteGroup):
         store: SessionStore | None,
         sandbox: SandboxStatus,
         metrics: Metrics,
+        drain: Drain | None = None,
     ) -> None:
         self.pool = pool
         self.cells = cells
         self.store = store
         self.sandbox = sandbox
         self.meter = metrics
+        self.drain = drain
 
     @route(
         "GET",
@@ -81,7 +84,8 @@ class OpsRoutes(RouteGroup):
         responses={200: example(READY_EXAMPLE), 503: {"model": Readiness, "description": "a part is not ready"}},
     )
     async def readyz(self) -> JSONBytes:
-        """The worker pool has workers and the session store answers; ``sandbox``: the workers' confinement layers."""
+        """The worker pool has workers, the session store answers and the service is not shutting down (draining);
+        ``sandbox``: the workers' confinement layers."""
         checks = await self.readiness()
         ok = all(v == "ok" for v in checks.values())
         return JSONBytes(
@@ -105,6 +109,8 @@ class OpsRoutes(RouteGroup):
     async def readiness(self) -> dict[str, str]:
         """Each part's state: ``ok`` or why it is not ready (the store's answer is awaited briefly)."""
         checks = {"workers": "ok" if self.pool.ready else "no worker available"}
+        if self.drain is not None and self.drain.state != "serving":
+            checks["drain"] = f"{self.drain.state}: shutting down, no new cells"  # out of rotation
         if self.store is not None:
             try:
                 async with asyncio.timeout(READY_STORE_SECONDS):  # /readyz answers within a second

@@ -15,9 +15,11 @@ import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.cluster.drained import cell_drained
 from service.cluster.peers import FORWARDED_HEADER
 from service.cluster.relay import CELLS_PATH, held_elsewhere, open_on_holder
 from service.cluster.replica import Replica
+from service.drain import Drain
 from service.errors import ServiceError
 from service.outbound_http import StreamedAnswer
 
@@ -30,9 +32,10 @@ _ACTION = re.compile(r"^[a-z_]{1,32}$")  # wait, cancel, events: one plain segme
 class ReplicaRouting:
     """ASGI middleware: serve this replica's cells, relay the others'."""
 
-    def __init__(self, app: ASGIApp, *, replica: Replica) -> None:
+    def __init__(self, app: ASGIApp, *, replica: Replica, drain: Drain | None = None) -> None:
         self.app = app
         self.replica = replica
+        self.drain = drain
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
@@ -40,6 +43,10 @@ class ReplicaRouting:
             await self.app(scope, receive, send)
             return
         cell_id, _, action = path[len(CELLS_PATH) :].partition("/")
+        fate = self.drain.fates.get(cell_id) if self.drain is not None else None
+        if fate is not None:  # drained, and about to stop: say so, as peers will
+            await error_response(cell_drained(cell_id, self.replica.replica_id, fate))(scope, receive, send)
+            return
         holder = held_elsewhere(self.replica, cell_id)
         # Only a cell route is relayed (the target is rebuilt from checked parts, never the caller's raw path).
         if holder is None or (action and not _ACTION.match(action)):

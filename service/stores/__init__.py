@@ -122,8 +122,8 @@ def open_results(
         return LocalResults(limits, clock or time.monotonic)
     target = redis_target(url, ha)
 
-    from .redis_results import RedisResultsStore
     from .redis_link import RedisLink
+    from .redis_results import RedisResultsStore
 
     link = RedisLink(target, label="saved-results store", timeout_seconds=timeout_seconds, retries=1)
     return RedisResultsStore(link, limits, clock or time.time)
