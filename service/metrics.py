@@ -71,6 +71,18 @@ class _Collector:
         )
         slots.add_metric([], pool["slots"])
         yield slots
+        # The autoscaler's signals (deploy/kubernetes/monitoring/prometheus-adapter.yaml): busy slots over
+        # this size, and legs waiting for a slot.
+        size = GaugeMetricFamily(
+            "codemode_running_slots_size", "Running slots of this replica before burst slots (running_slots)"
+        )
+        size.add_metric([], pool["slots_size"])
+        yield size
+        queue = GaugeMetricFamily(
+            "codemode_admission_queue", "Legs waiting for a running slot (every slot this tenant may take is held)"
+        )
+        queue.add_metric([], pool["slots_waiting"])
+        yield queue
         lowered = GaugeMetricFamily(
             "codemode_workers_lowered", "Worker processes at the lowest CPU priority (their tenant is over its share)"
         )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated, Literal
 
+from fastapi import Query
 from fastapi.responses import PlainTextResponse
 
 from service.api.schemas import ERROR_RESPONSES, Health, Readiness
@@ -83,11 +85,20 @@ class OpsRoutes(RouteGroup):
         # Not ready is the same body with status "unavailable", not an error body.
         responses={200: example(READY_EXAMPLE), 503: {"model": Readiness, "description": "a part is not ready"}},
     )
-    async def readyz(self) -> JSONBytes:
+    async def readyz(
+        self,
+        store: Annotated[
+            Literal["required", "optional"],
+            Query(
+                description="optional: the store's state is reported but does not make the answer 503 (for a "
+                "Kubernetes Service, which would otherwise drop every replica at once while a shared store is down)"
+            ),
+        ] = "required",
+    ) -> JSONBytes:
         """The worker pool has workers, the session store answers and the service is not shutting down (draining);
         ``sandbox``: the workers' confinement layers."""
         checks = await self.readiness()
-        ok = all(v == "ok" for v in checks.values())
+        ok = all(v == "ok" for part, v in checks.items() if part != "store" or store == "required")
         return JSONBytes(
             {"status": "ok" if ok else "unavailable", "checks": checks, "sandbox": self.sandbox.as_json()},
             status_code=200 if ok else 503,
