@@ -22,6 +22,8 @@ log = logging.getLogger("codemode")
 
 # Renewals per TTL: two can be lost (a slow store, a busy loop) before peers see this replica as gone.
 BEATS_PER_TTL = 3
+# How soon a failed heartbeat is tried again.
+_RETRY_SECONDS = 0.25
 # Replica ids come from cell ids callers send: however many they make up, the cache stays small
 # (an id no replica registered is never cached).
 _MAX_KNOWN = 1024
@@ -54,6 +56,9 @@ class Membership:
         # Peers' addresses, reused for one heartbeat period: a relay then needs no store round trip,
         # and a dead peer is noticed at most one period later (so within 4/3 of the TTL).
         self._known: dict[str, tuple[str, float]] = {}
+        # Until then (monotonic), a missing heartbeat may only mean the store was down (or failed over)
+        # for longer than the TTL, so that no replica could renew its key: not proof that a peer stopped.
+        self._unsure_until = 0.0
 
     async def start(self) -> None:
         """List this replica before it takes requests (a failure stops the start: the store is down)."""
@@ -72,12 +77,17 @@ class Membership:
             await self.directory.forget_replica(self.replica_id)
 
     async def peer_url(self, replica_id: str) -> str | None:
-        """Where a live replica is reached; None if it stopped.  Raises StoreError while the store is down."""
+        """Where a live replica is reached; None if its heartbeat is gone (it stopped, unless ``unsure()``).
+        Raises StoreError while the store is down."""
         now = time.monotonic()
         known = self._known.get(replica_id)
         if known is not None and known[1] > now:
             return known[0]
-        url = await self.directory.replica_url(replica_id)
+        try:
+            url = await self.directory.replica_url(replica_id)
+        except StoreError:
+            self._store_trouble()
+            raise
         if url is None:
             self._known.pop(replica_id, None)
         else:
@@ -108,6 +118,14 @@ class Membership:
             )
         await self.close()
 
+    def unsure(self) -> bool:
+        """Whether the store failed this replica recently enough that a peer's missing heartbeat may only
+        have lapsed during the outage (every replica renews it within one period once the store is back)."""
+        return time.monotonic() < self._unsure_until
+
+    def _store_trouble(self) -> None:
+        self._unsure_until = time.monotonic() + self.ttl_seconds * (1 + 1 / BEATS_PER_TTL)
+
     def forget_peer(self, replica_id: str) -> None:
         """Look the peer up again next time (it did not answer at the address we had)."""
         self._known.pop(replica_id, None)
@@ -118,10 +136,15 @@ class Membership:
     async def _keep_beating(self) -> None:
         failing = False
         while True:
-            await asyncio.sleep(self.ttl_seconds / BEATS_PER_TTL)
+            # While failing, try again sooner: once the store is back (a failover done), peers see this
+            # replica again within a fraction of a second.
+            await asyncio.sleep(
+                min(self.ttl_seconds / BEATS_PER_TTL, _RETRY_SECONDS) if failing else self.ttl_seconds / BEATS_PER_TTL
+            )
             try:
                 await self._beat()
             except StoreError as exc:
+                self._store_trouble()
                 if not failing:
                     log.warning(
                         "replica %s could not renew its heartbeat (its cells are unreachable from "

@@ -98,8 +98,9 @@ async def _where(replica: Replica, holder: str, what: str) -> str | None:
 
 
 async def _gone(replica: Replica, holder: str, cell_id: str) -> NoReturn:
-    """Raise what a request for ``cell_id`` gets now that ``holder`` is gone: CellDrained if its drain
-    recorded the cell, else CellNotFound (it stopped, or the cell had ended)."""
+    """Raise what a request for ``cell_id`` gets now that ``holder``'s heartbeat is gone: CellDrained if its
+    drain recorded the cell; ReplicaUnavailable (retry) while the store's recent outage may explain the
+    missing heartbeat; else CellNotFound (it stopped, or the cell had ended)."""
     try:
         fate = await replica.membership.drained_fate(holder, cell_id)
     except StoreError as exc:
@@ -109,6 +110,12 @@ async def _gone(replica: Replica, holder: str, cell_id: str) -> NoReturn:
         ) from None
     if fate is not None:
         raise cell_drained(cell_id, holder, fate)
+    if replica.membership.unsure():
+        raise ReplicaUnavailable(
+            f"whether the replica holding cell {cell_id} ({holder}) stopped is not known yet: the shared store "
+            "was unavailable a moment ago, so its heartbeat may only have lapsed meanwhile; retry shortly",
+            retry_after=1,
+        )
     raise CellNotFound(
         f"cell {cell_id} is unknown: the replica that ran it ({holder}) stopped (its heartbeat is gone: it shut "
         f"down or was silent for {replica.ttl_seconds} s), and the cell's state was lost with it; "
