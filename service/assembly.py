@@ -193,7 +193,6 @@ def build_components(
     )
     replica = replica_for(settings, session_store)
     _attach_to_registry(cells, results, mcp, replica)
-    drain = Drain(cells, replica, seconds=settings.drain_seconds, keep_seconds=settings.cell_ttl_seconds)
     return Components(
         settings=settings,
         pool=pool,
@@ -206,7 +205,7 @@ def build_components(
         results=results,
         mcp=mcp,
         replica=replica,
-        drain=drain,
+        drain=Drain(cells, replica, seconds=settings.drain_seconds, keep_seconds=settings.cell_ttl_seconds),
         tracing=tracing,
         sandbox=SandboxStatus(sandbox),
     )

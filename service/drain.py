@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from .cells.registry import CellRegistry
+from .cells.registry import CellRegistry, held_cells
 from .cluster.drained import DROPPED, Fate
 from .cluster.replica import Replica
 from .errors import ReplicaDraining
@@ -64,16 +64,16 @@ class Drain:
         self.cells.refuse_new = _refuse
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.seconds
-        running = self.cells.running_count()
+        running = sum(held_cells(self.cells).values())
         log.info("draining: no new cells; %d running legs have %g s to finish", running, self.seconds)
         while running and loop.time() < deadline:
             await asyncio.sleep(_LOOK_SECONDS)
-            running = self.cells.running_count()
+            running = sum(held_cells(self.cells).values())
         if running:
             log.warning(
                 "drain_seconds (%g s) passed with %d legs still running; they are stopped", self.seconds, running
             )
-        self.fates = self.settle(self.cells.held_cell_ids())
+        self.fates = self.settle(list(held_cells(self.cells)))
         if self.replica is not None:
             await self.replica.membership.leave(self.fates, self.keep_seconds)
         # Legs still running end now with a failed envelope ("the service is shutting down"), which their

@@ -293,16 +293,6 @@ class CellRegistry:
             return summary.snapshot
         raise CellNotFound(NOT_FOUND)
 
-    def running_count(self) -> int:
-        """Cells running a leg now (live and not parked): what a drain lets finish."""
-        parked = set(self.quotas.parked_ids())
-        return sum(1 for cell_id in self._cells if cell_id not in parked)
-
-    def held_cell_ids(self) -> list[str]:
-        """Every cell a later request could still reach here: the live ones, and background cells whose end
-        was not collected yet."""
-        return list(dict.fromkeys([*self._cells, *self.background.cell_ids()]))
-
     def stats(self) -> dict[str, int]:
         return {"live": len(self._cells), **self.quotas.stats(), "waiting": self.quotas.parks, **self.counts}
 
@@ -367,6 +357,17 @@ class CellRegistry:
             cell.id,
             FinishedCell(finished_summary(final), expired=cell.end_reason is EndReason.EXPIRED),
         )
+
+
+def held_cells(registry: CellRegistry) -> dict[str, bool]:
+    """Every cell of ``registry`` a later request could still reach, and whether it runs a leg now (live and
+    not parked): what a drain (service/drain.py) waits for, then records.  Background cells whose end was
+    not collected yet are held too."""
+    parked = set(registry.quotas.parked_ids())
+    held = {cell_id: cell_id not in parked for cell_id in registry._cells}
+    for cell_id in registry.background.cell_ids():
+        held.setdefault(cell_id, False)
+    return held
 
 
 def random_uuid() -> str:
