@@ -9,6 +9,7 @@
 ``python -m bench gate``: the cost of the Host and Origin check per request (``bench/gate.py``).
 ``python -m bench stores [--compare DIR]``: the failure budget under a burst, a hung and a busy store (``bench/stores.py``).
 ``python -m bench sandbox``: kernel confinement of workers off versus auto (``bench/sandbox.py``).
+``python -m bench helpers``: a helper process per principal, reused, versus a fresh one per body (``bench/helpers.py``).
 ``python -m bench clocks``: a no-op tool call on its wall clock versus off any clock (``bench/clocks.py``).
 ``python -m bench python``: Python cells beside JavaScript cells, alternating (``bench/python_cells.py``).
 ``python -m bench calls``: only the nested-call figures, as one JSON line (``bench/calls.py``).
@@ -128,6 +129,7 @@ SUBCOMMANDS: dict[str, tuple[str, bool]] = {
     "calls": ("calls", False),
     "sandbox": ("sandbox", True),
     "isolation": ("isolation", True),
+    "helpers": ("helpers", True),
 }
 
 

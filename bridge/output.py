@@ -286,7 +286,7 @@ def _is_text_entry(text: str) -> bool:
 def _spliced(text: str) -> Any:
     """An entry or value as an envelope holds it: a text entry decoded, anything else kept encoded
     (``jsoncodec.fragment``: the envelope's encoding embeds it as it is, and no Python objects of it
-    are ever built).  Kept-encoded texts were checked as JSON before (``OutputState.take_unchecked``)."""
+    are ever built).  Kept-encoded texts were checked as JSON before (``OutputState.unchecked``)."""
     return _parse(text) if _is_text_entry(text) else fragment(text.encode("utf-8"))
 
 
@@ -306,7 +306,7 @@ class OutputState:
         self._last_marker: dict[str, Any] | None = None
         self._closed = False
         self._entries = 0
-        self._checked = 0  # chunks whose text was handed out to be checked (``take_unchecked``)
+        self._checked = 0  # chunks whose texts were checked as JSON (``checked``)
         self._value_checked = False
 
     @property
@@ -325,20 +325,23 @@ class OutputState:
                 chunk = _Chunk("", chunk.size, chunk.entries, False)  # past the cap only its size counts
             self._chunks.append(chunk)
 
-    def take_unchecked(self, final: FinalSource | None = None) -> list[str]:
+    def unchecked(self, final: FinalSource | None = None) -> list[str]:
         """The JSON texts a projection may embed as they are that nobody checked yet: whole output entries
-        that arrived since the last call (text entries aside: those are decoded, which checks them) and,
-        when ``final`` is a whole value, its text.  The caller checks each (``check_json``, or off the
-        event loop when large) before it projects: a worker may be owned, and its texts go into envelopes
-        as they are."""
-        chunks, self._checked = self._chunks[self._checked :], len(self._chunks)
-        texts = [c.text for c in chunks if c.complete and not _is_text_entry(c.text)]
+        that arrived since the last ``checked`` (text entries aside: those are decoded, which checks them)
+        and, when ``final`` is a whole value, its text.  The caller checks each (``check_json``, or off
+        the event loop when large), then says so (``checked``), before it projects: a worker may be owned,
+        and its texts go into envelopes as they are."""
+        texts = [c.text for c in self._chunks[self._checked :] if c.complete and not _is_text_entry(c.text)]
         if isinstance(final, FinalValue) and not self._value_checked:
             value = _value_source(final.source)
-            self._value_checked = True
             if value.complete:
                 texts.append(value.text)
         return texts
+
+    def checked(self, final: FinalSource | None = None) -> None:
+        """What ``unchecked(final)`` handed out was checked: it is JSON."""
+        self._checked = len(self._chunks)
+        self._value_checked = self._value_checked or isinstance(final, FinalValue)
 
     def project(
         self,
@@ -347,8 +350,8 @@ class OutputState:
     ) -> Projection:
         """Build this leg's envelope parts; ``final`` is None while the cell is waiting.
 
-        Whole entries and a whole value are embedded encoded: ``take_unchecked`` must have handed out
-        every such text first (``InvalidSource`` otherwise).
+        Whole entries and a whole value are embedded encoded: every such text must have been checked
+        first (``unchecked``, ``checked``; ``InvalidSource`` otherwise).
         """
         if self._closed:
             raise OutputStateClosed("cell output is already final")

@@ -22,7 +22,13 @@ def create_app(settings: Settings | None = None, services: Components | None = N
     settings = settings or load_settings()
     svc = services or build_components(settings)
     # The request gate resolved the caller's key before the SDK reads the request.
-    mcp = HttpEndpoint(McpFacade(svc), api_key_of, max_body_bytes=mcp_body_cap(settings))
+    mcp = HttpEndpoint(
+        McpFacade(svc),
+        api_key_of,
+        max_body_bytes=mcp_body_cap(settings),
+        sessions_per_tenant=settings.mcp_sessions_per_tenant,
+        session_idle_seconds=settings.mcp_session_idle_seconds,
+    )
     return http_app(settings, svc, mcp)
 
 

@@ -22,6 +22,7 @@ from bridge.messages import SandboxOptions
 from .api.keyed_tools import KeyedTools
 from .auth import KeyRing
 from .cells.dispatch import Dispatcher, base_dispatcher
+from .cells.json_texts import JsonTexts
 from .cells.registry import CellRegistry
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
@@ -33,6 +34,7 @@ from .handlers.cell_tools import cell_tools, prepare_cell
 from .handlers.saved_results import SavedResults
 from .handlers.session_store import SessionStoreHandlers, store_limits
 from .handlers.tools import install_tools
+from .helpers.pool import HelperPool
 from .metrics import Metrics
 from .process_tuning import tune_process
 from .settings import Settings
@@ -71,6 +73,7 @@ class Components:
     dispatcher: Dispatcher
     keys: KeyRing
     access: ToolAccess
+    helpers: HelperPool  # the processes that decode large request bodies and check client tool schemas
     tools: KeyedTools  # what each API key may call
     store: SessionStore | None
     results: ResultsBackend
@@ -95,7 +98,7 @@ class Components:
         await self.pool.start()
         await self._check_sandbox()
         self.cells.start()
-        self.access.start()
+        self.helpers.start()
         if self.replica is not None:
             await self.replica.start()  # peers find it only once it can serve its cells
         tune_process()
@@ -138,6 +141,7 @@ class Components:
                 await self._store_sweeper
         await self.cells.close()
         await self.access.close()
+        await self.helpers.close()
         await self.pool.close()
         if self.mcp is not None:
             await self.mcp.close()
@@ -161,21 +165,19 @@ def build_components(
 ) -> Components:
     """Create (not start) the service parts for ``settings``.
 
-    ``cells_clock`` dates cell idleness and expiry (tests move it; the registry then sweeps often).
-
     ``extra_tools`` adds tools defined in code (tests, embedding) to the plugins of the settings;
-    ``store=False`` runs without a session store; ``results_clock`` dates saved results (tests move it);
-    ``tracing`` defaults to what the ``OTEL_*`` environment asks for (``service.tracing``).
-    With a ``redis://`` store URL saved results live in Redis too, shared by replicas.
+    ``store=False`` runs without a session store; ``results_clock`` dates saved results and ``cells_clock``
+    cell idleness and expiry (tests move them; the registry then sweeps often); ``tracing`` defaults to what
+    the ``OTEL_*`` environment asks for.  With a ``redis://`` store URL saved results live in Redis too.
     """
     settings = demo_settings(settings)
-    sandbox = sandbox_options(settings.sandbox, settings.worker_user)
+    sandbox, helpers = _sandbox_and_helpers(settings)
     policy, catalog = _tool_catalog(settings, extra_tools)
     session_store = _session_store(settings, store)
     mcp = _mcp_hub(settings, catalog, policy)
     results = _results(settings, shared=store is True, clock=results_clock)
     mcp_names = [name for pair in (mcp.identifiers() if mcp is not None else []) for name in pair]
-    access = ToolAccess(settings, catalog, mcp_names, tool_policy=policy, run_counters=session_store, sandbox=sandbox)
+    access = ToolAccess(settings, catalog, mcp_names, tool_policy=policy, run_counters=session_store, helpers=helpers)
     saved = SavedResults(settings, results)
     store_handlers = SessionStoreHandlers(session_store, store_limits(settings))
     dispatcher = _guest_requests(dispatcher or base_dispatcher(), catalog, saved, store_handlers, mcp)
@@ -190,6 +192,7 @@ def build_components(
         tracing=tracing,
         clock=cells_clock or time.monotonic,
         sweep_seconds=1.0 if cells_clock is None else 0.02,
+        json_texts=JsonTexts(helpers),
     )
     replica = replica_for(settings, session_store)
     _attach_to_registry(cells, results, mcp, replica)
@@ -200,6 +203,7 @@ def build_components(
         dispatcher=dispatcher,
         keys=KeyRing(settings),
         access=access,
+        helpers=helpers,
         tools=KeyedTools(access, mcp, settings.timeout_ms / 1000),
         store=session_store,
         results=results,
@@ -245,6 +249,18 @@ def _worker_pool(settings: Settings, sandbox: SandboxOptions) -> WorkerPool:
         max_parked_bytes=settings.worker_max_parked_bytes,
         snapshot_bytes=settings.max_snapshot_bytes,
     )
+
+
+def _sandbox_and_helpers(settings: Settings) -> tuple[SandboxOptions, HelperPool]:
+    """The confinement every worker and helper is started with (built once: see ``sandbox_options``),
+    and the helper processes (started by ``Components.start``)."""
+    sandbox = sandbox_options(settings.sandbox, settings.worker_user)
+    helpers = HelperPool(
+        {"sandbox": sandbox, "rlimit_as_bytes": settings.rlimit_as_bytes},
+        settings.worker_isolation,
+        max_live=settings.max_helpers,
+    )
+    return sandbox, helpers
 
 
 def _tool_catalog(settings: Settings, extra_tools: Sequence[ToolSpec]) -> tuple[ToolPolicy, ToolCatalog]:

@@ -2,7 +2,8 @@
 
 ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── InvalidRequest               422: a request field is wrong (``need_param`` names it)
- │    └── MethodNotAllowed        405: the path exists, not with this method (code ``invalid_request``)
+ │    ├── MethodNotAllowed        405: the path exists, not with this method (code ``invalid_request``)
+ │    └── RequestStateRefused     422: an MCP ``requestState`` that is altered, expired, used or not this caller's
  ├── Unauthorized                 401: no or unknown API key
  ├── Forbidden                    403: the key may not do this
  ├── HostNotAllowed               421: without API keys, a Host or Origin that names no allowed host
@@ -16,6 +17,7 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── StoreUnavailable             503: the session store does not answer
  ├── ReplicaUnavailable           503: the replica holding a cell does not answer (``Retry-After``)
  ├── ReplicaDraining              503: this replica is shutting down and admits no new cell (``Retry-After``)
+ ├── HelperFailed                 503: a helper process answered out of shape, died or hung; it is replaced (``Retry-After``)
  ├── ResponseNotEncodable         500: an answer could not be written as JSON (retrying cannot help)
  ├── WorkerGone                   a worker's pipe closed or its frames cannot be read; the cell layer
  │                                always turns it into a ``runtime_unavailable`` envelope (never an HTTP answer)
@@ -181,6 +183,21 @@ class ReplicaDraining(ServiceError):
     error_type = "transient"
 
 
+class HelperFailed(ServiceError):
+    """Raised when a helper process (body decoder, schema checker) answered out of shape, died or hung.
+
+    The helper is stopped and replaced; the request it served is refused, and a retry is served by a
+    fresh one.
+    """
+
+    code = "helper_failed"
+    status = 503
+    error_type = "transient"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retry_after=1)
+
+
 class ResponseNotEncodable(ServiceError):
     """Raised when an answer cannot be written as JSON (nested deeper than the encoder allows)."""
 
@@ -223,3 +240,10 @@ class MethodNotAllowed(InvalidRequest):
     """The path exists, but not with this HTTP method (the answer's ``Allow`` names those that do)."""
 
     status = 405
+
+
+class RequestStateRefused(InvalidRequest):
+    """An MCP ``requestState`` sent back with approval answers is refused: altered or not minted here, expired,
+    already used, or another caller's (the message says which, and how to be asked again)."""
+
+    code = "request_state_refused"

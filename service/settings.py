@@ -72,6 +72,8 @@ class ApiKey:
     tenant: NonEmpty = "default"
     # The raw [[api_keys]] tools table (allow, deny, approve, profile), parsed by the tool policy.
     tools: Mapping[str, Any] = field(default_factory=dict)
+    # The MCP facade's model may answer this key's approvals through `wait`: it approves its own calls.
+    mcp_model_approvals: bool = False
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,12 @@ class Settings(BaseSettings):
     )
     # Demo mode (service/demo/): the example shipping plugin and the bundled travel MCP server.
     demo: bool = setting("server", False, doc="load the example shipping plugin and the bundled travel MCP server")
+    mcp_model_approvals: bool = setting(
+        "server",
+        False,
+        doc="without API keys (and for `codemode mcp` without CODEMODE_API_KEY), the MCP facade's model may answer "
+        "approvals through `wait`: it approves its own calls (per key: [[api_keys]] mcp_model_approvals)",
+    )
     # [limits]: request defaults and the server's caps
     timeout_ms: Int = setting("limits", 10000, 100, 60000, "default wall clock per exec/wait call")
     max_timeout_ms: Int = setting("limits", 60000, 100, 60000, "largest timeout_ms a request may ask")
@@ -164,6 +172,9 @@ class Settings(BaseSettings):
     max_snapshot_bytes: Int = setting("limits", 10 * MiB, 1024, 256 * MiB, "heap cap for parking; inbox cap")
     max_parked_cells: Int = setting("limits", 1024, 1, 65536, "parked cells per replica (they share worker processes)")
     cell_ttl_seconds: Int = setting("limits", 900, 1, 86400, "idle time before a parked cell expires")
+    mcp_session_idle_seconds: Int = setting(
+        "limits", 600, 10, 86400, "an MCP session of a 2025-11-25 client idle this long at /mcp is closed"
+    )
     results_ttl_seconds: Int = setting("limits", 3600, 1, 86400, "lifetime of saved results")
     max_calls_per_cell: Int = setting("limits", 200, 1, 100000, "tool calls one cell may make")
     max_searches_per_cell: Int = setting("limits", 200, 1, 100000, "catalog.search calls one cell may make")
@@ -244,7 +255,15 @@ class Settings(BaseSettings):
         "niceness steps workers run below the service; 0: the same priority (the "
         "event loop then competes with guest code for the CPU)",
     )
-    # Kernel confinement of workers and the body decoder (guest_runtime/confinement.py).
+    max_helpers: Int = setting(
+        "workers",
+        4,
+        1,
+        256,
+        "helper processes (they decode request bodies over 256 KiB and check client tool schemas) serving "
+        "principals at once, besides one spare; the least recently used idle one is stopped to make room",
+    )
+    # Kernel confinement of workers and helpers (guest_runtime/confinement.py).
     sandbox: Literal["strict", "auto", "off"] = setting(
         "workers",
         "auto",
@@ -286,6 +305,13 @@ class Settings(BaseSettings):
     max_tenants_tracked: Int = setting(
         "tenants", 10000, 1, 1_000_000, "tenants whose finished-cell summaries are kept (least recent dropped)"
     )
+    mcp_sessions_per_tenant: Int = setting(
+        "tenants",
+        64,
+        1,
+        100_000,
+        "MCP sessions of 2025-11-25 clients at /mcp per tenant (then the least recently used idle one is closed)",
+    )
     tenant_held_bytes: Int = setting(
         "tenants",
         256 * MiB,
@@ -302,7 +328,9 @@ class Settings(BaseSettings):
         "worker processes one tenant's cells may retire per minute (timeouts, kills, crashes; each costs a start)",
     )
     # Structured tables of the file
-    api_keys: tuple[ApiKey, ...] = section("api_keys", (), "[[api_keys]]: key, tenant, tools narrowing and approvals")
+    api_keys: tuple[ApiKey, ...] = section(
+        "api_keys", (), "[[api_keys]]: key, tenant, tools narrowing and approvals, mcp_model_approvals"
+    )
     tools: ToolSettings = section(
         "tools", ToolSettings(), "[tools]: plugins, allow, deny, profile, entry_points, approve"
     )

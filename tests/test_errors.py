@@ -59,7 +59,9 @@ CONTRACT = {
     "service.errors.Overloaded": "overloaded",
     "service.errors.StoreUnavailable": "store_unavailable",
     "service.errors.ReplicaDraining": "replica_draining",
+    "service.errors.HelperFailed": "helper_failed",
     "service.errors.ResponseNotEncodable": "response_not_encodable",
+    "service.errors.RequestStateRefused": "request_state_refused",  # the MCP facade's approval rounds
     "service.errors.McpConfigError": "mcp_config",  # start-up: an unusable [mcp.servers.<name>] entry
     # guest-visible err.code of a rejected tool call (ToolCallError.to_guest)
     "service.tools.errors.ToolCallError": "tool_error",

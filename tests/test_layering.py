@@ -380,3 +380,47 @@ def test_settings_load_no_mcp_code_and_http_mounts_no_mcp_face():
     http = [name for name in MODULE_GRAPH if name.startswith("service.http.")]
     assert http and not {m for name in http for m in _reaches(name) if m.startswith("service.mcp_server")}
     assert "service.mcp_server.sdk_server" in _reaches("service.app")
+
+
+#: What may turn bytes into code or objects of the writer's choosing, or run the multiprocessing machinery
+#: (its pickled pipes, its root-owned resource tracker): nothing that reads a confined process may use them.
+UNSAFE_DECODING = (
+    "pickle",
+    "_pickle",
+    "copyreg",
+    "marshal",
+    "shelve",
+    "multiprocessing",
+    "_multiprocessing",
+    "concurrent.futures.process",
+    "concurrent.futures.ProcessPoolExecutor",
+)
+
+
+def _unsafe(names: set[str]) -> list[str]:
+    return sorted(n for n in names if any(n == u or n.startswith(u + ".") for u in UNSAFE_DECODING))
+
+
+def test_no_pickle_no_multiprocessing_anywhere_in_the_service():
+    """No module of bridge, guest_runtime or service imports pickle (or its kin), multiprocessing or a
+    process pool: what a helper or worker writes is JSON frames, counted before they are decoded."""
+    offenders = {m: _unsafe(names) for m, names in OUR_IMPORTS.items() if m.startswith(PACKAGES) and _unsafe(names)}
+    assert offenders == {}
+
+
+def test_the_unsafe_decoding_scan_sees_every_spelling(tmp_path, monkeypatch):
+    """The scan above catches the ways the old helper reached a process pool (guards against a vacuous pass)."""
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    source = (
+        "import pickle\nimport multiprocessing.resource_tracker\n"
+        "from concurrent.futures import ProcessPoolExecutor\nfrom concurrent.futures import ThreadPoolExecutor\n"
+        "import importlib\nimportlib.import_module('_pickle')\n"
+    )
+    (tmp_path / "m.py").write_text(source)
+    found = _unsafe(_import_names(tmp_path / "m.py"))
+    assert found == [
+        "_pickle",
+        "concurrent.futures.ProcessPoolExecutor",
+        "multiprocessing.resource_tracker",
+        "pickle",
+    ]

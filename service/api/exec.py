@@ -53,7 +53,7 @@ async def cell_spec(cells: CellRegistry, tools: KeyedTools, key: ApiKey, body: E
         headless=body.headless,
         background=body.background,
         # Most cells declare none: no coroutine to run for them.
-        client_tools=await tools.access.client_tools([_declaration(t) for t in body.client_tools])
+        client_tools=await tools.access.client_tools([_declaration(t) for t in body.client_tools], key)
         if body.client_tools
         else (),
         tool_policy=tools.policy_for(key),

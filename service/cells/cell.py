@@ -29,7 +29,7 @@ from .dispatch import CellContext, Dispatcher, HostCall
 from .ending import Completed, Failed, FinalEnvelope, Outcome, marked
 from .envelopes import Envelope, LegFields
 from .host_requests import HostRequests
-from .json_texts import check_texts
+from .json_texts import INLINE, JsonTexts
 from .leg_clock import LegClock
 from .quotas import TenantQuotas
 from .retention import Retainer, Retention
@@ -68,6 +68,7 @@ class Cell:
         context: CellContext | None = None,
         account: HeldAccount | None = None,
         clock: Callable[[], float] = time.monotonic,
+        json_texts: JsonTexts = INLINE,
     ) -> None:
         # ``context``: made (and prepared) before the cell took its worker.
         self.context = context or CellContext(id_prefix + str(uuid.uuid4()), spec)
@@ -91,6 +92,7 @@ class Cell:
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None
         self._clock = clock
+        self._json_texts = json_texts  # checks the guest's texts an envelope embeds as they are
         self.last_active = clock()  # when its last leg stopped (parked cells expire from it)
         self.final: Envelope | None = None
         self.wait_lock = asyncio.Lock()
@@ -370,7 +372,7 @@ class Cell:
 
     async def _park(self) -> Envelope:
         try:
-            await check_texts(self.output.take_unchecked())  # embedded as they are: JSON, or the cell fails
+            await self._json_texts.check_output(self.output, None, self.spec)  # embedded as they are: JSON only
         except InvalidSource as exc:  # an honest worker never: one an attacker owns is let go
             if self.worker is not None:
                 self.worker.kill("it sent output that is not JSON")
@@ -433,7 +435,7 @@ class Cell:
         retention = None
         if isinstance(outcome, Completed) and self._retainer is not None and _interactive(self.spec):
             retention = Retention(self._retainer, self.context, outcome.value_source)
-        sealed = await FinalEnvelope(self.context, self.output, self._common, retention).seal(
+        sealed = await FinalEnvelope(self.context, self.output, self._common, retention, self._json_texts).seal(
             outcome, self.dispatcher.finalizers
         )
         if sealed["status"] == "completed":

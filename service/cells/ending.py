@@ -30,7 +30,7 @@ from bridge.output import FinalError, FinalSource, FinalValue, OutputState
 from . import envelopes
 from .dispatch import CellContext, Finalizer
 from .envelopes import Envelope, LegFields
-from .json_texts import check_texts
+from .json_texts import JsonTexts
 from .retention import Retention
 
 UNSENDABLE_MESSAGE = (
@@ -63,17 +63,19 @@ class FinalEnvelope:
         output: OutputState,
         fields: Callable[[], LegFields],
         retention: Retention | None,
+        json_texts: JsonTexts,
     ) -> None:
         self.context = context
         self.output = output
         self._fields = fields  # the fields every envelope carries (replay safety, telemetry), as of now
         self.retention = retention
+        self.json_texts = json_texts
 
     async def seal(self, outcome: Outcome, finalizers: list[Finalizer]) -> Envelope:
         try:
-            await check_texts(self.output.take_unchecked(_final(outcome)))
-        except InvalidSource as exc:
-            envelope, encoded, shown_reference = self._unsendable(exc)  # nothing unchecked is embedded
+            await self.json_texts.check_output(self.output, _final(outcome), self.context.spec)
+        except InvalidSource as exc:  # nothing unchecked is embedded: a failure keeps its own words
+            envelope, encoded, shown_reference = self._without_output(outcome, exc)
         else:
             if self.retention is not None:
                 await self.retention.prepare(self.output)  # the shared results store answers asynchronously
@@ -96,6 +98,14 @@ class FinalEnvelope:
             return envelope, jsoncodec.dumps(self._marked(envelope)), reference_id
         except Exception as exc:  # noqa: BLE001 - any failure to build the result fails the cell, not the service
             return self._unsendable(exc)
+
+    def _without_output(self, outcome: Outcome, exc: Exception) -> tuple[Envelope, bytes, None]:
+        """The envelope when output or the value is not JSON: a failure as it is (no output), a result as
+        unsendable."""
+        if isinstance(outcome, Completed):
+            return self._unsendable(exc)
+        envelope = self._failure(outcome.message, outcome.phase, outcome.code, [])
+        return envelope, jsoncodec.dumps(self._marked(envelope)), None
 
     def _unsendable(self, exc: Exception) -> tuple[Envelope, bytes, None]:
         detail = f"{type(exc).__name__}: {exc}"[:300].encode("utf-8", "replace").decode("utf-8")

@@ -15,11 +15,13 @@ read-only so the bytes cannot go stale.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Literal, NoReturn, NotRequired, TypedDict, cast
 
 from bridge import jsoncodec
 from bridge.messages import Phase
 from bridge.truncation import truncate_error
+from service.errors import ResponseNotEncodable
 from service.tools.untrusted import wrap_untrusted
 
 from .spec import Telemetry, TelemetryFields
@@ -99,11 +101,25 @@ def sealed(envelope: Envelope, encoded: bytes) -> Envelope:
     return cast(Envelope, SealedEnvelope(envelope, encoded))
 
 
-def plain(envelope: Envelope) -> dict[str, object]:
-    """The envelope as plain data, its kept-encoded value and entries decoded: for a face that must hand
-    objects on (the MCP facade's ``structuredContent``); HTTP sends the encoding as it is."""
-    encoded = envelope.encoded if isinstance(envelope, SealedEnvelope) else jsoncodec.dumps(envelope)
-    decoded: dict[str, object] = jsoncodec.loads(encoded)
+def plain(envelope: Mapping[str, object]) -> dict[str, object]:
+    """``envelope`` as plain JSON data: exactly what ``POST /v1/exec`` would send, decoded.
+
+    The registry keeps parts of an envelope encoded (``jsoncodec.fragment``: the value and output as the
+    worker wrote them, a pending call's input, a background cell's output and value), which only our
+    codec can write.  A face that must hand objects on (the MCP facade's ``structuredContent``, which the
+    SDK validates with pydantic) decodes them here, from the bytes HTTP sends, in one pass of the C codec;
+    a final envelope is decoded from the bytes it was sealed with.
+    """
+    try:
+        encoded = envelope.encoded if isinstance(envelope, SealedEnvelope) else jsoncodec.dumps(envelope)
+    except jsoncodec.JSONEncodeError as exc:
+        raise ResponseNotEncodable(
+            f"the cell's envelope could not be written as JSON ({exc}); asking again returns the same answer: "
+            "return values nested less deeply (at most 254 levels)"
+        ) from None
+    decoded = jsoncodec.loads(encoded)
+    if not isinstance(decoded, dict):  # an envelope is an object; anything else is a fault of ours
+        raise TypeError(f"a cell envelope encoded as {type(decoded).__name__}, not an object")
     return decoded
 
 

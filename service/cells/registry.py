@@ -34,6 +34,7 @@ from .dispatch import CellContext, Dispatcher
 from .envelopes import Envelope, finished_summary, input_refusal
 from .events import EventLog, EventLogs
 from .finished import FinishedCell, FinishedCells
+from .json_texts import INLINE, JsonTexts
 from .quotas import QuotaCaps, TenantQuotas
 from .retention import Retainer
 from .source_checks import OFF_LOOP_CHARS, check_source, source_problem
@@ -60,6 +61,7 @@ class CellRegistry:
         *,
         clock: Callable[[], float] = time.monotonic,
         sweep_seconds: float = 1.0,
+        json_texts: JsonTexts = INLINE,
     ) -> None:
         self.settings = settings
         self.pool = pool
@@ -69,6 +71,7 @@ class CellRegistry:
         self.tracing = tracing
         self.clock = clock  # dates idleness and expiry (seconds); tests move their own
         self.sweep_seconds = sweep_seconds
+        self.json_texts = json_texts
         self._cells: dict[str, Cell] = {}
         self._finished = FinishedCells(settings.tenant_finished_kept, settings.max_tenants_tracked)
         self.quotas = TenantQuotas(
@@ -197,6 +200,7 @@ class CellRegistry:
                 context=context,
                 account=account,
                 clock=self.clock,
+                json_texts=self.json_texts,
             )
             self._cells[cell.id] = cell
             self._watch(cell)

@@ -1,5 +1,5 @@
 """Reaching the replica that holds a cell, for the HTTP relay (service/http/replica_routing.py) and the
-MCP facade's ``wait`` and ``cancel`` (service/mcp_server/facade.py): one place that knows who holds a
+MCP facade's ``wait`` and ``cancel`` (service/mcp_server/cell_tools.py): one place that knows who holds a
 cell, where it is, and what to answer when it cannot be reached.
 
 The request goes to the holder's own HTTP route (``/v1/cells/<id>[/<action>]``) with the caller's API

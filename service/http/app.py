@@ -69,7 +69,7 @@ def route_groups(settings: Settings, svc: Components) -> list[RouteGroup]:
 def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) -> FastAPI:
     """The app over ``svc``; the lifespan starts and stops the services (and ``mcp``, at ``/mcp``)."""
     lag = LoopLagMonitor(svc.metrics)
-    decoder = BodyDecoder(svc.sandbox.options)
+    decoder = BodyDecoder(svc.helpers)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -86,7 +86,6 @@ def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) ->
             finally:
                 await svc.close()
         finally:
-            decoder.close()
             await lag.stop()
 
     app = app_with_offline_docs(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)

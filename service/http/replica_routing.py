@@ -1,4 +1,5 @@
-"""Requests for a cell held by another replica go to that replica (any route under /v1/cells/{id}).
+"""Requests for a cell held by another replica go to that replica (any route under /v1/cells/{id}, and the
+MCP facade's ``tasks/*`` requests, whose ``Mcp-Name`` header names the task: a task is a cell).
 
 Runs after the request gate (the caller is authenticated and the body is read within its cap) and
 before routing.  The cell id names its holder (service/cluster/identity.py); this replica asks the
@@ -24,9 +25,11 @@ from service.errors import ServiceError
 from service.outbound_http import StreamedAnswer
 
 from .error_responses import error_response
-from .request_gate import BODY_METHODS, header_of
+from .request_gate import BODY_METHODS, MCP_PATH, header_of
 
 _ACTION = re.compile(r"^[a-z_]{1,32}$")  # wait, cancel, events: one plain segment after the id
+#: The MCP methods whose Mcp-Name header is a task id (the tasks extension), which names its holder.
+_TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
 
 class ReplicaRouting:
@@ -39,22 +42,30 @@ class ReplicaRouting:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
-        if scope["type"] != "http" or not path.startswith(CELLS_PATH):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        cell_id, _, action = path[len(CELLS_PATH) :].partition("/")
-        fate = self.drain.fates.get(cell_id) if self.drain is not None else None
+        if path == MCP_PATH and header_of(scope, b"mcp-method") in _TASK_METHODS:
+            cell_id = header_of(scope, b"mcp-name") or ""
+            holder, target = held_elsewhere(self.replica, cell_id), MCP_PATH
+        elif path.startswith(CELLS_PATH):
+            cell_id, _, action = path[len(CELLS_PATH) :].partition("/")
+            holder = held_elsewhere(self.replica, cell_id)
+            # Only a cell route is relayed (the target is rebuilt from checked parts, never the caller's raw path).
+            if action and not _ACTION.match(action):
+                holder = None
+            target = CELLS_PATH + cell_id + (f"/{action}" if action else "")
+            if scope.get("query_string"):
+                target += "?" + scope["query_string"].decode("latin-1")
+        else:
+            cell_id, holder = "", None
+        fate = self.drain.fates.get(cell_id) if self.drain is not None and cell_id else None
         if fate is not None:  # drained, and about to stop: say so, as peers will
             await error_response(cell_drained(cell_id, self.replica.replica_id, fate))(scope, receive, send)
             return
-        holder = held_elsewhere(self.replica, cell_id)
-        # Only a cell route is relayed (the target is rebuilt from checked parts, never the caller's raw path).
-        if holder is None or (action and not _ACTION.match(action)):
+        if holder is None:
             await self.app(scope, receive, send)
             return
-        target = CELLS_PATH + cell_id + (f"/{action}" if action else "")
-        if scope.get("query_string"):
-            target += "?" + scope["query_string"].decode("latin-1")
         try:
             response = await open_on_holder(
                 self.replica,

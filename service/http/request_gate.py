@@ -69,8 +69,9 @@ class RequestGate:
         self.keys.check_peer(scope.get("client"))
         self.keys.check_addressed(scope.get("headers", ()), scope.get("client"))
         path: str = scope["path"]
+        key = None
         if path.startswith("/v1/") or path == MCP_PATH or (path == "/metrics" and self.metrics_require_key):
-            scope[API_KEY_SCOPE] = self.keys.resolve(header_of(scope, b"authorization"))
+            key = scope[API_KEY_SCOPE] = self.keys.resolve(header_of(scope, b"authorization"))
         if scope["method"] not in BODY_METHODS:
             return None
         cap = self.caps.cap_for(path)
@@ -80,11 +81,12 @@ class RequestGate:
         body, disconnect = await read_body(receive, cap)
         if disconnect is not None:
             raise PeerGone
-        if path == MCP_PATH:
-            await self.decoder.check_mcp_body(body)
+        # A large body goes to a helper process of the caller's principal (the key's).
+        if key is not None and path == MCP_PATH:
+            await self.decoder.check_mcp_body(body, key)
         elif body and _is_json(header_of(scope, b"content-type")):
             scope[JSON_SCOPE] = await self.decoder.decode(
-                body, tool_values_raw=path.endswith("/wait"), max_values=self.caps.values_cap_for(path)
+                body, key, tool_values_raw=path.endswith("/wait"), max_values=self.caps.values_cap_for(path)
             )
         return _replay(body, receive)
 

@@ -1,44 +1,44 @@
 """Request bodies as JSON: decoded once, by the fast codec, with a nesting cap, off the loop when large.
 
-The nesting cap keeps every value a caller sends encodable on its way on (guest frames,
-envelopes, the store): the codec refuses anything nested deeper than ``jsoncodec.ENCODER_DEPTH``.
-
 Building Python objects for a large body takes the GIL for its whole length (an 11 MiB body of
 small objects: ~0.3 s), so a thread would not free the event loop.  Large bodies are decoded in
-a helper process instead.  Client tool result values (``tool_results[].value`` of a wait body)
-are never turned into Python objects at all: they travel on as compact JSON (``RawJson``), which
-is all the guest needs.
+a helper process of the caller's principal instead (``service.helpers``; the rules are the same,
+``service.helpers.bodies``).  Client tool result values (``tool_results[].value`` of a wait body) are
+never turned into Python objects in the service: they travel on as compact JSON (``RawJson``), which is
+all the guest needs; the rest of the body (its ids, flags and errors: at most ``WAIT_REST_BYTES``) comes
+back from the helper as compact JSON that the service counts, decodes and checks again (``DecodeJob``):
+what an owned helper writes is data, never code.
 """
 
 from __future__ import annotations
 
-from bridge import jsoncodec
-from bridge.json_values import count_values, nested_deeper_than, over_cap_message
-from bridge.messages import SandboxOptions
-from service.cells.dispatch import RawJson
-from service.errors import BodyTooLarge, InvalidRequest
-from service.helper_process import ConfinedHelper
+from typing import TYPE_CHECKING, cast
 
-MiB = 1024 * 1024
-MAX_BODY_DEPTH = 128
+from service.cells.dispatch import RawJson
+from service.errors import BodyTooLarge
+from service.helpers.bodies import (
+    MAX_BODY_DEPTH,
+    WAIT_REST_BYTES,
+    CountJob,
+    DecodeJob,
+    decode_outcome,
+    refusal,
+    tool_value_slots,
+)
+
+__all__ = ["INLINE_BYTES", "MAX_BODY_DEPTH", "MCP_MAX_VALUES", "WAIT_REST_BYTES", "BodyDecoder", "decode_body"]
+
+if TYPE_CHECKING:
+    from service.helpers.pool import HelperPool
+    from service.settings import ApiKey
+
 # Bodies up to this size decode on the loop in a few milliseconds; larger ones go to the helper.
 INLINE_BYTES = 256 * 1024
-# What a wait body may hold besides its tool result values (ids, flags, error messages).
-WAIT_REST_BYTES = MiB
-
-TOO_DEEP = (
-    f"request body is nested more than {MAX_BODY_DEPTH} levels deep; send flatter data "
-    "(for example, pass deep structures as a JSON string or save them with results.save)"
-)
 # An MCP body is parsed again by the SDK, on the event loop: past ``INLINE_BYTES`` it may hold this many values.
 MCP_MAX_VALUES = 10_000
 MCP_TOO_MANY_VALUES = (
     f"an MCP request over {INLINE_BYTES} bytes may hold at most {MCP_MAX_VALUES} JSON values; "
     "send large data as one string (code) or let a tool fetch it"
-)
-WAIT_REST_TOO_LARGE = (
-    f"a wait body may hold at most {WAIT_REST_BYTES} bytes besides tool_results[].value "
-    "(ids, ok flags, error messages); put data in value and keep errors short"
 )
 
 
@@ -48,73 +48,40 @@ def decode_body(body: bytes, *, tool_values_raw: bool = False, max_values: int |
     With ``tool_values_raw`` (wait bodies), each ``tool_results[i].value`` is its compact JSON (``RawJson``).
     With ``max_values``, a body holding more JSON values is ``BodyTooLarge`` (413) before it is parsed.
     """
-    outcome = _decode(body, tool_values_raw, max_values)
-    return _finish(outcome)
+    outcome, value = decode_outcome(body, tool_values_raw, max_values)
+    if outcome != "ok":
+        raise refusal(outcome, value, max_values)
+    if tool_values_raw:
+        for entry in tool_value_slots(value):
+            entry["value"] = RawJson(cast("bytes", entry["value"]))  # detached: its compact JSON
+    return value
 
 
 class BodyDecoder:
-    """Decodes bodies: small ones inline, large ones in one confined helper process (started on first use)."""
+    """Decodes bodies: small ones inline, large ones in a helper process of the caller's principal."""
 
-    def __init__(self, sandbox: SandboxOptions) -> None:
-        self.helper = ConfinedHelper("body decoder", sandbox, [__name__])
+    def __init__(self, helpers: HelperPool) -> None:
+        self.helpers = helpers
 
-    async def decode(self, body: bytes, *, tool_values_raw: bool = False, max_values: int | None = None) -> object:
+    async def decode(
+        self, body: bytes, key: ApiKey | None, *, tool_values_raw: bool = False, max_values: int | None = None
+    ) -> object:
+        """The body's JSON value, decoded as ``decode_body`` does; a large one by a helper of ``key``'s
+        principal (``HelperFailed``, a 503, if that helper answered out of shape). Without a key, only a
+        small body is decoded: a large one is ``BodyTooLarge``."""
         if len(body) <= INLINE_BYTES:
             return decode_body(body, tool_values_raw=tool_values_raw, max_values=max_values)
-        return _finish(await self.helper.run(_decode, body, tool_values_raw, max_values))
+        if key is None:
+            raise BodyTooLarge(f"a request without an API key may send a JSON body of at most {INLINE_BYTES} bytes")
+        return await self.helpers.run(DecodeJob(body, tool_values_raw, max_values), key)
 
-    async def check_mcp_body(self, body: bytes) -> None:
+    async def check_mcp_body(self, body: bytes, key: ApiKey) -> None:
         """Refuse (413) a large MCP body of many small values before the SDK parses it on the loop.
 
         The count runs in the helper process; a body that is not JSON passes, for the SDK to refuse.
         """
         if len(body) <= INLINE_BYTES:
             return
-        count = await self.helper.run(count_values, body, MCP_MAX_VALUES)
+        count = await self.helpers.run(CountJob(body, MCP_MAX_VALUES), key)
         if count > MCP_MAX_VALUES:
             raise BodyTooLarge(MCP_TOO_MANY_VALUES)
-
-    def close(self) -> None:
-        self.helper.close()
-
-
-def _decode(body: bytes, tool_values_raw: bool, max_values: int | None = None) -> tuple[str, object]:
-    """``("ok", value)``, ``("error", message)`` or ``("too_many", message)``; plain data, so it crosses a
-    process boundary."""
-    if max_values is not None and count_values(body, max_values) > max_values:
-        return "too_many", over_cap_message(max_values)
-    try:
-        value = jsoncodec.loads(body)
-    except jsoncodec.JSONDecodeError as exc:
-        if "depth" in str(exc):
-            return "error", TOO_DEEP
-        return "error", f"request body is not valid JSON ({exc}); send one UTF-8 JSON object as documented at /docs"
-    if nested_deeper_than(value, MAX_BODY_DEPTH, body):
-        return "error", TOO_DEEP
-    if tool_values_raw and _detach_tool_values(value) > WAIT_REST_BYTES:
-        return "error", WAIT_REST_TOO_LARGE
-    return "ok", value
-
-
-def _finish(outcome: tuple[str, object]) -> object:
-    kind, value = outcome
-    if kind == "error":
-        raise InvalidRequest(str(value), need_param="body")
-    if kind == "too_many":
-        raise BodyTooLarge(str(value))
-    results = value.get("tool_results") if isinstance(value, dict) else None
-    if isinstance(results, list):
-        for entry in results:
-            if isinstance(entry, dict) and isinstance(entry.get("value"), bytes):
-                entry["value"] = RawJson(entry["value"])
-    return value
-
-
-def _detach_tool_values(body: object) -> int:
-    """Replace each ``tool_results[i].value`` by its compact JSON bytes; return the size of the rest."""
-    results = body.get("tool_results") if isinstance(body, dict) else None
-    if isinstance(results, list):
-        for entry in results:
-            if isinstance(entry, dict) and "value" in entry:
-                entry["value"] = jsoncodec.dumps(entry["value"])
-    return len(jsoncodec.dumps(body, default=lambda _: None))

@@ -13,8 +13,12 @@ from service.tool_description import description_text
 RESOURCE_PREFIX = "codemode://api/"
 
 _WAIT = """Resume a cell that answered "waiting" (or is still running) until it completes, fails or needs you again, \
-or timeout_ms passes. Only output not shown before is returned. Pass approvals [{id, approve, reason?}] to decide \
-pending approval requests, tool_results [{id, ok, value|error}] to answer pending client tool calls."""
+or timeout_ms passes. Only output not shown before is returned. Pass tool_results [{id, ok, value|error}] to answer \
+pending client tool calls."""
+_WAIT_PERSON = """ Calls that need approval are decided by a person (your client's approval forms, or the HTTP API), \
+never by you: wait returns what the cell did after the decision."""
+_WAIT_MODEL = """ Pass approvals [{id, approve, reason?}] to decide pending approval requests: this key lets you \
+approve your own calls, so approve only what the user asked for."""
 
 _CANCEL = "Stop a cell (running or waiting); answers its final envelope (failed, code aborted)."
 
@@ -28,7 +32,11 @@ def exec_description(settings: Settings, quick_index: str) -> str:
     return description_text(settings, quick_index)
 
 
-WAIT_DESCRIPTION = _WAIT
+def wait_description(model_approves: bool) -> str:
+    """The wait tool's description: who decides approvals, for a key whose model may or may not."""
+    return _WAIT + (_WAIT_MODEL if model_approves else _WAIT_PERSON)
+
+
 CANCEL_DESCRIPTION = _CANCEL
 SEARCH_DESCRIPTION = _SEARCH
 

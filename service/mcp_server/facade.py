@@ -1,28 +1,22 @@
 """The MCP facade without the SDK: its four tools and the declaration resources, for one caller's key.
 
-Every tool reaches the cell registry exactly as the HTTP routes do (``cell_spec`` builds the cell,
-``svc.cells`` runs it), so every limit, cap and tenant boundary of the HTTP API applies.  Arguments
-are validated with the HTTP request models themselves (same bounds, same patterns); a bad argument
-or a service error (capacity, unknown cell) is a tool result with ``is_error`` and a message naming
-the cause, which is what a model can act on.  ``sdk_server`` turns these plain answers into the SDK's
-types.
+The cell tools (``exec``, ``wait``, ``cancel``) and their approval rounds are ``cell_tools``; this module
+adds ``search_tools``, the resources and the tools' declarations.  Arguments are validated with the HTTP
+request models themselves (same bounds, same patterns); a bad argument or a service error (capacity,
+unknown cell) is a tool result with ``is_error`` and a message naming the cause, which is what a model can
+act on.  ``sdk_server`` turns these plain answers into the SDK's types.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridge import jsoncodec
 from bridge.json_types import JsonObject, JsonValue
-from service.api.exec import cell_spec, parsed, wait_answers
-from service.api.schemas import ID_PATTERN, CellEnvelope, ExecRequest, WaitRequest
+from service.api.schemas import CellEnvelope, ExecRequest, WaitRequest
 from service.assembly import Components
-from service.cells.envelopes import plain
-from service.cluster.relay import call_holder, held_elsewhere
 from service.errors import InvalidRequest, NotFound, ServiceError
 from service.handlers.api_files import list_api_files, quick_index, read_api_file
 from service.mcp.guest_requests import search_mcp_tools
@@ -31,28 +25,14 @@ from service.settings import ApiKey
 from service.tools.errors import SearchQueryError
 from service.tools.search import MAX_QUERY_CHARS
 from service.tools.untrusted import wrap_untrusted
-from service.tracing import TraceParent
 
 from . import descriptions
+from .cell_tools import EXEC_FIELDS, WAIT_FIELDS, CellRef, CellTools, Outcome, ToolAnswer, refusal, validated
 from .descriptions import RESOURCE_PREFIX
-from .rendering import envelope_text
+from .rounds import Caller, InputNeeded, RoundReply
+from .task_calls import TaskCalls
 
 DECLARATION_MIME = "text/typescript"
-EXEC_FIELDS = ("code", "title", "session_id", "run_id", "timeout_ms", "max_output_bytes", "language")
-WAIT_FIELDS = ("timeout_ms", "tool_results", "approvals")  # besides cell_id
-MAX_OUTPUT_BYTES = 10 * 1024 * 1024  # the largest output budget a cell may have (max_output_bytes)
-RELAY_SLACK_BYTES = 1024 * 1024  # an envelope's own fields and JSON punctuation
-
-M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class ToolAnswer:
-    """One tool result: ``text`` for the model, ``structured`` for programs, ``is_error`` for failures."""
-
-    text: str
-    structured: dict[str, object] | None
-    is_error: bool
 
 
 @dataclass(frozen=True)
@@ -96,11 +76,6 @@ RESOURCE_TEMPLATES = (
 )
 
 
-class _CellRef(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    cell_id: str = Field(pattern=ID_PATTERN, description="cell id from an envelope")
-
-
 class _SearchArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="a few words naming the tool or its job")
@@ -116,15 +91,20 @@ class McpFacade:
 
     def __init__(self, svc: Components) -> None:
         self.svc = svc
+        self.cells = CellTools(svc)
+        self.tasks = TaskCalls(self.cells)
         envelope_schema = CellEnvelope.model_json_schema(mode="serialization")
+        wait_schema = _merged(
+            _subschema(CellRef, ("cell_id",), required=("cell_id",)), _subschema(WaitRequest, WAIT_FIELDS)
+        )
         self._schemas = {
             "exec": _subschema(ExecRequest, EXEC_FIELDS, required=("code",)),
-            "wait": _merged(
-                _subschema(_CellRef, ("cell_id",), required=("cell_id",)), _subschema(WaitRequest, WAIT_FIELDS)
-            ),
-            "cancel": _subschema(_CellRef, ("cell_id",), required=("cell_id",)),
+            "wait": wait_schema,
+            "cancel": _subschema(CellRef, ("cell_id",), required=("cell_id",)),
             "search_tools": _subschema(_SearchArgs, ("query", "limit"), required=("query",)),
         }
+        # What a key that may not answer approvals is offered: wait without the approvals argument.
+        self._person_wait = _without(wait_schema, "approvals")
         self._outputs: dict[str, JsonObject | None] = {
             "exec": envelope_schema,
             "wait": envelope_schema,
@@ -135,22 +115,26 @@ class McpFacade:
     # ---- tools -----------------------------------------------------------------------------------
 
     def input_schema(self, name: str) -> JsonObject | None:
+        """A tool's widest input schema, whoever calls (for checks made before the caller is known)."""
         return self._schemas.get(name)
 
     def tools(self, key: ApiKey) -> list[ToolDef]:
-        """The four tools; exec's description carries this key's quick index."""
+        """The four tools, in this order; exec's description carries this key's quick index, and wait takes
+        approvals only from a key whose model may answer them."""
         settings = self.svc.settings
+        model_approves = self.cells.model_approves(key)
         texts = {
             "exec": descriptions.exec_description(settings, quick_index(self.svc.tools.view_for(key))),
-            "wait": descriptions.WAIT_DESCRIPTION,
+            "wait": descriptions.wait_description(model_approves),
             "cancel": descriptions.CANCEL_DESCRIPTION,
             "search_tools": descriptions.SEARCH_DESCRIPTION,
         }
+        schemas = {**self._schemas, "wait": self._schemas["wait"] if model_approves else self._person_wait}
         return [
             ToolDef(
                 name,
                 texts[name],
-                self._schemas[name],
+                schemas[name],
                 self._outputs[name],
                 read_only=name == "search_tools",
                 destructive=name == "cancel",
@@ -159,89 +143,44 @@ class McpFacade:
         ]
 
     async def call(
-        self, key: ApiKey, name: str, arguments: Mapping[str, object] | None, trace_parent: TraceParent = None
-    ) -> ToolAnswer:
-        """Run one tool for ``key``; refusals and service errors are answers with ``is_error``."""
+        self, caller: Caller, name: str, arguments: Mapping[str, object] | None, reply: RoundReply | None = None
+    ) -> Outcome:
+        """Run one tool for the caller (``reply``: a retry answering an approval round); refusals and service
+        errors are answers with ``is_error``."""
         args = dict(arguments or {})
         try:
+            if reply is not None:
+                return await self.cells.answered(caller, name, args, reply)
             if name == "exec":
-                return await self._exec(key, args, trace_parent)
+                return await self.cells.exec(caller, args)
             if name == "wait":
-                return await self._wait(key, args, trace_parent)
+                return await self.cells.wait(caller, args)
             if name == "cancel":
-                ref = _validated(_CellRef, args, ("cell_id",))
-                relayed = await self._on_holder(key, ref.cell_id, "cancel", {}, trace_parent)
-                if relayed is not None:
-                    return relayed
-                return _envelope_answer(plain(await self.svc.cells.cancel(ref.cell_id, key.tenant, trace_parent)))
+                return await self.cells.cancel(caller, args)
             if name == "search_tools":
-                return await self._search(key, args)
+                return await self._search(caller.key, args)
         except ServiceError as exc:
-            return _error_answer(exc)
+            return refusal(exc.body()["error"], exc.retry_after)
         raise InvalidRequest(
             f"unknown tool {name[:128]!r}: this server has exec, wait, cancel and search_tools", need_param="name"
         )
 
-    async def _exec(self, key: ApiKey, args: dict[str, object], trace_parent: TraceParent) -> ToolAnswer:
-        body = _validated(ExecRequest, args, EXEC_FIELDS)
-        spec = await cell_spec(self.svc.cells, self.svc.tools, key, body)
-        return _envelope_answer(plain(await self.svc.cells.exec(spec, trace_parent)))
-
-    async def _wait(self, key: ApiKey, args: dict[str, object], trace_parent: TraceParent) -> ToolAnswer:
-        ref = _validated(_CellRef, {k: args[k] for k in ("cell_id",) if k in args}, ("cell_id",))
-        body = _validated(WaitRequest, {k: v for k, v in args.items() if k != "cell_id"}, WAIT_FIELDS)
-        results, approvals = wait_answers(body)
-        relay: dict[str, object] = {"tool_results": results, "approvals": approvals}
-        if body.timeout_ms is not None:
-            relay["timeout_ms"] = body.timeout_ms
-        relayed = await self._on_holder(key, ref.cell_id, "wait", relay, trace_parent)
-        if relayed is not None:
-            return relayed
-        envelope = await self.svc.cells.wait(
-            ref.cell_id,
-            key.tenant,
-            timeout_ms=body.timeout_ms,
-            tool_results=results,
-            approvals=approvals,
-            trace_parent=trace_parent,
-        )
-        return _envelope_answer(plain(envelope))
-
-    async def _on_holder(
-        self, key: ApiKey, cell_id: str, action: str, body: Mapping[str, object], trace_parent: TraceParent
-    ) -> ToolAnswer | None:
-        """The answer of the replica holding ``cell_id`` when that is another one (None: this one holds it).
-
-        The holder's own HTTP route serves it, as for a relayed HTTP request: it authenticates the key
-        and applies its checks (tenant, the one wait at a time).
-        """
-        replica = self.svc.replica
-        holder = held_elsewhere(replica, cell_id)
-        if holder is None:
-            return None
-        settings = self.svc.settings
-        # An envelope holds at most the output budget and the pending inputs the inbox allows.
-        cap = settings.max_snapshot_bytes + MAX_OUTPUT_BYTES + RELAY_SLACK_BYTES
-        headers = self.svc.tracing.headers_for(trace_parent)
-        answer = await call_holder(replica, holder, cell_id, action, key.key, jsoncodec.dumps(body), headers, cap)
+    async def decided(
+        self,
+        caller: Caller,
+        name: str,
+        arguments: Mapping[str, object] | None,
+        needed: InputNeeded,
+        responses: Mapping[str, object],
+    ) -> Outcome:
+        """The outcome of a round a person answered on the same connection (2025-11-25 elicitation requests)."""
         try:
-            parsed = jsoncodec.loads(answer.body)
-        except ValueError:
-            parsed = None
-        if answer.status == 200 and isinstance(parsed, dict):
-            return _envelope_answer(parsed)
-        error = parsed.get("error") if isinstance(parsed, dict) else None
-        if not isinstance(error, dict):
-            error = {
-                "code": "replica_unavailable",
-                "error_type": "transient",
-                "message": f"the replica holding cell {cell_id} answered HTTP {answer.status} without an error body; "
-                "retry shortly",
-            }
-        return _refusal(error, answer.retry_after)
+            return await self.cells.decided(caller, name, dict(arguments or {}), needed, responses)
+        except ServiceError as exc:
+            return refusal(exc.body()["error"], exc.retry_after)
 
     async def _search(self, key: ApiKey, args: dict[str, object]) -> ToolAnswer:
-        query = _validated(_SearchArgs, args, ("query", "limit"))
+        query = validated(_SearchArgs, args, ("query", "limit"))
         view = self.svc.tools.view_for(key)
         try:
             native = view.search(query.query, query.limit)
@@ -280,16 +219,6 @@ class McpFacade:
         return str(read_api_file(table, uri[len(RESOURCE_PREFIX) :])["content"])
 
 
-def _validated(model: type[M], args: dict[str, object], fields: tuple[str, ...]) -> M:
-    """``args`` checked by ``model``; only ``fields`` are accepted, errors name the argument."""
-    unknown = sorted(set(args) - set(fields))
-    if unknown:
-        raise InvalidRequest(
-            f"unknown argument {unknown[0][:64]!r}; this tool takes {', '.join(fields)}", need_param=unknown[0][:64]
-        )
-    return parsed(model, args)
-
-
 def _subschema(model: type[BaseModel], fields: tuple[str, ...], required: tuple[str, ...] = ()) -> JsonObject:
     """The JSON schema of ``model`` restricted to ``fields`` (the model stays the one source of the bounds)."""
     full = model.model_json_schema()
@@ -315,24 +244,13 @@ def _merged(first: JsonObject, second: JsonObject) -> JsonObject:
     return merged
 
 
+def _without(schema: JsonObject, field: str) -> JsonObject:
+    """``schema`` without the property ``field``."""
+    return {**schema, "properties": {k: v for k, v in _object(schema.get("properties")).items() if k != field}}
+
+
 def _object(value: JsonValue) -> JsonObject:
     return value if isinstance(value, dict) else {}
-
-
-def _envelope_answer(envelope: Mapping[str, object]) -> ToolAnswer:
-    """A cell's envelope as a tool result; ``envelope`` is plain data (``envelopes.plain``: structuredContent
-    is handed on as objects, so a value kept encoded is decoded)."""
-    return ToolAnswer(envelope_text(envelope), dict(envelope), envelope.get("status") == "failed")
-
-
-def _error_answer(exc: ServiceError) -> ToolAnswer:
-    return _refusal(exc.body()["error"], exc.retry_after)
-
-
-def _refusal(err: Mapping[str, object], retry_after: int | None) -> ToolAnswer:
-    """A refused request in words; its error body is not an envelope, so it has no structuredContent."""
-    retry = f" Retry after {retry_after} s." if retry_after is not None else ""
-    return ToolAnswer(f"Refused ({err.get('code')}, {err.get('error_type')}): {err.get('message')}{retry}", None, True)
 
 
 def _search_text(native: Sequence[Mapping[str, object]], remote: Sequence[Mapping[str, object]]) -> str:

@@ -14,6 +14,7 @@ wrapped here the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
 
 from bridge import jsoncodec
 from service.tools.untrusted import wrap_untrusted
@@ -22,9 +23,12 @@ UNTRUSTED_SOURCE = "network"
 
 #: Wraps text rendered from a cell's data as untrusted when the cell saw network content.
 _Wrap = Callable[[str], str]
+#: Who decides the approvals a waiting cell shows: the model (its key allows it), a person elsewhere (the
+#: HTTP API), or a person who dismissed the client's approval forms without deciding.
+Approver = Literal["model", "elsewhere", "dismissed"]
 
 
-def envelope_text(envelope: Mapping[str, object]) -> str:
+def envelope_text(envelope: Mapping[str, object], approver: Approver = "model") -> str:
     """What a model should read of ``envelope``: output, then the outcome, then warnings."""
     untrusted = envelope.get("untrusted_content") is True
 
@@ -32,7 +36,7 @@ def envelope_text(envelope: Mapping[str, object]) -> str:
         return wrap_untrusted(text, UNTRUSTED_SOURCE) if untrusted else text
 
     parts = [_output_entry(entry, data) for entry in _items(envelope.get("output"))]
-    parts.append(_outcome(envelope, data))
+    parts.append(_outcome(envelope, data, approver))
     parts += [data(f"Warning: {w}") for w in _items(envelope.get("warnings"))]
     return "\n".join(part for part in parts if part)
 
@@ -47,7 +51,7 @@ def _output_entry(entry: object, data: _Wrap) -> str:
     return data(_compact(entry.get("value")))
 
 
-def _outcome(envelope: Mapping[str, object], data: _Wrap) -> str:
+def _outcome(envelope: Mapping[str, object], data: _Wrap, approver: Approver) -> str:
     status = envelope.get("status")
     cell_id = envelope.get("cell_id")
     if status == "completed":
@@ -60,14 +64,14 @@ def _outcome(envelope: Mapping[str, object], data: _Wrap) -> str:
     if status == "failed":
         return data(f"Error ({envelope.get('code')}, {envelope.get('failure_phase')} phase): {envelope.get('error')}")
     if status == "waiting":
-        return _waiting_text(envelope)
+        return _waiting_text(envelope, approver)
     return (
         f"Cell {cell_id} is still running. Call `wait` with cell_id {cell_id!r} for its output and "
         "result, or `cancel` to stop it."
     )
 
 
-def _waiting_text(envelope: Mapping[str, object]) -> str:
+def _waiting_text(envelope: Mapping[str, object], approver: Approver) -> str:
     cell_id = envelope.get("cell_id")
     calls = [c for c in _items(envelope.get("pending_tool_calls")) if isinstance(c, Mapping)]
     lines = [f"Cell {cell_id} is waiting ({envelope.get('reason')}): it is parked, not finished."]
@@ -91,12 +95,27 @@ def _waiting_text(envelope: Mapping[str, object]) -> str:
         names = ", ".join(str(c.get("tool") or c.get("method")) for c in running)
         lines.append(f"Still running on the host: {names}.")
     if approvals:
-        lines.append(f"Decide with `wait` {{cell_id: {cell_id!r}, approvals: [{{id, approve: true|false, reason?}}]}}.")
+        lines.append(_APPROVERS[approver].format(cell=cell_id))
     if answers:
         lines.append(f"Answer with `wait` {{cell_id: {cell_id!r}, tool_results: [{{id, ok, value|error}}]}}.")
     if not approvals and not answers:
         lines.append(f"Call `wait` with cell_id {cell_id!r} to let it continue (or `cancel` to stop it).")
     return "\n".join(lines)
+
+
+_APPROVERS: dict[Approver, str] = {
+    "model": "Decide with `wait` {{cell_id: {cell!r}, approvals: [{{id, approve: true|false, reason?}}]}}.",
+    "elsewhere": (
+        "A person must decide these approvals, not you: this client shows no approval forms (it declares no form "
+        "elicitation) and this API key does not let the model approve its own calls. A person decides with "
+        'POST /v1/cells/{cell}/wait {{"approvals": [{{"id", "approve", "reason"}}]}} over the HTTP API (or in the '
+        "playground), and that answer carries what the cell did next; tell the user so."
+    ),
+    "dismissed": (
+        "The person dismissed the approval form(s) without deciding; the cell is still parked. Call `wait` with "
+        "cell_id {cell!r} to ask again, or `cancel` to stop it."
+    ),
+}
 
 
 def marker_text(what: str, marker: Mapping[str, object]) -> str:

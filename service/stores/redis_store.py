@@ -9,11 +9,12 @@ service sweeps.  Keys written before this index existed read as live until their
 
 from __future__ import annotations
 
+import secrets
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from .base import DEFAULT_TIMEOUT_SECONDS, RunFailures, RunIncrement
+from .errors import StoreError
 from .limits import (
     RUN_COUNTER_OVERHEAD,
     StoreLimits,
@@ -27,7 +28,6 @@ from .redis_target import RedisTarget
 
 __all__ = ["RedisSessionStore"]
 
-_T = TypeVar("_T")
 
 _KEY_PREFIX = "codemode:store:"
 _TENANT_PREFIX = "codemode:tenant:"
@@ -36,6 +36,8 @@ _RUN_PREFIX = "codemode:run:"
 _RUN_EXPIRY_KEY = "codemode:runexpiry"
 _REPLICA_PREFIX = "codemode:replica:"
 _DRAINED_PREFIX = "codemode:drained:"
+_SECRET_PREFIX = "codemode:secret:"
+_ONCE_PREFIX = "codemode:once:"
 _EXPIRE_BATCH = 500
 # Scripts run atomically in Redis: the total is measured and the writes applied with no other
 # client in between. Every check happens before the first write, so a refusal changes nothing.
@@ -248,6 +250,11 @@ def _run_failures(fields: dict[str, str]) -> RunFailures:
     )
 
 
+def _session_keys(tenant: str, session_id: str) -> list[str]:
+    """The keys the commit and delete scripts take (see ``_COMMIT_LUA``)."""
+    return [session_key(tenant, session_id), *_tenant_keys(tenant), _EXPIRY_KEY, _counter_keys(tenant)[1]]
+
+
 def _tenant_base(tenant: str) -> str:
     return f"{_TENANT_PREFIX}{len(tenant)}:{tenant}"
 
@@ -303,7 +310,7 @@ class RedisSessionStore:
 
     async def get_all(self, tenant: str, session_id: str) -> dict[str, str]:
         """Return the committed entries of one session (none once it expired)."""
-        flat = await self._call(
+        flat = await self._link.call(
             self._read_script(
                 keys=[session_key(tenant, session_id), _tenant_keys(tenant)[0]],
                 args=[session_id, _score(self._clock())],
@@ -335,17 +342,13 @@ class RedisSessionStore:
         ]
         for key, text in sets.items():
             args += (key, text)
-        outcome, amount = await self._link.run_script(self._commit_script, self._keys(tenant, session_id), args)
+        outcome, amount = await self._link.run_script(self._commit_script, _session_keys(tenant, session_id), args)
         if int(outcome) == 0:
             raise total_limit_error(int(amount), limits)
         if int(outcome) == 2:
             raise tenant_bytes_error(int(amount), limits)
         if int(outcome) == 3:
             raise tenant_sessions_error(int(amount), limits)
-
-    @staticmethod
-    def _keys(tenant: str, session_id: str) -> list[str]:
-        return [session_key(tenant, session_id), *_tenant_keys(tenant), _EXPIRY_KEY, _counter_keys(tenant)[1]]
 
     async def sizes(self, tenant: str, session_id: str) -> dict[str, int]:
         """Return key -> UTF-8 bytes of its JSON value."""
@@ -356,14 +359,14 @@ class RedisSessionStore:
         """Drop every entry of one session; return whether it had any."""
         removed = await self._link.run_script(
             self._delete_script,
-            self._keys(tenant, session_id),
+            _session_keys(tenant, session_id),
             [session_id, _score(self._clock()), _member_prefix(tenant) + session_id],
         )
         return int(removed) > 0
 
     async def usage(self, tenant: str) -> tuple[int, int]:
         """Return ``(bytes, sessions)`` of the tenant's live sessions."""
-        total, count = await self._call(
+        total, count = await self._link.call(
             self._usage_script(keys=[*_tenant_keys(tenant), _counter_keys(tenant)[1]], args=[_score(self._clock())])
         )
         return int(total), int(count)
@@ -374,7 +377,7 @@ class RedisSessionStore:
         removed = 0
         while True:
             batch = int(
-                await self._call(
+                await self._link.call(
                     self._expire_script(
                         keys=[_EXPIRY_KEY], args=[_score(self._clock()), _EXPIRE_BATCH, _KEY_PREFIX, _TENANT_PREFIX]
                     )
@@ -419,7 +422,7 @@ class RedisSessionStore:
 
     async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures:
         """Return the run's live failure counters."""
-        fields = await self._call(self._client.hgetall(run_key(tenant, session_id, run_id)))
+        fields = await self._link.call(self._client.hgetall(run_key(tenant, session_id, run_id)))
         return _run_failures({str(k): str(v) for k, v in fields.items()})  # decode_responses: already str
 
     async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
@@ -430,23 +433,23 @@ class RedisSessionStore:
         keys, args = [_RUN_EXPIRY_KEY], [now, str(_EXPIRE_BATCH), member]
         if acked:
             return int(await self._link.run_script(self._drop_runs_script, keys, args))
-        return int(await self._call(self._drop_runs_script(keys=keys, args=args)))
+        return int(await self._link.call(self._drop_runs_script(keys=keys, args=args)))
 
     # Replicas sharing this store find each other here (service/cluster/membership.py): each one's
     # key holds the URL where peers reach it and lives only as long as its heartbeats renew it.
 
     async def beat(self, replica_id: str, url: str, ttl_ms: int) -> None:
         """Say that ``replica_id`` is alive at ``url`` for the next ``ttl_ms``."""
-        await self._call(self._client.set(_REPLICA_PREFIX + replica_id, url, px=ttl_ms))
+        await self._link.call(self._client.set(_REPLICA_PREFIX + replica_id, url, px=ttl_ms))
 
     async def replica_url(self, replica_id: str) -> str | None:
         """Where a live replica is reached; None once its heartbeats stopped."""
-        url = await self._call(self._client.get(_REPLICA_PREFIX + replica_id))
+        url = await self._link.call(self._client.get(_REPLICA_PREFIX + replica_id))
         return None if url is None else str(url)
 
     async def forget_replica(self, replica_id: str) -> None:
         """Drop a stopping replica's key at once, rather than when its heartbeat expires."""
-        await self._call(self._client.delete(_REPLICA_PREFIX + replica_id))
+        await self._link.call(self._client.delete(_REPLICA_PREFIX + replica_id))
 
     async def record_drained(self, replica_id: str, fates: Mapping[str, str], ttl_ms: int) -> None:
         """Say what became of each cell a drained replica still held (cell id -> fate), for ``ttl_ms``."""
@@ -460,16 +463,39 @@ class RedisSessionStore:
 
     async def drained_cell(self, replica_id: str, cell_id: str) -> str | None:
         """The fate a drained replica recorded for one of its cells; None if it recorded none."""
-        fate = await self._call(self._client.hget(_DRAINED_PREFIX + replica_id, cell_id))
+        fate = await self._link.call(self._client.hget(_DRAINED_PREFIX + replica_id, cell_id))
         return None if fate is None else str(fate)
+
+    # What replicas share besides cells' routing (service/mcp_server/request_state.py): a secret every
+    # replica reads alike, and claims that succeed once.  Both are acknowledged writes (redis_wait_replicas):
+    # after a failover every replica still reads the same secret, and a used claim stays used.
+
+    async def shared_secret(self, name: str) -> bytes:
+        """The secret ``name``: 32 random bytes made by the first replica that asks, kept until deleted."""
+        key = _SECRET_PREFIX + name
+        pipe = self._link.pipeline()
+        pipe.set(key, secrets.token_hex(32), nx=True)
+        pipe.get(key)
+        _, value = await self._link.execute(pipe, acked=True)
+        try:
+            secret = bytes.fromhex(str(value))
+        except ValueError:
+            secret = b""
+        if len(secret) < 32:
+            raise StoreError(f"the shared secret {key} in the store is not 64 hex digits; delete it to make a new one")
+        return secret
+
+    async def first_use(self, name: str, expires_at_ms: int) -> bool:
+        """True for the first claim of ``name``, False for every later one until ``expires_at_ms`` (wall clock)."""
+        pipe = self._link.pipeline()
+        pipe.set(_ONCE_PREFIX + name, "1", nx=True, pxat=expires_at_ms)
+        [done] = await self._link.execute(pipe, acked=True)
+        return bool(done)
 
     async def ping(self) -> None:
         """Raise StoreUnavailableError unless the server answers PING."""
-        await self._call(self._client.ping())
+        await self._link.call(self._client.ping())
 
     async def close(self) -> None:
         """Close the connection pool; safe to call twice."""
         await self._link.close()
-
-    async def _call(self, pending: Awaitable[_T]) -> _T:
-        return await self._link.call(pending)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from bridge.messages import SandboxOptions
 from service.errors import ConfigError, InvalidRequest
-from service.settings import Settings
+from service.helpers.pool import HelperPool
+from service.principals import helper_principal
+from service.settings import ApiKey, Settings
 
 from .approvals import KEY, REQUEST, SERVER, ApprovalRules, unknown_entry
 from .catalog import CatalogView, ToolCatalog, ToolEntry, checked_client_tools, client_entries
@@ -36,10 +37,10 @@ class ToolAccess:
         tool_policy: ToolPolicy | None = None,
         run_counters: RunCounters | None = None,
         *,
-        sandbox: SandboxOptions,
+        helpers: HelperPool,
     ) -> None:
         """``mcp_names``: the configured MCP servers' identifiers and names (approval entries may name
-        them); ``sandbox``: the worker confinement options the schema checker's helper process runs under."""
+        them); ``helpers``: the helper processes that check client tool schemas."""
         self.settings = settings
         self.catalog = catalog
         self.mcp_names = tuple(mcp_names)
@@ -49,7 +50,7 @@ class ToolAccess:
         self.run_counters = RunBook(run_counters, self.failure_limits, ttl_seconds=settings.session_ttl_seconds)
         self.breaker = Breaker()
         self.approvals = ApprovalRules().adding(SERVER, self._configured_approvals())
-        self.schema_checker = SchemaChecker(catalog.limits.schemas, sandbox)
+        self.schema_checker = SchemaChecker(catalog.limits.schemas, helpers)
 
     def _configured_approvals(self) -> tuple[str, ...]:
         """`[tools] approve`, after checking it and every key's `tools.approve` (ConfigError naming the entry)."""
@@ -101,28 +102,24 @@ class ToolAccess:
         except ToolError as exc:
             raise InvalidRequest(str(exc), need_param=getattr(exc, "field", "client_tools")) from None
 
-    async def client_tools(self, declared: Sequence[Mapping[str, object]]) -> tuple[ToolEntry, ...]:
-        """An exec request's client tools, checked and compiled once (422 naming the field).
+    async def client_tools(self, declared: Sequence[Mapping[str, object]], key: ApiKey) -> tuple[ToolEntry, ...]:
+        """An exec request's client tools, checked and compiled once per principal (422 naming the field).
 
         Checking a schema costs ~0.3 ms per subschema of pure Python (the GIL: a thread would not
-        free the event loop), so schemas not vetted before are checked in the schema checker's
-        helper process; the loop only measures them (one native encode each).
+        free the event loop), so schemas not vetted before are checked in a helper process of
+        ``key``'s principal; the loop only measures them (one native encode each).
         """
         if not declared:
             return ()
+        principal = helper_principal(self.settings.worker_isolation, key)
         try:
             checked = checked_client_tools(declared, self.catalog.limits.schemas)
-            fresh = [encoded for _, encoded in checked if vetted_contract(encoded) is None]
-            problems = await self.schema_checker.problems(fresh) if fresh else {}
-            return client_entries(checked, problems)
+            fresh = [encoded for _, encoded in checked if vetted_contract(encoded, principal) is None]
+            problems = await self.schema_checker.problems(fresh, key) if fresh else {}
+            return client_entries(checked, problems, principal)
         except ToolError as exc:
             raise InvalidRequest(str(exc), need_param=getattr(exc, "field", "client_tools")) from None
 
-    def start(self) -> None:
-        """Start the schema checker's helper process (in the background)."""
-        self.schema_checker.start()
-
     async def close(self) -> None:
-        """Write the runs' failures still unwritten (before the store closes); stop the schema checker."""
+        """Write the runs' failures still unwritten (before the store closes)."""
         await self.run_counters.close()
-        self.schema_checker.close()

@@ -14,7 +14,7 @@ from service.tools.hooks import Hook
 from service.tools.names import assign_callable_names
 from service.tools.plugin import ToolSpec
 from service.tools.policy import PolicySubject, ToolPolicy
-from service.tools.schema_checks import remember_vetted, schema_problem_of, vetted_contract
+from service.tools.schema_checks import remember_vetted, schema_problem_of
 from service.tools.schema_guard import SchemaLimits, encode_caller_schema
 from service.tools.search import SearchDoc, SearchIndex
 
@@ -324,8 +324,8 @@ def compile_client_tools(
     ``SchemaChecker``, then ``client_entries``).
     """
     checked = checked_client_tools(client_tools, limits)
-    problems = {e: schema_problem_of(e, limits) for _, e in checked if vetted_contract(e) is None}
-    return client_entries(checked, problems)
+    problems = {e: schema_problem_of(e, limits) for _, e in checked}
+    return client_entries(checked, problems, None)
 
 
 def checked_client_tools(
@@ -390,9 +390,10 @@ def checked_client_tools(
 
 
 def client_entries(
-    checked: Sequence[tuple[ClientTool, bytes]], problems: Mapping[bytes, str | None]
+    checked: Sequence[tuple[ClientTool, bytes]], problems: Mapping[bytes, str | None], principal: str | None
 ) -> tuple[ToolEntry, ...]:
-    """The catalog entries of checked declarations; ``problems`` holds each schema not vetted before."""
+    """The catalog entries of checked declarations; ``problems`` holds each schema not vetted before for
+    ``principal`` (the one the schemas are remembered for: None, for nobody)."""
     out: list[ToolEntry] = []
     for index, (tool, encoded) in enumerate(checked):
         problem = problems.get(encoded)
@@ -412,7 +413,7 @@ def client_entries(
                 output_schema=None,
                 network=False,
                 optional=False,
-                contract=remember_vetted(encoded),
+                contract=remember_vetted(encoded, principal),
             )
         )
     return tuple(out)

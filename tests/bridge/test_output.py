@@ -54,10 +54,11 @@ def leg_cost(projection: Any) -> int:
 
 
 def project(state: OutputState, final: Any = None, retain: Any = None) -> Projection:
-    """``state.project`` as a cell does it: the texts it embeds checked first (``take_unchecked``), and
+    """``state.project`` as a cell does it: the texts it embeds checked first (``unchecked``, ``checked``), and
     the embedded entries and value read back as data (an envelope keeps them encoded)."""
-    for text in state.take_unchecked(final):
+    for text in state.unchecked(final):
         check_json(text)
+    state.checked(final)
     projection = state.project(final, retain)
     return dataclasses.replace(projection, output=decoded(projection.output), value=decoded(projection.value))
 

@@ -3,8 +3,11 @@ and loopback-only Host checks on a server without keys."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +24,14 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}},
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+SESSION = "mcp-session-id"
+
+
+def answer_of(response: httpx.Response) -> Any:
+    """The JSON-RPC message of an answer: a JSON body (2026-07-28), or the last event of a session's stream."""
+    if response.headers["content-type"].startswith("text/event-stream"):
+        return json.loads([line for line in response.text.splitlines() if line.startswith("data: ")][-1][6:])
+    return response.json()
 
 
 async def test_a_second_tenant_sees_only_its_own_catalog_and_cells(base_url: str) -> None:
@@ -62,7 +73,8 @@ async def test_a_missing_or_wrong_key_is_refused_before_the_sdk(base_url: str) -
         async with http_client(base_url, "ck_wrong_0123456789") as client:
             await client.list_tools()
     ok = httpx.post(base_url + "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {ALPHA}"})
-    assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "codemode"
+    assert ok.status_code == 200 and answer_of(ok)["result"]["serverInfo"]["name"] == "codemode"
+    httpx.delete(base_url + "/mcp", headers={"Authorization": f"Bearer {ALPHA}", SESSION: ok.headers[SESSION]})
 
 
 def test_an_mcp_body_over_the_exec_cap_is_413(base_url: str) -> None:
@@ -79,6 +91,8 @@ def test_a_large_mcp_body_of_many_small_values_is_refused_before_the_sdk(base_ur
     """The SDK parses MCP bodies on the event loop: one over 256 KiB holding more than 10,000 JSON values
     is refused (413) after a count in the helper process; a large body that is one code string is served."""
     headers = {**MCP_HEADERS, "Authorization": f"Bearer {ALPHA}", "Mcp-Protocol-Version": "2025-06-18"}
+    opened = httpx.post(base_url + "/mcp", json=INITIALIZE, headers=headers)
+    headers[SESSION] = opened.headers[SESSION]
     results = ",".join(['{"id":"r","ok":true,"value":{}}'] * 20000)
     many = (
         '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"wait","arguments":'
@@ -90,7 +104,44 @@ def test_a_large_mcp_body_of_many_small_values_is_refused_before_the_sdk(base_ur
     code = "return 7 // " + "x" * 300_000
     one = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "exec", "arguments": {"code": code}}}
     served = httpx.post(base_url + "/mcp", json=one, headers=headers, timeout=60)
-    assert served.status_code == 200 and served.json()["result"]["structuredContent"]["value"] == 7, served.text
+    assert served.status_code == 200 and answer_of(served)["result"]["structuredContent"]["value"] == 7, served.text
+    httpx.delete(base_url + "/mcp", headers=headers)
+
+
+def test_each_tenant_keeps_its_own_bounded_table_of_sessions(base_url: str) -> None:
+    """2025-11-25 clients get sessions, each tenant at most 4 at once.  At the cap a new session closes the
+    tenant's least recently used idle one (a one-shot client leaves its session open): that one is then
+    unknown (404), the others go on.  While all four are in use (each holds an open event stream) a new one
+    is refused (503), and alpha still opens one: tables are per tenant, and a session id is its tenant's."""
+
+    def headers(key: str, session: str | None = None) -> dict[str, str]:
+        more = {SESSION: session} if session else {}
+        return {**MCP_HEADERS, "Authorization": f"Bearer {key}", "Mcp-Protocol-Version": "2025-06-18", **more}
+
+    def opened(key: str) -> httpx.Response:
+        return httpx.post(base_url + "/mcp", json=INITIALIZE, headers=headers(key))
+
+    def listing(key: str, session: str) -> int:
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        return httpx.post(base_url + "/mcp", json=body, headers=headers(key, session), timeout=30).status_code
+
+    betas = [opened(BETA).headers[SESSION] for _ in range(4)]
+    assert [listing(BETA, s) for s in betas[1:]] == [200] * 3  # the first is now the least recently used
+    fifth = opened(BETA)
+    assert fifth.status_code == 200, fifth.text
+    assert listing(BETA, betas[0]) == 404 and listing(BETA, betas[1]) == 200
+    live = [*betas[1:], fifth.headers[SESSION]]
+    with httpx.Client(timeout=30) as http, ExitStack() as streams:
+        for session in live:
+            stream = streams.enter_context(http.stream("GET", base_url + "/mcp", headers=headers(BETA, session)))
+            assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+        full = opened(BETA)
+        assert full.status_code == 503 and "Too many open sessions" in full.text, full.text
+        alpha = opened(ALPHA)
+        assert alpha.status_code == 200, alpha.text
+        assert listing(BETA, alpha.headers[SESSION]) == 404
+    for key, session in [(BETA, s) for s in live] + [(ALPHA, alpha.headers[SESSION])]:
+        assert httpx.delete(base_url + "/mcp", headers=headers(key, session)).status_code == 200
 
 
 async def test_stdio_serves_the_tenant_of_its_api_key(config_file: Path, tmp_path: Path) -> None:
@@ -121,7 +172,7 @@ def test_without_keys_only_loopback_hosts_reach_the_facade(tmp_path: Path) -> No
         rebound = client.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "evil.example:8000"})
         assert rebound.status_code == 421 and rebound.json()["error"]["code"] == "host_not_allowed", rebound.text
         local = client.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "127.0.0.1:8000"})
-        assert local.status_code == 200 and local.json()["result"]["serverInfo"]["name"] == "codemode"
+        assert local.status_code == 200 and answer_of(local)["result"]["serverInfo"]["name"] == "codemode"
         foreign_origin = client.post(
             "/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "127.0.0.1:8000", "Origin": "http://evil.example"}
         )

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.mcp_server.conftest import ALPHA, http_client, stdio_session
+from tests.mcp_server.conftest import ALPHA, connected
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -27,12 +27,8 @@ async def alpha(
     request: pytest.FixtureRequest, config_file: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Client]:
     """A connected client of tenant alpha (every tool) on one transport."""
-    if request.param == "http":
-        async with http_client(request.getfixturevalue("base_url"), ALPHA) as client:
-            yield client
-    else:
-        async with stdio_session(config_file, tmp_path_factory.mktemp("stdio"), ALPHA) as client:
-            yield client
+    async with connected(request, config_file, tmp_path_factory, ALPHA) as client:
+        yield client
 
 
 def text_of(result: Any) -> str:
@@ -55,8 +51,26 @@ async def test_lists_four_tools_with_the_envelope_as_output_schema(alpha: Client
     for name in ("exec", "wait", "cancel"):
         schema = tools[name].output_schema
         assert schema is not None and {"status", "cell_id", "telemetry"} <= set(schema["properties"])
-    assert set(tools["wait"].input_schema["properties"]) == {"cell_id", "timeout_ms", "tool_results", "approvals"}
+    # alpha may not answer approvals (mcp_model_approvals is off): a person decides them, not its model
+    assert set(tools["wait"].input_schema["properties"]) == {"cell_id", "timeout_ms", "tool_results"}
     assert tools["search_tools"].annotations.read_only_hint is True
+
+
+async def test_listings_keep_one_order_and_say_how_long_they_may_be_reused(alpha: Client) -> None:
+    """tools/list answers the four tools in one fixed order every time (a prompt cache keeps its prefix),
+    resources/list its files in one order; on 2026-07-28 (the SDK client's choice on both transports) each
+    listing carries ttlMs and cacheScope: a key's tools and files are private, the templates public."""
+    assert alpha.protocol_version == "2026-07-28"
+    listings = [await alpha.list_tools(cache_mode="bypass") for _ in range(2)]
+    assert [[t.name for t in listing.tools] for listing in listings] == [["exec", "wait", "cancel", "search_tools"]] * 2
+    assert [t.model_dump() for t in listings[0].tools] == [t.model_dump() for t in listings[1].tools]
+    assert (listings[0].ttl_ms, listings[0].cache_scope) == (60_000, "private")
+    resources = [await alpha.list_resources(cache_mode="bypass") for _ in range(2)]
+    uris = [str(r.uri) for r in resources[0].resources]
+    assert uris == [str(r.uri) for r in resources[1].resources] and len(uris) > 3
+    assert (resources[0].ttl_ms, resources[0].cache_scope) == (60_000, "private")
+    templates = await alpha.list_resource_templates(cache_mode="bypass")
+    assert (templates.ttl_ms, templates.cache_scope) == (3_600_000, "public")
 
 
 async def test_a_cell_calls_a_plugin_tool_and_an_mcp_server(alpha: Client) -> None:

@@ -31,7 +31,7 @@ from service.http.request_json import BodyDecoder
 from service.http.responses import JSONBytes
 from service.http.route_group import RouteGroup, route
 from service.settings import Settings
-from service.workers.sandbox import sandbox_options
+from tests.support.helper_pools import helper_pool
 
 CellId = Annotated[str, Path(pattern=ID_PATTERN)]
 GOOD_ID = "c" * 12
@@ -84,12 +84,13 @@ def _wait_fields(body: WaitRequest | None) -> object:
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     settings = Settings(data_dir=str(tmp_path_factory.mktemp("direct"))).check()
-    decoder = BodyDecoder(sandbox_options("auto", "nobody"))
+    helpers = helper_pool()
+    decoder = BodyDecoder(helpers)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> Any:
         yield
-        decoder.close()
+        await helpers.close()
 
     app = FastAPI(lifespan=lifespan, openapi_url=None)  # no docs pages ahead of the twins: the direct ones lead
     install_error_handlers(app, Twins().add_routes(app.router))
@@ -237,7 +238,7 @@ def test_the_door_stays_shut_for_a_stack_it_does_not_stand_in_for(tmp_path: Any)
         response.headers["x-tagged"] = "1"
         return response
 
-    decoder = BodyDecoder(sandbox_options("auto", "nobody"))
+    decoder = BodyDecoder(helper_pool())  # only small bodies here: no helper is started
     app = FastAPI(openapi_url=None)
     install_error_handlers(app, Twins().add_routes(app.router))
     app.add_middleware(
@@ -245,9 +246,6 @@ def test_the_door_stays_shut_for_a_stack_it_does_not_stand_in_for(tmp_path: Any)
     )
     app.middleware("http")(tagged)
     door_app = with_door(app)
-    try:
-        answer = TestClient(door_app).post("/v1/direct/exec", json={"code": "return 1"})
-    finally:
-        decoder.close()
+    answer = TestClient(door_app).post("/v1/direct/exec", json={"code": "return 1"})
     assert answer.headers["x-tagged"] == "1" and answer.json()["took"] == "direct"
     assert door_app.door is not None and door_app.door.gate is None

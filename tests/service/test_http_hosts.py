@@ -4,6 +4,7 @@ every route, the MCP facade's included; loopback names and addresses with any po
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from collections.abc import Iterator
@@ -179,7 +180,9 @@ def test_every_route_refuses_a_foreign_host_or_origin(keyless, method: str, path
 def test_the_mcp_facade_answers_a_loopback_page(keyless) -> None:
     """/mcp serves a loopback Host with a loopback Origin (the SDK's own Host check is off: the gate's rules)."""
     r = keyless.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Host": "[::1]:8000", "Origin": "http://[::1]"})
-    assert r.status_code == 200 and r.json()["result"]["serverInfo"]["name"] == "codemode", r.text
+    # A 2025 initialize opens a session, whose answers are an event stream: the message is its data line.
+    data = next(line for line in r.text.splitlines() if line.startswith("data: "))
+    assert r.status_code == 200 and json.loads(data[6:])["result"]["serverInfo"]["name"] == "codemode", r.text
 
 
 @pytest.mark.slow

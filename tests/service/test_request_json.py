@@ -9,7 +9,7 @@ import pytest
 from service.cells.dispatch import RawJson
 from service.errors import InvalidRequest
 from service.http.request_json import INLINE_BYTES, MAX_BODY_DEPTH, WAIT_REST_BYTES, BodyDecoder, decode_body
-from service.workers.sandbox import sandbox_options
+from tests.support.helper_pools import ALPHA, helper_pool
 
 
 def _deep(depth: int) -> bytes:
@@ -66,16 +66,19 @@ def test_large_bodies_decode_in_the_helper_process_the_same_way():
     body = b'{"tool_results":[{"id":"req_1","ok":true,"value":' + big + b"}]}"
 
     async def scenario() -> None:
-        decoder = BodyDecoder(sandbox_options("auto", "nobody"))
+        decoder = BodyDecoder(helpers := helper_pool())
         try:
-            value = await decoder.decode(body, tool_values_raw=True)
+            value = await decoder.decode(body, ALPHA, tool_values_raw=True)
             assert value["tool_results"][0]["value"].data == big
-            with pytest.raises(InvalidRequest):
-                await decoder.decode(_deep(200) + b" " * INLINE_BYTES)
-            with pytest.raises(InvalidRequest):
-                await decoder.decode(b"{" + b" " * INLINE_BYTES)
+            with pytest.raises(InvalidRequest) as deep:
+                await decoder.decode(_deep(200) + b" " * INLINE_BYTES, ALPHA)
+            assert f"nested more than {MAX_BODY_DEPTH} levels" in deep.value.message
+            with pytest.raises(InvalidRequest) as bad:
+                await decoder.decode(b"{" + b" " * INLINE_BYTES, ALPHA)
+            assert "not valid JSON" in bad.value.message
+            assert helpers.live == 1 and not next(iter(helpers.seats.values())).helper.dead  # refusals keep it
         finally:
-            decoder.close()
+            await helpers.close()
 
     asyncio.run(scenario())
 
@@ -86,29 +89,33 @@ def test_a_dead_decoder_process_is_replaced():
     import os
     import signal
 
-    from service.errors import Overloaded
+    from service.errors import HelperFailed
 
     body = b'{"a":"' + b"x" * INLINE_BYTES + b'"}'
 
     async def scenario() -> None:
-        decoder = BodyDecoder(sandbox_options("auto", "nobody"))
+        decoder = BodyDecoder(helpers := helper_pool())
         try:
-            assert (await decoder.decode(body))["a"] == "x" * INLINE_BYTES
-            os.kill(await decoder.helper.pid(), signal.SIGKILL)
-            with pytest.raises(Overloaded) as info:
-                await decoder.decode(body)
-            assert info.value.error_type == "transient"
-            assert (await decoder.decode(body))["a"] == "x" * INLINE_BYTES
+            assert (await decoder.decode(body, ALPHA))["a"] == "x" * INLINE_BYTES
+            [seat] = helpers.seats.values()
+            assert seat.helper is not None
+            os.kill(seat.helper.pid, signal.SIGKILL)
+            with pytest.raises(HelperFailed) as info:
+                await decoder.decode(body, ALPHA)
+            assert info.value.error_type == "transient" and info.value.retry_after == 1
+            # Whichever it sees first: the job's bytes refused, or no answer.
+            assert "killed by SIGKILL" in info.value.message and "retry" in info.value.message
+            assert (await decoder.decode(body, ALPHA))["a"] == "x" * INLINE_BYTES
         finally:
-            decoder.close()
+            await helpers.close()
 
     asyncio.run(scenario())
 
 
 @pytest.mark.slow
 def test_stopping_the_service_stops_its_decoder_helper(tmp_path):
-    """After a large body started the decoder's helper process, SIGTERM to `codemode serve` leaves no
-    process of its behind (the helper used to be left running, orphaned, with its resource tracker)."""
+    """After a large body was decoded in a helper process, SIGTERM to `codemode serve` leaves no
+    process of its behind (a helper used to be left running, orphaned, with its resource tracker)."""
     import os
     import sys
 
@@ -138,7 +145,7 @@ def test_stopping_the_service_stops_its_decoder_helper(tmp_path):
         big = {"code": "return 1;" + " " * (INLINE_BYTES + 1024)}
         assert httpx.post(base + "/v1/exec", json=big, timeout=30).json()["value"] == 1
         family = descendants(proc.pid)
-        assert len(family) >= 2  # workers, and now the helper (and its resource tracker)
+        assert len(family) >= 2  # workers, and now the helper
 
     def all_gone() -> bool:
         for pid in family:

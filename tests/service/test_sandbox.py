@@ -74,23 +74,22 @@ def command_line(pid: int) -> str:
 
 
 def assert_body_decoder_confined(base: str, service: int, service_uid: int) -> None:
-    """A body large enough for the helper process decodes, and every helper process (the body decoder,
-    the schema checker) runs confined, holding only its pipes to the service and /dev/null (not the
-    service's log).  A helper started in the background may still be importing its modules, before its
-    initializer confines it and before any job: each is given time to get there."""
+    """A body large enough for a helper process decodes, and every helper process runs confined,
+    started like a worker (``python -I -m service.helpers.process``), holding only its pipes to the
+    service (its stderr too: a pipe the service reads, not the service's log).  No process of the
+    service runs multiprocessing or its resource tracker (the helpers used to)."""
     answer = httpx.post(base + "/v1/exec", json={"code": "return 1 // " + "x" * BIG_BODY_BYTES}, timeout=30).json()
     assert answer["status"] == "completed", answer
-    helpers = [
-        pid
-        for pid in children(service)
-        if "multiprocessing" in command_line(pid) and "resource_tracker" not in command_line(pid)
-    ]
-    assert helpers, "the body decoder process runs"
+    commands = {pid: command_line(pid) for pid in children(service)}
+    assert not [c for c in commands.values() if "multiprocessing" in c or "resource_tracker" in c], commands
+    helpers = [pid for pid, command in commands.items() if "-I -m service.helpers.process" in command]
+    assert helpers, "a helper process runs"
     for helper in helpers:
         poll_until(lambda: status(helper)["Seccomp"] == "2", f"helper {helper} installs its filter")  # noqa: B023
         assert_confined(helper, service_uid)
         files = open_files(helper)
-        assert all(f.startswith("pipe:") or f == "/dev/null" for f in files), files
+        assert len(files) == 4 and all(f.startswith("pipe:") for f in files), files
+        assert os.readlink(f"/proc/{helper}/cwd") == "/"
 
 
 def test_pool_workers_run_confined_and_say_so(tmp_path):
@@ -119,7 +118,7 @@ def test_pool_workers_run_confined_and_say_so(tmp_path):
 
 def test_a_live_service_logs_its_layers_and_confines_its_body_decoder(tmp_path):
     """`codemode serve` logs the layers in force at start; the helper that decodes large bodies runs
-    confined too (its descriptors: the pipes to the service and /dev/null, not the service's log)."""
+    confined too (its descriptors: its pipes to the service, not the service's log)."""
     port = free_port()
     argv = [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "1", "--log-level", "info"]
     base = f"http://127.0.0.1:{port}"

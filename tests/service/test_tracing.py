@@ -375,7 +375,9 @@ def test_tracing_off_imports_no_sdk_and_installs_no_provider(cli_env):
 def test_mcp_tool_calls_take_their_parent_from_the_http_header_or_the_request_meta(traced):
     """An MCP exec's leg is a child of the HTTP request's ``traceparent``, else of the MCP request's
     ``_meta.traceparent`` (stdio has no headers); the facade passes it down like the HTTP API."""
+    from service.mcp_server.cell_tools import ToolAnswer
     from service.mcp_server.facade import McpFacade
+    from service.mcp_server.rounds import Caller
     from service.mcp_server.sdk_server import _trace_parent
     from service.settings import ApiKey
 
@@ -392,8 +394,12 @@ def test_mcp_tool_calls_take_their_parent_from_the_http_header_or_the_request_me
     key = ApiKey(key="", tenant="local")
 
     async def exec_with(parent: object) -> str:
-        answer = await facade.call(key, "exec", {"code": "return 1"}, trace_parent=parent)
-        assert answer.structured is not None and answer.structured["status"] == "completed"
+        answer = await facade.call(Caller(key, trace_parent=parent), "exec", {"code": "return 1"})
+        assert (
+            isinstance(answer, ToolAnswer)
+            and answer.structured is not None
+            and answer.structured["status"] == "completed"
+        )
         return str(answer.structured["cell_id"])
 
     assert client.portal is not None  # the app's event loop, where its cells run

@@ -28,6 +28,8 @@ from service.workers import supply
 from service.workers.worker_process import start_worker
 
 CAP = 1 << 20
+#: Bytes of padding in each reply of the flooding test's tool.
+REPLY_BYTES = 24 * 1024
 
 
 @pytest.mark.parametrize("run", [asyncio.run, loops.run], ids=["asyncio", "uvloop"])
@@ -91,7 +93,9 @@ def test_a_cell_whose_worker_floods_calls_and_reads_no_reply_ends_at_its_deadlin
     async def nop(call_id: str, params: dict[str, object], ctx: object) -> object:
         nonlocal calls
         calls += 1
-        return {"pad": "x" * 1024}  # about 1 KiB a reply: the pipe and the transport fill within a few dozen
+        # About 24 KiB a reply: the pipe and the transport fill within a handful of calls, long before the
+        # cell's park time however loaded the machine (with 1 KiB replies a loaded machine parked first).
+        return {"pad": "x" * REPLY_BYTES}
 
     tool = ToolSpec(name="nop", description="Counts its calls.", execute=nop, input_schema={"type": "object"})
     settings = Settings().replace(
@@ -146,7 +150,8 @@ def test_a_cell_whose_worker_floods_calls_and_reads_no_reply_ends_at_its_deadlin
     assert envelope["status"] == "failed" and envelope["code"] == "timeout", envelope
     # Replies filled the pipe, then the transport up to its high-water mark (and one settle frame over
     # it, at most), and the leg waited: far fewer calls ran than the worker sent.
-    assert out["high"] <= out["most_buffered"] <= out["high"] + 2048, out
+    # At most one settle message over the mark: its frame and its reply payload.
+    assert out["high"] <= out["most_buffered"] <= out["high"] + REPLY_BYTES + 2048, out
     assert out["calls"] < 1000, out
     assert out["most_calls_in_a_turn"] <= 4, out
 

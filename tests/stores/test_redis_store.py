@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import anyio
 import pytest
 
+from service.mcp_server.request_state import SharedLedger
 from service.stores import StoreLimits, StoreUnavailableError, open_store
 
 from .conftest import free_port, start_redis_server, stop_redis_server
@@ -63,5 +66,25 @@ async def test_database_number_separates_data(redis_url: str) -> None:
         assert await second.get_all("t", "db-test") == {}
     finally:
         await first.delete_session("t", "db-test")
+        await first.close()
+        await second.close()
+
+
+async def test_replicas_share_one_secret_and_each_claim_succeeds_once(redis_url: str) -> None:
+    """Two stores on one server (two replicas) read the same secret, made by the first that asks; a claim
+    succeeds for one of them only, and again once it expired (the MCP facade's approval rounds)."""
+    base = redis_url.rsplit("/", 1)[0]
+    first, second = open_store(f"{base}/3", StoreLimits()), open_store(f"{base}/3", StoreLimits())
+    try:
+        assert isinstance(first, SharedLedger)
+        secret = await first.shared_secret("test-secret")
+        assert len(secret) == 32 and await second.shared_secret("test-secret") == secret
+        assert await second.shared_secret("another-secret") != secret
+        soon = int(time.time() * 1000) + 60_000
+        assert [await first.first_use("n1", soon), await second.first_use("n1", soon)] == [True, False]
+        assert await second.first_use("n2", int(time.time() * 1000) + 50) is True
+        await anyio.sleep(0.2)
+        assert await first.first_use("n2", soon) is True  # the first claim expired with its state
+    finally:
         await first.close()
         await second.close()

@@ -16,6 +16,10 @@ an attacker would: it reads the ``run`` frame, then writes ``n`` idle frames, ea
 ``n`` idle frames for a runtime that does not exist, each padded with ``m`` tiny JSON values, and never
 reads again (``flood_values``).
 
+``"forge_texts": {"value": text, "output": [texts]}`` serves every cell with exactly those texts as its
+output and value, JSON or not (``forge_texts``); ``value`` may be ``[head, unit, times, tail]`` for a long
+one.
+
 A plan with ``"hijack": {"tool": name, "trigger": text, "args": {...}}`` serves cells like a worker an
 exploit took over (``hijack``): each cell answers at once with this process's pid and how many cells it
 served, until a cell whose code holds ``trigger`` (the exploit) arrives; from then on the process is
@@ -37,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.framing import DEFAULT_FRAME_CAP, encode_frame
-from bridge.messages import done_frame, idle_frame
+from bridge.messages import GuestRequest, OutputShipment, done_frame, idle_frame
 from guest_runtime.worker import Channel
 
 #: How the process was started, read as this module loads (before confinement, which forbids getcwd).
@@ -228,10 +232,41 @@ def _forged_call(channel: Channel, rt: str, tool: str, args: dict[str, Any]) -> 
     return None
 
 
+def forge_texts(fd_out: int, value: str | None, output: list[str]) -> int:
+    """Serve every cell with ``output`` entries and a final ``value`` exactly as given (JSON or not): a
+    worker's texts are embedded in envelopes as they are.  Without a ``value``, park each cell on a
+    timer instead (its output goes into a waiting envelope)."""
+    channel = Channel(0, fd_out, DEFAULT_FRAME_CAP)
+    texts = [entry.encode() for entry in output]
+    shipment: OutputShipment = {"entries": len(texts)}
+    while (frame := channel.read()) is not None:
+        if frame["t"] != "run":
+            continue
+        rt = frame["cell_id"]
+        if value is None:
+            request: GuestRequest = {"id": 1, "method": "sleep"}
+            idle = idle_frame(
+                rt=rt, requests=[request], cancels=[], output=shipment, outstanding=1, cpu_ms=0.0, heap_bytes=0
+            )
+            channel.write(idle, [b"[600000]", *texts])
+            continue
+        data = value.encode()
+        done = done_frame(rt=rt, value=len(data), output=shipment, cancels=[], cpu_ms=0.0, heap_bytes=0, recycle=False)
+        channel.write(done, [*texts, data])
+    return 0
+
+
 def run(fd_out: int, plan_text: str) -> int:
     plan = json.loads(plan_text)
     if "flood_values" in plan:
         return flood_values(fd_out, plan["flood_values"]["frames"], plan["flood_values"]["values"])
+    if "forge_texts" in plan:
+        forged = plan["forge_texts"]
+        value = forged.get("value")
+        if isinstance(value, list):  # [head, unit, times, tail]: a long text that need not fit the environment
+            head, unit, times, tail = value
+            value = head + unit * times + tail
+        return forge_texts(fd_out, value, forged.get("output", []))
     if "hijack" in plan:
         forge = plan["hijack"]
         return hijack(fd_out, forge["tool"], forge["trigger"], forge.get("args", {"to": "attacker@example.com"}))

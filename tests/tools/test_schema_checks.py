@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
 from bridge import jsoncodec
+from service.helpers.pool import HelperPool
+from service.principals import helper_principal
 from service.tools import schema_checks, schema_guard
 from service.tools.catalog import checked_client_tools, client_entries
 from service.tools.errors import ClientToolDeclError, InvalidInputError
 from service.tools.schema_checks import INLINE_SCHEMA_BYTES, SchemaChecker, schema_problem_of
 from service.tools.schema_guard import SchemaLimits
-from service.workers.sandbox import sandbox_options
+from tests.support.helper_pools import ALPHA, ALPHA_NARROW, helper_pool
 
 LIMITS = SchemaLimits()
 #: ~20 KiB, 1,500 subschemas: checked in the helper, valid.
@@ -28,12 +30,17 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def checker() -> Iterator[SchemaChecker]:
-    c = SchemaChecker(LIMITS, sandbox_options("auto", "nobody"))
+async def helpers() -> AsyncIterator[HelperPool]:
+    pool = helper_pool()
     try:
-        yield c
+        yield pool
     finally:
-        c.close()
+        await pool.close()
+
+
+@pytest.fixture
+def checker(helpers: HelperPool) -> SchemaChecker:
+    return SchemaChecker(LIMITS, helpers)
 
 
 @pytest.fixture(autouse=True)
@@ -69,11 +76,11 @@ async def test_tiny_schemas_are_checked_inline_and_large_ones_in_the_helper(chec
     """A schema of a few bytes needs no helper process; a large one is checked there, with the same verdicts."""
     tiny = jsoncodec.dumps({"type": "object", "properties": {"a": {"type": "string"}}})
     assert len(tiny) <= INLINE_SCHEMA_BYTES
-    assert await checker.problems([tiny]) == {tiny: None}
-    assert not checker.helper.started
+    assert await checker.problems([tiny], ALPHA) == {tiny: None}
+    assert checker.helpers.live == 0  # no helper serves anyone yet
     good, bad = jsoncodec.dumps(WIDE), jsoncodec.dumps(WIDE_BAD)
-    found = await checker.problems([good, bad, good])
-    assert checker.helper.started
+    found = await checker.problems([good, bad, good], ALPHA)
+    assert checker.helpers.live == 1
     assert found == {good: None, bad: schema_problem_of(bad, LIMITS)}
     assert found[bad] is not None and "properties/p7/minimum" in found[bad]
 
@@ -83,7 +90,7 @@ async def test_guard_refusals_come_back_from_the_helper(checker: SchemaChecker) 
     """The guard's walks run in the helper too: a remote $ref in a large schema is named there."""
     remote = {**WIDE, "properties": {**WIDE["properties"], "r": {"$ref": "http://127.0.0.1:9/x.json"}}}
     encoded = jsoncodec.dumps(remote)
-    problem = (await checker.problems([encoded]))[encoded]
+    problem = (await checker.problems([encoded], ALPHA))[encoded]
     assert problem is not None and "points outside the schema" in problem
 
 
@@ -92,11 +99,26 @@ async def test_checked_entries_validate_and_vetted_schemas_are_not_checked_again
     """Entries built from the helper's verdicts validate calls; a repeat declaration is already vetted."""
     checked = checked_client_tools([{"name": "t", "input_schema": WIDE}], LIMITS)
     [(_, encoded)] = checked
-    assert schema_checks.vetted_contract(encoded) is None
-    [entry] = client_entries(checked, await checker.problems([encoded]))
+    alpha = helper_principal("key", ALPHA)
+    assert schema_checks.vetted_contract(encoded, alpha) is None
+    [entry] = client_entries(checked, await checker.problems([encoded], ALPHA), alpha)
     with pytest.raises(InvalidInputError, match=r"\$\.p3: expected integer, got string"):
         entry.contract.check_input({"p3": "x"}, "t")
-    assert schema_checks.vetted_contract(encoded) is entry.contract
+    assert schema_checks.vetted_contract(encoded, alpha) is entry.contract
     with pytest.raises(ClientToolDeclError, match=r"client_tools\[0\]\.input_schema: schema is invalid at"):
         bad = checked_client_tools([{"name": "t", "input_schema": WIDE_BAD}], LIMITS)
-        client_entries(bad, await checker.problems([e for _, e in bad]))
+        client_entries(bad, await checker.problems([e for _, e in bad], ALPHA), alpha)
+
+
+@pytest.mark.anyio
+async def test_a_verdict_is_remembered_only_for_the_principal_whose_helper_reached_it(checker: SchemaChecker) -> None:
+    """A helper an attacker owns could vouch for a bad schema: its verdict never spares another principal
+    (nor, without a principal, anyone) the check."""
+    checked = checked_client_tools([{"name": "t", "input_schema": WIDE}], LIMITS)
+    [(_, encoded)] = checked
+    alpha, narrow = helper_principal("key", ALPHA), helper_principal("key", ALPHA_NARROW)
+    [entry] = client_entries(checked, await checker.problems([encoded], ALPHA), alpha)
+    assert schema_checks.vetted_contract(encoded, alpha) is entry.contract
+    assert schema_checks.vetted_contract(encoded, narrow) is None
+    client_entries(checked, {encoded: None}, None)
+    assert schema_checks.vetted_contract(encoded, None) is None
