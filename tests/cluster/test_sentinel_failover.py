@@ -159,7 +159,7 @@ def test_a_primary_killed_mid_load_loses_nothing_acknowledged(ha: tuple[Cluster,
         code = f"return [await load({key!r}), await results.load({result_id!r})];"
         r = post(reader, "/v1/exec", {"code": code, "session_id": session, "run_id": run})
         assert r.status_code == 200 and r.json()["status"] == "completed", r.text
-        assert r.json()["value"] == [value, [value]], (session, key, r.json())
+        assert r.json()["value"] == [value, [value]], (session, key, r.json(), load.refusals)
     listed = httpx.get(f"{cluster.front}/v1/sessions/{load.written[-1][0]}/store", timeout=30)
     assert listed.status_code == 200, listed.text
     assert load.written[-1][2] in [k["key"] for k in listed.json()["keys"]]
