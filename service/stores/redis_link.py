@@ -20,7 +20,7 @@ from .base import DEFAULT_TIMEOUT_SECONDS
 from .errors import StoreConfigError, StoreError, StoreUnavailableError
 from .redis_target import RedisTarget
 
-__all__ = ["Pipeline", "RedisLink"]
+__all__ = ["RedisLink"]
 
 _T = TypeVar("_T")
 
