@@ -7,8 +7,9 @@ COPY pyproject.toml README.md ./
 COPY bridge ./bridge
 COPY guest_runtime ./guest_runtime
 COPY service ./service
-RUN pip install --no-cache-dir . && useradd --system --home /var/lib/codemode --create-home codemode
-USER codemode
+# A fixed uid: deploy/kubernetes runs the pod as 10001 (runAsNonRoot needs a number to check).
+RUN pip install --no-cache-dir . && useradd --system --uid 10001 --home /var/lib/codemode --create-home codemode
+USER 10001
 ENV CODEMODE_DATA_DIR=/var/lib/codemode
 EXPOSE 8000
 CMD ["codemode", "serve", "--host", "0.0.0.0", "--port", "8000", "--config", "/etc/codemode/config.toml"]

@@ -27,6 +27,7 @@ from .cells.registry import CellRegistry
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
 from .demo import demo_settings
+from .drain import Drain
 from .errors import ConfigError, WorkerGone
 from .handlers.api_files import install_api_files
 from .handlers.cell_tools import cell_tools, prepare_cell
@@ -37,7 +38,7 @@ from .helpers.pool import HelperPool
 from .metrics import Metrics
 from .process_tuning import tune_process
 from .settings import Settings
-from .stores import ResultsBackend, ResultsLimits, SessionStore, open_results, open_store
+from .stores import RedisHA, ResultsBackend, ResultsLimits, SessionStore, open_results, open_store
 from .stores.errors import StoreError
 from .stores.results_backend import LocalResults
 from .tools.access import ToolAccess
@@ -78,6 +79,7 @@ class Components:
     results: ResultsBackend
     mcp: McpHub | None = None
     replica: Replica | None = None  # with a shared (Redis) store: this process as one replica of many
+    drain: Drain | None = None  # what SIGTERM runs before the server stops (service/drain.py)
     metrics: Metrics = field(default_factory=Metrics)
     tracing: Tracing = NO_TRACING
     sandbox: SandboxStatus = field(default_factory=lambda: SandboxStatus({"mode": "auto"}))
@@ -163,12 +165,10 @@ def build_components(
 ) -> Components:
     """Create (not start) the service parts for ``settings``.
 
-    ``cells_clock`` dates cell idleness and expiry (tests move it; the registry then sweeps often).
-
     ``extra_tools`` adds tools defined in code (tests, embedding) to the plugins of the settings;
-    ``store=False`` runs without a session store; ``results_clock`` dates saved results (tests move it);
-    ``tracing`` defaults to what the ``OTEL_*`` environment asks for (``service.tracing``).
-    With a ``redis://`` store URL saved results live in Redis too, shared by replicas.
+    ``store=False`` runs without a session store; ``results_clock`` dates saved results and ``cells_clock``
+    cell idleness and expiry (tests move them; the registry then sweeps often); ``tracing`` defaults to what
+    the ``OTEL_*`` environment asks for.  With a ``redis://`` store URL saved results live in Redis too.
     """
     settings = demo_settings(settings)
     sandbox, helpers = _sandbox_and_helpers(settings)
@@ -208,6 +208,7 @@ def build_components(
         results=results,
         mcp=mcp,
         replica=replica,
+        drain=Drain(cells, replica, seconds=settings.drain_seconds, keep_seconds=settings.cell_ttl_seconds),
         tracing=tracing,
         sandbox=SandboxStatus(sandbox),
     )
@@ -303,13 +304,26 @@ def _session_store(settings: Settings, store: SessionStore | None | bool) -> Ses
     if store is True:
         try:
             return open_store(
-                settings.resolved_store_url, store_limits(settings), timeout_seconds=settings.store_timeout_ms / 1000
+                settings.resolved_store_url,
+                store_limits(settings),
+                timeout_seconds=settings.store_timeout_ms / 1000,
+                ha=redis_ha(settings),
             )
         except StoreError as exc:
             raise ConfigError(str(exc), need_param="store_url") from None
     if store is False or store is None:
         return None
     return store
+
+
+def redis_ha(settings: Settings) -> RedisHA:
+    """The Sentinels and write acknowledgement of a ``redis://`` store (service/stores/redis_target.py)."""
+    return RedisHA(
+        sentinels=settings.redis_sentinels,
+        master_name=settings.redis_master_name,
+        sentinel_password=settings.redis_sentinel_password,
+        wait_replicas=settings.redis_wait_replicas,
+    )
 
 
 def _mcp_hub(settings: Settings, catalog: ToolCatalog, policy: ToolPolicy) -> McpHub | None:
@@ -340,6 +354,7 @@ def _results(settings: Settings, *, shared: bool, clock: Callable[[], float] | N
             ResultsLimits(tenant_max_bytes=settings.tenant_results_bytes, max_bytes=settings.results_max_bytes),
             clock,
             settings.store_timeout_ms / 1000,
+            redis_ha(settings),
         )
     except StoreError as exc:
         raise ConfigError(str(exc), need_param="store_url") from None

@@ -111,10 +111,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(settings: Settings) -> int:
     from .app import create_app
+    from .assembly import build_components
     from .http.server import serve
 
     try:
-        app = create_app(settings)
+        services = build_components(settings)
+        app = create_app(settings, services)
     except ServiceError as exc:
         print(f"codemode: cannot start: {exc.message}", file=sys.stderr)
         return STARTUP_FAILURE
@@ -123,7 +125,7 @@ def _serve(settings: Settings) -> int:
     # Cell outcomes (with the request's title) are logged by "codemode" at the same level as uvicorn.
     logging.basicConfig(format="%(levelname)s:     %(name)s: %(message)s")
     logging.getLogger("codemode").setLevel(settings.log_level.upper())
-    serve(app, settings)
+    serve(app, settings, drain=services.drain.run if services.drain is not None else None)
     return 0
 
 

@@ -8,6 +8,7 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── Forbidden                    403: the key may not do this
  ├── HostNotAllowed               421: without API keys, a Host or Origin that names no allowed host
  ├── CellNotFound                 404: unknown, expired or another tenant's cell
+ ├── CellDrained                  404: its replica was shut down (drained) while it held the cell: start it again
  ├── NotFound                     404: unknown session / run / API file
  ├── WaitInProgress               409: a second wait on one cell
  ├── BodyTooLarge                 413
@@ -15,6 +16,7 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── Overloaded                   503: no worker could be had in time (``Retry-After``)
  ├── StoreUnavailable             503: the session store does not answer
  ├── ReplicaUnavailable           503: the replica holding a cell does not answer (``Retry-After``)
+ ├── ReplicaDraining              503: this replica is shutting down and admits no new cell (``Retry-After``)
  ├── HelperFailed                 503: a helper process answered out of shape, died or hung; it is replaced (``Retry-After``)
  ├── ResponseNotEncodable         500: an answer could not be written as JSON (retrying cannot help)
  ├── WorkerGone                   a worker's pipe closed or its frames cannot be read; the cell layer
@@ -112,6 +114,14 @@ class CellNotFound(ServiceError):
     error_type = "recoverable"
 
 
+class CellDrained(ServiceError):
+    """Raised for a cell its replica still held when that replica was shut down (drained): its state is gone."""
+
+    code = "cell_drained"
+    status = 404
+    error_type = "recoverable"
+
+
 class NotFound(ServiceError):
     """Raised for an unknown session, run or API file."""
 
@@ -164,6 +174,14 @@ class ReplicaUnavailable(ServiceError):
     """Raised when the replica that holds a cell does not answer a forwarded request."""
 
     code = "replica_unavailable"
+    status = 503
+    error_type = "transient"
+
+
+class ReplicaDraining(ServiceError):
+    """Raised for a new cell on a replica that is shutting down (draining); another replica takes it."""
+
+    code = "replica_draining"
     status = 503
     error_type = "transient"
 

@@ -71,6 +71,7 @@ class _Collector:
         )
         slots.add_metric([], pool["slots"])
         yield slots
+        yield from _autoscaling_gauges(pool)
         lowered = GaugeMetricFamily(
             "codemode_workers_lowered", "Worker processes at the lowest CPU priority (their tenant is over its share)"
         )
@@ -83,6 +84,20 @@ class _Collector:
         )
         refused.add_metric([], pool["replacements_refused"])
         yield refused
+
+
+def _autoscaling_gauges(pool: dict[str, int]) -> Iterator[Metric]:
+    """The autoscaler's signals (deploy/kubernetes/monitoring/prometheus-adapter.yaml): busy slots over this
+    size, and legs waiting for a slot."""
+    size = GaugeMetricFamily(
+        "codemode_running_slots_size", "Running slots of this replica before burst slots (running_slots)"
+    )
+    size.add_metric([], pool["slots_size"])
+    queue = GaugeMetricFamily(
+        "codemode_admission_queue", "Legs waiting for a running slot (every slot this tenant may take is held)"
+    )
+    queue.add_metric([], pool["slots_waiting"])
+    return iter((size, queue))
 
 
 def _principal_gauges(pool: dict[str, int]) -> Iterator[Metric]:

@@ -104,6 +104,18 @@ class Settings(BaseSettings):
     store_timeout_ms: Int = setting(
         "server", 2000, 50, 60000, "one session-store or saved-results call, retries included; then store_unavailable"
     )
+    # A highly available Redis (service/stores/redis_target.py): the Sentinels that name the primary, and
+    # how many replicas must confirm a write before callers are told it is done.
+    redis_sentinels: CommaList = setting(
+        "server",
+        (),
+        doc="HOST:PORT of Redis Sentinels; the redis:// store_url then gives only credentials and database",
+    )
+    redis_master_name: NonEmpty = setting("server", "mymaster", doc="the name the Sentinels monitor the primary by")
+    redis_sentinel_password: str = setting("server", "", doc="password of the Sentinels themselves (if they ask one)")
+    redis_wait_replicas: Int = setting(
+        "server", 0, 0, 16, "replicas that must confirm a store write (Redis WAIT) before it counts as done"
+    )
     log_level: str = setting("server", "info", doc="uvicorn log level")
     # Connection hygiene of `codemode serve` (a peer that trickles bytes must not hold a socket forever).
     header_read_timeout_seconds: Int = setting(
@@ -133,6 +145,13 @@ class Settings(BaseSettings):
     )
     replica_ttl_seconds: Int = setting(
         "server", 6, 2, 60, "a replica without a heartbeat for this long is stopped; its cells fail"
+    )
+    drain_seconds: Int = setting(
+        "server",
+        30,
+        0,
+        3600,
+        "on SIGTERM, stop admitting cells and let running legs finish for up to this long before stopping",
     )
     # Without API keys: the Host names (besides loopback ones) requests may be addressed to (service/hosts.py).
     allowed_hosts: CommaList = setting(
@@ -405,6 +424,12 @@ class Settings(BaseSettings):
             raise ConfigError(
                 f"advertise_url {self.advertise_url!r} is not an http:// or https:// URL (e.g. http://10.0.0.5:8000)",
                 need_param="advertise_url",
+            )
+        if self.redis_sentinels and not self.resolved_store_url.startswith("redis:"):
+            raise ConfigError(
+                "redis_sentinels is set but store_url is not a redis:// URL; give store_url = "
+                '"redis://[:PASSWORD@]MASTER-NAME/DB" (its host is not used: the Sentinels name the primary)',
+                need_param="store_url",
             )
         for entry in self.allowed_hosts:
             try:

@@ -28,7 +28,8 @@ SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
     "re2": "service/tools/patterns.py",
     # The SQLite store and the thread that owns its connection (calls, deadlines, errors).
     "sqlite3": ("service/stores/sqlite.py", "service/stores/sqlite_thread.py"),
-    "redis": "service/stores/redis_store.py",
+    # The one place a Redis client is made and its errors translated (the stores use its client).
+    "redis": "service/stores/redis_link.py",
     # The demo's travel server is a program of its own (python -m service.demo.travel), not the service.
     "mcp": ("service/mcp/client.py", "service/mcp_server/sdk_server.py", "service/demo/travel.py"),
     "mcp_types": ("service/mcp/client.py", "service/mcp_server/sdk_server.py"),

@@ -249,6 +249,10 @@ class BackgroundCells:
         self.tracing = tracing
         self._runs: dict[str, BackgroundRun] = {}
 
+    def cell_ids(self) -> list[str]:
+        """The cells of every run not collected yet (running, or ended with its envelope held)."""
+        return list(self._runs)
+
     def get(self, cell_id: str, tenant: str) -> BackgroundRun | None:
         run = self._runs.get(cell_id)
         return run if run is not None and run.tenant == tenant else None

@@ -104,6 +104,7 @@ class CellRegistry:
         )
         self.cell_id_prefix = "cell_"  # replicas put their id in it (service/cluster/identity.py)
         self._bounds = LifeBounds(settings.max_legs_per_cell, settings.max_cell_lifetime_seconds)
+        self.refuse_new: Callable[[], None] | None = None  # set by the drain (service/drain.py): raises
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -166,6 +167,8 @@ class CellRegistry:
 
     async def exec(self, spec: CellSpec, trace_parent: TraceParent = None) -> Envelope:
         """Start a cell and run its first leg (traced as a child of ``trace_parent``, from its admission)."""
+        if self.refuse_new is not None:
+            self.refuse_new()  # this replica is draining: no new cell
         started_ns = time.time_ns() if self.tracing.enabled else None
         # The source pre-checks know JavaScript; Monty reports a Python cell's own syntax errors.
         code = spec.code
@@ -361,6 +364,17 @@ class CellRegistry:
             cell.id,
             FinishedCell(finished_summary(final), expired=cell.end_reason is EndReason.EXPIRED),
         )
+
+
+def held_cells(registry: CellRegistry) -> dict[str, bool]:
+    """Every cell of ``registry`` a later request could still reach, and whether it runs a leg now (live and
+    not parked): what a drain (service/drain.py) waits for, then records.  Background cells whose end was
+    not collected yet are held too."""
+    parked = set(registry.quotas.parked_ids())
+    held = {cell_id: cell_id not in parked for cell_id in registry._cells}
+    for cell_id in registry.background.cell_ids():
+        held.setdefault(cell_id, False)
+    return held
 
 
 def random_uuid() -> str:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from service.errors import CellNotFound, ReplicaUnavailable, ServiceError, StoreUnavailable
 from service.outbound_http import TRANSPORT_ERRORS, StreamedAnswer
 from service.stores.errors import StoreError
 
+from .drained import cell_drained
 from .identity import holder_of
 
 if TYPE_CHECKING:
@@ -58,7 +59,8 @@ async def open_on_holder(
 
     ``target`` is the holder's path and query; ``relayed_here``: this request was itself relayed by a
     peer (so the holder's address now names this process).  Raises CellNotFound (the holder stopped),
-    StoreUnavailable (nobody can say where it is), ReplicaUnavailable (it does not answer).
+    CellDrained (the holder was drained while it held the cell), StoreUnavailable (nobody can say where
+    it is), ReplicaUnavailable (it does not answer).
     """
     what = f"cell {cell_id}"
     if relayed_here:
@@ -67,25 +69,58 @@ async def open_on_holder(
             f"(this is replica {replica.replica_id}: the holder stopped and this one took its address, or "
             "its advertise_url names something other than the replica itself); start a new cell"
         )
+    url = await _where(replica, holder, what)
+    if url is None:
+        await _gone(replica, holder, cell_id)
     try:
-        url = await replica.membership.peer_url(holder)
+        answer: StreamedAnswer = await replica.peers.open(url, method, target, headers, body, what=what)
+    except ReplicaUnavailable:
+        # The address may have been remembered from before the holder left: ask the store once more, so
+        # a holder that drained or stopped is answered for now rather than after the next lookup.
+        replica.membership.forget_peer(holder)
+        if await _where(replica, holder, what) is None:
+            await _gone(replica, holder, cell_id)
+        raise
+    except ServiceError:
+        replica.membership.forget_peer(holder)
+        raise
+    return answer
+
+
+async def _where(replica: Replica, holder: str, what: str) -> str | None:
+    try:
+        return await replica.membership.peer_url(holder)
     except StoreError as exc:
         raise StoreUnavailable(
             f"the shared store that says which replica holds {what} is unavailable: {exc}; retry shortly",
             retry_after=1,
         ) from None
-    if url is None:
-        raise CellNotFound(
-            f"{what} is unknown: the replica that ran it ({holder}) stopped (its heartbeat is gone: it shut "
-            f"down or was silent for {replica.ttl_seconds} s), and the cell's state was lost with it; "
-            "start a new cell"
-        )
+
+
+async def _gone(replica: Replica, holder: str, cell_id: str) -> NoReturn:
+    """Raise what a request for ``cell_id`` gets now that ``holder``'s heartbeat is gone: CellDrained if its
+    drain recorded the cell; ReplicaUnavailable (retry) while the store's recent outage may explain the
+    missing heartbeat; else CellNotFound (it stopped, or the cell had ended)."""
     try:
-        answer: StreamedAnswer = await replica.peers.open(url, method, target, headers, body, what=what)
-    except ServiceError:
-        replica.membership.forget_peer(holder)
-        raise
-    return answer
+        fate = await replica.membership.drained_fate(holder, cell_id)
+    except StoreError as exc:
+        raise StoreUnavailable(
+            f"the shared store that says what became of cell {cell_id} is unavailable: {exc}; retry shortly",
+            retry_after=1,
+        ) from None
+    if fate is not None:
+        raise cell_drained(cell_id, holder, fate)
+    if replica.membership.unsure():
+        raise ReplicaUnavailable(
+            f"whether the replica holding cell {cell_id} ({holder}) stopped is not known yet: the shared store "
+            "was unavailable a moment ago, so its heartbeat may only have lapsed meanwhile; retry shortly",
+            retry_after=1,
+        )
+    raise CellNotFound(
+        f"cell {cell_id} is unknown: the replica that ran it ({holder}) stopped (its heartbeat is gone: it shut "
+        f"down or was silent for {replica.ttl_seconds} s), and the cell's state was lost with it; "
+        "start a new cell"
+    )
 
 
 async def call_holder(

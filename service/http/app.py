@@ -60,7 +60,7 @@ def route_groups(settings: Settings, svc: Components) -> list[RouteGroup]:
         CellRoutes(svc.cells, svc.tools, svc.tracing),
         ToolRoutes(svc.tools),
         SessionRoutes(svc.results, access.run_counters, access.failure_limits, svc.store),
-        OpsRoutes(svc.pool, svc.cells, svc.store, svc.sandbox, svc.metrics),
+        OpsRoutes(svc.pool, svc.cells, svc.store, svc.sandbox, svc.metrics, svc.drain),
         EventRoutes(svc.cells, settings.events_heartbeat_seconds),
         ToolDescriptionRoutes(settings, svc.tools),
     ]
@@ -103,7 +103,7 @@ def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) ->
         app.add_route(MCP_PATH, mcp, include_in_schema=False)  # type: ignore[arg-type]
     if svc.replica is not None:
         # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.
-        app.add_middleware(ReplicaRouting, replica=svc.replica)
+        app.add_middleware(ReplicaRouting, replica=svc.replica, drain=svc.drain)
     else:  # a replica relays requests for cells held elsewhere: every request walks the stack there
         app = with_door(app)
     app.add_middleware(

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated, Literal
 
+from fastapi import Query
 from fastapi.responses import PlainTextResponse
 
 from service.api.schemas import ERROR_RESPONSES, Health, Readiness
 from service.cells.registry import CellRegistry
+from service.drain import Drain
 from service.metrics import Metrics
 from service.stores import SessionStore
 from service.stores.errors import StoreError
@@ -52,12 +55,14 @@ class OpsRoutes(RouteGroup):
         store: SessionStore | None,
         sandbox: SandboxStatus,
         metrics: Metrics,
+        drain: Drain | None = None,
     ) -> None:
         self.pool = pool
         self.cells = cells
         self.store = store
         self.sandbox = sandbox
         self.meter = metrics
+        self.drain = drain
 
     @route(
         "GET",
@@ -82,10 +87,20 @@ class OpsRoutes(RouteGroup):
         responses={200: example(READY_EXAMPLE), 503: {"model": Readiness, "description": "a part is not ready"}},
         operation_id="get_readiness",
     )
-    async def readyz(self) -> JSONBytes:
-        """The worker pool has workers and the session store answers; ``sandbox``: the workers' confinement layers."""
+    async def readyz(
+        self,
+        store: Annotated[
+            Literal["required", "optional"],
+            Query(
+                description="optional: the store's state is reported but does not make the answer 503 (for a "
+                "Kubernetes Service, which would otherwise drop every replica at once while a shared store is down)"
+            ),
+        ] = "required",
+    ) -> JSONBytes:
+        """The worker pool has workers, the session store answers and the service is not shutting down (draining);
+        ``sandbox``: the workers' confinement layers."""
         checks = await self.readiness()
-        ok = all(v == "ok" for v in checks.values())
+        ok = all(v == "ok" for part, v in checks.items() if part != "store" or store == "required")
         return JSONBytes(
             {"status": "ok" if ok else "unavailable", "checks": checks, "sandbox": self.sandbox.as_json()},
             status_code=200 if ok else 503,
@@ -108,6 +123,8 @@ class OpsRoutes(RouteGroup):
     async def readiness(self) -> dict[str, str]:
         """Each part's state: ``ok`` or why it is not ready (the store's answer is awaited briefly)."""
         checks = {"workers": "ok" if self.pool.ready else "no worker available"}
+        if self.drain is not None and self.drain.state != "serving":
+            checks["drain"] = f"{self.drain.state}: shutting down, no new cells"  # out of rotation
         if self.store is not None:
             try:
                 async with asyncio.timeout(READY_STORE_SECONDS):  # /readyz answers within a second

@@ -16,9 +16,11 @@ import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.cluster.drained import cell_drained
 from service.cluster.peers import FORWARDED_HEADER
 from service.cluster.relay import CELLS_PATH, held_elsewhere, open_on_holder
 from service.cluster.replica import Replica
+from service.drain import Drain
 from service.errors import ServiceError
 from service.outbound_http import StreamedAnswer
 
@@ -33,9 +35,10 @@ _TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 class ReplicaRouting:
     """ASGI middleware: serve this replica's cells, relay the others'."""
 
-    def __init__(self, app: ASGIApp, *, replica: Replica) -> None:
+    def __init__(self, app: ASGIApp, *, replica: Replica, drain: Drain | None = None) -> None:
         self.app = app
         self.replica = replica
+        self.drain = drain
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
@@ -55,7 +58,11 @@ class ReplicaRouting:
             if scope.get("query_string"):
                 target += "?" + scope["query_string"].decode("latin-1")
         else:
-            holder = None
+            cell_id, holder = "", None
+        fate = self.drain.fates.get(cell_id) if self.drain is not None and cell_id else None
+        if fate is not None:  # drained, and about to stop: say so, as peers will
+            await error_response(cell_drained(cell_id, self.replica.replica_id, fate))(scope, receive, send)
+            return
         if holder is None:
             await self.app(scope, receive, send)
             return

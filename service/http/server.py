@@ -20,9 +20,12 @@ import asyncio
 import contextlib
 import logging
 import resource
+import signal
 import socket
 import struct
 import sys
+from collections.abc import Awaitable, Callable
+from types import FrameType
 from typing import ClassVar
 
 import uvicorn
@@ -34,6 +37,8 @@ from service.settings import Settings
 from .joined_writes import JoinedWrites
 
 log = logging.getLogger("codemode")
+#: uvicorn's exit status for a server that never started (its own ``run`` exits with it too).
+STARTUP_FAILURE = 3
 
 
 class ConnectionGuard:
@@ -273,14 +278,58 @@ def ensure_descriptors(max_connections: int) -> None:
         )
 
 
-def serve(app: ASGIApp, settings: Settings) -> None:
-    """Run ``app`` on the configured host and port until interrupted."""
+#: After the drain, open requests get this long before uvicorn cancels them (event streams, say).
+GRACEFUL_SHUTDOWN_SECONDS = 5
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, which on SIGTERM first awaits ``drain`` (service/drain.py) while it still listens
+    (peers relay waits for this process's cells to it until the drain ends), and only then stops as
+    uvicorn does.  SIGINT stops at once, as before (a second one forces it)."""
+
+    def __init__(self, config: uvicorn.Config, drain: Callable[[], Awaitable[None]] | None) -> None:
+        super().__init__(config)
+        self._drain = drain
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._draining: asyncio.Task[None] | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # A signal handler: it runs between two bytecodes of the loop's thread, so it only schedules.
+        if sig != signal.SIGTERM or self._drain is None or self._loop is None or not self.started:
+            super().handle_exit(sig, frame)
+        elif self._draining is None and not self.should_exit:
+            self._loop.call_soon_threadsafe(self._start_drain, sig)
+
+    def _start_drain(self, sig: int) -> None:
+        if self._draining is not None or self._drain is None:
+            return
+        log.info("SIGTERM: draining before the server stops")
+        self._draining = asyncio.ensure_future(self._drain())
+        self._draining.add_done_callback(lambda done: self._drained(done, sig))
+
+    def _drained(self, done: asyncio.Task[None], sig: int) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            log.error("the drain failed; stopping anyway", exc_info=done.exception())
+        super().handle_exit(sig, None)  # now as uvicorn would have at the signal
+
+
+def serve(app: ASGIApp, settings: Settings, drain: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Run ``app`` on the configured host and port until interrupted; on SIGTERM, ``drain`` first."""
     ensure_descriptors(settings.max_connections)
-    uvicorn.run(
+    config = uvicorn.Config(
         SlicedBodies(app, settings.max_unsent_bytes),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
         http=guarded_protocol(settings),
         timeout_keep_alive=settings.keep_alive_timeout_seconds,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
+    server = DrainingServer(config, drain)
+    server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)

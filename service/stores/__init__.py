@@ -10,8 +10,6 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypedDict
-from urllib.parse import unquote, urlsplit
 
 from .base import DEFAULT_TIMEOUT_SECONDS, RunFailures, RunIncrement, SessionStore
 from .errors import (
@@ -24,12 +22,14 @@ from .errors import (
     StoreUnavailableError,
 )
 from .limits import StoreLimits, charged_total
+from .redis_target import ACCEPTED_URLS, SINGLE_SERVER, RedisHA, redacted, redis_target
 from .results_backend import LocalResults, ResultsBackend, ResultsLimits
 
 __all__ = [
     "ResultsBackend",
     "ResultsLimits",
     "RunFailures",
+    "RedisHA",
     "RunIncrement",
     "SessionStore",
     "StoreConfigError",
@@ -46,11 +46,6 @@ __all__ = [
     "sqlite_url",
 ]
 
-_ACCEPTED = (
-    "accepted forms: sqlite:///relative/path.db (relative to the working directory), "
-    "sqlite:////absolute/path.db, or redis://HOST:PORT/DB"
-)
-
 
 def sqlite_url(path: str | os.PathLike[str]) -> str:
     """Return the store URL naming the SQLite file ``path`` (absolute paths give four slashes)."""
@@ -62,6 +57,7 @@ def open_store(
     limits: StoreLimits,
     clock: Callable[[], float] = time.time,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    ha: RedisHA = SINGLE_SERVER,
 ) -> SessionStore:
     """Return the store a URL names; connections open lazily, so ``await store.ping()`` at start.
 
@@ -69,20 +65,21 @@ def open_store(
     to the working directory, ``sqlite:////var/lib/codemode/s.db`` is absolute. Parent directories
     are created. ``redis://[[user]:password@]HOST[:PORT][/DB]`` selects Redis (port 6379, db 0).
     ``clock`` (wall-clock seconds) dates session expiry; tests pass their own.  Each call answers
-    within ``timeout_seconds`` or raises ``StoreUnavailableError`` (``store_timeout_ms``).
+    within ``timeout_seconds`` or raises ``StoreUnavailableError`` (``store_timeout_ms``).  ``ha``: for
+    ``redis://``, the Sentinels that name the primary and the replicas a write waits for (``RedisHA``).
     """
     if url.startswith("sqlite:"):
         return _open_sqlite(url, limits, clock, timeout_seconds)
     if url.startswith("redis:"):
-        return _open_redis(url, limits, clock, timeout_seconds)
-    raise StoreConfigError(f"unsupported store URL {_redacted(url)!r}; {_ACCEPTED}")
+        return _open_redis(url, limits, clock, timeout_seconds, ha)
+    raise StoreConfigError(f"unsupported store URL {redacted(url)!r}; {ACCEPTED_URLS}")
 
 
 def _open_sqlite(url: str, limits: StoreLimits, clock: Callable[[], float], timeout_seconds: float) -> SessionStore:
     prefix = "sqlite:///"
     raw = url[len(prefix) :] if url.startswith(prefix) else ""
     if not raw or raw == ":memory:" or "?" in raw or "\0" in raw:
-        raise StoreConfigError(f"invalid SQLite store URL {url!r}: it must name a file; {_ACCEPTED}")
+        raise StoreConfigError(f"invalid SQLite store URL {url!r}: it must name a file; {ACCEPTED_URLS}")
     path = Path(raw)
     if not path.is_absolute():
         path = Path.cwd() / path
@@ -98,43 +95,14 @@ def _open_sqlite(url: str, limits: StoreLimits, clock: Callable[[], float], time
     return SqliteSessionStore(path, limits, clock, timeout_seconds)
 
 
-class _RedisParams(TypedDict):
-    """Where a ``redis://`` URL points, as RedisLink and RedisSessionStore take it."""
-
-    host: str
-    port: int
-    db: int
-    username: str | None
-    password: str | None
-
-
-def _redis_params(url: str) -> _RedisParams:
-    shown = _redacted(url)
-    try:
-        parts = urlsplit(url)
-        port = parts.port or 6379
-    except ValueError as exc:
-        raise StoreConfigError(f"invalid Redis store URL {shown!r}: {exc}; {_ACCEPTED}") from None
-    if parts.scheme != "redis" or not parts.hostname or parts.query or parts.fragment:
-        raise StoreConfigError(f"invalid Redis store URL {shown!r}; {_ACCEPTED}")
-    db_text = parts.path.strip("/") or "0"
-    if not db_text.isdigit():
-        raise StoreConfigError(f"invalid Redis database {db_text!r} in store URL {shown!r}; {_ACCEPTED}")
-    return {
-        "host": parts.hostname,
-        "port": port,
-        "db": int(db_text),
-        "username": unquote(parts.username) if parts.username else None,
-        "password": unquote(parts.password) if parts.password else None,
-    }
-
-
-def _open_redis(url: str, limits: StoreLimits, clock: Callable[[], float], timeout_seconds: float) -> SessionStore:
-    params = _redis_params(url)
+def _open_redis(
+    url: str, limits: StoreLimits, clock: Callable[[], float], timeout_seconds: float, ha: RedisHA
+) -> SessionStore:
+    target = redis_target(url, ha)
 
     from .redis_store import RedisSessionStore
 
-    return RedisSessionStore(limits=limits, clock=clock, timeout_seconds=timeout_seconds, **params)
+    return RedisSessionStore(target, limits, clock=clock, timeout_seconds=timeout_seconds)
 
 
 def open_results(
@@ -142,6 +110,7 @@ def open_results(
     limits: ResultsLimits,
     clock: Callable[[], float] | None = None,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    ha: RedisHA = SINGLE_SERVER,
 ) -> ResultsBackend:
     """Return the saved-results store for the session store ``url``: shared in Redis for ``redis://``
     (replicas load each other's references), else kept in this process.
@@ -151,21 +120,10 @@ def open_results(
     """
     if not url.startswith("redis:"):
         return LocalResults(limits, clock or time.monotonic)
-    params = _redis_params(url)
+    target = redis_target(url, ha)
 
+    from .redis_link import RedisLink
     from .redis_results import RedisResultsStore
-    from .redis_store import RedisLink
 
-    link = RedisLink(**params, label="saved-results store", timeout_seconds=timeout_seconds, retries=1)
+    link = RedisLink(target, label="saved-results store", timeout_seconds=timeout_seconds, retries=1)
     return RedisResultsStore(link, limits, clock or time.time)
-
-
-def _redacted(url: str) -> str:
-    """Return ``url`` with any credentials replaced, for error messages."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    netloc, slash, tail = rest.partition("/")
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    return f"{scheme}{sep}{netloc}{slash}{tail}"

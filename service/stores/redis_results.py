@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 
 from .errors import ResultUnavailableError
-from .redis_store import RedisLink
+from .redis_link import RedisLink
 from .results_backend import ResultsLimits
 from .saved_results import (
     ENTRY_OVERHEAD,
@@ -194,33 +194,32 @@ class RedisResultsStore:
         result_id = f"result_{uuid.uuid4()}"
         now = self._clock()
         limits = self._limits
-        outcome, amount = await self._link.call(
-            self._save(
-                keys=[
-                    self._entry(result_id),
-                    PREFIX + "run:" + text,
-                    PREFIX + "charges:" + text,
-                    PREFIX + "tenant:" + scope.tenant,
-                    PREFIX + "total",
-                    PREFIX + "expiry",
-                ],
-                args=[
-                    _score(now),
-                    _score(now + ttl_seconds),
-                    int((ttl_seconds + GRACE_SECONDS) * 1000),
-                    text,
-                    result_id,
-                    size,
-                    size + ENTRY_OVERHEAD,
-                    limits.max_entries,
-                    byte_allowance,
-                    _number(limits.tenant_max_bytes),
-                    _number(limits.max_bytes),
-                    int(network),
-                    json_text,
-                    SWEEP_BATCH,
-                ],
-            )
+        outcome, amount = await self._link.run_script(
+            self._save,
+            [
+                self._entry(result_id),
+                PREFIX + "run:" + text,
+                PREFIX + "charges:" + text,
+                PREFIX + "tenant:" + scope.tenant,
+                PREFIX + "total",
+                PREFIX + "expiry",
+            ],
+            [
+                _score(now),
+                _score(now + ttl_seconds),
+                int((ttl_seconds + GRACE_SECONDS) * 1000),
+                text,
+                result_id,
+                size,
+                size + ENTRY_OVERHEAD,
+                limits.max_entries,
+                byte_allowance,
+                _number(limits.tenant_max_bytes),
+                _number(limits.max_bytes),
+                int(network),
+                json_text,
+                SWEEP_BATCH,
+            ],
         )
         if outcome == 1:
             raise capacity_error(limits.max_entries)
@@ -248,18 +247,16 @@ class RedisResultsStore:
         """Forget one saved result; return whether this scope had it live."""
         if not isinstance(result_id, str) or not _ID.fullmatch(result_id):
             return False
-        removed = await self._link.call(
-            self._delete(
-                keys=[self._entry(result_id)], args=[_scope_text(ResultScope(*scope)), _score(self._clock()), result_id]
-            )
+        removed = await self._link.run_script(
+            self._delete, [self._entry(result_id)], [_scope_text(ResultScope(*scope)), _score(self._clock()), result_id]
         )
         return int(removed) == 1
 
     async def end_run(self, scope: ResultScope) -> int:
         """Drop every saved result of the run; return how many were still live."""
         text = _scope_text(ResultScope(*scope))
-        live = await self._link.call(
-            self._end_run(keys=[PREFIX + "run:" + text, PREFIX + "charges:" + text], args=[text, _score(self._clock())])
+        live = await self._link.run_script(
+            self._end_run, [PREFIX + "run:" + text, PREFIX + "charges:" + text], [text, _score(self._clock())]
         )
         return int(live)
 

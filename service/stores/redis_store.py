@@ -9,19 +9,12 @@ service sweeps.  Keys written before this index existed read as live until their
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any, TypeVar
-
-import redis.asyncio as aioredis
-from redis import exceptions as redis_errors
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from .base import DEFAULT_TIMEOUT_SECONDS, RunFailures, RunIncrement
-from .errors import StoreConfigError, StoreError, StoreUnavailableError
+from .errors import StoreError
 from .limits import (
     RUN_COUNTER_OVERHEAD,
     StoreLimits,
@@ -30,10 +23,11 @@ from .limits import (
     tenant_sessions_error,
     total_limit_error,
 )
+from .redis_link import RedisLink
+from .redis_target import RedisTarget
 
-__all__ = ["RedisLink", "RedisSessionStore"]
+__all__ = ["RedisSessionStore"]
 
-_T = TypeVar("_T")
 
 _KEY_PREFIX = "codemode:store:"
 _TENANT_PREFIX = "codemode:tenant:"
@@ -41,21 +35,10 @@ _EXPIRY_KEY = "codemode:expiry"
 _RUN_PREFIX = "codemode:run:"
 _RUN_EXPIRY_KEY = "codemode:runexpiry"
 _REPLICA_PREFIX = "codemode:replica:"
+_DRAINED_PREFIX = "codemode:drained:"
 _SECRET_PREFIX = "codemode:secret:"
 _ONCE_PREFIX = "codemode:once:"
 _EXPIRE_BATCH = 500
-# A couple of quick reconnect attempts ride over a server restart (within the call's time); longer
-# outages surface as StoreUnavailableError instead of stalling the cell that commits.
-_RETRIES = 3
-# Failures where the server is down, starting, or refusing writes for now.
-_OUTAGES = (
-    redis_errors.ConnectionError,
-    redis_errors.TimeoutError,
-    redis_errors.BusyLoadingError,
-    redis_errors.ReadOnlyError,
-    redis_errors.OutOfMemoryError,
-)
-
 # Scripts run atomically in Redis: the total is measured and the writes applied with no other
 # client in between. Every check happens before the first write, so a refusal changes nothing.
 # KEYS: session hash, tenant expiry zset, tenant bytes hash, global expiry zset, tenant counter bytes.
@@ -267,6 +250,11 @@ def _run_failures(fields: dict[str, str]) -> RunFailures:
     )
 
 
+def _session_keys(tenant: str, session_id: str) -> list[str]:
+    """The keys the commit and delete scripts take (see ``_COMMIT_LUA``)."""
+    return [session_key(tenant, session_id), *_tenant_keys(tenant), _EXPIRY_KEY, _counter_keys(tenant)[1]]
+
+
 def _tenant_base(tenant: str) -> str:
     return f"{_TENANT_PREFIX}{len(tenant)}:{tenant}"
 
@@ -302,27 +290,15 @@ class RedisSessionStore:
 
     def __init__(
         self,
-        host: str,
-        port: int,
-        db: int,
+        target: RedisTarget,
         limits: StoreLimits,
         *,
-        username: str | None = None,
-        password: str | None = None,
         clock: Callable[[], float] = time.time,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         self._clock = clock
         self._limits = limits
-        self._link = RedisLink(
-            host,
-            port,
-            db,
-            username=username,
-            password=password,
-            label="session store",
-            timeout_seconds=timeout_seconds,
-        )
+        self._link = RedisLink(target, label="session store", timeout_seconds=timeout_seconds)
         self._client = self._link.client
         self._commit_script = self._client.register_script(_COMMIT_LUA)
         self._read_script = self._client.register_script(_READ_LUA)
@@ -334,7 +310,7 @@ class RedisSessionStore:
 
     async def get_all(self, tenant: str, session_id: str) -> dict[str, str]:
         """Return the committed entries of one session (none once it expired)."""
-        flat = await self._call(
+        flat = await self._link.call(
             self._read_script(
                 keys=[session_key(tenant, session_id), _tenant_keys(tenant)[0]],
                 args=[session_id, _score(self._clock())],
@@ -366,17 +342,13 @@ class RedisSessionStore:
         ]
         for key, text in sets.items():
             args += (key, text)
-        outcome, amount = await self._call(self._commit_script(keys=self._keys(tenant, session_id), args=args))
+        outcome, amount = await self._link.run_script(self._commit_script, _session_keys(tenant, session_id), args)
         if int(outcome) == 0:
             raise total_limit_error(int(amount), limits)
         if int(outcome) == 2:
             raise tenant_bytes_error(int(amount), limits)
         if int(outcome) == 3:
             raise tenant_sessions_error(int(amount), limits)
-
-    @staticmethod
-    def _keys(tenant: str, session_id: str) -> list[str]:
-        return [session_key(tenant, session_id), *_tenant_keys(tenant), _EXPIRY_KEY, _counter_keys(tenant)[1]]
 
     async def sizes(self, tenant: str, session_id: str) -> dict[str, int]:
         """Return key -> UTF-8 bytes of its JSON value."""
@@ -385,17 +357,16 @@ class RedisSessionStore:
 
     async def delete_session(self, tenant: str, session_id: str) -> bool:
         """Drop every entry of one session; return whether it had any."""
-        removed = await self._call(
-            self._delete_script(
-                keys=self._keys(tenant, session_id),
-                args=[session_id, _score(self._clock()), _member_prefix(tenant) + session_id],
-            )
+        removed = await self._link.run_script(
+            self._delete_script,
+            _session_keys(tenant, session_id),
+            [session_id, _score(self._clock()), _member_prefix(tenant) + session_id],
         )
         return int(removed) > 0
 
     async def usage(self, tenant: str) -> tuple[int, int]:
         """Return ``(bytes, sessions)`` of the tenant's live sessions."""
-        total, count = await self._call(
+        total, count = await self._link.call(
             self._usage_script(keys=[*_tenant_keys(tenant), _counter_keys(tenant)[1]], args=[_score(self._clock())])
         )
         return int(total), int(count)
@@ -406,7 +377,7 @@ class RedisSessionStore:
         removed = 0
         while True:
             batch = int(
-                await self._call(
+                await self._link.call(
                     self._expire_script(
                         keys=[_EXPIRY_KEY], args=[_score(self._clock()), _EXPIRE_BATCH, _KEY_PREFIX, _TENANT_PREFIX]
                     )
@@ -415,7 +386,7 @@ class RedisSessionStore:
             removed += batch
             if batch < _EXPIRE_BATCH:
                 break
-        while await self._drop_runs(_score(self._clock()), "") >= _EXPIRE_BATCH:
+        while await self._drop_runs(_score(self._clock()), "", acked=False) >= _EXPIRE_BATCH:
             pass
         return removed
 
@@ -426,7 +397,7 @@ class RedisSessionStore:
         limits = self._limits
         now = self._clock()
         ttl_ms = max(1, int(limits.session_ttl_seconds * 1000))
-        pipe = self._client.pipeline(transaction=False)
+        pipe = self._link.pipeline()
         for inc in increments:
             base = RUN_COUNTER_OVERHEAD + len((inc.session_id + inc.run_id).encode("utf-8"))
             args: list[int | float | str] = [
@@ -446,45 +417,66 @@ class RedisSessionStore:
                 _RUN_EXPIRY_KEY,
             ]
             await self._run_failure_script(keys=keys, args=args, client=pipe)  # queued: no round trip yet
-        answers = await self._call(pipe.execute())
+        answers = await self._link.execute(pipe, acked=True)
         return [None if flat is None else _run_failures(dict(zip(flat[::2], flat[1::2]))) for flat in answers]
 
     async def run_failures(self, tenant: str, session_id: str, run_id: str) -> RunFailures:
         """Return the run's live failure counters."""
-        fields = await self._call(self._client.hgetall(run_key(tenant, session_id, run_id)))
+        fields = await self._link.call(self._client.hgetall(run_key(tenant, session_id, run_id)))
         return _run_failures({str(k): str(v) for k, v in fields.items()})  # decode_responses: already str
 
     async def delete_run_failures(self, tenant: str, session_id: str, run_id: str) -> None:
         """Forget the run's failure counters (and release their charge)."""
-        await self._drop_runs("0", _run_member(tenant, session_id, run_id))
+        await self._drop_runs("0", _run_member(tenant, session_id, run_id), acked=True)
 
-    async def _drop_runs(self, now: str, member: str) -> int:
-        return int(await self._call(self._drop_runs_script(keys=[_RUN_EXPIRY_KEY], args=[now, _EXPIRE_BATCH, member])))
+    async def _drop_runs(self, now: str, member: str, *, acked: bool) -> int:
+        keys, args = [_RUN_EXPIRY_KEY], [now, str(_EXPIRE_BATCH), member]
+        if acked:
+            return int(await self._link.run_script(self._drop_runs_script, keys, args))
+        return int(await self._link.call(self._drop_runs_script(keys=keys, args=args)))
 
     # Replicas sharing this store find each other here (service/cluster/membership.py): each one's
     # key holds the URL where peers reach it and lives only as long as its heartbeats renew it.
 
     async def beat(self, replica_id: str, url: str, ttl_ms: int) -> None:
         """Say that ``replica_id`` is alive at ``url`` for the next ``ttl_ms``."""
-        await self._call(self._client.set(_REPLICA_PREFIX + replica_id, url, px=ttl_ms))
+        await self._link.call(self._client.set(_REPLICA_PREFIX + replica_id, url, px=ttl_ms))
 
     async def replica_url(self, replica_id: str) -> str | None:
         """Where a live replica is reached; None once its heartbeats stopped."""
-        url = await self._call(self._client.get(_REPLICA_PREFIX + replica_id))
+        url = await self._link.call(self._client.get(_REPLICA_PREFIX + replica_id))
         return None if url is None else str(url)
 
     async def forget_replica(self, replica_id: str) -> None:
         """Drop a stopping replica's key at once, rather than when its heartbeat expires."""
-        await self._call(self._client.delete(_REPLICA_PREFIX + replica_id))
+        await self._link.call(self._client.delete(_REPLICA_PREFIX + replica_id))
+
+    async def record_drained(self, replica_id: str, fates: Mapping[str, str], ttl_ms: int) -> None:
+        """Say what became of each cell a drained replica still held (cell id -> fate), for ``ttl_ms``."""
+        if not fates:
+            return
+        key = _DRAINED_PREFIX + replica_id
+        pipe = self._link.pipeline()
+        pipe.hset(key, items=[part for pair in fates.items() for part in pair])
+        pipe.pexpire(key, ttl_ms)
+        await self._link.execute(pipe, acked=True)
+
+    async def drained_cell(self, replica_id: str, cell_id: str) -> str | None:
+        """The fate a drained replica recorded for one of its cells; None if it recorded none."""
+        fate = await self._link.call(self._client.hget(_DRAINED_PREFIX + replica_id, cell_id))
+        return None if fate is None else str(fate)
 
     # What replicas share besides cells' routing (service/mcp_server/request_state.py): a secret every
-    # replica reads alike, and claims that succeed once.
+    # replica reads alike, and claims that succeed once.  Both are acknowledged writes (redis_wait_replicas):
+    # after a failover every replica still reads the same secret, and a used claim stays used.
 
     async def shared_secret(self, name: str) -> bytes:
         """The secret ``name``: 32 random bytes made by the first replica that asks, kept until deleted."""
         key = _SECRET_PREFIX + name
-        await self._call(self._client.set(key, secrets.token_hex(32), nx=True))
-        value = await self._call(self._client.get(key))
+        pipe = self._link.pipeline()
+        pipe.set(key, secrets.token_hex(32), nx=True)
+        pipe.get(key)
+        _, value = await self._link.execute(pipe, acked=True)
         try:
             secret = bytes.fromhex(str(value))
         except ValueError:
@@ -495,89 +487,15 @@ class RedisSessionStore:
 
     async def first_use(self, name: str, expires_at_ms: int) -> bool:
         """True for the first claim of ``name``, False for every later one until ``expires_at_ms`` (wall clock)."""
-        done = await self._call(self._client.set(_ONCE_PREFIX + name, "1", nx=True, pxat=expires_at_ms))
+        pipe = self._link.pipeline()
+        pipe.set(_ONCE_PREFIX + name, "1", nx=True, pxat=expires_at_ms)
+        [done] = await self._link.execute(pipe, acked=True)
         return bool(done)
 
     async def ping(self) -> None:
         """Raise StoreUnavailableError unless the server answers PING."""
-        await self._call(self._client.ping())
+        await self._link.call(self._client.ping())
 
     async def close(self) -> None:
         """Close the connection pool; safe to call twice."""
         await self._link.close()
-
-    async def _call(self, pending: Awaitable[_T]) -> _T:
-        return await self._link.call(pending)
-
-
-class RedisLink:
-    """One Redis client of ours, its failures translated into the stores' exceptions.
-
-    ``label`` names the store in messages ("session store", "saved-results store"); ``timeout_seconds``
-    bounds each call as a whole (a hung server, e.g. a SIGSTOP or a partition, answers nothing, so
-    every socket operation would wait and then be retried), and a couple of quick retries ride
-    over a server restart within it.
-    """
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        db: int,
-        *,
-        username: str | None,
-        password: str | None,
-        label: str,
-        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
-        retries: int = _RETRIES,
-    ) -> None:
-        self.where = f"redis://{host}:{port}/{db}"
-        self._label = label
-        self._timeout = timeout_seconds
-        self.client = aioredis.Redis(
-            host=host,
-            port=port,
-            db=db,
-            username=username,
-            password=password,
-            decode_responses=True,
-            socket_timeout=timeout_seconds,
-            socket_connect_timeout=timeout_seconds,
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
-        )
-        self._closed = False
-
-    def script(self, lua: str) -> Callable[..., Awaitable[Any]]:
-        """A registered Lua script: call it with ``keys=[...], args=[...]`` inside ``call``."""
-        return self.client.register_script(lua)
-
-    async def close(self) -> None:
-        """Close the connection pool; safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
-        await self.client.aclose()
-
-    async def call(self, pending: Awaitable[_T]) -> _T:
-        if self._closed:
-            close_pending = getattr(pending, "close", None)
-            if close_pending is not None:
-                close_pending()  # never awaited: avoid a "coroutine was never awaited" warning
-            raise StoreUnavailableError(f"the Redis {self._label} at {self.where} is closed")
-        try:
-            async with asyncio.timeout(self._timeout):
-                return await pending
-        except TimeoutError:
-            raise StoreUnavailableError(
-                f"Redis {self._label} at {self.where} did not answer within {self._timeout:g} s (store_timeout_ms)"
-            ) from None
-        except StoreError:
-            raise
-        except redis_errors.AuthenticationError as exc:
-            message = f"Redis {self._label} at {self.where} refused the credentials: {exc}"
-            raise StoreConfigError(message) from exc
-        except _OUTAGES as exc:
-            message = f"Redis {self._label} at {self.where} is unavailable: {exc}"
-            raise StoreUnavailableError(message) from exc
-        except redis_errors.RedisError as exc:
-            raise StoreError(f"Redis {self._label} at {self.where} failed: {exc}") from exc

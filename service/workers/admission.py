@@ -57,6 +57,11 @@ class Admission:
     def running_slots(self, tenant: str) -> int:
         return self._slots.get(tenant, 0)
 
+    @property
+    def waiting(self) -> int:
+        """Callers of every tenant waiting for a running slot (read at scrape time: the autoscaler's signal)."""
+        return sum(len(queue) for queue in self._queues.values())
+
     def queued(self, tenant: str) -> int:
         """Callers of ``tenant`` waiting for a running slot."""
         return len(self._queues.get(tenant, ()))

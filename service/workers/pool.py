@@ -130,6 +130,8 @@ class WorkerPool:
             "retired_by_cells": self.retired_by_cells,
             "starved": self.starved,
             "slots": self.admission.held,
+            "slots_size": self.admission.size,
+            "slots_waiting": self.admission.waiting,
             "slots_peak": self.admission.peak,
             "lowered": len(self.lowering.lowered),
             "replacements_refused": self.replacements.refused,

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
+from service.cluster.drained import DROPPED, Fate
+from service.cluster.identity import holder_of
 from service.cluster.membership import Membership
+from service.cluster.relay import open_on_holder
+from service.cluster.replica import Replica
+from service.errors import CellDrained, CellNotFound, ReplicaUnavailable, StoreUnavailable
+from service.settings import Settings
 from service.stores.errors import StoreUnavailableError
 from tests.support.polling import apoll_until
 
@@ -18,6 +26,7 @@ class Directory:
         self.lookups = 0
         self.down = False
         self.refused = 0
+        self.drained: dict[str, dict[str, str]] = {}
 
     async def beat(self, replica_id: str, url: str, ttl_ms: int) -> None:
         if self.down:
@@ -34,6 +43,14 @@ class Directory:
 
     async def forget_replica(self, replica_id: str) -> None:
         self.urls.pop(replica_id, None)
+
+    async def record_drained(self, replica_id: str, fates: Mapping[str, str], ttl_ms: int) -> None:
+        self.drained.setdefault(replica_id, {}).update(fates)
+
+    async def drained_cell(self, replica_id: str, cell_id: str) -> str | None:
+        if self.down:
+            raise StoreUnavailableError("down")
+        return self.drained.get(replica_id, {}).get(cell_id)
 
 
 async def test_heartbeats_continue_through_an_outage_and_stop_at_close():
@@ -68,3 +85,38 @@ async def test_peer_addresses_are_reused_for_one_heartbeat_period_only():
     directory.down = True
     with pytest.raises(StoreUnavailableError):
         await member.peer_url("r3")
+
+
+async def _relay(replica: Replica, cell_id: str) -> None:
+    await open_on_holder(
+        replica, holder_of(cell_id) or "", cell_id, "GET", f"/v1/cells/{cell_id}", [], b"", relayed_here=False
+    )
+
+
+async def test_a_heartbeat_missing_right_after_a_store_outage_is_retry_not_stopped():
+    """Right after the store failed this replica, a peer whose heartbeat is gone answers 503 (it may only
+    have lapsed while nobody could renew it); once a heartbeat period has passed with the store up, the
+    same cell answers 404 "stopped".  A cell the peer's drain recorded answers cell_drained either way."""
+    directory = Directory()
+    replica = Replica(Settings(replica_ttl_seconds=2), directory)
+    cell = "cell_aaaaaaaaaaaa.00000000-0000-4000-8000-000000000000"
+    drained = "cell_aaaaaaaaaaaa.00000000-0000-4000-8000-000000000001"
+    directory.drained["aaaaaaaaaaaa"] = {drained: Fate(DROPPED, 1.0).text()}
+    try:
+        directory.down = True
+        with pytest.raises(StoreUnavailable):
+            await _relay(replica, cell)
+        directory.down = False
+        assert replica.membership.unsure()
+        with pytest.raises(ReplicaUnavailable, match="not known yet") as unsure:
+            await _relay(replica, cell)
+        assert unsure.value.retry_after == 1
+        with pytest.raises(CellDrained):
+            await _relay(replica, drained)
+        await apoll_until(lambda: not replica.membership.unsure(), "a heartbeat period with the store up")
+        with pytest.raises(CellNotFound, match="stopped"):
+            await _relay(replica, cell)
+        with pytest.raises(CellDrained, match="Start the cell again"):
+            await _relay(replica, drained)
+    finally:
+        await replica.peers.close()

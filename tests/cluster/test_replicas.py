@@ -176,6 +176,12 @@ def test_redis_outage_answers_503_and_local_cells_keep_running(cluster: Cluster)
     cluster.stop_redis()
     try:
         # Every replica's /readyz now fails; HAProxy keeps sending requests to them ("-open" servers).
+        # With store=optional (a Kubernetes readiness probe), the replica stays ready and says why not quite.
+        poll_until(lambda: httpx.get(f"{a}/readyz", timeout=10).status_code == 503, "A reports the store down")
+        optional = httpx.get(f"{a}/readyz?store=optional", timeout=10)
+        assert optional.status_code == 200 and optional.json()["checks"]["store"].startswith("unavailable"), (
+            optional.text
+        )
         poll_until(
             lambda: httpx.get(f"{cluster.front}/healthz", timeout=10).headers["x-served-by"].endswith("-open"),
             "HAProxy fails open to the replicas",

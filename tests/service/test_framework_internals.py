@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import inspect
+import signal
 import socket
 import sys
 import tomllib
@@ -24,7 +25,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from service.http.request_gate import GatedRoute
-from service.http.server import GuardedHttpToolsProtocol, guarded_protocol
+from service.http.server import DrainingServer, GuardedHttpToolsProtocol, guarded_protocol
 from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,6 +92,23 @@ def test_uvicorn_http_tools_protocol_keeps_connections_transport_and_loop_where_
     assert ours, "the scan found none of the subclass's own names"
     theirs = set(dir(HttpToolsProtocol)) | set(vars(protocol))
     assert ours & theirs == set()
+
+
+def test_uvicorn_server_has_the_signal_hook_and_state_the_draining_server_uses():
+    """service/http/server.py's DrainingServer overrides ``Server.handle_exit(sig, frame)`` and ``serve(sockets)``
+    and reads ``started`` and ``should_exit``: uvicorn's Server still has them, a signal handler still calls
+    ``handle_exit``, and setting ``should_exit`` is still how it is told to stop.  (sse_starlette, which the
+    MCP SDK imports, replaces ``Server.handle_exit`` with a ``(*args, **kwargs)`` wrapper that calls the
+    original: so the signature is read from uvicorn's module source, not the class attribute.)"""
+    assert list(inspect.signature(DrainingServer.handle_exit).parameters) == ["self", "sig", "frame"]
+    assert "def handle_exit(self, sig: int, frame: FrameType | None) -> None:" in inspect.getsource(uvicorn.server)
+    ours = list(inspect.signature(DrainingServer.serve).parameters)
+    assert list(inspect.signature(uvicorn.Server.serve).parameters) == ours
+    server = uvicorn.Server(uvicorn.Config(app=_app, log_level="warning"))
+    assert (server.started, server.should_exit) == (False, False)
+    server.handle_exit(signal.SIGTERM, None)
+    assert server.should_exit
+    assert "self.handle_exit" in inspect.getsource(uvicorn.Server.capture_signals)
 
 
 def test_starlette_request_keeps_its_send_channel_as_underscore_send():

@@ -8,7 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -43,10 +43,13 @@ def _answers_ping(port: int) -> bool:
         return False
 
 
-def start_redis_server(tmp_dir: Path, port: int | None = None) -> tuple[int, subprocess.Popen[bytes]]:
+def start_redis_server(
+    tmp_dir: Path, port: int | None = None, extra: Sequence[str] = ()
+) -> tuple[int, subprocess.Popen[bytes]]:
     """Start redis-server on 127.0.0.1 with fsync-always AOF in ``tmp_dir``; return (port, process).
 
-    Passing the port and directory of a stopped server restarts it on the same data.
+    Passing the port and directory of a stopped server restarts it on the same data; ``extra``: more
+    command-line options (``--replicaof HOST PORT``, say).
     """
     binary = redis_server_binary()
     tmp_dir = Path(tmp_dir)
@@ -76,6 +79,7 @@ def start_redis_server(tmp_dir: Path, port: int | None = None) -> tuple[int, sub
                     "no",
                     "--logfile",
                     str(log_path),
+                    *extra,
                 ],
                 functools.partial(_answers_ping, chosen),
                 "redis-server",

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from service.stores import StoreConfigError, StoreLimits, open_store, sqlite_url
+from service.errors import ConfigError
+from service.settings import Settings
+from service.stores import RedisHA, StoreConfigError, StoreLimits, open_store, sqlite_url
 from service.stores.redis_store import RedisSessionStore
+from service.stores.redis_target import redis_target
 from service.stores.sqlite import SqliteSessionStore
 
 
@@ -59,3 +62,37 @@ def test_redis_url_selects_redis() -> None:
     """A redis:// URL gives the Redis backend without connecting yet."""
     assert isinstance(open_store("redis://127.0.0.1:6379/3", StoreLimits()), RedisSessionStore)
     assert isinstance(open_store("redis://localhost", StoreLimits()), RedisSessionStore)
+
+
+def test_sentinel_settings_name_the_primary_and_keep_the_url_credentials() -> None:
+    """With Sentinels the URL gives the credentials and database; each Sentinel is HOST[:PORT] (26379 by
+    default, IPv6 in brackets); messages name the primary and the Sentinels, never the password."""
+    ha = RedisHA(sentinels=("s1:26380", "[::1]:26381", "s3"), master_name="main", wait_replicas=1)
+    target = redis_target("redis://:s3cret@main/2", ha)
+    assert target.sentinels == (("s1", 26380), ("::1", 26381), ("s3", 26379))
+    assert (target.db, target.password, target.master_name, target.wait_replicas) == (2, "s3cret", "main", 1)
+    assert target.where == "the primary of 'main' (Sentinels s1:26380,[::1]:26381,s3:26379) db 2"
+    assert redis_target("redis://h:7000/1").where == "redis://h:7000/1"
+
+
+@pytest.mark.parametrize(
+    ("ha", "named"),
+    [
+        (RedisHA(sentinels=("s1:port",)), "redis_sentinels"),
+        (RedisHA(sentinels=("user@s1:26379",)), "redis_sentinels"),
+        (RedisHA(sentinels=("s1:26379/x",)), "redis_sentinels"),
+        (RedisHA(wait_replicas=17), "redis_wait_replicas"),
+        (RedisHA(sentinels=("s1",), master_name=""), "redis_master_name"),
+    ],
+)
+def test_bad_sentinel_settings_are_refused_naming_the_setting(ha: RedisHA, named: str) -> None:
+    with pytest.raises(StoreConfigError, match=named):
+        redis_target("redis://mymaster/0", ha)
+
+
+def test_sentinels_need_a_redis_store_url(tmp_path) -> None:
+    """redis_sentinels beside a SQLite store is refused at start, naming store_url."""
+    with pytest.raises(ConfigError) as caught:
+        Settings(redis_sentinels=("s1:26379",), data_dir=str(tmp_path)).check()
+    assert caught.value.need_param == "store_url"
+    Settings(redis_sentinels=("s1:26379",), store_url="redis://mymaster/0").check()
