@@ -261,7 +261,7 @@ class BackgroundCells:
         """Hold a parked slot for the cell, start its legs (the first holds the exec's ``slot``), answer ``running``."""
         events = self.events.live(cell.id)
         assert events is not None
-        cell.park_when_blocked = True
+        cell.park_at_once()
         self.quotas.hold(cell.id, cell.spec.tenant)
         run = BackgroundRun(
             cell,

@@ -6,6 +6,11 @@ leg's deadline; at the deadline (or at once, when a request needs the API caller
 *parked* and the leg answers ``waiting``.  Host work keeps running while parked; its replies are
 charged to the inbox and delivered on the next wait.  Only this module orchestrates that, so
 HTTP and the CLI behave the same.
+
+Where a cell is lives in its ``CellState`` (``state.py``: a phase moved only along legal edges, and
+whether its leg holds the process); what a leg does next is decided by one rule (``step.py``), which
+the leg asks between its awaits and the worker pipe's read callback asks to answer a guest in place.
+The cell applies the rule's answers.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from .life_bounds import UNBOUNDED, LifeBounds
 from .quotas import TenantQuotas
 from .retention import Retainer, Retention
 from .spec import CellLimits, CellSpec, CellStatus, EndReason
+from .state import CellState, Phase
+from .step import LegView, Step, answers_in_place, next_step
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -79,7 +86,7 @@ class Cell:
         self.worker: Worker | None = worker
         self.pool = pool
         self.dispatcher = dispatcher
-        self.status = CellStatus.RUNNING
+        self.state = CellState()
         self.output = OutputState(spec.limits.max_output_bytes)
         context = self.context  # not ``self``: a cell its requests point back to is freed only by the collector
         self.requests = HostRequests(
@@ -99,9 +106,6 @@ class Cell:
         self.final: Envelope | None = None
         self.wait_lock = asyncio.Lock()
         self._delivered_bytes = 0  # inbox bytes handed to the worker, released on its next frame
-        self._worker_running = False
-        self._aborted: str | None = None
-        self._started = False
         self._leg_started = time.perf_counter()
         self._quotas = quotas
         # Done once ``final`` is set: its owner (the registry) subscribes to it to record the end.
@@ -111,23 +115,34 @@ class Cell:
         # every finished cell wait for the garbage collector: 5 µs more per `return 1`).
         self._leg_times: tuple[LegClock, float] | None = None
         self._retainer = retainer
-        self._holding = True  # our leg holds the worker process (a new cell's first leg does)
-        self._runtime_gone = False  # the worker already forgot our runtime (it reported the end)
         self._abort_event = asyncio.Event()
         self._lost_task: asyncio.Task[None] | None = None  # kept referenced until it ran
-        self.park_when_blocked = False  # background cells park at once instead of waiting inline
         pool.attach(worker, self.id, self._process_lost)
 
     # ---- public operations ---------------------------------------------------------------------
 
     @property
     def done(self) -> bool:
-        return self.status in (CellStatus.COMPLETED, CellStatus.FAILED)
+        """Ended, or ending: no leg runs again (a cancel waits for the final envelope)."""
+        return self.state.ended
+
+    @property
+    def status(self) -> CellStatus:
+        """The cell's status as a caller sees it, from its phase (and, once done, its final envelope)."""
+        phase = self.state.phase
+        if phase is Phase.PARKED:
+            return CellStatus.WAITING
+        if phase is Phase.DONE and self.final is not None and self.final["status"] == "completed":
+            return CellStatus.COMPLETED
+        return CellStatus.FAILED if self.state.ended else CellStatus.RUNNING
+
+    def park_at_once(self) -> None:
+        """Park as soon as the guest blocks on host work, never wait inline (a background cell's legs)."""
+        self.state.park_at_once = True
 
     async def start(self, budget_ms: int) -> Envelope:
         """The exec leg."""
-        assert self.worker is not None and not self._started
-        self._started = True
+        assert self.worker is not None
         limits = self.spec.limits
         try:
             await self.worker.send(
@@ -147,7 +162,7 @@ class Cell:
             )
         except WorkerGone as exc:
             return await self._end(Failed(exc.message, "host", "runtime_unavailable"), recycle=True)
-        self._worker_running = True
+        self.state.move(Phase.RUNNING)
         return await self._leg(budget_ms)
 
     async def resume(
@@ -163,7 +178,7 @@ class Cell:
         over = self._bounds.over(self.telemetry.legs, now - self.born)
         if over is not None:  # its answers are dropped with it
             return await self._end(over, recycle=False)
-        self.status = CellStatus.RUNNING
+        self.state.move(Phase.AWAITING_HOST)
         self.last_active = now
         self.requests.settle_answers(tool_results, approvals or [])
         return await self._leg(budget_ms)
@@ -194,11 +209,12 @@ class Cell:
 
     async def cancel(self, message: str = ABORT_MESSAGE, reason: EndReason = EndReason.CANCELLED) -> Envelope:
         """Abort the cell now; a running leg ends with the same ``aborted`` envelope."""
+        state = self.state
         if not self.done:
-            self._aborted = message
+            state.aborted = message
             self.end_reason = reason
             self._abort_event.set()
-            if self._holding and self._worker_running and self.worker and self.worker.holds_only(self.id):
+            if state.holding and state.phase is Phase.RUNNING and self.worker and self.worker.holds_only(self.id):
                 # Stop the guest now; beside other cells' runtimes the leg ends at its next stop.
                 self.worker.kill("the cell was cancelled")
             self.requests.wake.set()
@@ -224,7 +240,7 @@ class Cell:
             return envelopes.finished_summary(self.final)
         # Until its final envelope exists, a cell that is not parked is still in a leg (maybe in its
         # end-of-cell steps): "running", never an outcome without its error or value.
-        waiting = self.status is CellStatus.WAITING
+        waiting = self.state.phase is Phase.PARKED
         return envelopes.status_snapshot(
             self.id,
             status="waiting" if waiting else "running",
@@ -242,15 +258,19 @@ class Cell:
     # ---- the leg loop ----------------------------------------------------------------------------
 
     async def _leg(self, budget_ms: int) -> Envelope:
+        """Apply the rule's steps (``step.py``) until the leg ends: the cell's end, or its park."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget_ms / 1000
         margin = min(0.25, max(0.001, budget_ms / 2000))
         self.telemetry.legs += 1
         self._leg_started = time.perf_counter()  # uvloop's loop.time() only has millisecond resolution
         self.requests.waiting.start_leg()
+        state = self.state
 
         def kill_overrun() -> bool:  # at deadline + kill_grace_ms, if our guest still runs (its neighbours fail too)
-            if not (self._worker_running and self._holding and self.worker is not None and not self.worker.dead):
+            if not (
+                state.phase is Phase.RUNNING and state.holding and self.worker is not None and not self.worker.dead
+            ):
                 return False
             self.worker.kill(OVERRUN_MESSAGE)
             return True
@@ -260,47 +280,70 @@ class Cell:
             self._leg_times = (clock, deadline)
             try:
                 while True:
-                    if self._worker_running:
-                        ended = await self._run_slice(clock)
-                        if ended is not None:
-                            return ended
-                        if self.requests.in_flight:
-                            # One turn of the loop lets handlers that finish without waiting (most tool
-                            # calls) settle while the leg still holds the process: no hand-back and reacquire.
-                            await asyncio.sleep(0)
-                        continue
-                    if self._aborted:
-                        return await self._end(Failed(self._aborted, "host", "aborted"), recycle=False)
-                    if self.worker is None or self.worker.dead:
-                        return await self._lost(
-                            "worker process is gone" if self.worker is None else await self.worker.exit_reason(), clock
-                        )
                     now = loop.time()
-                    due = clock.due_at(now)
-                    if self.requests.has_ready and not due:
-                        if not self._holding:  # lent while waiting: take the process back (after others' slices)
+                    match next_step(self._view(clock), now):
+                        case Step.READ:
+                            ended = await self._run_slice(clock)
+                            if ended is not None:
+                                return ended
+                            if self.requests.in_flight:
+                                # One turn of the loop lets handlers that finish without waiting (most tool
+                                # calls) settle while the leg still holds the process: no hand-back and reacquire.
+                                await asyncio.sleep(0)
+                        case Step.ABORT:
+                            return await self._end(
+                                Failed(state.aborted or ABORT_MESSAGE, "host", "aborted"), recycle=False
+                            )
+                        case Step.LOSE:
+                            return await self._lost(await self._exit_reason(), clock)
+                        case Step.REACQUIRE:  # lent while waiting: take the process back (after others' slices)
+                            assert self.worker is not None
                             try:
-                                self._holding = await self.pool.reacquire(
+                                state.holding = await self.pool.reacquire(
                                     self.worker, self.id, deadline - margin - now, self._abort_event
                                 )
                             except WorkerGone as exc:
                                 return await self._lost(exc.message)
-                            continue  # abort, loss and the deadline are checked again with the process held
-                        self._deliver(int((deadline - now) * 1000))
-                        # A worker that stops reading holds up this leg, not the service's memory.
-                        with contextlib.suppress(WorkerGone):  # the next recv reports how it died
-                            await self.worker.drain()
-                        continue
-                    if self.requests.needs_caller or due or self.park_when_blocked:
-                        return await self._park()
-                    if self._holding:  # waiting for host work: other cells' legs may run in the process meanwhile
-                        self._holding = False
-                        self.pool.hand_back(self.worker)
-                    wake = self.requests.wake
-                    wake.clear()
-                    await wake.wait()  # a reply, the caller needed, an abort, a lost process, or the clock's park time
+                        case Step.DELIVER:
+                            assert self.worker is not None
+                            self._deliver(int((deadline - now) * 1000))
+                            # A worker that stops reading holds up this leg, not the service's memory.
+                            with contextlib.suppress(WorkerGone):  # the next recv reports how it died
+                                await self.worker.drain()
+                        case Step.PARK:
+                            return await self._park()
+                        case Step.WAIT:
+                            await self._wait_for_host_work()
             finally:
                 self._leg_times = None  # it refers back to this cell: no cycle outlives the leg
+
+    def _view(self, clock: LegClock) -> LegView:
+        """What the rule reads of this cell now (``step.LegView``)."""
+        state, requests, worker = self.state, self.requests, self.worker
+        return LegView(
+            running=state.phase is Phase.RUNNING,
+            aborted=state.aborted is not None,
+            worker_alive=worker is not None and not worker.dead,
+            holding=state.holding,
+            has_ready=requests.has_ready,
+            needs_caller=requests.needs_caller,
+            park_at_once=state.park_at_once,
+            park_at=clock.park_at,
+            due=clock.due,
+        )
+
+    async def _wait_for_host_work(self) -> None:
+        """Wait for a reply, the caller needed, an abort, a lost process or the leg's park time; other
+        cells' legs may run in the process meanwhile (it is lent, with the running slot)."""
+        if self.state.holding and self.worker is not None:
+            self.state.holding = False
+            self.pool.hand_back(self.worker)
+        wake = self.requests.wake
+        wake.clear()
+        await wake.wait()
+
+    async def _exit_reason(self) -> str:
+        return "worker process is gone" if self.worker is None else await self.worker.exit_reason()
 
     async def _run_slice(self, clock: LegClock) -> Envelope | None:
         """Read the worker's next frame for this cell; the final envelope if the cell ended, else None."""
@@ -308,8 +351,9 @@ class Cell:
         try:
             msg = await self.worker.recv(self._stopped)
         except WorkerGone as exc:
-            if self._aborted and not clock.overran:  # an overrun is the timeout it was first
-                return await self._end(Failed(self._aborted, "host", "aborted"), recycle=True)
+            aborted = self.state.aborted
+            if aborted and not clock.overran:  # an overrun is the timeout it was first
+                return await self._end(Failed(aborted, "host", "aborted"), recycle=True)
             return await self._lost(exc.message, clock)
         if not _for_runtime(msg, self.id):
             return None  # a late frame of a runtime the host dropped mid-slice
@@ -328,19 +372,18 @@ class Cell:
         It frees the replies delivered with the slice before it and starts the handlers of an idle
         frame's requests: those that finish without waiting have settled by the time the leg runs,
         or by the time they are started where tasks start eagerly (Python 3.12+).  Then, if it
-        ``may_answer``, and all the leg would do on waking is deliver their replies, they are
-        delivered here, and True says the leg need not wake: every request has settled, the leg holds
-        the process, neither an abort, a lost process nor the leg's deadline asks for anything else
-        (its own checks), and the pipe took all that was written before (nothing waits to drain).
+        ``may_answer`` and the rule answers in place (``step.answers_in_place``: deliver, every
+        request settled, the pipe empty), the replies are delivered here, and True says the leg need
+        not wake.
         """
         if not _for_runtime(msg, self.id):
             return False
         requests = self.requests
-        self._worker_running = False
         requests.inbox.release(self._delivered_bytes)
         self._delivered_bytes = 0
         if msg["t"] != "idle":
-            return False
+            return False  # the leg reads it: the cell's end, or a frame the protocol has no place for
+        self.state.move(Phase.AWAITING_HOST)
         self.output.extend(msg["shipped"])
         self.telemetry.guest_cpu_ms = msg["cpu_ms"]
         self.telemetry.heap_bytes = msg["heap_bytes"]
@@ -350,13 +393,11 @@ class Cell:
             requests.dispatch(req["id"], req["method"], req.get("args", b"[]"))
         self.telemetry.host_requests = requests.count
         worker, leg = self.worker, self._leg_times
-        if not may_answer or requests.in_flight or not requests.has_ready or not self._holding or self._aborted:
-            return False
-        if worker is None or worker.dead or not worker.pipe_empty or leg is None:
+        if not may_answer or worker is None or leg is None:
             return False
         clock, deadline = leg
         now = asyncio.get_running_loop().time()
-        if clock.due_at(now):
+        if not answers_in_place(self._view(clock), now, settled=not requests.in_flight, pipe_empty=worker.pipe_empty):
             return False
         self._deliver(int((deadline - now) * 1000))
         return True
@@ -373,7 +414,7 @@ class Cell:
             self.worker.write(settle_frame(self.id, max(budget_ms, 1), replies), payloads)
         except WorkerGone:
             pass  # the next recv reports how the worker died
-        self._worker_running = True
+        self.state.move(Phase.RUNNING)
 
     # ---- stops -----------------------------------------------------------------------------------
 
@@ -397,10 +438,11 @@ class Cell:
                 ),
                 recycle=False,
             )
+        state = self.state
         if self.worker is not None:
-            self.pool.park(self.worker, self.id, self.telemetry.heap_bytes, holding=self._holding)
-            self._holding = False
-        self.status = CellStatus.WAITING
+            self.pool.park(self.worker, self.id, self.telemetry.heap_bytes, holding=state.holding)
+            state.holding = False
+        state.move(Phase.PARKED)
         self.last_active = self._clock()
         projection = self.output.project(None)
         envelope = envelopes.waiting(
@@ -408,12 +450,12 @@ class Cell:
             output=projection.output,
             reason=self.requests.reason(),
             pending_tool_calls=self.requests.public(),
-            **self._common(report=not self.park_when_blocked),
+            **self._common(report=not state.park_at_once),
         )
         return marked(envelope, self.context)
 
     async def _on_done(self, msg: DoneFrame) -> Envelope:
-        self._runtime_gone = True  # the worker forgot it when it sent this frame
+        self.state.runtime_gone = True  # the worker forgot it when it sent this frame
         self.output.extend(msg["shipped"])
         self.telemetry.guest_cpu_ms = msg["cpu_ms"]
         self.telemetry.heap_bytes = msg["heap_bytes"]
@@ -426,7 +468,8 @@ class Cell:
 
     async def _end(self, outcome: Outcome, *, recycle: bool) -> Envelope:
         """End the cell: free what it holds, then seal its final envelope (``ending.py``)."""
-        self.status = CellStatus.FAILED  # done from here on (a cancel waits for this leg's envelope)
+        state = self.state
+        state.move(Phase.ENDING)  # a cancel from here on waits for this envelope
         self.end_reason = self.end_reason or EndReason.FINISHED
         self.requests.close()
         if self.worker is not None:
@@ -434,10 +477,10 @@ class Cell:
                 self.worker,
                 recycle=recycle or self.worker.dead,
                 cell_id=self.id,
-                holding=self._holding,
-                drop=not self._runtime_gone,
+                holding=state.holding,
+                drop=not state.runtime_gone,
             )
-            self._holding = False
+            state.holding = False
             self.worker = None
         retention = None
         if isinstance(outcome, Completed) and self._retainer is not None and _interactive(self.spec):
@@ -445,9 +488,8 @@ class Cell:
         sealed = await FinalEnvelope(self.context, self.output, self._common, retention, self._json_texts).seal(
             outcome, self.dispatcher.finalizers
         )
-        if sealed["status"] == "completed":
-            self.status = CellStatus.COMPLETED
         self.final = sealed
+        state.move(Phase.DONE)
         if not self.ended.done():
             self.ended.set_result(None)
         return sealed

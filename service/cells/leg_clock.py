@@ -18,10 +18,10 @@ from types import TracebackType
 class LegClock:
     """``with LegClock(park_at, kill_at, wake, kill) as clock:`` around one leg (event-loop times)."""
 
-    __slots__ = ("_kill", "_kill_at", "_park_at", "_timers", "_wake", "due", "overran")
+    __slots__ = ("_kill", "_kill_at", "_timers", "_wake", "due", "overran", "park_at")
 
     def __init__(self, park_at: float, kill_at: float, wake: Callable[[], None], kill: Callable[[], bool]) -> None:
-        self._park_at = park_at
+        self.park_at = park_at  # the rule (``step.py``) reads it: due from then, even before the timer ran
         self._kill_at = kill_at
         self._wake = wake
         self._kill = kill
@@ -31,7 +31,7 @@ class LegClock:
 
     def __enter__(self) -> LegClock:
         loop = asyncio.get_running_loop()
-        self._timers = (loop.call_at(self._park_at, self._on_due), loop.call_at(self._kill_at, self._on_kill))
+        self._timers = (loop.call_at(self.park_at, self._on_due), loop.call_at(self._kill_at, self._on_kill))
         return self
 
     def __exit__(
@@ -39,11 +39,6 @@ class LegClock:
     ) -> None:
         for timer in self._timers:
             timer.cancel()
-
-    def due_at(self, now: float) -> bool:
-        """Whether the leg is due to park at event-loop time ``now``: the park timer fired, or its time
-        has come before the timer ran (the one rule for the leg and for a reply delivered in place)."""
-        return self.due or now >= self._park_at
 
     def _on_due(self) -> None:
         self.due = True

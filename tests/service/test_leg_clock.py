@@ -50,15 +50,3 @@ def test_a_kill_time_with_nothing_running_is_no_overrun_and_leaving_cancels_both
     overran, fired_after_leaving, told = asyncio.run(scenario())
     assert overran is False and told == ["asked"]
     assert fired_after_leaving is False
-
-
-def test_a_leg_is_due_from_its_park_time_even_before_the_timer_ran():
-    """``due_at(now)``: due once ``now`` reaches the park time, whether or not the timer has fired yet."""
-
-    async def scenario() -> tuple[bool, bool, bool]:
-        now = asyncio.get_running_loop().time()
-        with LegClock(now + 10, now + 20, lambda: None, lambda: False) as clock:
-            return clock.due_at(now), clock.due_at(now + 10), clock.due
-
-    before, at_park_time, timer_fired = asyncio.run(scenario())
-    assert before is False and at_park_time is True and timer_fired is False
