@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.framing import DEFAULT_FRAME_CAP, encode_frame
-from service.workers.worker_output import WorkerOutput
+from service.runtime.workers.pipe import WorkerOutput
 
 # The child imports only bridge.framing (orjson underneath), like the worker's frame loop.
 _ECHO_CHILD = """

@@ -18,8 +18,8 @@ from typing import Any
 
 from service.assembly import Components, build_components
 from service.auth import LOCAL_TENANT
-from service.cells.envelopes import plain
-from service.cells.spec import CellSpec
+from service.runtime.envelopes import plain
+from service.runtime.spec import CellSpec
 from service.settings import Settings
 
 from . import loops

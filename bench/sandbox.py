@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from service.assembly import Components, build_components
+from service.runtime.workers.process import start_worker
 from service.settings import Settings
-from service.workers.worker_process import start_worker
 
 from .inproc import CellRunner
 

@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
 from service.assembly import build_components
 from service.auth import LOCAL_TENANT
-from service.cells.spec import CellSpec
+from service.runtime.spec import CellSpec
 from service.settings import Settings
 from service.tracing import NO_TRACING, Tracing, tracing_to
 

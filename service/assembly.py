@@ -21,22 +21,25 @@ from bridge.messages import SandboxOptions
 
 from .api.keyed_tools import KeyedTools
 from .auth import KeyRing
-from .cells.dispatch import Dispatcher, base_dispatcher
-from .cells.json_texts import JsonTexts
-from .cells.registry import CellRegistry
+from .capabilities.api_files import install_api_files
+from .capabilities.cell_tools import cell_tools, prepare_cell
+from .capabilities.saved_results import SavedResults
+from .capabilities.session_store import SessionStoreHandlers, store_limits
+from .capabilities.tools import install_tools
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
 from .demo import demo_settings
 from .drain import Drain
 from .errors import ConfigError, WorkerGone
-from .handlers.api_files import install_api_files
-from .handlers.cell_tools import cell_tools, prepare_cell
-from .handlers.saved_results import SavedResults
-from .handlers.session_store import SessionStoreHandlers, store_limits
-from .handlers.tools import install_tools
 from .helpers.pool import HelperPool
 from .metrics import Metrics
 from .process_tuning import tune_process
+from .runtime.dispatch import Dispatcher, base_dispatcher
+from .runtime.json_texts import JsonTexts
+from .runtime.registry import CellRegistry
+from .runtime.workers.pool import WorkerPool
+from .runtime.workers.process import start_worker
+from .runtime.workers.sandbox import SandboxStatus, sandbox_options
 from .settings import Settings
 from .stores import RedisHA, ResultsBackend, ResultsLimits, SessionStore, open_results, open_store
 from .stores.errors import StoreError
@@ -49,9 +52,6 @@ from .tools.loader import load_plugins
 from .tools.plugin import ToolSpec
 from .tools.policy import ListedToolCheck, ToolPolicy, unknown_entry
 from .tracing import NO_TRACING, Tracing, TracingConfig, start_tracing
-from .workers.pool import WorkerPool
-from .workers.sandbox import SandboxStatus, sandbox_options
-from .workers.worker_process import start_worker
 
 if TYPE_CHECKING:
     from .mcp.hub import McpHub
@@ -373,7 +373,7 @@ def _guest_requests(
     saved.install(dispatcher)
     store_handlers.install(dispatcher)
     if mcp is not None:
-        from .mcp.guest_requests import install_mcp
+        from .capabilities.mcp import install_mcp
 
         install_mcp(dispatcher, cell_tools)
     return dispatcher

@@ -25,10 +25,10 @@ import logging
 import time
 from collections.abc import Callable
 
-from .cells.registry import CellRegistry, held_cells
 from .cluster.drained import DROPPED, Fate
 from .cluster.replica import Replica
 from .errors import ReplicaDraining
+from .runtime.registry import CellRegistry, held_cells
 
 log = logging.getLogger("codemode")
 

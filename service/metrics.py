@@ -116,7 +116,7 @@ def _principal_gauges(pool: dict[str, int]) -> Iterator[Metric]:
 
 
 class Confinement(Protocol):
-    """The workers' sandbox as the service knows it (``service.workers.sandbox.SandboxStatus``)."""
+    """The workers' sandbox as the service knows it (``service.runtime.workers.sandbox.SandboxStatus``)."""
 
     @property
     def mode(self) -> str: ...

@@ -187,7 +187,7 @@ class Settings(BaseSettings):
         "limits", 8, 1, 10000, "counted tool failures of a run before every tool call is refused"
     )
     max_pending_requests: Int = setting("limits", 128, 1, 4096, "host requests one cell may have in flight")
-    # Cells that never finish (service/cells/life_bounds.py): checked when a leg would start.
+    # Cells that never finish (service/runtime/life_bounds.py): checked when a leg would start.
     max_legs_per_cell: Int = setting(
         "limits", 10_000, 1, 10_000_000, "legs (the exec, then each wait) one cell may run; then it ends failed"
     )

@@ -118,7 +118,7 @@ class _TracedTelemetry(Protocol):
 
 
 class TracedCell(Protocol):
-    """What a leg's span reads of its cell (``service.cells.cell.Cell``): ids, output size, leg count."""
+    """What a leg's span reads of its cell (``service.runtime.cell.Cell``): ids, output size, leg count."""
 
     @property
     def id(self) -> str: ...

@@ -23,8 +23,8 @@ SNAKE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")
 
 #: Control-flow signals: not failures, so outside the trees (each module says why in a comment).
 SIGNALS = {
-    "service.cells.dispatch.GuestError",  # a handler's rejection of a guest promise; carries another tree's code
-    "service.cells.dispatch.NeedsCaller",  # parks the cell for the API caller
+    "service.runtime.dispatch.GuestError",  # a handler's rejection of a guest promise; carries another tree's code
+    "service.runtime.dispatch.NeedsCaller",  # parks the cell for the API caller
     "service.http.request_gate.PeerGone",  # the client left mid-body; nobody to answer
     "service.tools.contracts.ValidationDeferred",  # repeat the check off the event loop
     "service.tools.contracts._TooMuchWork",  # unwinds jsonschema when the step budget runs out
@@ -78,13 +78,13 @@ CONTRACT = {
     "service.tools.errors.LoopGuardError": "loop_guard",
     "service.tools.errors.CallBudgetError": "call_budget_exceeded",
     "service.tools.errors.SearchBudgetError": "search_budget_exceeded",
-    # guest-visible err.code of MCP calls (service/mcp/guest_requests.py)
+    # guest-visible err.code of MCP calls (service/capabilities/mcp.py)
     "service.mcp.errors.McpUnavailable": "mcp_unavailable",
     "service.mcp.errors.McpTimeout": "mcp_timeout",
     "service.mcp.errors.McpProtocolError": "mcp_protocol",
     "service.mcp.errors.McpUnknownTool": "mcp_unknown_tool",
     "service.mcp.errors.McpInvalidInput": "mcp_invalid_input",
-    # guest-visible err.code of results.* and store writes (service/handlers/)
+    # guest-visible err.code of results.* and store writes (service/capabilities/)
     "service.stores.errors.ResultsCapacityError": "results_capacity",
     "service.stores.errors.ResultsAllowanceError": "results_allowance",
     "service.stores.errors.ResultsQuotaError": "results_quota",
@@ -97,7 +97,7 @@ CONTRACT = {
     "guest_runtime.errors.GuestTimeout": "timeout",
     "guest_runtime.errors.GuestFault": "uncaught_error",
     "guest_runtime.errors.EngineFault": "runtime_unavailable",
-    # envelope failure code of a worker that died (service/cells/cell.py)
+    # envelope failure code of a worker that died (service/runtime/cell.py)
     "service.errors.WorkerGone": "runtime_unavailable",
 }
 

@@ -63,7 +63,7 @@ function send(method, head, headValues, last, timer) {
       "-character bridge frame cap; pass less data per call"));
   }
   if (valueCount > config.maxRequestValues) {
-    // Parsed on the host, each value costs far more than its bytes (service/cells/request_caps.py).
+    // Parsed on the host, each value costs far more than its bytes (service/runtime/host_requests.py).
     return NativePromise.reject(new RangeErrorCtor(
       "request arguments hold more than " + config.maxRequestValues + " JSON values, over the " +
       "max_request_values cap; pass fewer, larger values (for example a table as one CSV or JSON string), " +

@@ -12,10 +12,10 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from service.cells.registry import CellRegistry
-from service.cells.spec import CellSpec
 from service.errors import InvalidRequest
 from service.principals import cell_principal
+from service.runtime.registry import CellRegistry
+from service.runtime.spec import CellSpec
 from service.settings import ApiKey
 
 from .keyed_tools import KeyedTools

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from service.api_files.table import ApiFileTable
+from service.capabilities.api_files import api_table
 from service.errors import InvalidRequest
-from service.handlers.api_files import api_table
 from service.mcp.scope import McpScope, listed_servers, tenant_scope
 from service.settings import ApiKey
 from service.tools.access import ToolAccess

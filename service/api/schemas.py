@@ -177,7 +177,7 @@ class CellTelemetry(BaseModel):
 
 
 class CellEnvelope(BaseModel):
-    """The answer for every cell outcome (HTTP 200), built by service.cells.envelopes."""
+    """The answer for every cell outcome (HTTP 200), built by service.runtime.envelopes."""
 
     model_config = ConfigDict(
         extra="forbid",

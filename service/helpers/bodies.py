@@ -17,8 +17,8 @@ from typing import Literal, cast
 
 from bridge import jsoncodec
 from bridge.json_values import count_values, nested_deeper_than, over_cap_message
-from service.cells.dispatch import RawJson
 from service.errors import BodyTooLarge, InvalidRequest
+from service.runtime.dispatch import RawJson
 
 from .job import Answer, AnswerCaps, HelperJob, is_int, is_str, refuse
 from .protocol import DETAIL_CHARS

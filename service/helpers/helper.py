@@ -26,7 +26,7 @@ from bridge.framing import HEADER, HEADER_SIZE, encode_frame, encode_raw
 from bridge.json_values import count_values
 from service.errors import HelperFailed
 from service.process_launch import WORKING_DIRECTORY, confined_command, confined_environment
-from service.workers.stderr_relay import StderrRelay
+from service.runtime.workers.stderr_relay import StderrRelay
 
 from .job import Answer, AnswerCaps, HelperJob, is_int, refuse
 from .protocol import MODULE, READY_CAP, READY_VALUES, TEST_PAYLOAD_VARIABLE, HelperOptions, job_frame

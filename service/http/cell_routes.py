@@ -9,7 +9,7 @@ from fastapi import Path, Request
 from service.api.exec import cell_spec, wait_answers
 from service.api.keyed_tools import KeyedTools
 from service.api.schemas import ERROR_RESPONSES, ID_PATTERN, CellEnvelope, ExecRequest, WaitRequest
-from service.cells.registry import CellRegistry
+from service.runtime.registry import CellRegistry
 from service.tracing import Tracing
 
 from .request_gate import api_key_of

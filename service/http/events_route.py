@@ -1,6 +1,6 @@
 """``GET /v1/cells/{cell_id}/events``: a cell's event log as Server-Sent Events.
 
-The stream reads the cell's log (``service.cells.events``) by event id; it owns no queue, so a reader
+The stream reads the cell's log (``service.runtime.events``) by event id; it owns no queue, so a reader
 that stops reading holds its connection and nothing else, and the cell never waits for it.  An idle
 stream sends a ``: keep-alive`` comment every ``events_heartbeat_seconds``; a client that goes away
 ends the stream (Starlette cancels it on ``http.disconnect``); the stream ends after the
@@ -19,9 +19,9 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from service.api.schemas import ERROR_RESPONSES
-from service.cells.events import Event, EventLog
-from service.cells.registry import CellRegistry
 from service.errors import InvalidRequest
+from service.runtime.events import Event, EventLog
+from service.runtime.registry import CellRegistry
 
 from .cell_routes import CellId
 from .request_gate import api_key_of

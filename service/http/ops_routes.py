@@ -9,13 +9,13 @@ from fastapi import Query
 from fastapi.responses import PlainTextResponse
 
 from service.api.schemas import ERROR_RESPONSES, Health, Readiness
-from service.cells.registry import CellRegistry
 from service.drain import Drain
 from service.metrics import Metrics
+from service.runtime.registry import CellRegistry
+from service.runtime.workers.pool import WorkerPool
+from service.runtime.workers.sandbox import SandboxStatus
 from service.stores import SessionStore
 from service.stores.errors import StoreError
-from service.workers.pool import WorkerPool
-from service.workers.sandbox import SandboxStatus
 
 from .responses import JSONBytes
 from .route_group import RouteGroup, example, route

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from service.cells.dispatch import RawJson
 from service.errors import BodyTooLarge
 from service.helpers.bodies import (
     MAX_BODY_DEPTH,
@@ -25,6 +24,7 @@ from service.helpers.bodies import (
     refusal,
     tool_value_slots,
 )
+from service.runtime.dispatch import RawJson
 
 __all__ = ["INLINE_BYTES", "MAX_BODY_DEPTH", "MCP_MAX_VALUES", "WAIT_REST_BYTES", "BodyDecoder", "decode_body"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from bridge import jsoncodec
-from service.cells.envelopes import SealedEnvelope
 from service.errors import ResponseNotEncodable
+from service.runtime.envelopes import SealedEnvelope
 
 NOT_ENCODABLE = (
     "the answer could not be written as JSON ({reason}); asking again returns the same answer: "

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import Path
 
 from service.api.schemas import ERROR_RESPONSES, SESSION_PATTERN, RunEnded, RunReport, SessionDeleted, StoreKeys
+from service.capabilities.session_store import NETWORK_MARK_KEY
 from service.errors import NotFound
-from service.handlers.session_store import NETWORK_MARK_KEY
 from service.stores import ResultsBackend, SessionStore
 from service.stores.saved_results import ResultScope
 from service.tools.run_book import RunBook

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from bridge import jsoncodec
 from service.api.keyed_tools import KeyedTools
 from service.api.schemas import ERROR_RESPONSES
-from service.handlers.api_files import quick_index
+from service.capabilities.api_files import quick_index
 from service.settings import Settings
 from service.tool_description import LANGUAGES, check_language, tool_description
 

@@ -8,7 +8,7 @@ from fastapi import Path, Query
 
 from service.api.keyed_tools import KeyedTools
 from service.api.schemas import ERROR_RESPONSES, SESSION_PATTERN, ApiFile, ApiFileList, CatalogAnswer
-from service.handlers.api_files import list_api_files, quick_index, read_api_file
+from service.capabilities.api_files import list_api_files, quick_index, read_api_file
 
 from .request_gate import CallerDep
 from .responses import JSONBytes

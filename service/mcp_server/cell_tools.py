@@ -29,9 +29,9 @@ from bridge import jsoncodec
 from service.api.exec import cell_spec, parsed, wait_answers
 from service.api.schemas import ID_PATTERN, ExecRequest, WaitRequest
 from service.assembly import Components
-from service.cells.envelopes import plain
 from service.cluster.relay import call_holder, held_elsewhere
 from service.errors import InvalidRequest
+from service.runtime.envelopes import plain
 from service.settings import ApiKey
 
 from .rendering import Approver, envelope_text

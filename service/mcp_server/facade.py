@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from bridge.json_types import JsonObject, JsonValue
 from service.api.schemas import CellEnvelope, ExecRequest, WaitRequest
 from service.assembly import Components
+from service.capabilities.api_files import list_api_files, quick_index, read_api_file
+from service.capabilities.mcp import search_mcp_tools
 from service.errors import InvalidRequest, NotFound, ServiceError
-from service.handlers.api_files import list_api_files, quick_index, read_api_file
-from service.mcp.guest_requests import search_mcp_tools
 from service.mcp.scope import listed_servers
 from service.settings import ApiKey
 from service.tools.errors import SearchQueryError

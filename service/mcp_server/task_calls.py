@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from service.cells.envelopes import plain
 from service.cluster.relay import held_elsewhere
 from service.errors import CellNotFound, InvalidRequest
+from service.runtime.envelopes import plain
 
 from .approval_forms import ApprovalForm, approval_calls, decisions, forms_for
 from .cell_tools import GLANCE_MS, CellTools, ToolAnswer

@@ -3,7 +3,7 @@ counters.  (A tenant's MCP servers are its ``service.mcp.scope.tenant_scope``: t
 know the MCP package; it is told the configured servers' names, to check approval entries.)
 
 ``ToolAccess`` is made once per service (``service.assembly``); HTTP routes read its catalog views
-and run counters, and each cell's preparation (``service.handlers.cell_tools.prepare_cell``) asks it
+and run counters, and each cell's preparation (``service.capabilities.cell_tools.prepare_cell``) asks it
 for the cell's view, approval rules, ledger and MCP scope.  It knows nothing of cells beyond the
 fields of their spec that it is given.
 """

@@ -2,7 +2,7 @@
 
 Server names, tool names and descriptions are remote text: whatever they hold, every stub is Python that
 parses, and nothing of theirs becomes code. (The stubs' typing is checked by mypy in
-tests/service/test_declarations_pyi.py.)
+tests/service/capabilities/test_declarations_pyi.py.)
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from bridge.messages import (
     settle_frame,
 )
 from bridge.received import completed, control_frame, raw_frames_after
-from service.workers.sandbox import sandbox_options
+from service.runtime.workers.sandbox import sandbox_options
 from tests.support.polling import poll_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bridge.truncation import TRUNCATION_GUIDANCE, truncation_marker
-from service.cells import envelopes
-from service.cells.spec import Telemetry
 from service.mcp_server.rendering import envelope_text
+from service.runtime import envelopes
+from service.runtime.spec import Telemetry
 from service.tools.untrusted import BEGIN_MARKER, END_MARKER
 
 COMMON = {"bridge_dispatch_started": True, "replay_safe": False, "telemetry": Telemetry().public(1.0)}

@@ -20,7 +20,6 @@ from fastapi.testclient import TestClient
 
 from service.api.schemas import ID_PATTERN, ExecRequest, WaitRequest
 from service.auth import KeyRing
-from service.cells.dispatch import RawJson
 from service.errors import NotFound
 from service.http.body_limits import BodyCaps
 from service.http.direct_door import with_door
@@ -30,6 +29,7 @@ from service.http.request_gate import CallerDep, RequestGate
 from service.http.request_json import BodyDecoder
 from service.http.responses import JSONBytes
 from service.http.route_group import RouteGroup, route
+from service.runtime.dispatch import RawJson
 from service.settings import Settings
 from tests.support.helper_pools import helper_pool
 

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from service.cells.dispatch import RawJson
 from service.errors import InvalidRequest
 from service.http.request_json import INLINE_BYTES, MAX_BODY_DEPTH, WAIT_REST_BYTES, BodyDecoder, decode_body
+from service.runtime.dispatch import RawJson
 from tests.support.helper_pools import ALPHA, helper_pool
 
 

@@ -25,9 +25,9 @@ from bench.servers import otlp_collector
 from service import tracing as tracing_module
 from service.app import create_app
 from service.assembly import build_components
-from service.cells.spec import CellSpec
 from service.cli import main
 from service.errors import ConfigError
+from service.runtime.spec import CellSpec
 from service.settings import Settings
 from service.tracing import NO_TRACING, Tracing, TracingConfig, start_tracing, tracing_to
 from tests.conftest import run, wait

@@ -5,8 +5,8 @@ from __future__ import annotations
 from service.helpers.pool import HelperPool
 from service.helpers.protocol import HelperOptions
 from service.principals import Isolation
+from service.runtime.workers.sandbox import sandbox_options
 from service.settings import ApiKey
-from service.workers.sandbox import sandbox_options
 
 MiB = 1024 * 1024
 ALPHA = ApiKey("ck_alpha_0123456789", "alpha")

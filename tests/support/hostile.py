@@ -6,7 +6,7 @@ with no lone surrogate, a cell envelope for 200s on cell routes, the error schem
 ``transient`` only when retrying helps), and the case asserts its own expectation on top.  The
 expectations are the contract's (SPEC §2, §8, §10 and §11), not today's behaviour.
 
-Used by ``tests/service/test_hostile_corpus.py`` (each case one test id) and by ``bench/soak.py``
+Used by ``tests/service/runtime/test_hostile_corpus.py`` (each case one test id) and by ``bench/soak.py``
 (a subset as hostile background traffic).
 """
 

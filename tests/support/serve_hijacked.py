@@ -15,7 +15,7 @@ import json
 import sys
 
 from service.cli import main
-from service.workers import supply, worker_process
+from service.runtime.workers import supply, worker_process
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:

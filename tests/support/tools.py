@@ -116,7 +116,7 @@ TEST_TOOLS = [
     ),
 ]
 
-#: Tools for the tool failure contract tests (tests/service/test_tool_failures.py); kept apart from
+#: Tools for the tool failure contract tests (tests/service/capabilities/test_tool_failures.py); kept apart from
 #: TEST_TOOLS so the other modules' catalogs stay as they are.
 FAILURE_TOOLS = [
     # The tool failure contract's failure kinds: each returns the envelope it is given and counts its runs in CALLS.

@@ -1,0 +1,72 @@
+"""Fresh worker processes: started ahead of need, in the background, never on a request's path.
+
+The supply starts processes (``start_worker``) and keeps the ones nobody has taken yet; the pool
+(``pool.py``) decides how many it wants and hands them out.  Each process draws its own cell
+budget, 80-100% of ``worker_max_cells``: processes started together are then not all replaced at
+once (a burst of process starts in the middle of serving).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from collections.abc import Coroutine
+
+from bridge.messages import SandboxReport, WorkerOptions
+
+from .process import Worker, start_worker
+
+
+class WorkerSupply:
+    """Processes being started, fresh ones waiting to be taken, and every one not yet seen to end."""
+
+    def __init__(self, options: WorkerOptions, frame_cap: int, *, nice: int, max_cells: int) -> None:
+        self.options: WorkerOptions = {**options, "frame_cap": frame_cap}
+        self.frame_cap = frame_cap
+        self.nice = nice
+        self.max_cells = max_cells
+        self.fresh: deque[Worker] = deque()
+        self.starting = 0
+        self.started = 0
+        self.alive: set[Worker] = set()  # every process started and not yet seen to end
+        # The confinement layers the first worker reported (kept: that worker may be retired at once).
+        self.sandbox: SandboxReport | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def spawn(self) -> Worker:
+        """Start one worker process and wait for its ``ready`` frame."""
+        worker = await start_worker(self.options, self.frame_cap, nice=self.nice)
+        self.alive.add(worker)
+        worker.max_cells = random.randint(max(1, self.max_cells * 4 // 5), self.max_cells)
+        self.started += 1
+        if self.sandbox is None:
+            self.sandbox = worker.sandbox
+        return worker
+
+    def take(self) -> Worker | None:
+        """The oldest fresh process still alive, if any."""
+        while self.fresh:
+            worker = self.fresh.popleft()
+            if not worker.dead:
+                return worker
+        return None
+
+    def count(self) -> int:
+        """Fresh processes and those being started."""
+        return len(self.fresh) + self.starting
+
+    def background(self, coro: Coroutine[object, None, None]) -> None:
+        """Run ``coro`` as a task the supply keeps referenced and cancels at ``close``."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> list[Worker]:
+        """Cancel the background tasks and hand back every process still alive (to be stopped)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.fresh.clear()
+        return list(self.alive)
