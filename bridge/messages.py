@@ -75,17 +75,30 @@ class WorkerOptions(TypedDict, total=False):
     sandbox: SandboxOptions  # absent: auto, keeping the uid
 
 
-class GuestConfig(TypedDict):
-    """What the prelude needs to build the guest's globals for one cell."""
+class GuestCaps(TypedDict):
+    """The caps both engines hold a cell's requests to in the guest, before a request exists.
+
+    The host sends every key; an engine reading a config that leaves one out uses the default of
+    ``guest_runtime.guest_config``, where these keys, their defaults and the rule that reads them live.
+    """
+
+    maxRequestBytes: int  # JSON arguments of one guest request; larger calls reject in the guest
+    maxQueuedRequests: int  # requests one synchronous burst may queue; more reject in the guest
+    maxPendingRequests: int  # requests (tool calls, timers, yields) pending at once; RangeError over it
+    maxQueuedBytes: int  # argument characters one synchronous burst may carry; RangeError over it
+    maxRequestValues: int  # JSON values of one guest request's arguments; RangeError over it
+
+
+class GuestTools(TypedDict):
+    """What the guest's globals are built from: the cell's tool handles and MCP servers."""
 
     tools: list[dict[str, Any]]  # handle metadata: callableName, toolName, description, source, ...
     mcp: list[dict[str, Any]]  # MCP servers: {identifier, serverName, tools: [tool identifiers]}
     mcpUnavailable: NotRequired[list[dict[str, Any]]]  # configured servers that are down: {identifier, serverName}
-    maxRequestBytes: int  # JSON arguments of one guest request; larger calls reject in the guest
-    maxQueuedRequests: NotRequired[int]  # requests one synchronous burst may queue; more reject in the guest
-    maxPendingRequests: NotRequired[int]  # requests (tool calls, timers, yields) pending at once; RangeError over it
-    maxQueuedBytes: NotRequired[int]  # argument characters one synchronous burst may carry; RangeError over it
-    maxRequestValues: NotRequired[int]  # JSON values of one guest request's arguments; RangeError over it
+
+
+class GuestConfig(GuestTools, GuestCaps):
+    """What the prelude needs for one cell: its globals' tools and servers, and its caps."""
 
 
 #: The languages a cell may be written in: QuickJS runs JavaScript, Monty runs Python.

@@ -316,7 +316,10 @@ class GuestEngine:
     def _configure(self, config_json: str) -> None:
         # Prelude code over the host's own JSON, never cell code: not bound by a cell's deadline.
         with _running_until(math.inf):
-            self._hook("configure", config_json)
+            try:
+                self._hook("configure", config_json)
+            except _quickjs.JSException as exc:  # a config outside guest_config.py's rule: the host's bug
+                raise EngineFault(f"the prelude refused the guest config: {first_line(str(exc))}") from None
 
     def compile(self, code: str, budget_s: float) -> None:
         """Parse the cell as an async function body, as TypeScript where it reads differently (its types

@@ -3,7 +3,9 @@
 The files are one function body split by concern; they share its scope, so a file uses what an
 earlier file declares without any import machinery.  The function takes the name of the global the
 driver parks its value, the host hook, under (the hook deletes that global at its first call), and
-the driver's compiled script calls it once.
+the driver's compiled script calls it once.  ``hook.js`` declares the hook, ``codemodeHostHook``, and
+the closing lines return it: every file is then a plain script, which is how ``tsc`` checks them
+together (``prelude/jsconfig.json``, with ``prelude/scope.d.ts`` declaring the wrapper's parameter).
 They are joined line for line (a file keeps every line, comments and strings untouched), each
 followed by a line holding only ``;`` so that a statement cannot run on into the next file.
 Nothing here runs JavaScript: the driver compiles the text and uses ``locate`` to name the file
@@ -21,6 +23,7 @@ from importlib.resources.abc import Traversable
 #: The prelude's files, in the order their top-level statements run.
 FILES = (
     "core.js",  # captured built-ins, list helpers, the nesting cap
+    "guest_config.js",  # the caps' type and defaults, generated from guest_config.py
     "stack_traces.js",  # call sites without functions for Error.prepareStackTrace
     "state.js",  # the guest side of the host queue
     "serialise.js",  # guest values to JSON text, lenient and strict
@@ -32,9 +35,9 @@ FILES = (
     "hook.js",  # globals, the cell's outcome, the host hook
 )
 
-_HEAD = '(function (hookSlot) {\n"use strict";\n'
+_HEAD = '(function (/** @type {string | null} */ hookSlot) {\n"use strict";\n'
 _SEPARATOR = ";\n"  # on a line of its own, after each file
-_TAIL = "})"
+_TAIL = "return codemodeHostHook;\n})"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from pydantic import BeforeValidator, Field, SkipValidation, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from guest_runtime.guest_config import MAX_PENDING_REQUESTS, MAX_REQUEST_VALUES
+
 from .cpus import usable_cpus
 from .errors import ConfigError
 from .hosts import parse_allowed_host
@@ -186,7 +188,9 @@ class Settings(BaseSettings):
     failures_per_run: Int = setting(
         "limits", 8, 1, 10000, "counted tool failures of a run before every tool call is refused"
     )
-    max_pending_requests: Int = setting("limits", 128, 1, 4096, "host requests one cell may have in flight")
+    max_pending_requests: Int = setting(
+        "limits", MAX_PENDING_REQUESTS, 1, 4096, "host requests one cell may have in flight"
+    )
     # Cells that never finish (service/runtime/life_bounds.py): checked when a leg would start.
     max_legs_per_cell: Int = setting(
         "limits", 10_000, 1, 10_000_000, "legs (the exec, then each wait) one cell may run; then it ends failed"
@@ -206,7 +210,11 @@ class Settings(BaseSettings):
     max_search_limit: Int = setting("limits", 50, 1, 50, "catalog.search largest limit")
     max_request_bytes: Int = setting("limits", 8 * MiB, 1024, 256 * MiB, "JSON arguments of one guest request")
     max_request_values: Int = setting(
-        "limits", 1_000_000, 1000, 100_000_000, "JSON values one guest request or one HTTP request body may carry"
+        "limits",
+        MAX_REQUEST_VALUES,
+        1000,
+        100_000_000,
+        "JSON values one guest request or one HTTP request body may carry",
     )
     max_exec_body_bytes: Int = setting("limits", 2 * MiB, 1024, 64 * MiB, "exec request body cap")
     # Event streams (GET /v1/cells/{id}/events)

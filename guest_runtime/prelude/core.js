@@ -1,3 +1,4 @@
+// @ts-check
 // codemode guest prelude, part 1: the built-ins it captures and small shared helpers.
 //
 // The prelude is one function body split over the files listed in guest_runtime/prelude_source.py;
@@ -10,6 +11,7 @@
 // code starts running is captured up front (this file), so a cell that patches built-ins can only
 // confuse itself.
 
+/** @type {typeof globalThis & Record<string, unknown>} */
 const G = globalThis;
 const ObjectCreate = Object.create;
 const ObjectKeys = Object.keys;
@@ -41,7 +43,6 @@ const PromiseProto = Promise.prototype;
 const ObjectProto = Object.prototype;
 const ArrayProto = Array.prototype;
 const stringSlice = String.prototype.slice;
-const stringReplace = String.prototype.replace;
 const stringCharCodeAt = String.prototype.charCodeAt;
 const stringToWellFormed = String.prototype.toWellFormed;
 const arrayJoin = Array.prototype.join;
@@ -51,13 +52,27 @@ const arraySlice = Array.prototype.slice;
 
 // Arrays the prelude fills by index have no prototype: an index setter a cell puts on
 // Array.prototype (or Object.prototype) can neither see nor swallow what the prelude stores.
+/**
+ * @template T
+ * @returns {T[]}
+ */
 function newList() {
   return setPrototypeOf([], null);
 }
 // A plain Array copy of a list, for values handed to the cell (slice defines, never sets).
+/**
+ * @template T
+ * @param {T[]} l
+ * @returns {T[]}
+ */
 function toArray(l) {
   return ReflectApply(arraySlice, l, []);
 }
+/**
+ * @param {object} o
+ * @param {PropertyKey} k
+ * @param {unknown} v
+ */
 function defineValue(o, k, v) {
   defineProperty(o, k, { value: v, writable: true, enumerable: true, configurable: true });
 }

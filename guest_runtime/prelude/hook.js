@@ -1,6 +1,8 @@
-// The guest's global surface, the cell's outcome, and the host hook (this body's value).
+// @ts-check
+// The guest's global surface, the cell's outcome, and the host hook (the value the joined body returns).
 
 function installGlobals() {
+  /** @type {Record<string, unknown>} */
   const fixed = { text: text, json: json, setTimeout: setTimeout, clearTimeout: clearTimeout, yield_control: yield_control,
     TextEncoder: TextEncoder, TextDecoder: TextDecoder };
   const names = ObjectKeys(fixed);
@@ -20,6 +22,10 @@ function installGlobals() {
 }
 
 // ---- the cell's outcome ------------------------------------------------------------
+/**
+ * @param {boolean} ok
+ * @param {unknown} v the cell's value, or what it threw
+ */
 function finish(ok, v) {
   if (done !== null) return;
   if (ok) {
@@ -30,12 +36,25 @@ function finish(ok, v) {
   }
   const bridge = v !== null && typeof v === "object" && ReflectApply(weakSetHas, bridgeErrors, [v]);
   done = '{"ok":false,"bridge":' + (bridge ? "true" : "false") + ',"error":' + JSONStringify(describeThrown(v)) +
-    ',"code":' + JSONStringify(bridge && typeof v.code === "string" ? v.code : "") +
+    ',"code":' + JSONStringify(bridge ? bridgeCode(/** @type {Error} */ (v)) : "") +
     ',"oom":' + (v === null || isOom(v) ? "true" : "false") + "}";
 }
+/** @param {unknown} v */
 function isOom(v) {
   try { return isError(v) && v.name === "InternalError" && v.message === "out of memory"; } catch (e) { return false; }
 }
+/**
+ * @param {Error} e an error made by makeError
+ * @returns {string}
+ */
+function bridgeCode(e) {
+  const code = /** @type {Error & {code?: unknown}} */ (e).code;
+  return typeof code === "string" ? code : "";
+}
+/**
+ * @param {unknown} v
+ * @returns {string}
+ */
 function describeThrown(v) {
   // "Name: message" first, then the stack frames (mapped to cell lines by the driver).
   try {
@@ -48,24 +67,27 @@ function describeThrown(v) {
     }
     if (v === null) return "InternalError: out of memory";
     if (typeof v === "string") return "Uncaught: " + v;
-    return "Uncaught: " + serialise(v, false);
+    return "Uncaught: " + serialise(v, false, 0);
   } catch (e) {
     return "Uncaught: [Unserializable]";
   }
 }
 
 // The binding cannot convert the engine's rope strings (long "+" chains); join flattens.
+/** @param {string} str */
 function flat(str) {
   return ReflectApply(arrayJoin, [str, ""], [""]);
 }
 
 // Argument characters of one take up to which they travel inside its text.
 const INLINE_ARGS_CHARS = 65536;
+/** @returns {string} */
 function take() {
   // The driver takes once the job queue drained, when zero-delay timers the worker keeps are due:
   // fired, their callbacks are jobs, and "" tells the driver to run them before it takes again.
   if (fireTimers() > 0) return "";
   // Built with join: a long "+" chain makes a rope string, which the binding cannot convert.
+  /** @type {string[]} */
   const parts = newList();
   parts[0] = '{"requests":[';
   for (let i = 0; i < queueLength; i++) parts[parts.length] = (i ? "," : "") + queue[i];
@@ -97,7 +119,15 @@ function take() {
 installGlobals();
 installData();
 let configured = false;
-return function codemodeHostHook(op, a, b) {
+/**
+ * The host hook: driver.py calls it with an operation and its arguments, whose types per operation
+ * driver.py's calls fix (hence the casts below).  The joined body returns it (prelude_source.py).
+ * @param {HostHookOp} op
+ * @param {unknown} [a]
+ * @param {unknown} [b]
+ * @returns {unknown}
+ */
+function codemodeHostHook(op, a, b) {
   if (hookSlot !== null) {
     // The host read this hook from the global hookSlot names: gone at its first call, whatever
     // the operation, so before any cell code can run ("start" is never the first).
@@ -108,14 +138,8 @@ return function codemodeHostHook(op, a, b) {
     case "configure": {
       if (configured) throw new TypeErrorCtor("the guest is configured once");
       configured = true;
-      const cfg = JSONParse(a);
-      config = {
-        maxRequestBytes: cfg.maxRequestBytes,
-        maxQueuedRequests: cfg.maxQueuedRequests || 1024,
-        maxPendingRequests: cfg.maxPendingRequests || 128,
-        maxQueuedBytes: cfg.maxQueuedBytes || cfg.maxRequestBytes,
-        maxRequestValues: cfg.maxRequestValues || 1000000,
-      };
+      const cfg = JSONParse(/** @type {string} */ (a));
+      config = readCaps(cfg);
       installTools(cfg.tools || []);
       installMcp(cfg.mcp || [], cfg.mcpUnavailable || []);
       return true;
@@ -123,37 +147,38 @@ return function codemodeHostHook(op, a, b) {
     case "compile":
       // The Function constructor parses the cell as a function body: no way to break out
       // of the wrapper, and nothing runs until "start".
-      return AsyncFunction(a);
+      return AsyncFunction(/** @type {string} */ (a));
     case "start": {
       let p;
       try {
-        p = ReflectApply(a, undefined, []);
+        p = ReflectApply(/** @type {Function} */ (a), undefined, []);
       } catch (e) {
         finish(false, e);
         return true;
       }
-      ReflectApply(promiseThen, p, [function (v) { finish(true, v); }, function (e) { finish(false, e); }]);
+      ReflectApply(promiseThen, p, [/** @param {unknown} v */ function (v) { finish(true, v); }, /** @param {unknown} e */ function (e) { finish(false, e); }]);
       return true;
     }
     case "take":
       return take();
     case "args": {
       // The JSON arguments of request `a` of the last take, once.
-      const text = takenArgs[a];
-      delete takenArgs[a];
+      const index = /** @type {number} */ (a);
+      const text = takenArgs[index];
+      delete takenArgs[index];
       return typeof text === "string" ? flat(text) : "[]";
     }
     case "value": {
       const v = doneValue;
       doneValue = null;
-      return flat(serialise(v, false));
+      return flat(serialise(v, false, 0));
     }
     case "settle":
-      return settle(a, b);
+      return settle(/** @type {number} */ (a), /** @type {string | null} */ (b));
     case "fail":
-      return fail(a, b);
+      return fail(/** @type {number} */ (a), /** @type {string} */ (b));
     case "reject":
-      return rejectFailed(a);
+      return rejectFailed(/** @type {number} */ (a));
     case "cancelTimers": {
       // The cell finished: timers nobody waits for are dropped, their callbacks never run.
       const ids = ObjectKeys(timers);
@@ -164,12 +189,15 @@ return function codemodeHostHook(op, a, b) {
     }
     case "unhandledBridge": {
       // The error of failed request `a`, which the engine says nobody handled.
-      const failed = failedRequests[a];
+      const failed = failedRequests[/** @type {number} */ (a)];
       if (failed === undefined) return null;
       const e = failed.error;
-      return JSONStringify({ error: describeThrown(e), code: typeof e.code === "string" ? e.code : "" });
+      return JSONStringify({ error: describeThrown(e), code: bridgeCode(e) });
     }
-    default:
-      throw new TypeErrorCtor("unknown host hook operation");
+    default: {
+      /** @type {never} */
+      const unhandled = op; // every operation of HostHookOp has its case
+      throw new TypeErrorCtor("unknown host hook operation " + StringCtor(unhandled));
+    }
   }
-};
+}

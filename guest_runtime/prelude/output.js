@@ -1,3 +1,4 @@
+// @ts-check
 // Output: text(), json() and the bounded console, one ordered stream of entries.
 
 // Every entry costs the host work however small it is, so a cell emits at most this many
@@ -10,19 +11,22 @@ function refuseOverEntryCap() {
       "join text into one string and emit it with fewer text()/json() calls");
   }
 }
+/** @param {string} entryJson */
 function emit(entryJson) {
   refuseOverEntryCap();
   outputCount++;
   output[outputLength++] = entryJson;
 }
+/** @param {unknown} v */
 function text(v) {
   refuseOverEntryCap(); // before serialising: a refused entry costs nothing
-  const s = typeof v === "string" ? v : serialise(v, false);
+  const s = typeof v === "string" ? v : serialise(v, false, 0);
   emit('{"type":"text","text":' + JSONStringify(s) + "}");
 }
+/** @param {unknown} v */
 function json(v) {
   refuseOverEntryCap();
-  emit('{"type":"json","value":' + serialise(v, false) + "}");
+  emit('{"type":"json","value":' + serialise(v, false, 0) + "}");
 }
 
 // Bounded console: the same ordered stream as text(); reference limits per call and in total.
@@ -30,6 +34,10 @@ const CONSOLE_TOTAL = 16384;
 const CONSOLE_MAX_MESSAGE = 4096;
 let consoleUsed = 0;
 let consoleClosed = false;
+/**
+ * @param {string} s
+ * @param {number} n
+ */
 function clip(s, n) {
   if (s.length <= n) return s;
   let end = n;
@@ -37,12 +45,18 @@ function clip(s, n) {
   if (c >= 0xd800 && c <= 0xdbff) end -= 1; // never split a surrogate pair
   return ReflectApply(stringSlice, s, [0, end]) + "…";
 }
+/**
+ * @param {unknown} v
+ * @param {number} depth
+ * @param {unknown[]} seen
+ * @returns {string}
+ */
 function inspect(v, depth, seen) {
   if (v === null) return "null";
   const t = typeof v;
   // Quoted strings are JSON inside the console text: make them well-formed first, or a lone
   // surrogate would survive as a "\udXXX" escape that the host cannot see.
-  if (t === "string") return depth === 0 ? clip(v, 512) : JSONStringify(ReflectApply(stringToWellFormed, clip(v, 512), []));
+  if (typeof v === "string") return depth === 0 ? clip(v, 512) : JSONStringify(ReflectApply(stringToWellFormed, clip(v, 512), []));
   if (t === "number" || t === "boolean" || t === "undefined") return StringCtor(v);
   if (t === "bigint") return StringCtor(v) + "n";
   if (t === "symbol") { try { return StringCtor(v); } catch (e) { return "Symbol()"; } }
@@ -59,12 +73,14 @@ function inspect(v, depth, seen) {
     try {
       if (ArrayIsArray(v)) {
         const n = v.length;
+        /** @type {string[]} */
         const parts = newList();
         for (let i = 0; i < n && i < 50; i++) parts[i] = inspect(v[i], depth + 1, seen);
         if (n > 50) parts[parts.length] = "… " + (n - 50) + " more";
         return "[" + ReflectApply(arrayJoin, parts, [", "]) + "]";
       }
-      const keys = ObjectKeys(v);
+      const keys = ObjectKeys(/** @type {object} */ (v)); // every other type answered above
+      /** @type {string[]} */
       const parts = newList();
       for (let i = 0; i < keys.length && i < 50; i++) {
         const k = keys[i];
@@ -81,10 +97,15 @@ function inspect(v, depth, seen) {
     return "[Unserializable]";
   }
 }
+/**
+ * @param {string} prefix
+ * @returns {(...values: unknown[]) => undefined}
+ */
 function consoleMethod(prefix) {
   return function () {
     if (consoleClosed) return undefined;
     try {
+      /** @type {string[]} */
       const parts = newList();
       const n = arguments.length < 100 ? arguments.length : 100;
       for (let i = 0; i < n; i++) parts[i] = inspect(arguments[i], 0, newList());

@@ -1,3 +1,4 @@
+// @ts-check
 // Bridge requests: queue a request for the host, settle it when the reply comes back.
 
 // Bridge promises are native promises: `await p` then resolves in one job, where a subclass
@@ -6,6 +7,10 @@
 // in two hook calls, "fail" (builds the error; cell code can run there) and "reject" (runs no
 // cell code), so the one rejection the tracker reports during "reject" is the bridge promise's.
 
+/**
+ * @param {Record<string, unknown> | null} err the host's ReplyError (bridge/messages.py)
+ * @returns {Error}
+ */
 function makeError(err) {
   let e;
   const name = err && err.name;
@@ -25,13 +30,42 @@ function makeError(err) {
 }
 
 // Caps refuse a request before it exists, as a RangeError: setTimeout throws it, every other
-// request returns it rejected.  The host enforces the same caps again (service/request_caps.py).
+// request returns it rejected.  The host enforces the same caps again (check_request,
+// service/runtime/host_requests.py).
+/**
+ * @param {string} message
+ * @param {boolean | undefined} timer
+ * @returns {Promise<never>}
+ */
 function refuse(message, timer) {
   const refused = new RangeErrorCtor(message);
   if (timer === true) throw refused;
   return NativePromise.reject(refused);
 }
 
+/**
+ * A timer's request: its id, for clearTimeout, and its promise.
+ * @typedef {{id: number, promise: Promise<unknown>}} TimerRequest
+ */
+/**
+ * @overload
+ * @param {string} method
+ * @param {unknown} args
+ * @param {true} timer
+ * @returns {TimerRequest}
+ */
+/**
+ * @overload
+ * @param {string} method
+ * @param {unknown} args
+ * @returns {Promise<any>} the reply: the host's JSON, typed as JSON.parse types it
+ */
+/**
+ * @param {string} method
+ * @param {unknown} args
+ * @param {boolean} [timer]
+ * @returns {TimerRequest | Promise<any>}
+ */
 function request(method, args, timer) {
   return send(method, null, 0, args, timer);
 }
@@ -40,6 +74,14 @@ function request(method, args, timer) {
 // to it (e.g. '["name",'), holding `headValues` JSON values, built once by the caller.  Only `last`
 // is walked, one level down, so the caps and the nesting limit see exactly what serialising the
 // whole array would.  With a null `head`, `last` is the whole argument value.
+/**
+ * @param {string} method
+ * @param {string | null} head
+ * @param {number} headValues
+ * @param {unknown} last
+ * @param {boolean | undefined} timer
+ * @returns {TimerRequest | Promise<any>}
+ */
 function send(method, head, headValues, last, timer) {
   if (pendingCount >= config.maxPendingRequests) {
     return refuse("too many host requests pending (limit " + config.maxPendingRequests +
@@ -63,7 +105,7 @@ function send(method, head, headValues, last, timer) {
       "-character bridge frame cap; pass less data per call"));
   }
   if (valueCount > config.maxRequestValues) {
-    // Parsed on the host, each value costs far more than its bytes (service/runtime/host_requests.py).
+    // Parsed on the host, each value costs far more than its bytes (count_values, service/runtime/host_requests.py).
     return NativePromise.reject(new RangeErrorCtor(
       "request arguments hold more than " + config.maxRequestValues + " JSON values, over the " +
       "max_request_values cap; pass fewer, larger values (for example a table as one CSV or JSON string), " +
@@ -78,7 +120,8 @@ function send(method, head, headValues, last, timer) {
   }
   queuedBytes += argsJson.length;
   const id = nextId++;
-  const entry = { resolve: null, reject: null, timer: timer === true, promise: null };
+  /** @type {PendingEntry} */
+  const entry = { resolve: unset, reject: unset, timer: timer === true, promise: null };
   const p = new NativePromise(function (res, rej) { entry.resolve = res; entry.reject = rej; });
   entry.promise = p;
   pending[id] = entry;
@@ -92,12 +135,22 @@ function send(method, head, headValues, last, timer) {
   return p;
 }
 
+// What a pending entry holds until its promise's executor, which runs at once, replaces it.
+function unset() {}
+
 // Chain on a bridge promise inside the prelude: the derived promise now carries the outcome,
 // so the bridge promise itself counts as handled.
+/**
+ * @param {Promise<unknown>} p
+ * @param {(value: any) => unknown} onFulfilled
+ * @param {(reason: unknown) => unknown} [onRejected]
+ * @returns {Promise<unknown>}
+ */
 function chain(p, onFulfilled, onRejected) {
   return ReflectApply(promiseThen, p, [onFulfilled, onRejected]);
 }
 
+/** @param {number} id */
 function forget(id) {
   const entry = pending[id];
   if (entry === undefined) return undefined;
@@ -107,16 +160,24 @@ function forget(id) {
   return entry;
 }
 
+/**
+ * @param {number} id
+ * @param {string | null} payload JSON text; null (the driver's None): the reply is null
+ */
 function settle(id, payload) {
   const entry = forget(id);
   if (entry === undefined) return false; // cancelled timer or unknown id: drop silently
-  entry.resolve(payload === undefined ? undefined : JSONParse(payload));
+  entry.resolve(payload === null ? null : JSONParse(payload));
   return true;
 }
 
 // A host failure, step one: the error (its construction may run the cell's prepareStackTrace).
 // The entry (and so its promise) stays referenced for good: the engine's record of an unhandled
 // rejection names the promise by address, which must not be reused by another promise.
+/**
+ * @param {number} id
+ * @param {string} payload the host's ReplyError as JSON text
+ */
 function fail(id, payload) {
   const entry = forget(id);
   if (entry === undefined) return false;
@@ -125,6 +186,7 @@ function fail(id, payload) {
 }
 
 // Step two: only the rejection, which runs no cell code before the engine's tracker sees it.
+/** @param {number} id */
 function rejectFailed(id) {
   const failed = failedRequests[id];
   if (failed !== undefined) failed.entry.reject(failed.error);

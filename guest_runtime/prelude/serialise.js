@@ -1,3 +1,4 @@
+// @ts-check
 // JSON serialisation of guest values, for output, return values and request arguments.
 
 // One walker for two modes.  "emit" (return values, text/json, console) never throws and
@@ -16,26 +17,33 @@ const ENCLOSING = ObjectCreate(null);
 // True when v's prototype chain holds neither Promise.prototype nor Error.prototype.  Most
 // values' chain is Object.prototype, whose own prototype can never change, or an unchanged
 // Array.prototype: those answer without walking the chain twice.
+/** @param {object} v */
 function hasPlainPrototype(v) {
   const proto = getPrototypeOf(v);
   if (proto === ObjectProto || proto === null) return true;
   if (proto === ArrayProto && getPrototypeOf(ArrayProto) === ObjectProto) return true;
   return !isPromise(v) && !isError(v);
 }
+/**
+ * @param {unknown} v
+ * @param {unknown[]} stack
+ * @returns {boolean}
+ */
 function isPlain(v, stack) {
   valueCount++;
   const t = typeof v;
   if (t === "bigint") return false;
   if (t === "function") return !ReflectApply(weakMapHas, handles, [v]);
   if (t !== "object" || v === null) return true;
+  const o = /** @type {object & {toJSON?: unknown}} */ (v);
   if (stack.length >= MAX_NESTING) return false;
-  for (let i = 0; i < stack.length; i++) if (stack[i] === v) return false;
-  if (!hasPlainPrototype(v) || typeof v.toJSON === "function") return false;
-  stack[stack.length] = v;
-  const keys = ObjectKeys(v);
-  if (ArrayIsArray(v)) valueCount += v.length - keys.length;
+  for (let i = 0; i < stack.length; i++) if (stack[i] === o) return false;
+  if (!hasPlainPrototype(o) || typeof o.toJSON === "function") return false;
+  stack[stack.length] = o;
+  const keys = ObjectKeys(o);
+  if (ArrayIsArray(o)) valueCount += o.length - keys.length;
   for (let i = 0; i < keys.length; i++) {
-    const d = getOwnPropertyDescriptor(v, keys[i]);
+    const d = getOwnPropertyDescriptor(o, keys[i]);
     if (d === undefined || d.get !== undefined || d.set !== undefined) return false;
     if (!isPlain(d.value, stack)) return false;
   }
@@ -44,12 +52,20 @@ function isPlain(v, stack) {
 }
 
 // `depth`: how many arrays the caller puts around the text, so the nesting cap counts them.
+/** @param {number} depth */
 function enclosing(depth) {
+  /** @type {unknown[]} */
   const list = newList();
   for (let i = 0; i < depth; i++) list[i] = ENCLOSING;
   return list;
 }
 
+/**
+ * @param {unknown} value
+ * @param {boolean} strict
+ * @param {number} depth
+ * @returns {string}
+ */
 function serialise(value, strict, depth) {
   valueCount = 0;
   try {
@@ -62,9 +78,18 @@ function serialise(value, strict, depth) {
   }
   valueCount = 0;
   const seen = enclosing(depth);
+  /**
+   * @param {string} message
+   * @returns {never}
+   */
   function fail(message) {
     throw new TypeErrorCtor(message);
   }
+  /**
+   * @param {unknown} v
+   * @param {boolean} inArray
+   * @returns {string | undefined}
+   */
   function walk(v, inArray) {
     valueCount++;
     if (v === null) return "null";
@@ -83,10 +108,10 @@ function serialise(value, strict, depth) {
     }
     if (t === "function") {
       if (ReflectApply(weakMapHas, handles, [v])) return walk(ReflectApply(weakMapGet, handles, [v]), inArray);
-      if (strict) return inArray ? "null" : undefined;
       return inArray ? "null" : undefined;
     }
     // objects
+    const o = /** @type {object} */ (v);
     for (let i = 0; i < seen.length; i++) {
       if (seen[i] === v) {
         if (strict) fail("cyclic structures are not JSON");
@@ -102,20 +127,22 @@ function serialise(value, strict, depth) {
         MAX_NESTING + " levels of arrays/objects: flatten it or pass less at once");
       return JSONStringify(TOO_DEEP);
     }
-    seen[seen.length] = v;
+    seen[seen.length] = o;
     try {
-      if (isError(v)) return errorObject(v);
-      if (ArrayIsArray(v)) {
+      if (isError(o)) return errorObject(o);
+      if (ArrayIsArray(o)) {
+        /** @type {(string | undefined)[]} */
         const parts = newList();
-        const n = v.length;
-        for (let i = 0; i < n; i++) parts[i] = walk(v[i], true);
+        const n = o.length;
+        for (let i = 0; i < n; i++) parts[i] = walk(o[i], true);
         return "[" + ReflectApply(arrayJoin, parts, [","]) + "]";
       }
-      const keys = ObjectKeys(v);
+      const keys = ObjectKeys(o);
+      /** @type {string[]} */
       const parts = newList();
       for (let i = 0; i < keys.length; i++) {
         const k = keys[i];
-        const s = walk(v[k], false);
+        const s = walk((/** @type {Record<string, unknown>} */ (o))[k], false);
         if (s !== undefined) parts[parts.length] = JSONStringify(k) + ":" + s;
       }
       return "{" + ReflectApply(arrayJoin, parts, [","]) + "}";
@@ -123,8 +150,13 @@ function serialise(value, strict, depth) {
       seen.length = seen.length - 1;
     }
   }
+  /**
+   * @param {Error} e
+   * @returns {string}
+   */
   function errorObject(e) {
     // name + message first, then JSON-compatible enumerable own fields; toJSON is not called.
+    /** @type {string[]} */
     const parts = newList();
     let name = "Error";
     let message = "";
@@ -137,7 +169,7 @@ function serialise(value, strict, depth) {
       const k = keys[i];
       if (k === "name" || k === "message" || k === "stack") continue;
       let s;
-      try { s = walk(e[k], false); } catch (x) { if (strict) throw x; s = undefined; }
+      try { s = walk((/** @type {Record<string, unknown>} */ (/** @type {unknown} */ (e)))[k], false); } catch (x) { if (strict) throw x; s = undefined; }
       if (s !== undefined) parts[parts.length] = JSONStringify(k) + ":" + s;
     }
     return "{" + ReflectApply(arrayJoin, parts, [","]) + "}";
@@ -152,7 +184,8 @@ function serialise(value, strict, depth) {
   } catch (e) {
     // A throwing getter, a hostile proxy or a stack overflow: keep the cell alive.
     if (isError(value)) {
-      try { return JSONStringify({ name: StringCtor(value.name), message: StringCtor(value.message) }); } catch (x) {}
+      const error = /** @type {Error} */ (value);
+      try { return JSONStringify({ name: StringCtor(error.name), message: StringCtor(error.message) }); } catch (x) {}
     }
     try { return JSONStringify("[Unserializable]"); } catch (x) { return '"[Unserializable]"'; }
   }

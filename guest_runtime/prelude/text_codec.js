@@ -1,15 +1,25 @@
+// @ts-check
 // TextEncoder / TextDecoder (UTF-8 only; the engine ships neither).
 
 const Uint8ArrayCtor = Uint8Array;
 const fromCharCode = String.fromCharCode;
 class TextEncoder {
   get encoding() { return "utf-8"; }
+  /**
+   * @param {unknown} [input]
+   * @returns {Uint8Array}
+   */
   encode(input) {
     const str = input === undefined ? "" : StringCtor(input);
     const out = new Uint8ArrayCtor(str.length * 3);
     const r = this.encodeInto(str, out);
     return out.slice(0, r.written);
   }
+  /**
+   * @param {unknown} input
+   * @param {Uint8Array} dest
+   * @returns {{read: number, written: number}}
+   */
   encodeInto(input, dest) {
     const str = StringCtor(input);
     let read = 0;
@@ -36,6 +46,10 @@ class TextEncoder {
   }
 }
 class TextDecoder {
+  /**
+   * @param {unknown} [label]
+   * @param {{fatal?: unknown, ignoreBOM?: unknown} | null} [options]
+   */
   constructor(label, options) {
     const l = label === undefined ? "utf-8" : StringCtor(label).toLowerCase().trim();
     if (l !== "utf-8" && l !== "utf8" && l !== "unicode-1-1-utf-8") throw new RangeErrorCtor("TextDecoder supports only utf-8, not " + l);
@@ -45,13 +59,19 @@ class TextDecoder {
   get encoding() { return "utf-8"; }
   get fatal() { return this._fatal; }
   get ignoreBOM() { return this._ignoreBOM; }
+  /**
+   * @param {unknown} [input]
+   * @returns {string}
+   */
   decode(input) {
     if (input === undefined) return "";
     let bytes;
     if (input instanceof ArrayBuffer) bytes = new Uint8ArrayCtor(input);
     else if (ArrayBuffer.isView(input)) bytes = new Uint8ArrayCtor(input.buffer, input.byteOffset, input.byteLength);
     else throw new TypeErrorCtor("TextDecoder.decode needs an ArrayBuffer or a typed array");
+    /** @type {string[]} */
     const parts = newList();
+    /** @type {number[]} */
     let chunk = newList();
     const fatal = this._fatal;
     let i = 0;

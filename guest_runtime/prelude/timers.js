@@ -1,3 +1,4 @@
+// @ts-check
 // Timers and control: setTimeout/clearTimeout and yield_control.
 //
 // A timer is a host request ("sleep"), with one exception: a zero-delay timer set while the cell has
@@ -6,16 +7,26 @@
 // round trip would only add latency. As soon as the cell waits for host work, timers go to the host
 // again: a chain of zero-delay timers can never hold back a request the cell has already made.
 
+/** @type {Record<number, number>} */
 const timers = ObjectCreate(null); // timer id -> bridge request id
+/** @type {Record<number, [Function, unknown[]]>} */
 const localTimers = ObjectCreate(null); // timer id -> [callback, extra] of a worker-kept timer
+/** @type {number[]} */
 let localQueue = newList(); // worker-kept timer ids, in the order they were set
 let localCount = 0;
 let nextTimer = 1;
+/**
+ * @param {unknown} callback
+ * @param {unknown} [delay]
+ * @param {...unknown} extraArgs
+ * @returns {number}
+ */
 function setTimeout(callback, delay) {
   if (typeof callback !== "function") throw new TypeErrorCtor("setTimeout callback must be a function");
-  let ms = +delay;
+  let ms = +(/** @type {number} */ (delay)); // whatever the cell passes, converted as the web's setTimeout does
   if (!(ms > 0)) ms = 0;
   ms = MathFloor(ms);
+  /** @type {unknown[]} */
   const extra = newList();
   for (let i = 2; i < arguments.length; i++) extra[extra.length] = arguments[i];
   if (ms === 0 && pendingCount === 0 && queueLength === 0) return localTimer(callback, extra);
@@ -30,6 +41,10 @@ function setTimeout(callback, delay) {
   });
   return timerId;
 }
+/**
+ * @param {Function} callback
+ * @param {unknown[]} extra
+ */
 function localTimer(callback, extra) {
   if (localCount >= config.maxPendingRequests) {
     throw new RangeErrorCtor("too many timers pending (limit " + config.maxPendingRequests +
@@ -60,21 +75,25 @@ function fireTimers() {
   }
   return fired;
 }
+/** @param {(value: undefined) => void} resolve */
 function resolveNow(resolve) {
   resolve(undefined);
 }
+/** @param {unknown} timerId whatever the cell passes, looked up as the property key it converts to */
 function clearTimeout(timerId) {
-  if (localTimers[timerId] !== undefined) {
-    delete localTimers[timerId];
+  const key = /** @type {number} */ (timerId);
+  if (localTimers[key] !== undefined) {
+    delete localTimers[key];
     localCount--;
     return undefined;
   }
-  const id = timers[timerId];
+  const id = timers[key];
   if (id === undefined) return undefined;
-  delete timers[timerId];
+  delete timers[key];
   if (forget(id) !== undefined) cancels[cancelLength++] = id;
   return undefined;
 }
+/** @param {unknown} [reason] */
 function yield_control(reason) {
   const r = reason === undefined ? null : StringCtor(reason);
   return request("yield", [r]);

@@ -31,7 +31,8 @@ import pydantic_monty as monty
 from bridge.jsoncodec import dumps_text, loads
 
 from ..errors import EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
-from .host_requests import HostRequests, RequestCaps, Shape
+from ..guest_config import read_caps
+from .host_requests import HostRequests, Shape
 from .namespaces import Namespaces, handle, route
 from .output import CellOutput
 from .values import NotJson, to_json_text
@@ -60,7 +61,7 @@ class PythonEngine:
         self._program: monty.Monty | None = None
         self._parked: bytes | None = None  # the dumped FutureSnapshot between slices
         self._ns = EMPTY
-        self._requests = HostRequests(RequestCaps(max_request_bytes=1))  # replaced by configure
+        self._requests = HostRequests(read_caps({"maxRequestBytes": 1}))  # replaced by configure
         self._output = CellOutput()
         self._memory_limit = 0
         self._done: dict[str, object] | None = None
@@ -72,7 +73,7 @@ class PythonEngine:
     def configure(self, config_json: str, memory_limit_bytes: int) -> None:
         cfg = loads(config_json)
         self._ns = Namespaces(cfg)
-        self._requests = HostRequests(RequestCaps.from_config(cfg))
+        self._requests = HostRequests(read_caps(cfg))
         self._memory_limit = memory_limit_bytes
 
     def compile(self, code: str, budget_s: float) -> None:

@@ -9,10 +9,10 @@ module that imports Monty, hands them over.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from bridge.jsoncodec import dumps_text, loads
+from bridge.messages import GuestCaps
 
 from .values import to_json_value
 
@@ -20,38 +20,11 @@ from .values import to_json_value
 Shape = Callable[[object], object]
 
 
-@dataclass(frozen=True)
-class RequestCaps:
-    """The bridge caps one cell's requests live under (the same keys as the JavaScript prelude reads)."""
-
-    max_request_bytes: int
-    max_queued: int = 1024
-    max_pending: int = 128
-    max_queued_bytes: int = 0  # 0: as much as one request may carry
-    max_values: int = 1_000_000
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, object]) -> RequestCaps:
-        def cap(key: str, default: int) -> int:
-            value = cfg.get(key)
-            return value if isinstance(value, int) and value > 0 else default
-
-        request_bytes = cfg.get("maxRequestBytes")
-        if not isinstance(request_bytes, int) or request_bytes <= 0:
-            raise ValueError(f"maxRequestBytes must be a positive integer, not {request_bytes!r}")
-        return cls(
-            max_request_bytes=request_bytes,
-            max_queued=cap("maxQueuedRequests", cls.max_queued),
-            max_pending=cap("maxPendingRequests", cls.max_pending),
-            max_queued_bytes=cap("maxQueuedBytes", request_bytes),
-            max_values=cap("maxRequestValues", cls.max_values),
-        )
-
-
 class HostRequests:
     """The requests of one Python cell, from the guest's call to the host's reply."""
 
-    def __init__(self, caps: RequestCaps) -> None:
+    def __init__(self, caps: GuestCaps) -> None:
+        """``caps``: the cell's, as ``guest_config.read_caps`` read them from its configuration."""
         self._caps = caps
         self._next_id = 1
         self._pending: dict[int, tuple[int, Shape | None]] = {}  # request id -> (Monty call id, shape)
@@ -123,36 +96,37 @@ class HostRequests:
 
     def _check_counts(self) -> None:
         caps = self._caps
-        if len(self._pending) >= caps.max_pending:
+        if len(self._pending) >= caps["maxPendingRequests"]:
             raise ValueError(
-                f"too many host requests pending (limit {caps.max_pending}: tool calls, sleeps and "
+                f"too many host requests pending (limit {caps['maxPendingRequests']}: tool calls, sleeps and "
                 "yield_control all count); await some before starting more"
             )
-        if len(self._queue) >= caps.max_queued:
+        if len(self._queue) >= caps["maxQueuedRequests"]:
             raise ValueError(
-                f"too many host requests queued at once (limit {caps.max_queued}); await some before starting more"
+                f"too many host requests queued at once (limit {caps['maxQueuedRequests']}); "
+                "await some before starting more"
             )
 
     def _encode(self, args: list[object]) -> str:
         caps = self._caps
         try:
-            data, _ = to_json_value(args, max_values=caps.max_values)
+            data, _ = to_json_value(args, max_values=caps["maxRequestValues"])
         except OverflowError:
             raise ValueError(
-                f"request arguments hold more than {caps.max_values} JSON values, over the max_request_values "
+                f"request arguments hold more than {caps['maxRequestValues']} JSON values, over the max_request_values "
                 "cap; pass fewer, larger values (for example a table as one CSV or JSON string), or split the data "
                 "over several calls"
             ) from None
         text = dumps_text(data)
-        if len(text) > caps.max_request_bytes:
+        if len(text) > caps["maxRequestBytes"]:
             raise ValueError(
-                f"request arguments are {len(text)} characters, over the {caps.max_request_bytes}-character bridge "
+                f"request arguments are {len(text)} characters, over the {caps['maxRequestBytes']}-character bridge "
                 "frame cap; pass less data per call"
             )
-        if self._queue and self._queued_bytes + len(text) > caps.max_queued_bytes:
+        if self._queue and self._queued_bytes + len(text) > caps["maxQueuedBytes"]:
             raise ValueError(
                 f"host requests started in one burst would carry {self._queued_bytes + len(text)} characters of "
-                f"arguments, over the {caps.max_queued_bytes}-character cap; await some before starting more"
+                f"arguments, over the {caps['maxQueuedBytes']}-character cap; await some before starting more"
             )
         return text
 

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from service.mcp.hub import McpHub
     from service.mcp.views import McpServerView
 
-#: Host requests one synchronous burst of guest code may queue; more are refused in the guest.
-MAX_QUEUED_REQUESTS = 1024
 #: More per-cell preparation (e.g. reading the session's data), given the cell and its deadline
 #: (event-loop time); it runs once the cell's ``CellTools`` exist, beside the run-counter read,
 #: and must not raise past the deadline.  It answers what to wait for, or None when it has nothing to do.
@@ -123,8 +121,6 @@ async def prepare_cell(access: ToolAccess, hub: McpHub | None, steps: Sequence[S
             for s in servers
         ],
         "mcpUnavailable": [{"identifier": ident, "serverName": name} for ident, name in down],
-        "maxRequestBytes": spec.limits.max_request_bytes,
-        "maxQueuedRequests": MAX_QUEUED_REQUESTS,
     }
 
 

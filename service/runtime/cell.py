@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 
 from bridge.errors import InvalidSource
 from bridge.inbox import HeldAccount
-from bridge.messages import DoneFrame, GuestConfig, WorkerFrame, run_frame, settle_frame
+from bridge.messages import DoneFrame, GuestCaps, GuestConfig, WorkerFrame, run_frame, settle_frame
 from bridge.output import OutputState, received_value
+from guest_runtime.guest_config import MAX_QUEUED_REQUESTS
 from service.errors import WorkerGone
 from service.runtime.workers.pool import WorkerPool
 from service.runtime.workers.process import Worker
@@ -505,15 +506,15 @@ class Cell:
 
 
 def _guest_config(context: CellContext, limits: CellLimits) -> GuestConfig:
-    base = context.guest_config or {"tools": [], "mcp": [], "maxRequestBytes": limits.max_request_bytes}
-    config: GuestConfig = {
-        **base,  # type: ignore[typeddict-item]  # built by the cell-tools handler
-        # The prelude refuses requests over these caps; HostRequests enforces them again.
+    # The guest refuses requests over these caps before they exist; HostRequests enforces them again.
+    caps: GuestCaps = {
+        "maxRequestBytes": limits.max_request_bytes,
+        "maxQueuedRequests": MAX_QUEUED_REQUESTS,
         "maxPendingRequests": limits.max_pending_requests,
         "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
         "maxRequestValues": limits.max_request_values,
     }
-    return config
+    return {**(context.guest_config or {"tools": [], "mcp": []}), **caps}  # tools and servers: the cell-tools handler's
 
 
 def _interactive(spec: CellSpec) -> bool:

@@ -17,8 +17,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from bridge import jsoncodec
-from bridge.json_types import JsonObject, JsonValue
+from bridge.json_types import JsonValue
 from bridge.json_values import nested_deeper_than
+from bridge.messages import GuestTools
 
 from .spec import CellSpec, Telemetry
 
@@ -93,7 +94,7 @@ class CellContext:
     #: The cell has seen network-derived data: its model-facing text is wrapped as untrusted.
     network_content: bool = False
     tools: object = None
-    guest_config: JsonObject | None = None
+    guest_config: GuestTools | None = None
 
 
 @dataclass

@@ -24,7 +24,7 @@ SECOND = """\
 /* a block comment // with slashes */
 (function () { return url; })();
 const template = `t // ${spaced}`;
-return function hook(op) { return JSON.stringify([op, spaced, url, template]); };
+function codemodeHostHook(op) { return JSON.stringify([op, spaced, url, template]); }
 // the last line is a comment and the file has no final newline"""
 
 
@@ -51,7 +51,7 @@ def test_a_syntax_error_names_the_file_and_its_line(tmp_path: Path):
 
 def test_a_block_cannot_straddle_two_files(tmp_path: Path):
     """A brace opened in one file and closed in the next parses only joined, so the per-file check finds it."""
-    folder = _write(tmp_path, {"open.js": "if (true) {\n", "close.js": "}\nreturn 1;\n"})
+    folder = _write(tmp_path, {"open.js": "if (true) {\n", "close.js": "}\nfunction codemodeHostHook() {}\n"})
     compile_prelude(prelude_source.load(folder, ("open.js", "close.js")))  # joined, the pair parses...
     with pytest.raises(EngineFault, match=r"open\.js"):
         compile_prelude(prelude_source.load(folder, ("open.js",)))  # ...alone, the first does not

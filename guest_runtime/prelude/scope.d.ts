@@ -1,0 +1,40 @@
+// What tsc (jsconfig.json) needs beyond the prelude's files to check them as the one scope
+// guest_runtime/prelude_source.py joins them into: the wrapper function's parameter, what the engine
+// (QuickJS-ng, as guest_runtime/driver.py drives it) has beyond ES2024, and the hook's operations.
+// The files are checked as scripts sharing one global scope, in the order prelude_source.FILES runs
+// them, so a name used before the file that declares it has run is an error here too.
+
+/** The wrapper's parameter: the global the driver reads the hook from; the hook's first call deletes it. */
+declare let hookSlot: string | null;
+
+/** A stack frame as QuickJS-ng hands it to Error.prepareStackTrace (V8's call site API). */
+interface CallSite {
+  getFileName(): string | undefined;
+  getFunctionName(): string | null;
+  getLineNumber(): number | null;
+  getColumnNumber(): number | null;
+  isNative(): boolean;
+  isConstructor(): boolean;
+  getFunction(): Function | undefined;
+  getThis(): unknown;
+  getTypeName(): string | null;
+}
+
+interface ErrorConstructor {
+  /** QuickJS-ng's accessor (stack_traces.js replaces it): called with each new error's call sites. */
+  prepareStackTrace: unknown;
+}
+
+/** The operations driver.py calls the hook with (hook.js has a case for each; a test reads driver.py's calls). */
+type HostHookOp =
+  | "configure"
+  | "compile"
+  | "start"
+  | "take"
+  | "args"
+  | "value"
+  | "settle"
+  | "fail"
+  | "reject"
+  | "cancelTimers"
+  | "unhandledBridge";
