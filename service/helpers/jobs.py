@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import cast
 
 from bridge.json_values import count_values
+from service.tools.output_checks import output_problems
 from service.tools.schema_checks import schema_problem_of
 from service.tools.schema_guard import SchemaLimits
 
@@ -49,7 +50,17 @@ def schemas(args: dict[str, object], payload: list[bytes]) -> tuple[dict[str, ob
     return {"outcome": "problems", "problems": [_cut(p) for p in problems]}, []
 
 
-JOBS: dict[JobName, Job] = {"decode": decode, "count": count, "schemas": schemas}
+def output(args: dict[str, object], payload: list[bytes]) -> tuple[dict[str, object], list[bytes]]:
+    """Whether a value fits its schema: ``ok``, ``mismatch`` with what does not, ``unusable`` with why not."""
+    [schema, value] = payload
+    verdict, lines = output_problems(schema, value, SchemaLimits(**cast("dict[str, int]", args["limits"])))
+    if verdict == "ok":
+        return {"outcome": verdict}, []
+    own = {"details": list(lines)} if verdict == "mismatch" else {"problem": lines[0]}
+    return {"outcome": verdict, **own}, []
+
+
+JOBS: dict[JobName, Job] = {"decode": decode, "count": count, "schemas": schemas, "output": output}
 
 
 def warm_up() -> None:
@@ -60,6 +71,8 @@ def warm_up() -> None:
     count({"cap": 1}, [b'["a,",[1],{"b":2}]'])
     schema = b'{"type":"object","properties":{"s":{"type":"string","pattern":"^a+$","format":"email"}},"$defs":{}}'
     schemas({"limits": {}}, [schema, b'{"type":"object","minimum":"zero"}'])
+    output({"limits": {}}, [schema, b'{"s":"aa"}'])
+    output({"limits": {}}, [schema, b'{"s":"b"}'])
 
 
 def _cut(problem: str | None) -> str | None:

@@ -103,23 +103,27 @@ class HelperPool:
         self._replenish()
 
     async def run(self, job: HelperJob[Result], key: ApiKey) -> Result:
-        """``job`` done by a helper of ``key``'s principal, in the tenant's turn.
+        """``job`` done by a helper of ``key``'s principal (``helper_principal``), in the tenant's turn."""
+        return await self.run_for(job, key.tenant, helper_principal(self.isolation, key))
+
+    async def run_for(self, job: HelperJob[Result], tenant: str, principal: str | None) -> Result:
+        """``job`` done by a helper of ``principal`` (None: a helper for this job alone), in ``tenant``'s turn:
+        for work whose principal is known already (a cell's: ``CellSpec.principal``).
 
         ``TooManyRequests`` when the tenant has ``max_jobs_per_tenant`` jobs in the pool already;
         ``HelperFailed`` when the helper answered out of shape (it is stopped) or none could be started.
         """
-        tenant = key.tenant
         if self._closed:
             raise HelperFailed("the service is stopping; retry the request in a moment")
         if self.jobs[tenant] >= self.max_jobs_per_tenant:
             raise TooManyRequests(
-                f"this tenant has {self.max_jobs_per_tenant} large request bodies or client tool schemas "
-                "in the helper processes already; retry when some are done, or send fewer at once",
+                f"this tenant has {self.max_jobs_per_tenant} jobs in the helper processes already (large request "
+                "bodies, client tool schemas, MCP results to check); retry when some are done, or send fewer at once",
                 retry_after=1,
             )
         self.jobs[tenant] += 1
         try:
-            seat = await self._turn(helper_principal(self.isolation, key), tenant)
+            seat = await self._turn(principal, tenant)
             try:
                 if seat.helper is None:
                     seat.helper = await self._fresh()

@@ -55,6 +55,7 @@ __all__ = [
     "MAX_DETAILS",
     "MAX_VALIDATION_STEPS",
     "PATTERN_WORK_PER_STEP",
+    "SchemaCheck",
     "ToolContract",
     "ValidationDeferred",
     "accepts",
@@ -117,8 +118,8 @@ def _charged_search(pattern: str, text: str, flags: int = 0) -> object:
 
 
 # The keywords that match a pattern, on RE2 (jsonschema's own use Python's backtracking `re`). Our
-# validator classes extend each draft with these (`_bounded`); jsonschema itself, and every other
-# user of it in the process (the MCP SDK), keeps its stock keywords.
+# validator classes extend each draft with these (`_bounded`); jsonschema itself keeps its stock
+# keywords (the MCP SDK would use them on results: `service.mcp.client` never lets it validate).
 
 
 # jsonschema calls these with its validator (the stubs' protocol lacks ``descend``) and the value as it walks it.
@@ -316,6 +317,23 @@ class ToolContract:
             narrowed = select_output_schema(schema, self.variants, tool_input)
             self._output[key] = _validator(narrowed)
         return self._output[key]
+
+
+class SchemaCheck:
+    """One schema that passed `schema_problem` (elsewhere: it is not checked again), compiled once and
+    applied to many values: the output contract of a tool the operator did not write (an MCP server's
+    `outputSchema`). Its findings are worded from the schema side; the value is never quoted."""
+
+    def __init__(self, schema: Schema) -> None:
+        self._validator = _validator(schema)
+
+    def problems(self, value: JsonValue, *, max_steps: int = MAX_VALIDATION_STEPS) -> tuple[str, ...]:
+        """Why `value` does not fit (empty: it does), at most `MAX_DETAILS` lines; `ValidationDeferred`
+        when the check needs more than `max_steps` (below `MAX_VALIDATION_STEPS`)."""
+        try:
+            return _errors(self._validator, value, reveal_keys=False, tool="", max_steps=max_steps)
+        except InvalidContractError:  # e.g. a $ref that resolves only while validating
+            return ("$: the schema could not be applied to this value",)
 
 
 def schema_problem(schema: object) -> str | None:
