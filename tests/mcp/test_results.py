@@ -8,6 +8,7 @@ the caller's principal.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -219,3 +220,20 @@ async def test_structured_content_over_the_checked_size_is_refused_before_any_wa
     with pytest.raises(McpError, match=rf"its structuredContent is {MAX_CHECKED_BYTES + 8} bytes of JSON, over"):
         await checker.check("s", "t", output, {"content": [], "structuredContent": big})
     assert checker.helpers.started == 0
+
+
+async def test_checks_past_the_tenants_helper_job_cap_wait_for_room_instead_of_failing() -> None:
+    """The calls ran: a tenant's checks beyond its cap of jobs in the pool wait their turn (a body would be
+    refused with 429), and each gets its own verdict."""
+    pool = helper_pool(spares=0, max_jobs_per_tenant=1)
+    try:
+        checker = ResultChecker(pool, LIMITS, "alpha", PRINCIPAL)
+        output = OutputSchema({"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}})
+        values = [{"s": "a" * (300 + i) + ("!" if i % 2 else "")} for i in range(6)]
+        outcomes = await asyncio.gather(
+            *(checker.check("s", "t", output, {"content": [], "structuredContent": v}) for v in values),
+            return_exceptions=True,
+        )
+    finally:
+        await pool.close()
+    assert [type(o).__name__ for o in outcomes] == ["NoneType", "McpProtocolError"] * 3, outcomes
