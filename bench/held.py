@@ -362,19 +362,21 @@ OUTPUT_SCHEMAS = Path(__file__).resolve().parents[1] / "tests" / "mcp" / "server
 async def mcp_pattern(server: LiveServer, http: httpx.AsyncClient) -> str:
     """One call of a tool whose outputSchema has ``^(a+)+$`` and whose answer is n a's and a "!", while beta's
     victim runs: n = 25 (the issue's: the SDK's own check held the loop 4.6-5.8 s), 30 (32 times that) and
-    20,000 (checked in a helper process; Python's re would never finish); then 100 such calls from one cell."""
+    20,000 (checked in a helper process; Python's re would never finish); then 120 calls at once from one cell whose
+    answers fit (each checked in the helper)."""
     await _exec(http, {"code": "await MCP.out.calls({}); return 1"})  # the tenant's server process is up
     one = "try {{ await MCP.out.evil({{n: {n}}}); return 'fits'; }} catch (e) {{ return e.code; }}"
+    # Answers that fit (no trailing "!"): a mismatch counts against the run, which blocks the tool after 4.
     burst = (
-        "const s = await Promise.allSettled(Array.from({length: 100}, (_, i) => MCP.out.evil({n: 20000 + i})));"
-        " return s.filter(r => r.status === 'rejected' && r.reason.code === 'mcp_protocol').length + ' refused';"
+        "const s = await Promise.allSettled(Array.from({length: 120}, (_, i) => MCP.out.evil({n: 20000 + i, tail: ''})));"
+        " return s.filter(r => r.status === 'fulfilled').length + ' fit';"
     )
     out = []
     for label, code in (
         ("n=25", one.format(n=25)),
         ("n=30", one.format(n=30)),
         ("n=20000", one.format(n=20_000)),
-        ("100 calls at once, n=20000+i", burst),
+        ("120 calls at once (a cell's pending cap is 128), n=20000+i, no '!'", burst),
     ):
 
         async def timed(code: str = code) -> list[Any]:

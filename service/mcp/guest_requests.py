@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from bridge.json_types import JsonObject, JsonValue
 from service.cells.dispatch import CellContext, Dispatcher, GuestError, HostCall
-from service.errors import HelperFailed, TooManyRequests
+from service.errors import HelperFailed
 from service.tools.approvals import denial_message
 from service.tools.clocks import timed_out
 from service.tools.errors import ApprovalDeniedError, ToolCallError
@@ -118,7 +118,7 @@ class McpGuestRequests:
             if exc.counted:
                 reservation.fail()
             raise GuestError(str(exc), exc.code, extra=guest_fields(exc, name)) from None
-        except (HelperFailed, TooManyRequests) as exc:  # no helper checked the result: ours to fix, not the server's
+        except HelperFailed as exc:  # no helper checked the result: the service's trouble, not the server's
             raise GuestError(
                 f"{name} ran, but its result could not be checked against the tool's outputSchema: {exc.message}",
                 exc.code,

@@ -106,8 +106,8 @@ class ResultChecker:
     async def check(self, server: str, tool: str, output: OutputSchema | None, result: JsonObject) -> None:
         """Raise ``McpProtocolError`` unless ``result`` fits the tool's ``outputSchema`` (if it has one).
 
-        ``HelperFailed`` or ``TooManyRequests`` when no helper could check it (the service's trouble,
-        not the server's: the caller may retry).
+        ``HelperFailed`` when no helper could check it (the service's trouble, not the server's).  Past the
+        tenant's cap on helper jobs the check waits its turn: the call ran, refusing would lose it.
         """
         if output is None or result.get("isError") is True:
             return
@@ -134,7 +134,6 @@ class ResultChecker:
                 verdict = ("mismatch", lines) if lines else ("ok", ())
         if verdict is None:
             job = OutputJob(schema, encoded, self.limits)
-            # The call ran: past the tenant's cap on helper jobs the check waits its turn, refusing would lose it.
             verdict = await self.helpers.run_for(job, self.tenant, self.principal, wait=True)
         outcome, lines = verdict
         if outcome == "unusable":
