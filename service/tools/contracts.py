@@ -12,6 +12,8 @@ most `MAX_VALIDATION_STEPS` keywords, so no schema/value pair holds a thread lon
 A pattern search is charged by its worst cost (RE2 program size × text bytes, see
 `patterns.search_work`), `PATTERN_WORK_PER_STEP` units a step, before it runs: a pattern RE2
 can only run on its NFA cannot spend seconds on one long string inside a single step.
+`uniqueItems` is ours too, for the same reason: linear, each item's values charged (jsonschema's
+compares every pair of items that do not sort, objects for one, inside a single step).
 Callers on the event loop pass a small `max_steps` and get `ValidationDeferred` when the check
 needs more; they then repeat it in a thread with the full budget.
 A flat object input schema (most tools') is also compiled into `flat_schemas`' check, which only
@@ -76,6 +78,8 @@ MAX_VALIDATION_STEPS = 250_000
 #: Units of pattern work (RE2 instructions × text bytes) one step stands for: RE2's NFA costs
 #: 5-15 ns a unit, so a step of pattern work takes about as long as a keyword evaluation.
 PATTERN_WORK_PER_STEP = 500
+#: Values of an array item made into a key for `uniqueItems` (~0.3 us each) a step stands for.
+VALUES_PER_STEP = 16
 
 
 # Not a ToolError: a control-flow signal (nothing failed; the caller repeats the check off the loop).
@@ -102,24 +106,29 @@ class _TooMuchWork(Exception):
 _STEPS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("codemode_schema_steps", default=None)
 
 
+def _charge(steps: int, what: Callable[[], str]) -> None:
+    """Charge `steps` to the running validation's budget (if any); `what` names the work when it alone is
+    over the whole budget (a thread would refuse it too)."""
+    left = _STEPS.get()
+    if left is None:
+        return
+    left[0] -= steps
+    if left[0] < 0:
+        raise _TooMuchWork(f"{what()} would take {steps} steps" if steps > MAX_VALIDATION_STEPS else None)
+
+
 def _charged_search(pattern: str, text: str, flags: int = 0) -> object:
     """`patterns.search`, its worst-case work charged to the running validation's step budget first."""
-    left = _STEPS.get()
-    if left is not None and isinstance(text, str):
+    if _STEPS.get() is not None and isinstance(text, str):
         cost = patterns.search_work(pattern, text) // PATTERN_WORK_PER_STEP
-        left[0] -= cost
-        if left[0] < 0:
-            raise _TooMuchWork(
-                f"matching pattern {_show(pattern)} against a string of {len(text)} characters would take {cost} steps"
-                if cost > MAX_VALIDATION_STEPS
-                else None
-            )
+        _charge(cost, lambda: f"matching pattern {_show(pattern)} against a string of {len(text)} characters")
     return patterns.search(pattern, text, flags)
 
 
-# The keywords that match a pattern, on RE2 (jsonschema's own use Python's backtracking `re`). Our
-# validator classes extend each draft with these (`_bounded`); jsonschema itself keeps its stock
-# keywords (the MCP SDK would use them on results: `service.mcp.client` never lets it validate).
+# The keywords that match a pattern, on RE2 (jsonschema's own use Python's backtracking `re`), and
+# `uniqueItems` in linear time. Our validator classes extend each draft with these (`_bounded`);
+# jsonschema itself keeps its stock keywords (the MCP SDK would use them on results:
+# `service.mcp.client` never lets it validate).
 
 
 # jsonschema calls these with its validator (the stubs' protocol lacks ``descend``) and the value as it walks it.
@@ -154,10 +163,45 @@ def _additional_properties(
         yield ValidationError(f"{len(extras)} additional properties are not allowed")
 
 
-_ON_RE2: dict[str, Keyword] = {
+def _unique_items(validator: Any, unique: bool, instance: Any, schema: Schema) -> Iterator[ValidationError]:
+    """`uniqueItems` in time linear in the array: each item becomes a hashable key under JSON equality
+    (1 equals 1.0, true is not 1, objects ignore key order), its values charged to the step budget.
+    jsonschema's own compares every pair of items that do not sort (objects, arrays, mixed kinds) in
+    one step of the budget: 4,000 small objects took it 19 s."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[object] = set()
+    for item in instance:
+        values = [0]
+        key = _json_key(item, values)
+        _charge(values[0] // VALUES_PER_STEP + 1, lambda: f"comparing {len(instance)} array items")
+        if key in seen:
+            yield ValidationError("has non-unique elements")
+            return
+        seen.add(key)
+
+
+def _json_key(value: object, values: list[int]) -> object:
+    """A hashable key equal for JSON-equal values; counts the values it visits into `values[0]`."""
+    values[0] += 1
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, int | float):
+        return ("number", value)  # 1 == 1.0, and their hashes agree
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        return ("array", tuple(_json_key(v, values) for v in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _json_key(v, values)) for k, v in value.items()))
+    return ("other", id(value))
+
+
+_REPLACED: dict[str, Keyword] = {
     "pattern": _pattern,
     "patternProperties": _pattern_properties,
     "additionalProperties": _additional_properties,
+    "uniqueItems": _unique_items,
 }
 
 #: Keywords whose value maps names (not keywords) to subschemas, and keywords whose value is data.
@@ -198,11 +242,11 @@ def _counted(keyword: Keyword) -> Keyword:
 
 @functools.cache
 def _bounded(base: type[Validator]) -> type[Validator]:
-    """`base` (a draft's validator class) with its pattern keywords on RE2 and every keyword counted
-    against the step budget."""
+    """`base` (a draft's validator class) with its pattern keywords on RE2, `uniqueItems` linear, and every
+    keyword counted against the step budget."""
     # The stubs type a draft's keyword table by the bare ``function``.
     stock = cast("dict[str, Keyword]", base.VALIDATORS)
-    keywords = {name: _ON_RE2.get(name, fn) for name, fn in stock.items()}
+    keywords = {name: _REPLACED.get(name, fn) for name, fn in stock.items()}
     # jsonschema's ``extend`` is untyped: what it makes is a validator class like ``base``.
     return cast("type[Validator]", extend(base, {name: _counted(fn) for name, fn in keywords.items()}))  # type: ignore[no-untyped-call]
 

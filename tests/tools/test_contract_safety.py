@@ -259,12 +259,52 @@ async def test_costly_pattern_searches_run_off_the_event_loop(ctx) -> None:
 
 
 def test_re2_is_ours_alone_and_jsonschema_keeps_its_own_keywords() -> None:
-    """Our contracts match `\\d` as RE2 does (ASCII only) while jsonschema's stock validator, which the
-    MCP SDK uses, still matches it as Python's `re` (any Unicode digit): nothing is patched process-wide."""
+    """Our contracts match `\\d` as RE2 does (ASCII only) while jsonschema's stock validator (the one the MCP
+    SDK would check results with) still matches it as Python's `re` (any Unicode digit): nothing is
+    patched process-wide."""
     schema = {"type": "string", "pattern": "^\\d+$"}
     assert Draft202012Validator(schema).is_valid("١٢٣")
     with pytest.raises(InvalidInputError, match="must match pattern"):
         ToolContract(schema, None).check_input("١٢٣", "t")
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [1, 1.0],
+        [{"a": 1, "b": [2, {"c": None}]}, {"b": [2, {"c": None}], "a": 1}],
+        ["x", "y", "x"],
+        [True, 1],
+        [False, 0, None, "", [], {}],
+        [[1, 2], [2, 1]],
+        [{"a": 1}, {"a": 1.5}, {"a": "1"}],
+        [[True], [1]],
+    ],
+)
+def test_unique_items_judges_as_jsonschema_does(items: list) -> None:
+    """Our linear `uniqueItems` finds the same duplicates as jsonschema's pairwise one (JSON equality:
+    1 equals 1.0, true is not 1, objects without key order)."""
+    schema = {"type": "array", "uniqueItems": True}
+    stock = Draft202012Validator(schema).is_valid(items)
+    if stock:
+        ToolContract(schema, None).check_input(items, "t")
+    else:
+        with pytest.raises(InvalidInputError, match="must have unique items"):
+            ToolContract(schema, None).check_input(items, "t")
+
+
+def test_unique_items_cost_is_linear_and_charged() -> None:
+    """20,000 distinct small objects: jsonschema compares every pair (2 * 10**8 comparisons, minutes)
+    inside one step; ours is linear and charges each item, so a small inline budget defers the check."""
+    contract = ToolContract({"type": "array", "uniqueItems": True}, None)
+    items = [{"a": i, "b": [i]} for i in range(20_000)]
+    with pytest.raises(ValidationDeferred):
+        contract.check_input(items, "t", max_steps=2000)
+    started = time.perf_counter()
+    contract.check_input(items, "t")
+    with pytest.raises(InvalidInputError, match="must have unique items"):
+        contract.check_input([*items, {"b": [7], "a": 7}], "t")
+    assert time.perf_counter() - started < BACKTRACKING_DEADLINE_S
 
 
 def test_pattern_keywords_match_keys_and_values_on_re2_through_every_draft() -> None:
