@@ -307,6 +307,20 @@ def test_unique_items_cost_is_linear_and_charged() -> None:
     assert time.perf_counter() - started < BACKTRACKING_DEADLINE_S
 
 
+def test_a_long_enum_is_charged_for_each_entry_it_compares() -> None:
+    """A 10,000-entry enum (49 KB of schema) compares each item of a 600-item array with every entry: an
+    evaluation is charged for its entries, so the small inline budget defers the check and the full one
+    refuses it, instead of 2,000 such evaluations inline (7 s of the event loop)."""
+    contract = ToolContract({"type": "array", "items": {"enum": list(range(10_000))}}, None)
+    with pytest.raises(ValidationDeferred):
+        contract.check_input([9999] * 600, "t", max_steps=2000)
+    with pytest.raises(InvalidInputError, match="takes more than 250000 steps"):
+        contract.check_input([9999] * 600, "t")
+    contract.check_input([9999] * 100, "t")  # 125,000 steps: within the budget
+    short = ToolContract({"type": "array", "items": {"enum": ["a", "b", "c"]}}, None)
+    short.check_input(["a"] * 2000, "t", max_steps=5000)  # short enums cost what they did: about a step
+
+
 def test_pattern_keywords_match_keys_and_values_on_re2_through_every_draft() -> None:
     """pattern, patternProperties and additionalProperties (beside patternProperties) run the ReDoS
     pattern in linear time under draft 4, 7 and 2019-09 as under 2020-12."""
