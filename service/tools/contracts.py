@@ -84,6 +84,8 @@ VALUES_PER_STEP = 16
 #: Entries of an `enum` compared with a value (~0.5 us each) a step stands for: a 10,000-entry enum
 #: would otherwise check a 600-item array in 2,000 steps, 7 s of the event loop.
 ENUM_ENTRIES_PER_STEP = 8
+#: Names of a `required` list looked up (~0.1 us each) a step stands for.
+REQUIRED_NAMES_PER_STEP = 64
 
 
 # Not a ToolError: a control-flow signal (nothing failed; the caller repeats the check off the loop).
@@ -231,26 +233,42 @@ def _keywords_used(schema: object) -> set[str]:
     return used
 
 
-def _enum_steps(enums: object) -> int:
-    """`enum` compares the value with each entry in turn (~0.5 us an entry)."""
-    return len(enums) // ENUM_ENTRIES_PER_STEP if isinstance(enums, list) else 0
+def _per_entry(entries_per_step: int) -> Callable[[object], int]:
+    """The extra steps of a keyword that goes through its value's entries (a list) one by one."""
+    return lambda value: len(value) // entries_per_step if isinstance(value, list) else 0
 
 
 #: Keywords one evaluation of which costs more than a step: the extra steps, from the keyword's value.
-_EXTRA_STEPS: dict[str, Callable[[object], int]] = {"enum": _enum_steps}
+#: `enum` compares the value with each entry (~0.5 us each), `required` looks each name up (~0.1 us).
+_EXTRA_STEPS: dict[str, Callable[[object], int]] = {
+    "enum": _per_entry(ENUM_ENTRIES_PER_STEP),
+    "required": _per_entry(REQUIRED_NAMES_PER_STEP),
+}
 
 
 def _counted(keyword: Keyword, extra: Callable[[object], int] | None = None) -> Keyword:
     @functools.wraps(keyword)
     def run(validator: Validator, value: Any, instance: object, schema: Schema) -> Iterator[ValidationError] | None:
         left = _STEPS.get()
-        if left is not None:
-            left[0] -= 1 if extra is None else 1 + extra(value)
-            if left[0] < 0:
-                raise _TooMuchWork
-        return keyword(validator, value, instance, schema)
+        if left is None:
+            return keyword(validator, value, instance, schema)
+        left[0] -= 1 if extra is None else 1 + extra(value)
+        if left[0] < 0:
+            raise _TooMuchWork
+        errors = keyword(validator, value, instance, schema)
+        return None if errors is None else _charged_errors(errors, left)
 
     return run
+
+
+def _charged_errors(errors: Iterator[ValidationError], left: list[int]) -> Iterator[ValidationError]:
+    """Each error a keyword yields, charged a step: one evaluation of `required` (or `dependentRequired`)
+    yields an error per missing name, thousands for one step otherwise."""
+    for error in errors:
+        left[0] -= 1
+        if left[0] < 0:
+            raise _TooMuchWork
+        yield error
 
 
 @functools.cache
@@ -476,12 +494,16 @@ def _errors(validator: Validator, value: JsonValue, *, reveal_keys: bool, tool: 
     if not found:
         return ()
     found.sort(key=lambda e: (e.validator in ("anyOf", "oneOf", "not"), e.json_path, str(e.validator)))
-    lines: list[str] = []
+    lines: dict[str, None] = {}  # in order, without repeats
+    described: set[tuple[int, int]] = set()  # (object, list) of `required` errors described already
     for err in found:
-        for line in _describe(err, reveal_keys):
-            if line not in lines:
-                lines.append(line)
-    shown = [_clip_bytes(line, MAX_DETAIL_BYTES) for line in lines[:MAX_DETAILS]]
+        if err.validator == "required":  # one error per missing name; the first describes them all
+            pair = (id(err.instance), id(err.validator_value))
+            if pair in described:
+                continue
+            described.add(pair)
+        lines.update(dict.fromkeys(_describe(err, reveal_keys)))
+    shown = [_clip_bytes(line, MAX_DETAIL_BYTES) for line in list(lines)[:MAX_DETAILS]]
     if len(lines) > MAX_DETAILS:
         more = f" (+{len(lines) - MAX_DETAILS} more)"
         shown[-1] = _clip_bytes(shown[-1], MAX_DETAIL_BYTES - len(more)) + more
