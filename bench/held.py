@@ -5,10 +5,10 @@ keys) and prints one line of figures; tenant ``beta`` sends ``return 1`` every 5
 while tenant ``alpha`` attacks, and a probe asks ``/healthz`` every 20 ms.  Memory is the service
 process's RSS and the PSS of the whole process tree (service + workers), from /proc.
 
-``--only NAME[,NAME]`` runs some of them: final_values, parked_background_output, approval_parked,
-client_args_parked, background_output, tiny_arrays_echo, schema_empty_arrays, cancelled_parked,
-inflight_args, counter (in-process: the value counter against parsing the same texts, best of 5
-alternating runs; needs no server).
+``--only NAME[,NAME]`` runs some of them: final_values, mcp_pattern, parked_background_output,
+approval_parked, client_args_parked, background_output, tiny_arrays_echo, schema_empty_arrays,
+cancelled_parked, inflight_args, counter (in-process: the value counter against parsing the same
+texts, best of 5 alternating runs; needs no server).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -394,6 +395,41 @@ async def final_values(server: LiveServer, http: httpx.AsyncClient) -> str:
     return " | ".join(out)
 
 
+#: The MCP server of ``mcp_pattern``: its ``evil`` tool's outputSchema has the pattern ``^(a+)+$``.
+OUTPUT_SCHEMAS = Path(__file__).resolve().parents[1] / "tests" / "mcp" / "servers" / "output_schemas.py"
+
+
+async def mcp_pattern(server: LiveServer, http: httpx.AsyncClient) -> str:
+    """One call of a tool whose outputSchema has ``^(a+)+$`` and whose answer is n a's and a "!", while beta's
+    victim runs: n = 25 (the issue's: the SDK's own check held the loop 4.6-5.8 s), 30 (32 times that) and
+    20,000 (checked in a helper process; Python's re would never finish); then 120 calls at once from one cell whose
+    answers fit (each checked in the helper)."""
+    await _exec(http, {"code": "await MCP.out.calls({}); return 1"})  # the tenant's server process is up
+    one = "try {{ await MCP.out.evil({{n: {n}}}); return 'fits'; }} catch (e) {{ return e.code; }}"
+    # Answers that fit (no trailing "!"): a mismatch counts against the run, which blocks the tool after 4.
+    burst = (
+        "const s = await Promise.allSettled(Array.from({length: 120}, (_, i) => MCP.out.evil({n: 20000 + i, tail: ''})));"
+        " return s.filter(r => r.status === 'fulfilled').length + ' fit';"
+    )
+    out = []
+    for label, code in (
+        ("n=25", one.format(n=25)),
+        ("n=30", one.format(n=30)),
+        ("n=20000", one.format(n=20_000)),
+        ("120 calls at once (a cell's pending cap is 128), n=20000+i, no '!'", burst),
+    ):
+
+        async def timed(code: str = code) -> list[Any]:
+            started = time.monotonic()
+            answer = await _exec(http, {"code": code})
+            return [answer, time.monotonic() - started]
+
+        figures, ((status, body), seconds) = await _under_load(server, http, timed())
+        verdict = body.get("value") if isinstance(body, dict) else _brief((status, body))
+        out.append(f"{label} ({verdict} in {seconds * 1000:.0f} ms): {figures}")
+    return " | ".join(out)
+
+
 async def parked_background_output(server: LiveServer, http: httpx.AsyncClient, cells: int = 3) -> str:
     """``cells`` background cells, each emitting json(pad) of 450k one-number arrays (1.8 MB) and then
     parking on a 600 s timer: the service RSS per parked cell against the bytes it charges for it."""
@@ -438,6 +474,7 @@ async def _held(http: httpx.AsyncClient) -> float:
 
 REPRODUCTIONS: dict[str, Callable[[LiveServer, httpx.AsyncClient], Awaitable[str]]] = {
     "final_values": final_values,
+    "mcp_pattern": mcp_pattern,
     "parked_background_output": parked_background_output,
     "approval_parked": approval_parked,
     "client_args_parked": client_args_parked,
@@ -459,6 +496,12 @@ ENV = {
 }
 
 
+#: Configuration a reproduction adds to the service's (TOML).
+TOML = {
+    "mcp_pattern": f'[mcp.servers.out]\ncommand = "{sys.executable}"\nargs = ["{OUTPUT_SCHEMAS}", "stdio"]\n',
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench held", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", default="", help="comma-separated reproduction names")
@@ -474,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         with tempfile.TemporaryDirectory(prefix="codemode-held-") as tmp:
             env = {"CODEMODE_TENANT_MAX_PARKED_CELLS": "256", **ENV.get(name, {})}
-            server = _serve(Path(tmp), env=env)
+            server = _serve(Path(tmp), TOML.get(name, ""), env=env)
             try:
 
                 async def go() -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.api_files.table import ApiFileTable
+from service.mcp.results import ResultChecker
 from service.mcp.scope import McpScope, listed_servers, tenant_scope
 from service.runtime.dispatch import CellContext, HostCall
 from service.stores.cell_writes import CellStoreWrites
@@ -85,7 +86,9 @@ async def prepare_cell(access: ToolAccess, hub: McpHub | None, steps: Sequence[S
     spec = cell.spec
     deadline = asyncio.get_running_loop().time() + spec.limits.timeout_ms / 1000
     view = access.view_for(spec.tool_policy, spec.client_tools)
-    mcp = tenant_scope(hub, spec.tenant, access.tool_policy, spec.tool_policy)
+    # The cell's MCP results are checked in a helper of its own principal (``service.mcp.results``).
+    results = ResultChecker(access.helpers, access.catalog.limits.schemas, spec.tenant, spec.principal)
+    mcp = tenant_scope(hub, spec.tenant, access.tool_policy, spec.tool_policy, results)
     # A server that is slow to connect may take at most the cell's own time budget.
     servers = await listed_servers(mcp, spec.limits.timeout_ms / 1000) if mcp is not None else []
     down = mcp.unavailable() if mcp is not None else []

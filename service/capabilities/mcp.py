@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from bridge.json_types import JsonObject, JsonValue
+from service.errors import HelperFailed
 from service.mcp.errors import McpError, McpTimeout, McpUnavailable, McpUnknownTool
 from service.runtime.dispatch import CellContext, Dispatcher, GuestError, HostCall
 from service.tools.approvals import denial_message
@@ -115,6 +116,12 @@ class McpGuestRequests:
             if exc.counted:
                 reservation.fail()
             raise GuestError(str(exc), exc.code, extra=guest_fields(exc, name)) from None
+        except HelperFailed as exc:  # no helper checked the result: the service's trouble, not the server's
+            raise GuestError(
+                f"{name} ran, but its result could not be checked against the tool's outputSchema: {exc.message}",
+                exc.code,
+                extra={"tool": name, "errorType": "transient", "effectStatus": "unknown"},
+            ) from None
         if result.get("isError") is True:
             # isError results resolve (the MCP contract) but count against the run like any failure.
             reservation.fail()

@@ -16,6 +16,7 @@ from typing import cast
 from bridge.errors import BridgeError
 from bridge.json_values import count_values
 from bridge.output import check_json
+from service.tools.output_checks import output_problems
 from service.tools.schema_checks import schema_problem_of
 from service.tools.schema_guard import SchemaLimits
 
@@ -61,7 +62,23 @@ def json_texts(args: dict[str, object], payload: list[bytes]) -> tuple[dict[str,
     return {"outcome": "json"}, []
 
 
-JOBS: dict[JobName, Job] = {"decode": decode, "count": count, "schemas": schemas, "json_texts": json_texts}
+def output(args: dict[str, object], payload: list[bytes]) -> tuple[dict[str, object], list[bytes]]:
+    """Whether a value fits its schema: ``ok``, ``mismatch`` with what does not, ``unusable`` with why not."""
+    [schema, value] = payload
+    verdict, lines = output_problems(schema, value, SchemaLimits(**cast("dict[str, int]", args["limits"])))
+    if verdict == "ok":
+        return {"outcome": verdict}, []
+    own = {"details": list(lines)} if verdict == "mismatch" else {"problem": lines[0]}
+    return {"outcome": verdict, **own}, []
+
+
+JOBS: dict[JobName, Job] = {
+    "decode": decode,
+    "count": count,
+    "schemas": schemas,
+    "output": output,
+    "json_texts": json_texts,
+}
 
 
 def warm_up() -> None:
@@ -73,6 +90,8 @@ def warm_up() -> None:
     schema = b'{"type":"object","properties":{"s":{"type":"string","pattern":"^a+$","format":"email"}},"$defs":{}}'
     schemas({"limits": {}}, [schema, b'{"type":"object","minimum":"zero"}'])
     json_texts({}, [b'[1,{"a":"\\u00e9"}]', b"123456789012345678901234", b"{"])
+    output({"limits": {}}, [schema, b'{"s":"aa"}'])
+    output({"limits": {}}, [schema, b'{"s":"b"}'])
 
 
 def _cut(problem: str | None) -> str | None:

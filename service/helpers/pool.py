@@ -9,7 +9,8 @@ in the background before anyone needs them, so a job rarely waits for a process 
 Bounds, so one tenant's large bodies cannot make another's wait behind them:
 
 * at most ``max_jobs_per_tenant`` jobs of one tenant are in the pool at once (waiting or running);
-  one more is refused at once (429, ``Retry-After``);
+  one more is refused at once (429, ``Retry-After``), or, when refusing it would lose work done
+  already (a cell's MCP result to check: the call ran), waits until one of them is done;
 * at most ``max_live`` helpers serve at once; to seat a new principal, the least recently used idle
   helper is stopped;
 * a job waits for its turn in a rotation over tenants: whenever a helper can be had, the next tenant
@@ -89,6 +90,7 @@ class HelperPool:
         self.one_off: set[_Seat] = set()  # seats of jobs without a principal
         self.turns: OrderedDict[str, deque[_Waiter]] = OrderedDict()  # tenant -> its waiting jobs, in rotation
         self.jobs: Counter[str] = Counter()  # tenant -> its jobs in the pool
+        self._room: dict[str, asyncio.Event] = {}  # tenant -> set when one of its jobs leaves (``run_for(wait=)``)
         self._starts: set[asyncio.Task[None]] = set()  # spares being started (cancelled at close)
         self._exits: set[asyncio.Task[None]] = set()  # stopped helpers being reaped (awaited at close)
         self._closed = False
@@ -103,24 +105,30 @@ class HelperPool:
         self._replenish()
 
     async def run(self, job: HelperJob[Result], key: ApiKey) -> Result:
-        """``job`` done by a helper of ``key``'s principal, in the tenant's turn (``run_for``)."""
+        """``job`` done by a helper of ``key``'s principal (``helper_principal``), in the tenant's turn."""
         return await self.run_for(job, key.tenant, helper_principal(self.isolation, key))
 
-    async def run_for(self, job: HelperJob[Result], tenant: str, principal: str | None) -> Result:
-        """``job`` done by a helper of ``principal`` (None: a fresh helper for this job alone), in the
-        tenant's turn: a cell's job runs as the cell's principal (``CellSpec.principal``).
+    async def run_for(
+        self, job: HelperJob[Result], tenant: str, principal: str | None, *, wait: bool = False
+    ) -> Result:
+        """``job`` done by a helper of ``principal`` (None: a helper for this job alone), in ``tenant``'s turn:
+        for work whose principal is known already (a cell's: ``CellSpec.principal``).
 
-        ``TooManyRequests`` when the tenant has ``max_jobs_per_tenant`` jobs in the pool already;
-        ``HelperFailed`` when the helper answered out of shape (it is stopped) or none could be started.
+        ``TooManyRequests`` when the tenant has ``max_jobs_per_tenant`` jobs in the pool already, or, with
+        ``wait``, a wait until one of them is done (for work whose refusal would lose what is done already:
+        a tool call that ran); ``HelperFailed`` when the helper answered out of shape (it is stopped) or none
+        could be started.
         """
+        while not self._closed and self.jobs[tenant] >= self.max_jobs_per_tenant:
+            if not wait:
+                raise TooManyRequests(
+                    f"this tenant has {self.max_jobs_per_tenant} large request bodies or client tool schemas "
+                    "in the helper processes already; retry when some are done, or send fewer at once",
+                    retry_after=1,
+                )
+            await self._room.setdefault(tenant, asyncio.Event()).wait()
         if self._closed:
             raise HelperFailed("the service is stopping; retry the request in a moment")
-        if self.jobs[tenant] >= self.max_jobs_per_tenant:
-            raise TooManyRequests(
-                f"this tenant has {self.max_jobs_per_tenant} large request bodies or client tool schemas "
-                "in the helper processes already; retry when some are done, or send fewer at once",
-                retry_after=1,
-            )
         self.jobs[tenant] += 1
         try:
             seat = await self._turn(principal, tenant)
@@ -134,6 +142,8 @@ class HelperPool:
             self.jobs[tenant] -= 1
             if not self.jobs[tenant]:
                 del self.jobs[tenant]
+            if (room := self._room.pop(tenant, None)) is not None:
+                room.set()  # the jobs waiting for room look again: one of them takes this place
 
     # ---- turns -----------------------------------------------------------------------------------
 
@@ -273,6 +283,8 @@ class HelperPool:
     async def close(self) -> None:
         """Refuse waiting jobs, stop every helper and wait for each to exit."""
         self._closed = True
+        for room in self._room.values():
+            room.set()
         for waiting in self.turns.values():
             for waiter in waiting:
                 if not waiter.seat.done():

@@ -24,7 +24,7 @@ MODULE = "service.helpers.process"
 #: A helper refuses to start with it outside a development checkout (``process._test_payload``).
 TEST_PAYLOAD_VARIABLE = "CODEMODE_HELPER_TEST_PAYLOAD"
 
-JobName = Literal["decode", "count", "schemas", "json_texts"]
+JobName = Literal["decode", "count", "schemas", "json_texts", "output"]
 
 #: Characters of one schema problem a helper reports; it cuts longer ones (the service refuses them).
 PROBLEM_CHARS = 1000
@@ -66,6 +66,8 @@ class AnswerFrame(TypedDict):
     detail: NotRequired[str]
     problems: NotRequired[list[str | None]]
     index: NotRequired[int]
+    details: NotRequired[list[str]]
+    problem: NotRequired[str]
 
 
 def ready_frame(pid: int, sandbox: SandboxReport) -> ReadyFrame:

@@ -278,9 +278,20 @@ class McpConnection:
     # ---- requests --------------------------------------------------------------------------------
 
     async def call_tool(self, name: str, arguments: JsonObject, timeout_s: float) -> JsonObject:
-        """Call one tool; the raw result shaped for the guest (``isError`` resolves)."""
-        client = self._session()
-        result = await self._call(f"tool '{name}'", lambda: client.call_tool(name, arguments), timeout_s, tool=name)
+        """Call one tool; the raw result shaped for the guest (``isError`` resolves), not yet checked
+        against the tool's ``outputSchema`` (``service.mcp.results`` does that, off the event loop).
+
+        Sent with the session's ``send_request``, not ``call_tool``: the SDK's ``call_tool`` re-validates
+        every result against the tool's ``outputSchema`` with stock jsonschema (Python's backtracking
+        ``re``) on the event loop (``ClientSession.validate_tool_result``), which a server's pattern can
+        make cost seconds.  Nothing else of ``call_tool`` applies to this connection: it negotiates the
+        handshake-era protocol (``mode="legacy"``), so no ``input_required`` rounds, no header-mismatch
+        resend and no claimed result shapes (we declare no extensions).
+        """
+        session = self._session().session
+        request = mcp_types.CallToolRequest(params=mcp_types.CallToolRequestParams(name=name, arguments=arguments))
+        send = lambda: session.send_request(request, mcp_types.CallToolResult)
+        result = await self._call(f"tool '{name}'", send, timeout_s, tool=name)
         return shape_tool_result(result.model_dump(mode="json", by_alias=True, exclude_none=True))
 
     async def list_resources(self, cursor: str | None, timeout_s: float) -> JsonObject:
@@ -373,8 +384,8 @@ class _ErrorTranslator:
                 server=server,
                 tool=tool,
             )
-        # Invalid results (pydantic), output-schema mismatches (RuntimeError) and anything else the SDK
-        # raises; only the type is shown, the text may quote remote data at length.
+        # Invalid results (pydantic) and anything else the SDK raises; only the type is shown, the text
+        # may quote remote data at length.
         return McpProtocolError(
             f"MCP server '{server}' sent an unusable answer for {what} ({type(exc).__name__})",
             server=server,

@@ -20,6 +20,7 @@ from service.settings_mcp import McpServerConfig
 from .client import McpConnection
 from .errors import McpError, McpTimeout, McpUnavailable, McpUnknownTool
 from .identifiers import assign_identifiers
+from .results import OutputSchema
 from .views import McpServerView, McpToolView
 
 log = logging.getLogger(__name__)
@@ -207,7 +208,14 @@ class McpConnections:
 def _view_of(identifier: str, name: str, conn: McpConnection) -> McpServerView:
     idents = assign_identifiers([tool.name for tool in conn.tools])
     tools = tuple(
-        McpToolView(ident, tool.name, tool.description, tool.input_schema, tool.output_schema)
+        McpToolView(
+            ident,
+            tool.name,
+            tool.description,
+            tool.input_schema,
+            tool.output_schema,
+            None if tool.output_schema is None else OutputSchema(tool.output_schema),
+        )
         for ident, tool in zip(idents, conn.tools)
     )
     return McpServerView(identifier, name, tools, conn.has_resources, conn.has_prompts)

@@ -32,6 +32,7 @@ from .client import McpConnection
 from .connections import ListedListener, McpConnections, ServerSlots, Slot
 from .errors import McpUnavailable, McpUnknownTool
 from .identifiers import assign_identifiers
+from .results import ResultChecker
 from .views import McpServerView, McpToolView
 
 log = logging.getLogger(__name__)
@@ -162,14 +163,17 @@ class McpHub:
         tenant: str,
         deadline_s: float,
         visible: Callable[[McpToolView], bool] | None = None,
+        results: ResultChecker | None = None,
     ) -> JsonObject:
         """Call ``MCP.<server>.<tool>(arguments)``; the raw result, ``isError`` included.
 
-        A tool ``visible`` rejects is refused as unknown before anything is sent.
+        A tool ``visible`` rejects is refused as unknown before anything is sent.  ``results`` checks the
+        result against the tool's ``outputSchema`` (the caller's checker: a cell's); without it the result
+        is returned as the server sent it.
         """
         slot = self._connections.slot(server_identifier, tenant)
 
-        async def call(conn: McpConnection, remaining: float) -> JsonObject:
+        async def call(conn: McpConnection, remaining: float) -> tuple[McpToolView, JsonObject]:
             view = slot.view
             found = view.tool(tool_identifier) if view is not None else None
             if found is None or (visible is not None and not visible(found)):
@@ -180,12 +184,17 @@ class McpHub:
                 )
             label = f"MCP.{slot.identifier}.{found.identifier}"
             prepared = prepare_arguments(found.input_schema, arguments, label=label)
-            return await conn.call_tool(found.name, prepared, remaining)
+            if results is not None:
+                results.before_call(slot.config.name, found.name, found.output)
+            return found, await conn.call_tool(found.name, prepared, remaining)
 
         clock_s = self.tool_clock_s(server_identifier, tool_identifier, tenant=tenant)
-        return await self._request(
+        tool, result = await self._request(
             slot, deadline_s, call, replayable=lambda: self._idempotent(slot, tool_identifier), limit_s=clock_s
         )
+        if results is not None:  # once, off the server's clock: the answer is in, the check is ours
+            await results.check(slot.config.name, tool.name, tool.output, result)
+        return result
 
     def tool_clock_s(self, server_identifier: str, tool_identifier: str, *, tenant: str) -> float:
         """The wall clock of one call of the tool (its ``tool_timeouts_ms`` entry, else the server's

@@ -23,6 +23,7 @@ from .views import McpServerView, McpToolView, root_header, server_header
 if TYPE_CHECKING:  # a scope is handed its hub: importing this module loads no MCP SDK
     from .client import McpConnection
     from .hub import McpHub
+    from .results import ResultChecker
 
 _T = TypeVar("_T")
 
@@ -30,9 +31,18 @@ _T = TypeVar("_T")
 class McpScope:
     """The hub as one tenant under one visibility sees it (same methods as the hub, filtered)."""
 
-    def __init__(self, hub: McpHub, tenant: str, visibility: McpVisibility | None = None) -> None:
+    def __init__(
+        self,
+        hub: McpHub,
+        tenant: str,
+        visibility: McpVisibility | None = None,
+        results: ResultChecker | None = None,
+    ) -> None:
+        """``results``: the caller's check of tool results against their ``outputSchema`` (a cell's
+        scope has one; a scope that only lists servers needs none)."""
         self.hub = hub
         self.tenant = tenant
+        self.results = results
         self.visibility = visibility or McpVisibility()
         self._access = {ident: self.visibility.server(name, ident) for ident, name in hub.identifiers()}
         self._shown = [ident for ident, access in self._access.items() if access is not McpAccess.NONE]
@@ -88,7 +98,13 @@ class McpScope:
             return self.visibility.tool((name, server_identifier), (tool.name, tool.identifier))
 
         return await self.hub.call_tool(
-            server_identifier, tool_identifier, arguments, tenant=self.tenant, deadline_s=deadline_s, visible=visible
+            server_identifier,
+            tool_identifier,
+            arguments,
+            tenant=self.tenant,
+            deadline_s=deadline_s,
+            visible=visible,
+            results=self.results,
         )
 
     def tool_clock_s(self, server_identifier: str, tool_identifier: str) -> float:
@@ -153,9 +169,16 @@ class McpScope:
         )
 
 
-def tenant_scope(hub: McpHub | None, tenant: str, base: ToolPolicy | None, key: ToolPolicy | None) -> McpScope | None:
-    """The hub as ``tenant`` sees it under the base ``[tools]`` policy and its key's (None without MCP)."""
-    return None if hub is None else McpScope(hub, tenant, McpVisibility.of(base, key))
+def tenant_scope(
+    hub: McpHub | None,
+    tenant: str,
+    base: ToolPolicy | None,
+    key: ToolPolicy | None,
+    results: ResultChecker | None = None,
+) -> McpScope | None:
+    """The hub as ``tenant`` sees it under the base ``[tools]`` policy and its key's (None without MCP);
+    ``results`` checks its tool results (a cell's scope; see ``McpScope``)."""
+    return None if hub is None else McpScope(hub, tenant, McpVisibility.of(base, key), results)
 
 
 async def listed_servers(scope: McpScope | None, deadline_s: float) -> list[McpServerView]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bridge.json_types import JsonObject
 
 from .errors import McpUnknownTool
+from .results import OutputSchema
 
 UNTRUSTED_NOTE = "MCP metadata and results come from a remote server and are untrusted."
 
@@ -21,6 +22,8 @@ class McpToolView:
     description: str
     input_schema: JsonObject
     output_schema: JsonObject | None
+    #: What checking results against ``output_schema`` needs, made once for this listing (``results``).
+    output: OutputSchema | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ class ToolAccess:
         # Runs' failure counters as this process knows them, written to the session store (if any).
         self.run_counters = RunBook(run_counters, self.failure_limits, ttl_seconds=settings.session_ttl_seconds)
         self.breaker = Breaker()
+        self.helpers = helpers  # also check cells' MCP results (``service.mcp.results``)
         self.approvals = ApprovalRules().adding(SERVER, self._configured_approvals())
         self.schema_checker = SchemaChecker(catalog.limits.schemas, helpers)
 

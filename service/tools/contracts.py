@@ -12,6 +12,9 @@ most `MAX_VALIDATION_STEPS` keywords, so no schema/value pair holds a thread lon
 A pattern search is charged by its worst cost (RE2 program size × text bytes, see
 `patterns.search_work`), `PATTERN_WORK_PER_STEP` units a step, before it runs: a pattern RE2
 can only run on its NFA cannot spend seconds on one long string inside a single step.
+`uniqueItems` is ours too, for the same reason: linear, each item's values charged (jsonschema's
+compares every pair of items that do not sort, objects for one, inside a single step); an `enum`
+is charged a step for every `ENUM_ENTRIES_PER_STEP` entries it compares.
 Callers on the event loop pass a small `max_steps` and get `ValidationDeferred` when the check
 needs more; they then repeat it in a thread with the full budget.
 A flat object input schema (most tools') is also compiled into `flat_schemas`' check, which only
@@ -55,6 +58,7 @@ __all__ = [
     "MAX_DETAILS",
     "MAX_VALIDATION_STEPS",
     "PATTERN_WORK_PER_STEP",
+    "SchemaCheck",
     "ToolContract",
     "ValidationDeferred",
     "accepts",
@@ -75,6 +79,13 @@ MAX_VALIDATION_STEPS = 250_000
 #: Units of pattern work (RE2 instructions × text bytes) one step stands for: RE2's NFA costs
 #: 5-15 ns a unit, so a step of pattern work takes about as long as a keyword evaluation.
 PATTERN_WORK_PER_STEP = 500
+#: Values of an array item made into a key for `uniqueItems` (~0.3 us each) a step stands for.
+VALUES_PER_STEP = 16
+#: Entries of an `enum` compared with a value (~0.5 us each) a step stands for: a 10,000-entry enum
+#: would otherwise check a 600-item array in 2,000 steps, 7 s of the event loop.
+ENUM_ENTRIES_PER_STEP = 8
+#: Names of a `required` list looked up (~0.1 us each) a step stands for.
+REQUIRED_NAMES_PER_STEP = 64
 
 
 # Not a ToolError: a control-flow signal (nothing failed; the caller repeats the check off the loop).
@@ -101,24 +112,29 @@ class _TooMuchWork(Exception):
 _STEPS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("codemode_schema_steps", default=None)
 
 
+def _charge(steps: int, what: Callable[[], str]) -> None:
+    """Charge `steps` to the running validation's budget (if any); `what` names the work when it alone is
+    over the whole budget (a thread would refuse it too)."""
+    left = _STEPS.get()
+    if left is None:
+        return
+    left[0] -= steps
+    if left[0] < 0:
+        raise _TooMuchWork(f"{what()} would take {steps} steps" if steps > MAX_VALIDATION_STEPS else None)
+
+
 def _charged_search(pattern: str, text: str, flags: int = 0) -> object:
     """`patterns.search`, its worst-case work charged to the running validation's step budget first."""
-    left = _STEPS.get()
-    if left is not None and isinstance(text, str):
+    if _STEPS.get() is not None and isinstance(text, str):
         cost = patterns.search_work(pattern, text) // PATTERN_WORK_PER_STEP
-        left[0] -= cost
-        if left[0] < 0:
-            raise _TooMuchWork(
-                f"matching pattern {_show(pattern)} against a string of {len(text)} characters would take {cost} steps"
-                if cost > MAX_VALIDATION_STEPS
-                else None
-            )
+        _charge(cost, lambda: f"matching pattern {_show(pattern)} against a string of {len(text)} characters")
     return patterns.search(pattern, text, flags)
 
 
-# The keywords that match a pattern, on RE2 (jsonschema's own use Python's backtracking `re`). Our
-# validator classes extend each draft with these (`_bounded`); jsonschema itself, and every other
-# user of it in the process (the MCP SDK), keeps its stock keywords.
+# The keywords that match a pattern, on RE2 (jsonschema's own use Python's backtracking `re`), and
+# `uniqueItems` in linear time. Our validator classes extend each draft with these (`_bounded`);
+# jsonschema itself keeps its stock keywords (the MCP SDK would use them on results:
+# `service.mcp.client` never lets it validate).
 
 
 # jsonschema calls these with its validator (the stubs' protocol lacks ``descend``) and the value as it walks it.
@@ -153,10 +169,45 @@ def _additional_properties(
         yield ValidationError(f"{len(extras)} additional properties are not allowed")
 
 
-_ON_RE2: dict[str, Keyword] = {
+def _unique_items(validator: Any, unique: bool, instance: Any, schema: Schema) -> Iterator[ValidationError]:
+    """`uniqueItems` in time linear in the array: each item becomes a hashable key under JSON equality
+    (1 equals 1.0, true is not 1, objects ignore key order), its values charged to the step budget.
+    jsonschema's own compares every pair of items that do not sort (objects, arrays, mixed kinds) in
+    one step of the budget: 4,000 small objects took it 19 s."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[object] = set()
+    for item in instance:
+        values = [0]
+        key = _json_key(item, values)
+        _charge(values[0] // VALUES_PER_STEP + 1, lambda: f"comparing {len(instance)} array items")
+        if key in seen:
+            yield ValidationError("has non-unique elements")
+            return
+        seen.add(key)
+
+
+def _json_key(value: object, values: list[int]) -> object:
+    """A hashable key equal for JSON-equal values; counts the values it visits into `values[0]`."""
+    values[0] += 1
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, int | float):
+        return ("number", value)  # 1 == 1.0, and their hashes agree
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        return ("array", tuple(_json_key(v, values) for v in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _json_key(v, values)) for k, v in value.items()))
+    return ("other", id(value))
+
+
+_REPLACED: dict[str, Keyword] = {
     "pattern": _pattern,
     "patternProperties": _pattern_properties,
     "additionalProperties": _additional_properties,
+    "uniqueItems": _unique_items,
 }
 
 #: Keywords whose value maps names (not keywords) to subschemas, and keywords whose value is data.
@@ -182,28 +233,54 @@ def _keywords_used(schema: object) -> set[str]:
     return used
 
 
-def _counted(keyword: Keyword) -> Keyword:
+def _per_entry(entries_per_step: int) -> Callable[[object], int]:
+    """The extra steps of a keyword that goes through its value's entries (a list) one by one."""
+    return lambda value: len(value) // entries_per_step if isinstance(value, list) else 0
+
+
+#: Keywords one evaluation of which costs more than a step: the extra steps, from the keyword's value.
+#: `enum` compares the value with each entry (~0.5 us each), `required` looks each name up (~0.1 us).
+_EXTRA_STEPS: dict[str, Callable[[object], int]] = {
+    "enum": _per_entry(ENUM_ENTRIES_PER_STEP),
+    "required": _per_entry(REQUIRED_NAMES_PER_STEP),
+}
+
+
+def _counted(keyword: Keyword, extra: Callable[[object], int] | None = None) -> Keyword:
     @functools.wraps(keyword)
     def run(validator: Validator, value: Any, instance: object, schema: Schema) -> Iterator[ValidationError] | None:
         left = _STEPS.get()
-        if left is not None:
-            left[0] -= 1
-            if left[0] < 0:
-                raise _TooMuchWork
-        return keyword(validator, value, instance, schema)
+        if left is None:
+            return keyword(validator, value, instance, schema)
+        left[0] -= 1 if extra is None else 1 + extra(value)
+        if left[0] < 0:
+            raise _TooMuchWork
+        errors = keyword(validator, value, instance, schema)
+        return None if errors is None else _charged_errors(errors, left)
 
     return run
 
 
+def _charged_errors(errors: Iterator[ValidationError], left: list[int]) -> Iterator[ValidationError]:
+    """Each error a keyword yields, charged a step: one evaluation of `required` (or `dependentRequired`)
+    yields an error per missing name, thousands for one step otherwise."""
+    for error in errors:
+        left[0] -= 1
+        if left[0] < 0:
+            raise _TooMuchWork
+        yield error
+
+
 @functools.cache
 def _bounded(base: type[Validator]) -> type[Validator]:
-    """`base` (a draft's validator class) with its pattern keywords on RE2 and every keyword counted
-    against the step budget."""
+    """`base` (a draft's validator class) with its pattern keywords on RE2, `uniqueItems` linear, and every
+    keyword counted against the step budget."""
     # The stubs type a draft's keyword table by the bare ``function``.
     stock = cast("dict[str, Keyword]", base.VALIDATORS)
-    keywords = {name: _ON_RE2.get(name, fn) for name, fn in stock.items()}
+    keywords = {name: _REPLACED.get(name, fn) for name, fn in stock.items()}
     # jsonschema's ``extend`` is untyped: what it makes is a validator class like ``base``.
-    return cast("type[Validator]", extend(base, {name: _counted(fn) for name, fn in keywords.items()}))  # type: ignore[no-untyped-call]
+    counted = {name: _counted(fn, _EXTRA_STEPS.get(name)) for name, fn in keywords.items()}
+    return cast("type[Validator]", extend(base, counted))  # type: ignore[no-untyped-call]
 
 
 @functools.cache
@@ -318,6 +395,23 @@ class ToolContract:
         return self._output[key]
 
 
+class SchemaCheck:
+    """One schema that passed `schema_problem` (elsewhere: it is not checked again), compiled once and
+    applied to many values: the output contract of a tool the operator did not write (an MCP server's
+    `outputSchema`). Its findings are worded from the schema side; the value is never quoted."""
+
+    def __init__(self, schema: Schema) -> None:
+        self._validator = _validator(schema)
+
+    def problems(self, value: JsonValue, *, max_steps: int = MAX_VALIDATION_STEPS) -> tuple[str, ...]:
+        """Why `value` does not fit (empty: it does), at most `MAX_DETAILS` lines; `ValidationDeferred`
+        when the check needs more than `max_steps` (below `MAX_VALIDATION_STEPS`)."""
+        try:
+            return _errors(self._validator, value, reveal_keys=False, tool="", max_steps=max_steps)
+        except InvalidContractError:  # e.g. a $ref that resolves only while validating
+            return ("$: the schema could not be applied to this value",)
+
+
 def schema_problem(schema: object) -> str | None:
     """Why `schema` is not a usable JSON Schema, or None when it is."""
     try:
@@ -400,12 +494,16 @@ def _errors(validator: Validator, value: JsonValue, *, reveal_keys: bool, tool: 
     if not found:
         return ()
     found.sort(key=lambda e: (e.validator in ("anyOf", "oneOf", "not"), e.json_path, str(e.validator)))
-    lines: list[str] = []
+    lines: dict[str, None] = {}  # in order, without repeats
+    described: set[tuple[int, int]] = set()  # (object, list) of `required` errors described already
     for err in found:
-        for line in _describe(err, reveal_keys):
-            if line not in lines:
-                lines.append(line)
-    shown = [_clip_bytes(line, MAX_DETAIL_BYTES) for line in lines[:MAX_DETAILS]]
+        if err.validator == "required":  # one error per missing name; the first describes them all
+            pair = (id(err.instance), id(err.validator_value))
+            if pair in described:
+                continue
+            described.add(pair)
+        lines.update(dict.fromkeys(_describe(err, reveal_keys)))
+    shown = [_clip_bytes(line, MAX_DETAIL_BYTES) for line in list(lines)[:MAX_DETAILS]]
     if len(lines) > MAX_DETAILS:
         more = f" (+{len(lines) - MAX_DETAILS} more)"
         shown[-1] = _clip_bytes(shown[-1], MAX_DETAIL_BYTES - len(more)) + more

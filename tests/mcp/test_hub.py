@@ -9,7 +9,10 @@ import pytest
 
 from service.mcp.errors import McpError
 from service.mcp.hub import McpHub
+from service.mcp.results import ResultChecker
 from service.mcp.scope import McpScope
+from service.tools.schema_guard import SchemaLimits
+from tests.support.helper_pools import helper_pool
 
 pytestmark = pytest.mark.anyio
 
@@ -93,10 +96,21 @@ async def test_is_error_resolves(hub: McpHub) -> None:
 
 
 async def test_output_schema_mismatch_is_a_protocol_error(hub: McpHub) -> None:
-    """Structured content that breaks the tool's own output schema fails with mcp_protocol."""
-    with pytest.raises(McpError) as info:
-        await hub.call_tool("tests", "bad_output", {}, deadline_s=D, tenant="default")
-    assert info.value.code == "mcp_protocol" and "'tests'" in info.value.message
+    """Structured content that breaks the tool's own output schema fails with mcp_protocol, saying what does
+    not match (a tiny schema and value: checked inline, no helper process is started)."""
+    helpers = helper_pool(spares=0)
+    try:
+        results = ResultChecker(helpers, SchemaLimits(), "default", None)
+        with pytest.raises(McpError) as info:
+            await hub.call_tool("tests", "bad_output", {}, deadline_s=D, tenant="default", results=results)
+        assert helpers.started == 0
+    finally:
+        await helpers.close()
+    assert info.value.code == "mcp_protocol"
+    assert info.value.message == (
+        "MCP server 'tests' sent an unusable answer for tool 'bad_output': its structuredContent does not match "
+        "the tool's outputSchema (value withheld): $.n: expected integer, got string"
+    )
 
 
 async def test_unknown_tool_and_server(hub: McpHub) -> None:

@@ -259,12 +259,81 @@ async def test_costly_pattern_searches_run_off_the_event_loop(ctx) -> None:
 
 
 def test_re2_is_ours_alone_and_jsonschema_keeps_its_own_keywords() -> None:
-    """Our contracts match `\\d` as RE2 does (ASCII only) while jsonschema's stock validator, which the
-    MCP SDK uses, still matches it as Python's `re` (any Unicode digit): nothing is patched process-wide."""
+    """Our contracts match `\\d` as RE2 does (ASCII only) while jsonschema's stock validator (the one the MCP
+    SDK would check results with) still matches it as Python's `re` (any Unicode digit): nothing is
+    patched process-wide."""
     schema = {"type": "string", "pattern": "^\\d+$"}
     assert Draft202012Validator(schema).is_valid("١٢٣")
     with pytest.raises(InvalidInputError, match="must match pattern"):
         ToolContract(schema, None).check_input("١٢٣", "t")
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [1, 1.0],
+        [{"a": 1, "b": [2, {"c": None}]}, {"b": [2, {"c": None}], "a": 1}],
+        ["x", "y", "x"],
+        [True, 1],
+        [False, 0, None, "", [], {}],
+        [[1, 2], [2, 1]],
+        [{"a": 1}, {"a": 1.5}, {"a": "1"}],
+        [[True], [1]],
+    ],
+)
+def test_unique_items_judges_as_jsonschema_does(items: list) -> None:
+    """Our linear `uniqueItems` finds the same duplicates as jsonschema's pairwise one (JSON equality:
+    1 equals 1.0, true is not 1, objects without key order)."""
+    schema = {"type": "array", "uniqueItems": True}
+    stock = Draft202012Validator(schema).is_valid(items)
+    if stock:
+        ToolContract(schema, None).check_input(items, "t")
+    else:
+        with pytest.raises(InvalidInputError, match="must have unique items"):
+            ToolContract(schema, None).check_input(items, "t")
+
+
+def test_unique_items_cost_is_linear_and_charged() -> None:
+    """20,000 distinct small objects: jsonschema compares every pair (2 * 10**8 comparisons, minutes)
+    inside one step; ours is linear and charges each item, so a small inline budget defers the check."""
+    contract = ToolContract({"type": "array", "uniqueItems": True}, None)
+    items = [{"a": i, "b": [i]} for i in range(20_000)]
+    with pytest.raises(ValidationDeferred):
+        contract.check_input(items, "t", max_steps=2000)
+    started = time.perf_counter()
+    contract.check_input(items, "t")
+    with pytest.raises(InvalidInputError, match="must have unique items"):
+        contract.check_input([*items, {"b": [7], "a": 7}], "t")
+    assert time.perf_counter() - started < BACKTRACKING_DEADLINE_S
+
+
+def test_a_long_enum_is_charged_for_each_entry_it_compares() -> None:
+    """A 10,000-entry enum (49 KB of schema) compares each item of a 600-item array with every entry: an
+    evaluation is charged for its entries, so the small inline budget defers the check and the full one
+    refuses it, instead of 2,000 such evaluations inline (7 s of the event loop)."""
+    contract = ToolContract({"type": "array", "items": {"enum": list(range(10_000))}}, None)
+    with pytest.raises(ValidationDeferred):
+        contract.check_input([9999] * 600, "t", max_steps=2000)
+    with pytest.raises(InvalidInputError, match="takes more than 250000 steps"):
+        contract.check_input([9999] * 600, "t")
+    contract.check_input([9999] * 100, "t")  # 125,000 steps: within the budget
+    short = ToolContract({"type": "array", "items": {"enum": ["a", "b", "c"]}}, None)
+    short.check_input(["a"] * 2000, "t", max_steps=5000)  # short enums cost what they did: about a step
+
+
+def test_a_long_required_list_is_charged_per_name_and_its_errors_are_described_once() -> None:
+    """`required` yields one error per missing name, all in one evaluation: each error is charged a step,
+    so 2,000 missing names defer the inline check, and they are described once, not once per error (that
+    was cubic: 2,000 names against `{}` took 67 s of the event loop)."""
+    contract = ToolContract({"type": "object", "required": [f"k{i}" for i in range(20_000)]}, None)
+    with pytest.raises(ValidationDeferred):
+        contract.check_input({}, "t", max_steps=2000)
+    started = time.perf_counter()
+    with pytest.raises(InvalidInputError) as info:
+        contract.check_input({}, "t")
+    assert time.perf_counter() - started < BACKTRACKING_DEADLINE_S
+    assert info.value.details[0] == '$: missing required property "k0"'
+    assert info.value.details[-1].endswith('missing required property "k4" (+19995 more)')
 
 
 def test_pattern_keywords_match_keys_and_values_on_re2_through_every_draft() -> None:
