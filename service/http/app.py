@@ -21,7 +21,6 @@ from service.settings import Settings
 
 from .body_limits import BodyCaps
 from .cell_routes import CellRoutes
-from .direct_door import with_door
 from .docs_pages import app_with_offline_docs
 from .error_responses import install_error_handlers
 from .events_route import EventRoutes
@@ -104,8 +103,6 @@ def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) ->
     if svc.replica is not None:
         # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.
         app.add_middleware(ReplicaRouting, replica=svc.replica)
-    else:  # a replica relays requests for cells held elsewhere: every request walks the stack there
-        app = with_door(app)
     app.add_middleware(
         RequestGate,
         keys=svc.keys,
