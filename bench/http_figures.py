@@ -1,9 +1,9 @@
 """Figure 1's HTTP phases, and ``python -m bench http``: only those, in rounds, against another tree too.
 
-``python -m bench http [--compare DIR] [--rounds N] [--seconds S]`` starts the real service (from this
-tree, and from ``DIR`` with ``--compare``, e.g. ``git archive main | tar -x -C DIR``) and the bare
-FastAPI route, all side by side, and runs rounds that alternate the trees (each round starting with
-the other one): per tree a warm-up, ``return 1`` at concurrency 1 (p50, p99), at 16 (p50, p99, cells/s,
+``python -m bench http [--compare DIR ...] [--rounds N] [--seconds S]`` starts the real service (from
+this tree, and from each ``DIR`` with ``--compare``, e.g. ``git archive main | tar -x -C DIR``) and the
+bare FastAPI route, all side by side, and runs rounds that alternate the trees (each round starting with
+the next one): per tree a warm-up, ``return 1`` at concurrency 1 (p50, p99), at 16 (p50, p99, cells/s,
 the service's CPU per cell), then the bare route at 16 (cells/s ÷ bare req/s of that pair). It prints
 each figure's min / median / max over the rounds per tree.  The served tree's service runs from its own
 directory; its workers start with ``python -I`` and so run the installed code (this venv's), which is
@@ -99,14 +99,14 @@ def spread(values: list[float], fmt: str) -> str:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench http", description=__doc__)
-    p.add_argument("--compare", type=Path, help="another source tree to serve, alternating with this one")
+    p.add_argument("--compare", type=Path, nargs="+", default=[], help="other source trees, alternating with this one")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seconds", type=float, default=4.0, help="duration of each load phase")
     p.add_argument("--workers", type=int, default=0, help="CODEMODE_WORKERS (default: the service's own)")
     p.add_argument("--out", type=Path, help="write every round's figures here as JSON")
     args = p.parse_args(argv)
     client = "wrk" if wrk_available() else "python"
-    trees = {"this tree": ROOT} | ({"compared": args.compare.resolve()} if args.compare else {})
+    trees = {"this tree": ROOT} | {str(tree): tree.resolve() for tree in args.compare}
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     print(f"bench http: {client}; {len(trees)} tree(s) x {args.rounds} rounds...", flush=True)
     with contextlib.ExitStack() as stack:
@@ -118,10 +118,12 @@ def main(argv: list[str]) -> int:
                 rounds[name].append(one_round(served[name], bare, client, args.seconds))
                 print(f"  round {number + 1}, {name}: " + orjson.dumps(rounds[name][-1]).decode(), flush=True)
     print(f"\nmin / median / max over {args.rounds} rounds")
-    for key, (label, fmt) in FIGURES.items():
-        print(f"{label:32}" + "   ".join(f"{name}: {spread([r[key] for r in rounds[name]], fmt)}" for name in trees))
+    for name in trees:
+        print(f"{name}:")
+        for key, (label, fmt) in FIGURES.items():
+            print(f"  {label:32}{spread([r[key] for r in rounds[name]], fmt)}")
     bad = {name: sum(r["bad"] for r in rounds[name]) for name in trees}
-    print(f"{'bad answers':32}" + "   ".join(f"{name}: {n}" for name, n in bad.items()))
+    print("bad answers: " + ", ".join(f"{name} {n}" for name, n in bad.items()))
     if args.out:
         args.out.write_bytes(orjson.dumps({str(trees[n]): r for n, r in rounds.items()}, option=orjson.OPT_INDENT_2))
     return 0 if not any(bad.values()) else 1
