@@ -13,6 +13,7 @@
 ``python -m bench clocks``: a no-op tool call on its wall clock versus off any clock (``bench/clocks.py``).
 ``python -m bench python``: Python cells beside JavaScript cells, alternating (``bench/python_cells.py``).
 ``python -m bench calls``: only the nested-call figures, as one JSON line (``bench/calls.py``).
+``python -m bench http [--compare DIR]``: only figure 1's HTTP phases, in rounds, alternating with another tree (``bench/http_figures.py``).
 ``python -m bench isolation``: only the per-``worker_isolation`` figures (``bench/isolation.py``).
 ``python -m bench starts``: how long ``codemode mcp`` takes to answer initialize, and ``scripts/serve`` /healthz (``bench/starts.py``).
 """
@@ -23,7 +24,6 @@ import argparse
 import importlib
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -35,14 +35,13 @@ from service.settings import Settings
 
 from .density import run_density
 from .engine_cycle import run_engine_cycle
+from .http_figures import http_figures, ratio_rounds
 from .inproc import run_inproc
 from .isolation import run_isolation
-from .load import run_load, wrk_available
+from .load import wrk_available
 from .report import render
-from .servers import Server, bare_server, codemode_server
+from .servers import bare_server, codemode_server
 from .tracing import run_tracing
-
-EXEC_BODY = {"code": "return 1"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,42 +70,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _http_figures(server: Server, client: str, seconds: float) -> dict[str, Any]:
-    url = server.base + "/v1/exec"
-    run_load(client, url, EXEC_BODY, 16, 1.0)  # warm-up: imports, first cells, connection setup
-    c1 = run_load(client, url, EXEC_BODY, 1, seconds)
-    cpu0, t0 = server.cpu(), time.perf_counter()
-    c16 = run_load(client, url, EXEC_BODY, 16, seconds)
-    cpu1, t1 = server.cpu(), time.perf_counter()
-    span = t1 - t0
-    n = max(1, c16.requests)
-    return {
-        "c1": c1.as_dict(),
-        "c16": c16.as_dict(),
-        # During the c16 phase: the uvicorn process and its live worker children (workers recycled
-        # mid-phase take their CPU with them, so the workers' figure is a lower bound).
-        "server_cpu_pct": 100 * (cpu1[0] - cpu0[0]) / span,
-        "workers_cpu_pct": 100 * (cpu1[1] - cpu0[1]) / span,
-        "server_cpu_ms_per_req": 1000 * (cpu1[0] - cpu0[0]) / n,
-        "workers_cpu_ms_per_req": 1000 * (cpu1[1] - cpu0[1]) / n,
-    }
-
-
-def _ratio_rounds(svc: Server, bare: Server, client: str, seconds: float, rounds: int) -> dict[str, Any]:
-    """cells/s over bare req/s at 16, from rounds that alternate the two servers.
-
-    The machine's speed drifts by tens of percent within minutes (other tenants of the host), so
-    one codemode phase followed by one bare phase compares two different machines; alternating
-    and taking the median lets the drift hit both sides alike.
-    """
-    ratios: list[float] = []
-    for _ in range(rounds):
-        cells = run_load(client, svc.base + "/v1/exec", EXEC_BODY, 16, seconds)
-        plain = run_load(client, bare.base + "/v1/exec", EXEC_BODY, 16, seconds)
-        ratios.append(cells.rps / plain.rps)
-    return {"ratios": ratios, "median": statistics.median(ratios)}
-
-
 def _loadavg() -> float:
     try:
         return float(Path("/proc/loadavg").read_text().split()[0])
@@ -128,6 +91,7 @@ SUBCOMMANDS: dict[str, tuple[str, bool]] = {
     "clocks": ("clocks", False),
     "python": ("python_cells", True),
     "calls": ("calls", False),
+    "http": ("http_figures", True),
     "sandbox": ("sandbox", True),
     "isolation": ("isolation", True),
     "helpers": ("helpers", True),
@@ -159,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_before": _loadavg(),
     }
     with codemode_server(args.workers) as svc, bare_server() as bare:
-        results["codemode"] = _http_figures(svc, client, args.seconds)
-        results["bare"] = _http_figures(bare, client, args.seconds)
-        results["ratio"] = _ratio_rounds(svc, bare, client, args.seconds, args.ratio_rounds)
+        results["codemode"] = http_figures(svc, client, args.seconds)
+        results["bare"] = http_figures(bare, client, args.seconds)
+        results["ratio"] = ratio_rounds(svc, bare, client, args.seconds, args.ratio_rounds)
     results["inproc"] = run_inproc(n_round_trips=args.round_trips)
     results["engine_cycle"] = run_engine_cycle()
     results["density"] = run_density(args.workers)

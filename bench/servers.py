@@ -19,6 +19,8 @@ from tests.support.live_server import answers, is_200, wait_ready
 from tests.support.ports import free_port
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+#: The source tree this bench belongs to (its servers run from it unless told another).
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextmanager
@@ -96,15 +98,14 @@ def descendants(pid: int) -> list[int]:
 class Server:
     """A server subprocess; ``cpu()`` returns (main process, worker children) CPU seconds so far."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str] | None = None, root: Path = ROOT) -> None:
         self.name = name
         self.port = free_port()
         self.tmp = tempfile.mkdtemp(prefix=f"codemode-bench-{name}-")
         full_env = {**os.environ, **(env or {})}
         full_env["CODEMODE_DATA_DIR"] = self.tmp
-        # The repo root must be importable (bench.bare_app, service) whatever the caller's cwd.
-        root = str(Path(__file__).resolve().parent.parent)
-        full_env["PYTHONPATH"] = root + os.pathsep + full_env.get("PYTHONPATH", "")
+        # The tree's root must be importable (bench.bare_app, service) whatever the caller's cwd.
+        full_env["PYTHONPATH"] = str(root) + os.pathsep + full_env.get("PYTHONPATH", "")
         self.log_path = Path(self.tmp) / "server.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - open for the server's life, closed by close()
         self.proc = subprocess.Popen(
@@ -146,12 +147,13 @@ class Server:
         self.close()
 
 
-def codemode_server(workers: int = 0, env: dict[str, str] | None = None) -> Server:
-    """The real service; ``workers`` 0 leaves its own default (4; running slots: one per usable CPU)."""
+def codemode_server(workers: int = 0, env: dict[str, str] | None = None, root: Path = ROOT) -> Server:
+    """The real service (from ``root``); ``workers`` 0 leaves its own default (4; running slots: one per usable CPU)."""
     return Server(
         "codemode",
         ["-m", "service.cli", "serve", "--log-level", "warning"],
         env={**({"CODEMODE_WORKERS": str(workers)} if workers else {}), **(env or {})},
+        root=root,
     )
 
 

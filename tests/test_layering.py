@@ -182,6 +182,77 @@ def test_private_import_scan_sees_private_names():
     }
 
 
+#: The web frameworks the HTTP layer stands on: their private names are theirs to change in any release.
+FRAMEWORKS = ("fastapi", "starlette", "uvicorn")
+
+
+def _private_names(tree: ast.AST) -> tuple[set[str], list[tuple[int, str]]]:
+    """The ``_``-prefixed names a module defines (functions, classes, variables, attributes it assigns), and
+    the private attributes it reads (``x._name``, ``getattr(x, "_name")``) with their lines."""
+    defined: set[str] = set()
+    read: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and _is_private(node.name):
+            defined.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and _is_private(node.id):
+            defined.add(node.id)
+        elif isinstance(node, ast.Attribute) and _is_private(node.attr):
+            if isinstance(node.ctx, ast.Store):
+                defined.add(node.attr)
+            else:
+                read.append((node.lineno, node.attr))
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", "") in ("getattr", "hasattr", "setattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and _is_private(node.args[1].value)
+        ):
+            read.append((node.lineno, node.args[1].value))
+    return defined, read
+
+
+def _framework_privates() -> set[str]:
+    names: set[str] = set()
+    for distribution in FRAMEWORKS:
+        for file in importlib.metadata.files(distribution) or []:
+            if file.suffix == ".py":
+                names |= _private_names(ast.parse(Path(str(file.locate())).read_text(encoding="utf-8")))[0]
+    return names
+
+
+def _framework_private_reads(tree: ast.AST, theirs: set[str]) -> list[tuple[int, str]]:
+    """Reads of a name the frameworks keep private, unless the module defines that name itself."""
+    ours, read = _private_names(tree)
+    return [(line, name) for line, name in read if name in theirs and name not in ours]
+
+
+def test_no_module_of_ours_reads_a_private_attribute_of_the_web_frameworks():
+    """No shipped module reads a ``_name`` that FastAPI, Starlette or uvicorn define (an attribute, a
+    function, a module variable), directly or through ``getattr``: we extend them through public hooks only,
+    so their releases can move within the ranges pyproject.toml admits."""
+    theirs = _framework_privates()
+    offenders = [
+        (str(path.relative_to(ROOT)), line, name)
+        for top in SHIPPED
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for line, name in _framework_private_reads(ast.parse(path.read_text(encoding="utf-8")), theirs)
+    ]
+    assert offenders == []
+
+
+def test_framework_private_read_scan_sees_private_reads():
+    """The scan knows the frameworks' private names and finds reads of them, through ``getattr`` too
+    (guards the test above against passing vacuously)."""
+    theirs = _framework_privates()
+    assert {"_send", "_receive"} <= theirs  # starlette's Request keeps its channels there
+    probe = ast.parse('def f(request, app):\n    request._send\n    getattr(app, "_receive", None)\n')
+    assert _framework_private_reads(probe, theirs) == [(2, "_send"), (3, "_receive")]
+    own = ast.parse("class C:\n    def f(self, other):\n        self._send = 1\n        return other._send\n")
+    assert _framework_private_reads(own, theirs) == []  # a name the module defines is its own
+
+
 def _distribution_name(requirement: str) -> str:
     match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
     assert match, requirement

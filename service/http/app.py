@@ -20,8 +20,8 @@ from service.playground.route import playground_router
 from service.settings import Settings
 
 from .body_limits import BodyCaps
+from .cell_app import CellApp
 from .cell_routes import CellRoutes
-from .direct_door import with_door
 from .docs_pages import app_with_offline_docs
 from .error_responses import install_error_handlers
 from .events_route import EventRoutes
@@ -53,11 +53,11 @@ def mcp_body_cap(settings: Settings) -> int:
     return BodyCaps(settings).cap_for(MCP_PATH)
 
 
-def route_groups(settings: Settings, svc: Components) -> list[RouteGroup]:
+def route_groups(settings: Settings, svc: Components, cells: CellRoutes) -> list[RouteGroup]:
     """The API's route groups, each built with the parts it uses (in the order they match)."""
     access = svc.access
     return [
-        CellRoutes(svc.cells, svc.tools, svc.tracing),
+        cells,
         ToolRoutes(svc.tools),
         SessionRoutes(svc.results, access.run_counters, access.failure_limits, svc.store),
         OpsRoutes(svc.pool, svc.cells, svc.store, svc.sandbox, svc.metrics, svc.drain),
@@ -90,7 +90,8 @@ def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) ->
 
     app = app_with_offline_docs(title="codemode", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.services = svc  # for embedders and tests; no route reads it
-    routes = [route for group in route_groups(settings, svc) for route in group.add_routes(app.router)]
+    cells = CellRoutes(svc.cells, svc.tools, svc.tracing)
+    routes = [route for group in route_groups(settings, svc, cells) for route in group.add_routes(app.router)]
     # Requests are matched against the routes in order: the API's first, then the framework's docs pages
     # (no path in common, so no answer changes; a hot request is not matched against four pages first).
     ours = {id(route) for route in routes}
@@ -101,11 +102,12 @@ def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) ->
         # Starlette serves an object that is not a function as a raw ASGI app; its annotation names only
         # request handlers.
         app.add_route(MCP_PATH, mcp, include_in_schema=False)  # type: ignore[arg-type]
+    # Middleware added first runs innermost. The cell routes' own ASGI app answers their requests inside the
+    # gate (and inside replica routing: a cell held elsewhere is relayed first); the rest reach FastAPI.
+    app.add_middleware(CellApp, routes=cells)
     if svc.replica is not None:
-        # Added first, so it runs inside the gate: only authenticated requests with capped bodies are relayed.
+        # Inside the gate: only authenticated requests with capped bodies are relayed.
         app.add_middleware(ReplicaRouting, replica=svc.replica, drain=svc.drain)
-    else:  # a replica relays requests for cells held elsewhere: every request walks the stack there
-        app = with_door(app)
     app.add_middleware(
         RequestGate,
         keys=svc.keys,

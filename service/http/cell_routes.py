@@ -35,13 +35,11 @@ class CellRoutes(RouteGroup):
         responses=ERROR_RESPONSES,
         tags=("cells",),
         summary="Run a cell",
-        direct=True,
         operation_id="exec_cell",
     )
     async def exec_cell(self, body: ExecRequest, request: Request) -> JSONBytes:
         """Start a cell and run it until it completes, fails, or parks (``waiting``); with ``background``,
         answer ``running`` at once while the cell runs on its own."""
-        # The hot path reads the key inline: a FastAPI dependency would take it off the direct route.
         spec = await cell_spec(self.cells, self.tools, api_key_of(request), body)
         return JSONBytes(await self.cells.exec(spec, self.tracing.parent_from_scope(request.scope)))
 
@@ -52,7 +50,6 @@ class CellRoutes(RouteGroup):
         responses=ERROR_RESPONSES,
         tags=("cells",),
         summary="Resume a waiting cell",
-        direct=True,
         operation_id="wait_cell",
     )
     async def wait_cell(self, cell_id: CellId, request: Request, body: WaitRequest | None = None) -> JSONBytes:
@@ -79,7 +76,6 @@ class CellRoutes(RouteGroup):
         responses=ERROR_RESPONSES,
         tags=("cells",),
         summary="Cancel a cell",
-        direct=True,
         operation_id="cancel_cell",
     )
     async def cancel_cell(self, cell_id: CellId, request: Request) -> JSONBytes:
@@ -94,7 +90,6 @@ class CellRoutes(RouteGroup):
         responses=ERROR_RESPONSES,
         tags=("cells",),
         summary="Cell status",
-        direct=True,
         operation_id="get_cell",
     )
     async def cell_status(self, cell_id: CellId, request: Request) -> JSONBytes:

@@ -1,6 +1,7 @@
 """Every failure as the one error body: service errors, refused requests, framework refusals, bugs.
 
-One handler function per kind of exception, installed from one table (``ERROR_HANDLERS``).
+One handler function per kind of exception, in one table (``ERROR_HANDLERS``): installed as the framework's
+exception handlers, and looked up by ``answer_failure`` for the cell routes' plain ASGI app.
 """
 
 from __future__ import annotations
@@ -93,6 +94,13 @@ ERROR_HANDLERS: dict[type[Exception], ErrorHandler] = {
     StarletteHTTPException: on_http_error,
     Exception: on_unexpected,
 }
+
+
+async def answer_failure(request: Request, exc: Exception) -> Response:
+    """The answer to ``exc`` raised where no framework handler sees it (``cell_app.CellApp``): the table's
+    handler of its class or of the nearest class it derives from (the table ends with ``Exception``)."""
+    handler = next(ERROR_HANDLERS[kind] for kind in type(exc).__mro__ if kind in ERROR_HANDLERS)
+    return await handler(request, exc)
 
 
 def install_error_handlers(app: FastAPI, routes: Sequence[BaseRoute]) -> None:

@@ -29,8 +29,6 @@ API_KEY_SCOPE = "codemode.api_key"
 #: The gate's key ring, for a route outside /v1 that asks for a key after all (``api_key_of``).
 KEY_RING_SCOPE = "codemode.key_ring"
 JSON_SCOPE = "codemode.json"
-#: Set on a request the direct door (``direct_door.py``) already admitted: the gate lets it through as it is.
-ADMITTED_SCOPE = "codemode.admitted"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # The MCP facade: authenticated and capped here like /v1, but its JSON-RPC body is the SDK's to parse.
 MCP_PATH = "/mcp"
@@ -49,7 +47,7 @@ class RequestGate:
         self.metrics_require_key = metrics_require_key
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or ADMITTED_SCOPE in scope:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         try:
@@ -155,13 +153,15 @@ class _GatedRequest(Request):
 
 
 class GatedRoute(APIRoute):
-    """Routes whose handlers read the JSON the gate already decoded."""
+    """Routes whose handlers read the JSON the gate already decoded (FastAPI's documented way to give a
+    route its own request class: a route class whose ``get_route_handler`` wraps the request)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[None, None, Response]]:
         handler = super().get_route_handler()
 
         async def gated(request: Request) -> Response:
-            # Same scope and channels; only json() differs.
-            return await handler(_GatedRequest(request.scope, request.receive, request._send))
+            # Same scope and body; only json() differs. The response is sent by the framework's own
+            # channel, so the request needs no send.
+            return await handler(_GatedRequest(request.scope, request.receive))
 
         return gated

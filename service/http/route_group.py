@@ -17,7 +17,6 @@ from fastapi.datastructures import Default
 from fastapi.responses import JSONResponse
 from starlette.routing import BaseRoute
 
-from .direct_routes import DirectRoute
 from .request_gate import GatedRoute
 
 Endpoint = TypeVar("Endpoint", bound=Callable[..., object])
@@ -38,7 +37,6 @@ class Route:
     response_class: type[Response] | None = None
     include_in_schema: bool = True
     status_code: int | None = None
-    direct: bool = False
     operation_id: str | None = None
 
 
@@ -53,12 +51,10 @@ def route(
     response_class: type[Response] | None = None,
     include_in_schema: bool = True,
     status_code: int | None = None,
-    direct: bool = False,
     operation_id: str | None = None,
 ) -> Callable[[Endpoint], Endpoint]:
     """Mark a route group's method as the endpoint of ``method path``, with its OpenAPI metadata.
 
-    ``direct`` (hot routes): requests the endpoint accepts skip FastAPI's parameter solving (``DirectRoute``).
     ``operation_id``: the OpenAPI operation's name, which generated clients name their functions after
     (``exec_cell``); a route in the schema must have one (FastAPI's default spells out path and method).
     """
@@ -74,7 +70,6 @@ def route(
         response_class,
         include_in_schema,
         status_code,
-        direct,
         operation_id,
     )
 
@@ -121,7 +116,7 @@ class RouteGroup:
                 response_class=spec.response_class or Default(JSONResponse),
                 include_in_schema=spec.include_in_schema,
                 status_code=spec.status_code,
-                route_class_override=DirectRoute if spec.direct else GatedRoute,
+                route_class_override=GatedRoute,
                 operation_id=spec.operation_id,
             )
             added.append(router.routes[-1])

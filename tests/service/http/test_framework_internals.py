@@ -1,7 +1,10 @@
-"""Framework internals we rely on: one test each, so an upgrade that moves one fails here, by name.
+"""Framework hooks we extend: one test each, so an upgrade that moves one fails here, by name.
 
-pyproject.toml bounds fastapi, starlette and uvicorn from above because of these; raise a bound
-once this file passes on the new release (the behaviour itself is tested in test_http_gate.py).
+uvicorn's HTTP protocol class is subclassed for the connection hygiene (service/http/server.py), and
+FastAPI's ``APIRoute.get_route_handler`` is overridden the documented way so routes read the body the
+request gate decoded (``GatedRoute``).  Nothing of ours reads a private attribute of FastAPI, Starlette or
+uvicorn (tests/test_layering.py).  pyproject.toml admits a range of each; raise a bound once this file
+and the HTTP tests pass on the new release (the behaviour itself is tested in tests/service/http/test_gate.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 from starlette.requests import Request
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
@@ -28,15 +33,15 @@ from service.http.request_gate import GatedRoute
 from service.http.server import DrainingServer, GuardedHttpToolsProtocol, guarded_protocol
 from service.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STDLIB = set(sys.stdlib_module_names) | {"builtins"}
 GUARDED = guarded_protocol(Settings())  # one server's class: it binds that server's guard
 OVERRIDES = GuardedHttpToolsProtocol  # the class that holds the overrides GUARDED inherits
 
 
-def test_the_frameworks_we_subclass_have_upper_bounds_that_admit_what_is_installed():
-    """fastapi, starlette and uvicorn are bounded from above in pyproject.toml, and the installed
-    versions (the ones this file checks) are inside the bounds."""
+def test_the_frameworks_we_extend_are_pinned_to_ranges_that_admit_what_is_installed():
+    """fastapi, starlette and uvicorn are bounded from below and above in pyproject.toml, each range wider
+    than one minor release, and the installed versions (the ones this file checks) are inside them."""
     requirements = [
         Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     ]
@@ -44,7 +49,19 @@ def test_the_frameworks_we_subclass_have_upper_bounds_that_admit_what_is_install
     assert set(bounded) == {"fastapi", "starlette", "uvicorn"}
     for name, specifier in bounded.items():
         assert any(s.operator in ("<", "<=", "~=", "==") for s in specifier), f"{name} has no upper bound"
+        assert any(s.operator in (">", ">=", "~=", "==") for s in specifier), f"{name} has no lower bound"
         assert specifier.contains(importlib.metadata.version(name)), (name, str(specifier))
+        assert len(_minors_admitted(specifier, importlib.metadata.version(name))) > 1, (
+            f"{name} is pinned to one minor release: {specifier}"
+        )
+
+
+def _minors_admitted(specifier: SpecifierSet, installed: str) -> set[tuple[int, int]]:
+    """The minor releases near ``installed`` (twenty either side, and the neighbouring majors) ``specifier`` admits."""
+    major, minor = Version(installed).release[:2]
+    near = [Version(f"{major}.{m}.0") for m in range(max(0, minor - 20), minor + 21)]
+    near += [Version(f"{m}.0.0") for m in (major - 1, major + 1) if m >= 0] + [Version(installed)]
+    return {(v.major, v.minor) for v in near if specifier.contains(v)}
 
 
 def test_uvicorn_http_tools_protocol_has_the_hooks_the_guarded_protocol_overrides():
@@ -111,21 +128,6 @@ def test_uvicorn_server_has_the_signal_hook_and_state_the_draining_server_uses()
     assert "self.handle_exit" in inspect.getsource(uvicorn.Server.capture_signals)
 
 
-def test_starlette_request_keeps_its_send_channel_as_underscore_send():
-    """request_gate.GatedRoute rebuilds the request from ``request.scope``, ``request.receive`` and
-    ``request._send``: starlette keeps the send channel it was given there."""
-
-    async def send(message: object) -> None:
-        pass
-
-    async def receive() -> dict[str, object]:
-        return {"type": "http.request"}
-
-    request = Request({"type": "http", "method": "GET", "headers": []}, receive, send)
-    assert request._send is send
-    assert request.receive is receive
-
-
 def test_fastapi_builds_each_route_handler_through_get_route_handler():
     """GatedRoute overrides APIRoute.get_route_handler: FastAPI still calls it to build the handler that
     answers a request on a route of that class."""
@@ -186,46 +188,3 @@ def test_no_class_of_ours_overrides_a_private_name_of_another_distribution():
                 clashes.append(f"{cls.__module__}.{cls.__qualname__}.{name}")
     assert clashes == []
     assert any(issubclass(c, APIRoute) for c in _our_classes()), "the scan found no framework subclass"
-
-
-def test_starlette_response_sends_its_start_and_body_as_the_direct_door_does():
-    """direct_door.py sends a response's start and body messages itself: ``Response.__call__`` sends
-    exactly those two (status, raw headers; body), so the bytes on the wire are the same."""
-    from service.http.direct_door import _send_response
-    from service.http.responses import JSONBytes
-
-    def sent(way: str) -> list[object]:
-        messages: list[object] = []
-
-        async def send(message: object) -> None:
-            messages.append(message)
-
-        async def receive() -> dict[str, object]:
-            return {"type": "http.request"}
-
-        response = JSONBytes({"a": [1, "é"]}, status_code=429, headers={"Retry-After": "1"})
-        scope = {"type": "http"}
-        asyncio.run(
-            response(scope, receive, send) if way == "starlette" else _send_response(response, scope, receive, send)
-        )
-        return messages
-
-    assert sent("door") == sent("starlette")
-    assert len(sent("door")) == 2
-
-
-def test_fastapi_stack_holds_the_request_gate_within_the_doors_reach():
-    """The direct door uses the app's own RequestGate instance, found by following ``app`` attributes from
-    the built stack's outer layer (ServerErrorMiddleware, telemetry, body limit) within ``GATE_DEPTH``."""
-    from service.http.direct_door import GATE_DEPTH, _gate_in
-    from service.http.request_gate import RequestGate
-
-    app = FastAPI()
-    app.add_middleware(RequestGate, keys=None, caps=None, decoder=None, metrics_require_key=False)  # type: ignore[arg-type]
-    stack = app.build_middleware_stack()
-    gate = _gate_in(stack)
-    assert isinstance(gate, RequestGate)
-    layers, layer = 0, stack
-    while layer is not gate:
-        layer, layers = layer.app, layers + 1  # type: ignore[attr-defined]
-    assert layers <= GATE_DEPTH

@@ -29,7 +29,7 @@ from tests.support.polling import poll_until
 
 pytestmark = pytest.mark.slow
 
-HTTP_API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "http-api.md"
+HTTP_API_PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference" / "http-api.md"
 CONFIG = f"""
 [tools]
 plugins = ["service.demo.shipping", "tests.support.echo_plugin"]

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from service.http.cell_app import CellApp
+from service.http.request_gate import GatedRoute, RequestGate
 from tests.conftest import run
 
 CELL_ENDPOINTS = [
@@ -151,11 +153,14 @@ def test_wait_body_over_inbox_plus_1_mib_is_413(client):
     assert done["status"] == "completed", done
 
 
-def test_the_served_apps_cell_routes_take_the_direct_door(client):
-    """The cell routes lead the served app's routes and are served through its direct door (direct_door.py)."""
-    run(client, "return 1")
-    door = client.app.door
-    assert door is not None and door.gate is not None
-    assert [(route.path, sorted(route.methods)) for _, route in door.routes] == [
+def test_the_served_apps_cell_routes_lead_and_read_the_gates_decoding(client):
+    """The cell routes' requests are answered by their plain ASGI app, right inside the request gate; the
+    routes themselves are the app's first (a cell request the cell app passes on is matched against no other
+    route first), and every API route is a ``GatedRoute``, which reads the body the request gate decoded."""
+    assert [m.cls for m in client.app.user_middleware] == [RequestGate, CellApp]
+    routes = client.app.router.routes
+    assert [(route.path, sorted(route.methods)) for route in routes[: len(CELL_ENDPOINTS)]] == [
         (path, [method.upper()]) for path, method in CELL_ENDPOINTS
     ]
+    api = [route for route in routes if getattr(route, "path", "").startswith("/v1/")]
+    assert len(api) > len(CELL_ENDPOINTS) and all(isinstance(route, GatedRoute) for route in api)
