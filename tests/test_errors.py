@@ -78,7 +78,7 @@ CONTRACT = {
     "service.tools.errors.LoopGuardError": "loop_guard",
     "service.tools.errors.CallBudgetError": "call_budget_exceeded",
     "service.tools.errors.SearchBudgetError": "search_budget_exceeded",
-    # guest-visible err.code of MCP calls (service/capabilities/mcp.py)
+    # guest-visible err.code of MCP calls (their guest forms: service/capabilities/guest_errors.py)
     "service.mcp.errors.McpUnavailable": "mcp_unavailable",
     "service.mcp.errors.McpTimeout": "mcp_timeout",
     "service.mcp.errors.McpProtocolError": "mcp_protocol",

@@ -20,6 +20,7 @@ from service.runtime.dispatch import Dispatcher, GuestError, HostCall
 from service.tools.catalog import CatalogView
 
 from .cell_tools import cell_tools
+from .guest_errors import guest_error
 
 if TYPE_CHECKING:
     from service.mcp.views import McpServerView
@@ -81,7 +82,7 @@ def install_api_files(dispatcher: Dispatcher) -> None:
         try:
             return table(call).list(prefix)
         except ApiFileError as exc:
-            raise GuestError(str(exc), "invalid_input") from None
+            raise guest_error(exc) from None
 
     async def api_read(call: HostCall) -> JsonObject:
         path = call.args[0] if call.args else None
@@ -90,7 +91,7 @@ def install_api_files(dispatcher: Dispatcher) -> None:
         try:
             return table(call).read(path)
         except ApiFileError as exc:
-            raise GuestError(str(exc), "invalid_input") from None
+            raise guest_error(exc) from None
 
     dispatcher.register("api.list", api_list, side_effects=False)
     dispatcher.register("api.read", api_read, side_effects=False)

@@ -76,7 +76,7 @@ def sync_counters(call: HostCall) -> None:
     t.call_count = state.session.call_count  # native, client and MCP calls
     t.search_count = state.session.search_count
     t.describe_count = state.session.describe_count
-    t.retries = state.session.retries
+    t.retries = state.session.native.retries
 
 
 async def prepare_cell(access: ToolAccess, hub: McpHub | None, steps: Sequence[StartStep], cell: CellContext) -> None:

@@ -1,8 +1,11 @@
 """Guest requests for ``MCP.*`` routed to the cell's MCP scope (its tenant's view of the hub).
 
-Every MCP result is network-derived: it marks the cell so its model-facing text is wrapped as
-untrusted.  Hub errors (server down, timeout, bad input) reject the guest's promise with a
-message naming the server; they never fail the cell by themselves.  ``catalog.search`` and
+A tool call (``MCP.<server>.<tool>(input)``) goes the one tool-call path
+(``service.capabilities.tool_calls``) with an ``McpTarget``: the cell's call budget, loop guard,
+approval rules and its run's failure budget count it like any tool call.  Every MCP result is
+network-derived: it marks the cell so its model-facing text is wrapped as untrusted.  Hub errors
+(server down, timeout, bad input) reject the guest's promise with a message naming the server (their
+guest form: ``service.capabilities.guest_errors``); they never fail the cell by themselves.  ``catalog.search`` and
 ``describe`` reach MCP tools through ``search_mcp_tools`` and ``describe_mcp``.
 """
 
@@ -11,18 +14,23 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from bridge import jsoncodec
 from bridge.json_types import JsonObject, JsonValue
 from service.errors import HelperFailed
-from service.mcp.errors import McpError, McpTimeout, McpUnavailable, McpUnknownTool
-from service.runtime.dispatch import CellContext, Dispatcher, GuestError, HostCall
-from service.tools.approvals import denial_message
+from service.mcp.errors import McpError, McpTimeout, McpUnknownTool
+from service.runtime.dispatch import CellContext, Dispatcher, GuestError, HostCall, RawJson
+from service.tools.call_contract import CallOutcome, CallTarget, Counted, Overdue
 from service.tools.clocks import timed_out
-from service.tools.errors import ApprovalDeniedError, ToolCallError
+from service.tools.errors import ToolTimeoutError
+from service.tools.plugin import ToolContext
+
+from .cell_tools import cell_tools
+from .guest_errors import guest_error
+from .tool_calls import guest_tool_call
 
 if TYPE_CHECKING:  # types only: reaching MCP requests loads no hub or SDK client
     from service.mcp.scope import McpScope
     from service.mcp.views import McpServerView
-    from service.tools.run_budget import Reservation
     from service.tools.session import CallSession
 
 ONE_OBJECT = "MCP namespace tools accept one object argument."
@@ -71,61 +79,10 @@ class McpGuestRequests:
 
     # ---- tool calls ------------------------------------------------------------------------------
 
-    async def call_tool(self, call: HostCall) -> JsonObject:
-        """``MCP.<server>.<tool>(input)`` as a tool call: the run's failure budget, the cell's call
-        budget and loop guard, approval, then the call; a failure of the call counts against the run.
-
-        The one place MCP calls use the run budget: ``RunLedger.check`` before, ``RunLedger.hold``
-        around the call (``Reservation.fail`` for a counted failure).
-        """
-        server, tool, value = _call_arguments(call.args)
-        state = self._state_of(call.cell)
-        servers, tools = mcp_names(state, server, tool)
-        name = f"MCP.{server}.{tools[0] if tools is not None else tool}"  # the identifier budgets count by
-        session = state.session
-        try:
-            session.ledger.check(name)
-            session.spend_call(name)
-            session.guard_loop("mcp", name, name, value)
-        except ToolCallError as exc:
-            raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
-        finally:
-            call.cell.telemetry.call_count = session.call_count
-        await _approved(call, state, servers, tools, name, value)
-        call.cell.network_content = True
-        try:
-            with await session.ledger.hold(name) as reservation:  # the run's failure budget, held while it runs
-                return await self._reserved_call(self._scope(call), reservation, server, tool, name, value)
-        except ToolCallError as exc:  # blocked (or the budget spent) while it waited for a place
-            raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
-
-    @staticmethod
-    async def _reserved_call(
-        scope: McpScope, reservation: Reservation, server: str, tool: str, name: str, value: JsonObject
-    ) -> JsonObject:
-        """The call itself, under its reservation of the run's failure budget (failed when it counts)."""
-        try:
-            # The tool's wall clock (service.tools.clocks), not the leg's: a parked cell's call goes on.
-            clock_s = scope.tool_clock_s(server, tool)
-            result = await scope.call_tool(server, tool, value, deadline_s=clock_s)
-        except McpTimeout:
-            reservation.fail()
-            timeout = timed_out(name, clock_s)
-            raise GuestError(timeout.message, timeout.code, extra=timeout.to_guest()) from None
-        except McpError as exc:
-            if exc.counted:
-                reservation.fail()
-            raise GuestError(str(exc), exc.code, extra=guest_fields(exc, name)) from None
-        except HelperFailed as exc:  # no helper checked the result: the service's trouble, not the server's
-            raise GuestError(
-                f"{name} ran, but its result could not be checked against the tool's outputSchema: {exc.message}",
-                exc.code,
-                extra={"tool": name, "errorType": "transient", "effectStatus": "unknown"},
-            ) from None
-        if result.get("isError") is True:
-            # isError results resolve (the MCP contract) but count against the run like any failure.
-            reservation.fail()
-        return result
+    def call_tool(self, call: HostCall) -> Awaitable[RawJson]:
+        """``MCP.<server>.<tool>(input)``: a tool call (``service.capabilities.tool_calls``) of an ``McpTarget``."""
+        state = cell_tools(call.cell)  # the one call path reads the cell's handler state itself
+        return guest_tool_call(call, state, lambda args: _mcp_target(call.cell, state, args))
 
     # ---- declarations, resources and prompts -----------------------------------------------------
 
@@ -171,8 +128,74 @@ class McpGuestRequests:
         """The cell's MCP scope (the guest reaches ``mcp.*`` only where the cell has one)."""
         scope = self._state_of(call.cell).mcp
         if scope is None:
-            raise GuestError("this cell has no MCP servers", McpUnknownTool.code)
+            raise guest_error(McpUnknownTool("this cell has no MCP servers"))
         return scope
+
+
+def _mcp_target(cell: CellContext, state: McpCell, args: list[JsonValue]) -> tuple[CallTarget, JsonValue]:
+    """``mcp.call(server, tool, input, argc)``: the target (named as budgets count it) and the input."""
+    server, tool, value = _call_arguments(args)
+    servers, tools = mcp_names(state, server, tool)
+    name = f"MCP.{server}.{tools[0] if tools is not None else tool}"  # the identifier budgets count by
+    reason = state.session.approvals.mcp(servers, tools, name)
+    return McpTarget(state.mcp, cell, server, tool, name, reason), value
+
+
+class McpTarget:
+    """One call of an MCP server's tool, as a ``CallTarget``: the server checks the input, and its tool's
+    wall clock is the server's; its failures count as the server's (``McpError.counted``), a timeout
+    is the tool's ``tool_timeout``, and an ``isError`` result resolves but counts."""
+
+    __slots__ = ("_cell", "_reason", "_scope", "loop_key", "name", "server", "tool")
+
+    runs_here = True
+    prepares = False  # no hooks: they are the catalog's
+
+    def __init__(
+        self, scope: McpScope | None, cell: CellContext, server: str, tool: str, name: str, reason: str | None
+    ) -> None:
+        self._scope = scope
+        self._cell = cell
+        self.server = server
+        self.tool = tool
+        self.name = name
+        self.loop_key = ("mcp", name)
+        self._reason = reason
+
+    def check_input(self, value: JsonValue, max_steps: int | None = None) -> None:
+        """Nothing here: the hub checks the input against the tool's schema when it calls (``mcp_invalid_input``)."""
+
+    async def prepare(self, value: JsonValue, ctx: ToolContext) -> tuple[JsonValue, str | None]:
+        return value, None
+
+    def approval_reason(self) -> str | None:
+        return self._reason
+
+    async def invoke(
+        self, prepared: JsonValue, ctx: ToolContext, deadline: float | None, overdue: Overdue | None
+    ) -> CallOutcome:
+        scope = self._scope
+        if scope is None:
+            raise McpUnknownTool("this cell has no MCP servers")
+        self._cell.network_content = True  # whatever comes back (or fails) is the server's
+        # The tool's wall clock (service.tools.clocks), not the leg's: a parked cell's call goes on.
+        clock_s = scope.tool_clock_s(self.server, self.tool)
+        try:
+            result = await scope.call_tool(self.server, self.tool, prepared, deadline_s=clock_s)
+        except McpTimeout:
+            raise timed_out(self.name, clock_s) from None
+        except HelperFailed as exc:  # no helper checked the result: the service's trouble, not the server's
+            raise HelperFailed(
+                f"{self.name} ran, but its result could not be checked against the tool's outputSchema: {exc.message}"
+            ) from None
+        return CallOutcome(self.name, jsoncodec.dumps(result), None, result.get("isError") is True, True, result)
+
+    def counted(self, exc: Exception, ctx: ToolContext) -> Counted | None:
+        """The server failing the call counts (down, silent, broken answer); the caller's own mistakes and
+        codemode's refusals do not (``McpError.counted``)."""
+        if isinstance(exc, ToolTimeoutError) or (isinstance(exc, McpError) and exc.counted):
+            return Counted()
+        return None
 
 
 def _call_arguments(args: Sequence[object]) -> tuple[str, str, JsonObject]:
@@ -192,28 +215,6 @@ def _call_arguments(args: Sequence[object]) -> tuple[str, str, JsonObject]:
     if argc != 1 or not isinstance(value, dict):
         raise GuestError(ONE_OBJECT, "invalid_input", name="TypeError")
     return server, tool, value
-
-
-async def _approved(
-    call: HostCall,
-    state: McpCell,
-    servers: tuple[str, ...],
-    tools: tuple[str, ...] | None,
-    name: str,
-    value: JsonObject,
-) -> None:
-    """Return when the call may run; a ``GuestError`` when its approval is refused or cannot be asked."""
-    reason = state.session.approvals.mcp(servers, tools, name)
-    if reason is None:
-        return
-    if call.ask_approval is None:
-        denied = ApprovalDeniedError(f"{name} was not run: {reason}, and this cell cannot ask for it", tool=name)
-    else:
-        ok, why = await call.ask_approval(name, value, reason)
-        if ok:
-            return
-        denied = ApprovalDeniedError(denial_message(name, why), tool=name)
-    raise GuestError(denied.message, denied.code, extra=denied.to_guest())
 
 
 def _server(call: HostCall) -> str:
@@ -243,21 +244,12 @@ async def _guarded(call: HostCall, work: Awaitable[JsonObject]) -> JsonObject:
     try:
         return await work
     except McpError as exc:
-        raise GuestError(str(exc), exc.code) from None
+        raise guest_error(exc) from None
 
 
 async def _now(read: Callable[[], JsonObject]) -> JsonObject:
     """Run a synchronous scope method inside ``_guarded`` so its ``McpError`` becomes a guest error."""
     return read()
-
-
-def guest_fields(exc: McpError, name: str) -> JsonObject:
-    """The guest Error's fields beside message and code: the tool, and ``errorType: "transient"``
-    when trying again later may work (the server was down or silent)."""
-    fields: JsonObject = {"tool": name}
-    if isinstance(exc, McpUnavailable | McpTimeout):
-        fields["errorType"] = "transient"
-    return fields
 
 
 def mcp_names(state: McpCell, server: object, tool: object) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
@@ -309,4 +301,4 @@ def describe_mcp(scope: McpScope, name: str) -> JsonObject:
     try:
         return scope.api_server(server, tool or None, schema=True)
     except McpError as exc:
-        raise GuestError(str(exc), exc.code) from None
+        raise guest_error(exc) from None

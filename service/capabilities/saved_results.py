@@ -17,10 +17,12 @@ from bridge.output import NotRetained, RetainResult
 from bridge.refs import describe_reference
 from service.runtime.dispatch import CellContext, Dispatcher, GuestError, HostCall, RawJson
 from service.settings import Settings
-from service.stores.errors import ResultsError, StoreError
+from service.stores.errors import ResultsError, StoreError, StoreUnavailableError
 from service.stores.results_backend import ResultsBackend
 from service.stores.saved_results import ResultScope
 from service.tools.run_book import DEFAULT_RUN
+
+from .guest_errors import guest_error
 
 log = logging.getLogger("codemode")
 
@@ -84,7 +86,7 @@ class SavedResults:
         try:
             ref = await self._save(call.cell, text)
         except ResultsError as exc:
-            raise GuestError(str(exc), exc.code, name="RangeError") from None
+            raise guest_error(exc) from None
         except StoreError as exc:
             raise _unavailable(exc) from None
         return describe_reference(ref, text)
@@ -94,7 +96,7 @@ class SavedResults:
         try:
             text, network = await self.results.load_entry(result_scope(call.cell), call.args[0] if call.args else None)
         except ResultsError as exc:
-            raise GuestError(str(exc), exc.code) from None
+            raise guest_error(exc) from None
         except StoreError as exc:
             raise _unavailable(exc) from None
         if network:
@@ -111,8 +113,4 @@ class SavedResults:
 
 def _unavailable(exc: StoreError) -> GuestError:
     """The shared results store is down or unreachable: a transient failure the guest may retry."""
-    return GuestError(
-        f"saved results are unavailable for now: {exc}; retry shortly",
-        "store_unavailable",
-        extra={"errorType": "transient"},
-    )
+    return guest_error(StoreUnavailableError(f"saved results are unavailable for now: {exc}; retry shortly"))

@@ -20,9 +20,10 @@ from service.runtime.spec import CellSpec
 from service.settings import Settings
 from service.stores import SessionStore, StoreLimits
 from service.stores.cell_writes import CellStoreWrites
-from service.stores.errors import StoreError, StoreLimitError, StoreTypeError
+from service.stores.errors import StoreError, StoreKeyError, StoreLimitError, StoreTypeError, StoreUnavailableError
 
 from .cell_tools import CellTools, cell_tools
+from .guest_errors import guest_error
 
 #: Internal store key: set when a cell that saw network-derived data committed writes, so later
 #: cells that load from the session are marked untrusted too.  Guest keys cannot start with NUL.
@@ -100,11 +101,11 @@ class SessionStoreHandlers:
         state = cell_tools(call.cell)
         if state.writes is None:
             if state.store_error is not None:
-                raise GuestError(state.store_error, "store_unavailable")
+                raise guest_error(StoreUnavailableError(state.store_error))
             try:
                 await self._load(state, spec.tenant, spec.session_id or "")
             except StoreError as exc:
-                raise GuestError(f"session store unavailable: {exc}", "store_unavailable") from None
+                raise guest_error(StoreUnavailableError(f"session store unavailable: {exc}")) from None
         assert state.writes is not None
         return state.writes
 
@@ -151,14 +152,12 @@ class SessionStoreHandlers:
 
 def _check_key(key: object) -> None:
     if isinstance(key, str) and key.startswith("\u0000"):
-        raise GuestError("store keys may not start with a NUL character (reserved)", "store_type", name="TypeError")
+        raise guest_error(StoreKeyError("store keys may not start with a NUL character (reserved)"))
 
 
 def _write(writes: CellStoreWrites, key: object, text: str | None) -> None:
     _check_key(key)
     try:
         writes.set(key, text)
-    except StoreTypeError as exc:
-        raise GuestError(str(exc), "store_type", name="TypeError") from None
-    except StoreLimitError as exc:
-        raise GuestError(str(exc), exc.code, name="RangeError") from None
+    except (StoreTypeError, StoreLimitError) as exc:
+        raise guest_error(exc) from None

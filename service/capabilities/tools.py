@@ -1,21 +1,24 @@
 """Guest requests for tools: ``tool`` (call one), ``search`` and ``describe`` (the catalog).
 
-Native and client tools go through the cell's ``CallSession`` (policy, contracts, hooks, budgets,
-loop guard); MCP tools are found and described through ``service.capabilities.mcp``.  A result
-from the network marks the cell, so its model-facing text is wrapped as untrusted.
+A call of a native or client tool goes the one tool-call path (``service.capabilities.tool_calls``)
+with the catalog's target (``service.tools.native_calls``: policy, contracts, hooks); MCP tools are
+found and described through ``service.capabilities.mcp``.  A result from the network marks the cell,
+so its model-facing text is wrapped as untrusted.
 """
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable
 
 from bridge.json_types import JsonObject
 from service.capabilities.mcp import describe_mcp, search_mcp_tools
-from service.runtime.dispatch import CellContext, Dispatcher, GuestError, HostCall, NeedsCaller, RawJson
+from service.runtime.dispatch import CellContext, Dispatcher, HostCall, RawJson
 from service.tools.catalog import CatalogLimits
-from service.tools.errors import ClientToolCall, SearchQueryError, ToolCallError
+from service.tools.errors import SearchQueryError, ToolCallError
 
-from .cell_tools import CellTools, cell_tools, sync_counters, tool_context
+from .cell_tools import CellTools, cell_tools, sync_counters
+from .guest_errors import guest_error
+from .tool_calls import guest_tool_call
 
 
 def install_tools(dispatcher: Dispatcher, limits: CatalogLimits) -> None:
@@ -34,38 +37,10 @@ class ToolRequests:
     def __init__(self, limits: CatalogLimits) -> None:
         self.limits = limits
 
-    async def call_tool(self, call: HostCall) -> RawJson:
+    def call_tool(self, call: HostCall) -> Awaitable[RawJson]:
+        """``tool(name, input)``: a call of a native or client tool (no coroutine of its own)."""
         state = cell_tools(call.cell)
-        # Whatever the guest sent: the view answers a non-string name as an unknown tool.
-        args = call.take_args()
-        name = args[0] if args else None
-        # Retries of an idempotent tool stay within one cell timeout of the call's start.
-        deadline = asyncio.get_running_loop().time() + call.cell.spec.limits.timeout_ms / 1000
-        abandon = call.abandon
-        running = state.session.call_detailed(
-            name,
-            args[1] if len(args) > 1 else {},
-            tool_context(state, call),
-            deadline=deadline,
-            ask=call.ask_approval,
-            handed_over=True,
-            overdue=None if abandon is None else lambda exc: abandon(_guest_error(exc).payload()),
-        )
-        # From here on only the session holds the parsed arguments (and lets go of them while it waits).
-        del args
-        try:
-            outcome = await running
-        except ClientToolCall as need:
-            raise NeedsCaller("client_tool", tool=need.callable_name, name=need.tool_name, input=need.params) from None
-        except ToolCallError as exc:
-            if getattr(exc, "untrusted", False):
-                call.cell.network_content = True
-            raise _guest_error(exc) from None
-        finally:
-            sync_counters(call)
-        if outcome.network:
-            call.cell.network_content = True
-        return RawJson(outcome.encoded)
+        return guest_tool_call(call, state, state.session.native.requested)
 
     async def search(self, call: HostCall) -> list[JsonObject]:
         state = cell_tools(call.cell)
@@ -73,10 +48,8 @@ class ToolRequests:
         limit = call.args[1] if len(call.args) > 1 else None
         try:
             found = state.session.search(query, limit)
-        except SearchQueryError as exc:
-            raise GuestError(str(exc), "invalid_input", name="RangeError") from None
-        except ToolCallError as exc:
-            raise GuestError(exc.message, exc.code, name="RangeError") from None
+        except (SearchQueryError, ToolCallError) as exc:
+            raise guest_error(exc) from None
         finally:
             sync_counters(call)
         wanted = self.limits.clamp(limit)
@@ -100,14 +73,14 @@ class ToolRequests:
         try:
             return state.session.describe(name)
         except ToolCallError as exc:
-            raise GuestError(exc.message, exc.code, extra=exc.to_guest()) from None
+            raise guest_error(exc) from None
         finally:
             sync_counters(call)
 
 
 async def partial_successes(cell: CellContext, completed: bool) -> list[str]:
     """Envelope warnings: the tools that succeeded only in part (success: true with completed: false or a warning)."""
-    return list(cell.tools.session.warnings) if isinstance(cell.tools, CellTools) else []
+    return list(cell.tools.session.native.warnings) if isinstance(cell.tools, CellTools) else []
 
 
 async def failures_written(cell: CellContext, completed: bool) -> list[str]:
@@ -117,8 +90,3 @@ async def failures_written(cell: CellContext, completed: bool) -> list[str]:
     if isinstance(cell.tools, CellTools):
         await cell.tools.session.ledger.written()
     return []
-
-
-def _guest_error(exc: ToolCallError) -> GuestError:
-    """The guest's rejection of a tool call that failed with ``exc``."""
-    return GuestError(exc.message, exc.code, extra=exc.to_guest())
