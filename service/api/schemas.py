@@ -158,7 +158,11 @@ class PendingCall(BaseModel):
 
 class CellTelemetry(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    wall_ms: float
+    wall_ms: float = Field(description="this exec/wait call's wall time in the service")
+    cell_wall_ms: float = Field(
+        description="the cell's wall time since its exec, parked time and time between calls included (a "
+        "background cell's run time)"
+    )
     guest_cpu_ms: float
     tool_wait_ms: float = Field(
         description="this exec/wait call's time with at least one host request in flight (timers and "
@@ -192,6 +196,7 @@ class CellEnvelope(BaseModel):
                     "replay_safe": True,
                     "telemetry": {
                         "wall_ms": 1.2,
+                        "cell_wall_ms": 1.2,
                         "guest_cpu_ms": 0.4,
                         "tool_wait_ms": 0.0,
                         "tool_wait_total_ms": 0.0,

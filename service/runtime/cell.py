@@ -106,7 +106,7 @@ class Cell:
         self.final: Envelope | None = None
         self.wait_lock = asyncio.Lock()
         self._delivered_bytes = 0  # inbox bytes handed to the worker, released on its next frame
-        self._leg_started = time.perf_counter()
+        self._leg_started = self._born_at = time.perf_counter()
         self._quotas = quotas
         # Done once ``final`` is set: its owner (the registry) subscribes to it to record the end.
         self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -246,7 +246,7 @@ class Cell:
             status="waiting" if waiting else "running",
             bridge_dispatch_started=self.bridge_dispatch_started,
             replay_safe=self.replay_safe,
-            telemetry=self.telemetry.public(0.0, *self.requests.waiting.split(0.0)),
+            telemetry=self.telemetry.public(0.0, *self.requests.waiting.split(0.0), cell_wall_ms=self._age_ms()),
             reason=self.requests.reason() if waiting else None,
             pending_tool_calls=self.requests.public() if waiting else None,
         )
@@ -501,8 +501,14 @@ class Cell:
         return {
             "bridge_dispatch_started": started,
             "replay_safe": self.spec.restart_safe or not started,
-            "telemetry": self.telemetry.public(wall_ms, *self.requests.waiting.split(wall_ms)),
+            "telemetry": self.telemetry.public(
+                wall_ms, *self.requests.waiting.split(wall_ms), cell_wall_ms=self._age_ms()
+            ),
         }
+
+    def _age_ms(self) -> float:
+        """Wall time since the cell's exec, parked time included."""
+        return (time.perf_counter() - self._born_at) * 1000
 
 
 def _guest_config(context: CellContext, limits: CellLimits) -> GuestConfig:

@@ -110,6 +110,7 @@ class TelemetryFields(TypedDict):
     """An envelope's ``telemetry`` object (``CellTelemetry`` in service.api.schemas)."""
 
     wall_ms: float
+    cell_wall_ms: float
     guest_cpu_ms: float
     tool_wait_ms: float
     tool_wait_total_ms: float
@@ -133,11 +134,20 @@ class Telemetry:
     legs: int = 0
     heap_bytes: int = 0
 
-    def public(self, wall_ms: float, tool_wait_ms: float = 0.0, tool_wait_total_ms: float = 0.0) -> TelemetryFields:
+    def public(
+        self,
+        wall_ms: float,
+        tool_wait_ms: float = 0.0,
+        tool_wait_total_ms: float = 0.0,
+        *,
+        cell_wall_ms: float | None = None,
+    ) -> TelemetryFields:
         """The envelope's ``telemetry`` object; ``wall_ms`` and ``tool_wait_ms`` are the current
-        exec/wait call's, ``tool_wait_total_ms`` the cell's so far (service.runtime.clocks)."""
+        exec/wait call's, ``tool_wait_total_ms`` and ``cell_wall_ms`` the cell's so far (service.runtime.clocks;
+        ``cell_wall_ms`` is ``wall_ms`` when not given: a cell of one call)."""
         return {
             "wall_ms": round(wall_ms, 3),
+            "cell_wall_ms": round(wall_ms if cell_wall_ms is None else cell_wall_ms, 3),
             "guest_cpu_ms": self.guest_cpu_ms,
             "tool_wait_ms": round(tool_wait_ms, 3),
             "tool_wait_total_ms": round(tool_wait_total_ms, 3),

@@ -104,7 +104,8 @@ function addTimeline(label, detail, wallMs) {
 
 function telemetryText(t) {
   if (!t) return "";
-  return `wall ${t.wall_ms} ms · legs ${t.legs} · calls ${t.call_count} · host requests ${t.host_requests}`;
+  const cell = t.cell_wall_ms !== undefined && t.cell_wall_ms !== t.wall_ms ? ` (cell ${t.cell_wall_ms} ms)` : "";
+  return `wall ${t.wall_ms} ms${cell} · legs ${t.legs} · calls ${t.call_count} · host requests ${t.host_requests}`;
 }
 
 function addOutput(entries) {
