@@ -31,6 +31,7 @@ from service.runtime.workers.pool import WorkerPool
 from service.runtime.workers.process import Worker
 
 from . import envelopes
+from .call_log import CallLog
 from .clocks import LegClock
 from .dispatch import CellContext, Dispatcher, HostCall
 from .ending import Completed, Failed, FinalEnvelope, Outcome, Retainer, Retention, marked
@@ -98,6 +99,8 @@ class Cell:
             max_request_values=spec.limits.max_request_values,
             account=account,
         )
+        if spec.call_log:
+            self.requests.log = CallLog(self.requests.inbox)
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None
         self._clock, self._bounds = clock, bounds  # ``bounds``: the legs it may run, the seconds it may live
@@ -450,7 +453,7 @@ class Cell:
             output=projection.output,
             reason=self.requests.reason(),
             pending_tool_calls=self.requests.public(),
-            **self._common(report=not state.park_at_once),
+            **self._common(report=not state.park_at_once, final=False),
         )
         return marked(envelope, self.context)
 
@@ -494,15 +497,20 @@ class Cell:
             self.ended.set_result(None)
         return sealed
 
-    def _common(self, *, report: bool = True) -> LegFields:
-        """The fields every leg's envelope carries, as of now (``report``: a caller is shown them)."""
+    def _common(self, *, report: bool = True, final: bool = True) -> LegFields:
+        """The fields every leg's envelope carries, as of now (``report``: a caller is shown them; ``final``:
+        the cell's last envelope, which a background cell's call log waits for: its other legs' are not shown)."""
         started = self.bridge_dispatch_started if report else self.requests.side_effects_may_have_started()
         wall_ms = (time.perf_counter() - self._leg_started) * 1000
+        log = self.requests.log
         return {
             "bridge_dispatch_started": started,
             "replay_safe": self.spec.restart_safe or not started,
             "telemetry": self.telemetry.public(
-                wall_ms, *self.requests.waiting.split(wall_ms), cell_wall_ms=self._age_ms()
+                wall_ms,
+                *self.requests.waiting.split(wall_ms),
+                cell_wall_ms=self._age_ms(),
+                call_log=log.take() if log is not None and (final or not self.spec.background) else None,
             ),
         }
 
