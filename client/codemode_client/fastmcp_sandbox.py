@@ -19,11 +19,13 @@ This is the only module of ours that imports FastMCP.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import json
 import keyword
 import re
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -61,8 +63,8 @@ _LINE_REFERENCES = re.compile(r'(File "cell\.py", line |at cell\.py:)(\d+)')
 class CodemodeSandboxProvider:
     """A FastMCP ``SandboxProvider`` whose code runs as a codemode Python cell.
 
-    ``client`` is an ``AsyncClient`` (left open) or the service's URL (a connection per run, so each
-    event loop has its own).  ``api_key`` picks the tenant and its tool policy; ``exec_fields`` go with
+    ``client`` is an ``AsyncClient`` (left open) or the service's URL (a client per event loop, made on
+    its first run there; ``aclose()`` closes the running loop's).  ``api_key`` picks the tenant and its tool policy; ``exec_fields`` go with
     every cell (``timeout_ms``, ``memory_limit_bytes``, ``max_output_bytes``, ``session_id``, ``run_id``,
     ``require_approval``, ``title``, …).  ``approve(call)`` answers the cell's approval requests (without
     it they are denied); ``on_envelope(env)`` sees each leg's envelope (the cell id, its telemetry).
@@ -86,6 +88,7 @@ class CodemodeSandboxProvider:
         if "language" in exec_fields or "client_tools" in exec_fields:
             raise TypeError("CodemodeSandboxProvider sets language and client_tools itself")
         self._client = client
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = weakref.WeakKeyDictionary()
         self._api_key = api_key
         self._approve = approve
         self._on_envelope = on_envelope
@@ -137,9 +140,21 @@ class CodemodeSandboxProvider:
         raise ToolError(failure_text(env))
 
     def _session(self) -> AbstractAsyncContextManager[AsyncClient]:
+        """The caller's client, or this event loop's client for the URL: made once per loop, since a connection
+        belongs to the loop that opened it and a new client costs more than a cell (its TLS context)."""
         if isinstance(self._client, AsyncClient):
             return contextlib.nullcontext(self._client)
-        return AsyncClient(self._client, self._api_key)
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = AsyncClient(self._client, self._api_key)
+        return contextlib.nullcontext(client)
+
+    async def aclose(self) -> None:
+        """Close the client this provider made for the running event loop (a caller's client stays open)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
 
 
 def cell_source(code: str, inputs: Mapping[str, Any], functions: list[str]) -> str:

@@ -9,7 +9,7 @@ FastMCP's docs test a server: the code runs as a codemode Python cell under the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -51,11 +51,26 @@ def server(provider: CodemodeSandboxProvider, **code_mode: Any) -> FastMCP:
     return mcp
 
 
-async def execute(mcp: FastMCP, code: str) -> Any:
+def on_a_loop(sandbox: CodemodeSandboxProvider, work: Coroutine[Any, Any, Any]) -> Any:
+    """``work`` on a fresh event loop, the provider's client for that loop closed before the loop ends."""
+
+    async def main() -> Any:
+        try:
+            return await work
+        finally:
+            await sandbox.aclose()
+
+    return asyncio.run(main())
+
+
+def execute(sandbox: CodemodeSandboxProvider, code: str) -> Any:
     """The ``execute`` tool's answer through FastMCP's in-memory client (a ToolError raises)."""
-    async with Client(mcp) as client:
-        result = await client.call_tool("execute", {"code": code})
-        return result.data
+
+    async def call() -> Any:
+        async with Client(server(sandbox)) as client:
+            return (await client.call_tool("execute", {"code": code})).data
+
+    return on_a_loop(sandbox, call())
 
 
 def provider(base_url: str, key: str = API_KEY, **kwargs: Any) -> tuple[CodemodeSandboxProvider, list[Envelope]]:
@@ -67,7 +82,7 @@ def test_fastmcp_code_runs_as_a_codemode_cell_whose_tool_calls_go_through_fastmc
     """The model's code calls two FastMCP tools positionally; FastMCP runs them (its validation refuses a bad
     argument, caught in the code) and the value comes back; the cell ran in codemode, one leg per call."""
     sandbox, legs = provider(base_url)
-    answer = asyncio.run(execute(server(sandbox), CODE))
+    answer = execute(sandbox, CODE)
     assert answer["order"] == "A-17" and answer["price"] == 9.0, answer
     assert "call_tool('shipping_rate') failed" in answer["refused"] and "weight_kg" in answer["refused"], answer
     assert CALLS == [
@@ -85,14 +100,14 @@ def test_the_code_reaches_the_keys_own_tools_and_a_denied_one_stays_denied(base_
     quote = 'q = await quote_shipping(origin="DE", destination="FR", weight_kg=2)\nreturn {"price": q["price"]}'
     hidden = 'await call_tool("refund", {"order_id": "A-17"})'
     full, _ = provider(base_url)
-    assert isinstance(asyncio.run(execute(server(full), quote))["price"], float)
+    assert isinstance(execute(full, quote)["price"], float)
     narrow, legs = provider(base_url, NARROW_KEY)
     with pytest.raises(ToolError, match="NameError: name 'quote_shipping' is not defined"):
-        asyncio.run(execute(server(narrow), quote))
+        execute(narrow, quote)
     assert legs[-1].code == "uncaught_error"
     for sandbox in (full, narrow):
         with pytest.raises(ToolError, match="Unknown tool: refund"):
-            asyncio.run(execute(server(sandbox), hidden))
+            execute(sandbox, hidden)
     assert CALLS == []
 
 
@@ -101,13 +116,13 @@ def test_a_failure_names_the_line_of_the_code_as_written(base_url):
     uncaught refusal of FastMCP's keeps its whole message."""
     sandbox, _ = provider(base_url)
     with pytest.raises(ToolError, match=r'ZeroDivisionError: division by zero\n  File "cell.py", line 2,'):
-        asyncio.run(execute(server(sandbox), "x = 1\ny = x // 0"))
+        execute(sandbox, "x = 1\ny = x // 0")
     with pytest.raises(ToolError, match=r"SyntaxError at cell\.py:3:\d+: .*\n\(codemode: invalid_input"):
-        asyncio.run(execute(server(sandbox), "x = 1\ny = 2\nz = ("))
+        execute(sandbox, "x = 1\ny = 2\nz = (")
     # FastMCP's refusal spans two lines (the failure, the valid parameters): the model gets both.
     uncaught = 'await call_tool("shipping_rate", {"country": "FR", "weight_kg": "heavy"})'
     with pytest.raises(ToolError, match=r"call_tool\('shipping_rate'\) failed: weight_kg: .*; Valid parameters"):
-        asyncio.run(execute(server(sandbox), uncaught))
+        execute(sandbox, uncaught)
 
 
 @pytest.mark.parametrize(
@@ -123,7 +138,7 @@ def test_codemodes_limits_bound_the_code(base_url, fields, code, failure):
     memory limit fails, each a ToolError naming codemode's code."""
     sandbox, _ = provider(base_url, **fields)
     with pytest.raises(ToolError, match=failure):
-        asyncio.run(execute(server(sandbox), code))
+        execute(sandbox, code)
 
 
 def test_a_cancelled_run_cancels_its_parked_cell(base_url):
@@ -144,6 +159,7 @@ def test_a_cancelled_run_cancels_its_parked_cell(base_url):
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
+        await sandbox.aclose()
         async with AsyncClient(base_url, API_KEY) as cm:
             return await cm.status(legs[0].cell_id)
 
@@ -157,7 +173,7 @@ def test_inputs_become_names_of_the_cell(base_url):
     sandbox, _ = provider(base_url)
     inputs = {"n": 21, "label": 'it\'s "quoted"\n\u00e9', "items": [1, None, {"a": True}]}
     code = "return [n * 2, label, items]"
-    assert asyncio.run(sandbox.run(code, inputs=inputs)) == [42, inputs["label"], inputs["items"]]
+    assert on_a_loop(sandbox, sandbox.run(code, inputs=inputs)) == [42, inputs["label"], inputs["items"]]
 
 
 @pytest.mark.parametrize(
@@ -192,5 +208,5 @@ def test_an_external_function_keeps_its_own_name_and_positional_arguments(base_u
     functions: dict[str, Callable[..., Any]] = {"scale": scale, "echo": echo}
     sandbox, _ = provider(base_url)
     code = "return [await scale(3), await scale(3, by=5), await echo('a', [1])]"
-    assert asyncio.run(sandbox.run(code, external_functions=functions)) == [6, 15, ["a", [1]]]
+    assert on_a_loop(sandbox, sandbox.run(code, external_functions=functions)) == [6, 15, ["a", [1]]]
     assert seen == [(3, 2), (3, 5)]
