@@ -141,7 +141,15 @@ def run_fastmcp(
             for name, times in asyncio.run(_times(provider, executes, calls)).items():
                 walls["codemode"][name] += times
     medians = {side: {name: statistics.median(w) for name, w in by_code.items()} for side, by_code in walls.items()}
-    return {"median_ms": medians, "rounds": rounds, "executes": executes, "calls": calls, "monty": MONTY_RELEASE}
+    loadavg = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    return {
+        "median_ms": medians,
+        "rounds": rounds,
+        "executes": executes,
+        "calls": calls,
+        "monty": MONTY_RELEASE,
+        "loadavg": loadavg,
+    }
 
 
 def render(r: dict[str, Any]) -> str:
@@ -158,7 +166,8 @@ def render(r: dict[str, Any]) -> str:
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines) + (
         f"\n({r['rounds']} alternating rounds of {r['executes']} executes per code and side; default: FastMCP's "
-        f"MontySandboxProvider on {r['monty']}; codemode: CodemodeSandboxProvider over loopback HTTP)"
+        f"MontySandboxProvider on {r['monty']}; codemode: CodemodeSandboxProvider over loopback HTTP; "
+        f"load average {r['loadavg']})"
     )
 
 

@@ -195,7 +195,7 @@ def test_names_and_inputs_that_are_not_data_are_refused_before_any_request(input
 
 def test_an_external_function_keeps_its_own_name_and_positional_arguments(base_url):
     """Any external function (not only call_tool) is called by its name with positional and keyword
-    arguments, sync or async, and what it returns crosses back as JSON."""
+    arguments, sync or async, and what it returns crosses back as JSON; gathered calls park the cell once."""
     seen: list[tuple[Any, ...]] = []
 
     def scale(x: int, *, by: int = 2) -> int:
@@ -206,7 +206,11 @@ def test_an_external_function_keeps_its_own_name_and_positional_arguments(base_u
         return list(args)
 
     functions: dict[str, Callable[..., Any]] = {"scale": scale, "echo": echo}
-    sandbox, _ = provider(base_url)
+    sandbox, legs = provider(base_url)
     code = "return [await scale(3), await scale(3, by=5), await echo('a', [1])]"
     assert on_a_loop(sandbox, sandbox.run(code, external_functions=functions)) == [6, 15, ["a", [1]]]
     assert seen == [(3, 2), (3, 5)]
+    legs.clear()
+    gathered = "import asyncio\nreturn await asyncio.gather(scale(1), scale(2), scale(3))"
+    assert on_a_loop(sandbox, sandbox.run(gathered, external_functions=functions)) == [2, 4, 6]
+    assert [len(env.pending_tool_calls) for env in legs] == [3, 0]
