@@ -214,3 +214,25 @@ def test_an_external_function_keeps_its_own_name_and_positional_arguments(base_u
     gathered = "import asyncio\nreturn await asyncio.gather(scale(1), scale(2), scale(3))"
     assert on_a_loop(sandbox, sandbox.run(gathered, external_functions=functions)) == [2, 4, 6]
     assert [len(env.pending_tool_calls) for env in legs] == [3, 0]
+
+
+def test_an_approval_stands_between_the_code_and_fastmcps_tools(base_url):
+    """require_approval on the client tool puts every call_tool to approve(): approved, FastMCP runs the tool;
+    denied, it never runs and the code fails with codemode's approval_denied."""
+    code = 'return await call_tool("lookup_order", {"order_id": "A-17"})'
+    asked: list[str | None] = []
+    for decision in (True, False):
+        sandbox, _ = provider(
+            base_url,
+            require_approval=["fastmcp_call_tool"],
+            approve=lambda call: (asked.append(call.tool), decision)[1],  # noqa: B023 - used in this iteration
+        )
+        if decision:
+            assert execute(sandbox, code)["order_id"] == "A-17"
+            assert CALLS == [("lookup_order", {"order_id": "A-17"})]
+        else:
+            CALLS.clear()
+            with pytest.raises(ToolError, match="approval was denied"):
+                execute(sandbox, code)
+            assert CALLS == []
+    assert asked == ["fastmcp_call_tool", "fastmcp_call_tool"]
