@@ -64,8 +64,8 @@ class CodemodeSandboxProvider:
     """A FastMCP ``SandboxProvider`` whose code runs as a codemode Python cell.
 
     ``client`` is an ``AsyncClient`` (left open) or the service's URL (a client per event loop, made on
-    its first run there; ``aclose()`` closes the running loop's).  ``api_key`` picks the tenant and its tool policy; ``exec_fields`` go with
-    every cell (``timeout_ms``, ``memory_limit_bytes``, ``max_output_bytes``, ``session_id``, ``run_id``,
+    its first run there; ``aclose()`` closes the running loop's).  ``api_key`` picks the tenant and its
+    tool policy; ``exec_fields`` go with every cell (``timeout_ms``, ``memory_limit_bytes``, ``max_output_bytes``, ``session_id``, ``run_id``,
     ``require_approval``, ``title``, …).  ``approve(call)`` answers the cell's approval requests (without
     it they are denied); ``on_envelope(env)`` sees each leg's envelope (the cell id, its telemetry).
     ``max_legs`` and ``deadline`` bound the run as ``AsyncClient.run`` does.
@@ -113,13 +113,6 @@ class CodemodeSandboxProvider:
             )
             for name, fn in functions.items()
         ]
-        legs: list[Envelope] = []
-
-        def seen(env: Envelope) -> None:
-            legs.append(env)
-            if self._on_envelope is not None:
-                self._on_envelope(env)
-
         async with self._session() as cm:
             try:
                 env = await cm.run(
@@ -127,7 +120,7 @@ class CodemodeSandboxProvider:
                     language="python",
                     client_tools=client_tools,
                     approve=self._approve,
-                    on_envelope=seen,
+                    on_envelope=self._on_envelope,
                     **self._bounds,
                     **self._fields,
                 )
