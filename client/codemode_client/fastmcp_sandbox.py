@@ -28,7 +28,7 @@ import re
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     from fastmcp.exceptions import ToolError
@@ -205,3 +205,9 @@ def _handler(fn: Callable[..., Any]) -> Callable[[Any], Awaitable[Any]]:
         return adapters.jsonable(result)
 
     return handle
+
+
+if TYPE_CHECKING:  # the client's mypy run holds the provider to FastMCP's protocol
+    from fastmcp.experimental.transforms.code_mode import SandboxProvider
+
+    _CONFORMS: SandboxProvider = CodemodeSandboxProvider("http://127.0.0.1:8000")
