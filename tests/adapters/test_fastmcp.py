@@ -34,7 +34,7 @@ return {"order": order["order_id"], "price": rate["price"], "refused": refused}
 """
 
 
-def server(provider: CodemodeSandboxProvider, **code_mode: Any) -> FastMCP:
+def server(provider: CodemodeSandboxProvider) -> FastMCP:
     """A FastMCP server with the two shop tools and a hidden one, its tools behind CodeMode."""
     mcp = FastMCP("shop")
     mcp.tool(lookup_order)
@@ -47,7 +47,7 @@ def server(provider: CodemodeSandboxProvider, **code_mode: Any) -> FastMCP:
         return "refunded"
 
     mcp.disable(names={"refund"})
-    mcp.add_transform(CodeMode(sandbox_provider=provider, **code_mode))
+    mcp.add_transform(CodeMode(sandbox_provider=provider))
     return mcp
 
 
