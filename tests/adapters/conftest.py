@@ -14,10 +14,20 @@ import pytest
 from tests.support.live_server import codemode_serve
 
 API_KEY = "ck_test_adapters_0123456789"
+#: A key of another tenant whose policy denies one of the service's own tools (tests/adapters/test_fastmcp.py).
+NARROW_KEY = "ck_test_adapters_narrow_0123456789"
 CONFIG = f"""
+[tools]
+plugins = ["service.demo.shipping"]
+
 [[api_keys]]
 key = "{API_KEY}"
 tenant = "adapters"
+
+[[api_keys]]
+key = "{NARROW_KEY}"
+tenant = "adapters-narrow"
+tools = {{deny = ["quote_shipping"]}}
 """
 CALLS: list[tuple[str, dict[str, Any]]] = []
 

@@ -260,3 +260,18 @@ def test_run_finds_handlers_of_names_that_are_not_plain_identifiers(client: Clie
         f"text_{sha8('client:text')}": "t",
         f"get_weather_{sha8('client:get.weather')}": "w2",
     }
+
+
+def test_run_hands_each_legs_envelope_to_on_envelope(client: Client):
+    """run()'s on_envelope sees the exec's waiting envelope (the cell id, the pending call) and then the
+    final one, in order; the returned envelope is the last it saw."""
+    seen = []
+    env = client.run(
+        "return (await twice({n: 21})).n",
+        client_tools={"twice": lambda args: {"n": args["n"] * 2}},
+        on_envelope=seen.append,
+    )
+    assert env.value == 42
+    assert [e.status for e in seen] == ["waiting", "completed"]
+    assert {e.cell_id for e in seen} == {env.cell_id}
+    assert [p.name for p in seen[0].pending_tool_calls] == ["twice"]
