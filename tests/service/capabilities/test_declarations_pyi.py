@@ -196,3 +196,52 @@ def test_the_mcp_stubs_reject_misuse(mcp_stubs, tmp_path):
     lines = [line for line in result.stdout.splitlines() if "usage.py" in line and "error" in line]
     for line_no in (6, 7, 8, 9, 10):
         assert any(f"usage.py:{line_no}:" in line for line in lines), (line_no, result.stdout)
+
+
+# ---- error_info: errors.pyi -----------------------------------------------------------------------
+
+ERRORS_USAGE = """
+from errors import HostError, error_info
+
+
+async def usage(call: object) -> str:
+    try:
+        raise RuntimeError("x")
+    except Exception as e:
+        info: HostError | None = error_info(e)
+        if info is None:
+            raise
+        if info["code"] == "tool_blocked" and info.get("nonRetriable", False):
+            return info.get("tool", "") + info["message"]
+        return info["code"]
+"""
+ERRORS_MISUSE = """
+from errors import error_info
+
+
+def misuse(e: Exception) -> None:
+    error_info(e)["code"]
+    info = error_info("not an exception")
+    if info is not None:
+        info["cod"]
+        n: int = info["message"]
+"""
+
+
+def test_error_info_is_declared_in_errors_pyi_and_type_checks(shop, tmp_path):
+    """A Python cell lists `errors.pyi`; using `error_info` as a cell would passes mypy --strict, while
+    forgetting its None, passing a non-exception, an unknown key or a wrong type is rejected."""
+    env = run(shop, "[f['path'] for f in (await API.list())['files']][:2]", language="python")
+    assert env["value"] == ["results.d.ts", "errors.pyi"], env
+    content = run(shop, "(await API.read('errors.pyi'))['content']", language="python")["value"]
+    directory = tmp_path / "errors"
+    directory.mkdir()
+    (directory / "errors.pyi").write_text(content)
+    done = mypy(directory, ERRORS_USAGE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = mypy(directory, ERRORS_MISUSE)
+    lines = [line for line in done.stdout.splitlines() if "usage.py" in line and "error" in line]
+    for line_no in (6, 7, 9, 10):
+        assert any(f"usage.py:{line_no}:" in line for line in lines), (line_no, done.stdout)
+    js = run(shop, "return (await API.list()).files.map(f => f.path)")["value"]
+    assert "errors.pyi" not in js
