@@ -17,6 +17,7 @@ from bridge.messages import Language
 from service.api.schemas import REQUEST_LANGUAGES, ExecRequest, cell_language
 from service.api_files.quick_index import QUICK_INDEX_MAX_CHARS
 from service.errors import InvalidRequest
+from service.runtime.spec import check_runs
 from service.settings import Settings
 
 TOOL_NAME = "codemode"
@@ -117,6 +118,7 @@ def _input_schema() -> JsonObject:
 def tool_description(settings: Settings, quick_index: str, language: str | None = None) -> JsonObject:
     """``{name, description, input_schema}``, ready to register as a function tool with a model provider."""
     lang = check_language(language)
+    check_runs(settings, lang)
     schema = input_schema()
     if lang != DEFAULT_LANGUAGE:
         # The model must say which language its code is in: the field is fixed to the described one.
