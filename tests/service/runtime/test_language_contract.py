@@ -125,13 +125,35 @@ FAILURES: dict[str, Failure] = {
     "a syntax error": Failure("return (", "x = (", "invalid_input", "input"),
 }
 
-#: Host failures caught in the cell: (JavaScript, Python, exec fields); each cell's value is the error's fields.
-CAUGHT: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "a tool error": ('await fail({message: "no"})', 'await fail(message="no")', {}),
-    "arguments the tool's schema refuses": ('await echo({x: 1, delay: "soon"})', 'await echo(x=1, delay="soon")', {}),
-    "an MCP server that is down": ("await MCP.down.anything({})", "await MCP.down.anything()", {}),
-    "store without a session": ('await store("k", 1)', 'await store("k", 1)', {}),
-    "a saved result that does not exist": ('await results.load("nope")', 'await results.load("nope")', SESSION),
+#: Host failures caught in the cell: (JavaScript, Python, the code caught, exec fields); each cell's value is
+#: the error's fields.
+CAUGHT: dict[str, tuple[str, str, str, dict[str, Any]]] = {
+    "a tool error": ('await fail({message: "no"})', 'await fail(message="no")', "tool_error", {}),
+    "arguments the tool's schema refuses": (
+        'await echo({x: 1, delay: "soon"})',
+        'await echo(x=1, delay="soon")',
+        "invalid_input",
+        {},
+    ),
+    "an MCP server that is down": (
+        "await MCP.down.anything({})",
+        "await MCP.down.anything()",
+        "mcp_unavailable",
+        {},
+    ),
+    "store without a session": ('await store("k", 1)', 'await store("k", 1)', "store_unavailable", {}),
+    "a saved result that does not exist": (
+        'await results.load("nope")',
+        'await results.load("nope")',
+        "result_unavailable",
+        SESSION,
+    ),
+    "the same failing call a fourth time": (
+        "for (let i = 0; i < 3; i++) { try { await fail({}) } catch {} } await fail({})",
+        "for i in range(3):\n        try:\n            await fail()\n        except Exception:\n            pass\n    await fail()",
+        "loop_guard",
+        {},
+    ),
 }
 #: The fields a caught host failure carries, in both languages.
 FIELDS = ("message", "code", *FAILURE_FIELDS)
@@ -170,11 +192,11 @@ def test_the_same_failure_has_the_same_code_and_phase_in_both_languages(client: 
 def test_a_caught_host_failure_exposes_the_same_fields_in_both_languages(client: TestClient, name: str):
     """What a JavaScript cell reads off the caught error (``e.code``, ``e.tool``, ...) a Python cell reads in
     ``error_info(e)``: the same fields, the same values."""
-    javascript, python, fields = CAUGHT[name]
+    javascript, python, code, fields = CAUGHT[name]
     js = run(client, JS_CAUGHT.format(call=javascript), **fields)
     py = run(client, PY_CAUGHT.format(call=python), language="python", **fields)
     assert js["status"] == py["status"] == "completed", (js, py)
-    assert js["value"]["code"], js["value"]
+    assert js["value"]["code"] == code, js["value"]
     assert py["value"] == js["value"]
 
 
