@@ -4,8 +4,8 @@ arguments, the framework tools as client tool declarations, and the answer the m
 Each adapter (``pydantic_ai_toolset``, ``langchain_tool``, ``openai_agents_tool``) turns codemode into
 one code tool: its description is the server's ``GET /v1/tool-description`` for the language its cells
 are written in (the ``language`` exec field: JavaScript unless it says otherwise) plus a line per
-framework tool, spelled in that language, and a call runs ``AsyncClient.run`` with the framework tools declared as client tools, so every
-call a cell makes to one of them goes back through the framework's own tool execution.  The run is
+framework tool, spelled in that language, and a call runs ``AsyncClient.run`` with the framework tools
+declared as client tools, so every call a cell makes to one of them goes back through the framework's own tool execution.  The run is
 bounded like any ``run()`` (``max_legs``, ``deadline``: its defaults, or the adapter's exec fields); a
 cell it stops there is a tool error the model sees (``stopped``), in the framework's own form.
 """
@@ -26,10 +26,10 @@ TOOL_NAME = "codemode"
 #: only as the tool's own (the server's schema for a Python tool requires it, fixed to "python").
 CODE_FIELDS = ("code", "title", "timeout_ms", "max_output_bytes", "language")
 DEFAULT_LANGUAGE = "javascript"
-#: How the model is told to call its own tools from a cell, by language.
+#: How the model is told to call its own tools from a cell, by language: what they are, and a call.
 _CALLS = {
-    "python": "async functions in a cell taking keyword arguments (`await name(field=value)`",
-    "javascript": "async globals in a cell taking one object (`await name({...})`",
+    "python": ("async functions in a cell taking keyword arguments", "await name(field=value)"),
+    "javascript": ("async globals in a cell taking one object", "await name({...})"),
 }
 #: What the code is, by language, in the refusal of a call without it.
 _SOURCE = {"python": "Python", "javascript": "JavaScript", "typescript": "TypeScript"}
@@ -86,10 +86,10 @@ def description(server: Mapping[str, Any], tools: Sequence[FrameworkTool], langu
         first = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
         line = f"- {tool.name}({schema}): {first}"
         lines.append(line if len(line) <= MAX_TOOL_LINE_CHARS else line[: MAX_TOOL_LINE_CHARS - 3] + "...")
-    calls = _CALLS["python" if language == "python" else "javascript"]
+    kind, call = _CALLS["python" if language == "python" else "javascript"]
     return (
-        f"{text}\n\nYour own tools, also {calls}; each call runs in your program and its result comes back "
-        "to the cell):\n" + "\n".join(lines)
+        f"{text}\n\nYour own tools, also {kind} (`{call}`; each call runs in your program and its result comes "
+        "back to the cell):\n" + "\n".join(lines)
     )
 
 

@@ -6,9 +6,9 @@
 
 The model sees one tool, ``codemode``, described by the server (``GET /v1/tool-description``, for the
 cells' ``language``: pass ``language="python"`` for Python cells) plus a line per tool of the wrapped
-toolset.  A call runs the cell to its end; each call the cell makes to a
-wrapped tool goes through pydantic-ai's own ``ToolManager`` (argument validation, hooks and
-instrumentation, ``requires_approval``), and its result goes back to the cell.  An approval a wrapped
+toolset.  A call runs the cell to its end; each call the cell makes to a wrapped tool goes through
+pydantic-ai's own ``ToolManager`` (argument validation, hooks and instrumentation, ``requires_approval``),
+and its result goes back to the cell.  An approval a wrapped
 tool asks for is put to ``approve(name, args)``; without it the call is refused.
 
 This is the only module of ours that imports pydantic-ai.
