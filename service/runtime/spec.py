@@ -32,6 +32,17 @@ class EndReason(enum.Enum):
     EXPIRED = "expired"  # parked longer than cell_ttl_seconds
 
 
+def check_runs(settings: Settings, language: Language) -> None:
+    """Refuse a cell language this server does not run (InvalidRequest naming ``language``): Python cells when
+    ``python_cells`` is off (its workers never load Monty)."""
+    if language == "python" and not settings.python_cells:
+        raise InvalidRequest(
+            "this server runs no Python cells (python_cells = false): write the cell in JavaScript, or ask "
+            "the operator to set python_cells = true",
+            need_param="language",
+        )
+
+
 @dataclass(frozen=True)
 class CellLimits:
     """Effective limits of one cell (request values within the server's caps)."""

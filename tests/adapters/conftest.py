@@ -41,6 +41,20 @@ text(`order ${order.order_id} to ${order.destination}`);
 return {order: order.order_id, price: rate.price, refused};
 """
 
+#: The same cell in Python, as a model writes it from the Python description.
+PY_CELL = """
+order = await lookup_order(order_id="A-17")
+rate = await shipping_rate(country=order["destination"], weight_kg=order["weight_kg"])
+refused = None
+try:
+    await shipping_rate(country="FR", weight_kg="heavy")
+except Exception as e:
+    refused = str(e)
+text(f"order {order['order_id']} to {order['destination']}")
+{"order": order["order_id"], "price": rate["price"], "refused": refused}
+"""
+CELLS = {"javascript": CELL, "python": PY_CELL}
+
 
 def lookup_order(order_id: str) -> dict[str, Any]:
     """Look an order up: its destination country and weight."""
