@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge import jsoncodec
 from bridge.errors import BridgeError, FrameTooLarge
@@ -53,7 +53,9 @@ from .errors import (
     GuestSyntaxError,
     GuestTimeout,
 )
-from .python.engine import PythonEngine
+
+if TYPE_CHECKING:  # loaded by a worker that runs Python cells only (``_python_engines``)
+    from .python.engine import PythonEngine
 
 #: What a slice answers when its runtime blocked on host work and stays in the worker's table.
 IDLE = None
@@ -73,6 +75,8 @@ BURST_TOO_LARGE = (
     "host requests started in one synchronous burst do not fit one bridge frame ({exc}); "
     "await some before starting more, or pass less data per call"
 )
+
+NO_PYTHON = "this worker runs no Python cells (python_cells = false)"
 
 PENDING_WITHOUT_HOST_WORK = (
     "cell is pending without host work: its promise can never settle because nothing it awaits "
@@ -407,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TZ"] = "UTC"
     time.tzset()
     check_engine()
-    runtimes = Runtimes(channel, int(options.get("stack_bytes", 1024 * 1024)), cpu_limit)
+    python = _python_engines() if options.get("python", True) else None
+    runtimes = Runtimes(channel, int(options.get("stack_bytes", 1024 * 1024)), cpu_limit, python)
     payload = _test_payload()
     # Everything the job loop needs is imported and built: from here on it opens nothing.
     try:
@@ -419,6 +424,14 @@ def main(argv: list[str] | None = None) -> int:
     if payload is not None:
         return payload(fd_out)
     return runtimes.serve()
+
+
+def _python_engines() -> Callable[[], PythonEngine]:
+    """What makes a Python cell's engine, with Monty loaded now: once the worker is confined it can open no
+    file, so a worker that runs Python cells loads it before, and a JavaScript-only one never does."""
+    from .python.engine import PythonEngine
+
+    return PythonEngine
 
 
 def _test_payload() -> Callable[[int], int] | None:
@@ -448,10 +461,17 @@ class Runtimes:
     other cells' parked heaps are not lost to one cell's limit hit.
     """
 
-    def __init__(self, channel: Channel, stack_bytes: int, cpu_limit: float) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        stack_bytes: int,
+        cpu_limit: float,
+        python: Callable[[], PythonEngine] | None = None,
+    ) -> None:
         self.channel = channel
         self.stack_bytes = stack_bytes
         self.cpu_limit = cpu_limit
+        self.python = python  # makes a Python cell's engine; None: this worker runs no Python cells
         self.table: dict[str, CellRun] = {}
         self.draining = False
         self.freed = 0  # heap bytes of runtimes freed since the last trim and not taken by a new engine
@@ -501,12 +521,16 @@ class Runtimes:
     def _run(self, msg: RunFrame) -> None:
         config = jsoncodec.dumps_text(msg["config"])
         engine: GuestEngine | PythonEngine
-        if msg.get("language") == "python":
-            engine = PythonEngine()  # costs microseconds: nothing is built ahead for Python cells
+        python = msg.get("language") == "python"
+        if python and self.python is not None:
+            engine = self.python()  # costs microseconds: nothing is built ahead for Python cells
         else:
             engine = self._engine_for(config)
         run = CellRun(engine, self.channel, msg, config, self.cpu_limit)
         self.table[run.rt] = run
+        if python and self.python is None:  # the service refuses such cells before they get here
+            self._after(run, run.fail(NO_PYTHON, "host", "runtime_unavailable"))
+            return
         self._after(run, run.run())
 
     def _engine_for(self, config: str) -> GuestEngine:
