@@ -93,9 +93,10 @@ async def _child(calls: int) -> None:
             print(await executor.wall_ms(name), flush=True)
 
 
-def _monty_dir(path: Path) -> Path:
+def install_monty(path: Path = DEFAULT_MONTY_DIR) -> Path:
+    """``path``, holding a ``pip install --target`` copy of ``MONTY_RELEASE`` (installed now when missing)."""
     if not (path / "pydantic_monty").is_dir():
-        print(f"bench fastmcp: installing {MONTY_RELEASE} into {path} (FastMCP's default sandbox)", flush=True)
+        print(f"bench: installing {MONTY_RELEASE} into {path} (it cannot share the service venv)", flush=True)
         pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target", str(path)]
         subprocess.run([*pip, MONTY_RELEASE], check=True)
     return path
@@ -146,7 +147,7 @@ async def _alternating(base: str, monty: Path, executes: int, calls: int) -> dic
 def run_fastmcp(executes: int = 100, calls: int = 5, monty_dir: Path = DEFAULT_MONTY_DIR) -> dict[str, Any]:
     from .servers import codemode_server
 
-    monty = _monty_dir(monty_dir)
+    monty = install_monty(monty_dir)
     with codemode_server() as svc:
         walls = asyncio.run(_alternating(svc.base, monty, executes, calls))
     medians = {side: {name: statistics.median(w) for name, w in by_code.items()} for side, by_code in walls.items()}

@@ -172,7 +172,7 @@ def real_binary(started_as: str, named: str) -> str:
 
 def _plan(real: str) -> tuple[str, str, list[str]]:
     """``(bpf, why none, files the loader opens)`` for ``real``: from the cache, or built and cached."""
-    path = _cache_path(real)
+    path = cache_path(real)
     try:
         bpf, files = _read_trusted(path)
         return bpf, "", files
@@ -185,7 +185,8 @@ def _plan(real: str) -> tuple[str, str, list[str]]:
     return bpf, why, files
 
 
-def _cache_path(real: str) -> str:
+def cache_path(real: str) -> str:
+    """Where the plan for ``real`` is kept: the home of the user the launcher runs as, named by a hash."""
     binary = os.stat(real)
     loader_cache = os.stat(LOADER_CACHE).st_mtime_ns if os.path.exists(LOADER_CACHE) else 0
     identity = repr((MONTY_RULES, real, binary.st_ino, binary.st_size, binary.st_mtime_ns, loader_cache, os.uname()))
