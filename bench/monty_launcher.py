@@ -123,7 +123,24 @@ def run_monty_launcher(checkouts: int = 60, monty_dir: Path = DEFAULT_MONTY_DIR)
     walls = json.loads(child.stdout)
     medians = {mode: {name: statistics.median(w) for name, w in by.items()} for mode, by in walls.items()}
     loadavg = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
-    return {"median_ms": medians, "checkouts": checkouts, "monty": MONTY_RELEASE, "loadavg": loadavg}
+    bare = _bare_python_ms(checkouts)
+    return {
+        "median_ms": medians,
+        "bare_python_ms": bare,
+        "checkouts": checkouts,
+        "monty": MONTY_RELEASE,
+        "loadavg": loadavg,
+    }
+
+
+def _bare_python_ms(runs: int) -> float:
+    """A bare interpreter start, the bulk of what the launcher adds to a fresh worker."""
+    walls = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-I", "-c", "pass"], check=True)
+        walls.append((time.perf_counter() - start) * 1000)
+    return statistics.median(walls)
 
 
 def render(r: dict[str, Any]) -> str:
@@ -136,6 +153,7 @@ def render(r: dict[str, Any]) -> str:
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines) + (
         f"\n({r['checkouts']} checkouts per row and binary, taking turns; {r['monty']}'s pool, one process; "
+        f"a bare `python -I -c pass`, the bulk of a fresh worker's added time: {r['bare_python_ms']:.2f} ms; "
         f"load average {r['loadavg']})"
     )
 
