@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .report import aligned
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The newest pydantic-monty the index can install whole (1.5.0 names a pydantic-monty-client it lacks).
 MONTY_RELEASE = "pydantic-monty==1.4.0"
@@ -164,10 +166,7 @@ def render(r: dict[str, Any]) -> str:
         rows.append((label, f"{d:.2f}", f"{c:.2f}", f"{c - d:+.2f}"))
     per_call = [(m[side]["calls"] - m[side]["no call"]) / r["calls"] for side in ("default", "codemode")]
     rows.append(("per call_tool", f"{per_call[0]:.2f}", f"{per_call[1]:.2f}", f"{per_call[1] - per_call[0]:+.2f}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines) + (
+    return "\n".join(aligned(rows)) + (
         f"\n({r['executes']} executes per code and side, taking turns; default: FastMCP's "
         f"MontySandboxProvider on {r['monty']}; codemode: CodemodeSandboxProvider over loopback HTTP; "
         f"load average {r['loadavg']})"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .fastmcp_provider import DEFAULT_MONTY_DIR, MONTY_RELEASE, ROOT, install_monty
+from .report import aligned
 
 LAUNCHER = Path(sysconfig.get_path("scripts")) / "codemode-monty"
 MODES = {"fresh worker": 1, "reused worker": None}
@@ -148,10 +149,7 @@ def render(r: dict[str, Any]) -> str:
     for mode, by in r["median_ms"].items():
         stock, confined = by["stock"], by["codemode-monty"]
         rows.append((mode, f"{stock:.2f}", f"{confined:.2f}", f"{confined - stock:+.2f}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines) + (
+    return "\n".join(aligned(rows)) + (
         f"\n({r['checkouts']} checkouts per row and binary, taking turns; {r['monty']}'s pool, one process; "
         f"a bare `python -I -c pass`, the bulk of a fresh worker's added time: {r['bare_python_ms']:.2f} ms; "
         f"load average {r['loadavg']})"

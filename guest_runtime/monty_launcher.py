@@ -32,7 +32,7 @@ import pwd
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
-from .confinement import KILLED, READ_OWN_LIMITS, Profile, Rule, build_filter, confine
+from .confinement import ALLOWED, KILLED, NOT_EXECUTABLE, READ_OWN_LIMITS, Profile, Rule, build_filter, confine
 from .errors import ConfinementError
 
 if TYPE_CHECKING:
@@ -59,44 +59,23 @@ REFUSED = 2
 # executable memory is not refused here.
 
 _ALLOWED = (
-    "read",
-    "write",
-    "pread64",
-    "close",
-    "brk",
-    "mmap",
-    "munmap",
-    "mprotect",
-    "mremap",
-    "madvise",
-    "futex",
-    "rt_sigaction",
-    "rt_sigprocmask",
-    "rt_sigreturn",
-    "sigaltstack",
-    "poll",
-    "ppoll",
-    "getrandom",
-    "sched_getaffinity",
-    "sched_yield",
-    "gettid",
-    "getpid",
-    "set_tid_address",
-    "set_robust_list",
-    "rseq",
-    "arch_prctl",
-    "clock_gettime",
-    "clock_nanosleep",
-    "nanosleep",
-    "restart_syscall",
-    "exit",
-    "exit_group",
-    # The loader: Landlock leaves it the binary, its libraries and ld.so.cache; exec only the binary.
+    *ALLOWED,  # codemode's workers' steady state: pipes, memory, futexes, clocks, signals, exit
+    *NOT_EXECUTABLE,  # without their PROT_EXEC condition: the loader maps the libraries executable
+    # The loader (Landlock leaves it the binary, its libraries and ld.so.cache; exec only the binary)
+    # and Rust's runtime start.
     "execve",
     "openat",
     "newfstatat",
     "fstat",
     "access",
+    "pread64",
+    "arch_prctl",
+    "set_tid_address",
+    "set_robust_list",
+    "rseq",
+    "poll",
+    "ppoll",
+    "sched_getaffinity",
 )
 #: The Python worker's, but for execve: the loader needs it (Landlock leaves only the real monty).
 _KILLED = tuple(name for name in KILLED if name != "execve")

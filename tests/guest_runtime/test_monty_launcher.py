@@ -100,8 +100,11 @@ def test_a_cached_filter_anyone_else_could_have_written_is_rebuilt(monty: Path) 
     assert launch("check", real=real).returncode == 0  # the cache exists
     path = Path(cache_path(real))
     allow_everything = "BgAAAAAA/38="  # one BPF instruction: return SECCOMP_RET_ALLOW
-    path.write_text(json.dumps({"bpf": allow_everything, "files": ["/"]}))
-    path.chmod(0o666)
+    # Planted whole (a rename), so a launcher of a test running beside this one never reads it as trusted.
+    planted = path.with_suffix(".planted")
+    planted.write_text(json.dumps({"bpf": allow_everything, "files": ["/"]}))
+    planted.chmod(0o666)
+    planted.replace(path)
     assert launch("check", real=real).returncode == 0
     plan = json.loads(path.read_text())
     assert plan["bpf"] != allow_everything
