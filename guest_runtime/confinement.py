@@ -430,8 +430,9 @@ def _allow_file(ruleset: int, path: str) -> None:
     fd = os.open(path, os.O_PATH | os.O_CLOEXEC)  # the file a symlink names: rules bind inodes
     try:
         rule = _PathBeneath(READ_AND_EXECUTE, fd)
-        what = f"landlock_add_rule({path})"
-        _check(_libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0), what)
+        if _libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) == -1:
+            # Not a missing layer (the kernel made the ruleset): a process must not run without it.
+            raise ConfinementError(f"landlock_add_rule({path}) failed: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(fd)
 
