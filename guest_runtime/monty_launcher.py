@@ -144,7 +144,7 @@ def real_binary(started_as: str, named: str) -> str:
             f"no monty binary at {source}; set {REAL_BIN_VARIABLE} to the real monty, or start codemode-monty "
             "by a link to it placed in the real monty's directory (pip install pydantic-monty puts monty there)"
         )
-    if real == os.path.realpath(sys.argv[0]):
+    if real == os.path.realpath(started_as):
         raise ConfinementError(f"{source} is this launcher itself; name the link anything but monty")
     return real
 
@@ -152,25 +152,30 @@ def real_binary(started_as: str, named: str) -> str:
 def _plan(real: str) -> tuple[str, str, list[str]]:
     """``(bpf, why none, files the loader opens)`` for ``real``: from the cache, or built and cached."""
     path = cache_path(real)
-    try:
-        bpf, files = _read_trusted(path)
-        return bpf, "", files
-    except (OSError, ValueError):
-        pass
+    if path:
+        try:
+            bpf, files = _read_trusted(path)
+            return bpf, "", files
+        except (OSError, ValueError):
+            pass
     files = _loader_files(real)
     bpf, why = build_filter(MONTY_RULES)
-    if bpf:
+    if bpf and path:
         _write_cache(path, {"bpf": bpf, "files": files})
     return bpf, why, files
 
 
 def cache_path(real: str) -> str:
-    """Where the plan for ``real`` is kept: the home of the user the launcher runs as, named by a hash."""
+    """Where the plan for ``real`` is kept: the home of the user the launcher runs as, named by a hash;
+    ``""`` for a user without a home (a uid the password database does not know)."""
     binary = os.stat(real)
     loader_cache = os.stat(LOADER_CACHE).st_mtime_ns if os.path.exists(LOADER_CACHE) else 0
     identity = repr((MONTY_RULES, real, binary.st_ino, binary.st_size, binary.st_mtime_ns, loader_cache, os.uname()))
     digest = hashlib.sha256(identity.encode()).hexdigest()[:32]
-    home = pwd.getpwuid(os.geteuid()).pw_dir
+    try:
+        home = pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        return ""
     return os.path.join(home, ".cache", "codemode", f"monty-launcher-{digest}.json")
 
 

@@ -86,13 +86,17 @@ def test_the_real_binary_starts_no_process() -> None:
     assert done.returncode == 125
 
 
-def test_without_a_monty_it_refuses_and_says_what_to_set() -> None:
+def test_without_a_monty_it_refuses_and_says_what_to_set(tmp_path: Path) -> None:
     done = launch("subprocess")  # the venv's own script: pydantic-monty 0.0.18 ships no monty beside it
     assert done.returncode == REFUSED
     assert REAL_BIN_VARIABLE in done.stderr
     relative = launch("subprocess", real="monty")
     assert relative.returncode == REFUSED
     assert "must be absolute" in relative.stderr
+    (tmp_path / "monty").symlink_to(LAUNCHER)  # a link named monty: the monty beside it is itself
+    itself = launch("subprocess", launcher=tmp_path / "monty")
+    assert itself.returncode == REFUSED
+    assert "is this launcher itself" in itself.stderr
 
 
 def test_a_cached_filter_anyone_else_could_have_written_is_rebuilt(monty: Path) -> None:
