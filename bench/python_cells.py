@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from service.assembly import Components, build_components
-from service.auth import LOCAL_TENANT
+from service.auth import LOCAL_KEY, LOCAL_TENANT
 from service.runtime.envelopes import plain
 from service.runtime.spec import CellSpec
 from service.settings import Settings
@@ -71,7 +71,7 @@ async def _figures(tmp: str, cells: int, calls: int) -> dict[str, Any]:
                 walls[lang]["calls"].append(wall * 1000 / calls)
         parked = {}
         for lang in PARKED:
-            client_tools = tuple(await svc.access.client_tools([WAITER]))
+            client_tools = tuple(await svc.access.client_tools([WAITER], LOCAL_KEY))
             env, _ = await _cell(svc, PARKED[lang], lang, client_tools=client_tools)
             assert env["status"] == "waiting", env
             parked[lang] = env["telemetry"]["heap_bytes"]
