@@ -48,7 +48,7 @@ DEFAULTS: Final[Mapping[str, int]] = MappingProxyType(
 )
 
 #: The generated prelude file, and the command that rewrites it.
-PRELUDE_FILE = Path(__file__).parent / "prelude" / "guest_config.js"
+PRELUDE_FILE = Path(__file__).parent / "quickjs" / "prelude" / "guest_config.js"
 REGENERATE = "python scripts/check_prelude.py --write-config"
 
 

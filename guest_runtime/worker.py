@@ -40,9 +40,7 @@ from bridge.messages import (
 )
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value, shipped_value
 
-from .cell_stacks import map_stack
 from .confinement import confine
-from .driver import GuestEngine, check_engine, give_back_memory
 from .errors import (
     REQUEST_LIMIT_EXCEEDED,
     STALLED,
@@ -53,7 +51,9 @@ from .errors import (
     GuestSyntaxError,
     GuestTimeout,
 )
-from .python.engine import PythonEngine
+from .monty.engine import PythonEngine
+from .quickjs.cell_stacks import map_stack
+from .quickjs.engine import GuestEngine, check_engine, give_back_memory
 
 #: What a slice answers when its runtime blocked on host work and stays in the worker's table.
 IDLE = None

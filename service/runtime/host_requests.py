@@ -572,6 +572,6 @@ def check_request(raw: bytes, max_request_bytes: int, max_request_values: int) -
             name="RangeError",
         )
     if count_values(raw, max_request_values) > max_request_values:
-        # The same words as the prelude's refusal (guest_runtime/prelude/requests.js).
+        # The same words as the prelude's refusal (guest_runtime/quickjs/prelude/requests.js).
         return GuestError(over_cap_message(max_request_values, "request arguments hold"), "invalid_input", "RangeError")
     return None

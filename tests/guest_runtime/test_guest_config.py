@@ -11,10 +11,10 @@ import pytest
 from bridge import jsoncodec
 from bridge.messages import GuestCaps
 from guest_runtime import guest_config
-from guest_runtime.driver import GuestEngine
 from guest_runtime.errors import EngineFault
 from guest_runtime.guest_config import MAX_PENDING_REQUESTS, MAX_QUEUED_REQUESTS, MAX_REQUEST_VALUES, read_caps
-from guest_runtime.python.engine import PythonEngine
+from guest_runtime.monty.engine import PythonEngine
+from guest_runtime.quickjs.engine import GuestEngine
 
 MiB = 1024 * 1024
 

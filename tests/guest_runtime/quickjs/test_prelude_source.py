@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bridge import jsoncodec
-from guest_runtime import prelude_source
-from guest_runtime.driver import GuestEngine, compile_prelude
 from guest_runtime.errors import EngineFault
+from guest_runtime.quickjs import prelude_source
+from guest_runtime.quickjs.engine import GuestEngine, compile_prelude
 
 #: Each of these broke under the old loader, which squeezed the prelude onto one line by cutting
 #: everything after " // " and joining lines with spaces: the string holding " // " lost its end,

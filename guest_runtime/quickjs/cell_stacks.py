@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import GuestSyntaxError
+from ..errors import GuestSyntaxError
 
 #: Lines the AsyncFunction constructor puts before the body: "(async function anonymous(\n) {\n".
 _BODY_LINE_OFFSET = 2

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from bridge import jsoncodec
-from guest_runtime import typescript
-from guest_runtime.driver import GuestEngine
 from guest_runtime.errors import GuestSyntaxError, GuestTimeout
-from guest_runtime.typescript import MAX_DEPTH, strip_types
+from guest_runtime.quickjs import typescript
+from guest_runtime.quickjs.engine import GuestEngine
+from guest_runtime.quickjs.typescript import MAX_DEPTH, strip_types
 
 MiB = 1024 * 1024
 

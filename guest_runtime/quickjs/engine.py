@@ -31,9 +31,9 @@ import _quickjs
 
 from bridge.jsoncodec import well_formed, well_formed_str
 
+from ..errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
 from . import prelude_source
 from .cell_stacks import first_line, syntax_error
-from .errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
 from .prelude_source import PreludeSource
 from .typescript import read_cell
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from bridge import jsoncodec
-from guest_runtime import driver
-from guest_runtime.cell_stacks import map_stack
-from guest_runtime.driver import GuestEngine, check_engine
 from guest_runtime.errors import EngineFault, GuestFault, GuestTimeout
+from guest_runtime.quickjs import engine as quickjs_engine
+from guest_runtime.quickjs.cell_stacks import map_stack
+from guest_runtime.quickjs.engine import GuestEngine, check_engine
 
 MiB = 1024 * 1024
 
@@ -59,7 +59,7 @@ def test_check_engine_proves_the_prelude_and_rejection_tracker():
 
 def test_check_engine_refuses_an_engine_whose_busy_loop_is_not_interrupted(monkeypatch: pytest.MonkeyPatch):
     """The deadline is the driver's own interrupt handler: without it installed, the start-up check fails."""
-    monkeypatch.setattr(driver._lib, "JS_SetInterruptHandler", lambda *args: None)
+    monkeypatch.setattr(quickjs_engine._lib, "JS_SetInterruptHandler", lambda *args: None)
     with pytest.raises(EngineFault, match="did not stop a busy loop"):
         check_engine()
 
@@ -77,7 +77,7 @@ def test_heap_bytes_is_what_the_memory_limit_counts_as_it_grows_and_shrinks():
 
 def test_check_engine_refuses_a_binding_whose_malloc_counters_moved(monkeypatch: pytest.MonkeyPatch):
     """Read one word off, the counters do not match memory(): the worker must not start on garbage."""
-    monkeypatch.setattr(driver, "_MALLOC_STATE_OFFSET", driver._MALLOC_STATE_OFFSET + 8)
+    monkeypatch.setattr(quickjs_engine, "_MALLOC_STATE_OFFSET", quickjs_engine._MALLOC_STATE_OFFSET + 8)
     with pytest.raises(EngineFault, match="malloc counters"):
         check_engine()
 
@@ -480,7 +480,7 @@ def test_a_large_reply_leaves_the_next_collection_due_at_one_and_a_half_times_th
     """A reply over GC_PAUSE_BYTES is parsed with the collector held off; afterwards the next collection is
     due where the engine puts it after one (1.5x the heap), not at 90% of the cap nor at the old threshold."""
     payload = _large_reply(30_000)
-    assert len(payload) >= driver.GC_PAUSE_BYTES
+    assert len(payload) >= quickjs_engine.GC_PAUSE_BYTES
     engine = _engine(tools=[_NOP])
     engine.compile("const rows = await nop({}); return rows.length", 2.0)
     deadline = time.monotonic() + 2.0
@@ -488,7 +488,7 @@ def test_a_large_reply_leaves_the_next_collection_due_at_one_and_a_half_times_th
     engine.pump(deadline)
     request = _take(engine)["requests"][0]
     engine.settle(request["id"], True, payload)
-    threshold = driver.gc_threshold(engine)
+    threshold = quickjs_engine.gc_threshold(engine)
     heap = engine.heap_bytes()
     assert threshold == heap + heap // 2
     engine.pump(deadline)
