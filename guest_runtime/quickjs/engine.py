@@ -1,9 +1,11 @@
 """The one module that talks to QuickJS (PyPI ``quickjs-ng``, whose C extension is ``_quickjs``).
 
-``GuestEngine`` is one fresh runtime + context with the prelude loaded.  It exposes only what
-the worker loop needs: configure, compile, start, pump jobs under a deadline, take queued
-requests/output, settle replies, and read the heap size.  Engine exceptions are translated
-into ``guest_runtime.errors`` here and nowhere else.
+``GuestEngine`` is one fresh runtime + context with the prelude loaded: the ``Engine`` of JavaScript
+and TypeScript cells (``guest_runtime/engine.py``).  A slice calls the cell (or settles the host's
+replies), pumps its jobs under a deadline, then takes what the prelude queued (requests, cancels,
+output and the cell's outcome, one JSON text: the binding hands over strings, not objects) and tells
+the driver what happened as a ``Slice``.  Engine exceptions are translated into
+``guest_runtime.errors`` here and nowhere else.
 
 Unhandled promise rejections need the engine's rejection tracker, which the binding does not
 expose.  We install it through ctypes on the runtime pointer of the binding's Context object;
@@ -24,16 +26,18 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TypedDict
 
 import _quickjs
 
-from bridge.jsoncodec import well_formed, well_formed_str
+from bridge.jsoncodec import loads, well_formed, well_formed_str
+from bridge.messages import GuestRequest
 
-from ..errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from ..engine import Failed, Returned, SettledReply, Slice, Waiting, bridge_failure_code, stalled
+from ..errors import MEMORY_LIMIT_EXCEEDED, UNCAUGHT_ERROR, EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
 from . import prelude_source
-from .cell_stacks import first_line, syntax_error
+from .cell_stacks import first_line, map_stack, syntax_error
 from .prelude_source import PreludeSource
 from .typescript import read_cell
 
@@ -250,6 +254,37 @@ _PRELUDE_BYTECODE = compile_prelude(prelude_source.load())
 
 # ---- the engine ------------------------------------------------------------------------------
 
+
+class _Done(TypedDict):
+    """The cell's outcome as the prelude's ``finish`` writes it (hook.js); only ``ok`` when it returned."""
+
+    ok: bool
+    bridge: bool  # a host request's rejection ended it
+    error: str  # ``Name: message`` and the engine's stack
+    code: str  # the host's code of that rejection
+    oom: bool  # the engine's heap cap ended it
+
+
+class Taken(TypedDict):
+    """What the prelude's ``take`` hands over (hook.js): queued since the last take, and the outcome so far."""
+
+    requests: list[GuestRequest]
+    cancels: list[int]
+    output: list[str]  # each entry one JSON text
+    outstanding: int  # pending host requests, timers included
+    required: int  # pending host requests that are not timers
+    done: _Done | None
+
+
+class _BridgeRejection(TypedDict):
+    error: str
+    code: str
+
+
+def _unhandled_text(reason: str) -> str:
+    return "Unhandled promise rejection: " + map_stack(reason)
+
+
 #: Sources from this size up leave a syntax tree of tens of MiB in malloc's free lists once read as
 #: TypeScript (``typescript.py``): handed back to the kernel at once, not when the next trim comes.
 TRIM_AFTER_SOURCE_CHARS = 256 * 1024
@@ -339,11 +374,61 @@ class GuestEngine:
         if len(code) >= TRIM_AFTER_SOURCE_CHARS:
             give_back_memory()  # a large source's syntax tree is freed to malloc, not to the kernel
 
-    def start(self, deadline: float) -> None:
-        """Call the compiled cell; its outcome is published through ``take()``."""
+    def call_cell(self, deadline: float) -> None:
+        """Call the compiled cell (its synchronous start runs); its outcome is published through ``take()``."""
         self._deadline = deadline
         self._call("start", self._fn)
         self._fn = None
+
+    # -- slices (the ``Engine`` contract) -------------------------------------------------------
+
+    def start(self, deadline: float) -> Slice:
+        """Call the compiled cell, then run its jobs until it waits, ends or fails."""
+        self.call_cell(deadline)
+        return self._slice(deadline)
+
+    def resume(self, replies: Sequence[SettledReply], deadline: float) -> Slice:
+        """Settle the host's replies, then run the cell's jobs until it waits, ends or fails."""
+        self._deadline = deadline
+        for request_id, ok, payload in replies:
+            self.settle(request_id, ok, payload)
+        return self._slice(deadline)
+
+    def _slice(self, deadline: float) -> Slice:
+        self.pump(deadline)
+        taken = self.take()
+        done, cancels, output = taken["done"], taken["cancels"], taken["output"]
+        if done is not None and taken["required"] == 0:
+            if taken["outstanding"]:  # only timers are left: nobody awaits them, they are dropped
+                self.cancel_timers()
+                cancels = cancels + self.take()["cancels"]
+            return self._ended(done, cancels, output)
+        if taken["outstanding"] == 0:
+            # A rejection nobody handled (e.g. a timer the host refused) explains the stall better.
+            unhandled = self.unhandled_rejections()
+            if unhandled:
+                return Failed(_unhandled_text(unhandled[0]), "guest", UNCAUGHT_ERROR, cancels, output)
+            return stalled(cancels, output)
+        return Waiting(taken["requests"], cancels, taken["outstanding"], output)
+
+    def _ended(self, done: _Done, cancels: list[int], output: list[str]) -> Slice:
+        """How the cell that settled ``done`` ended, unhandled rejections counted."""
+        if done["ok"]:
+            bridge = self.unhandled_bridge_rejection()
+            if bridge is not None:
+                return Failed(
+                    _unhandled_text(bridge["error"]), "bridge", bridge_failure_code(bridge["code"]), cancels, output
+                )
+            unhandled = self.unhandled_rejections()
+            if unhandled:
+                return Failed(_unhandled_text(unhandled[0]), "guest", UNCAUGHT_ERROR, cancels, output)
+            return Returned(cancels, output)
+        if done["oom"]:  # the cell itself ended on the engine's heap cap: a clean failure
+            text = "memory limit exceeded: InternalError: out of memory"
+            return Failed(text, "guest", MEMORY_LIMIT_EXCEEDED, cancels, output)
+        if done["bridge"]:
+            return Failed(map_stack(done["error"]), "bridge", bridge_failure_code(done["code"]), cancels, output)
+        return Failed(map_stack(done["error"]), "guest", UNCAUGHT_ERROR, cancels, output)
 
     # -- the job loop ---------------------------------------------------------------------------
 
@@ -376,8 +461,8 @@ class GuestEngine:
         self._deadline = deadline
         return self._text("value", self._call("value"))
 
-    def take(self) -> str:
-        """Return the JSON text of queued requests, cancels, output and the outcome.
+    def take(self) -> Taken:
+        """The requests, cancels and output queued since the last take, and the cell's outcome so far.
 
         Joining them copies what the cell queued, at most its heap cap: that copy is the host's
         cost, so the cap is lifted for the call (no cell code runs inside it).  When the requests'
@@ -397,7 +482,10 @@ class GuestEngine:
             self.pump(self._deadline)
         snapshot, inline, args = text.partition("\n")
         self._taken_args = args.split("\n") if inline else None
-        return snapshot
+        taken: Taken = loads(snapshot)
+        # Each output entry is JSON text inside the snapshot's: its escaped lone surrogates survive the parse.
+        taken["output"] = [well_formed(entry) for entry in taken["output"]]
+        return taken
 
     def request_args(self, index: int) -> str:
         """The JSON argument text of request ``index`` of the last ``take`` (each is handed over once).
@@ -435,14 +523,17 @@ class GuestEngine:
     def cancel_timers(self) -> None:
         self._call("cancelTimers")
 
-    def unhandled_bridge_rejection(self) -> str | None:
-        """JSON text ``{error, code}`` of the first host failure nobody handled, else None."""
+    def unhandled_bridge_rejection(self) -> _BridgeRejection | None:
+        """The error text and host code of the first host failure nobody handled, else None."""
         still = _unhandled.get(self._cptr, {})
         ids = [request_id for promise, request_id in self._failed_unhandled.items() if promise in still]
         if not ids:
             return None
         result = self._call("unhandledBridge", min(ids))
-        return None if result is None else self._text("unhandledBridge", result)
+        if result is None:
+            return None
+        rejection: _BridgeRejection = loads(self._text("unhandledBridge", result))
+        return rejection
 
     def unhandled_rejections(self) -> list[str]:
         """Reason texts of rejected promises of this engine that never got a handler."""
@@ -553,10 +644,8 @@ def check_engine() -> None:
     engine.configure('{"tools":[],"mcp":[],"maxRequestBytes":1024}', 8 * 1024 * 1024)
     # Typed: the TypeScript stripper parses once before the worker confines itself.
     engine.compile('const probe: string = "probe"; void Promise.reject(new Error(probe)); return 1', 1.0)
-    deadline = time.monotonic() + 1.0
-    engine.start(deadline)
-    engine.pump(deadline)
-    if not any("probe" in r for r in engine.unhandled_rejections()):
+    outcome = engine.start(time.monotonic() + 1.0)
+    if not (isinstance(outcome, Failed) and "probe" in outcome.text):
         raise EngineFault("the QuickJS rejection tracker is not wired; is quickjs-ng the pinned version?")
     engine.close()
     _check_interrupt()
@@ -570,7 +659,7 @@ def _check_interrupt() -> None:
     # reported, not a worker that never starts.
     engine.compile("const end = Date.now() + 1000; while (Date.now() < end) {}", 2.0)
     try:
-        engine.start(time.monotonic() + 0.005)
+        engine.call_cell(time.monotonic() + 0.005)
     except GuestTimeout:
         return
     finally:

@@ -73,9 +73,9 @@ def _refusals(code: str, **caps: int) -> list[str]:
     engine.configure(jsoncodec.dumps_text({"tools": [], "mcp": [], **caps}), 64 * MiB)
     engine.compile(code, 5.0)
     deadline = time.monotonic() + 5.0
-    engine.start(deadline)
+    engine.call_cell(deadline)
     engine.pump(deadline)
-    snap = jsoncodec.loads(engine.take())
+    snap = engine.take()
     return [jsoncodec.loads(entry)["text"] for entry in snap["output"]]
 
 
