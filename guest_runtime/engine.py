@@ -30,6 +30,9 @@ from bridge.messages import GuestRequest, Phase
 
 from .errors import STALLED, UNCAUGHT_ERROR
 
+#: The cell's own frames a ``Failed`` text shows at most, in either language.
+MAX_ERROR_FRAMES = 10
+
 #: One host reply for a request of the cell: (request id, ok, the reply's JSON text, or the JSON text of
 #: its ``ReplyError`` when not ok).
 SettledReply = tuple[int, bool, str]
@@ -62,7 +65,7 @@ class Returned:
 class Failed:
     """The cell ended in a failure of its own: the envelope's text, phase and code."""
 
-    text: str  # ``Name: message``, then the cell's own frames in its own lines
+    text: str  # ``Name: message``, then at most MAX_ERROR_FRAMES of the cell's own frames, in its own lines
     phase: Phase
     code: str
     cancels: list[int]

@@ -31,7 +31,7 @@ import pydantic_monty as monty
 from bridge.jsoncodec import loads
 from bridge.messages import GuestRequest, Phase
 
-from ..engine import Failed, Returned, SettledReply, Slice, Waiting, bridge_failure_code, stalled
+from ..engine import MAX_ERROR_FRAMES, Failed, Returned, SettledReply, Slice, Waiting, bridge_failure_code, stalled
 from ..errors import UNCAUGHT_ERROR, EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
 from ..guest_config import read_caps
 from .host_requests import HostRequests, Shape
@@ -41,7 +41,6 @@ from .values import NotJson, to_json_text
 
 EMPTY = Namespaces({})
 SCRIPT = "cell.py"
-MAX_FRAMES = 10
 #: What a value Monty cannot hand over as plain data (a type, a module object) is told.
 NO_JSON_FORM = "has no JSON form (use dict, list, str, int, float, bool, None)"
 #: Monty's own stack bound; a deeper call chain is a RecursionError the cell may catch.
@@ -348,7 +347,7 @@ def _frames_of(exc: monty.MontyError) -> list[monty.Frame]:
 
 def _error_text(head: str, frames: list[monty.Frame]) -> str:
     """``Name: message`` first, then the cell's own frames (innermost last, as Python prints them)."""
-    shown = [f for f in frames if f.filename == SCRIPT][-MAX_FRAMES:]
+    shown = [f for f in frames if f.filename == SCRIPT][-MAX_ERROR_FRAMES:]
     lines = [head]
     for f in shown:
         where = f'  File "{SCRIPT}", line {f.line}, column {f.column}, in {f.function_name or "<module>"}'

@@ -48,6 +48,7 @@ from bridge.json_cost import parsed_cost
 from bridge.json_types import JsonValue
 from bridge.json_values import count_values, over_cap_message
 from bridge.messages import Reply
+from guest_runtime.guest_config import MAX_REQUEST_VALUES
 from service.tracing import end_call
 
 from .clocks import UNTIMED_METHODS, WaitClock
@@ -113,7 +114,7 @@ class HostRequests:
         make_call: Callable[[int, str, bytes], HostCall],
         *,
         max_request_bytes: int = 256 * 1024 * 1024,
-        max_request_values: int = 1_000_000,
+        max_request_values: int = MAX_REQUEST_VALUES,
         account: HeldAccount | None = None,
     ) -> None:
         self.dispatcher = dispatcher

@@ -77,6 +77,5 @@ function defineValue(o, k, v) {
   defineProperty(o, k, { value: v, writable: true, enumerable: true, configurable: true });
 }
 
-// Arrays/objects a value crossing the bridge may nest (bridge.jsoncodec.MAX_NESTING).
-const MAX_NESTING = 200;
+// MAX_NESTING (guest_config.js): arrays/objects a value crossing the bridge may nest.
 const TOO_DEEP = "[Nested too deep: values may nest at most " + MAX_NESTING + " levels of arrays/objects]";
