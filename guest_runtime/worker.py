@@ -47,7 +47,7 @@ from bridge.messages import (
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value, shipped_value
 
 from .confinement import confine
-from .engine import Engine, Returned, SettledReply, Slice, Waiting
+from .engine import Engine, Returned, SettledReply, Waiting
 from .errors import (
     MEMORY_LIMIT_EXCEEDED,
     REQUEST_LIMIT_EXCEEDED,
@@ -57,8 +57,9 @@ from .errors import (
     GuestSyntaxError,
     GuestTimeout,
 )
+from .heap_trim import give_back_memory
 from .monty.engine import PythonEngine
-from .quickjs.engine import GuestEngine, check_engine, give_back_memory
+from .quickjs.engine import GuestEngine, check_engine
 
 
 class SliceEnd(enum.Enum):
@@ -189,7 +190,7 @@ class CellRun:
             return self.fail(str(exc), "input", "invalid_input")
         except GuestTimeout:
             return self.fail("cell timeout exceeded", "guest", "timeout", recycle=True)
-        return self._guarded(self.engine.start, self.deadline)
+        return self._guarded(None)
 
     def resume(self, reply: SettleFrame, *, clock_read: bool = False) -> SliceEnd:
         """A later slice: settle the host's replies, then run until the next stop.
@@ -208,12 +209,15 @@ class CellRun:
             for r in reply["replies"]
         ]
         self.deadline = time.monotonic() + reply["budget_ms"] / 1000
-        return self._guarded(partial(self.engine.resume, settles), self.deadline)
+        return self._guarded(settles)
 
-    def _guarded(self, run_slice: Callable[[float], Slice], deadline: float) -> SliceEnd:
-        """Run one slice of the engine and act on what it came to; a fault of the engine fails the cell."""
+    def _guarded(self, replies: list[SettledReply] | None) -> SliceEnd:
+        """Run one slice (the first when ``replies`` is None) and act on what it came to; a fault of the
+        engine fails the cell."""
         try:
-            outcome = run_slice(deadline)
+            outcome = (
+                self.engine.start(self.deadline) if replies is None else self.engine.resume(replies, self.deadline)
+            )
             for entry in outcome.output:
                 self.capture.add(entry)
             if isinstance(outcome, Waiting):

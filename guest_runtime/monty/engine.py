@@ -8,14 +8,14 @@ can neither start nor confine).  Monty has no OS access of its own: every file, 
 call it would make surfaces as an OS-call snapshot, which is answered "not handled", so the guest sees
 an ordinary Python error.
 
-A slice runs the cell until every task awaits host work; Monty then pauses it in a ``FutureSnapshot``.  The
-engine dumps that snapshot to bytes and drops the live interpreter: a parked Python cell costs its
+A slice runs the cell until every task awaits host work; Monty then pauses it in a
+``FutureSnapshot``.  The engine dumps that snapshot to bytes and drops the live interpreter: a parked Python cell costs its
 paused state, the bytes (reported as its heap), and loading them again restarts Monty's time limit,
 so a leg's budget never counts the time the cell spent parked.
 
 Guest-visible names are external functions: a call to ``text``, ``json``, ``print``, a tool's callable
 name, ``yield_control``, ``sleep``, ``store`` or ``load`` pauses Monty at a ``FunctionSnapshot``; host
-requests are queued (answered later by ``settle``), output is kept for ``take``.  Any other unknown
+requests are queued (answered by a later ``resume``), output is kept for the slice's outcome.  Any other unknown
 name is a ``NameError``, as in Python.
 """
 

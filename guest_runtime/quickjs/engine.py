@@ -27,17 +27,18 @@ import os
 import re
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, TypedDict
+from typing import Any
 
 import _quickjs
 
 from bridge.jsoncodec import loads, well_formed, well_formed_str
-from bridge.messages import GuestRequest
 
-from ..engine import Failed, Returned, SettledReply, Slice, Waiting, bridge_failure_code, stalled
-from ..errors import MEMORY_LIMIT_EXCEEDED, UNCAUGHT_ERROR, EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from ..engine import Failed, SettledReply, Slice
+from ..errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from ..heap_trim import give_back_memory
 from . import prelude_source
-from .cell_stacks import first_line, map_stack, syntax_error
+from .cell_stacks import first_line, syntax_error
+from .outcome import BridgeRejection, Taken, slice_of
 from .prelude_source import PreludeSource
 from .typescript import read_cell
 
@@ -255,36 +256,6 @@ _PRELUDE_BYTECODE = compile_prelude(prelude_source.load())
 # ---- the engine ------------------------------------------------------------------------------
 
 
-class _Done(TypedDict):
-    """The cell's outcome as the prelude's ``finish`` writes it (hook.js); only ``ok`` when it returned."""
-
-    ok: bool
-    bridge: bool  # a host request's rejection ended it
-    error: str  # ``Name: message`` and the engine's stack
-    code: str  # the host's code of that rejection
-    oom: bool  # the engine's heap cap ended it
-
-
-class Taken(TypedDict):
-    """What the prelude's ``take`` hands over (hook.js): queued since the last take, and the outcome so far."""
-
-    requests: list[GuestRequest]
-    cancels: list[int]
-    output: list[str]  # each entry one JSON text
-    outstanding: int  # pending host requests, timers included
-    required: int  # pending host requests that are not timers
-    done: _Done | None
-
-
-class _BridgeRejection(TypedDict):
-    error: str
-    code: str
-
-
-def _unhandled_text(reason: str) -> str:
-    return "Unhandled promise rejection: " + map_stack(reason)
-
-
 #: Sources from this size up leave a syntax tree of tens of MiB in malloc's free lists once read as
 #: TypeScript (``typescript.py``): handed back to the kernel at once, not when the next trim comes.
 TRIM_AFTER_SOURCE_CHARS = 256 * 1024
@@ -385,50 +356,16 @@ class GuestEngine:
     def start(self, deadline: float) -> Slice:
         """Call the compiled cell, then run its jobs until it waits, ends or fails."""
         self.call_cell(deadline)
-        return self._slice(deadline)
+        self.pump(deadline)
+        return slice_of(self)
 
     def resume(self, replies: Sequence[SettledReply], deadline: float) -> Slice:
         """Settle the host's replies, then run the cell's jobs until it waits, ends or fails."""
         self._deadline = deadline
         for request_id, ok, payload in replies:
             self.settle(request_id, ok, payload)
-        return self._slice(deadline)
-
-    def _slice(self, deadline: float) -> Slice:
         self.pump(deadline)
-        taken = self.take()
-        done, cancels, output = taken["done"], taken["cancels"], taken["output"]
-        if done is not None and taken["required"] == 0:
-            if taken["outstanding"]:  # only timers are left: nobody awaits them, they are dropped
-                self.cancel_timers()
-                cancels = cancels + self.take()["cancels"]
-            return self._ended(done, cancels, output)
-        if taken["outstanding"] == 0:
-            # A rejection nobody handled (e.g. a timer the host refused) explains the stall better.
-            unhandled = self.unhandled_rejections()
-            if unhandled:
-                return Failed(_unhandled_text(unhandled[0]), "guest", UNCAUGHT_ERROR, cancels, output)
-            return stalled(cancels, output)
-        return Waiting(taken["requests"], cancels, taken["outstanding"], output)
-
-    def _ended(self, done: _Done, cancels: list[int], output: list[str]) -> Slice:
-        """How the cell that settled ``done`` ended, unhandled rejections counted."""
-        if done["ok"]:
-            bridge = self.unhandled_bridge_rejection()
-            if bridge is not None:
-                return Failed(
-                    _unhandled_text(bridge["error"]), "bridge", bridge_failure_code(bridge["code"]), cancels, output
-                )
-            unhandled = self.unhandled_rejections()
-            if unhandled:
-                return Failed(_unhandled_text(unhandled[0]), "guest", UNCAUGHT_ERROR, cancels, output)
-            return Returned(cancels, output)
-        if done["oom"]:  # the cell itself ended on the engine's heap cap: a clean failure
-            text = "memory limit exceeded: InternalError: out of memory"
-            return Failed(text, "guest", MEMORY_LIMIT_EXCEEDED, cancels, output)
-        if done["bridge"]:
-            return Failed(map_stack(done["error"]), "bridge", bridge_failure_code(done["code"]), cancels, output)
-        return Failed(map_stack(done["error"]), "guest", UNCAUGHT_ERROR, cancels, output)
+        return slice_of(self)
 
     # -- the job loop ---------------------------------------------------------------------------
 
@@ -483,8 +420,9 @@ class GuestEngine:
         snapshot, inline, args = text.partition("\n")
         self._taken_args = args.split("\n") if inline else None
         taken: Taken = loads(snapshot)
-        # Each output entry is JSON text inside the snapshot's: its escaped lone surrogates survive the parse.
-        taken["output"] = [well_formed(entry) for entry in taken["output"]]
+        if taken["output"]:
+            # Each entry is JSON text inside the snapshot's: its escaped lone surrogates survive the parse.
+            taken["output"] = [well_formed(entry) for entry in taken["output"]]
         return taken
 
     def request_args(self, index: int) -> str:
@@ -523,7 +461,7 @@ class GuestEngine:
     def cancel_timers(self) -> None:
         self._call("cancelTimers")
 
-    def unhandled_bridge_rejection(self) -> _BridgeRejection | None:
+    def unhandled_bridge_rejection(self) -> BridgeRejection | None:
         """The error text and host code of the first host failure nobody handled, else None."""
         still = _unhandled.get(self._cptr, {})
         ids = [request_id for promise, request_id in self._failed_unhandled.items() if promise in still]
@@ -532,7 +470,7 @@ class GuestEngine:
         result = self._call("unhandledBridge", min(ids))
         if result is None:
             return None
-        rejection: _BridgeRejection = loads(self._text("unhandledBridge", result))
+        rejection: BridgeRejection = loads(self._text("unhandledBridge", result))
         return rejection
 
     def unhandled_rejections(self) -> list[str]:
@@ -576,15 +514,6 @@ class GuestEngine:
         return result
 
 
-try:
-    _libc: Any = ctypes.CDLL(None)
-    _malloc_trim: Any = _libc.malloc_trim
-    _malloc_trim.argtypes = [ctypes.c_size_t]
-    _malloc_trim.restype = ctypes.c_int
-except (OSError, AttributeError):  # not glibc: freed memory stays with the allocator
-    _malloc_trim = None
-
-
 @contextlib.contextmanager
 def _collected_first(ctx: _quickjs.Context, malloc: Any) -> Iterator[None]:
     """Run the engine's collector once, then keep it paused for the block (a large reply's parse).
@@ -611,18 +540,6 @@ def _collected_first(ctx: _quickjs.Context, malloc: Any) -> Iterator[None]:
 def gc_threshold(engine: GuestEngine) -> int:
     """The heap size at which the engine's collector runs next (for tests and diagnostics)."""
     return int(_lib.JS_GetGCThreshold(_runtime_pointer(engine._ctx)))
-
-
-def give_back_memory() -> bool:
-    """Return freed heap pages to the kernel (glibc ``malloc_trim``); False where there is no such call.
-
-    A freed runtime's memory goes back to malloc, not to the kernel: after many parked runtimes are
-    dropped, the process would keep hundreds of MiB it no longer uses.
-    """
-    if _malloc_trim is None:
-        return False
-    _malloc_trim(0)
-    return True
 
 
 def _raise_engine_exception(text: str, *, guest: bool = False) -> None:
