@@ -46,7 +46,8 @@ NO_JSON_FORM = "has no JSON form (use dict, list, str, int, float, bool, None)"
 #: Monty's own stack bound; a deeper call chain is a RecursionError the cell may catch.
 MAX_RECURSION_DEPTH = 200
 
-_TIMEOUT = re.compile(r"^TimeoutError: time limit exceeded: [0-9.]+ms > [0-9.]+ms$")
+#: Monty's own time limit; it prints durations in the unit that fits (``500ms``, ``1.5s``).
+_TIMEOUT = re.compile(r"^TimeoutError: time limit exceeded: [0-9.]+(?:ns|µs|ms|s) > [0-9.]+(?:ns|µs|ms|s)$")
 _OUT_OF_MEMORY = re.compile(r"^MemoryError: memory limit exceeded: ")
 
 #: Where Monty stops a slice.
@@ -105,6 +106,8 @@ class PythonEngine:
         }
         program, self._program = self._program, None
         self._advance(lambda: program.start(limits=limits, print_callback=self._output.on_print))
+        if time.monotonic() >= deadline:  # as a JavaScript cell's first slice: its jobs run under the deadline
+            raise GuestTimeout("cell timeout exceeded")
         return self._slice()
 
     def resume(self, replies: Sequence[SettledReply], deadline: float) -> Slice:

@@ -16,6 +16,7 @@ from bridge import jsoncodec
 from bridge.messages import Language, RunFrame, WorkerFrame, run_frame, settle_frame
 from guest_runtime import engine as contract
 from guest_runtime.engine import Engine, Failed, Returned, Slice, Waiting
+from guest_runtime.errors import GuestTimeout
 from guest_runtime.monty.engine import PythonEngine
 from guest_runtime.quickjs.engine import GuestEngine
 from guest_runtime.worker import CellRun, SliceEnd
@@ -106,6 +107,20 @@ def test_a_host_rejection_nobody_catches_fails_in_the_bridge_phase(language: Lan
     assert isinstance(outcome, Failed)
     assert (outcome.phase, outcome.code) == ("bridge", code)
     assert "refused here" in outcome.text
+
+
+RUNAWAY = {"javascript": "while (true) {}", "python": "while True:\n    pass"}
+
+
+@pytest.mark.parametrize("language", list(ENGINES))
+@pytest.mark.parametrize("budget_s", [0.2, 1.2])
+def test_a_runaway_cell_is_stopped_at_its_deadline_as_a_timeout(language: Language, budget_s: float):
+    """Past its deadline a busy cell raises GuestTimeout (the engine is thrown away), whatever the budget: Monty
+    words its own limit in milliseconds under a second and in seconds above, and both are a timeout."""
+    engine = _engine(language)
+    engine.compile(RUNAWAY[language], 5.0)
+    with pytest.raises(GuestTimeout):
+        engine.start(time.monotonic() + budget_s)
 
 
 def test_a_javascript_cell_that_awaits_nothing_the_host_serves_is_stalled():
