@@ -15,6 +15,7 @@
 ``python -m bench calls``: only the nested-call figures, as one JSON line (``bench/calls.py``).
 ``python -m bench http [--compare DIR]``: only figure 1's HTTP phases, in rounds, alternating with another tree (``bench/http_figures.py``).
 ``python -m bench isolation``: only the per-``worker_isolation`` figures (``bench/isolation.py``).
+``python -m bench fastmcp``: FastMCP CodeMode's execute on its default sandbox versus codemode's (``bench/fastmcp_provider.py``).
 ``python -m bench starts``: how long ``codemode mcp`` takes to answer initialize, and ``scripts/serve`` /healthz (``bench/starts.py``).
 """
 
@@ -96,6 +97,7 @@ SUBCOMMANDS: dict[str, tuple[str, bool]] = {
     "isolation": ("isolation", True),
     "helpers": ("helpers", True),
     "starts": ("starts", False),
+    "fastmcp": ("fastmcp_provider", True),
 }
 
 

@@ -6,6 +6,11 @@ sequential tool calls (``await nop({i})`` / ``await nop(i=i)``); each figure is 
 time of its cells, so startup, the worker round trip and the envelope are all counted.  A third figure
 is the cost of a parked cell: the heap a parked JavaScript cell keeps in its worker against the bytes of
 a parked Python cell's snapshot (``telemetry.heap_bytes`` of each).
+
+What Python cells cost a worker that never runs one: ``--starts`` workers are started with the service's own
+options (confined, as the pool starts them), alternating ``python`` on (Monty loaded, as with the default
+``python_cells = true``) and off (``python_cells = false``); each is timed from spawn to its ``ready`` frame,
+and its resident and proportional set sizes are read once it is ready.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ import argparse
 import statistics
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from service.assembly import Components, build_components
 from service.auth import LOCAL_KEY, LOCAL_TENANT
 from service.runtime.envelopes import plain
 from service.runtime.spec import CellSpec
+from service.runtime.workers.process import start_worker
 from service.settings import Settings
 
 from . import loops
@@ -48,7 +55,39 @@ async def _cell(svc: Components, code: str, language: str, **fields: Any) -> tup
     return env, (time.perf_counter() - t0) * 1000
 
 
-async def _figures(tmp: str, cells: int, calls: int) -> dict[str, Any]:
+def _memory_kib(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of a process in KiB; (0, 0) where its /proc entries cannot be read (not as root)."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return 0, 0
+    fields = {line.split(":")[0]: int(line.split()[1]) for line in rollup if line.endswith(" kB")}
+    return fields.get("Rss", 0), fields.get("Pss", 0)
+
+
+async def _worker_costs(svc: Components, starts: int) -> dict[str, dict[str, float]]:
+    """Median start-to-ready ms, RSS and PSS of fresh workers, with Monty loaded (python) and without."""
+    supply = svc.pool.supply
+    samples: dict[bool, list[tuple[float, int, int]]] = {True: [], False: []}
+    for _ in range(starts):
+        for python in (True, False):  # alternating, so load drifts hit both alike
+            t0 = time.perf_counter()
+            worker = await start_worker({**supply.options, "python": python}, supply.frame_cap, nice=supply.nice)
+            elapsed = (time.perf_counter() - t0) * 1000
+            samples[python].append((elapsed, *_memory_kib(worker.pid)))
+            worker.kill()
+            await worker.proc.wait()
+    return {
+        "with_python" if python else "javascript_only": {
+            "start_ms": statistics.median(s[0] for s in rows),
+            "rss_kib": statistics.median(s[1] for s in rows),
+            "pss_kib": statistics.median(s[2] for s in rows),
+        }
+        for python, rows in samples.items()
+    }
+
+
+async def _figures(tmp: str, cells: int, calls: int, starts: int) -> dict[str, Any]:
     tools = BenchTools()
     settings = Settings().replace(data_dir=tmp, workers=2, log_level="warning").check()
     svc = build_components(settings, extra_tools=tools.specs())
@@ -83,14 +122,21 @@ async def _figures(tmp: str, cells: int, calls: int) -> dict[str, Any]:
                 "parked_bytes": parked[lang],
             }
             for lang, w in walls.items()
-        } | {"cells": cells, "calls": calls}
+        } | {"cells": cells, "calls": calls, "starts": starts, "workers": await _worker_costs(svc, starts)}
     finally:
         await svc.close()
 
 
-def run_python_cells(cells: int = 200, calls: int = 200) -> dict[str, Any]:
+def run_python_cells(cells: int = 200, calls: int = 200, starts: int = 20) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        return loops.run(_figures(tmp, cells, calls))
+        return loops.run(_figures(tmp, cells, calls, starts))
+
+
+def _table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
 
 
 def render(r: dict[str, Any]) -> str:
@@ -98,16 +144,20 @@ def render(r: dict[str, Any]) -> str:
     rows.append(("trivial cell, host wall ms (median)", *(f"{r[lang]['trivial_cell_ms']:.2f}" for lang in TRIVIAL)))
     rows.append(("sequential tool call, µs per call", *(f"{r[lang]['tool_call_us']:.0f}" for lang in TRIVIAL)))
     rows.append(("parked cell with 1000 ints, bytes", *(str(r[lang]["parked_bytes"]) for lang in TRIVIAL)))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines) + f"\n({r['cells']} trivial cells and {r['calls']}-call cells per language, alternating)"
+    workers = [("fresh worker (median)", "javascript only", "with python")]
+    for figure, key in (("start to ready, ms", "start_ms"), ("RSS, KiB", "rss_kib"), ("PSS, KiB", "pss_kib")):
+        workers.append((figure, *(f"{r['workers'][k][key]:.0f}" for k in ("javascript_only", "with_python"))))
+    return (
+        f"{_table(rows)}\n({r['cells']} trivial cells and {r['calls']}-call cells per language, alternating)\n\n"
+        f"{_table(workers)}\n({r['starts']} starts each, alternating: python_cells = false / true)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench python", description=__doc__)
     p.add_argument("--cells", type=int, default=200, help="trivial cells per language")
     p.add_argument("--calls", type=int, default=200, help="sequential tool calls per call cell")
+    p.add_argument("--starts", type=int, default=20, help="worker starts with and without Monty, each")
     args = p.parse_args(argv)
-    print(render(run_python_cells(args.cells, args.calls)))
+    print(render(run_python_cells(args.cells, args.calls, args.starts)))
     return 0

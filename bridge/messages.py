@@ -73,6 +73,7 @@ class WorkerOptions(TypedDict, total=False):
     rlimit_cpu_seconds: int  # RLIMIT_CPU; 0: none (the worker retires itself at 80 % of it)
     stack_bytes: int  # the guest engine's stack
     sandbox: SandboxOptions  # absent: auto, keeping the uid
+    python: bool  # runs Python cells: loads Monty before it confines itself (absent: True)
 
 
 class GuestCaps(TypedDict):

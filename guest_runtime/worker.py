@@ -1,7 +1,8 @@
 """The worker process: runs cells one slice at a time, each in a fresh engine of its language.
 
 QuickJS runs JavaScript and TypeScript cells, Monty Python cells; the driver here (``CellRun``,
-``Runtimes``) holds them through the engine contract alone (``engine.py``), and only ``main`` names them.
+``Runtimes``) holds them through the engine contract alone (``engine.py``); only ``engine_makers`` and
+``_python_engines`` name them.
 
 Started by the service's pool as ``python -m guest_runtime.worker '<json options>'``.  It speaks
 the ``bridge.messages`` protocol over its stdin/stdout (the real stdout is moved aside so a
@@ -58,8 +59,10 @@ from .errors import (
     GuestTimeout,
 )
 from .heap_trim import give_back_memory
-from .monty.engine import PythonEngine
 from .quickjs.engine import GuestEngine, check_engine
+
+#: A fresh engine of one language, ready for ``prepare`` or ``configure``.
+EngineMaker = Callable[[], Engine]
 
 
 class SliceEnd(enum.Enum):
@@ -85,6 +88,8 @@ BURST_TOO_LARGE = (
     "host requests started in one synchronous burst do not fit one bridge frame ({exc}); "
     "await some before starting more, or pass less data per call"
 )
+
+NO_PYTHON = "this worker runs no Python cells (python_cells = false)"
 
 
 class Channel:
@@ -357,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TZ"] = "UTC"
     time.tzset()
     check_engine()
-    runtimes = Runtimes(channel, int(options.get("stack_bytes", 1024 * 1024)), cpu_limit)
+    python = _python_engines() if options.get("python", True) else None
+    runtimes = Runtimes(channel, int(options.get("stack_bytes", 1024 * 1024)), cpu_limit, python)
     payload = _test_payload()
     # Everything the job loop needs is imported and built: from here on it opens nothing.
     try:
@@ -369,6 +375,14 @@ def main(argv: list[str] | None = None) -> int:
     if payload is not None:
         return payload(fd_out)
     return runtimes.serve()
+
+
+def _python_engines() -> EngineMaker:
+    """What makes a Python cell's engine, with Monty loaded now: once the worker is confined it can open no
+    file, so a worker that runs Python cells loads it before, and a JavaScript-only one never does."""
+    from .monty.engine import PythonEngine
+
+    return PythonEngine
 
 
 def _test_payload() -> Callable[[int], int] | None:
@@ -389,13 +403,13 @@ def _test_payload() -> Callable[[int], int] | None:
     return lambda fd_out: int(module.run(fd_out, plan))
 
 
-#: A fresh engine of one language, ready for ``prepare`` or ``configure``.
-EngineMaker = Callable[[], Engine]
-
-
-def engine_makers(stack_bytes: int) -> dict[Language, EngineMaker]:
-    """The engine of each cell language: the one place the driver's table learns which engines exist."""
-    return {"javascript": partial(GuestEngine, stack_bytes=stack_bytes), "python": PythonEngine}
+def engine_makers(stack_bytes: int, python: EngineMaker | None) -> dict[Language, EngineMaker]:
+    """The engine of each language this worker runs: QuickJS always, Monty when it was loaded (``python``);
+    the one place the driver's table learns which engines exist."""
+    makers: dict[Language, EngineMaker] = {"javascript": partial(GuestEngine, stack_bytes=stack_bytes)}
+    if python is not None:
+        makers["python"] = python
+    return makers
 
 
 class _Spare:
@@ -421,14 +435,21 @@ class Runtimes:
     other cells' parked heaps are not lost to one cell's limit hit.
     """
 
-    def __init__(self, channel: Channel, stack_bytes: int, cpu_limit: float) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        stack_bytes: int,
+        cpu_limit: float,
+        python: EngineMaker | None = None,
+    ) -> None:
+        """``python`` makes a Python cell's engine; None: this worker runs no Python cells."""
         self.channel = channel
         self.cpu_limit = cpu_limit
         self.table: dict[str, CellRun] = {}
         self.draining = False
         self.freed = 0  # heap bytes of runtimes freed since the last trim and not taken by a new engine
         self.spares: Mapping[Language, _Spare] = {
-            language: _Spare(make) for language, make in engine_makers(stack_bytes).items()
+            language: _Spare(make) for language, make in engine_makers(stack_bytes, python).items()
         }
         for spare in self.spares.values():
             spare.engine = self._new_engine(spare)
@@ -475,9 +496,13 @@ class Runtimes:
 
     def _run(self, msg: RunFrame) -> None:
         config = jsoncodec.dumps_text(msg["config"])
-        spare = self.spares[msg.get("language", "javascript")]
+        language = msg.get("language", "javascript")
+        spare = self.spares.get(language, self.spares["javascript"])
         run = CellRun(self._engine_for(spare, config), self.channel, msg, config, self.cpu_limit)
         self.table[run.rt] = run
+        if language not in self.spares:  # a Python cell here: the service refuses those before they get here
+            self._after(run, run.fail(NO_PYTHON, "host", "runtime_unavailable"))
+            return
         self._after(run, run.run())
 
     def _engine_for(self, spare: _Spare, config: str) -> Engine:

@@ -239,6 +239,7 @@ def _worker_pool(settings: Settings, sandbox: SandboxOptions) -> WorkerPool:
             "rlimit_cpu_seconds": settings.worker_cpu_seconds,
             "stack_bytes": 1024 * 1024,
             "sandbox": sandbox,
+            "python": settings.python_cells,
         },
         nice=settings.worker_nice,
         burst=settings.burst_slots,

@@ -17,6 +17,7 @@ from bridge.messages import Language
 from service.api.schemas import REQUEST_LANGUAGES, ExecRequest, cell_language
 from service.api_files.quick_index import QUICK_INDEX_MAX_CHARS
 from service.errors import InvalidRequest
+from service.runtime.spec import check_runs
 from service.settings import Settings
 
 TOOL_NAME = "codemode"
@@ -59,6 +60,7 @@ before comes back."""
 
 _PYTHON = """Run Python in a fresh sandbox (Monty, a Python subset: no classes, no third-party packages). Pass "language": "python". The code is a module: top-level `await` works and the value of the last expression statement is the cell's value (JSON). Each call is a new cell; nothing carries over except the session store. Write one cell that does the whole job (calls, loops, filtering) and ends with only what matters.
 - Tools are async functions taking keyword arguments: `r = await tool_name(field=value)`. The tools you may call are listed below, each input and output in TypeScript notation (`{origin: string}` is `origin="DE"`; read `API.read("tools/<name>.pyi")` for its Python stub); several at once: `import asyncio` then `await asyncio.gather(a(...), b(...))`.
+- A failed call raises an exception you can catch; `error_info(e)` gives its fields (`code`, `tool`, `message`, ...), None for your own exceptions.
 - Output: `text(v)`, `json(v)` and `print(...)` append to the cell's output, in order.
 - `await store(key, value)` and `await load(key)` keep small values per session; `await sleep(seconds)` and `await yield_control()` wait on the host.
 - No network, files, environment, clock or processes: such calls raise an error.
@@ -116,6 +118,7 @@ def _input_schema() -> JsonObject:
 def tool_description(settings: Settings, quick_index: str, language: str | None = None) -> JsonObject:
     """``{name, description, input_schema}``, ready to register as a function tool with a model provider."""
     lang = check_language(language)
+    check_runs(settings, lang)
     schema = input_schema()
     if lang != DEFAULT_LANGUAGE:
         # The model must say which language its code is in: the field is fixed to the described one.

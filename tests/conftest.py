@@ -36,7 +36,11 @@ def make_client(
     """
     # A test sizes its service with ``workers``: it gets as many running slots, whatever CPUs run the suite.
     overrides.setdefault("running_slots", overrides.get("workers", 2))
-    settings = Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500).replace(**overrides).check()
+    # A worker start (run at a low priority) can take seconds on a loaded machine: the suite waits for one
+    # far longer than the service's default; a test about the wait sets its own acquire_timeout_ms.
+    settings = (
+        Settings(workers=2, data_dir=str(tmp), kill_grace_ms=500, acquire_timeout_ms=60000).replace(**overrides).check()
+    )
     services = build_components(settings, extra_tools=extra_tools, results_clock=results_clock, cells_clock=cells_clock)
     return TestClient(create_app(settings, services))
 

@@ -23,8 +23,9 @@ ADAPTERS = {
     "client/codemode_client/pydantic_ai_toolset.py": {"pydantic_ai", "pydantic"},
     "client/codemode_client/langchain_tool.py": {"langchain_core", "pydantic"},
     "client/codemode_client/openai_agents_tool.py": {"agents"},
+    "client/codemode_client/fastmcp_sandbox.py": {"fastmcp"},
 }
-FRAMEWORKS = ("pydantic_ai", "langchain_core", "langchain", "langgraph", "agents")
+FRAMEWORKS = ("pydantic_ai", "langchain_core", "langchain", "langgraph", "agents", "fastmcp")
 
 
 def test_client_imports_only_stdlib_httpx_and_itself():
@@ -52,7 +53,7 @@ def test_the_client_imports_with_no_framework_installed():
         f"for name in {FRAMEWORKS!r}: sys.modules[name] = None\n"
         "import codemode_client, codemode_client.adapters\n"
         "for module, extra in (('pydantic_ai_toolset', 'pydantic-ai'), ('langchain_tool', 'langchain'),"
-        " ('openai_agents_tool', 'openai-agents')):\n"
+        " ('openai_agents_tool', 'openai-agents'), ('fastmcp_sandbox', 'fastmcp')):\n"
         "    try:\n"
         "        __import__('codemode_client.' + module)\n"
         "    except ImportError as exc:\n"

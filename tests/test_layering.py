@@ -274,6 +274,7 @@ EXTRA_OF = {
     "client/codemode_client/pydantic_ai_toolset.py": "pydantic-ai",
     "client/codemode_client/langchain_tool.py": "langchain",
     "client/codemode_client/openai_agents_tool.py": "openai-agents",
+    "client/codemode_client/fastmcp_sandbox.py": "fastmcp",
 }
 
 

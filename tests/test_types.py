@@ -39,7 +39,7 @@ def test_mypy_finds_no_type_errors():
 @pytest.mark.slow
 def test_mypy_checks_the_client_and_its_adapters_against_the_frameworks():
     """The client's own run (client/pyproject.toml, strict) reports no error in any client module, the
-    three framework adapters included, with pydantic-ai's, LangChain's and the Agents SDK's types followed."""
+    framework adapters included, with pydantic-ai's, LangChain's and the Agents SDK's types followed."""
     result = subprocess.run(MYPY, cwd=ROOT / "client", capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     # Every module was checked, the adapters among them: mypy names the count of files it checked.

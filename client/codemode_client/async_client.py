@@ -18,6 +18,7 @@ from .tools import (
     DEFAULT_MAX_LEGS,
     ClientTools,
     RunState,
+    ToolSet,
     approval,
     missing_handler,
     no_approver,
@@ -144,12 +145,27 @@ class AsyncClient:
         approve: Approver | None = None,
         max_legs: int = DEFAULT_MAX_LEGS,
         deadline: float | None = DEFAULT_DEADLINE_S,
+        on_envelope: Callable[[Envelope], object] | None = None,
         **fields: Any,
     ) -> Envelope:
-        """``Client.run`` for asyncio (bounded alike); the client tool calls of one stop run concurrently."""
+        """``Client.run`` for asyncio (bounded alike); the client tool calls of one stop run concurrently.
+
+        A run cancelled after its cell started (``asyncio.wait_for``, a task's ``cancel()``) cancels that
+        cell on the service before the ``CancelledError`` goes on, so it does not stay parked for nobody.
+        """
         tools = tool_set(client_tools)
-        state = RunState(max_legs, deadline)
+        state = RunState(max_legs, deadline, on_envelope=on_envelope)
         env = state.seen(await self.exec(code, client_tools=tools.declarations, **fields))
+        try:
+            return await self._resume(env, tools, state, approve, fields)
+        except asyncio.CancelledError:
+            with contextlib.suppress(CodemodeError):  # it may have ended meanwhile, or the service be gone
+                await self.cancel(env.cell_id)
+            raise
+
+    async def _resume(
+        self, env: Envelope, tools: ToolSet, state: RunState, approve: Approver | None, fields: Mapping[str, Any]
+    ) -> Envelope:
         session_id, timeout_ms = fields.get("session_id"), fields.get("timeout_ms")
         while not env.is_final:
             calls, approvals = split_pending(env)

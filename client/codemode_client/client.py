@@ -157,6 +157,7 @@ class Client:
         approve: Approver | None = None,
         max_legs: int = DEFAULT_MAX_LEGS,
         deadline: float | None = DEFAULT_DEADLINE_S,
+        on_envelope: Callable[[Envelope], object] | None = None,
         **fields: Any,
     ) -> Envelope:
         """Run a cell to its end: call client tools, ask ``approve`` about approvals, wait through yields.
@@ -169,10 +170,11 @@ class Client:
         seconds from now (``None``: no deadline; checked before each wait, so a wait already sent may
         end past it).  A cell still not finished is then cancelled and ``RunLimitError`` raised.  A
         stop that only yielded is resumed after a pause, 50 ms doubling up to 2 s, so a cell that
-        yields in a loop is not resumed as fast as the network allows.
+        yields in a loop is not resumed as fast as the network allows.  ``on_envelope(env)``, when given,
+        sees each leg's envelope as it arrives (the cell id with the first; each leg's telemetry).
         """
         tools = tool_set(client_tools)
-        state = RunState(max_legs, deadline)
+        state = RunState(max_legs, deadline, on_envelope=on_envelope)
         env = state.seen(self.exec(code, client_tools=tools.declarations, **fields))
         session_id, timeout_ms = fields.get("session_id"), fields.get("timeout_ms")
         while not env.is_final:

@@ -49,7 +49,7 @@ class CodeModeTool(BaseTool):
         return [(_framework_tool(t).declaration(), call(t)) for t in self.tools]
 
     def _run(self, run_manager: CallbackManagerForToolRun | None = None, **args: Any) -> dict[str, Any]:
-        code, fields = _arguments(args)
+        code, fields = _arguments(args, self.exec_fields)
         callbacks = run_manager.get_child() if run_manager is not None else None
 
         def call(tool: BaseTool) -> Callable[[Any], Any]:
@@ -65,7 +65,7 @@ class CodeModeTool(BaseTool):
         return adapters.answer(env)
 
     async def _arun(self, run_manager: AsyncCallbackManagerForToolRun | None = None, **args: Any) -> dict[str, Any]:
-        code, fields = _arguments(args)
+        code, fields = _arguments(args, self.exec_fields)
         callbacks = run_manager.get_child() if run_manager is not None else None
 
         def call(tool: BaseTool) -> Callable[[Any], Awaitable[Any]]:
@@ -93,15 +93,17 @@ def codemode_tool(
 ) -> CodeModeTool:
     """The code tool for the server at ``base_url``; plain functions in ``tools`` become LangChain tools.
 
-    Its description is fetched once, now, from ``GET /v1/tool-description`` (for ``api_key``'s tools).
+    Its description is fetched once, now, from ``GET /v1/tool-description`` (for ``api_key``'s tools and the
+    cells' ``language``, an exec field: ``language="python"`` for Python cells).
     """
     from langchain_core.tools import tool as as_tool
 
     wrapped = [t if isinstance(t, BaseTool) else as_tool(t) for t in tools]
+    language = adapters.language(exec_fields)
     with Client(base_url, api_key) as client:
-        server = client.tool_description()
+        server = client.tool_description(language)
     return CodeModeTool(
-        description=adapters.description(server, [_framework_tool(t) for t in wrapped]),
+        description=adapters.description(server, [_framework_tool(t) for t in wrapped], language),
         args_schema=adapters.input_schema(server),
         tools=wrapped,
         base_url=base_url,
@@ -111,9 +113,9 @@ def codemode_tool(
     )
 
 
-def _arguments(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _arguments(args: dict[str, Any], exec_fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     try:
-        return adapters.exec_arguments(args)
+        return adapters.exec_arguments(args, adapters.language(exec_fields))
     except ValueError as exc:
         raise ToolException(str(exc)) from None
 

@@ -47,15 +47,17 @@ def codemode_tool(
 ) -> FunctionTool:
     """The code tool for the server at ``base_url``, whose cells call ``tools`` (``@function_tool`` tools).
 
-    Its description is fetched once, now, from ``GET /v1/tool-description`` (for ``api_key``'s tools).
+    Its description is fetched once, now, from ``GET /v1/tool-description`` (for ``api_key``'s tools and the
+    cells' ``language``, an exec field: ``language="python"`` for Python cells).
     """
+    language = adapters.language(exec_fields)
     with Client(base_url, api_key) as client:
-        server = client.tool_description()
+        server = client.tool_description(language)
     framework = [adapters.FrameworkTool(t.name, t.description, t.params_json_schema) for t in tools]
 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         try:
-            code, fields = adapters.exec_arguments(json.loads(arguments or "{}"))
+            code, fields = adapters.exec_arguments(json.loads(arguments or "{}"), language)
         except ValueError as exc:  # json.JSONDecodeError is one
             return json.dumps({"status": "refused", "error": str(exc)})
         client_tools = [(f.declaration(), _handler(ctx, t, approve)) for f, t in zip(framework, tools)]
@@ -70,7 +72,7 @@ def codemode_tool(
 
     return FunctionTool(
         name=adapters.TOOL_NAME,
-        description=adapters.description(server, framework),
+        description=adapters.description(server, framework, language),
         params_json_schema=adapters.input_schema(server),
         on_invoke_tool=invoke,
         strict_json_schema=False,  # the server's schema has optional fields

@@ -4,10 +4,11 @@
     toolset = CodeModeToolset("http://127.0.0.1:8000", FunctionToolset([get_weather, get_time]))
     agent = Agent(model, toolsets=[toolset])
 
-The model sees one tool, ``codemode``, described by the server (``GET /v1/tool-description``) plus a
-line per tool of the wrapped toolset.  A call runs the cell to its end; each call the cell makes to a
-wrapped tool goes through pydantic-ai's own ``ToolManager`` (argument validation, hooks and
-instrumentation, ``requires_approval``), and its result goes back to the cell.  An approval a wrapped
+The model sees one tool, ``codemode``, described by the server (``GET /v1/tool-description``, for the
+cells' ``language``: pass ``language="python"`` for Python cells) plus a line per tool of the wrapped
+toolset.  A call runs the cell to its end; each call the cell makes to a wrapped tool goes through
+pydantic-ai's own ``ToolManager`` (argument validation, hooks and instrumentation, ``requires_approval``),
+and its result goes back to the cell.  An approval a wrapped
 tool asks for is put to ``approve(name, args)``; without it the call is refused.
 
 This is the only module of ours that imports pydantic-ai.
@@ -62,17 +63,18 @@ class CodeModeToolset(WrapperToolset[Any]):
         self._api_key = api_key
         self._approve = approve
         self._max_retries = max_retries
-        self._fields = exec_fields  # session_id, run_id, ... for every cell
+        self._fields = exec_fields  # session_id, run_id, language, ... for every cell
+        self._language = adapters.language(exec_fields)
         self._server: dict[str, Any] | None = None
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         if self._server is None:
             async with self._session() as cm:
-                self._server = await cm.tool_description()
+                self._server = await cm.tool_description(self._language)
         tools = [_framework_tool(t.tool_def) for t in (await self.wrapped.get_tools(ctx)).values()]
         tool_def = ToolDefinition(
             name=adapters.TOOL_NAME,
-            description=adapters.description(self._server, tools),
+            description=adapters.description(self._server, tools, self._language),
             parameters_json_schema=adapters.input_schema(self._server),
         )
         return {
@@ -85,7 +87,7 @@ class CodeModeToolset(WrapperToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         try:
-            code, fields = adapters.exec_arguments(tool_args)
+            code, fields = adapters.exec_arguments(tool_args, self._language)
         except ValueError as exc:
             raise ModelRetry(str(exc)) from None
         manager = await ToolManager(toolset=self.wrapped).for_run_step(ctx)

@@ -155,6 +155,7 @@ class RunState:
     max_legs: int = DEFAULT_MAX_LEGS
     deadline: float | None = DEFAULT_DEADLINE_S
     clock: Callable[[], float] = time.monotonic
+    on_envelope: Callable[[Envelope], object] | None = None
     output: list[OutputEntry] = field(default_factory=list)
     legs: int = 0
     _pause: float = 0.0
@@ -169,6 +170,8 @@ class RunState:
     def seen(self, env: Envelope) -> Envelope:
         self.legs += 1
         self.output.extend(env.output)
+        if self.on_envelope is not None:
+            self.on_envelope(env)
         return env
 
     def over(self, env: Envelope) -> RunLimitError | None:

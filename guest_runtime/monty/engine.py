@@ -13,10 +13,11 @@ A slice runs the cell until every task awaits host work; Monty then pauses it in
 paused state, the bytes (reported as its heap), and loading them again restarts Monty's time limit,
 so a leg's budget never counts the time the cell spent parked.
 
-Guest-visible names are external functions: a call to ``text``, ``json``, ``print``, a tool's callable
-name, ``yield_control``, ``sleep``, ``store`` or ``load`` pauses Monty at a ``FunctionSnapshot``; host
-requests are queued (answered by a later ``resume``), output is kept for the slice's outcome.  Any other unknown
-name is a ``NameError``, as in Python.
+Guest-visible names are external functions: a call to ``text``, ``json``, ``print``, ``error_info``, a
+tool's callable name, ``yield_control``, ``sleep``, ``store`` or ``load`` pauses Monty at a
+``FunctionSnapshot``; host requests are queued (answered by a later ``resume``), output is kept for the
+slice's outcome, ``error_info`` is answered at once.  Any other unknown name is a ``NameError``, as in
+Python.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from bridge.messages import GuestRequest, Phase
 from ..engine import MAX_ERROR_FRAMES, Failed, Returned, SettledReply, Slice, Waiting, bridge_failure_code, stalled
 from ..errors import UNCAUGHT_ERROR, EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
 from ..guest_config import read_caps
-from .host_requests import HostRequests, Shape
+from .host_requests import HostRequests, Shape, exception_head
 from .namespaces import Namespaces, handle, route
 from .output import CellOutput
 from .values import NotJson, to_json_text
@@ -218,7 +219,7 @@ class PythonEngine:
         self._requests.drop_pending()
         self._ended = True
         text = _error_text(head, _frames_of(exc))
-        code = self._requests.failures.get(head)
+        code = self._requests.failures.code(head)
         # A host call's rejection nobody caught is phase bridge, as in JavaScript.
         self._failure = _uncaught(text) if code is None else (text, "bridge", bridge_failure_code(code))
 
@@ -238,6 +239,8 @@ class PythonEngine:
                 emit = self._output.text if name == "text" else self._output.json
                 emit(*args, **kwargs)
                 return {"return_value": None}
+            if name == "error_info" and not snapshot.is_method_call and name not in self._ns.tools:
+                return {"return_value": self._error_info(*args, **kwargs)}
             request = self._request_for(snapshot.is_method_call, name, args, kwargs)
             if request is None:
                 return {"exception": NameError(f"name {name!r} is not defined")}
@@ -252,6 +255,16 @@ class PythonEngine:
             return {"exception": kind(str(exc))}
         except Exception as exc:  # noqa: BLE001 - an odd value in the call: the guest's error, not the worker's
             return {"exception": TypeError(f"{name}(): {_described(exc)}")}
+
+    def _error_info(self, error: object) -> dict[str, object] | None:
+        """``error_info(e)``: the fields of the host failure ``e`` is (its ``code``, ``tool``, ...), or None.
+
+        What a JavaScript cell reads as the properties of the caught error (``e.code``); Monty's exceptions
+        carry no attributes, so a Python cell asks for them.
+        """
+        if not isinstance(error, BaseException):
+            raise TypeError(f"error_info(e) takes a caught exception, not {type(error).__name__}")
+        return self._requests.failures.info(exception_head(error))
 
     def _request_for(
         self, is_method: bool, name: str, args: tuple[object, ...], kwargs: dict[str, object]

@@ -9,6 +9,7 @@ module that imports Monty, hands them over.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 
 from bridge.jsoncodec import dumps_text, loads
@@ -18,6 +19,27 @@ from .values import to_json_value
 
 #: How a request's reply becomes the guest's value (e.g. search results as catalog handles).
 Shape = Callable[[object], object]
+
+#: The host failure's fields ``error_info(e)`` answers besides ``message`` and ``code``: the properties a
+#: JavaScript cell's bridge error carries (``makeError`` in guest_runtime/quickjs/prelude/requests.js).
+FAILURE_FIELDS = (
+    "effectStatus",
+    "tool",
+    "details",
+    "data",
+    "errorType",
+    "needParam",
+    "nonRetriable",
+    "userMessage",
+    "redirect",
+    "upstream",
+    "timeoutSeconds",
+)
+#: Host failures a cell's record keeps, most recent first, by count and by the characters of their
+#: fields: a cell failing call after call holds a bounded record, not one entry per call (the oldest
+#: go; such an exception then reads as the cell's own: no ``error_info``, phase guest if uncaught).
+MAX_KEPT_FAILURES = 256
+MAX_KEPT_FAILURE_CHARS = 1 << 20
 
 
 class HostRequests:
@@ -34,10 +56,7 @@ class HostRequests:
         self._taken_args: list[str] = []
         self._queued_bytes = 0
         self._cancels: list[int] = []
-        #: ``Name: message`` of each host failure raised in the guest -> its code: an uncaught exception
-        #: with one of these heads is the host's rejection reaching the end of the cell (phase bridge, as a
-        #: JavaScript cell's); Monty's exceptions carry no identity to tell it by.
-        self.failures: dict[str, str] = {}
+        self.failures = HostFailures()
 
     @property
     def outstanding(self) -> int:
@@ -63,10 +82,10 @@ class HostRequests:
             value = None if payload is None else loads(payload)
             self._replies[call_id] = {"return_value": shape(value) if shape else value}
         else:
-            error = loads(payload or "{}")
+            text = payload or "{}"
+            error = loads(text)
             exception = host_error(error)
-            code = error.get("code") if isinstance(error, dict) else None
-            self.failures[f"{type(exception).__name__}: {exception}"] = code if isinstance(code, str) else ""
+            self.failures.record(exception, error, len(text))
             self._replies[call_id] = {"exception": exception}
 
     def take_replies(self) -> dict[int, dict[str, object]]:
@@ -134,13 +153,64 @@ class HostRequests:
 def host_error(err: object) -> Exception:
     """A host failure as the Python exception the guest catches; a stable code ends its message: ``(code: ...)``.
 
-    Monty's exceptions are the built-in types, which carry no attributes: the code travels in the text.
+    Monty's exceptions are the built-in types, which carry no attributes: the code travels in the text,
+    and the cell reads every field with ``error_info(e)`` (``HostFailures``).
     """
     fields = err if isinstance(err, dict) else {}
-    message = fields.get("message")
-    message = message if isinstance(message, str) else "host request failed"
+    message = _message(fields)
     name = fields.get("name")
     code = fields.get("code")
     kinds: dict[object, type[Exception]] = {"TypeError": TypeError, "RangeError": ValueError}
     kind = kinds.get(name, RuntimeError)
     return kind(f"{message} (code: {code})" if isinstance(code, str) and code else message)
+
+
+def _message(fields: dict[str, object]) -> str:
+    message = fields.get("message")
+    return message if isinstance(message, str) else "host request failed"
+
+
+def exception_head(exc: BaseException) -> str:
+    """``Name: message``: how Monty names an exception, and all that tells a host failure from another."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+class HostFailures:
+    """The host failures raised in one cell, by the ``Name: message`` of the exception the guest got.
+
+    Monty's exceptions are the built-in types with a message and nothing else: no attribute, no identity
+    that survives a pause.  So the fields of a host failure (its code, the tool, ...) are kept here, and an
+    exception the cell hands back (``error_info(e)``) or that ends the cell uncaught is recognised by its
+    head.  A cell that raises its own exception with the very same type and message is taken for the
+    host's: it can only mislead itself.
+    """
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[str, tuple[dict[str, object], int]] = OrderedDict()
+        self._chars = 0
+
+    def record(self, exception: BaseException, error: object, chars: int) -> None:
+        """``error`` (the host's ReplyError, ``chars`` characters of JSON) was raised as ``exception``."""
+        fields = error if isinstance(error, dict) else {}
+        info: dict[str, object] = {"message": _message(fields), "code": fields.get("code", "")}
+        info.update((name, fields[name]) for name in FAILURE_FIELDS if fields.get(name) is not None)
+        head = exception_head(exception)
+        old = self._kept.pop(head, None)
+        self._chars += chars - (old[1] if old else 0)
+        self._kept[head] = (info, chars)
+        while len(self._kept) > MAX_KEPT_FAILURES or (self._chars > MAX_KEPT_FAILURE_CHARS and len(self._kept) > 1):
+            _, (_, dropped) = self._kept.popitem(last=False)
+            self._chars -= dropped
+
+    def info(self, head: str) -> dict[str, object] | None:
+        """The fields of the host failure raised as an exception with this head, if it is one (a fresh copy)."""
+        kept = self._kept.get(head)
+        return None if kept is None else dict(kept[0])
+
+    def code(self, head: str) -> str | None:
+        """The code of the host failure raised as an exception with this head ("" for none), None if not one."""
+        kept = self._kept.get(head)
+        if kept is None:
+            return None
+        code = kept[0]["code"]
+        return code if isinstance(code, str) else ""

@@ -52,6 +52,7 @@ async def cell_spec(cells: CellRegistry, tools: KeyedTools, key: ApiKey, body: E
         restart_safe=body.restart_safe,
         headless=body.headless,
         background=body.background,
+        call_log=body.call_log,
         # Most cells declare none: no coroutine to run for them.
         client_tools=await tools.access.client_tools([_declaration(t) for t in body.client_tools], key)
         if body.client_tools

@@ -66,6 +66,13 @@ class ExecRequest(BaseModel):
     background: StrictBool = Field(
         default=False, description="answer `running` at once; the cell runs on its own (see /v1/cells/{id}/events)"
     )
+    call_log: StrictBool = Field(
+        default=False,
+        description="list each host request the cell makes in its envelopes' telemetry.call_log (method, target, "
+        "bytes each way, duration, outcome): every exec/wait answer the requests settled since the last one "
+        "(a background cell: all of them, in its final envelope); at most 256 kept at once, the rest counted "
+        "in telemetry.call_log_dropped",
+    )
 
     @field_validator("code")
     @classmethod
@@ -156,9 +163,24 @@ class PendingCall(BaseModel):
     reason: str | None = Field(default=None, description="approvals: why the call needs approval")
 
 
+class CallLogEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(description="the request's id, as pending_tool_calls names it (req_N)")
+    method: str = Field(description="tool, mcp, sleep, search, store.get, ...: what the guest asked for")
+    target: str | None = Field(description="the tool or MCP tool it called, for calls")
+    request_bytes: int = Field(description="bytes of its encoded arguments")
+    reply_bytes: int | None = Field(description="bytes of its reply; null when it ended without one")
+    ms: float = Field(description="from its dispatch to its reply")
+    outcome: str = Field(description="ok, the error's code, or dropped (the guest stopped waiting for it)")
+
+
 class CellTelemetry(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    wall_ms: float
+    wall_ms: float = Field(description="this exec/wait call's wall time in the service")
+    cell_wall_ms: float = Field(
+        description="the cell's wall time since its exec, parked time and time between calls included (a "
+        "background cell's run time)"
+    )
     guest_cpu_ms: float
     tool_wait_ms: float = Field(
         description="this exec/wait call's time with at least one host request in flight (timers and "
@@ -174,6 +196,12 @@ class CellTelemetry(BaseModel):
     legs: int
     heap_bytes: int
     retries: int = Field(description="transient failures of idempotent tools that the host retried")
+    call_log: list[CallLogEntry] | None = Field(
+        default=None, description="with exec call_log: the host requests settled since the last envelope"
+    )
+    call_log_dropped: int | None = Field(
+        default=None, description="with exec call_log: requests settled but left out of call_log (over 256 kept)"
+    )
 
 
 class CellEnvelope(BaseModel):
@@ -192,6 +220,7 @@ class CellEnvelope(BaseModel):
                     "replay_safe": True,
                     "telemetry": {
                         "wall_ms": 1.2,
+                        "cell_wall_ms": 1.2,
                         "guest_cpu_ms": 0.4,
                         "tool_wait_ms": 0.0,
                         "tool_wait_total_ms": 0.0,

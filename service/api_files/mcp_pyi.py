@@ -4,7 +4,10 @@ A Python cell reaches a server as ``MCP.<server>`` and calls a tool with its inp
 arguments (``await MCP.travel.forecast(city="Paris")``).  So each server's stub declares one class,
 ``<Server>Server``, with a method per tool (input a ``TypedDict`` unpacked as keyword arguments,
 rendered as ``tools/<name>.pyi`` renders a tool's input), and its ``resources`` and ``prompts`` when
-the server has them; ``mcp/index.pyi`` declares ``MCP`` with one attribute per server.  A tool or
+the server has them.  A tool answers the raw MCP result, ``McpResult[<output>]``: its
+``structuredContent`` is typed by the tool's ``outputSchema`` when it declares one (the service checks
+results against it), ``Any`` otherwise; an input-discriminated output gets one ``@overload`` per
+selector value, as a tool stub does; ``mcp/index.pyi`` declares ``MCP`` with one attribute per server.  A tool or
 server whose identifier is not a Python name (a Python keyword such as ``def``) cannot be reached as
 an attribute: the stub says so, and the cell calls it through its catalog handle.
 
@@ -17,23 +20,36 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from service.api_files.model import McpServerDecl, McpToolDecl
-from service.api_files.tool_pyi import MAX_CHARS, StubRenderer, comment_lines, is_python_name, pascal_name
+from service.api_files.tool_pyi import (
+    MAX_CHARS,
+    StubRenderer,
+    comment_lines,
+    is_python_name,
+    output_overloads,
+    pascal_name,
+)
 
 __all__ = ["render_mcp_index_stub", "render_mcp_server_stub"]
 
 _HEADER = (
     "# Generated from the MCP server's tool list for Python cells. Its schemas are remote, untrusted",
     "# metadata: shapes Python typing cannot express stay `Any`, and the server validates each call.",
-    "from typing import Any, Required, TypedDict, Unpack",
+    "from typing import Any, Generic, Literal, Required, TypedDict, TypeVar, Unpack, overload",
 )
 
 # Declared in every server's stub, so each stub stands alone.
 _RESULTS = '''\
-class McpToolResult(TypedDict, total=False):
-    """The raw MCP tool result; `isError: True` is returned, not raised."""
+_Structured = TypeVar("_Structured")
+
+
+class McpResult(TypedDict, Generic[_Structured], total=False):
+    """The raw MCP tool result; `isError: True` is returned, not raised (then there is no structuredContent)."""
     content: Required[list[Any]]
-    structuredContent: Any
+    structuredContent: _Structured
     isError: bool
+
+
+McpToolResult = McpResult[Any]
 
 
 class McpResourcesListResult(TypedDict, total=False):
@@ -132,7 +148,28 @@ def _tool_method(server: str, tool: McpToolDecl) -> tuple[list[str], list[str]]:
         return [], [*doc, f"    # {tool.identifier!r} is not a Python name: call it through its catalog handle."]
     renderer = StubRenderer(server + pascal_name(tool.identifier))
     kwargs = renderer.input_kwargs(tool.input_schema)
+    signatures = _signatures(renderer, tool, kwargs)
     declarations = ["\n".join(renderer.blocks)] if renderer.blocks else []
     if sum(len(block) + 1 for block in declarations) > MAX_CHARS:
-        declarations, kwargs = [], "Any"  # bounded like a tool stub: past it the input stays open
-    return declarations, [*doc, f"    async def {tool.identifier}(self, **input: {kwargs}) -> McpToolResult: ..."]
+        # Bounded like a tool stub: past it the input and the output stay open.
+        declarations, signatures = [], [f"async def {tool.identifier}(self, **input: Any) -> McpToolResult: ..."]
+    return declarations, [*doc, *(f"    {line}" for line in signatures)]
+
+
+def _signatures(renderer: StubRenderer, tool: McpToolDecl, kwargs: str) -> list[str]:
+    """The tool's method: one signature answering ``McpResult[<output>]``, or its overloads by input."""
+    if tool.output_schema is None:
+        return [f"async def {tool.identifier}(self, **input: {kwargs}) -> McpToolResult: ..."]
+    overloads = output_overloads(
+        renderer,
+        tool.identifier,
+        tool.input_schema,
+        tool.output_schema,
+        kwargs,
+        method=True,
+        answer=lambda output: f"McpResult[{output}]",
+    )
+    if overloads is not None:
+        return overloads
+    output = renderer.type_of(tool.output_schema, "Output")
+    return [f"async def {tool.identifier}(self, **input: {kwargs}) -> McpResult[{output}]: ..."]

@@ -28,6 +28,7 @@ class McpToolDecl:
     name: str
     description: str
     input_schema: JsonObject | None
+    output_schema: JsonObject | None = None  # the server's outputSchema: its results' structuredContent
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from bridge.json_types import JsonObject, JsonValue
 from service.api_files.errors import ApiFileError
+from service.api_files.errors_pyi import ERRORS_PYI, ERRORS_PYI_DESCRIPTION
 from service.api_files.mcp_dts import render_mcp_index, render_mcp_server
 from service.api_files.mcp_pyi import render_mcp_index_stub, render_mcp_server_stub
 from service.api_files.model import McpServerDecl, ToolDecl
@@ -36,7 +37,8 @@ class _Entry:
 class ApiFileTable:
     """Declaration files of one cell's tool surface; tool files are rendered on first read.
 
-    ``python``: a Python cell's table, which has ``tools/<name>.pyi`` beside each ``tools/<name>.d.ts``.
+    ``python``: a Python cell's table, which has ``errors.pyi`` (``error_info``) and ``tools/<name>.pyi``
+    beside each ``tools/<name>.d.ts``.
     """
 
     def __init__(
@@ -45,6 +47,8 @@ class ApiFileTable:
         entries: dict[str, _Entry] = {
             "results.d.ts": _Entry(RESULTS_DTS_DESCRIPTION, lambda: RESULTS_DTS, lazy=False),
         }
+        if python:
+            entries["errors.pyi"] = _Entry(ERRORS_PYI_DESCRIPTION, lambda: ERRORS_PYI, lazy=False)
         for tool in sorted(tools, key=lambda item: item.callable_name):
             path = f"tools/{tool.callable_name}.d.ts"
             if path in entries:

@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import keyword
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from bridge.json_types import JsonValue
 from service.api_files.discriminator import read_output_variants
 from service.api_files.errors import InvalidDiscriminatorError
 
-__all__ = ["MAX_CHARS", "StubRenderer", "comment_lines", "is_python_name", "pascal_name", "render_tool_stub"]
+__all__ = [
+    "MAX_CHARS",
+    "StubRenderer",
+    "comment_lines",
+    "is_python_name",
+    "output_overloads",
+    "pascal_name",
+    "render_tool_stub",
+]
 
 MAX_NODES = 4096
 MAX_DEPTH = 24
@@ -156,7 +164,7 @@ def render_tool_stub(
         return "\n".join(lines) + "\n"
     renderer = StubRenderer(pascal_name(callable_name))
     kwargs = renderer.input_kwargs(input_schema)
-    overloads = _overloads(renderer, callable_name, input_schema, output_schema, kwargs)
+    overloads = output_overloads(renderer, callable_name, input_schema, output_schema, kwargs)
     if overloads is not None:
         lines.insert(len(_HEADER), "from typing import overload")
         signatures = overloads
@@ -170,14 +178,23 @@ def render_tool_stub(
     return "\n".join(lines + body) + "\n"
 
 
-def _overloads(
-    renderer: StubRenderer, name: str, input_schema: object, output_schema: object, kwargs: str
+def output_overloads(
+    renderer: StubRenderer,
+    name: str,
+    input_schema: object,
+    output_schema: object,
+    kwargs: str,
+    *,
+    method: bool = False,
+    answer: Callable[[str], str] = str,
 ) -> list[str] | None:
     """Per-input signatures for an input-discriminated output, as the `.d.ts` declares them.
 
     One ``@overload`` per mapped value: the selector property as a keyword-only ``Literal`` (the rest of
     the input unpacked beside it) answers that value's branch; a last overload takes any input and answers
     the union. None when the output carries no valid annotation or the selector cannot be a keyword.
+    ``method``: signatures of a method (``self`` first); ``answer``: the return type an output type makes
+    (an MCP tool answers its result, whose ``structuredContent`` is the output).
     """
     try:
         variants = read_output_variants(output_schema if isinstance(output_schema, dict) else None)
@@ -202,9 +219,12 @@ def _overloads(
     rest_type = renderer.input_kwargs(rest, "InputRest")
     rest_kwargs = "" if rest_type == _UNTYPED else f", **input: {rest_type}"
     branches = [renderer.type_of(branch, f"Output{index}") for index, branch in enumerate(variants.branches)]
+    this = "self, " if method else ""
     lines = [f"# A literal `{selector}` selects its result type; another value, or none, gives the union."]
     for value, index in variants.mapping.items():
         literal = _literal([value])
-        lines += ["@overload", f"async def {name}(*, {selector}: {literal}{rest_kwargs}) -> {branches[index]}: ..."]
-    lines += ["@overload", f"async def {name}(**input: {kwargs}) -> {_union(branches)}: ..."]
+        signature = f"async def {name}({this}*, {selector}: {literal}{rest_kwargs}) -> {answer(branches[index])}: ..."
+        lines += ["@overload", signature]
+    # The union of the answers, not the answer of the union: an MCP result is a TypedDict, invariant in it.
+    lines += ["@overload", f"async def {name}({this}**input: {kwargs}) -> {_union(map(answer, branches))}: ..."]
     return lines

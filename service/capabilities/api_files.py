@@ -35,7 +35,9 @@ def api_table(view: CatalogView, servers: Sequence[McpServerView], *, python: bo
         McpServerDecl(
             s.identifier,
             s.name,
-            tuple(McpToolDecl(t.identifier, t.name, t.description or "", t.input_schema) for t in s.tools),
+            tuple(
+                McpToolDecl(t.identifier, t.name, t.description or "", t.input_schema, t.output_schema) for t in s.tools
+            ),
             s.has_resources,
             s.has_prompts,
         )

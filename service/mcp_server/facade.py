@@ -9,6 +9,7 @@ act on.  ``sdk_server`` turns these plain answers into the SDK's types.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -89,8 +90,11 @@ class _SearchOut(BaseModel):
 class McpFacade:
     """The tools and resources one service offers over MCP; every method takes the caller's key."""
 
-    def __init__(self, svc: Components) -> None:
+    def __init__(self, svc: Components, started: asyncio.Future[None] | None = None) -> None:
+        """``started``: the services' start, when the caller serves before it ends (``codemode mcp`` answers
+        ``initialize`` and lists its tools at once; a call waits for the start, or answers its failure)."""
         self.svc = svc
+        self._started = started
         self.cells = CellTools(svc)
         self.tasks = TaskCalls(self.cells)
         envelope_schema = CellEnvelope.model_json_schema(mode="serialization")
@@ -149,6 +153,7 @@ class McpFacade:
         errors are answers with ``is_error``."""
         args = dict(arguments or {})
         try:
+            await self._ready()
             if reply is not None:
                 return await self.cells.answered(caller, name, args, reply)
             if name == "exec":
@@ -175,6 +180,7 @@ class McpFacade:
     ) -> Outcome:
         """The outcome of a round a person answered on the same connection (2025-11-25 elicitation requests)."""
         try:
+            await self._ready()
             return await self.cells.decided(caller, name, dict(arguments or {}), needed, responses)
         except ServiceError as exc:
             return refusal(exc.body()["error"], exc.retry_after)
@@ -194,10 +200,16 @@ class McpFacade:
             remote = search_mcp_tools(servers, query.query, wanted - len(native))
         return ToolAnswer(_search_text(native, remote), {"tools": native + remote}, False)
 
+    async def _ready(self) -> None:
+        """Wait for the services' start (ServiceError if it failed: the caller hears why)."""
+        if self._started is not None:
+            await asyncio.shield(self._started)
+
     # ---- resources -------------------------------------------------------------------------------
 
     async def resources(self, key: ApiKey) -> list[ResourceDef]:
         """The declaration files this key's cells see, as ``codemode://api/<path>`` resources."""
+        await self._ready()
         table = await self.svc.tools.api_table_for(key)
         return [
             ResourceDef(RESOURCE_PREFIX + f["path"], f["path"], f.get("description"), f.get("bytes"))
@@ -210,6 +222,7 @@ class McpFacade:
 
     async def read_resource(self, key: ApiKey, uri: str) -> str:
         """The text of one declaration file; NotFound for anything else."""
+        await self._ready()
         if not uri.startswith(RESOURCE_PREFIX):
             raise NotFound(
                 f"unknown resource {uri[:200]!r}: this server's resources are {RESOURCE_PREFIX}<path> "

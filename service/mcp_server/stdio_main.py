@@ -7,6 +7,7 @@ API key in ``CODEMODE_API_KEY`` (its tool policy applies), or, without one, the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
@@ -30,11 +31,15 @@ async def run_stdio(settings: Settings) -> None:
     logging.getLogger("codemode").setLevel(settings.log_level.upper())
     svc = build_components(settings)
     key = stdio_key(svc.keys.resolve, os.environ.get(API_KEY_VARIABLE))
-    await svc.start()
+    # A desktop client waits for ``initialize`` before it shows the server: it is answered at once, while the
+    # workers start; a tool call waits for the start (or is answered its failure).
+    started = asyncio.ensure_future(svc.start())
     try:
-        await serve_stdio(McpFacade(svc), key)
+        await serve_stdio(McpFacade(svc, started), key)
     finally:
+        await asyncio.wait([started])  # a client that leaves at once still gets a whole start, then a stop
         await svc.close()
+    started.result()  # a start that failed is the command's failure too: its message and exit status
 
 
 def stdio_key(resolve: Callable[[str | None], ApiKey], presented: str | None) -> ApiKey:

@@ -31,6 +31,7 @@ from service.runtime.workers.pool import WorkerPool
 from service.runtime.workers.process import Worker
 
 from . import envelopes
+from .call_log import CallLog
 from .clocks import LegClock
 from .dispatch import CellContext, Dispatcher, HostCall
 from .ending import Completed, Failed, FinalEnvelope, Outcome, Retainer, Retention, marked
@@ -98,6 +99,8 @@ class Cell:
             max_request_values=spec.limits.max_request_values,
             account=account,
         )
+        if spec.call_log:
+            self.requests.log = CallLog(self.requests.inbox)
         self.telemetry = self.context.telemetry
         self.end_reason: EndReason | None = None
         self._clock, self._bounds = clock, bounds  # ``bounds``: the legs it may run, the seconds it may live
@@ -106,7 +109,7 @@ class Cell:
         self.final: Envelope | None = None
         self.wait_lock = asyncio.Lock()
         self._delivered_bytes = 0  # inbox bytes handed to the worker, released on its next frame
-        self._leg_started = time.perf_counter()
+        self._leg_started = self._born_at = time.perf_counter()
         self._quotas = quotas
         # Done once ``final`` is set: its owner (the registry) subscribes to it to record the end.
         self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -246,7 +249,7 @@ class Cell:
             status="waiting" if waiting else "running",
             bridge_dispatch_started=self.bridge_dispatch_started,
             replay_safe=self.replay_safe,
-            telemetry=self.telemetry.public(0.0, *self.requests.waiting.split(0.0)),
+            telemetry=self.telemetry.public(0.0, *self.requests.waiting.split(0.0), cell_wall_ms=self._age_ms()),
             reason=self.requests.reason() if waiting else None,
             pending_tool_calls=self.requests.public() if waiting else None,
         )
@@ -450,7 +453,7 @@ class Cell:
             output=projection.output,
             reason=self.requests.reason(),
             pending_tool_calls=self.requests.public(),
-            **self._common(report=not state.park_at_once),
+            **self._common(report=not state.park_at_once, final=False),
         )
         return marked(envelope, self.context)
 
@@ -494,15 +497,26 @@ class Cell:
             self.ended.set_result(None)
         return sealed
 
-    def _common(self, *, report: bool = True) -> LegFields:
-        """The fields every leg's envelope carries, as of now (``report``: a caller is shown them)."""
+    def _common(self, *, report: bool = True, final: bool = True) -> LegFields:
+        """The fields every leg's envelope carries, as of now (``report``: a caller is shown them; ``final``:
+        the cell's last envelope, which a background cell's call log waits for: its other legs' are not shown)."""
         started = self.bridge_dispatch_started if report else self.requests.side_effects_may_have_started()
         wall_ms = (time.perf_counter() - self._leg_started) * 1000
+        log = self.requests.log
         return {
             "bridge_dispatch_started": started,
             "replay_safe": self.spec.restart_safe or not started,
-            "telemetry": self.telemetry.public(wall_ms, *self.requests.waiting.split(wall_ms)),
+            "telemetry": self.telemetry.public(
+                wall_ms,
+                *self.requests.waiting.split(wall_ms),
+                cell_wall_ms=self._age_ms(),
+                call_log=log.take() if log is not None and (final or not self.spec.background) else None,
+            ),
         }
+
+    def _age_ms(self) -> float:
+        """Wall time since the cell's exec, parked time included."""
+        return (time.perf_counter() - self._born_at) * 1000
 
 
 def _guest_config(context: CellContext, limits: CellLimits) -> GuestConfig:

@@ -32,9 +32,10 @@ import asyncio
 import functools
 import re
 import sys
+import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from bridge import jsoncodec
 from bridge.inbox import (
@@ -56,6 +57,8 @@ from .dispatch import Dispatcher, GuestError, Handler, HostCall, NeedsCaller, Ra
 
 if TYPE_CHECKING:
     from service.tracing import CellTrace
+
+    from .call_log import CallLog
 
 #: One request's handler run, from its start to its settlement.
 HandlerRun = Coroutine[object, object, None]
@@ -79,6 +82,7 @@ class Pending:
     task: asyncio.Task[None] | None = None
     caller: NeedsCaller | None = None  # set when the API caller must answer it
     args_bytes: int = 0  # size of the encoded arguments (traces)
+    began: float = 0.0  # its time.perf_counter() at dispatch, while the cell keeps a call log
     held: int = 0  # inbox bytes charged for what the request holds: its arguments parsed, or its input encoded
     decision: asyncio.Future[tuple[bool, str | None]] | None = None  # the approval its handler awaits
     # Its ``codemode.call`` span while tracing is on (an OpenTelemetry span: only service.tracing names that type).
@@ -137,6 +141,7 @@ class HostRequests:
         self.waiting = WaitClock()  # time with host work in flight (telemetry's tool_wait_ms)
         self._closed = False
         self.trace: CellTrace | None = None  # once a leg is traced; None while tracing is off
+        self.log: CallLog | None = None  # the cell's call log, when its exec asked for one
 
     # ---- questions the leg loop asks -------------------------------------------------------------
 
@@ -199,6 +204,8 @@ class HostRequests:
         pending = Pending(request_id, method, head=raw[:_LEADING_BYTES] if method in _LABELLED else b"")
         self._pending[request_id] = pending
         self.count += 1
+        if self.log is not None:
+            pending.began = time.perf_counter()
         if self.trace is not None:
             pending.span = self.trace.call(method, pending.label)
         route = self.dispatcher.route(method)
@@ -395,6 +402,9 @@ class HostRequests:
             self._ready.append((reply, None))
         if pending.span is not None:
             end_call(pending.span, pending.args_bytes, size, reply)
+        if self.log is not None:
+            outcome = "ok" if ok else str(cast("dict[str, object]", reply["error"]).get("code") or "error")
+            self.log.add(request_id, pending.method, pending.label, pending.began, (pending.args_bytes, size), outcome)
         self.wake.set()
 
     def drop(self, request_id: int) -> None:
@@ -410,6 +420,10 @@ class HostRequests:
             pending.task.cancel()
         if pending.span is not None:
             end_call(pending.span, pending.args_bytes, None, outcome="dropped")
+        if self.log is not None:
+            self.log.add(
+                request_id, pending.method, pending.label, pending.began, (pending.args_bytes, None), "dropped"
+            )
 
     def _abandon(self, request_id: int, error: Mapping[str, object]) -> None:
         """Reject the request with ``error`` now and cancel its task again; a late result is dropped."""

@@ -39,7 +39,7 @@ from .json_texts import INLINE, JsonTexts
 from .life_bounds import LifeBounds
 from .quotas import QuotaCaps, TenantQuotas
 from .source_checks import OFF_LOOP_CHARS, check_source, source_problem
-from .spec import CellLimits, CellSpec, CellStatus, EndReason, check_range, limits_from
+from .spec import CellLimits, CellSpec, CellStatus, EndReason, check_range, check_runs, limits_from
 
 log = logging.getLogger("codemode.cells")
 NOT_FOUND = "cell is unavailable or expired"
@@ -173,6 +173,7 @@ class CellRegistry:
         # The source pre-checks know JavaScript; Monty reports a Python cell's own syntax errors.
         code = spec.code
         if spec.language == "python":
+            check_runs(self.settings, spec.language)
             problem = None
         elif len(code) <= OFF_LOOP_CHARS:  # checked here: no coroutine for the common short source
             problem = check_source(code)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from bridge.messages import Language
 from guest_runtime.guest_config import MAX_REQUEST_VALUES
@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from service.settings import Settings
     from service.tools.catalog import ToolEntry
     from service.tools.policy import ToolPolicy
+
+    from .call_log import CallEntry
 
 
 class CellStatus(enum.Enum):
@@ -29,6 +31,17 @@ class EndReason(enum.Enum):
     FINISHED = "finished"  # completed or failed while running
     CANCELLED = "cancelled"  # its caller cancelled it, or the service shut down
     EXPIRED = "expired"  # parked longer than cell_ttl_seconds
+
+
+def check_runs(settings: Settings, language: Language) -> None:
+    """Refuse a cell language this server does not run (InvalidRequest naming ``language``): Python cells when
+    ``python_cells`` is off (its workers never load Monty)."""
+    if language == "python" and not settings.python_cells:
+        raise InvalidRequest(
+            "this server runs no Python cells (python_cells = false): write the cell in JavaScript, or ask "
+            "the operator to set python_cells = true",
+            need_param="language",
+        )
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,7 @@ class CellSpec:
     restart_safe: bool = False
     headless: bool = False
     background: bool = False  # runs leg after leg on its own after exec answered "running"
+    call_log: bool = False  # envelopes list the host requests settled (service.runtime.call_log)
     client_tools: tuple[ToolEntry, ...] = ()  # compiled once per exec
     tool_policy: ToolPolicy | None = None  # the API key's tool narrowing
     require_approval: tuple[str, ...] = ()  # the exec's approval entries (service.tools.approvals)
@@ -111,6 +125,7 @@ class TelemetryFields(TypedDict):
     """An envelope's ``telemetry`` object (``CellTelemetry`` in service.api.schemas)."""
 
     wall_ms: float
+    cell_wall_ms: float
     guest_cpu_ms: float
     tool_wait_ms: float
     tool_wait_total_ms: float
@@ -121,6 +136,8 @@ class TelemetryFields(TypedDict):
     host_requests: int
     legs: int
     heap_bytes: int
+    call_log: NotRequired[list[CallEntry]]
+    call_log_dropped: NotRequired[int]
 
 
 @dataclass
@@ -134,11 +151,22 @@ class Telemetry:
     legs: int = 0
     heap_bytes: int = 0
 
-    def public(self, wall_ms: float, tool_wait_ms: float = 0.0, tool_wait_total_ms: float = 0.0) -> TelemetryFields:
+    def public(
+        self,
+        wall_ms: float,
+        tool_wait_ms: float = 0.0,
+        tool_wait_total_ms: float = 0.0,
+        *,
+        cell_wall_ms: float | None = None,
+        call_log: tuple[list[CallEntry], int] | None = None,
+    ) -> TelemetryFields:
         """The envelope's ``telemetry`` object; ``wall_ms`` and ``tool_wait_ms`` are the current
-        exec/wait call's, ``tool_wait_total_ms`` the cell's so far (service.runtime.clocks)."""
-        return {
+        exec/wait call's, ``tool_wait_total_ms`` and ``cell_wall_ms`` the cell's so far (service.runtime.clocks;
+        ``cell_wall_ms`` is ``wall_ms`` when not given: a cell of one call); ``call_log``: the entries and
+        the count left out that the envelope shows (service.runtime.call_log), when the exec asked for them."""
+        fields: TelemetryFields = {
             "wall_ms": round(wall_ms, 3),
+            "cell_wall_ms": round(wall_ms if cell_wall_ms is None else cell_wall_ms, 3),
             "guest_cpu_ms": self.guest_cpu_ms,
             "tool_wait_ms": round(tool_wait_ms, 3),
             "tool_wait_total_ms": round(tool_wait_total_ms, 3),
@@ -150,3 +178,8 @@ class Telemetry:
             "legs": self.legs,
             "heap_bytes": self.heap_bytes,
         }
+        if call_log is not None:
+            fields["call_log"], dropped = call_log
+            if dropped:
+                fields["call_log_dropped"] = dropped
+        return fields

@@ -14,10 +14,20 @@ import pytest
 from tests.support.live_server import codemode_serve
 
 API_KEY = "ck_test_adapters_0123456789"
+#: A key of another tenant whose policy denies one of the service's own tools (tests/adapters/test_fastmcp.py).
+NARROW_KEY = "ck_test_adapters_narrow_0123456789"
 CONFIG = f"""
+[tools]
+plugins = ["service.demo.shipping"]
+
 [[api_keys]]
 key = "{API_KEY}"
 tenant = "adapters"
+
+[[api_keys]]
+key = "{NARROW_KEY}"
+tenant = "adapters-narrow"
+tools = {{deny = ["quote_shipping"]}}
 """
 CALLS: list[tuple[str, dict[str, Any]]] = []
 
@@ -30,6 +40,20 @@ try { await shipping_rate({country: "FR", weight_kg: "heavy"}); } catch (e) { re
 text(`order ${order.order_id} to ${order.destination}`);
 return {order: order.order_id, price: rate.price, refused};
 """
+
+#: The same cell in Python, as a model writes it from the Python description.
+PY_CELL = """
+order = await lookup_order(order_id="A-17")
+rate = await shipping_rate(country=order["destination"], weight_kg=order["weight_kg"])
+refused = None
+try:
+    await shipping_rate(country="FR", weight_kg="heavy")
+except Exception as e:
+    refused = str(e)
+text(f"order {order['order_id']} to {order['destination']}")
+{"order": order["order_id"], "price": rate["price"], "refused": refused}
+"""
+CELLS = {"javascript": CELL, "python": PY_CELL}
 
 
 def lookup_order(order_id: str) -> dict[str, Any]:

@@ -47,8 +47,9 @@ class ToolRuns(BaseCallbackHandler):
         self.runs.append((serialized.get("name", "?"), run_id, parent_run_id))
 
 
-def scripted(code: str) -> ScriptedChatModel:
-    call = {"name": "codemode", "args": {"code": code}, "id": "call_1", "type": "tool_call"}
+def scripted(code: str, arguments: dict[str, Any] | None = None) -> ScriptedChatModel:
+    """A model that writes one cell (``arguments``: the whole call), then says it is done."""
+    call = {"name": "codemode", "args": arguments or {"code": code}, "id": "call_1", "type": "tool_call"}
     return ScriptedChatModel(messages=iter([AIMessage(content="", tool_calls=[call]), AIMessage(content="done")]))
 
 

@@ -44,8 +44,10 @@ def tools() -> list[Any]:
     return [function_tool(lookup_order), function_tool(shipping_rate, failure_error_function=None)]
 
 
-def scripted(code: str) -> ScriptedModel:
-    return ScriptedModel([[function_call("codemode", {"code": code}, call_id="call_1")], [assistant_message("done")]])
+def scripted(code: str, arguments: dict[str, Any] | None = None) -> ScriptedModel:
+    """A model that writes one cell (``arguments``: the whole call), then says it is done."""
+    call = function_call("codemode", arguments or {"code": code}, call_id="call_1")
+    return ScriptedModel([[call], [assistant_message("done")]])
 
 
 def tool_output(model: ScriptedModel) -> dict[str, Any]:

@@ -14,14 +14,16 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from tests.adapters.conftest import API_KEY, CALLS, CELL, check_outcome, lookup_order, shipping_rate
 
 
-def scripted(code: str, seen: dict[str, Any]) -> FunctionModel:
-    """A model that writes one cell, then answers with the tool's return as its final text."""
+def scripted(code: str, seen: dict[str, Any], arguments: dict[str, Any] | None = None) -> FunctionModel:
+    """A model that writes one cell (``arguments``: the whole call), then answers with the tool's return as its
+    final text; ``seen`` gets the tools' descriptions and argument schemas it was shown."""
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         returns = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
         if not returns:
             seen["tools"] = {t.name: t.description for t in info.function_tools}
-            return ModelResponse(parts=[ToolCallPart("codemode", {"code": code})])
+            seen["schemas"] = {t.name: t.parameters_json_schema for t in info.function_tools}
+            return ModelResponse(parts=[ToolCallPart("codemode", arguments or {"code": code})])
         return ModelResponse(parts=[TextPart(json.dumps(returns[-1].content))])
 
     return FunctionModel(model)

@@ -88,6 +88,9 @@ def test_run_a_cell_that_calls_a_demo_tool_and_an_mcp_tool(tab, tmp_path, langua
     assert "USD" in tab.page.get_by_test_id("output").inner_text()
     timeline = tab.page.get_by_test_id("timeline").inner_text()
     assert "exec → completed" in timeline and "calls 2" in timeline
+    # Every nested call is listed with its target, sizes, duration and outcome (the exec asks for its call log).
+    assert "tool quote_shipping" in timeline and "mcp.call MCP.travel.forecast" in timeline, timeline
+    assert timeline.count(" ms · ok") >= 2, timeline
     screenshot(tab.page, tmp_path, f"playground-demo-{language}")
 
 

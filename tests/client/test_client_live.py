@@ -52,15 +52,16 @@ def test_guest_failure_is_an_envelope_not_an_exception(client: Client):
 
 def test_parked_cell_status_wait_and_cancel(client: Client):
     """A cell parked on a timer: status shows it waiting, wait resumes it, cancel ends another with aborted."""
+    # The leg's budget (1 s, room for a slow start on a loaded machine) ends well before the 3 s timer.
     env = client.exec(
-        'text("before"); await new Promise(r => setTimeout(r, 300)); text("after"); return 1', timeout_ms=100
+        'text("before"); await new Promise(r => setTimeout(r, 3000)); text("after"); return 1', timeout_ms=1000
     )
     assert env.status == "waiting" and [e.text for e in env.output] == ["before"]
     assert client.status(env.cell_id).status == "waiting"
-    done = client.wait(env.cell_id, timeout_ms=5000)
+    done = client.wait(env.cell_id, timeout_ms=30000)
     assert done.status == "completed" and done.value == 1 and [e.text for e in done.output] == ["after"]
 
-    parked = client.exec("await new Promise(r => setTimeout(r, 60000))", timeout_ms=100)
+    parked = client.exec("await new Promise(r => setTimeout(r, 60000))", timeout_ms=1000)
     cancelled = client.cancel(parked.cell_id)
     assert cancelled.status == "failed" and cancelled.code == "aborted"
 
@@ -260,3 +261,18 @@ def test_run_finds_handlers_of_names_that_are_not_plain_identifiers(client: Clie
         f"text_{sha8('client:text')}": "t",
         f"get_weather_{sha8('client:get.weather')}": "w2",
     }
+
+
+def test_run_hands_each_legs_envelope_to_on_envelope(client: Client):
+    """run()'s on_envelope sees the exec's waiting envelope (the cell id, the pending call) and then the
+    final one, in order; the returned envelope is the last it saw."""
+    seen = []
+    env = client.run(
+        "return (await twice({n: 21})).n",
+        client_tools={"twice": lambda args: {"n": args["n"] * 2}},
+        on_envelope=seen.append,
+    )
+    assert env.value == 42
+    assert [e.status for e in seen] == ["waiting", "completed"]
+    assert {e.cell_id for e in seen} == {env.cell_id}
+    assert [p.name for p in seen[0].pending_tool_calls] == ["twice"]

@@ -19,6 +19,7 @@ from bridge.messages import (
     GuestRequest,
     HostFrame,
     IdleFrame,
+    Language,
     ReadyFrame,
     drop_frame,
     run_frame,
@@ -32,11 +33,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class WorkerProcess:
-    def __init__(self) -> None:
+    def __init__(self, **options: Any) -> None:
+        """``options``: more worker options (``python``)."""
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        # Confined as the pool's workers are (the service builds these options once).
+        options = {"sandbox": sandbox_options("auto", "nobody"), **options}
         self.proc = subprocess.Popen(
-            # Confined as the pool's workers are (the service builds these options once).
-            [sys.executable, "-m", "guest_runtime.worker", json.dumps({"sandbox": sandbox_options("auto", "nobody")})],
+            [sys.executable, "-m", "guest_runtime.worker", json.dumps(options)],
             cwd=ROOT,
             env=env,
             stdin=subprocess.PIPE,
@@ -68,14 +71,14 @@ class WorkerProcess:
         self.proc.stdin.write(encode_raw(data))
         self.proc.stdin.flush()
 
-    def run(self, code: str) -> dict[str, Any]:
+    def run(self, code: str, language: Language = "javascript") -> dict[str, Any]:
         """Run one cell that needs no host replies; return its done frame."""
-        self.start(code)
+        self.start(code, language=language)
         msg = self.recv()
         assert msg["t"] == "done", msg
         return msg
 
-    def start(self, code: str, budget_ms: int = 3000) -> None:
+    def start(self, code: str, budget_ms: int = 3000, language: Language = "javascript") -> None:
         self.send(
             run_frame(
                 cell_id="c",
@@ -85,6 +88,7 @@ class WorkerProcess:
                 max_output_bytes=65536,
                 value_capture_bytes=65536,
                 config={"tools": [], "mcp": [], "maxRequestBytes": 1 << 20},
+                language=language,
             )
         )
 
@@ -412,3 +416,19 @@ def test_a_slice_after_other_work_reads_the_cpu_clock_again(monkeypatch):
     # Each runtime: run start + idle; then every settle reads at its start (the other ran since) and idle;
     # its last settle reads at its start and for the done frame.
     assert len(reads) == 2 * (2 + 5 * 2 + 2), reads
+
+
+def test_a_javascript_only_worker_refuses_a_python_cell_and_serves_on():
+    """A worker started without Python (``python: false``, never loads Monty) answers a Python cell that reached
+    it anyway with runtime_unavailable, and its next JavaScript cell runs in the same process."""
+    worker = WorkerProcess(python=False)
+    try:
+        done = worker.run("1", language="python")
+        assert done["ok"] is False and done["error"]["code"] == "runtime_unavailable", done
+        assert done["text"] == "this worker runs no Python cells (python_cells = false)"
+        after = worker.run("return 'next'")
+        assert after["ok"] is True and after["text"] == '"next"'
+        assert worker.proc.poll() is None
+    finally:
+        worker.proc.kill()
+        worker.proc.wait()

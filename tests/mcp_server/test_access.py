@@ -11,9 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import Client
+from mcp.client.stdio import stdio_client
 
 from tests.conftest import make_client
 from tests.mcp_server.conftest import ALPHA, BETA, http_client, stdio_parameters, stdio_session
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -163,6 +166,25 @@ def test_stdio_refuses_an_unknown_api_key(config_file: Path, tmp_path: Path) -> 
     )
     assert done.returncode == 3 and done.stdout == b""
     assert b"unknown API key" in done.stderr
+
+
+async def test_stdio_answers_initialize_before_its_start_and_a_call_hears_why_the_start_failed(
+    config_file: Path, tmp_path: Path
+) -> None:
+    """`codemode mcp` answers ``initialize`` and lists its tools while the services start (a desktop client
+    shows the server at once); when the start then fails (here: a session store that does not answer), a
+    tool call is answered the reason, and the command exits with the start-up failure status."""
+    params = stdio_parameters(config_file, tmp_path, None)
+    assert params.env is not None
+    params.env["CODEMODE_STORE_URL"] = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    async with Client(stdio_client(params)) as client:
+        assert "exec" in {t.name for t in (await client.list_tools()).tools}
+        answer = await client.call_tool("exec", {"code": "return 1"})
+        assert answer.is_error and "does not answer" in answer.content[0].text, answer
+    done = subprocess.run(
+        [params.command, *params.args], env=params.env, cwd=params.cwd, input=b"", capture_output=True, timeout=60
+    )
+    assert done.returncode == 3 and b"cannot start: session store" in done.stderr, done.stderr
 
 
 def test_without_keys_only_loopback_hosts_reach_the_facade(tmp_path: Path) -> None:

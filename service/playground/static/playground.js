@@ -102,9 +102,19 @@ function addTimeline(label, detail, wallMs) {
   $("timeline").append(row);
 }
 
+function addCalls(t) {
+  for (const c of (t && t.call_log) || []) {
+    const sizes = `${c.request_bytes} B → ${c.reply_bytes === null ? "–" : c.reply_bytes + " B"}`;
+    const row = `${c.method}${c.target ? " " + c.target : ""}`;
+    addTimeline(`  ${c.id} ${row}`, `${sizes} · ${c.ms} ms · ${c.outcome}`, c.ms);
+  }
+  if (t && t.call_log_dropped) addTimeline("  …", `${t.call_log_dropped} more calls not listed`);
+}
+
 function telemetryText(t) {
   if (!t) return "";
-  return `wall ${t.wall_ms} ms · legs ${t.legs} · calls ${t.call_count} · host requests ${t.host_requests}`;
+  const cell = t.cell_wall_ms !== undefined && t.cell_wall_ms !== t.wall_ms ? ` (cell ${t.cell_wall_ms} ms)` : "";
+  return `wall ${t.wall_ms} ms${cell} · legs ${t.legs} · calls ${t.call_count} · host requests ${t.host_requests}`;
 }
 
 function addOutput(entries) {
@@ -127,6 +137,7 @@ function handle(env, via) {
   const calls = env.pending_tool_calls || [];
   const detail = [env.code, calls.length ? `${calls.length} pending` : "", telemetryText(env.telemetry)];
   addTimeline(`${via} → ${env.status}`, detail.filter(Boolean).join(" · "), env.telemetry && env.telemetry.wall_ms);
+  addCalls(env.telemetry);
   for (const call of calls) {
     const kind = call.method === "approval" ? "approval" : "input" in call ? "client tool" : call.method;
     addTimeline(`pending ${call.id}`, `${kind} ${call.tool || ""}`.trim());
@@ -201,6 +212,7 @@ function requestBody() {
   const tools = JSON.parse($("client-tools").value.trim() || "[]");
   if (tools.length) body.client_tools = tools;
   if ($("background").checked) body.background = true;
+  body.call_log = true; // the timeline lists every nested call
   return body;
 }
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from service.api_files.mcp_pyi import render_mcp_index_stub, render_mcp_server_stub
+from service.api_files.model import McpServerDecl, McpToolDecl
 from service.settings import ToolSettings
 from service.settings_mcp import McpServerConfig
 from tests.conftest import make_client, run
@@ -129,6 +131,7 @@ from index import MCP
 
 async def usage() -> int:
     added = await MCP.docs.add(a=1, b=2.5)
+    total: float = added["structuredContent"]["sum"]
     issue = await MCP.docs.createIssue(title="t", labels=["bug"])
     readme = await MCP.docs.resources.read("docs://readme")
     pages = await MCP.docs.resources.templates(cursor=None)
@@ -136,7 +139,7 @@ async def usage() -> int:
     failed: bool = added.get("isError", False)
     return len(added["content"]) + len(issue["content"]) + len(readme["contents"]) + len(
         pages["resourceTemplates"]
-    ) + len(greeting["messages"]) + int(failed)
+    ) + len(greeting["messages"]) + int(failed) + int(total)
 """
 MCP_MISUSE = """
 from index import MCP
@@ -148,6 +151,7 @@ async def misuse() -> None:
     await MCP.docs.no_such_tool()
     await MCP.docs.resources.read(1)
     (await MCP.docs.echo(text="x"))["no_such_key"]
+    (await MCP.docs.add(a=1, b=2))["structuredContent"]["no_such_key"]
 """
 
 
@@ -170,7 +174,9 @@ def test_python_cells_list_an_mcp_index_stub_and_one_per_server(mcp_stubs):
     assert paths == ["mcp/index.d.ts", "mcp/docs.d.ts", "mcp/index.pyi", "mcp/docs.pyi"]
     assert "class Mcp:\n    docs: DocsServer" in files["mcp/index.pyi"]
     docs = files["mcp/docs.pyi"]
-    assert "async def add(self, **input: Unpack[DocsAddInput]) -> McpToolResult: ..." in docs
+    # An outputSchema types the result's structuredContent; without one it stays Any.
+    assert "async def add(self, **input: Unpack[DocsAddInput]) -> McpResult[DocsAddOutput]: ..." in docs
+    assert "async def echo(self, **input: Unpack[DocsEchoInput]) -> McpToolResult: ..." in docs
     assert "# MCP tool name: create-issue" in docs  # the identifier differs from the MCP name
     assert "resources: DocsResources" in docs and "prompts: DocsPrompts" in docs
 
@@ -194,5 +200,116 @@ def test_the_mcp_stubs_reject_misuse(mcp_stubs, tmp_path):
     write_mcp_stubs(tmp_path / "stubs", mcp_stubs[1])
     result = mypy(tmp_path / "stubs", MCP_MISUSE)
     lines = [line for line in result.stdout.splitlines() if "usage.py" in line and "error" in line]
-    for line_no in (6, 7, 8, 9, 10):
+    for line_no in (6, 7, 8, 9, 10, 11):
         assert any(f"usage.py:{line_no}:" in line for line in lines), (line_no, result.stdout)
+
+
+#: An MCP tool whose outputSchema is input-discriminated (as the shipping demo's ``shipments`` tool).
+SHIPMENTS = McpToolDecl(
+    "shipments",
+    "shipments",
+    "List shipments or read one.",
+    {
+        "type": "object",
+        "properties": {"action": {"enum": ["list", "status"]}, "shipment_id": {"type": "string"}},
+        "required": ["action"],
+    },
+    {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"ids": {"type": "array", "items": {"type": "string"}}},
+                "required": ["ids"],
+            },
+            {"type": "object", "properties": {"found": {"type": "boolean"}}, "required": ["found"]},
+        ],
+        "x-openclaw-input-discriminator": {
+            "version": 1,
+            "inputProperty": "action",
+            "mapping": {"list": 0, "status": 1},
+        },
+    },
+)
+OVERLOAD_USAGE = """
+from index import MCP
+
+
+async def usage() -> int:
+    listed = await MCP.shop.shipments(action="list")
+    ids: list[str] = listed["structuredContent"]["ids"]
+    one = await MCP.shop.shipments(action="status", shipment_id="S-1")
+    found: bool = one["structuredContent"]["found"]
+    return len(ids) + int(found)
+"""
+OVERLOAD_MISUSE = """
+from index import MCP
+
+
+async def misuse() -> None:
+    (await MCP.shop.shipments(action="list"))["structuredContent"]["found"]
+    (await MCP.shop.shipments(action="status"))["structuredContent"]["ids"]
+"""
+
+
+def test_an_input_discriminated_mcp_output_gets_overloads_mypy_narrows(tmp_path):
+    """An MCP tool's outputSchema annotated with its input discriminator gets one overload per selector
+    value: mypy --strict narrows the result's structuredContent by the literal passed."""
+    shop = McpServerDecl("shop", "shop", (SHIPMENTS,), False, False)
+    files = {"mcp/index.pyi": render_mcp_index_stub([shop]), "mcp/shop.pyi": render_mcp_server_stub(shop)}
+    assert files["mcp/shop.pyi"].count("@overload") == 3, files["mcp/shop.pyi"]
+    write_mcp_stubs(tmp_path / "ok", files)
+    done = mypy(tmp_path / "ok", OVERLOAD_USAGE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    write_mcp_stubs(tmp_path / "bad", files)
+    done = mypy(tmp_path / "bad", OVERLOAD_MISUSE)
+    assert 'TypedDict "ShopShipmentsOutput0" has no key "found"' in done.stdout, done.stdout
+    assert 'TypedDict "ShopShipmentsOutput1" has no key "ids"' in done.stdout, done.stdout
+
+
+# ---- error_info: errors.pyi -----------------------------------------------------------------------
+
+ERRORS_USAGE = """
+from errors import HostError, error_info
+
+
+async def usage(call: object) -> str:
+    try:
+        raise RuntimeError("x")
+    except Exception as e:
+        info: HostError | None = error_info(e)
+        if info is None:
+            raise
+        if info["code"] == "tool_blocked" and info.get("nonRetriable", False):
+            return info.get("tool", "") + info["message"]
+        return info["code"]
+"""
+ERRORS_MISUSE = """
+from errors import error_info
+
+
+def misuse(e: Exception) -> None:
+    error_info(e)["code"]
+    info = error_info("not an exception")
+    if info is not None:
+        info["cod"]
+        n: int = info["message"]
+"""
+
+
+def test_error_info_is_declared_in_errors_pyi_and_type_checks(shop, tmp_path):
+    """A Python cell lists `errors.pyi`; using `error_info` as a cell would passes mypy --strict, while
+    forgetting its None, passing a non-exception, an unknown key or a wrong type is rejected."""
+    env = run(shop, "[f['path'] for f in (await API.list())['files']][:2]", language="python")
+    assert env["value"] == ["results.d.ts", "errors.pyi"], env
+    content = run(shop, "(await API.read('errors.pyi'))['content']", language="python")["value"]
+    directory = tmp_path / "errors"
+    directory.mkdir()
+    (directory / "errors.pyi").write_text(content)
+    done = mypy(directory, ERRORS_USAGE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = mypy(directory, ERRORS_MISUSE)
+    lines = [line for line in done.stdout.splitlines() if "usage.py" in line and "error" in line]
+    for line_no in (6, 7, 9, 10):
+        assert any(f"usage.py:{line_no}:" in line for line in lines), (line_no, done.stdout)
+    js = run(shop, "return (await API.list()).files.map(f => f.path)")["value"]
+    assert "errors.pyi" not in js

@@ -18,6 +18,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+import sse_starlette.sse
 import uvicorn
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -111,12 +113,15 @@ def test_uvicorn_http_tools_protocol_keeps_connections_transport_and_loop_where_
     assert ours & theirs == set()
 
 
-def test_uvicorn_server_has_the_signal_hook_and_state_the_draining_server_uses():
+def test_uvicorn_server_has_the_signal_hook_and_state_the_draining_server_uses(monkeypatch: pytest.MonkeyPatch):
     """service/http/server.py's DrainingServer overrides ``Server.handle_exit(sig, frame)`` and ``serve(sockets)``
     and reads ``started`` and ``should_exit``: uvicorn's Server still has them, a signal handler still calls
     ``handle_exit``, and setting ``should_exit`` is still how it is told to stop.  (sse_starlette, which the
     MCP SDK imports, replaces ``Server.handle_exit`` with a ``(*args, **kwargs)`` wrapper that calls the
-    original: so the signature is read from uvicorn's module source, not the class attribute.)"""
+    original: so the signature is read from uvicorn's module source, not the class attribute.  Its wrapper
+    also sets a process-wide flag that ends every event stream served afterwards in this process, the MCP
+    facade's too: the flag is put back when the test ends.)"""
+    monkeypatch.setattr(sse_starlette.sse.AppStatus, "should_exit", False)
     assert list(inspect.signature(DrainingServer.handle_exit).parameters) == ["self", "sig", "frame"]
     assert "def handle_exit(self, sig: int, frame: FrameType | None) -> None:" in inspect.getsource(uvicorn.server)
     ours = list(inspect.signature(DrainingServer.serve).parameters)

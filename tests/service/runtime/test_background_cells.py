@@ -51,6 +51,18 @@ def test_exec_answers_at_once_and_wait_answers_only_new_output(client):
     assert r.status_code == 404 and "delivered" in r.json()["error"]["message"]
 
 
+def test_cell_wall_ms_is_the_cells_run_time_and_wall_ms_the_calls(client):
+    """telemetry.cell_wall_ms counts from the exec, across the time the background cell ran before the wait
+    that collected it (at least its 400 ms timer); wall_ms is only that wait's; an exec answered at once
+    has one call, which its cell_wall_ms covers."""
+    cell_id = start(client, SLEEP.format(ms=400) + "return 1")
+    poll_until(lambda: client.get(f"/v1/cells/{cell_id}").json()["status"] == "completed", "the cell completed")
+    times = wait(client, cell_id)["telemetry"]
+    assert times["cell_wall_ms"] >= 400 and times["cell_wall_ms"] > times["wall_ms"], times
+    quick = run(client, "return 1")["telemetry"]
+    assert quick["cell_wall_ms"] >= quick["wall_ms"], quick
+
+
 def test_a_cell_that_needs_its_caller_waits_for_a_wait(client):
     """The run stops at a client tool call (status waiting with the call); the wait's answer resumes it."""
     cell_id = start(

@@ -1,39 +1,13 @@
-"""A cell's own faults have guest-side codes, the same in JavaScript and Python; internal_error is the service's."""
+"""A cell's own faults have guest-side codes; internal_error is the service's.
+
+The same faults in both languages are one table: ``test_language_contract.py``.
+"""
 
 from __future__ import annotations
 
-import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import run
-
-#: (JavaScript, Python, code, phase): one fault, written in each language.
-FAULTS = {
-    "an error the cell threw": ('throw new Error("boom")', 'raise ValueError("boom")', "uncaught_error", "guest"),
-    "a name that is not defined": ("return missingFn()", "missing_fn()", "uncaught_error", "guest"),
-    "a tool failure nobody caught": (
-        'await fail({message: "no"})',
-        'await fail(message="no")',
-        "uncaught_error",
-        "bridge",
-    ),
-    "a tool failure caught and thrown again": (
-        'try { await fail({message: "no"}) } catch (e) { throw e }',
-        'try:\n    await fail(message="no")\nexcept Exception as e:\n    raise e',
-        "uncaught_error",
-        "bridge",
-    ),
-}
-
-
-@pytest.mark.parametrize("fault", list(FAULTS))
-@pytest.mark.parametrize("language", ["javascript", "python"])
-def test_the_same_fault_has_the_same_code_and_phase_in_both_languages(client: TestClient, fault: str, language: str):
-    """Each fault of the cell's own code fails it with its guest-side code and phase, never internal_error."""
-    javascript, python, code, phase = FAULTS[fault]
-    env = run(client, javascript if language == "javascript" else python, language=language)
-    assert (env["status"], env["code"], env["failure_phase"]) == ("failed", code, phase), env
-    assert ("boom" in env["error"]) or ("missing" in env["error"].lower()) or ("no" in env["error"]), env["error"]
 
 
 def test_an_unhandled_rejection_of_the_cells_own_is_uncaught(client: TestClient):

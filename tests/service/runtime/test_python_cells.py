@@ -312,3 +312,13 @@ def test_a_value_monty_cannot_hand_over_fails_only_its_cell_and_the_worker_lives
     resumed = client.post(f"/v1/cells/{parked['cell_id']}/wait", json={}).json()
     assert resumed["status"] == "completed" and resumed["value"] == "resumed", resumed
     assert client.post("/v1/exec", json={"code": "1 + 1", "language": "python"}).json()["value"] == 2
+
+
+def test_a_tool_named_error_info_takes_the_name(client):
+    """`error_info` is a built-in only where no tool has the callable name: a client tool called so is called."""
+    env = py(client, "await error_info(a=1)", client_tools=[{"name": "error_info", "input_schema": {"type": "object"}}])
+    assert env["status"] == "waiting", env
+    (entry,) = env["pending_tool_calls"]
+    assert (entry["method"], entry["name"], entry["input"]) == ("tool", "error_info", {"a": 1}), entry
+    done = wait(client, env["cell_id"], tool_results=[{"id": entry["id"], "ok": True, "value": "mine"}])
+    assert done["value"] == "mine", done

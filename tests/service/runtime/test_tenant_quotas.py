@@ -261,12 +261,13 @@ def test_finished_cells_track_a_bounded_number_of_tenants():
 
 def test_a_new_tenant_gets_a_worker_at_once_after_a_parked_cell_finishes(tmp_path):
     """Regression: with 2 workers, the idle workers of other tenants (one of them the extra worker of a
-    parked cell that resumed) are retired for a new tenant, instead of making it wait out acquire_timeout_ms."""
+    parked cell that resumed) are retired for a new tenant, instead of making it wait out acquire_timeout_ms
+    (then answered 503 ``overloaded``). The timeout is long enough for worker starts on a loaded machine."""
     from service.settings import ApiKey
 
     keys = tuple(ApiKey(f"k{i}", f"t{i}") for i in range(5))
     headers = [{"Authorization": f"Bearer k{i}"} for i in range(5)]
-    with make_client(tmp_path, api_keys=keys, workers=2, acquire_timeout_ms=3000) as client:
+    with make_client(tmp_path, api_keys=keys, workers=2, acquire_timeout_ms=20000) as client:
         for i in range(4):
             exec_ok(client, headers[i], "return 1")
         parked = exec_ok(client, headers[1], "await yield_control(); return 2", timeout_ms=300)
@@ -274,8 +275,6 @@ def test_a_new_tenant_gets_a_worker_at_once_after_a_parked_cell_finishes(tmp_pat
         exec_ok(client, headers[0], "return 1")
         r = post(client, headers[1], f"/v1/cells/{parked['cell_id']}/wait", {})
         assert r.json()["status"] == "completed", r.text
-        started = time.monotonic()
         r = post(client, headers[4], "/v1/exec", {"code": "return 40+2"})
-        assert r.status_code == 200, r.text
+        assert r.status_code == 200, f"the new tenant waited out acquire_timeout_ms: {r.text}"
         assert value_of(r.json()) == 42
-        assert time.monotonic() - started < 2.0, "the new tenant waited for acquire_timeout_ms"
