@@ -11,7 +11,7 @@
 
 Editors read the same ``jsconfig.json`` and check each file as a script of one shared scope (which
 cannot see the order the files run in).  ``scripts/check`` runs this script;
-``tests/guest_runtime/test_prelude_types.py`` runs ``type_errors`` on the shipped prelude and on copies
+``tests/guest_runtime/quickjs/test_prelude_types.py`` runs ``type_errors`` on the shipped prelude and on copies
 with planted mistakes.
 """
 

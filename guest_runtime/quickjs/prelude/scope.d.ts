@@ -25,7 +25,7 @@ interface ErrorConstructor {
   prepareStackTrace: unknown;
 }
 
-/** The operations driver.py calls the hook with (hook.js has a case for each; a test reads driver.py's calls). */
+/** The operations quickjs/engine.py calls the hook with (hook.js has a case for each; a test reads its calls). */
 type HostHookOp =
   | "configure"
   | "compile"

@@ -56,7 +56,7 @@ def test_the_prelude_type_checks():
         ("output.js", "serialise(v, false, 0)", "serialise(v, false)", "TS2554"),
         # A name used before the file that declares it has run (state.js runs after core.js).
         ("core.js", "const ObjectCreate", "const early = UNAWAITED;\nconst ObjectCreate", "TS2448"),
-        # A hook operation driver.py never calls.
+        # A hook operation the engine never calls.
         ("hook.js", 'case "take":', 'case "takeAll":\n    case "take":', "TS2678"),
         # A captured built-in nothing uses.
         ("core.js", "const ArrayIsArray", "const stringTrim = String.prototype.trim;\nconst ArrayIsArray", "TS6133"),
@@ -82,7 +82,7 @@ def test_editors_see_the_files_in_the_order_they_run():
 
 
 def test_the_declared_hook_operations_are_the_ones_driver_calls():
-    """scope.d.ts declares the operations driver.py calls the hook with, and no other."""
+    """scope.d.ts declares the operations the engine (quickjs/engine.py) calls the hook with, and no other."""
     declared = set(re.findall(r'\| "(\w+)"', (PRELUDE / "scope.d.ts").read_text(encoding="utf-8")))
     called = set(re.findall(r'self\._(?:call|hook)\(\s*"(\w+)"', Path(engine.__file__).read_text(encoding="utf-8")))
     assert declared == called
