@@ -112,10 +112,11 @@ def test_throwing_timer_callback_fails_the_cell(client):
 
 def test_pending_without_host_work_fails_instead_of_parking(client):
     """A promise that can never settle and no host work outstanding fails at once, not at timeout_ms."""
-    env = run(client, "await new Promise(() => {}); return 1", timeout_ms=20_000)
-    assert env["status"] == "failed", env
+    env = run(client, "await new Promise(() => {}); return 1", timeout_ms=60_000)
+    assert env["status"] == "failed" and env["code"] != "timeout", env
     assert PENDING in env["error"]
-    assert env["telemetry"]["wall_ms"] < 20_000, "the cell waited out its timeout instead of failing"
+    # The reason shows the path; the bound (half the deliberately long timeout) only a cell that waited it out reaches.
+    assert env["telemetry"]["wall_ms"] < 30_000, "the cell waited out its timeout instead of failing"
 
 
 def test_dispatch_flags_for_pure_timer_and_tool_cells(client):
