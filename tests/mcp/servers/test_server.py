@@ -61,7 +61,8 @@ TOOLS: list[types.Tool] = [
         name="sleep_echo",
         description="Sleep, then echo a value; with a marker file, first append a line to it (with a "
         "cancel_marker file, append a line there when the call is cancelled); with an until file, wake as "
-        "soon as that file exists (a test releases the call by an event, with seconds as a cap).",
+        "soon as that file exists (a test releases the call by an event, with seconds as a cap); with "
+        "together n, wake as soon as n calls sleep at once.",
         input_schema={
             "type": _OBJ,
             "properties": {
@@ -70,6 +71,7 @@ TOOLS: list[types.Tool] = [
                 "marker": {"type": "string"},
                 "cancel_marker": {"type": "string"},
                 "until": {"type": "string"},
+                "together": {"type": "integer"},
             },
             "required": ["seconds"],
         },
@@ -141,7 +143,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         _SLEEPING[0] += 1
         seen = _SLEEPING[0]
         try:
-            await _sleep(float(args["seconds"]), args.get("until"))
+            await _sleep(float(args["seconds"]), args.get("until"), args.get("together"))
         except anyio.get_cancelled_exc_class():
             if "cancel_marker" in args:  # the client gave up on the call (notifications/cancelled)
                 _append_run(args["cancel_marker"])
@@ -165,11 +167,12 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     return types.CallToolResult(content=[_text(f"unknown tool {name}")], is_error=True)
 
 
-async def _sleep(seconds: float, until: str | None) -> None:
-    """Sleep ``seconds``, or less: until the file ``until`` exists."""
+async def _sleep(seconds: float, until: str | None, together: int | None) -> None:
+    """Sleep ``seconds``, or less: until the file ``until`` exists, or ``together`` calls sleep at once."""
+    woken_early = until is not None or together is not None
     with anyio.move_on_after(seconds):
-        while until is None or not os.path.exists(until):
-            await anyio.sleep(seconds if until is None else 0.02)
+        while not (until is not None and os.path.exists(until)) and not (together and _SLEEPING[0] >= together):
+            await anyio.sleep(0.02 if woken_early else seconds)
 
 
 #: sleep_echo calls sleeping right now in this server process.
