@@ -168,7 +168,7 @@ async def test_a_shorter_clock_started_later_expires_first(ctx) -> None:
     started = asyncio.get_running_loop().time()
     with pytest.raises(ToolTimeoutError):
         await session.call("quick", {"s": 60}, ctx)
-    assert asyncio.get_running_loop().time() - started < 5
+    assert asyncio.get_running_loop().time() - started < 15  # half the slow clock: a bound load does not reach
     assert not long_call.done()
     long_call.cancel()
     with pytest.raises(asyncio.CancelledError):
