@@ -207,7 +207,7 @@ def test_each_event_loop_keeps_its_own_clocks() -> None:
             started = loop.time()
             with pytest.raises(ToolTimeoutError):
                 with CallClock(0.05, "t"):
-                    await asyncio.sleep(5)
+                    await asyncio.sleep(60)
             return clocks._wheel_of(loop), loop.time() - started  # noqa: SLF001
 
         return asyncio.run(body())
@@ -215,4 +215,4 @@ def test_each_event_loop_keeps_its_own_clocks() -> None:
     with ThreadPoolExecutor(2) as pool:
         (first, first_s), (second, second_s) = pool.map(run, range(2))
     assert first is not second
-    assert first_s < 4 and second_s < 4
+    assert first_s < 30 and second_s < 30  # half the 60 s sleep only a missed clock waits out: load does not reach it
