@@ -49,20 +49,23 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int
         stop_redis_server(process)
 
 
-@pytest.fixture(scope="module")
-def on_redis(
-    tmp_path_factory: pytest.TempPathFactory, redis_server: tuple[int, subprocess.Popen[bytes]]
+def _on_redis(
+    tmp_path_factory: pytest.TempPathFactory, port: int, store_timeout_ms: int, name: str
 ) -> Iterator[LiveServer]:
-    env = {
-        "CODEMODE_STORE_URL": f"redis://127.0.0.1:{redis_server[0]}/0",
-        "CODEMODE_STORE_TIMEOUT_MS": str(STORE_TIMEOUT_MS),
-    }
-    server = LiveServer(tmp_path_factory.mktemp("stall-redis"), workers=2, env=env)
+    env = {"CODEMODE_STORE_URL": f"redis://127.0.0.1:{port}/0", "CODEMODE_STORE_TIMEOUT_MS": str(store_timeout_ms)}
+    server = LiveServer(tmp_path_factory.mktemp(name), workers=2, env=env)
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def on_redis(
+    tmp_path_factory: pytest.TempPathFactory, redis_server: tuple[int, subprocess.Popen[bytes]]
+) -> Iterator[LiveServer]:
+    yield from _on_redis(tmp_path_factory, redis_server[0], STORE_TIMEOUT_MS, "stall-redis")
 
 
 @pytest.fixture(scope="module")
@@ -70,16 +73,7 @@ def on_redis_waiting_long(
     tmp_path_factory: pytest.TempPathFactory, redis_server: tuple[int, subprocess.Popen[bytes]]
 ) -> Iterator[LiveServer]:
     """A server on the same redis-server whose store calls wait up to a minute for it."""
-    env = {
-        "CODEMODE_STORE_URL": f"redis://127.0.0.1:{redis_server[0]}/0",
-        "CODEMODE_STORE_TIMEOUT_MS": str(LONG_STORE_TIMEOUT_MS),
-    }
-    server = LiveServer(tmp_path_factory.mktemp("stall-redis-long"), workers=2, env=env)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _on_redis(tmp_path_factory, redis_server[0], LONG_STORE_TIMEOUT_MS, "stall-redis-long")
 
 
 @contextmanager

@@ -37,17 +37,25 @@ MAX_CONNECTIONS = 12
 READ_TIMEOUT_S = 2
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def _serve(tmp_path_factory: pytest.TempPathFactory, read_timeout_s: int, **extra: str) -> Iterator[str]:
     env = {
-        "CODEMODE_HEADER_READ_TIMEOUT_SECONDS": str(READ_TIMEOUT_S),
-        "CODEMODE_BODY_READ_TIMEOUT_SECONDS": str(READ_TIMEOUT_S),
-        "CODEMODE_KEEP_ALIVE_TIMEOUT_SECONDS": "1",
+        "CODEMODE_HEADER_READ_TIMEOUT_SECONDS": str(read_timeout_s),
+        "CODEMODE_BODY_READ_TIMEOUT_SECONDS": str(read_timeout_s),
         "CODEMODE_MAX_CONNECTIONS": str(MAX_CONNECTIONS),
-        "CODEMODE_METRICS_REQUIRE_KEY": "true",
+        **extra,
     }
     with codemode_serve(tmp_path_factory.mktemp("gate"), env=env, config=KEYS) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _serve(
+        tmp_path_factory,
+        READ_TIMEOUT_S,
+        CODEMODE_KEEP_ALIVE_TIMEOUT_SECONDS="1",
+        CODEMODE_METRICS_REQUIRE_KEY="true",
+    )
 
 
 #: The read deadlines of the server the connection-cap tests use: so long that a socket closed within half
@@ -57,14 +65,7 @@ CAP_READ_TIMEOUT_S = 120
 
 @pytest.fixture(scope="module")
 def capped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    env = {
-        "CODEMODE_HEADER_READ_TIMEOUT_SECONDS": str(CAP_READ_TIMEOUT_S),
-        "CODEMODE_BODY_READ_TIMEOUT_SECONDS": str(CAP_READ_TIMEOUT_S),
-        "CODEMODE_KEEP_ALIVE_TIMEOUT_SECONDS": str(CAP_READ_TIMEOUT_S),
-        "CODEMODE_MAX_CONNECTIONS": str(MAX_CONNECTIONS),
-    }
-    with codemode_serve(tmp_path_factory.mktemp("capped"), env=env, config=KEYS) as url:
-        yield url
+    yield from _serve(tmp_path_factory, CAP_READ_TIMEOUT_S, CODEMODE_KEEP_ALIVE_TIMEOUT_SECONDS=str(CAP_READ_TIMEOUT_S))
 
 
 def _connect(base: str) -> socket.socket:
