@@ -23,9 +23,9 @@ from typing import Any
 
 from bridge.framing import encode_frame
 from bridge.messages import HostFrame, RunFrame, WorkerFrame, run_frame
-from guest_runtime import prelude_source
-from guest_runtime.driver import GuestEngine, compile_prelude
-from guest_runtime.prelude_source import PreludeSource
+from guest_runtime.quickjs import prelude_source
+from guest_runtime.quickjs.engine import GuestEngine, compile_prelude
+from guest_runtime.quickjs.prelude_source import PreludeSource
 from guest_runtime.worker import Runtimes
 
 #: A prelude that defines nothing: its function returns a hook that only deletes its own global.

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .report import aligned
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The newest pydantic-monty the index can install whole (1.5.0 names a pydantic-monty-client it lacks).
 MONTY_RELEASE = "pydantic-monty==1.4.0"
@@ -93,9 +95,10 @@ async def _child(calls: int) -> None:
             print(await executor.wall_ms(name), flush=True)
 
 
-def _monty_dir(path: Path) -> Path:
+def install_monty(path: Path = DEFAULT_MONTY_DIR) -> Path:
+    """``path``, holding a ``pip install --target`` copy of ``MONTY_RELEASE`` (installed now when missing)."""
     if not (path / "pydantic_monty").is_dir():
-        print(f"bench fastmcp: installing {MONTY_RELEASE} into {path} (FastMCP's default sandbox)", flush=True)
+        print(f"bench: installing {MONTY_RELEASE} into {path} (it cannot share the service venv)", flush=True)
         pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target", str(path)]
         subprocess.run([*pip, MONTY_RELEASE], check=True)
     return path
@@ -146,7 +149,7 @@ async def _alternating(base: str, monty: Path, executes: int, calls: int) -> dic
 def run_fastmcp(executes: int = 100, calls: int = 5, monty_dir: Path = DEFAULT_MONTY_DIR) -> dict[str, Any]:
     from .servers import codemode_server
 
-    monty = _monty_dir(monty_dir)
+    monty = install_monty(monty_dir)
     with codemode_server() as svc:
         walls = asyncio.run(_alternating(svc.base, monty, executes, calls))
     medians = {side: {name: statistics.median(w) for name, w in by_code.items()} for side, by_code in walls.items()}
@@ -163,10 +166,7 @@ def render(r: dict[str, Any]) -> str:
         rows.append((label, f"{d:.2f}", f"{c:.2f}", f"{c - d:+.2f}"))
     per_call = [(m[side]["calls"] - m[side]["no call"]) / r["calls"] for side in ("default", "codemode")]
     rows.append(("per call_tool", f"{per_call[0]:.2f}", f"{per_call[1]:.2f}", f"{per_call[1] - per_call[0]:+.2f}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join(lines) + (
+    return "\n".join(aligned(rows)) + (
         f"\n({r['executes']} executes per code and side, taking turns; default: FastMCP's "
         f"MontySandboxProvider on {r['monty']}; codemode: CodemodeSandboxProvider over loopback HTTP; "
         f"load average {r['loadavg']})"

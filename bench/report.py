@@ -172,10 +172,14 @@ def render(r: dict[str, Any]) -> str:
 
 def table(rows: list[tuple[str, str, str, str]]) -> list[str]:
     """The lines of a figure table: its head, a rule, then ``rows`` in aligned columns."""
-    widths = [max(len(row[i]) for row in rows + [("figure", "measured", "target", "")]) for i in range(4)]
-    line = lambda row: "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()  # noqa: E731
-    head = line(("figure", "measured", "target", ""))
-    return [head, "-" * len(head), *(line(row) for row in rows)]
+    return aligned([("figure", "measured", "target", ""), *rows])
+
+
+def aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """``rows`` in aligned columns, a rule under the first (the head)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    return [lines[0], "-" * len(lines[0]), *lines[1:]]
 
 
 def density_rows(d: dict[str, Any], number: str = "") -> list[tuple[str, str, str, str]]:

@@ -95,6 +95,13 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by ``pid``, every live process below it, and the children each of them
+    already reaped (recycled workers): what a service did, which a busy machine does not inflate."""
+    tree = (pid, *descendants(pid))
+    return sum(_cpu_seconds(p) + _reaped_children_cpu(p) for p in tree)
+
+
 class Server:
     """A server subprocess; ``cpu()`` returns (main process, worker children) CPU seconds so far."""
 

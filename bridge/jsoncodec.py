@@ -27,7 +27,7 @@ from bridge.errors import JSONEncodeError as JSONEncodeError
 
 #: Arrays/objects a value crossing the bridge may nest.  orjson refuses 254 levels when encoding,
 #: and frames and envelopes wrap a guest value in a few levels of their own.  The guest prelude
-#: enforces the same number (``MAX_NESTING`` in guest_runtime/prelude/core.js).
+#: enforces the same number (``MAX_NESTING``, generated from guest_runtime/guest_config.py).
 MAX_NESTING = 200
 #: The deepest nesting the encoder writes (orjson refuses more).
 ENCODER_DEPTH = 254

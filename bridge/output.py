@@ -59,7 +59,7 @@ from bridge.truncation import (
 
 CAPTURE_SLACK_BYTES = 1024
 #: Output entries one cell may emit.  The guest refuses more (``text``/``json`` throw a RangeError,
-#: guest_runtime/prelude/output.js); capture and projection re-check it, keeping only the size of entries
+#: guest_runtime/quickjs/prelude/output.js); capture and projection re-check it, keeping only the size of entries
 #: past it, so a cell's entry count bounds the host's per-entry work either way.
 MAX_OUTPUT_ENTRIES = 10_000
 FINAL_RESERVE_BYTES = 1024

@@ -16,7 +16,8 @@ something the later ones take away):
 ``not_dumpable``  ``PR_SET_DUMPABLE`` 0: no core dump, no ptrace by the same uid, /proc entries root's
 ``no_new_privs``  ``PR_SET_NO_NEW_PRIVS``: nothing could ever gain privileges through exec
 ``landlock``      a ruleset handling every file-system right (TCP and scopes too, where the ABI has
-                  them) with no rule at all: no path can be opened, made, removed or run
+                  them) with no rule at all: no path can be opened, made, removed or run (a
+                  ``Profile`` may name files left readable and executable: the Monty launcher's)
 ``rlimits``       ``RLIMIT_NOFILE`` just above the highest kept fd, ``RLIMIT_NPROC`` 0
 ``seccomp``       the system-call allowlist below, built by libseccomp (``seccomp_program``)
 
@@ -40,11 +41,12 @@ import os
 import resource
 import stat
 from collections.abc import Callable, Collection
-from typing import Any
-
-from bridge.messages import SandboxOptions, SandboxReport
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import ConfinementError
+
+if TYPE_CHECKING:  # annotations only: the Monty launcher imports this module on every worker start
+    from bridge.messages import SandboxOptions, SandboxReport
 
 LAYERS = (
     "fds",
@@ -134,31 +136,52 @@ KILLED = (
 )
 
 
-@functools.cache
+#: One filter rule in plain data, so a rule set can be hashed (the Monty launcher caches its BPF by it):
+#: (action, system call, argument conditions).  Actions: ``allow``, ``kill`` (the whole process),
+#: ``enosys`` (fail as if the kernel lacked the call); every call without a rule fails with EPERM.
+#: A condition is libseccomp's (argument index, operator, a, b): ``eq`` holds when the argument is a,
+#: ``masked_eq`` when the argument AND a is b.
+Condition = tuple[int, str, int, int]
+Rule = tuple[str, str, tuple[Condition, ...]]
+
+_NO_EXEC: Condition = (2, "masked_eq", PROT_EXEC, 0)
+#: Reading its own limits only (resource.getrlimit): raising a soft limit to the hard one is refused.
+READ_OWN_LIMITS: tuple[Condition, ...] = ((0, "eq", 0, 0), (2, "eq", 0, 0))
+#: The guest worker's and the body helper's filter.
+PYTHON_RULES: tuple[Rule, ...] = (
+    *(("allow", name, ()) for name in ALLOWED + ("getrlimit",)),
+    *(("allow", name, (_NO_EXEC,)) for name in NOT_EXECUTABLE),
+    ("allow", "prlimit64", READ_OWN_LIMITS),
+    *(("kill", name, ()) for name in KILLED),
+)
+
+
 def seccomp_program() -> tuple[str, str]:
-    """``(bpf, "")``: the filter as base64 BPF for this machine's architecture; or ``("", why not)``.
+    """``(bpf, "")``: the workers' filter as base64 BPF for this machine's architecture; or ``("", why not)``.
 
     Built once per process that starts confined ones (the service); pure, so it is cached.
     """
+    return build_filter(PYTHON_RULES)
+
+
+@functools.cache
+def build_filter(rules: tuple[Rule, ...]) -> tuple[str, str]:
+    """``(bpf, "")``: ``rules`` as base64 BPF for this machine's architecture; or ``("", why not)``."""
     try:
         import pyseccomp as lib
     except (ImportError, RuntimeError, OSError) as exc:  # RuntimeError: the binding found no libseccomp
         return "", f"libseccomp cannot be loaded ({exc}); install libseccomp2"
-    no_exec = lib.Arg(2, lib.MASKED_EQ, PROT_EXEC, 0)
-    # Reading its own limits only (resource.getrlimit): raising a soft limit to the hard one is refused.
-    read_own_limits = (lib.Arg(0, lib.EQ, 0), lib.Arg(2, lib.EQ, 0))
-    rules: list[tuple[int, str, tuple[Any, ...]]] = [(lib.ALLOW, name, ()) for name in ALLOWED + ("getrlimit",)]
-    rules += [(lib.ALLOW, name, (no_exec,)) for name in NOT_EXECUTABLE]
-    rules += [(lib.ALLOW, "prlimit64", read_own_limits)]
-    rules += [(lib.KILL_PROCESS, name, ()) for name in KILLED]
+    actions = {"allow": lib.ALLOW, "kill": lib.KILL_PROCESS, "enosys": lib.ERRNO(errno.ENOSYS)}
+    operators = {"eq": lib.EQ, "masked_eq": lib.MASKED_EQ}
     try:
         bpf = lib.SyscallFilter(lib.ERRNO(errno.EPERM))
         # A call through another ABI (int 0x80 on x86_64) would dodge the rules: it kills the process.
         bpf.set_attr(lib.Attr.ACT_BADARCH, lib.KILL_PROCESS)
-        for action, name, args in rules:
+        for action, name, conditions in rules:
             number = lib.resolve_syscall(lib.Arch.NATIVE, name)
             if number >= 0:  # a call this architecture lacks (getrlimit on arm64) needs no rule
-                bpf.add_rule(action, number, *args)
+                args = [lib.Arg(index, operators[op], value, mask) for index, op, value, mask in conditions]
+                bpf.add_rule(actions[action], number, *args)
         with open(os.memfd_create("codemode-seccomp"), "w+b") as out:
             bpf.export_bpf(out)
             out.seek(0)
@@ -183,8 +206,12 @@ CLONE_NEWNET = 0x40000000
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 # The generic numbers: x86_64 and arm64 alike.
 SYS_LANDLOCK_CREATE_RULESET = 444
+SYS_LANDLOCK_ADD_RULE = 445
 SYS_LANDLOCK_RESTRICT_SELF = 446
 LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_RULE_PATH_BENEATH = 1
+#: LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE: the rights a rule of a Profile grants.
+READ_AND_EXECUTE = 1 << 0 | 1 << 2
 
 _FD_LIMIT = 2**31 - 1
 #: Errors that mean "this kernel (or this process's privilege) does not offer the layer".
@@ -221,6 +248,11 @@ class _RulesetAttr(ctypes.Structure):
     _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
 
 
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1  # the kernel's struct landlock_path_beneath_attr is packed
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
 class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
@@ -228,7 +260,24 @@ class _SockFprog(ctypes.Structure):
 # ---- the layers --------------------------------------------------------------------------------
 
 
-def confine(options: SandboxOptions, keep_fds: Collection[int]) -> SandboxReport:
+class Profile(NamedTuple):
+    """What differs between the processes confined here.  The default is the guest worker's and the
+    body helper's; the Monty launcher (``monty_launcher``) passes its own, then execs."""
+
+    #: Files still readable and executable under Landlock (a program to exec and what its loader
+    #: opens); none: no path at all.
+    run_files: tuple[str, ...] = ()
+    #: Descriptors allowed above the highest kept one (a loader opens its libraries one at a time).
+    spare_fds: int = 0
+    #: ``RLIMIT_NPROC``; ``None`` leaves it (a process that starts a thread needs one; its seccomp
+    #: filter then refuses every new process instead).
+    max_processes: int | None = 0
+
+
+WORKER_PROFILE = Profile()
+
+
+def confine(options: SandboxOptions, keep_fds: Collection[int], profile: Profile = WORKER_PROFILE) -> SandboxReport:
     """Put the layers in force (see the module text); return which are and why the others are not.
 
     Raises ``ConfinementError`` when the mode demands a layer that cannot be had.
@@ -247,8 +296,8 @@ def confine(options: SandboxOptions, keep_fds: Collection[int]) -> SandboxReport
         ("capabilities", _clear_capabilities),
         ("not_dumpable", lambda: _prctl(PR_SET_DUMPABLE, 0, what="PR_SET_DUMPABLE")),
         ("no_new_privs", lambda: _prctl(PR_SET_NO_NEW_PRIVS, 1, what="PR_SET_NO_NEW_PRIVS")),
-        ("landlock", _landlock),
-        ("rlimits", lambda: _limit_resources(keep_fds)),
+        ("landlock", lambda: _landlock(profile.run_files)),
+        ("rlimits", lambda: _limit_resources(keep_fds, profile)),
         ("seccomp", lambda: _load_filter(options)),
     ]
     missing: dict[str, str] = {}
@@ -356,7 +405,7 @@ def _switch_user(options: SandboxOptions) -> None:
     os.setresuid(uid, uid, uid)
 
 
-def _landlock() -> None:
+def _landlock(run_files: Collection[str]) -> None:
     abi = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION)
     if abi < 1:
         raise _Refused(f"the kernel has no Landlock ({os.strerror(ctypes.get_errno())})")
@@ -370,15 +419,29 @@ def _landlock() -> None:
         "landlock_create_ruleset",
     )
     try:
+        for path in run_files:
+            _allow_file(ruleset, path)
         _check(_libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
     finally:
         os.close(ruleset)
 
 
-def _limit_resources(keep_fds: Collection[int]) -> None:
-    files = max(keep_fds, default=2) + 1
+def _allow_file(ruleset: int, path: str) -> None:
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)  # the file a symlink names: rules bind inodes
+    try:
+        rule = _PathBeneath(READ_AND_EXECUTE, fd)
+        if _libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0) == -1:
+            # Not a missing layer (the kernel made the ruleset): a process must not run without it.
+            raise ConfinementError(f"landlock_add_rule({path}) failed: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
+
+def _limit_resources(keep_fds: Collection[int], profile: Profile) -> None:
+    files = max(keep_fds, default=2) + 1 + profile.spare_fds
     resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    if profile.max_processes is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (profile.max_processes, profile.max_processes))
 
 
 def _load_filter(options: SandboxOptions) -> None:

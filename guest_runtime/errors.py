@@ -53,6 +53,9 @@ UNCAUGHT_ERROR = GuestFault.code
 STALLED = "stalled"
 #: The host requests the cell started at once do not fit one bridge frame.
 REQUEST_LIMIT_EXCEEDED = "request_limit_exceeded"
+#: The cell's allocations reached its memory limit: the engine's heap cap (the worker stays) or the
+#: process's own limit (the worker is replaced).
+MEMORY_LIMIT_EXCEEDED = "memory_limit_exceeded"
 
 
 class EngineFault(GuestRuntimeError):

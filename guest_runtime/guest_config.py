@@ -1,4 +1,5 @@
-"""The guest config's caps: their defaults, and the one rule by which both engines read them.
+"""The guest config's caps: their defaults, and the one rule by which both engines read them; and the
+guest's fixed limits both engines hold a cell to.
 
 Each run frame carries the cell's ``GuestConfig`` (``bridge.messages``): the tools and MCP servers
 the guest's globals are built from, and its ``GuestCaps``, which both engines hold the cell's requests
@@ -16,6 +17,10 @@ caps' defaults and of how a config is read:
 The rule: ``maxRequestBytes`` must be given; a cap left out takes its default (``maxQueuedBytes``:
 ``maxRequestBytes``, a burst may carry what one request may); a cap given must be a positive integer.
 Engines are driven by the host, so a config outside the rule is the host's bug: EngineFault.
+
+The fixed limits (``LIMITS``: value nesting, output entries, console output) are no setting; the host
+re-checks the first two (``bridge``).  The Monty engine imports them from here, and the prelude reads
+them from the same generated file, so no number is spelled in both languages.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
+from bridge.jsoncodec import MAX_NESTING
 from bridge.messages import GuestCaps
+from bridge.output import MAX_OUTPUT_ENTRIES
 
 from .errors import EngineFault
 
@@ -47,8 +54,21 @@ DEFAULTS: Final[Mapping[str, int]] = MappingProxyType(
     }
 )
 
+#: Characters of console output (JavaScript) or print output (Python) one cell keeps; a marker says the
+#: rest was dropped.
+CONSOLE_TOTAL: Final = 16384
+
+#: The guest's fixed limits, under the names the prelude reads them by.
+LIMITS: Final[Mapping[str, int]] = MappingProxyType(
+    {
+        "MAX_NESTING": MAX_NESTING,  # arrays/objects a value crossing the bridge may nest
+        "MAX_OUTPUT_ENTRIES": MAX_OUTPUT_ENTRIES,  # text()/json() entries one cell may emit
+        "CONSOLE_TOTAL": CONSOLE_TOTAL,
+    }
+)
+
 #: The generated prelude file, and the command that rewrites it.
-PRELUDE_FILE = Path(__file__).parent / "prelude" / "guest_config.js"
+PRELUDE_FILE = Path(__file__).parent / "quickjs" / "prelude" / "guest_config.js"
 REGENERATE = "python scripts/check_prelude.py --write-config"
 
 
@@ -78,15 +98,18 @@ def _cap(cfg: Mapping[str, object], key: str, default: int | None) -> int:
 
 
 def prelude_file() -> str:
-    """The text of ``prelude/guest_config.js``: the caps' type for ``tsc`` and the defaults the prelude reads."""
+    """The text of ``prelude/guest_config.js``: the caps' type for ``tsc``, the defaults the prelude reads,
+    and the guest's fixed limits."""
     fields = ", ".join(f"{key}: number" for key in GuestCaps.__annotations__)
     return (
         "// @ts-check\n"
         f"// Generated from guest_runtime/guest_config.py by `{REGENERATE}`: edit that file, not this one.\n"
         "// The guest config's caps (the keys state.js's readCaps reads) and the defaults of those a config\n"
-        "// may leave out; maxQueuedBytes left out is maxRequestBytes, which must be given.\n"
+        "// may leave out; maxQueuedBytes left out is maxRequestBytes, which must be given.  Then the\n"
+        "// guest's fixed limits.\n"
         "\n"
         f"/** @typedef {{Readonly<{{{fields}}}>}} GuestCaps */\n"
         "\n"
         f"const CAP_DEFAULTS = {{ {', '.join(f'{key}: {value}' for key, value in DEFAULTS.items())} }};\n"
+        + "".join(f"const {name} = {value};\n" for name, value in LIMITS.items())
     )

@@ -1,4 +1,8 @@
-"""The worker process: runs cells one at a time, each in a fresh QuickJS engine (or Monty, for Python cells).
+"""The worker process: runs cells one slice at a time, each in a fresh engine of its language.
+
+QuickJS runs JavaScript and TypeScript cells, Monty Python cells; the driver here (``CellRun``,
+``Runtimes``) holds them through the engine contract alone (``engine.py``); only ``engine_makers`` and
+``_python_engines`` name them.
 
 Started by the service's pool as ``python -m guest_runtime.worker '<json options>'``.  It speaks
 the ``bridge.messages`` protocol over its stdin/stdout (the real stdout is moved aside so a
@@ -11,14 +15,16 @@ exits when told the cell broke a limit (the service then replaces it) or when it
 
 from __future__ import annotations
 
+import enum
 import importlib.util
 import os
 import resource
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bridge import jsoncodec
 from bridge.errors import BridgeError, FrameTooLarge
@@ -27,6 +33,7 @@ from bridge.messages import (
     TEST_PAYLOAD_VARIABLE,
     GuestFailure,
     HostFrame,
+    Language,
     Phase,
     RunFrame,
     SettleFrame,
@@ -40,25 +47,31 @@ from bridge.messages import (
 )
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value, shipped_value
 
-from .cell_stacks import map_stack
 from .confinement import confine
-from .driver import GuestEngine, check_engine, give_back_memory
+from .engine import Engine, Returned, SettledReply, Waiting
 from .errors import (
+    MEMORY_LIMIT_EXCEEDED,
     REQUEST_LIMIT_EXCEEDED,
-    STALLED,
-    UNCAUGHT_ERROR,
     ConfinementError,
     EngineFault,
     GuestFault,
     GuestSyntaxError,
     GuestTimeout,
 )
+from .heap_trim import give_back_memory
+from .quickjs.engine import GuestEngine, check_engine
 
-if TYPE_CHECKING:  # loaded by a worker that runs Python cells only (``_python_engines``)
-    from .python.engine import PythonEngine
+#: A fresh engine of one language, ready for ``prepare`` or ``configure``.
+EngineMaker = Callable[[], Engine]
 
-#: What a slice answers when its runtime blocked on host work and stays in the worker's table.
-IDLE = None
+
+class SliceEnd(enum.Enum):
+    """What became of a runtime after one of its slices, as the worker's table acts on it."""
+
+    WAITING = "waiting"  # it waits on host work and stays in the table
+    ENDED = "ended"  # its cell ended (done frame sent): it leaves the table
+    RETIRE = "retire"  # its cell ended and this worker must be replaced: it takes no new cell
+
 
 #: Heap bytes of freed runtimes, less what engines built since took again, after which the worker hands
 #: memory back to the kernel (malloc_trim): often enough that dropped parked cells do not leave hundreds
@@ -77,11 +90,6 @@ BURST_TOO_LARGE = (
 )
 
 NO_PYTHON = "this worker runs no Python cells (python_cells = false)"
-
-PENDING_WITHOUT_HOST_WORK = (
-    "cell is pending without host work: its promise can never settle because nothing it awaits "
-    "is a tool call, timer or yield_control. Resolve your own promises or await host work."
-)
 
 
 class Channel:
@@ -159,12 +167,10 @@ class CellRun:
     A slice runs the guest until it ends or blocks on host work.  A blocked runtime stays in the
     worker's table (parked or waiting inline, the worker cannot tell) while the worker serves
     slices of other runtimes of the same tenant; a ``settle`` naming it starts its next slice.
-    Every slice answers ``IDLE`` (the runtime stays) or whether the worker must be recycled.
+    Every slice answers what became of the runtime (``SliceEnd``).
     """
 
-    def __init__(
-        self, engine: GuestEngine | PythonEngine, channel: Channel, msg: RunFrame, config_json: str, cpu_limit_s: float
-    ) -> None:
+    def __init__(self, engine: Engine, channel: Channel, msg: RunFrame, config_json: str, cpu_limit_s: float) -> None:
         self.engine = engine
         self.channel = channel
         self.msg = msg
@@ -177,7 +183,7 @@ class CellRun:
         self._slice_cpu = 0.0  # process CPU time when the current slice began (each slice sets it)
         self.deadline = time.monotonic() + msg["budget_ms"] / 1000
 
-    def run(self) -> bool | None:
+    def run(self) -> SliceEnd:
         """The first slice: configure, compile and start the cell."""
         self._slice_cpu = time.process_time()
         engine = self.engine
@@ -186,12 +192,12 @@ class CellRun:
             engine.configure(self.config_json, msg["memory_limit_bytes"])
             engine.compile(msg["code"], self.deadline - time.monotonic())
         except GuestSyntaxError as exc:
-            return self.fail(str(exc), "input", "invalid_input", recycle=False)
+            return self.fail(str(exc), "input", "invalid_input")
         except GuestTimeout:
             return self.fail("cell timeout exceeded", "guest", "timeout", recycle=True)
-        return self._guarded(self._start_and_loop)
+        return self._guarded(None)
 
-    def resume(self, reply: SettleFrame, *, clock_read: bool = False) -> bool | None:
+    def resume(self, reply: SettleFrame, *, clock_read: bool = False) -> SliceEnd:
         """A later slice: settle the host's replies, then run until the next stop.
 
         ``clock_read``: the worker has done nothing but wait and read this frame since this runtime's
@@ -201,28 +207,29 @@ class CellRun:
         if not clock_read:
             self._slice_cpu = time.process_time()
         # Payload frames follow the settle frame; read them all before anything can fail.
-        settles = [
+        settles: list[SettledReply] = [
             (r["id"], True, self.channel.read_raw())
             if r["ok"]
             else (r["id"], False, jsoncodec.dumps_text(r.get("error") or {}))
             for r in reply["replies"]
         ]
         self.deadline = time.monotonic() + reply["budget_ms"] / 1000
+        return self._guarded(settles)
 
-        def settle_and_loop() -> bool | None:
-            for request_id, ok, payload in settles:
-                self.engine.settle(request_id, ok, payload)
-            return self.loop()
-
-        return self._guarded(settle_and_loop)
-
-    def _start_and_loop(self) -> bool | None:
-        self.engine.start(self.deadline)
-        return self.loop()
-
-    def _guarded(self, step: Any) -> bool | None:
+    def _guarded(self, replies: list[SettledReply] | None) -> SliceEnd:
+        """Run one slice (the first when ``replies`` is None) and act on what it came to; a fault of the
+        engine fails the cell."""
         try:
-            return step()  # type: ignore[no-any-return]
+            outcome = (
+                self.engine.start(self.deadline) if replies is None else self.engine.resume(replies, self.deadline)
+            )
+            for entry in outcome.output:
+                self.capture.add(entry)
+            if isinstance(outcome, Waiting):
+                return self.wait(outcome)
+            if isinstance(outcome, Returned):
+                return self.finish(outcome.cancels)
+            return self.fail(outcome.text, outcome.phase, outcome.code, cancels=outcome.cancels)
         except GuestTimeout:
             return self.fail("cell timeout exceeded", "guest", "timeout", recycle=True)
         except GuestFault as exc:
@@ -232,11 +239,11 @@ class CellRun:
             if "out of memory" in str(exc) or str(exc) == "null":
                 # The engine's own heap cap refused an allocation: QuickJS unwinds it as an ordinary
                 # exception and the runtime is freed after the cell, so the process stays sound.
-                return self.fail("memory limit exceeded", "guest", "memory_limit_exceeded", recycle=False)
+                return self.fail("memory limit exceeded", "guest", MEMORY_LIMIT_EXCEEDED)
             return self.fail(f"guest runtime fault: {exc}", "host", "runtime_unavailable", recycle=True)
         except MemoryError:
             # The process itself ran out (RLIMIT_AS), not the engine's cap: replace it.
-            return self.fail("memory limit exceeded", "guest", "memory_limit_exceeded", recycle=True)
+            return self.fail("memory limit exceeded", "guest", MEMORY_LIMIT_EXCEEDED, recycle=True)
         except Exception as exc:  # noqa: BLE001 - whatever an engine raises fails its cell, not the worker
             # Unforeseen, so the process takes no new cell; its other runtimes (separate engines) finish.
             return self.fail(
@@ -249,101 +256,50 @@ class CellRun:
         self._slice_cpu = now
         return round(self.cpu_ms, 3)
 
-    def loop(self) -> bool | None:
+    def wait(self, waiting: Waiting) -> SliceEnd:
+        """Send the idle frame of a cell that waits on host work: its new requests, cancels and output."""
         engine = self.engine
-        while True:
-            engine.pump(self.deadline)
-            snap = jsoncodec.loads(engine.take())
-            for entry in snap["output"]:
-                self.capture.add(jsoncodec.well_formed(entry))  # output entries are JSON texts inside take()'s
-            done = snap["done"]
-            if done is not None and snap["required"] == 0:
-                cancels = snap["cancels"]
-                if snap["outstanding"]:  # only timers are left: nobody awaits them, they are dropped
-                    engine.cancel_timers()
-                    cancels = cancels + jsoncodec.loads(engine.take())["cancels"]
-                return self.finish(done, cancels)
-            if snap["outstanding"] == 0:
-                # A rejection nobody handled (e.g. a timer the host refused) explains the stall better.
-                unhandled = engine.unhandled_rejections()
-                if unhandled:
-                    return self.fail("Unhandled promise rejection: " + map_stack(unhandled[0]), "guest", UNCAUGHT_ERROR)
-                return self.fail(PENDING_WITHOUT_HOST_WORK, "guest", STALLED, recycle=False)
-            try:
-                self.write_idle(snap)
-            except FrameTooLarge as exc:
-                return self.fail(BURST_TOO_LARGE.format(exc=exc), "guest", REQUEST_LIMIT_EXCEEDED)
-            except BridgeError as exc:  # only a guest that got around the prelude's caps gets here
-                return self.fail(
-                    f"guest requests could not be sent to the host: {exc}", "guest", REQUEST_LIMIT_EXCEEDED
-                )
-            return IDLE
-
-    def write_idle(self, snap: dict[str, Any]) -> None:
-        engine = self.engine
-        requests = snap["requests"]
-        # Each request's arguments stay the text the guest wrote: one raw frame each, after the idle
-        # frame, then the output's raw frames.
-        args = [engine.request_args(i).encode("utf-8", "replace") for i in range(len(requests))]
-        output, texts = self.capture.ship()
-        self.heap = engine.heap_bytes()
-        self.channel.write(
-            idle_frame(
-                rt=self.rt,
-                requests=requests,
-                cancels=snap["cancels"],
-                output=output,
-                outstanding=snap["outstanding"],
-                cpu_ms=self._spent_ms(time.process_time()),
-                heap_bytes=self.heap,
-            ),
-            args + texts,
-        )
-
-    def finish(self, done: dict[str, Any], cancels: list[int]) -> bool:
-        engine = self.engine
-        if done["ok"]:
-            bridge_unhandled = engine.unhandled_bridge_rejection()
-            if bridge_unhandled is not None:
-                info = jsoncodec.loads(bridge_unhandled)
-                return self.fail(
-                    "Unhandled promise rejection: " + map_stack(info["error"]),
-                    "bridge",
-                    _bridge_code(info["code"]),
-                    cancels=cancels,
-                )
-            unhandled = engine.unhandled_rejections()
-            if unhandled:
-                return self.fail(
-                    "Unhandled promise rejection: " + map_stack(unhandled[0]),
-                    "guest",
-                    UNCAUGHT_ERROR,
-                    cancels=cancels,
-                )
-            # The JSON text of a value may be as large as the capture allowance; the copies it
-            # takes are the host's cost, not the cell's heap budget.
-            text = engine.final_value(3 * self.msg["value_capture_bytes"] + 16 * 1024 * 1024, self.deadline)
-            self.send_done(value=capture_value(text, self.msg["value_capture_bytes"]), cancels=cancels)
-            return False
-        if done.get("oom"):  # the cell itself ended on the engine's heap cap: a clean failure
-            return self.fail(
-                "memory limit exceeded: InternalError: out of memory",
-                "guest",
-                "memory_limit_exceeded",
-                cancels=cancels,
+        requests = waiting.requests
+        try:
+            # Each request's arguments stay the text the guest wrote: one raw frame each, after the idle
+            # frame, then the output's raw frames.
+            args = [engine.request_args(i).encode("utf-8", "replace") for i in range(len(requests))]
+            output, texts = self.capture.ship()
+            self.heap = engine.heap_bytes()
+            self.channel.write(
+                idle_frame(
+                    rt=self.rt,
+                    requests=requests,
+                    cancels=waiting.cancels,
+                    output=output,
+                    outstanding=waiting.outstanding,
+                    cpu_ms=self._spent_ms(time.process_time()),
+                    heap_bytes=self.heap,
+                ),
+                args + texts,
             )
-        if done["bridge"]:
-            return self.fail(map_stack(done["error"]), "bridge", _bridge_code(done["code"]), cancels=cancels)
-        return self.fail(map_stack(done["error"]), "guest", UNCAUGHT_ERROR, cancels=cancels)
+        except FrameTooLarge as exc:
+            return self.fail(BURST_TOO_LARGE.format(exc=exc), "guest", REQUEST_LIMIT_EXCEEDED)
+        except BridgeError as exc:  # only a guest that got around the engine's caps gets here
+            return self.fail(f"guest requests could not be sent to the host: {exc}", "guest", REQUEST_LIMIT_EXCEEDED)
+        return SliceEnd.WAITING
+
+    def finish(self, cancels: list[int]) -> SliceEnd:
+        """Send the done frame of a cell that returned, with its value."""
+        # The JSON text of a value may be as large as the capture allowance; the copies it
+        # takes are the host's cost, not the cell's heap budget.
+        text = self.engine.final_value(3 * self.msg["value_capture_bytes"] + 16 * 1024 * 1024, self.deadline)
+        self.send_done(value=capture_value(text, self.msg["value_capture_bytes"]), cancels=cancels)
+        return SliceEnd.ENDED
 
     def fail(
         self, text: str, phase: Phase, code: str, *, recycle: bool = False, cancels: list[int] | None = None
-    ) -> bool:
+    ) -> SliceEnd:
         # The host shows at most max_output_bytes of an error (longer ones end "[error truncated]"),
         # so a longer cut keeps that marker honest while the frame stays small.
         text = text[: self.msg["max_output_bytes"] + CAPTURE_SLACK_BYTES]
         self.send_done(error=guest_failure(text, phase, code), recycle=recycle, cancels=cancels or [])
-        return recycle
+        return SliceEnd.RETIRE if recycle else SliceEnd.ENDED
 
     def send_done(
         self,
@@ -380,11 +336,6 @@ class CellRun:
             ),
             [*texts, last],
         )
-
-
-def _bridge_code(code: str) -> str:
-    # An uncaught input-contract rejection keeps its code; every other host call failure is uncaught.
-    return "invalid_input" if code in ("invalid_input", "input_contract") else UNCAUGHT_ERROR
 
 
 def _apply_rlimits(options: WorkerOptions) -> None:
@@ -426,10 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     return runtimes.serve()
 
 
-def _python_engines() -> Callable[[], PythonEngine]:
+def _python_engines() -> EngineMaker:
     """What makes a Python cell's engine, with Monty loaded now: once the worker is confined it can open no
     file, so a worker that runs Python cells loads it before, and a JavaScript-only one never does."""
-    from .python.engine import PythonEngine
+    from .monty.engine import PythonEngine
 
     return PythonEngine
 
@@ -452,6 +403,29 @@ def _test_payload() -> Callable[[int], int] | None:
     return lambda fd_out: int(module.run(fd_out, plan))
 
 
+def engine_makers(stack_bytes: int, python: EngineMaker | None) -> dict[Language, EngineMaker]:
+    """The engine of each language this worker runs: QuickJS always, Monty when it was loaded (``python``);
+    the one place the driver's table learns which engines exist."""
+    makers: dict[Language, EngineMaker] = {"javascript": partial(GuestEngine, stack_bytes=stack_bytes)}
+    if python is not None:
+        makers["python"] = python
+    return makers
+
+
+class _Spare:
+    """One language's engine built while the worker was idle, and the configuration it is built for.
+
+    The configuration text of the language's last cell, and the same text while two cells in a row had
+    it: the spare built while idle is then prepared for it (a tenant's tools rarely change).
+    """
+
+    def __init__(self, make: EngineMaker) -> None:
+        self.make = make
+        self.engine: Engine | None = None
+        self.last_config: str | None = None
+        self.steady_config: str | None = None
+
+
 class Runtimes:
     """The worker's table of live runtimes (one tenant's cells), served one slice at a time.
 
@@ -466,20 +440,21 @@ class Runtimes:
         channel: Channel,
         stack_bytes: int,
         cpu_limit: float,
-        python: Callable[[], PythonEngine] | None = None,
+        python: EngineMaker | None = None,
     ) -> None:
+        """``python`` makes a Python cell's engine; None: this worker runs no Python cells."""
         self.channel = channel
-        self.stack_bytes = stack_bytes
         self.cpu_limit = cpu_limit
-        self.python = python  # makes a Python cell's engine; None: this worker runs no Python cells
         self.table: dict[str, CellRun] = {}
         self.draining = False
         self.freed = 0  # heap bytes of runtimes freed since the last trim and not taken by a new engine
-        self.engine: GuestEngine | None = self._new_engine()
-        #: The configuration text of the last JavaScript cell, and the same text while two cells in a row
-        #: had it: the engine built while idle is then prepared for it (a tenant's tools rarely change).
-        self.last_config: str | None = None
-        self.steady_config: str | None = None
+        self.spares: Mapping[Language, _Spare] = {
+            language: _Spare(make) for language, make in engine_makers(stack_bytes, python).items()
+        }
+        for spare in self.spares.values():
+            spare.engine = self._new_engine(spare)
+        #: The spare whose engine the last cell took, until the worker builds the next one while idle.
+        self.spent: _Spare | None = None
         #: The runtime whose slice ended at the worker's last reading of the CPU clock, while the worker
         #: has done nothing since (``CellRun.resume``'s ``clock_read``).
         self.clock_owner: CellRun | None = None
@@ -500,49 +475,47 @@ class Runtimes:
                 self.clock_owner = None
             if self.draining and not self.table:
                 return 0
-            if self.engine is None and not self.draining:
+            if self.spent is not None and not self.draining:
+                spare, self.spent = self.spent, None
                 self.clock_owner = None
-                self.engine = self._next_engine()  # built while idle
+                spare.engine = self._next_engine(spare)  # built while idle
 
-    def _new_engine(self) -> GuestEngine:
+    def _new_engine(self, spare: _Spare) -> Engine:
         """A fresh engine.  Its heap is mostly the pages a freed runtime left, so they no longer count as
         freed: trimming them made every new engine fault them back in (a worker running ``return 1``
         cells in a row trimmed every ~20 cells, for 3 page faults and ~6 us of CPU a cell)."""
-        engine = GuestEngine(stack_bytes=self.stack_bytes)
+        engine = spare.make()
         self.freed = max(0, self.freed - engine.heap_bytes())
         return engine
 
-    def _next_engine(self) -> GuestEngine:
-        engine = self._new_engine()
-        if self.steady_config is not None:
-            engine.prepare(self.steady_config)
+    def _next_engine(self, spare: _Spare) -> Engine:
+        engine = self._new_engine(spare)
+        if spare.steady_config is not None:
+            engine.prepare(spare.steady_config)
         return engine
 
     def _run(self, msg: RunFrame) -> None:
         config = jsoncodec.dumps_text(msg["config"])
-        engine: GuestEngine | PythonEngine
-        python = msg.get("language") == "python"
-        if python and self.python is not None:
-            engine = self.python()  # costs microseconds: nothing is built ahead for Python cells
-        else:
-            engine = self._engine_for(config)
-        run = CellRun(engine, self.channel, msg, config, self.cpu_limit)
+        language = msg.get("language", "javascript")
+        spare = self.spares.get(language, self.spares["javascript"])
+        run = CellRun(self._engine_for(spare, config), self.channel, msg, config, self.cpu_limit)
         self.table[run.rt] = run
-        if python and self.python is None:  # the service refuses such cells before they get here
+        if language not in self.spares:  # a Python cell here: the service refuses those before they get here
             self._after(run, run.fail(NO_PYTHON, "host", "runtime_unavailable"))
             return
         self._after(run, run.run())
 
-    def _engine_for(self, config: str) -> GuestEngine:
+    def _engine_for(self, spare: _Spare, config: str) -> Engine:
         """The engine built while idle if it suits ``config``, else a new one (a new tool list, say)."""
-        engine, self.engine = self.engine, None
+        engine, spare.engine = spare.engine, None
+        self.spent = spare
         if engine is None or not engine.prepared_for(config):
             if engine is not None:  # dropped like a finished cell's engine (``_forget``)
                 self.freed += engine.heap_bytes()
                 engine.close()
-            engine = self._new_engine()
-        self.steady_config = config if config == self.last_config else None
-        self.last_config = config
+            engine = self._new_engine(spare)
+        spare.steady_config = config if config == spare.last_config else None
+        spare.last_config = config
         return engine
 
     def _settle(self, msg: SettleFrame, clock_owner: CellRun | None) -> None:
@@ -555,12 +528,12 @@ class Runtimes:
             return
         self._after(run, run.resume(msg, clock_read=run is clock_owner))
 
-    def _after(self, run: CellRun, outcome: bool | None) -> None:
-        if outcome is IDLE:
+    def _after(self, run: CellRun, end: SliceEnd) -> None:
+        if end is SliceEnd.WAITING:
             self.clock_owner = run  # its idle frame took the last reading
             return
         self._forget(run.rt)
-        if outcome:
+        if end is SliceEnd.RETIRE:
             self.draining = True
 
     def _forget(self, rt: str) -> None:

@@ -1,17 +1,17 @@
 """The guest prelude's checks: its generated caps file is current, and it type-checks as the engine runs it.
 
-* ``guest_runtime/prelude/guest_config.js`` is generated from ``guest_runtime/guest_config.py`` (the
+* ``guest_runtime/quickjs/prelude/guest_config.js`` is generated from ``guest_runtime/guest_config.py`` (the
   guest config's caps and their defaults); ``--write-config`` rewrites it, otherwise a stale file fails.
 * ``tsc`` (installed in ``tests/node`` by ``scripts/test``) checks the prelude as
-  ``guest_runtime.prelude_source`` joins it: the one function body the driver compiles, with the
-  compiler options of ``guest_runtime/prelude/jsconfig.json`` and the declarations of
+  ``guest_runtime.quickjs.prelude_source`` joins it: the one function body the driver compiles, with the
+  compiler options of ``guest_runtime/quickjs/prelude/jsconfig.json`` and the declarations of
   ``prelude/scope.d.ts``.  In that one scope a name used before the file declaring it has run, or one
   nothing uses, is an error like a type error.  Errors are reported at the prelude file and line
   (``PreludeSource.locate``), not at the joined text's.
 
 Editors read the same ``jsconfig.json`` and check each file as a script of one shared scope (which
 cannot see the order the files run in).  ``scripts/check`` runs this script;
-``tests/guest_runtime/test_prelude_types.py`` runs ``type_errors`` on the shipped prelude and on copies
+``tests/guest_runtime/quickjs/test_prelude_types.py`` runs ``type_errors`` on the shipped prelude and on copies
 with planted mistakes.
 """
 
@@ -29,7 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from guest_runtime import guest_config, prelude_source  # noqa: E402  (after the path is set)
+from guest_runtime import guest_config
+from guest_runtime.quickjs import prelude_source  # noqa: E402  (after the path is set)
 
 PRELUDE = Path(str(prelude_source.folder()))
 TSC = ROOT / "tests" / "node" / "node_modules" / ".bin" / "tsc"

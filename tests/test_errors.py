@@ -31,7 +31,7 @@ SIGNALS = {
     "service.tools.contracts._SchemaProblem",  # caught in its module, becomes invalid_contract
     "service.tools.errors.ClientToolCall",  # a client tool was called; `except ToolError` must miss it
     "guest_runtime.confinement._Refused",  # caught in its module: the layer is recorded as missing
-    "guest_runtime.python.values.NotJson",  # a Python guest value with no JSON form; the engine makes it a TypeError
+    "guest_runtime.monty.values.NotJson",  # a Python guest value with no JSON form; the engine makes it a TypeError
 }
 
 #: Classes that deliberately share a code (with the class named): the code means the same to a caller.

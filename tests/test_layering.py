@@ -21,8 +21,8 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 #: the MCP SDK has a client side and a server side, and each has its own translating module, because
 #: the client hub and the MCP facade are separate features that share nothing but the protocol).
 SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
-    "quickjs": "guest_runtime/driver.py",
-    "_quickjs": "guest_runtime/driver.py",
+    "quickjs": "guest_runtime/quickjs/engine.py",
+    "_quickjs": "guest_runtime/quickjs/engine.py",
     "jsonschema": "service/tools/contracts.py",
     "referencing": "service/tools/contracts.py",
     "re2": "service/tools/patterns.py",
@@ -40,9 +40,9 @@ SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
     "httpx2": "service/outbound_http.py",
     "pyseccomp": "guest_runtime/confinement.py",
     "fastapi_offline": "service/http/docs_pages.py",
-    "pydantic_monty": "guest_runtime/python/engine.py",
-    "tree_sitter": "guest_runtime/typescript.py",
-    "tree_sitter_typescript": "guest_runtime/typescript.py",
+    "pydantic_monty": "guest_runtime/monty/engine.py",
+    "tree_sitter": "guest_runtime/quickjs/typescript.py",
+    "tree_sitter_typescript": "guest_runtime/quickjs/typescript.py",
 }
 
 
@@ -93,7 +93,7 @@ def test_modules_were_found():
     """The scan sees the three packages (guards against a vacuous pass)."""
     for pkg in PACKAGES:
         assert any(m.startswith(pkg + "/") for m in IMPORTS), pkg
-    assert "guest_runtime/driver.py" in IMPORTS
+    assert "guest_runtime/quickjs/engine.py" in IMPORTS
 
 
 def test_bridge_imports_only_stdlib_orjson_and_itself():
@@ -135,7 +135,7 @@ DEVELOPMENT = ("bench", "tests", "examples")
 OURS = {top.split("/")[-1] for top in SHIPPED + DEVELOPMENT}
 #: Private modules of other distributions we import on purpose: (our module, private import) -> why.
 PRIVATE_IMPORTS_ALLOWED = {
-    ("guest_runtime/driver.py", "_quickjs"): (
+    ("guest_runtime/quickjs/engine.py", "_quickjs"): (
         "the engine's C extension itself, opened with ctypes for the rejection tracker, and used without "
         "the package's wrapper (whose import starts a thread, and a worker confines itself single-threaded); "
         "quickjs-ng is pinned exactly and check_engine() proves the wiring at every worker start"
@@ -177,7 +177,7 @@ def test_private_import_scan_sees_private_names():
     """The scan recognises the forms a private import takes (guards the test above against passing vacuously)."""
     assert all(_is_private(s) for s in ("_httpx_utils", "_quickjs", "_x"))
     assert not any(_is_private(s) for s in ("shared", "__future__", "__version__"))
-    assert ("guest_runtime/driver.py", "_quickjs") in {
+    assert ("guest_runtime/quickjs/engine.py", "_quickjs") in {
         (m, n) for m, names in OUR_IMPORTS.items() for n in names if _is_private(n.split(".")[0])
     }
 

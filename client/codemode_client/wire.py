@@ -49,6 +49,7 @@ def exec_body(
     restart_safe: bool | None = None,
     headless: bool | None = None,
     background: bool | None = None,
+    call_log: bool | None = None,
     require_approval: Sequence[str] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -65,6 +66,7 @@ def exec_body(
         "restart_safe": restart_safe,
         "headless": headless,
         "background": background,
+        "call_log": call_log,
         "require_approval": list(require_approval) if require_approval is not None else None,
     }
     body.update({k: v for k, v in fields.items() if v is not None})

@@ -16,7 +16,7 @@ MAX_TOOL_RESULTS = 4096
 # Cell ids are opaque; in paths they are held to the same characters as session ids.
 ID_PATTERN = SESSION_PATTERN
 #: The languages a request may name. "typescript" is "javascript" by another name: a JavaScript cell
-#: accepts TypeScript syntax, its types blanked in place before it runs (guest_runtime/typescript.py).
+#: accepts TypeScript syntax, its types blanked in place before it runs (guest_runtime/quickjs/typescript.py).
 RequestLanguage = Literal["javascript", "typescript", "python"]
 REQUEST_LANGUAGES: tuple[RequestLanguage, ...] = ("javascript", "typescript", "python")
 

@@ -2,7 +2,7 @@
 
 A JavaScript cell reads a failed host call's fields off the error it caught (``ToolCallError`` in
 ``results.d.ts``); Monty's exceptions carry no attributes, so a Python cell asks ``error_info(e)``
-(guest_runtime/python/engine.py), typed here.  The fields are the ones ``results.d.ts`` declares.
+(guest_runtime/monty/engine.py), typed here.  The fields are the ones ``results.d.ts`` declares.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ from bridge.json_cost import parsed_cost
 from bridge.json_types import JsonValue
 from bridge.json_values import count_values, over_cap_message
 from bridge.messages import Reply
+from guest_runtime.guest_config import MAX_REQUEST_VALUES
 from service.tracing import end_call
 
 from .clocks import UNTIMED_METHODS, WaitClock
@@ -117,7 +118,7 @@ class HostRequests:
         make_call: Callable[[int, str, bytes], HostCall],
         *,
         max_request_bytes: int = 256 * 1024 * 1024,
-        max_request_values: int = 1_000_000,
+        max_request_values: int = MAX_REQUEST_VALUES,
         account: HeldAccount | None = None,
     ) -> None:
         self.dispatcher = dispatcher
@@ -586,6 +587,6 @@ def check_request(raw: bytes, max_request_bytes: int, max_request_values: int) -
             name="RangeError",
         )
     if count_values(raw, max_request_values) > max_request_values:
-        # The same words as the prelude's refusal (guest_runtime/prelude/requests.js).
+        # The same words as the prelude's refusal (guest_runtime/quickjs/prelude/requests.js).
         return GuestError(over_cap_message(max_request_values, "request arguments hold"), "invalid_input", "RangeError")
     return None

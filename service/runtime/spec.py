@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from bridge.messages import Language
+from guest_runtime.guest_config import MAX_REQUEST_VALUES
 from service.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class CellLimits:
     kill_grace_ms: int
     max_pending_requests: int
     max_request_bytes: int
-    max_request_values: int = 1_000_000
+    max_request_values: int = MAX_REQUEST_VALUES
 
     @property
     def inbox_bytes(self) -> int:

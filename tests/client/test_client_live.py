@@ -276,3 +276,12 @@ def test_run_hands_each_legs_envelope_to_on_envelope(client: Client):
     assert [e.status for e in seen] == ["waiting", "completed"]
     assert {e.cell_id for e in seen} == {env.cell_id}
     assert [p.name for p in seen[0].pending_tool_calls] == ["twice"]
+
+
+def test_exec_asks_for_the_call_log(client: Client):
+    """exec(call_log=True) sends the field: the envelope's telemetry lists the cell's tool call."""
+    env = client.exec(
+        'return (await quote_shipping({origin: "DE", destination: "FR", weight_kg: 2})).currency', call_log=True
+    )
+    assert env.status == "completed", env
+    assert [(c["method"], c["target"]) for c in env.telemetry["call_log"]] == [("tool", "quote_shipping")]

@@ -1,9 +1,11 @@
-"""The guest config's caps: one source of their defaults (``guest_config.py``), read by one rule in both engines."""
+"""The guest config's caps: one source of their defaults (``guest_config.py``), read by one rule in both engines;
+and the guest's fixed limits, declared there once for both languages."""
 
 from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,10 +13,11 @@ import pytest
 from bridge import jsoncodec
 from bridge.messages import GuestCaps
 from guest_runtime import guest_config
-from guest_runtime.driver import GuestEngine
 from guest_runtime.errors import EngineFault
 from guest_runtime.guest_config import MAX_PENDING_REQUESTS, MAX_QUEUED_REQUESTS, MAX_REQUEST_VALUES, read_caps
-from guest_runtime.python.engine import PythonEngine
+from guest_runtime.monty.engine import PythonEngine
+from guest_runtime.quickjs import prelude_source
+from guest_runtime.quickjs.engine import GuestEngine
 
 MiB = 1024 * 1024
 
@@ -73,9 +76,9 @@ def _refusals(code: str, **caps: int) -> list[str]:
     engine.configure(jsoncodec.dumps_text({"tools": [], "mcp": [], **caps}), 64 * MiB)
     engine.compile(code, 5.0)
     deadline = time.monotonic() + 5.0
-    engine.start(deadline)
+    engine.call_cell(deadline)
     engine.pump(deadline)
-    snap = jsoncodec.loads(engine.take())
+    snap = engine.take()
     return [jsoncodec.loads(entry)["text"] for entry in snap["output"]]
 
 
@@ -102,3 +105,37 @@ def test_the_prelude_refuses_past_the_defaults_generated_from_guest_config():
         maxPendingRequests=4 * MAX_QUEUED_REQUESTS,
     )
     assert queued.startswith(f"too many host requests queued at once (limit {MAX_QUEUED_REQUESTS})"), queued
+
+
+def test_the_prelude_declares_each_fixed_limit_only_in_the_generated_file():
+    """MAX_NESTING, MAX_OUTPUT_ENTRIES and CONSOLE_TOTAL are spelled once, in guest_config.py: the prelude
+    reads them from the file generated from it and declares them nowhere else."""
+    folder = Path(str(prelude_source.folder()))
+    for name, value in guest_config.LIMITS.items():
+        declaring = sorted(p.name for p in folder.glob("*.js") if re.search(rf"\bconst {name}\b", p.read_text("utf-8")))
+        assert declaring == ["guest_config.js"], (name, declaring)
+        assert f"const {name} = {value};" in (folder / "guest_config.js").read_text("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("engine", "code", "marker"),
+    [
+        (
+            GuestEngine,
+            "for (let i = 0; i < 400; i++) console.log('x'.repeat(100)); return 1",
+            "[console output truncated]",
+        ),
+        (PythonEngine, "for i in range(400):\n    print('x' * 100)\n1", "[print output truncated]"),
+    ],
+)
+def test_both_engines_stop_console_output_at_the_one_console_total(
+    engine: type[GuestEngine | PythonEngine], code: str, marker: str
+):
+    """40,000 characters printed: each engine keeps at most CONSOLE_TOTAL of them and most of that, then one marker."""
+    cell = engine()
+    cell.configure(jsoncodec.dumps_text({"tools": [], "mcp": [], "maxRequestBytes": MiB}), 64 * MiB)
+    cell.compile(code, 5.0)
+    texts = [jsoncodec.loads(entry)["text"] for entry in cell.start(time.monotonic() + 5.0).output]
+    assert texts[-1] == marker and marker not in texts[:-1]
+    kept = sum(len(t) for t in texts[:-1])
+    assert guest_config.CONSOLE_TOTAL // 2 < kept <= guest_config.CONSOLE_TOTAL, kept

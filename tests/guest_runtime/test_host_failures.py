@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from guest_runtime.python.host_requests import (
+from guest_runtime.monty.host_requests import (
     MAX_KEPT_FAILURE_CHARS,
     MAX_KEPT_FAILURES,
     HostFailures,

@@ -38,7 +38,7 @@ async def test_crash_fails_in_flight_calls_and_next_call_restarts() -> None:
                 errors.append(exc)
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(expect_failure, "sleep_echo", {"seconds": 5})
+            tg.start_soon(expect_failure, "sleep_echo", {"seconds": 120})  # outlasts D: only the crash ends it in time
             # Every other task blocked: the sleep_echo request is written and awaiting its answer.
             await anyio.wait_all_tasks_blocked()
             tg.start_soon(expect_failure, "crash", {})
@@ -105,12 +105,11 @@ async def test_unreachable_servers_never_stop_the_hub(tmp_path: Path) -> None:
         await hub.start()
         assert [view.name for view in await hub.servers(tenant="default")] == ["ok"]
         for ident, name in (("gone", "gone"), ("missing", "missing")):
-            started = time.monotonic()
+            # mcp_unavailable, not mcp_timeout: the call failed on the cause, not by waiting out its deadline.
             with pytest.raises(McpError) as info:
                 await hub.call_tool(ident, "echo", {"text": "x"}, deadline_s=D, tenant="default")
             assert info.value.code == "mcp_unavailable"
             assert f"'{name}'" in info.value.message
-            assert time.monotonic() - started < 5
     finally:
         await hub.close()
 
@@ -143,14 +142,18 @@ async def test_env_reaches_the_stdio_server() -> None:
 
 async def test_server_that_never_initializes_is_bounded_by_the_deadline() -> None:
     """A stdio command that never speaks MCP fails the call with mcp_timeout at the deadline."""
-    silent = McpServerConfig(name="silent", command=sys.executable, args=("-c", "import time; time.sleep(60)"))
+    # The caller's deadline is 0.5 s; the other bounds (the server's clock, the process's life) are 120 s
+    # and more, so a call that ended within half of that ended at the caller's deadline, however loaded the machine.
+    silent = McpServerConfig(
+        name="silent", command=sys.executable, args=("-c", "import time; time.sleep(600)"), timeout_ms=120_000
+    )
     hub = McpHub([silent])
     try:
         started = time.monotonic()
         with pytest.raises(McpError) as info:
             await hub.call_tool("silent", "anything", {}, deadline_s=0.5, tenant="default")
         assert info.value.code == "mcp_timeout" and "'silent'" in info.value.message
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < 60
     finally:
         await hub.close()
 
@@ -162,8 +165,10 @@ async def test_server_timeout_ms_caps_the_caller_deadline() -> None:
         await hub.servers(tenant="default")
         started = time.monotonic()
         with pytest.raises(McpError) as info:
-            await hub.call_tool("tests", "hang", {}, deadline_s=60, tenant="default")
+            await hub.call_tool("tests", "hang", {}, deadline_s=120, tenant="default")
         assert info.value.code == "mcp_timeout"
-        assert 0.9 < time.monotonic() - started < 3
+        # Not before the server's 1 s; and within half the caller's deliberately long 120 s (a bound load does
+        # not reach): the server's clock ended the call, not the caller's.
+        assert 0.9 < time.monotonic() - started < 60
     finally:
         await hub.close()

@@ -12,6 +12,7 @@ from service.mcp.hub import McpHub
 from service.mcp.results import ResultChecker
 from service.mcp.scope import McpScope
 from service.tools.schema_guard import SchemaLimits
+from tests.mcp.conftest import stdio_config
 from tests.support.helper_pools import helper_pool
 
 pytestmark = pytest.mark.anyio
@@ -124,12 +125,15 @@ async def test_unknown_tool_and_server(hub: McpHub) -> None:
 
 
 async def test_concurrent_calls_share_one_server(hub: McpHub) -> None:
-    """Three 0.3 s calls are in flight at once on the one server (it counts the calls it is running)."""
+    """Three calls are in flight at once on the one server (it counts the calls it is running): each
+    sleeps until all three sleep together, or 5 s, so a hub that sent them one by one shows a count of 1."""
     results: list[dict] = []
 
     async def one(i: int) -> None:
         results.append(
-            await hub.call_tool("tests", "sleep_echo", {"seconds": 0.3, "value": i}, deadline_s=D, tenant="default")
+            await hub.call_tool(
+                "tests", "sleep_echo", {"seconds": 5, "together": 3, "value": i}, deadline_s=D, tenant="default"
+            )
         )
 
     async with anyio.create_task_group() as tg:
@@ -144,7 +148,8 @@ async def test_hanging_tool_is_bounded_by_the_deadline(hub: McpHub) -> None:
     started = time.monotonic()
     with pytest.raises(McpError) as info:
         await hub.call_tool("tests", "hang", {}, deadline_s=0.4, tenant="default")
-    assert time.monotonic() - started < 2.0
+    # Half the server's own clock (timeout_ms, 30 s): a bound only a call that waited for that clock reaches.
+    assert time.monotonic() - started < stdio_config().timeout_ms / 1000 / 2
     assert info.value.code == "mcp_timeout"
     assert "'tests'" in info.value.message and "hang" in info.value.message
     # The connection is still usable afterwards.

@@ -3,7 +3,7 @@ cap, idle close."""
 
 from __future__ import annotations
 
-import time
+from pathlib import Path
 
 import anyio
 import pytest
@@ -25,8 +25,12 @@ async def echo(hub: McpHub, tenant: str, text: str = "hi") -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("per_tenant", [True, False], ids=["per_tenant", "shared"])
-async def test_crash_by_one_tenant_and_another_tenants_in_flight_call(per_tenant: bool) -> None:
-    """With per_tenant, tenant a crashing its server leaves b's in-flight call answered; shared, b's call fails too."""
+async def test_crash_by_one_tenant_and_another_tenants_in_flight_call(per_tenant: bool, tmp_path: Path) -> None:
+    """With per_tenant, tenant a crashing its server leaves b's in-flight call answered; shared, b's call fails too.
+
+    b's call answers only once a's crash has failed (a gate file the crash task opens), so the crash
+    overlaps it by construction."""
+    gate = tmp_path / "gate"
     hub = McpHub([stdio_config(name="lab", per_tenant=per_tenant)])
     before = set(stdio_children())
     try:
@@ -38,24 +42,24 @@ async def test_crash_by_one_tenant_and_another_tenants_in_flight_call(per_tenant
 
         async def in_flight() -> None:
             try:
-                result = await hub.call_tool(
-                    "lab", "sleep_echo", {"seconds": 1, "value": "b"}, deadline_s=D, tenant="b"
-                )
+                held = {"seconds": 120, "until": str(gate), "value": "b"}
+                result = await hub.call_tool("lab", "sleep_echo", held, deadline_s=D, tenant="b")
                 outcome["b"] = result["structuredContent"]["value"]
             except McpError as exc:
                 outcome["b"] = exc.code
-            outcome["b_done"] = time.monotonic()
 
         async def crash() -> None:
-            with pytest.raises(McpUnavailable, match="'lab'"):
-                await hub.call_tool("lab", "crash", {}, deadline_s=D, tenant="a")
-            outcome["a_failed"] = time.monotonic()
+            try:
+                with pytest.raises(McpUnavailable, match="'lab'"):
+                    await hub.call_tool("lab", "crash", {}, deadline_s=D, tenant="a")
+            finally:
+                gate.touch()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(in_flight)  # runs first: its request is queued before the crash
             tg.start_soon(crash)
         if per_tenant:
-            assert outcome["b"] == "b" and outcome["a_failed"] < outcome["b_done"], outcome
+            assert outcome["b"] == "b", outcome
         else:
             assert outcome["b"] == "mcp_unavailable", outcome
         assert await echo(hub, "a", "restarted") == "restarted"
@@ -109,8 +113,10 @@ async def test_each_tenant_gets_its_own_process_up_to_the_cap() -> None:
         await hub.close()
 
 
-async def test_new_tenant_is_refused_while_every_connection_is_busy() -> None:
-    """With every per-tenant connection in use, another tenant's call is refused naming the cap."""
+async def test_new_tenant_is_refused_while_every_connection_is_busy(tmp_path: Path) -> None:
+    """With every per-tenant connection in use, another tenant's call is refused naming the cap (the busy
+    calls hold their connections until the newcomer has its answer: a gate file it opens)."""
+    gate = tmp_path / "gate"
     hub = McpHub([stdio_config(name="lab", per_tenant=True, max_tenant_connections=2)])
     try:
         await echo(hub, "a")
@@ -118,13 +124,15 @@ async def test_new_tenant_is_refused_while_every_connection_is_busy() -> None:
         refusal: list[McpError] = []
 
         async def busy(tenant: str) -> None:
-            await hub.call_tool("lab", "sleep_echo", {"seconds": 0.5}, deadline_s=D, tenant=tenant)
+            await hub.call_tool("lab", "sleep_echo", {"seconds": 120, "until": str(gate)}, deadline_s=D, tenant=tenant)
 
         async def newcomer() -> None:
             try:
                 await echo(hub, "c")
             except McpError as exc:
                 refusal.append(exc)
+            finally:
+                gate.touch()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(busy, "a")

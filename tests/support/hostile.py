@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from service.settings import Settings
 from tests.support.polling import apoll_until
 
 MiB = 1024 * 1024
@@ -63,6 +64,7 @@ class Answer:
     body: Any
     elapsed: float
     headers: httpx.Headers
+    cpu: float | None = None  # CPU seconds the service (its process and workers) used meanwhile, when observable
 
     def __repr__(self) -> str:
         text = self.raw[:400].decode("utf-8", "replace")
@@ -181,6 +183,7 @@ class Caller:
     answers: list[Answer] = field(default_factory=list)
     open_cells: dict[str, str] = field(default_factory=dict)  # waiting cell id -> tenant, for clean-up
     server_rss: Callable[[], int] | None = None  # service process RSS in bytes, when observable
+    server_cpu: Callable[[], float] | None = None  # CPU seconds of the service and its workers, when observable
     metrics: Callable[[], Awaitable[dict[str, float]]] | None = None
 
     def auth(self, tenant: str | None = None) -> dict[str, str]:
@@ -203,9 +206,11 @@ class Caller:
         if json_body is not None:
             content = json.dumps(json_body).encode()
             hdrs.setdefault("content-type", "application/json")
-        started = time.monotonic()
+        started, cpu_before = time.monotonic(), self.server_cpu() if self.server_cpu else None
         r = await self.http.request(method, path, content=content, headers=hdrs, timeout=timeout)
-        ans = Answer(method, path, r.status_code, r.content, None, time.monotonic() - started, r.headers)
+        elapsed = time.monotonic() - started
+        cpu = None if cpu_before is None or self.server_cpu is None else self.server_cpu() - cpu_before
+        ans = Answer(method, path, r.status_code, r.content, None, elapsed, r.headers, cpu)
         self.answers.append(ans)
         check_answer(ans, capacity_ok=capacity_ok)
         if ans.status == 200 and isinstance(ans.body, dict) and "cell_id" in ans.body:
@@ -255,8 +260,19 @@ def expect_status(ans: Answer, *allowed: int) -> None:
 
 
 def expect_fast(ans: Answer, seconds: float) -> None:
+    """The answer came within ``seconds`` of wall time: only for a bound that a loaded machine does not reach,
+    sized as a fraction of the alternative's much longer time (a timeout the answer must not wait out)."""
     if ans.elapsed > seconds:
         raise Violation(f"answer took {ans.elapsed:.2f}s, over {seconds}s: {ans!r}")
+
+
+def expect_cheap(ans: Answer, seconds: float) -> None:
+    """The service (its process and workers) spent at most ``seconds`` of CPU while the answer was made:
+    bounded work, measured in CPU time, which a loaded machine does not stretch as it does wall time.
+    (Without a CPU reading, the answer's wall time stands in.)"""
+    spent = ans.elapsed if ans.cpu is None else ans.cpu
+    if spent > seconds:
+        raise Violation(f"the service spent {spent:.2f}s of CPU on the answer, over {seconds}s: {ans!r}")
 
 
 def brief(env: dict[str, Any]) -> str:
@@ -339,7 +355,7 @@ def _source_case(id: str, code: str, expect: str, seconds: float = 2.0) -> None:
     async def run(c: Caller) -> None:
         ans = await c.exec(code, timeout=max(8.0, seconds * 4))
         expect_status(ans, 200)
-        expect_fast(ans, seconds)
+        expect_cheap(ans, seconds)
         env = ans.body
         if expect == "invalid_input":
             failed(env, "invalid_input")
@@ -386,7 +402,7 @@ def _ref_case(id: str, schema_for: Callable[[str], dict[str, Any]], doc: str) ->
             seen = target.connections()
         assert seen == 0, f"the service connected {seen}x to a URL named in a caller schema: {ans!r}"
         expect_status(ans, 422)
-        expect_fast(ans, 1.0)
+        expect_cheap(ans, 1.0)
         assert "ref" in ans.body["error"]["message"].lower(), f"422 does not name the $ref: {ans!r}"
         assert "root:" not in ans.raw.decode(), "the answer leaks file content"
 
@@ -462,7 +478,7 @@ async def _call_schema_tool(
         expect_status(ans, 200, 422)
     else:
         expect_status(ans, 200)
-    expect_fast(ans, seconds)
+    expect_cheap(ans, seconds)
     if ans.status == 200:
         sound(ans.body)
         await c.cancel(ans.body)
@@ -530,7 +546,7 @@ async def _schema_huge(c: Caller) -> None:
     code = 'try { await t({p1: "x"}); return "accepted" } catch (e) { return "refused: " + e.message }'
     ans = await c.exec(code, client_tools=[{"name": "t", "input_schema": schema}], timeout=60.0)
     expect_status(ans, 200, 413, 422)
-    expect_fast(ans, 3.0)
+    expect_cheap(ans, 3.0)
     if ans.status == 200:
         await c.cancel(ans.body)
 
@@ -572,7 +588,7 @@ async def _many_client_tools(c: Caller) -> None:
     code = 'try { return (await catalog.search("dolor ".repeat(1e6))).length } catch (e) { return e.message }'
     ans = await c.exec(code, client_tools=tools, timeout=60.0)
     expect_status(ans, 200)
-    expect_fast(ans, 3.0)
+    expect_cheap(ans, 3.0)
     sound(ans.body)
 
 
@@ -582,7 +598,7 @@ async def _many_client_tools(c: Caller) -> None:
 async def _cell_fast(c: Caller, code: str, seconds: float, **fields: Any) -> dict[str, Any]:
     ans = await c.exec(code, timeout=60.0, **fields)
     expect_status(ans, 200)
-    expect_fast(ans, seconds)
+    expect_cheap(ans, seconds)
     assert len(ans.raw) <= BOUNDED_ANSWER_BYTES, f"{len(ans.raw):,}-byte answer over the output budget"
     sound(ans.body)
     return ans.body  # type: ignore[no-any-return]
@@ -1389,7 +1405,7 @@ def _runaway_case(id: str, code: str, codes: tuple[str, ...], seconds: float, do
     async def run(c: Caller) -> None:
         ans = await c.exec(code, timeout=seconds * 4, **fields)
         expect_status(ans, 200)
-        expect_fast(ans, seconds)
+        expect_cheap(ans, seconds)
         env = failed(ans.body, *codes)
         if "timeout" in codes and env["code"] == "timeout":
             assert "timeout" in env["error"], brief(env)
@@ -1507,7 +1523,7 @@ async def _body_big(c: Caller) -> None:
         headers={"content-type": "application/json"},
     )
     expect_status(ans, 413)
-    expect_fast(ans, 2.0)
+    expect_cheap(ans, 2.0)
 
 
 @case("body_3mb_chunked")
@@ -1543,7 +1559,7 @@ async def _body_deep_wait(c: Caller) -> None:
         headers={"content-type": "application/json"},
     )
     expect_status(ans, 400, 404, 413, 422)
-    expect_fast(ans, 2.0)
+    expect_cheap(ans, 2.0)
 
 
 @case("body_malformed_json")
@@ -1597,8 +1613,8 @@ async def _unauth_big(c: Caller) -> None:
     grown = (c.server_rss() - before) if c.server_rss else 0
     for ans in answers:
         expect_status(ans, 401, 413)
-    slowest = max(a.elapsed for a in answers)
-    assert slowest < 3.0, f"12 unauthenticated bodies took {slowest:.2f}s"
+    for ans in answers:  # each answer's reading spans the others' work too: 12 bodies' worth in all
+        expect_cheap(ans, 3.0)
     assert grown < 64 * MiB, f"service RSS grew {grown / MiB:.0f} MiB for unauthenticated bodies"
 
 
@@ -1625,7 +1641,7 @@ async def _auth_huge_wait(c: Caller) -> None:
         timeout=30.0,
     )
     expect_status(ans, 404, 413)
-    expect_fast(ans, 3.0)
+    expect_cheap(ans, 3.0)
 
 
 # -- path ids are checked like body ids --------------------------------------------------------------
@@ -1707,6 +1723,10 @@ async def _cross_tenant(c: Caller) -> None:
         await c.cancel(env)
 
 
+#: The server's header read timeout (the corpus's server keeps the default).
+HEADER_TIMEOUT_S = Settings().header_read_timeout_seconds
+
+
 @case("slow_headers_do_not_hold_the_service")
 async def _slowloris(c: Caller) -> None:
     """100 sockets sending half a request header: other requests are served, and the server times them out."""
@@ -1720,7 +1740,8 @@ async def _slowloris(c: Caller) -> None:
             socks.append((reader, writer))
         ans = await c.exec("return 1")
         expect_status(ans, 200)
-        expect_fast(ans, 1.0)
+        # Half the header timeout: a request served only once the server gave up on the sockets waits it out.
+        expect_fast(ans, HEADER_TIMEOUT_S / 2)
 
         async def closed_by_server(reader: asyncio.StreamReader) -> bool:
             try:
@@ -1761,9 +1782,11 @@ async def _event_stream_flood(c: Caller) -> None:
     try:
         assert statuses.count(200) <= 16 and set(statuses) <= {200, 429}, statuses
         assert refusals and all("tenant_max_event_streams" in r["error"]["message"] for r in refusals), refusals[:1]
+        # The streams stay open until the end of the case: a cell queued behind them would never answer,
+        # so half the request's 10 s timeout is a bound only that reaches.
         other = await c.exec("return 40 + 2", tenant="beta")
         expect_status(other, 200)
-        expect_fast(other, 2.0)
+        expect_fast(other, 5.0)
     finally:
         for response in streams:
             await response.aclose()
@@ -1780,7 +1803,7 @@ async def _bad_last_event_ids(c: Caller) -> None:
             ans = await c.request("GET", f"/v1/cells/{env['cell_id']}/events", headers={"last-event-id": value})
             expect_status(ans, 422)
             assert ans.body["error"]["need_param"] == "Last-Event-ID", ans
-            expect_fast(ans, 1.0)
+            expect_cheap(ans, 1.0)
     finally:
         expect_status(await c.request("POST", f"/v1/cells/{env['cell_id']}/cancel"), 200)
 
@@ -1815,7 +1838,7 @@ async def _mcp_value_bomb(c: Caller) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
     ans = await c.request("POST", "/mcp", json_body=body, headers={"accept": "application/json, text/event-stream"})
     expect_status(ans, 413)
-    expect_fast(ans, 2.0)
+    expect_cheap(ans, 2.0)
 
 
 # ---- Host and Origin (DNS rebinding) ------------------------------------------------------------------
@@ -1836,7 +1859,7 @@ async def _rebinding_with_keys(c: Caller) -> None:
             headers = {"host": host, **({"origin": origin} if origin else {})}
             refused = await c.request("POST", "/v1/exec", json_body={"code": "return 1"}, headers=headers, auth=False)
             expect_status(refused, 401)
-            expect_fast(refused, 1.0)
+            expect_cheap(refused, 1.0)
             assert len(refused.raw) < 4096, refused
         served = await c.request("GET", "/v1/catalog", headers={"host": host, "origin": ODD_ORIGINS[0]})
         expect_status(served, 200)
@@ -1883,7 +1906,7 @@ async def _exec_values_bomb(c: Caller) -> None:
     for ans in answers:
         expect_status(ans, 413)
         assert "max_request_values" in ans.body["error"]["message"], ans
-        expect_fast(ans, 5.0)
+        expect_cheap(ans, 5.0)
 
 
 # -- capacity: a tenant cannot take another's running slots -------------------------------------------
@@ -1896,8 +1919,9 @@ async def _running_slots(c: Caller) -> float:
     return float(found.group(1)) if found else -1.0
 
 
-async def _victim_served_beside(c: Caller, hog: list[Awaitable[Answer]], holding: float, seconds: float) -> None:
-    """While ``hog`` (alpha's requests) runs, once ``holding`` slots are held, beta's trivial cells complete fast."""
+async def _victim_served_beside(c: Caller, hog: list[Awaitable[Answer]], holding: float) -> None:
+    """While ``hog`` (alpha's requests) runs, once ``holding`` slots are held, beta's trivial cells complete,
+    the first while the hogging cells still run (an order, not a time: a loaded machine stretches both)."""
     hogs = [asyncio.ensure_future(h) for h in hog]
     try:
         deadline = time.monotonic() + 10.0
@@ -1907,7 +1931,6 @@ async def _victim_served_beside(c: Caller, hog: list[Awaitable[Answer]], holding
             ans = await c.exec(f"return {i}", tenant="beta")
             expect_status(ans, 200)
             assert completed(ans.body) == i, ans
-            expect_fast(ans, seconds)
             if i == 0:  # the first was served beside them (the later ones may outlast short hogs)
                 assert not all(h.done() for h in hogs), "the other tenant was served only after the hogging cells ended"
     finally:
@@ -1920,7 +1943,7 @@ async def _busy_loops_every_slot(c: Caller) -> None:
     """Four `while(true){}` cells from one tenant (every running slot and more): another tenant's `return i`
     cells complete at once, never 503 (a burst slot), while the loops still run."""
     hog = [c.exec("while (true) {}", timeout_ms=4000, timeout=30.0, capacity_ok=True) for _ in range(4)]
-    await _victim_served_beside(c, hog, 2, 2.0)
+    await _victim_served_beside(c, hog, 2)
 
 
 @case("capacity_memory_bombs_keep_their_process", guest_only=True)
@@ -1939,7 +1962,7 @@ async def _search_heavy(c: Caller) -> None:
     """Eight cells that each run 200 `catalog.search` calls: another tenant's trivial cells still complete fast."""
     code = "for (let i = 0; i < 200; i++) await catalog.search('ship quote ' + i); return 1"
     hog = [c.exec(code, timeout_ms=20000, timeout=60.0, capacity_ok=True) for _ in range(8)]
-    await _victim_served_beside(c, hog, 0, 2.0)  # they hold slots only between searches: no wait
+    await _victim_served_beside(c, hog, 0)  # they hold slots only between searches: no wait
 
 
 def soak_cases() -> list[Case]:

@@ -125,11 +125,15 @@ def stop_process(proc: subprocess.Popen[Any], grace_s: float = 10.0) -> None:
 
 
 def codemode_environ(workdir: Path, env: dict[str, str] | None = None, config: str | None = None) -> dict[str, str]:
-    """This process's environment without CODEMODE_ settings, data under ``workdir``, the TOML ``config``
-    written there, then ``env`` on top."""
+    """This process's environment without CODEMODE_ settings, data under ``workdir``, a worker wait long
+    enough for a loaded machine (``acquire_timeout_ms`` 60 s), the TOML ``config`` written there, then ``env``
+    on top."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CODEMODE_")}
     environ["CODEMODE_DATA_DIR"] = str(workdir / "data")
     environ["PYTHONPATH"] = str(ROOT)
+    # A worker start (run at a low priority) can take seconds on a loaded machine: wait for one far longer
+    # than the service's default 5 s, as make_client does; a test about the wait sets its own.
+    environ["CODEMODE_ACQUIRE_TIMEOUT_MS"] = "60000"
     if config is not None:
         path = workdir / "codemode.toml"
         path.write_text(config, encoding="utf-8")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.servers import descendants
+from bench.servers import descendants, tree_cpu_seconds
 from tests.support.live_server import START_TIMEOUT_S, answers, free_port, is_200, serve_argv, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,6 +120,10 @@ class LiveServer:
     def rss_bytes(self) -> tuple[int, int]:
         """(service process, its worker processes) resident set sizes in bytes."""
         return _rss_bytes(self.pid), sum(_rss_bytes(p) for p in descendants(self.pid))
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the service and its workers used so far (``tree_cpu_seconds``)."""
+        return tree_cpu_seconds(self.pid)
 
     def stop(self) -> None:
         if self.proc is None:

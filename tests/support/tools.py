@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from service.tools import ToolResult, ToolSpec
@@ -26,6 +27,23 @@ async def _echo(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
     finally:
         running.remove(params.get("x"))
     return {"echo": params.get("x"), "session": ctx.session_id}
+
+
+def held_tool(release: threading.Event, name: str = "held") -> ToolSpec:
+    """A tool whose calls return ``{"held": x}`` only once the test sets ``release``: a test proves that an
+    answer did not wait for the call by releasing it only after it has that answer (an event, not a time)."""
+
+    async def execute(call_id: str, params: dict[str, Any], ctx: Any) -> Any:
+        while not release.is_set():
+            await asyncio.sleep(0.01)
+        return {"held": params.get("x")}
+
+    return ToolSpec(
+        name=name,
+        description="Returns x once the test releases the call.",
+        execute=execute,
+        input_schema={"type": "object", "properties": {"x": {}}, "additionalProperties": False},
+    )
 
 
 async def _fail(call_id: str, params: dict[str, Any], ctx: Any) -> Any:

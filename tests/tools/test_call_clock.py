@@ -168,7 +168,7 @@ async def test_a_shorter_clock_started_later_expires_first(ctx) -> None:
     started = asyncio.get_running_loop().time()
     with pytest.raises(ToolTimeoutError):
         await session.call("quick", {"s": 60}, ctx)
-    assert asyncio.get_running_loop().time() - started < 5
+    assert asyncio.get_running_loop().time() - started < 15  # half the slow clock: a bound load does not reach
     assert not long_call.done()
     long_call.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -207,7 +207,7 @@ def test_each_event_loop_keeps_its_own_clocks() -> None:
             started = loop.time()
             with pytest.raises(ToolTimeoutError):
                 with CallClock(0.05, "t"):
-                    await asyncio.sleep(5)
+                    await asyncio.sleep(60)
             return clocks._wheel_of(loop), loop.time() - started  # noqa: SLF001
 
         return asyncio.run(body())
@@ -215,4 +215,4 @@ def test_each_event_loop_keeps_its_own_clocks() -> None:
     with ThreadPoolExecutor(2) as pool:
         (first, first_s), (second, second_s) = pool.map(run, range(2))
     assert first is not second
-    assert first_s < 4 and second_s < 4
+    assert first_s < 30 and second_s < 30  # half the 60 s sleep only a missed clock waits out: load does not reach it

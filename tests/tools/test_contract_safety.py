@@ -130,10 +130,10 @@ def test_validation_work_is_bounded(monkeypatch) -> None:
     """A schema/value pair needing more than the step budget fails as invalid_input naming the budget."""
     monkeypatch.setattr(contracts, "MAX_VALIDATION_STEPS", 5000)
     contract = ToolContract(RECURSIVE_BOMB, None)
-    started = time.perf_counter()
+    started = time.thread_time()  # the check runs on this thread: CPU time, which load does not inflate
     with pytest.raises(InvalidInputError, match="takes more than 5000 steps"):
         contract.check_input(nested(60), "t")
-    assert time.perf_counter() - started < 2
+    assert time.thread_time() - started < 2
     contract.check_input(nested(4), "t")  # small values still validate
 
 

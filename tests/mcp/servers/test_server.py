@@ -60,7 +60,9 @@ TOOLS: list[types.Tool] = [
     types.Tool(
         name="sleep_echo",
         description="Sleep, then echo a value; with a marker file, first append a line to it (with a "
-        "cancel_marker file, append a line there when the call is cancelled).",
+        "cancel_marker file, append a line there when the call is cancelled); with an until file, wake as "
+        "soon as that file exists (a test releases the call by an event, with seconds as a cap); with "
+        "together n, wake as soon as n calls sleep at once.",
         input_schema={
             "type": _OBJ,
             "properties": {
@@ -68,6 +70,8 @@ TOOLS: list[types.Tool] = [
                 "value": {},
                 "marker": {"type": "string"},
                 "cancel_marker": {"type": "string"},
+                "until": {"type": "string"},
+                "together": {"type": "integer"},
             },
             "required": ["seconds"],
         },
@@ -139,7 +143,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         _SLEEPING[0] += 1
         seen = _SLEEPING[0]
         try:
-            await anyio.sleep(float(args["seconds"]))
+            await _sleep(float(args["seconds"]), args.get("until"), args.get("together"))
         except anyio.get_cancelled_exc_class():
             if "cancel_marker" in args:  # the client gave up on the call (notifications/cancelled)
                 _append_run(args["cancel_marker"])
@@ -161,6 +165,14 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if name in ("delete", "constructor", "my-tool"):
         return types.CallToolResult(content=[_text(name)])
     return types.CallToolResult(content=[_text(f"unknown tool {name}")], is_error=True)
+
+
+async def _sleep(seconds: float, until: str | None, together: int | None) -> None:
+    """Sleep ``seconds``, or less: until the file ``until`` exists, or ``together`` calls sleep at once."""
+    woken_early = until is not None or together is not None
+    with anyio.move_on_after(seconds):
+        while not (until is not None and os.path.exists(until)) and not (together and _SLEEPING[0] >= together):
+            await anyio.sleep(0.02 if woken_early else seconds)
 
 
 #: sleep_echo calls sleeping right now in this server process.

@@ -148,18 +148,17 @@ def test_unsafe_tool_names_get_suffixes_in_file_and_runtime(mcp_client, mcp_file
 
 @BOTH
 def test_promise_all_runs_mcp_calls_concurrently(mcp_client, server):
-    """Three 0.3 s `sleep_echo` calls in one `Promise.all` run at once on the server (it counts the
-    calls in flight), results in order."""
+    """Three `sleep_echo` calls in one `Promise.all` run at once on the server (it counts the calls in
+    flight; each sleeps until all three do, or 5 s), results in order."""
     env = ok(
         mcp_client,
         f"""
-        const r = await Promise.all([1, 2, 3].map(v => MCP.{server}.sleep_echo({{seconds: 0.3, value: v}})));
+        const r = await Promise.all([1, 2, 3].map(v => MCP.{server}.sleep_echo({{seconds: 5, together: 3, value: v}})));
         return r.map(x => [x.structuredContent.value, x.structuredContent.in_flight]);
     """,
     )
     assert [value for value, _ in env["value"]] == [1, 2, 3]
     assert max(in_flight for _, in_flight in env["value"]) == 3, env["value"]
-    assert env["telemetry"]["wall_ms"] >= 300, env["telemetry"]
     assert env["telemetry"]["call_count"] == 3
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,13 +71,13 @@ def test_crash_rejects_every_in_flight_call_on_that_server(fail_client):
     env = ok(
         fail_client,
         """
-        const settled = await Promise.allSettled([MCP.docs.sleep_echo({seconds: 3}), MCP.docs.crash({})]);
+        const settled = await Promise.allSettled([MCP.docs.sleep_echo({seconds: 120}), MCP.docs.crash({})]);
         return settled.map(s => [s.status, s.reason && s.reason.code, s.reason && s.reason.message]);
     """,
     )
+    # The sleep would outlast the cell: only the crash can have rejected it (with this code) in time.
     for status, code, message in env["value"]:
         assert status == "rejected" and code == "mcp_unavailable" and "'docs'" in message, env["value"]
-    assert env["telemetry"]["wall_ms"] < 2500
 
 
 @pytest.mark.slow
@@ -95,14 +94,17 @@ def test_hang_rejects_with_a_timeout_naming_the_server(fail_client):
     )
     err = env["value"]["err"]
     assert err["code"] == "tool_timeout" and "MCP.slow.hang" in err["message"], err
+    # The message names the clock that ended the call: the server's, not another one.
+    assert f"wall clock of {SLOW_TIMEOUT_MS / 1000:g} s" in err["message"], err
     assert env["value"]["next"] == "still here"
-    assert SLOW_TIMEOUT_MS <= env["telemetry"]["wall_ms"] < SLOW_TIMEOUT_MS + 3000, env["telemetry"]
+    assert env["telemetry"]["wall_ms"] >= SLOW_TIMEOUT_MS, env["telemetry"]
 
 
 @pytest.mark.slow
 def test_hang_cannot_hold_a_cell_past_its_deadline(fail_client):
-    """A cell with `timeout_ms: 300` blocked on `hang` parks on time; a later wait gets the timeout rejection."""
-    started = time.monotonic()
+    """A cell with `timeout_ms: 300` blocked on `hang` parks on time; a later wait gets the timeout rejection.
+
+    "waiting" is the bound: a cell held until the server's clock ended the call would have completed."""
     env = run(
         fail_client,
         """
@@ -111,9 +113,7 @@ def test_hang_cannot_hold_a_cell_past_its_deadline(fail_client):
     """,
         timeout_ms=300,
     )
-    assert time.monotonic() - started < 2.0
     assert env["status"] == "waiting", env
-    assert env["telemetry"]["wall_ms"] < 1000
     assert env["pending_tool_calls"] == [
         {"id": env["pending_tool_calls"][0]["id"], "method": "mcp.call", "tool": "MCP.slow.hang"}
     ]
@@ -138,7 +138,7 @@ def test_http_server_stopping_mid_call_rejects_and_service_keeps_serving(fail_cl
     env = run(
         fail_client,
         """
-        try { await MCP.web.sleep_echo({seconds: 5}); return "answered"; }
+        try { await MCP.web.sleep_echo({seconds: 120}); return "answered"; }
         catch (e) { return {name: e.name, code: e.code, message: e.message}; }
     """,
         timeout_ms=300,

@@ -160,15 +160,14 @@ def test_redis_down_rejects_catchably_and_routes_answer_503(tmp_path: Path) -> N
         with make_client(tmp_path / "svc", store_url=f"redis://127.0.0.1:{port}/0", workers=1) as client:
             ref = value_of(exec_as(client, {}, SAVE % "[1]"))
             stop_redis_server(server)
-            started = time.monotonic()
             code = (
                 "const out = [];"
                 "for (const f of [() => results.save([2]), () => results.load(%s), () => results.delete(%s)]) {"
                 "  try { await f(); out.push('ok'); } catch (e) { out.push([e.code, e.errorType, e.message]); }"
                 "} return out;"
             ) % (json.dumps(ref["id"]), json.dumps(ref["id"]))
+            # Completed, so no call hung: the service ends a cell at its timeout_ms (failed, code timeout).
             got = value_of(exec_as(client, {}, code))
-            assert time.monotonic() - started < 10
             for error_code, error_type, message in got:
                 assert (error_code, error_type) == ("store_unavailable", "transient")
                 assert message.startswith("saved results are unavailable for now: Redis saved-results store at")

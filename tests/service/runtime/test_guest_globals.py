@@ -208,9 +208,9 @@ def test_outstanding_timers_do_not_hold_a_finished_cell(client):
     env = run(
         client, 'setTimeout(() => text("late"), 5000); setTimeout(() => text("later"), 9000); return 1', timeout_ms=3000
     )
+    # "completed" is the bound: a cell that waited for its timers would reach its 3 s timeout_ms first.
     assert env["status"] == "completed" and env["value"] == 1, env
     assert env["output"] == []
-    assert env["telemetry"]["wall_ms"] < 1000
 
 
 @pytest.mark.slow

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from typing import Any
 
 import pytest
 
+from service.settings import Settings
 from tests.conftest import run
 
 PENDING = "pending without host work"
@@ -26,12 +26,18 @@ def _metric(client, name: str) -> float:
     return float(m.group(1))
 
 
+def _within_its_own_timeout(env: dict[str, Any]) -> None:
+    """The ``timeout`` code shows a deadline ended the cell (one it ignored would never answer); that it was
+    the cell's own few hundred ms and not the default timeout_ms only a time can show, so the bound is
+    half that default: a loaded machine does not reach it, a cell that ran to the default does."""
+    assert env["telemetry"]["wall_ms"] < Settings().timeout_ms / 2, env["telemetry"]
+
+
 def test_infinite_loop_times_out(client):
     """`while(true){}` fails with timeout near its timeout_ms and does not block the service."""
-    started = time.monotonic()
     env = run(client, "while (true) {}", timeout_ms=300)
-    assert time.monotonic() - started < 2.0
     assert env["status"] == "failed" and env["code"] == "timeout", env
+    _within_its_own_timeout(env)
     assert "timeout" in env["error"]
     _still_serves(client)
 
@@ -60,20 +66,18 @@ def test_unbounded_recursion_is_a_range_error(client):
 def test_native_operation_ignoring_interrupt_is_killed(client):
     """Repeated `(10n ** 300000n).toString()` with timeout_ms 200 times out and its worker is replaced."""
     recycled = _metric(client, "codemode_workers_recycled_total")
-    started = time.monotonic()
     env = run(client, "for (;;) (10n ** 300000n).toString()", timeout_ms=200)
-    assert time.monotonic() - started < 5.0
     assert env["status"] == "failed" and env["code"] == "timeout", env
+    _within_its_own_timeout(env)
     assert _metric(client, "codemode_workers_recycled_total") >= recycled + 1
     _still_serves(client)
 
 
 def test_endless_microtask_chain_times_out(client):
     """`for(;;) await null` cannot escape the wall deadline: it fails with timeout."""
-    started = time.monotonic()
     env = run(client, "for (;;) await null", timeout_ms=300)
-    assert time.monotonic() - started < 2.0
     assert env["status"] == "failed" and env["code"] == "timeout", env
+    _within_its_own_timeout(env)
     _still_serves(client)
 
 

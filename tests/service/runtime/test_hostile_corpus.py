@@ -47,7 +47,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer,
 
 
 def _caller(http: httpx.AsyncClient, server: LiveServer) -> Caller:
-    return Caller(http, TENANT_KEYS, server_rss=lambda: server.rss_bytes()[0])
+    return Caller(http, TENANT_KEYS, server_rss=lambda: server.rss_bytes()[0], server_cpu=server.cpu_seconds)
 
 
 async def _run_case(case: Case, server: LiveServer) -> None:

@@ -24,7 +24,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import guest_runtime
-from guest_runtime.python.host_requests import FAILURE_FIELDS
+from guest_runtime.monty.host_requests import FAILURE_FIELDS
 from service.settings import ToolSettings
 from service.settings_mcp import McpServerConfig
 from tests.conftest import make_client, run, wait

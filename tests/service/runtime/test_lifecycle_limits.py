@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -106,10 +105,11 @@ def test_no_free_worker_answers_503_with_retry_after(tmp_path):
     """When the only slot runs guest code past acquire_timeout_ms, exec answers 503 + Retry-After instead of hanging."""
     import threading
 
-    busy_loop = "const t = Date.now(); while (Date.now() - t < 1500) {} return 1"
+    # The busy cell runs far longer than the refusal needs, even on a loaded machine.
+    busy_loop = "const t = Date.now(); while (Date.now() - t < 5000) {} return 1"
     with make_client(tmp_path, workers=1, max_workers=1, burst_slots=0, acquire_timeout_ms=200) as c:
         first: dict = {}
-        busy = threading.Thread(target=lambda: first.update(run(c, busy_loop, timeout_ms=5000)))
+        busy = threading.Thread(target=lambda: first.update(run(c, busy_loop, timeout_ms=30000)))
         busy.start()
         poll_until(lambda: c.app.state.services.pool.stats()["slots"] == 1, "the first cell runs guest code")
         r = c.post("/v1/exec", json={"code": "return 2"})
@@ -124,28 +124,28 @@ def test_no_free_worker_answers_503_with_retry_after(tmp_path):
 
 @pytest.mark.slow
 def test_tenants_take_turns_on_a_one_worker_pool(tmp_path):
-    """With one warm worker, three tenants in turn each get a worker promptly (idle ones of others are retired)."""
+    """With one warm worker, three tenants in turn each get a worker (idle ones of others are retired),
+    instead of waiting out acquire_timeout_ms (then answered 503 ``overloaded``); the timeout is long
+    enough for worker starts on a loaded machine."""
     keys = (ApiKey("ka", "ta"), ApiKey("kb", "tb"), ApiKey("kc", "tc"))
-    with make_client(tmp_path, workers=1, burst_slots=1, api_keys=keys, acquire_timeout_ms=3000) as c:
+    with make_client(tmp_path, workers=1, burst_slots=1, api_keys=keys, acquire_timeout_ms=20000) as c:
         pool = c.app.state.services.pool
         for key in ("ka", "kb", "kc", "ka", "kb", "kc"):
-            started = time.monotonic()
             r = c.post("/v1/exec", json={"code": "return 1"}, headers={"Authorization": f"Bearer {key}"})
-            assert r.status_code == 200 and r.json()["value"] == 1, r.text
-            assert time.monotonic() - started < 2.0
+            assert r.status_code == 200, f"tenant {key} waited out acquire_timeout_ms: {r.text}"
+            assert r.json()["value"] == 1, r.text
         # Idle workers assigned to tenants never outnumber the running slots (workers + burst_slots).
         assert pool.stats()["idle"] <= 2
 
 
 @pytest.mark.slow
 def test_a_parked_cell_does_not_starve_running_cells(tmp_path):
-    """A parked cell keeps its worker, so the pool starts another one for running cells."""
-    with make_client(tmp_path, workers=1, acquire_timeout_ms=3000) as c:
+    """A parked cell keeps its worker, so the pool starts another one for running cells instead of making
+    them wait out acquire_timeout_ms (then answered 503 ``overloaded``, which ``run`` refuses)."""
+    with make_client(tmp_path, workers=1, acquire_timeout_ms=20000) as c:
         parked = run(c, "await yield_control('later'); return 'resumed'")
         assert parked["status"] == "waiting"
-        started = time.monotonic()
         other = run(c, "return 2")
         assert other["status"] == "completed" and other["value"] == 2
-        assert time.monotonic() - started < 2.0
         r = c.post(f"/v1/cells/{parked['cell_id']}/wait", json={})
         assert r.json()["value"] == "resumed"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -49,10 +48,10 @@ def test_a_flood_of_busy_loops_delays_another_tenant_by_about_one_cell(tmp_path)
     """Without burst slots, tenant A queues 6 `while(true){}` cells on 2 workers; B's cell waits for one of
     A's cells, not for all.
 
-    First-come-first-served admission would make B wait three of A's rounds (>= 3 x A's timeout); fair
-    admission hands B the first slot that frees, so B is done within A's timeout plus one worker start
-    (bounded here by a second A timeout).  (With burst slots B does not wait at all:
-    tests/service/runtime/test_capacity_sharing.py.)
+    First-come-first-served admission would start B only after five of A's cells ended; fair admission
+    hands B the first slot that frees, so B is answered while A's second round still runs: at most
+    three of A's cells (a round of slack for a loaded machine) have answered by then, counted, not
+    timed.  (With burst slots B does not wait at all: tests/service/runtime/test_capacity_sharing.py.)
     """
     a_timeout_ms = 1500
     with make_client(tmp_path, api_keys=KEYS, workers=2, burst_slots=0, acquire_timeout_ms=30000) as client:
@@ -66,12 +65,11 @@ def test_a_flood_of_busy_loops_delays_another_tenant_by_about_one_cell(tmp_path)
                 lambda: pool.admission.running_slots("alpha") == 2 and pool.admission.queued("alpha") >= 3,
                 "A holds every worker and has cells queued",
             )
-            started = time.monotonic()
             answer = exec_ok(client, BETA, "return 40 + 2")
-            waited = time.monotonic() - started
+            a_answered = sum(f.done() for f in floods)
             outcomes = [f.result() for f in floods]
         assert value_of(answer) == 42
-        assert waited < 2 * a_timeout_ms / 1000, f"B waited {waited:.2f}s behind A's flood"
+        assert a_answered <= 3, f"B was answered after {a_answered} of A's 6 cells: it queued behind A's flood"
         assert all(r.status_code == 200 and r.json()["code"] == "timeout" for r in outcomes), [r.text for r in outcomes]
 
 

@@ -47,7 +47,7 @@ from typing import Literal, NoReturn, TypeVar
 import tree_sitter_typescript
 from tree_sitter import Language, Node, Parser, Point, Query, QueryCursor, Tree
 
-from .errors import GuestSyntaxError, GuestTimeout
+from ..errors import GuestSyntaxError, GuestTimeout
 
 _Compiled = TypeVar("_Compiled")
 

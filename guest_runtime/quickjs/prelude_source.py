@@ -22,8 +22,8 @@ from importlib.resources.abc import Traversable
 
 #: The prelude's files, in the order their top-level statements run.
 FILES = (
-    "core.js",  # captured built-ins, list helpers, the nesting cap
-    "guest_config.js",  # the caps' type and defaults, generated from guest_config.py
+    "guest_config.js",  # the caps' type and defaults and the fixed limits, generated from guest_config.py
+    "core.js",  # captured built-ins, list helpers
     "stack_traces.js",  # call sites without functions for Error.prepareStackTrace
     "state.js",  # the guest side of the host queue
     "serialise.js",  # guest values to JSON text, lenient and strict

@@ -1,9 +1,8 @@
 // @ts-check
 // Output: text(), json() and the bounded console, one ordered stream of entries.
 
-// Every entry costs the host work however small it is, so a cell emits at most this many
-// (bridge/output.py MAX_OUTPUT_ENTRIES re-checks it); console output past it is dropped.
-const MAX_OUTPUT_ENTRIES = 10000;
+// Every entry costs the host work however small it is, so a cell emits at most MAX_OUTPUT_ENTRIES
+// (guest_config.js; bridge/output.py re-checks it); console output past it is dropped.
 let outputCount = 0;
 function refuseOverEntryCap() {
   if (outputCount >= MAX_OUTPUT_ENTRIES) {
@@ -29,8 +28,8 @@ function json(v) {
   emit('{"type":"json","value":' + serialise(v, false, 0) + "}");
 }
 
-// Bounded console: the same ordered stream as text(); reference limits per call and in total.
-const CONSOLE_TOTAL = 16384;
+// Bounded console: the same ordered stream as text(); reference limits per call and in total
+// (CONSOLE_TOTAL: guest_config.js).
 const CONSOLE_MAX_MESSAGE = 4096;
 let consoleUsed = 0;
 let consoleClosed = false;

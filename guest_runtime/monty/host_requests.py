@@ -21,7 +21,7 @@ from .values import to_json_value
 Shape = Callable[[object], object]
 
 #: The host failure's fields ``error_info(e)`` answers besides ``message`` and ``code``: the properties a
-#: JavaScript cell's bridge error carries (``makeError`` in guest_runtime/prelude/requests.js).
+#: JavaScript cell's bridge error carries (``makeError`` in guest_runtime/quickjs/prelude/requests.js).
 FAILURE_FIELDS = (
     "effectStatus",
     "tool",

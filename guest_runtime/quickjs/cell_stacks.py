@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 
-from .errors import GuestSyntaxError
+from ..engine import MAX_ERROR_FRAMES
+from ..errors import GuestSyntaxError
 
 #: Lines the AsyncFunction constructor puts before the body: "(async function anonymous(\n) {\n".
 _BODY_LINE_OFFSET = 2
 _FRAME = re.compile(r"^\s*at (?:(?P<fn>[^\s(]+) )?\(?<input>:(?P<line>\d+):(?P<col>\d+)\)?\s*$")
 _SYNTAX_AT = re.compile(r"^\s*at <input>:(?P<line>\d+):(?P<col>\d+)")
-MAX_FRAMES = 10
 
 
 def first_line(text: str) -> str:
@@ -57,6 +57,6 @@ def map_stack(text: str) -> str:
         fn = m.group("fn")
         where = f"cell.js:{line - _BODY_LINE_OFFSET}:{m.group('col')}"
         frames.append(f"    at {fn} ({where})" if fn and fn != "anonymous" else f"    at {where}")
-        if len(frames) >= MAX_FRAMES:
+        if len(frames) >= MAX_ERROR_FRAMES:
             break
     return "\n".join(head + frames)

@@ -120,8 +120,8 @@ installGlobals();
 installData();
 let configured = false;
 /**
- * The host hook: driver.py calls it with an operation and its arguments, whose types per operation
- * driver.py's calls fix (hence the casts below).  The joined body returns it (prelude_source.py).
+ * The host hook: quickjs/engine.py calls it with an operation and its arguments, whose types per operation
+ * engine.py's calls fix (hence the casts below).  The joined body returns it (prelude_source.py).
  * @param {HostHookOp} op
  * @param {unknown} [a]
  * @param {unknown} [b]

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from bridge import jsoncodec
-from guest_runtime import typescript
-from guest_runtime.driver import GuestEngine
 from guest_runtime.errors import GuestSyntaxError, GuestTimeout
-from guest_runtime.typescript import MAX_DEPTH, strip_types
+from guest_runtime.quickjs import typescript
+from guest_runtime.quickjs.engine import GuestEngine
+from guest_runtime.quickjs.typescript import MAX_DEPTH, strip_types
 
 MiB = 1024 * 1024
 
@@ -42,9 +42,9 @@ def run(code: str) -> Any:
     engine = _engine()
     engine.compile(code, 5.0)
     deadline = time.monotonic() + 5.0
-    engine.start(deadline)
+    engine.call_cell(deadline)
     engine.pump(deadline)
-    done = jsoncodec.loads(engine.take())["done"]
+    done = engine.take()["done"]
     assert done == {"ok": True}, done
     return jsoncodec.loads(engine.final_value(MiB, deadline))
 
@@ -257,9 +257,9 @@ def test_a_runtime_error_after_types_names_the_column_the_caller_wrote():
     assert strip(typed) == plain
     engine.compile(typed, 5.0)
     deadline = time.monotonic() + 5.0
-    engine.start(deadline)
+    engine.call_cell(deadline)
     engine.pump(deadline)
-    error = jsoncodec.loads(engine.take())["done"]["error"]
+    error = engine.take()["done"]["error"]
     assert error.startswith("TypeError: cannot read property 'b' of undefined"), error
     column = typed.split("\n")[1].index("s as any") + 1  # where the engine points: the object read from
     assert f"<input>:4:{column}" in error, error  # cell line 2 (the wrapper's two lines come first)

@@ -4,7 +4,7 @@ Monty (the pinned release) runs no class definitions, but it lets the host hand 
 the host's own dataclasses: reading a field is local, and calling a method pauses the cell at a
 method-call snapshot whose first argument is the instance.  Each namespace is such an instance with
 a ``namespace`` field that names it; ``route`` turns a method call into the same host request the
-JavaScript prelude sends (``guest_runtime/prelude/namespaces.js``), so the host checks and budgets
+JavaScript prelude sends (``guest_runtime/quickjs/prelude/namespaces.js``), so the host checks and budgets
 both languages' calls alike.  A forged ``namespace`` only names a request the host checks anyway.
 """
 

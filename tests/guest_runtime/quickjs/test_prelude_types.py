@@ -1,7 +1,7 @@
 """The prelude type-checks: ``tsc`` over the one function body ``prelude_source`` joins its files into.
 
 ``scripts/check_prelude.py`` runs the check (``scripts/check`` runs that script): the joined prelude
-with the compiler options of ``guest_runtime/prelude/jsconfig.json`` and the declarations of
+with the compiler options of ``guest_runtime/quickjs/prelude/jsconfig.json`` and the declarations of
 ``prelude/scope.d.ts`` (the engine's call sites, the hook's operations).
 """
 
@@ -16,13 +16,13 @@ from types import ModuleType
 
 import pytest
 
-from guest_runtime import driver, prelude_source
+from guest_runtime.quickjs import engine, prelude_source
 
 PRELUDE = Path(str(prelude_source.folder()))
 
 
 def _checker() -> ModuleType:
-    script = PRELUDE.parents[1] / "scripts" / "check_prelude.py"
+    script = PRELUDE.parents[2] / "scripts" / "check_prelude.py"
     spec = importlib.util.spec_from_file_location("check_prelude", script)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -56,7 +56,7 @@ def test_the_prelude_type_checks():
         ("output.js", "serialise(v, false, 0)", "serialise(v, false)", "TS2554"),
         # A name used before the file that declares it has run (state.js runs after core.js).
         ("core.js", "const ObjectCreate", "const early = UNAWAITED;\nconst ObjectCreate", "TS2448"),
-        # A hook operation driver.py never calls.
+        # A hook operation the engine never calls.
         ("hook.js", 'case "take":', 'case "takeAll":\n    case "take":', "TS2678"),
         # A captured built-in nothing uses.
         ("core.js", "const ArrayIsArray", "const stringTrim = String.prototype.trim;\nconst ArrayIsArray", "TS6133"),
@@ -82,7 +82,7 @@ def test_editors_see_the_files_in_the_order_they_run():
 
 
 def test_the_declared_hook_operations_are_the_ones_driver_calls():
-    """scope.d.ts declares the operations driver.py calls the hook with, and no other."""
+    """scope.d.ts declares the operations the engine (quickjs/engine.py) calls the hook with, and no other."""
     declared = set(re.findall(r'\| "(\w+)"', (PRELUDE / "scope.d.ts").read_text(encoding="utf-8")))
-    called = set(re.findall(r'self\._(?:call|hook)\(\s*"(\w+)"', Path(driver.__file__).read_text(encoding="utf-8")))
+    called = set(re.findall(r'self\._(?:call|hook)\(\s*"(\w+)"', Path(engine.__file__).read_text(encoding="utf-8")))
     assert declared == called

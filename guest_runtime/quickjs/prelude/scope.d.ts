@@ -1,6 +1,6 @@
 // What tsc (jsconfig.json) needs beyond the prelude's files to check them as the one scope
-// guest_runtime/prelude_source.py joins them into: the wrapper function's parameter, what the engine
-// (QuickJS-ng, as guest_runtime/driver.py drives it) has beyond ES2024, and the hook's operations.
+// guest_runtime/quickjs/prelude_source.py joins them into: the wrapper function's parameter, what the engine
+// (QuickJS-ng, as guest_runtime/quickjs/engine.py drives it) has beyond ES2024, and the hook's operations.
 // The files are checked as scripts sharing one global scope, in the order prelude_source.FILES runs
 // them, so a name used before the file that declares it has run is an error here too.
 
@@ -25,7 +25,7 @@ interface ErrorConstructor {
   prepareStackTrace: unknown;
 }
 
-/** The operations driver.py calls the hook with (hook.js has a case for each; a test reads driver.py's calls). */
+/** The operations quickjs/engine.py calls the hook with (hook.js has a case for each; a test reads its calls). */
 type HostHookOp =
   | "configure"
   | "compile"

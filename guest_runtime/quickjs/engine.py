@@ -1,9 +1,11 @@
 """The one module that talks to QuickJS (PyPI ``quickjs-ng``, whose C extension is ``_quickjs``).
 
-``GuestEngine`` is one fresh runtime + context with the prelude loaded.  It exposes only what
-the worker loop needs: configure, compile, start, pump jobs under a deadline, take queued
-requests/output, settle replies, and read the heap size.  Engine exceptions are translated
-into ``guest_runtime.errors`` here and nowhere else.
+``GuestEngine`` is one fresh runtime + context with the prelude loaded: the ``Engine`` of JavaScript
+and TypeScript cells (``guest_runtime/engine.py``).  A slice calls the cell (or settles the host's
+replies), pumps its jobs under a deadline, then takes what the prelude queued (requests, cancels,
+output and the cell's outcome, one JSON text: the binding hands over strings, not objects) and tells
+the driver what happened as a ``Slice``.  Engine exceptions are translated into
+``guest_runtime.errors`` here and nowhere else.
 
 Unhandled promise rejections need the engine's rejection tracker, which the binding does not
 expose.  We install it through ctypes on the runtime pointer of the binding's Context object;
@@ -24,16 +26,19 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import _quickjs
 
-from bridge.jsoncodec import well_formed, well_formed_str
+from bridge.jsoncodec import loads, well_formed, well_formed_str
 
+from ..engine import Failed, SettledReply, Slice
+from ..errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from ..heap_trim import give_back_memory
 from . import prelude_source
 from .cell_stacks import first_line, syntax_error
-from .errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
+from .outcome import BridgeRejection, Taken, slice_of
 from .prelude_source import PreludeSource
 from .typescript import read_cell
 
@@ -250,6 +255,7 @@ _PRELUDE_BYTECODE = compile_prelude(prelude_source.load())
 
 # ---- the engine ------------------------------------------------------------------------------
 
+
 #: Sources from this size up leave a syntax tree of tens of MiB in malloc's free lists once read as
 #: TypeScript (``typescript.py``): handed back to the kernel at once, not when the next trim comes.
 TRIM_AFTER_SOURCE_CHARS = 256 * 1024
@@ -339,11 +345,27 @@ class GuestEngine:
         if len(code) >= TRIM_AFTER_SOURCE_CHARS:
             give_back_memory()  # a large source's syntax tree is freed to malloc, not to the kernel
 
-    def start(self, deadline: float) -> None:
-        """Call the compiled cell; its outcome is published through ``take()``."""
+    def call_cell(self, deadline: float) -> None:
+        """Call the compiled cell (its synchronous start runs); its outcome is published through ``take()``."""
         self._deadline = deadline
         self._call("start", self._fn)
         self._fn = None
+
+    # -- slices (the ``Engine`` contract) -------------------------------------------------------
+
+    def start(self, deadline: float) -> Slice:
+        """Call the compiled cell, then run its jobs until it waits, ends or fails."""
+        self.call_cell(deadline)
+        self.pump(deadline)
+        return slice_of(self)
+
+    def resume(self, replies: Sequence[SettledReply], deadline: float) -> Slice:
+        """Settle the host's replies, then run the cell's jobs until it waits, ends or fails."""
+        self._deadline = deadline
+        for request_id, ok, payload in replies:
+            self.settle(request_id, ok, payload)
+        self.pump(deadline)
+        return slice_of(self)
 
     # -- the job loop ---------------------------------------------------------------------------
 
@@ -376,8 +398,8 @@ class GuestEngine:
         self._deadline = deadline
         return self._text("value", self._call("value"))
 
-    def take(self) -> str:
-        """Return the JSON text of queued requests, cancels, output and the outcome.
+    def take(self) -> Taken:
+        """The requests, cancels and output queued since the last take, and the cell's outcome so far.
 
         Joining them copies what the cell queued, at most its heap cap: that copy is the host's
         cost, so the cap is lifted for the call (no cell code runs inside it).  When the requests'
@@ -397,7 +419,11 @@ class GuestEngine:
             self.pump(self._deadline)
         snapshot, inline, args = text.partition("\n")
         self._taken_args = args.split("\n") if inline else None
-        return snapshot
+        taken: Taken = loads(snapshot)
+        if taken["output"]:
+            # Each entry is JSON text inside the snapshot's: its escaped lone surrogates survive the parse.
+            taken["output"] = [well_formed(entry) for entry in taken["output"]]
+        return taken
 
     def request_args(self, index: int) -> str:
         """The JSON argument text of request ``index`` of the last ``take`` (each is handed over once).
@@ -435,14 +461,17 @@ class GuestEngine:
     def cancel_timers(self) -> None:
         self._call("cancelTimers")
 
-    def unhandled_bridge_rejection(self) -> str | None:
-        """JSON text ``{error, code}`` of the first host failure nobody handled, else None."""
+    def unhandled_bridge_rejection(self) -> BridgeRejection | None:
+        """The error text and host code of the first host failure nobody handled, else None."""
         still = _unhandled.get(self._cptr, {})
         ids = [request_id for promise, request_id in self._failed_unhandled.items() if promise in still]
         if not ids:
             return None
         result = self._call("unhandledBridge", min(ids))
-        return None if result is None else self._text("unhandledBridge", result)
+        if result is None:
+            return None
+        rejection: BridgeRejection = loads(self._text("unhandledBridge", result))
+        return rejection
 
     def unhandled_rejections(self) -> list[str]:
         """Reason texts of rejected promises of this engine that never got a handler."""
@@ -485,15 +514,6 @@ class GuestEngine:
         return result
 
 
-try:
-    _libc: Any = ctypes.CDLL(None)
-    _malloc_trim: Any = _libc.malloc_trim
-    _malloc_trim.argtypes = [ctypes.c_size_t]
-    _malloc_trim.restype = ctypes.c_int
-except (OSError, AttributeError):  # not glibc: freed memory stays with the allocator
-    _malloc_trim = None
-
-
 @contextlib.contextmanager
 def _collected_first(ctx: _quickjs.Context, malloc: Any) -> Iterator[None]:
     """Run the engine's collector once, then keep it paused for the block (a large reply's parse).
@@ -522,18 +542,6 @@ def gc_threshold(engine: GuestEngine) -> int:
     return int(_lib.JS_GetGCThreshold(_runtime_pointer(engine._ctx)))
 
 
-def give_back_memory() -> bool:
-    """Return freed heap pages to the kernel (glibc ``malloc_trim``); False where there is no such call.
-
-    A freed runtime's memory goes back to malloc, not to the kernel: after many parked runtimes are
-    dropped, the process would keep hundreds of MiB it no longer uses.
-    """
-    if _malloc_trim is None:
-        return False
-    _malloc_trim(0)
-    return True
-
-
 def _raise_engine_exception(text: str, *, guest: bool = False) -> None:
     first = well_formed_str(first_line(text))
     if first.startswith("InternalError: interrupted"):
@@ -553,10 +561,8 @@ def check_engine() -> None:
     engine.configure('{"tools":[],"mcp":[],"maxRequestBytes":1024}', 8 * 1024 * 1024)
     # Typed: the TypeScript stripper parses once before the worker confines itself.
     engine.compile('const probe: string = "probe"; void Promise.reject(new Error(probe)); return 1', 1.0)
-    deadline = time.monotonic() + 1.0
-    engine.start(deadline)
-    engine.pump(deadline)
-    if not any("probe" in r for r in engine.unhandled_rejections()):
+    outcome = engine.start(time.monotonic() + 1.0)
+    if not (isinstance(outcome, Failed) and "probe" in outcome.text):
         raise EngineFault("the QuickJS rejection tracker is not wired; is quickjs-ng the pinned version?")
     engine.close()
     _check_interrupt()
@@ -570,7 +576,7 @@ def _check_interrupt() -> None:
     # reported, not a worker that never starts.
     engine.compile("const end = Date.now() + 1000; while (Date.now() < end) {}", 2.0)
     try:
-        engine.start(time.monotonic() + 0.005)
+        engine.call_cell(time.monotonic() + 0.005)
     except GuestTimeout:
         return
     finally:

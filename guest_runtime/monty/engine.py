@@ -1,36 +1,39 @@
 """The one module that talks to Monty (PyPI ``pydantic-monty``): a Python cell's engine.
 
-``PythonEngine`` offers the worker loop (``guest_runtime/worker.py``) the same operations as the
-QuickJS ``GuestEngine``: configure, compile, start, pump, take, request_args, settle, final_value.
+``PythonEngine`` is the ``Engine`` of Python cells (``guest_runtime/engine.py``), as the QuickJS
+``GuestEngine`` is of JavaScript cells; the worker's driver cannot tell them apart.
 Monty runs here, in-process, inside the confined worker: the pinned release embeds the interpreter
 in its extension (later releases only drive a separate ``monty`` executable, which a confined worker
 can neither start nor confine).  Monty has no OS access of its own: every file, environment or clock
 call it would make surfaces as an OS-call snapshot, which is answered "not handled", so the guest sees
 an ordinary Python error.
 
-A cell runs until every task awaits host work; Monty then pauses it in a ``FutureSnapshot``.  The
-engine dumps that snapshot to bytes and drops the live interpreter: a parked Python cell costs its
+A slice runs the cell until every task awaits host work; Monty then pauses it in a
+``FutureSnapshot``.  The engine dumps that snapshot to bytes and drops the live interpreter: a parked Python cell costs its
 paused state, the bytes (reported as its heap), and loading them again restarts Monty's time limit,
 so a leg's budget never counts the time the cell spent parked.
 
 Guest-visible names are external functions: a call to ``text``, ``json``, ``print``, ``error_info``, a
 tool's callable name, ``yield_control``, ``sleep``, ``store`` or ``load`` pauses Monty at a
-``FunctionSnapshot``; host requests are queued (answered later by ``settle``), output is kept for
-``take``, ``error_info`` is answered at once.  Any other unknown name is a ``NameError``, as in Python.
+``FunctionSnapshot``; host requests are queued (answered by a later ``resume``), output is kept for the
+slice's outcome, ``error_info`` is answered at once.  Any other unknown name is a ``NameError``, as in
+Python.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 
 import pydantic_monty as monty
 
-from bridge.jsoncodec import dumps_text, loads
+from bridge.jsoncodec import loads
+from bridge.messages import GuestRequest, Phase
 
-from ..errors import EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
+from ..engine import MAX_ERROR_FRAMES, Failed, Returned, SettledReply, Slice, Waiting, bridge_failure_code, stalled
+from ..errors import UNCAUGHT_ERROR, EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
 from ..guest_config import read_caps
 from .host_requests import HostRequests, Shape, exception_head
 from .namespaces import Namespaces, handle, route
@@ -39,13 +42,13 @@ from .values import NotJson, to_json_text
 
 EMPTY = Namespaces({})
 SCRIPT = "cell.py"
-MAX_FRAMES = 10
 #: What a value Monty cannot hand over as plain data (a type, a module object) is told.
 NO_JSON_FORM = "has no JSON form (use dict, list, str, int, float, bool, None)"
 #: Monty's own stack bound; a deeper call chain is a RecursionError the cell may catch.
 MAX_RECURSION_DEPTH = 200
 
-_TIMEOUT = re.compile(r"^TimeoutError: time limit exceeded: [0-9.]+ms > [0-9.]+ms$")
+#: Monty's own time limit; it prints durations in the unit that fits (``500ms``, ``1.5s``).
+_TIMEOUT = re.compile(r"^TimeoutError: time limit exceeded: [0-9.]+(?:ns|µs|ms|s) > [0-9.]+(?:ns|µs|ms|s)$")
 _OUT_OF_MEMORY = re.compile(r"^MemoryError: memory limit exceeded: ")
 
 #: Where Monty stops a slice.
@@ -64,11 +67,18 @@ class PythonEngine:
         self._requests = HostRequests(read_caps({"maxRequestBytes": 1}))  # replaced by configure
         self._output = CellOutput()
         self._memory_limit = 0
-        self._done: dict[str, object] | None = None
+        self._ended = False
+        self._failure: tuple[str, Phase, str] | None = None  # how the cell failed, once it ended
         self._value: object = None
         self._heap = 0
 
     # -- set-up -------------------------------------------------------------------------------------
+
+    def prepare(self, config_json: str) -> None:
+        """Nothing to build ahead: configuring a Python cell costs microseconds."""
+
+    def prepared_for(self, config_json: str) -> bool:
+        return True
 
     def configure(self, config_json: str, memory_limit_bytes: int) -> None:
         cfg = loads(config_json)
@@ -85,7 +95,10 @@ class PythonEngine:
         except monty.MontyError as exc:  # e.g. NotImplementedError: class definitions
             raise GuestSyntaxError(_syntax_text(_head(exc), _frames_of(exc))) from None
 
-    def start(self, deadline: float) -> None:
+    # -- slices -------------------------------------------------------------------------------------
+
+    def start(self, deadline: float) -> Slice:
+        """Run the compiled cell until every task waits on the host, or it ends or fails."""
         assert self._program is not None
         limits: monty.ResourceLimits = {
             "max_duration_secs": max(deadline - time.monotonic(), 0.001),
@@ -94,38 +107,42 @@ class PythonEngine:
         }
         program, self._program = self._program, None
         self._advance(lambda: program.start(limits=limits, print_callback=self._output.on_print))
+        if time.monotonic() >= deadline:  # as a JavaScript cell's first slice: its jobs run under the deadline
+            raise GuestTimeout("cell timeout exceeded")
+        return self._slice()
 
-    # -- the job loop -------------------------------------------------------------------------------
-
-    def pump(self, deadline: float) -> None:
-        """Resume the parked cell with the replies settled since its last slice, if any."""
+    def resume(self, replies: Sequence[SettledReply], deadline: float) -> Slice:
+        """Settle the host's replies, then resume the parked cell with them until it waits, ends or fails."""
+        for request_id, ok, payload in replies:
+            self._requests.settle(request_id, ok, payload)
         if time.monotonic() >= deadline:
             raise GuestTimeout("cell timeout exceeded")
-        if self._parked is None or not self._requests.has_replies():
-            return
-        data, self._parked = self._parked, None
+        data = self._parked
+        if data is None or not self._requests.has_replies():
+            return self._slice()  # nothing the parked cell awaits was answered
+        self._parked = None
         # Monty's own result shape, built by HostRequests (which does not import Monty).
-        replies = cast("dict[int, monty.ExternalResult]", self._requests.take_replies())
+        results = cast("dict[int, monty.ExternalResult]", self._requests.take_replies())
         snapshot = monty.load_snapshot(data, print_callback=self._output.on_print, dataclass_registry=self._ns.classes)
         if not isinstance(snapshot, monty.FutureSnapshot):
             raise EngineFault(f"Monty failed: a parked cell reloaded as {type(snapshot).__name__}")
-        self._advance(lambda: snapshot.resume(replies))
+        self._advance(lambda: snapshot.resume(results))
+        return self._slice()
 
-    def settle(self, request_id: int, ok: bool, payload: str | None) -> None:
-        self._requests.settle(request_id, ok, payload)
-
-    def take(self) -> str:
-        outstanding = self._requests.outstanding
+    def _slice(self) -> Slice:
+        """What the slice that just ran came to, with the requests, cancels and output it made."""
         requests, cancels = self._requests.take()
-        snap = {
-            "requests": requests,
-            "cancels": cancels,
-            "output": self._output.take(),
-            "outstanding": outstanding,
-            "required": 0 if self._done is not None else outstanding,
-            "done": self._done,
-        }
-        return dumps_text(snap)
+        output = self._output.take()
+        if self._ended:
+            if self._failure is None:
+                return Returned(cancels, output)
+            text, phase, code = self._failure
+            return Failed(text, phase, code, cancels, output)
+        outstanding = self._requests.outstanding
+        if outstanding == 0:
+            return stalled(cancels, output)
+        # Built by HostRequests as the bridge's request heads (it does not import the bridge's types).
+        return Waiting(cast("list[GuestRequest]", requests), cancels, outstanding, output)
 
     def request_args(self, index: int) -> str:
         return self._requests.request_args(index)
@@ -139,15 +156,6 @@ class PythonEngine:
             raise GuestFault(f"TypeError: the cell's value: {exc}") from None
         except Exception:  # noqa: BLE001 - any value the guest made fails its own cell, nothing more
             raise GuestFault(f"TypeError: the cell's value {NO_JSON_FORM}") from None
-
-    def cancel_timers(self) -> None:
-        """Nothing to do: a Python cell's sleeps are awaited, never left behind."""
-
-    def unhandled_bridge_rejection(self) -> str | None:
-        return None  # an un-awaited call's outcome is nobody's: Python drops it (see _finish_ok)
-
-    def unhandled_rejections(self) -> list[str]:
-        return []
 
     def heap_bytes(self) -> int:
         return self._heap
@@ -187,18 +195,19 @@ class PythonEngine:
 
     def _finish_ok(self, complete: monty.MontyComplete) -> None:
         self._output.flush_print()
+        self._ended = True
         try:
             value = complete.output
         except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused it (too deep)
-            self._done = _failure(f"TypeError: the cell's value nests too deep to cross as JSON ({exc})")
+            self._failure = _uncaught(f"TypeError: the cell's value nests too deep to cross as JSON ({exc})")
             return
         except Exception:  # noqa: BLE001 - Monty has no host form of it (``type(catalog)``)
-            self._done = _failure(f"TypeError: the cell's value {NO_JSON_FORM}")
+            self._failure = _uncaught(f"TypeError: the cell's value {NO_JSON_FORM}")
             return
-        # Calls the cell started but never awaited are dropped with it: nobody can see their outcome.
+        # Calls the cell started but never awaited are dropped with it: nobody can see their outcome (a
+        # JavaScript cell reports a rejection nobody handled; Python has no such notion).
         self._requests.drop_pending()
         self._value = value
-        self._done = {"ok": True}
 
     def _finish_failed(self, exc: monty.MontyRuntimeError) -> None:
         self._output.flush_print()
@@ -208,10 +217,11 @@ class PythonEngine:
         if _OUT_OF_MEMORY.match(head):
             raise EngineFault(f"out of memory: {head}")  # the worker reports memory_limit_exceeded
         self._requests.drop_pending()
-        self._done = _failure(_error_text(head, _frames_of(exc)))
+        self._ended = True
+        text = _error_text(head, _frames_of(exc))
         code = self._requests.failures.code(head)
-        if code is not None:  # a host call's rejection nobody caught: phase bridge, as in JavaScript
-            self._done.update(bridge=True, code=code)
+        # A host call's rejection nobody caught is phase bridge, as in JavaScript.
+        self._failure = _uncaught(text) if code is None else (text, "bridge", bridge_failure_code(code))
 
     # -- the guest's external functions -----------------------------------------------------------
 
@@ -315,8 +325,8 @@ _BUILTINS: dict[str, Callable[..., Request]] = {
 # ---- errors ---------------------------------------------------------------------------------------
 
 
-def _failure(text: str) -> dict[str, object]:
-    return {"ok": False, "bridge": False, "error": text, "code": "", "oom": False}
+def _uncaught(text: str) -> tuple[str, Phase, str]:
+    return text, "guest", UNCAUGHT_ERROR
 
 
 def _routed(target: object, name: str, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[str, list[object]]:
@@ -353,7 +363,7 @@ def _frames_of(exc: monty.MontyError) -> list[monty.Frame]:
 
 def _error_text(head: str, frames: list[monty.Frame]) -> str:
     """``Name: message`` first, then the cell's own frames (innermost last, as Python prints them)."""
-    shown = [f for f in frames if f.filename == SCRIPT][-MAX_FRAMES:]
+    shown = [f for f in frames if f.filename == SCRIPT][-MAX_ERROR_FRAMES:]
     lines = [head]
     for f in shown:
         where = f'  File "{SCRIPT}", line {f.line}, column {f.column}, in {f.function_name or "<module>"}'

@@ -8,13 +8,10 @@ bounded (console.log's cap), past which one marker says the rest was dropped.
 from __future__ import annotations
 
 from bridge.jsoncodec import dumps_text
+from bridge.output import MAX_OUTPUT_ENTRIES
 
+from ..guest_config import CONSOLE_TOTAL
 from .values import to_json_text, to_json_value
-
-#: What a cell emits at most, as for JavaScript cells.
-MAX_OUTPUT_ENTRIES = 10000
-#: print() output a cell keeps in total.
-PRINT_TOTAL = 16384
 
 
 class CellOutput:
@@ -37,10 +34,10 @@ class CellOutput:
 
     def on_print(self, _stream: str, text: str) -> None:
         """Monty's print callback."""
-        if self._printed > PRINT_TOTAL:
+        if self._printed > CONSOLE_TOTAL:
             return
         self._printed += len(text)
-        if self._printed > PRINT_TOTAL:
+        if self._printed > CONSOLE_TOTAL:
             self._print_line = ""
             self._entries.append(dumps_text({"type": "text", "text": "[print output truncated]"}))
             return

@@ -1,7 +1,7 @@
 // @ts-check
 // codemode guest prelude, part 1: the built-ins it captures and small shared helpers.
 //
-// The prelude is one function body split over the files listed in guest_runtime/prelude_source.py;
+// The prelude is one function body split over the files listed in guest_runtime/quickjs/prelude_source.py;
 // they are joined in that order, line for line, inside one strict-mode function whose value is the
 // host hook, and compiled to bytecode once per worker.  All files share that one scope.  The driver
 // keeps the hook; the global it reads it from is gone before any cell code runs (hook.js), so guest
@@ -77,6 +77,5 @@ function defineValue(o, k, v) {
   defineProperty(o, k, { value: v, writable: true, enumerable: true, configurable: true });
 }
 
-// Arrays/objects a value crossing the bridge may nest (bridge.jsoncodec.MAX_NESTING).
-const MAX_NESTING = 200;
+// MAX_NESTING (guest_config.js): arrays/objects a value crossing the bridge may nest.
 const TOO_DEEP = "[Nested too deep: values may nest at most " + MAX_NESTING + " levels of arrays/objects]";
