@@ -30,7 +30,7 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
 Every exception of the ``service`` package derives from ServiceError, except those of the subpackages
 with their own tree (``tools/``, ``mcp/``, ``stores/``, ``api_files/``: each has an ``errors`` module)
 and three control-flow signals that never leave their layer: ``GuestError`` and ``NeedsCaller``
-(cells/dispatch.py) and ``PeerGone`` (http/request_gate.py).  tests/test_errors.py checks this.
+(runtime/dispatch.py) and ``PeerGone`` (http/request_gate.py).  tests/test_errors.py checks this.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ class WorkerGone(ServiceError):
 
 
 class IllegalTransition(ServiceError):
-    """Raised when a cell is moved between states its machine does not connect (``cells/state.py``): a bug."""
+    """Raised when a cell is moved between states its machine does not connect (``runtime/state.py``): a bug."""
 
     code = "illegal_transition"
     status = 500
