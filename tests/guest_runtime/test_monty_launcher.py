@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bench.fastmcp_provider import install_monty
-from bench.monty_launcher import LAUNCHER, confined_binary, pool_child
+from bench.monty_launcher import LAUNCHER, pool_child
 from guest_runtime.monty_launcher import REAL_BIN_VARIABLE, REFUSED, cache_path
 
 pytestmark = pytest.mark.slow
@@ -28,6 +31,20 @@ def monty() -> Path:
         return install_monty()
     except subprocess.CalledProcessError as exc:
         pytest.skip(f"pydantic-monty 1.x cannot be installed here ({exc}), so there is no monty binary to confine")
+
+
+@pytest.fixture(scope="module")
+def reachable(monty: Path) -> Iterator[Path]:
+    """A directory the worker user (uid 65534) can enter, holding a copy of the real ``monty`` and a
+    ``codemode-monty`` link beside it: a checkout, or pytest's own temporary directory, may sit in a
+    directory only root can enter, and the worker runs the real binary after the launcher switched user."""
+    where = Path(tempfile.mkdtemp(prefix="codemode-monty-"))
+    where.chmod(0o755)
+    shutil.copy2(monty / "bin" / "monty", where / "monty")
+    (where / "monty").chmod(0o755)
+    (where / "codemode-monty").symlink_to(LAUNCHER)
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
 
 
 def launch(*args: str, real: str | None = None, launcher: Path = LAUNCHER) -> subprocess.CompletedProcess[str]:
@@ -43,8 +60,8 @@ def test_the_console_script_is_installed() -> None:
     assert "guest_runtime.monty_launcher" in LAUNCHER.read_text()
 
 
-def test_a_stock_pool_runs_host_calls_and_limits_in_a_confined_worker(monty: Path, tmp_path: Path) -> None:
-    out = json.loads(pool_child(monty, "layers", str(confined_binary(monty, tmp_path))).stdout)
+def test_a_stock_pool_runs_host_calls_and_limits_in_a_confined_worker(monty: Path, reachable: Path) -> None:
+    out = json.loads(pool_child(monty, "layers", str(reachable / "codemode-monty")).stdout)
     assert out["monty"].startswith("1.")
     assert out["host_call"] == 35
     assert out["memory"].startswith("MontyRuntimeError: MemoryError: memory limit exceeded"), out["memory"]
@@ -61,8 +78,8 @@ def test_a_stock_pool_runs_host_calls_and_limits_in_a_confined_worker(monty: Pat
         print("not root: the launcher keeps the caller's uid (only root can switch)")
 
 
-def test_check_reports_every_layer_in_force(monty: Path) -> None:
-    done = launch("check", real=str(monty / "bin" / "monty"))
+def test_check_reports_every_layer_in_force(reachable: Path) -> None:
+    done = launch("check", real=str(reachable / "monty"))
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     if os.geteuid() == 0:
