@@ -156,7 +156,7 @@ def test_ending_a_run_expires_its_references(client):
 def test_oversized_final_array_is_retained_and_loads_next_cell(client):
     """An interactive cell returning a 5 MB array gets a reference; the next cell of the run loads it all."""
     ids = scope()
-    env = run(client, f"return {BIG_ARRAY_JS};", timeout_ms=30000, **ids)
+    env = run(client, f"return {BIG_ARRAY_JS};", timeout_ms=60_000, **ids)
     marker = ok(env)
     assert isinstance(marker, dict) and marker.get("truncated") is True, marker
     assert marker["guidance"] == REFERENCE_GUIDANCE
@@ -171,7 +171,7 @@ def test_oversized_final_array_is_retained_and_loads_next_cell(client):
     return {{length: all.length, first: all[0], last: all[all.length - 1],
              sum: all.reduce((s, r) => s + r.i, 0)}};
     """
-    loaded = ok(run(client, code, timeout_ms=30000, **ids))
+    loaded = ok(run(client, code, timeout_ms=60_000, **ids))
     assert loaded == {"length": 400000, "first": {"i": 0}, "last": {"i": 399999}, "sum": 399999 * 400000 // 2}
     elsewhere = try_load(ref["id"], ok_value="loaded")
     assert UNAVAILABLE in ok(run(client, elsewhere, session_id=ids["session_id"], run_id="other-run"))

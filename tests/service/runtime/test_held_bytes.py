@@ -69,7 +69,7 @@ def test_a_parked_approval_holds_its_input_encoded_only(tmp_path):
         tracemalloc.start()
         try:
             before = _service_bytes()
-            env = run(c, code, require_approval=["echo"], memory_limit_bytes=256 * MiB)
+            env = run(c, code, require_approval=["echo"], timeout_ms=60_000, memory_limit_bytes=256 * MiB)
             assert env["status"] == "waiting" and env["pending_tool_calls"][0]["method"] == "approval", env
             cell = env["cell_id"]
             env.clear()  # the answer's own parsed copy is the test's, not the service's
