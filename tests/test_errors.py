@@ -62,6 +62,10 @@ CONTRACT = {
     "service.errors.HelperFailed": "helper_failed",
     "service.errors.ResponseNotEncodable": "response_not_encodable",
     "service.errors.RequestStateRefused": "request_state_refused",  # the MCP facade's approval rounds
+    "service.errors.SnapshotRefused": "snapshot_refused",  # a parked Python cell's stored state
+    "service.errors.SnapshotTampered": "snapshot_tampered",
+    "service.errors.SnapshotForeign": "snapshot_foreign",
+    "service.errors.SnapshotVersionMismatch": "snapshot_version_mismatch",
     "service.errors.McpConfigError": "mcp_config",  # start-up: an unusable [mcp.servers.<name>] entry
     # guest-visible err.code of a rejected tool call (ToolCallError.to_guest)
     "service.tools.errors.ToolCallError": "tool_error",
