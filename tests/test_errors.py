@@ -26,6 +26,7 @@ SIGNALS = {
     "service.runtime.dispatch.GuestError",  # a handler's rejection of a guest promise; carries another tree's code
     "service.runtime.dispatch.NeedsCaller",  # parks the cell for the API caller
     "service.http.request_gate.PeerGone",  # the client left mid-body; nobody to answer
+    "service.cluster.relay.ServeHere",  # a stopped holder's cell is served here: nothing failed
     "service.tools.contracts.ValidationDeferred",  # repeat the check off the event loop
     "service.tools.contracts._TooMuchWork",  # unwinds jsonschema when the step budget runs out
     "service.tools.contracts._SchemaProblem",  # caught in its module, becomes invalid_contract

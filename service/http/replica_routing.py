@@ -5,7 +5,8 @@ Runs after the request gate (the caller is authenticated and the body is read wi
 before routing.  The cell id names its holder (service/cluster/identity.py); this replica asks the
 store where the holder lives (service/cluster/relay.py) and relays the request and the answer,
 streaming, so wait, cancel, status and event streams behave the same from every replica.  A holder
-whose heartbeat expired has stopped: its cells answer 404 saying so.
+whose heartbeat expired has stopped: its cells answer 404 saying so, unless another replica took the
+cell up (the request goes there) or its parked state is kept (a wait takes it up here).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import asyncio
 import contextlib
 import re
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.cluster.drained import cell_drained
 from service.cluster.peers import FORWARDED_HEADER
-from service.cluster.relay import CELLS_PATH, held_elsewhere, open_on_holder
+from service.cluster.relay import CELLS_PATH, ServeHere, held_elsewhere, open_on_holder
 from service.cluster.replica import Replica
 from service.drain import Drain
 from service.errors import ServiceError
@@ -66,6 +67,7 @@ class ReplicaRouting:
         if holder is None:
             await self.app(scope, receive, send)
             return
+        body = await _body(scope, receive)
         try:
             response = await open_on_holder(
                 self.replica,
@@ -74,9 +76,13 @@ class ReplicaRouting:
                 scope["method"],
                 target,
                 scope["headers"],
-                await _body(scope, receive),
+                body,
                 relayed_here=header_of(scope, FORWARDED_HEADER.encode()) is not None,
+                may_take_up=target.endswith("/wait"),
             )
+        except ServeHere:  # its replica stopped: this one holds the cell now, or takes it up
+            await self.app(scope, _replayed(body, receive), send)
+            return
         except ServiceError as exc:
             await error_response(exc)(scope, receive, send)
             return
@@ -96,6 +102,20 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+def _replayed(body: bytes, receive: Receive) -> Receive:
+    """``receive`` that gives the body read already, then what the connection says (a disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 async def _relay(response: StreamedAnswer, receive: Receive, send: Send) -> None:

@@ -121,6 +121,8 @@ class CellRegistry:
         if self._sweeper is not None:
             self._sweeper.cancel()
         for cell in list(self._cells.values()):
+            # A parked cell written out stays in the store: this service, started again, or a peer takes it up.
+            cell.written_out = False
             with contextlib.suppress(Exception):
                 await cell.cancel("the service is shutting down")
         self.background.close()
