@@ -83,19 +83,22 @@ async def open_on_holder(
     url = await _where(replica, holder, what)
     if url is None:  # the replica that ran it stopped: one that took it up, or its record, may have it
         holder, url = await _successor(replica, holder, cell_id, may_take_up)
-    try:
-        answer: StreamedAnswer = await replica.peers.open(url, method, target, headers, body, what=what)
-    except ReplicaUnavailable:
-        # The address may have been remembered from before the holder left: ask the store once more, so
-        # a holder that drained or stopped is answered for now rather than after the next lookup.
-        replica.membership.forget_peer(holder)
-        if await _where(replica, holder, what) is None:
-            await _gone(replica, holder, cell_id)
-        raise
-    except ServiceError:
-        replica.membership.forget_peer(holder)
-        raise
-    return answer
+    for last in (False, True):
+        try:
+            answer: StreamedAnswer = await replica.peers.open(url, method, target, headers, body, what=what)
+        except ReplicaUnavailable:
+            # The address may have been remembered from before the holder left: ask the store once more, so
+            # a holder that drained or stopped is answered for now rather than after the next lookup.
+            replica.membership.forget_peer(holder)
+            if last or await _where(replica, holder, what) is not None:
+                raise
+            holder, url = await _successor(replica, holder, cell_id, may_take_up)
+            continue
+        except ServiceError:
+            replica.membership.forget_peer(holder)
+            raise
+        return answer
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 async def _successor(replica: Replica, holder: str, cell_id: str, may_take_up: bool) -> tuple[str, str]:
