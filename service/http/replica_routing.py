@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import re
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.cluster.drained import cell_drained
 from service.cluster.peers import FORWARDED_HEADER
@@ -26,7 +26,7 @@ from service.errors import ServiceError
 from service.outbound_http import StreamedAnswer
 
 from .error_responses import error_response
-from .request_gate import BODY_METHODS, MCP_PATH, header_of
+from .request_gate import BODY_METHODS, MCP_PATH, header_of, replay_body
 
 _ACTION = re.compile(r"^[a-z_]{1,32}$")  # wait, cancel, events: one plain segment after the id
 #: The MCP methods whose Mcp-Name header is a task id (the tasks extension), which names its holder.
@@ -81,7 +81,7 @@ class ReplicaRouting:
                 may_take_up=target.endswith("/wait"),
             )
         except ServeHere:  # its replica stopped: this one holds the cell now, or takes it up
-            await self.app(scope, _replayed(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
             return
         except ServiceError as exc:
             await error_response(exc)(scope, receive, send)
@@ -102,20 +102,6 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def _replayed(body: bytes, receive: Receive) -> Receive:
-    """``receive`` that gives the body read already, then what the connection says (a disconnect)."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 async def _relay(response: StreamedAnswer, receive: Receive, send: Send) -> None:
