@@ -118,7 +118,6 @@ class Channel:
         return self.read_raw_bytes().decode("utf-8")
 
     def read_raw_bytes(self) -> bytes:
-        """One raw frame as it came (a dumped cell's state)."""
         header = self._read_exact(HEADER_SIZE)
         body = None if header is None else self._read_exact(frame_length(header, self.cap))
         if body is None:
@@ -239,13 +238,9 @@ class CellRun:
         """Send this waiting runtime's state (a ``snapshot`` frame and the bytes), or why it cannot be sent."""
         try:
             state = self.engine.dump()
-        except EngineFault as exc:
-            self.channel.write(snapshot_frame(self.rt, 0, str(exc)), [b""])
-            return
-        try:
             self.channel.write(snapshot_frame(self.rt, len(state)), [state])
-        except FrameTooLarge as exc:
-            self.channel.write(snapshot_frame(self.rt, 0, f"the cell's state does not fit one frame ({exc})"), [b""])
+        except (EngineFault, FrameTooLarge) as exc:  # a frame too large is refused before anything is sent
+            self.channel.write(snapshot_frame(self.rt, 0, str(exc)), [b""])
 
     def _guarded(self, replies: list[SettledReply] | None) -> SliceEnd:
         """Run one slice (the first when ``replies`` is None) and act on what it came to; a fault of the
@@ -502,8 +497,10 @@ class Runtimes:
                 self._settle(msg, owner)
             elif msg["t"] == "drop":
                 self._forget(msg["rt"])
+            elif msg["t"] == "dump" and msg["rt"] in self.table:
+                self.table[msg["rt"]].dump()
             elif msg["t"] == "dump":
-                self._dump(msg["rt"])
+                self.channel.write(snapshot_frame(msg["rt"], 0, "no such waiting cell here"), [b""])
             elif msg["t"] == "restore":
                 self._restore(msg)
             if self._trim():
@@ -540,25 +537,14 @@ class Runtimes:
             return
         self._after(run, run.run())
 
-    def _dump(self, rt: str) -> None:
-        run = self.table.get(rt)
-        if run is None:
-            self.channel.write(snapshot_frame(rt, 0, "no such waiting cell in this worker"), [b""])
-            return
-        run.dump()
-
     def _restore(self, msg: RestoreFrame) -> None:
         """A dumped cell, taken up in a fresh engine of its language (never one prepared for another's config)."""
         state = self.channel.read_raw_bytes()  # read before anything can fail
-        config = jsoncodec.dumps_text(msg["config"])
-        spare = self.spares.get(msg["language"])
-        make = spare.make if spare is not None else self.spares["javascript"].make
-        run = CellRun(make(), self.channel, msg, config, self.cpu_limit)
+        spare = self.spares.get(msg["language"]) or self.spares["javascript"]
+        run = CellRun(spare.make(), self.channel, msg, jsoncodec.dumps_text(msg["config"]), self.cpu_limit)
         self.table[run.rt] = run
-        if spare is None:
-            self._after(run, run.fail(NO_PYTHON, "host", "runtime_unavailable"))
-            return
-        self._after(run, run.restore(state))
+        ran = msg["language"] in self.spares  # JavaScript's engine refuses to restore: it cannot dump
+        self._after(run, run.restore(state) if ran else run.fail(NO_PYTHON, "host", "runtime_unavailable"))
 
     def _engine_for(self, spare: _Spare, config: str) -> Engine:
         """The engine built while idle if it suits ``config``, else a new one (a new tool list, say)."""

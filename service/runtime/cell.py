@@ -25,31 +25,27 @@ from bridge.errors import InvalidSource
 from bridge.inbox import HeldAccount
 from bridge.messages import (
     DoneFrame,
-    GuestCaps,
-    GuestConfig,
     WorkerFrame,
-    dump_frame,
-    restore_frame,
     run_frame,
     settle_frame,
 )
 from bridge.output import OutputState, received_value
-from guest_runtime.guest_config import MAX_QUEUED_REQUESTS
 from service.errors import WorkerGone
 from service.runtime.workers.pool import WorkerPool
 from service.runtime.workers.process import Worker
 
 from . import envelopes
 from .call_log import CallLog
+from .cell_moves import CellMoves, guest_config
 from .clocks import LegClock
 from .dispatch import CellContext, Dispatcher, HostCall
 from .ending import Completed, Failed, FinalEnvelope, Outcome, Retainer, Retention, marked
 from .envelopes import Envelope, LegFields
-from .host_requests import HostRequests
 from .json_texts import INLINE, JsonTexts
 from .life_bounds import UNBOUNDED, LifeBounds
+from .movable_requests import MovableRequests
 from .quotas import TenantQuotas
-from .spec import CellLimits, CellSpec, CellStatus, EndReason
+from .spec import CellSpec, CellStatus, EndReason
 from .state import CellState, Phase
 from .step import LegView, Step, answers_in_place, next_step
 
@@ -75,7 +71,7 @@ SNAPSHOT_MESSAGE = "cell snapshot limit exceeded: its heap is over max_snapshot_
 WRITE_OUT_WAIT_S = 2.0
 
 
-class Cell:
+class Cell(CellMoves):
     """A running or parked cell and its worker."""
 
     def __init__(
@@ -104,7 +100,7 @@ class Cell:
         self.state = CellState()
         self.output = OutputState(spec.limits.max_output_bytes)
         context = self.context  # not ``self``: a cell its requests point back to is freed only by the collector
-        self.requests = HostRequests(
+        self.requests = MovableRequests(
             dispatcher,
             spec.limits.inbox_bytes,
             spec.limits.max_pending_requests,
@@ -134,12 +130,9 @@ class Cell:
         self._retainer = retainer
         self._abort_event = asyncio.Event()
         self._lost_task: asyncio.Task[None] | None = None  # kept referenced until it ran
-        # Where a parked Python cell is written out, so it outlives this process (parked_cells.py); and
-        # whether its record there is the current one.
-        self._parked_cells = parked_cells
-        self.written_out = False
-        if parked_cells is not None:
-            self.requests.keep_args = True
+        # Where a parked Python cell is written out (parked_cells.py), and whether its record is the current one.
+        self._parked_cells, self.written_out = parked_cells, False
+        self.requests.keep_args = parked_cells is not None
         pool.attach(worker, self.id, self._process_lost)
 
     # ---- public operations ---------------------------------------------------------------------
@@ -179,7 +172,7 @@ class Cell:
                     value_capture_bytes=max(limits.max_output_bytes, limits.inbox_bytes)
                     if self._retainer is not None and _interactive(self.spec)
                     else limits.max_output_bytes,
-                    config=_guest_config(self.context, limits),
+                    config=guest_config(self.context, limits),
                     language=self.spec.language,
                 )
             )
@@ -483,73 +476,6 @@ class Cell:
         )
         return marked(envelope, self.context)
 
-    async def _write_out(self) -> None:
-        """Write this parked cell out (``parked_cells.py``) when it can move: every request it waits on
-        waits for the API caller, and its engine can dump it.  A cell that cannot stays in this process
-        only, as every parked cell did before; nothing here fails the cell."""
-        keeper, worker, state = self._parked_cells, self.worker, self.state
-        carried = self.requests.carried()
-        if keeper is None or worker is None or carried is None or not keeper.can_carry(self.context):
-            return
-        if not state.holding:  # its leg lent the process while it waited: take it back to ask
-            try:
-                state.holding = await self.pool.reacquire(worker, self.id, WRITE_OUT_WAIT_S, self._abort_event)
-            except WorkerGone:
-                return  # the process is gone: the cell learns it from the pool
-            if not state.holding:
-                return
-        try:
-            await worker.send(dump_frame(self.id))
-            msg = await worker.recv(self._stopped)
-        except WorkerGone:
-            return
-        if msg["t"] != "snapshot" or msg["rt"] != self.id:
-            worker.kill(f"it answered a dump with a {msg['t']!r} frame")
-            return
-        dump = msg.get("state", b"")
-        if "refused" in msg or not dump or len(dump) > self.spec.limits.max_snapshot_bytes:
-            return
-        self.written_out = await keeper.keep(self, carried, dump)
-
-    async def take_up(self, dump: bytes) -> Envelope | None:
-        """The first leg of a cell taken up from its record (``parked_cells.py``): its process loads the
-        dump and the cell is parked here as it was there (None), or it ends (its final envelope)."""
-        assert self.worker is not None
-        limits = self.spec.limits
-        frame = restore_frame(
-            cell_id=self.id,
-            memory_limit_bytes=limits.memory_limit_bytes,
-            max_output_bytes=limits.max_output_bytes,
-            value_capture_bytes=limits.max_output_bytes,
-            config=_guest_config(self.context, limits),
-            language=self.spec.language,
-        )
-        try:
-            await self.worker.send(frame, [dump])
-        except WorkerGone as exc:
-            return await self._end(Failed(exc.message, "host", "runtime_unavailable"), recycle=True)
-        self.state.move(Phase.RUNNING)
-        try:
-            msg = await self.worker.recv(self._stopped)
-        except WorkerGone as exc:
-            return await self._lost(exc.message)
-        if msg["t"] == "done" and msg["rt"] == self.id:
-            return await self._on_done(msg)
-        if msg["t"] != "idle" or msg["rt"] != self.id:
-            self.worker.kill()
-            unexpected = f"worker sent an unexpected {msg['t']!r} frame; the cell was lost, start it again"
-            return await self._end(Failed(unexpected, "host", "runtime_unavailable"), recycle=True)
-        if not self._quotas.park(self.id, self.spec.tenant):
-            return await self._end(
-                Failed("too many parked cells on this server to take this one up", "host", "runtime_unavailable"),
-                recycle=False,
-            )
-        self.pool.park(self.worker, self.id, self.telemetry.heap_bytes, holding=self.state.holding)
-        self.state.holding = False
-        self.state.move(Phase.PARKED)
-        self.last_active = self._clock()
-        return None
-
     async def _on_done(self, msg: DoneFrame) -> Envelope:
         self.state.runtime_gone = True  # the worker forgot it when it sent this frame
         self.output.extend(msg["shipped"])
@@ -613,41 +539,6 @@ class Cell:
     def _age_ms(self) -> float:
         """Wall time since the cell's exec, parked time included."""
         return (time.perf_counter() - self._born_at) * 1000
-
-    def age_s(self) -> float:
-        """Seconds since the cell's exec, by the clock its lifetime bound reads."""
-        return self._clock() - self.born
-
-    def carry_on(self, state: dict[str, object]) -> None:
-        """Go on from a written-out cell's ``state`` (``parked_cells.py``): its age, counters and the calls
-        it waits on, which wait for the API caller again here."""
-        age = state.get("age_s")
-        if isinstance(age, int | float) and age > 0:
-            self.born -= age
-            self._born_at -= age
-        counters = state.get("counters")
-        if isinstance(counters, dict):
-            for name, value in counters.items():
-                if isinstance(value, int) and hasattr(self.telemetry, name):
-                    setattr(self.telemetry, name, value)
-        cpu = state.get("cpu_ms")
-        if isinstance(cpu, int | float):
-            self.telemetry.guest_cpu_ms = float(cpu)
-        self.context.network_content = bool(state.get("network"))
-        pending = state.get("pending")
-        self.requests.take_up(pending if isinstance(pending, list) else [], bool(state.get("effects_started")))
-
-
-def _guest_config(context: CellContext, limits: CellLimits) -> GuestConfig:
-    # The guest refuses requests over these caps before they exist; HostRequests enforces them again.
-    caps: GuestCaps = {
-        "maxRequestBytes": limits.max_request_bytes,
-        "maxQueuedRequests": MAX_QUEUED_REQUESTS,
-        "maxPendingRequests": limits.max_pending_requests,
-        "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
-        "maxRequestValues": limits.max_request_values,
-    }
-    return {**(context.guest_config or {"tools": [], "mcp": []}), **caps}  # tools and servers: the cell-tools handler's
 
 
 def _interactive(spec: CellSpec) -> bool:

@@ -206,7 +206,7 @@ class HostRequests:
     def dispatch(self, request_id: int, method: str, args: bytes | list[JsonValue]) -> None:
         """Start the handler of one guest request, its arguments (JSON bytes) checked and charged to the inbox."""
         raw = args if isinstance(args, bytes) else jsoncodec.dumps(args)
-        pending = Pending(request_id, method, head=raw[:_LEADING_BYTES] if method in _LABELLED else b"")
+        pending = Pending(request_id, method, head=raw[:LEADING_BYTES] if method in LABELLED else b"")
         self._pending[request_id] = pending
         self.count += 1
         if self.log is not None:
@@ -352,85 +352,6 @@ class HostRequests:
         if approved and self._pending.get(request_id) is p:
             _recharge(self.inbox, p, parsed_cost(raw) if encoded_only else kept, len(raw))
         return approved, why
-
-    # ---- a parked cell written out, and taken up elsewhere (service/runtime/parked_cells.py) ------
-
-    def carried(self) -> list[dict[str, object]] | None:
-        """What another process needs to take up these requests, if every one waits for the API caller (a
-        client tool's result, an approval, a yield) and no reply waits for the guest; else None (host work
-        under way cannot move: its outcome would be lost or repeated)."""
-        if self._ready:
-            return None
-        out: list[dict[str, object]] = []
-        for p in self._pending.values():
-            caller = p.caller
-            if caller is None or (caller.kind == "approval" and not p.raw):
-                return None
-            entry: dict[str, object] = {"id": p.request_id, "method": p.method, "kind": caller.kind}
-            for name, value in (("tool", caller.tool), ("name", caller.name), ("reason", caller.reason)):
-                if value is not None:
-                    entry[name] = value
-            if caller.input is not None:
-                entry["input"] = caller.input  # an encoded fragment: embedded as it is
-            if caller.kind == "approval":
-                entry["args"] = jsoncodec.fragment(p.raw)
-            out.append(entry)
-        return out
-
-    def take_up(self, carried: Sequence[Mapping[str, object]], effects_started: bool) -> None:
-        """Hold the requests ``carried`` wrote, as they were: each waits for the API caller again.  An approved
-        call runs its handler from the start here, its approval asked for answered with the caller's answer."""
-        self._effects_started = effects_started
-        for entry in carried:
-            request_id, method, kind = int(str(entry["id"])), str(entry["method"]), str(entry["kind"])
-            tool, name, reason = (entry.get(k) for k in ("tool", "name", "reason"))
-            held = None if entry.get("input") is None else jsoncodec.dumps_kept(entry["input"])
-            p = Pending(request_id, method, head=b"")
-            p.caller = NeedsCaller(
-                kind,
-                tool=None if tool is None else str(tool),
-                input=None if held is None else jsoncodec.fragment(held),
-                reason=None if reason is None else str(reason),
-                name=None if name is None else str(name),
-            )
-            self._pending[request_id] = p
-            self.count += 1
-            p.held = len(held or b"")
-            if kind == "approval":
-                p.raw = jsoncodec.dumps_kept(entry.get("args"))
-                p.head = p.raw[:_LEADING_BYTES] if method in _LABELLED else b""
-                p.held += len(p.raw)
-                p.decision = self._loop.create_future()
-                self.in_flight.add(request_id)
-                p.task = self._loop.create_task(self._rerun_when_answered(p))
-            self.inbox.charge(p.held)
-
-    async def _rerun_when_answered(self, p: Pending) -> None:
-        """An approval taken up from another process: once answered, run the call's handler from the start
-        (it asks for the approval again and gets this answer)."""
-        assert p.decision is not None
-        try:
-            approved, why = await p.decision
-        finally:
-            p.caller, p.decision = None, None
-        raw, p.raw = p.raw, b""
-        route = self.dispatcher.route(p.method)
-        if route is None or self._pending.get(p.request_id) is not p:
-            self.in_flight.discard(p.request_id)
-            return
-        self.inbox.release(p.held)
-        p.held = parsed_cost(raw)
-        self.inbox.charge(p.held)
-        call = self.make_call(p.request_id, p.method, raw)
-
-        async def answered(tool: str, input: object, reason: str) -> tuple[bool, str | None]:
-            return approved, why
-
-        call.ask_approval = answered
-        call.abandon = functools.partial(self._abandon, p.request_id)
-        if p.method not in UNTIMED_METHODS:
-            self.waiting.start(p.request_id)
-        await self._run(route.handler, call)
 
     def settle_answers(
         self, tool_results: Sequence[Mapping[str, object]], approvals: Sequence[Mapping[str, object]]
@@ -638,15 +559,15 @@ def _budget_refusal(inbox: InboxAllowance, cost: int | None, full: str, size: in
 #: Leading string elements of an argument array (a tool's or an MCP server's name), looked for in its first bytes.
 _FIRST = re.compile(rb'\s*\[\s*("(?:[^"\\]|\\.)*")')
 _NEXT = re.compile(rb'\s*,\s*("(?:[^"\\]|\\.)*")')
-_LEADING_BYTES = 4096
+LEADING_BYTES = 4096
 #: The methods whose first arguments name a callable (``call_label``).
-_LABELLED = frozenset({"tool", "mcp.call"})
+LABELLED = frozenset({"tool", "mcp.call"})
 
 
 def leading_strings(raw: bytes, count: int) -> list[str]:
     """The first ``count`` elements of an encoded argument array, where they are strings (names for
     the caller's pending list and for traces), read from its first bytes without parsing the rest."""
-    head = raw[:_LEADING_BYTES]
+    head = raw[:LEADING_BYTES]
     found: list[str] = []
     pos = 0
     while len(found) < count:

@@ -29,7 +29,6 @@ from service.stores.errors import StoreError
 from .parked_seal import SECRET_NAME, OpenedRecord, SealClaims, open_record, seal, tag_of
 
 if TYPE_CHECKING:
-    from .cell import Cell
     from .dispatch import CellContext
     from .spec import CellSpec
 
@@ -38,8 +37,6 @@ T = TypeVar("T")
 
 #: Bytes of a record beyond its dump: its claims, its spec (the cell's code) and its calls' inputs.
 STATE_ALLOWANCE_BYTES = 64 * 1024 * 1024
-#: Telemetry counters a cell taken up goes on from.
-_COUNTERS = ("legs", "call_count", "search_count", "describe_count", "retries", "host_requests", "heap_bytes")
 
 
 @runtime_checkable
@@ -81,28 +78,19 @@ class ParkedCells:
     def can_carry(self, context: CellContext) -> bool:
         return self._carries(context)
 
-    async def keep(self, cell: Cell, carried: list[dict[str, object]], dump: bytes) -> bool:
-        """Seal and keep ``cell``'s record (``carried``: its calls, ``dump``: its engine's); whether it is kept.
-        A store that fails leaves the cell parked here only (logged)."""
-        spec = cell.spec
+    async def keep(self, cell_id: str, spec: CellSpec, held: dict[str, object], dump: bytes) -> bool:
+        """Seal and keep the record of cell ``cell_id`` (``held``: what the service holds of it, ``dump``: its
+        engine's); whether it is kept.  A store that fails leaves the cell parked here only (logged)."""
         now = self._clock()
-        state: dict[str, object] = {
-            "spec": exec_body(spec),
-            "pending": carried,
-            "effects_started": cell.requests.side_effects_may_have_started(),
-            "network": cell.context.network_content,
-            "counters": {name: getattr(cell.telemetry, name) for name in _COUNTERS},
-            "cpu_ms": cell.telemetry.guest_cpu_ms,
-            "age_s": cell.age_s(),
-        }
-        claims = SealClaims(cell.id, spec.tenant, spec.principal, engine_build(), int((now + self.ttl_seconds) * 1000))
+        state: dict[str, object] = {"spec": exec_body(spec), **held}
+        claims = SealClaims(cell_id, spec.tenant, spec.principal, engine_build(), int((now + self.ttl_seconds) * 1000))
         try:
             record = seal(await self.secret(), claims, state, dump)
             if len(record) > self.max_record_bytes:
                 return False
-            await self.vault.keep_parked(cell.id, record, tag_of(record), now + self.ttl_seconds)
+            await self.vault.keep_parked(cell_id, record, tag_of(record), now + self.ttl_seconds)
         except StoreError as exc:
-            log.warning("cell %s stays parked in this process only: the store did not keep it (%s)", cell.id, exc)
+            log.warning("cell %s stays parked in this process only: the store did not keep it (%s)", cell_id, exc)
             return False
         return True
 
