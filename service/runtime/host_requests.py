@@ -243,7 +243,7 @@ class HostRequests:
         call = self.make_call(request_id, method, raw)
         call.ask_approval = functools.partial(self._ask_approval, request_id)
         call.abandon = functools.partial(self._abandon, request_id)
-        pending.task = _start_task(self._loop, self._run(route.handler, call))
+        pending.task = _start_task(self._loop, self._handle(route.handler, call))
 
     def _charge_args(self, pending: Pending, raw: bytes) -> dict[str, object] | None:
         """Check the request's encoded arguments and charge them at their parsed cost (its handler parses
@@ -266,7 +266,7 @@ class HostRequests:
         pending.held = cost
         return None
 
-    async def _run(self, handler: Handler, call: HostCall) -> None:
+    async def _handle(self, handler: Handler, call: HostCall) -> None:
         try:
             value = await handler(call)
         except NeedsCaller as need:

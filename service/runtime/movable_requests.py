@@ -98,4 +98,4 @@ class MovableRequests(HostRequests):
         call.abandon = functools.partial(self._abandon, p.request_id)
         if p.method not in UNTIMED_METHODS:
             self.waiting.start(p.request_id)
-        await self._run(route.handler, call)
+        await self._handle(route.handler, call)
