@@ -10,6 +10,10 @@ guest at a time.  Each exchange with a runtime is strict ping-pong, which keeps 
     host  -> worker   settle   (replies, leg budget)                                  ... guest resumes
     worker -> host    idle | done (+ the output's raw frames, then the value's or the error's text)
     host  -> worker   drop     (the host ended a blocked cell: free its runtime; no answer)
+    host  -> worker   dump     (write out a blocked runtime's state)
+    worker -> host    snapshot + one raw frame: the state's bytes, which the host never decodes
+    host  -> worker   restore  + one raw frame: a dumped state, taken up in a fresh engine (as ``run``:
+                      answered by idle or done)
 
 Between an ``idle`` and the next ``settle`` of one runtime, other runtimes of the worker may run.
 Cancelling a running cell kills its worker only when no other cell's runtime lives there: a guest
@@ -150,14 +154,48 @@ class SettleFrame(TypedDict):
     replies: list[Reply]
 
 
-# ---- worker -> host ----------------------------------------------------------------------------
-
-
 class DropFrame(TypedDict):
     """Free a blocked runtime the host ended (cancel, expiry, a refused park); unknown ones are ignored."""
 
     t: Literal["drop"]
     rt: str
+
+
+class DumpFrame(TypedDict):
+    """Write out a blocked runtime's state (answered by a ``snapshot`` frame); the runtime stays as it is."""
+
+    t: Literal["dump"]
+    rt: str
+
+
+class RestoreFrame(TypedDict):
+    """Take up a cell another process dumped, in a fresh engine; its state follows as one raw frame.
+
+    Answered as a ``run`` is: an ``idle`` frame (no new requests; it waits on those it awaited when
+    dumped), or a ``done`` frame when the state cannot be taken up.
+    """
+
+    t: Literal["restore"]
+    cell_id: str
+    memory_limit_bytes: int
+    max_output_bytes: int
+    value_capture_bytes: int
+    config: GuestConfig
+    language: Language
+
+
+# ---- worker -> host ----------------------------------------------------------------------------
+
+
+class SnapshotFrame(TypedDict):
+    """A ``dump``'s answer: one raw frame follows, the runtime's state (``size`` bytes; empty when refused)."""
+
+    t: Literal["snapshot"]
+    rt: str
+    size: int
+    refused: NotRequired[str]  # why the runtime cannot be dumped (a JavaScript cell)
+    # Set by the host's reader from the raw frame, never sent:
+    state: NotRequired[bytes]
 
 
 class SandboxReport(TypedDict):
@@ -252,8 +290,8 @@ class DoneFrame(TypedDict):
     text: NotRequired[str]  # the value's JSON (or its prefix) or the error's text
 
 
-HostFrame = RunFrame | SettleFrame | DropFrame
-WorkerFrame = ReadyFrame | IdleFrame | DoneFrame
+HostFrame = RunFrame | SettleFrame | DropFrame | DumpFrame | RestoreFrame
+WorkerFrame = ReadyFrame | IdleFrame | DoneFrame | SnapshotFrame
 
 
 # ---- builders ----------------------------------------------------------------------------------
@@ -291,6 +329,37 @@ def settle_frame(rt: str, budget_ms: int, replies: list[Reply]) -> SettleFrame:
 
 def drop_frame(rt: str) -> DropFrame:
     return {"t": "drop", "rt": rt}
+
+
+def dump_frame(rt: str) -> DumpFrame:
+    return {"t": "dump", "rt": rt}
+
+
+def snapshot_frame(rt: str, size: int, refused: str | None = None) -> SnapshotFrame:
+    frame: SnapshotFrame = {"t": "snapshot", "rt": rt, "size": size}
+    if refused is not None:
+        frame["refused"] = refused
+    return frame
+
+
+def restore_frame(
+    *,
+    cell_id: str,
+    memory_limit_bytes: int,
+    max_output_bytes: int,
+    value_capture_bytes: int,
+    config: GuestConfig,
+    language: Language,
+) -> RestoreFrame:
+    return {
+        "t": "restore",
+        "cell_id": cell_id,
+        "memory_limit_bytes": memory_limit_bytes,
+        "max_output_bytes": max_output_bytes,
+        "value_capture_bytes": value_capture_bytes,
+        "config": config,
+        "language": language,
+    }
 
 
 def ready_frame(pid: int, sandbox: SandboxReport) -> ReadyFrame:

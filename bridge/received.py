@@ -7,7 +7,7 @@ code in the process): its bytes are data, and what it can make the host do with 
 1. **Counted before decoded.**  A control frame is at most ``CONTROL_FRAME_BYTES`` and holds at most
    ``CONTROL_FRAME_VALUES`` JSON values, counted on its bytes (``json_values.count_values``, C-speed
    byte scans) before it is parsed: no frame makes the host build more than a few thousand objects.
-2. **Shaped.**  A frame of a type the host reads (``ready``, ``idle``, ``done``) has every field the
+2. **Shaped.**  A frame of a type the host reads (``ready``, ``idle``, ``done``, ``snapshot``) has every field the
    host reads, of its type, and shipments within what an honest worker sends.  A frame of any other
    type passes on, decoded and bounded, and its one reader refuses it (the pool wants ``ready``; a
    cell's leg kills the worker).
@@ -54,6 +54,8 @@ def raw_frames_after(frame: WorkerFrame) -> int:
         return len(frame["requests"]) + _output_frames(frame["output"])
     if frame["t"] == "done":
         return _output_frames(frame["output"]) + 1
+    if frame["t"] == "snapshot":
+        return 1
     return 0
 
 
@@ -71,6 +73,11 @@ def completed(frame: WorkerFrame, raws: list[bytes]) -> WorkerFrame:
         frame["text"] = _text(last)
         if frame["ok"] and len(last) > frame["value"]:
             raise ProtocolError("a value's raw frame is longer than the size its done frame gives")
+    elif frame["t"] == "snapshot":
+        [state] = raws
+        if len(state) != frame["size"]:
+            raise ProtocolError("a snapshot's raw frame is not the size its frame gives")
+        frame["state"] = state  # kept as bytes: never decoded by the host
     return frame
 
 
@@ -157,7 +164,13 @@ def _check_done(frame: dict[str, Any]) -> None:
         )
 
 
-_CHECKS = {"ready": _check_ready, "idle": _check_idle, "done": _check_done}
+def _check_snapshot(frame: dict[str, Any]) -> None:
+    _require(isinstance(frame.get("rt"), str), frame, "no runtime name")
+    _require(_count(frame.get("size")), frame, "no size")
+    _require("refused" not in frame or isinstance(frame["refused"], str), frame, "a refusal that is not text")
+
+
+_CHECKS = {"ready": _check_ready, "idle": _check_idle, "done": _check_done, "snapshot": _check_snapshot}
 
 
 # ---- raw frames --------------------------------------------------------------------------------

@@ -18,6 +18,9 @@ Every outcome carries the output the cell made during the slice (each entry one 
 ids of requests it no longer awaits.  An engine raises only when the engine itself must be thrown
 away (``errors.py``): ``GuestSyntaxError`` from ``compile``; ``GuestTimeout``, ``GuestFault`` and
 ``EngineFault`` from any call that runs guest code.
+
+A waiting cell may be dumped to bytes and restored in another engine (``dump``, ``restore``): Monty can,
+QuickJS cannot.
 """
 
 from __future__ import annotations
@@ -109,6 +112,19 @@ class Engine(Protocol):
 
     def heap_bytes(self) -> int:
         """The bytes this cell holds in the engine: what its memory limit counts."""
+
+    def dump(self) -> bytes:
+        """The state of a cell that waits on host work, as bytes ``restore`` takes up in a fresh engine of the
+        same build (another process, another machine): what a parked cell needs to outlive its process.
+
+        An engine that cannot (QuickJS: a runtime's heap is not serialisable) raises ``EngineFault``.
+        """
+
+    def restore(self, state: bytes) -> int:
+        """Take up, in this configured engine, the cell ``state`` (from ``dump``) holds; it waits on the host
+        requests it awaited when dumped, and this answers how many.  Bytes that are not such a state raise
+        ``EngineFault`` (the host only hands back bytes it sealed, of this cell and principal).
+        """
 
     def close(self) -> None:
         """Forget the cell; what the engine holds is freed with it."""

@@ -35,6 +35,7 @@ from bridge.messages import (
     HostFrame,
     Language,
     Phase,
+    RestoreFrame,
     RunFrame,
     SettleFrame,
     WorkerFrame,
@@ -44,6 +45,7 @@ from bridge.messages import (
     guest_failure,
     idle_frame,
     ready_frame,
+    snapshot_frame,
 )
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value, shipped_value
 
@@ -113,11 +115,14 @@ class Channel:
 
     def read_raw(self) -> str:
         """One raw frame (a reply payload) as text."""
+        return self.read_raw_bytes().decode("utf-8")
+
+    def read_raw_bytes(self) -> bytes:
         header = self._read_exact(HEADER_SIZE)
         body = None if header is None else self._read_exact(frame_length(header, self.cap))
         if body is None:
             raise SystemExit(0)  # the service went away mid-message
-        return body.decode("utf-8")
+        return body
 
     def write(self, message: WorkerFrame, attachments: Sequence[bytes] = ()) -> None:
         """One frame, then ``attachments`` as raw frames (checked against the cap before anything is sent)."""
@@ -170,7 +175,9 @@ class CellRun:
     Every slice answers what became of the runtime (``SliceEnd``).
     """
 
-    def __init__(self, engine: Engine, channel: Channel, msg: RunFrame, config_json: str, cpu_limit_s: float) -> None:
+    def __init__(
+        self, engine: Engine, channel: Channel, msg: RunFrame | RestoreFrame, config_json: str, cpu_limit_s: float
+    ) -> None:
         self.engine = engine
         self.channel = channel
         self.msg = msg
@@ -181,13 +188,14 @@ class CellRun:
         self.capture = OutputCapture(msg["max_output_bytes"])
         self.cpu_ms = 0.0  # this runtime's own CPU; other runtimes' slices are not charged to it
         self._slice_cpu = 0.0  # process CPU time when the current slice began (each slice sets it)
-        self.deadline = time.monotonic() + msg["budget_ms"] / 1000
+        self.deadline = time.monotonic() + (msg["budget_ms"] / 1000 if msg["t"] == "run" else 0)
 
     def run(self) -> SliceEnd:
         """The first slice: configure, compile and start the cell."""
         self._slice_cpu = time.process_time()
         engine = self.engine
         msg = self.msg
+        assert msg["t"] == "run"
         try:
             engine.configure(self.config_json, msg["memory_limit_bytes"])
             engine.compile(msg["code"], self.deadline - time.monotonic())
@@ -215,6 +223,24 @@ class CellRun:
         ]
         self.deadline = time.monotonic() + reply["budget_ms"] / 1000
         return self._guarded(settles)
+
+    def restore(self, state: bytes) -> SliceEnd:
+        """Take up a cell another process dumped: it waits, as when dumped, on the requests it awaited."""
+        self._slice_cpu = time.process_time()
+        try:
+            self.engine.configure(self.config_json, self.msg["memory_limit_bytes"])
+            outstanding = self.engine.restore(state)
+        except EngineFault as exc:
+            return self.fail(f"the parked cell could not be taken up: {exc}", "host", "runtime_unavailable")
+        return self.wait(Waiting([], [], outstanding, []))
+
+    def dump(self) -> None:
+        """Send this waiting runtime's state (a ``snapshot`` frame and the bytes), or why it cannot be sent."""
+        try:
+            state = self.engine.dump()
+            self.channel.write(snapshot_frame(self.rt, len(state)), [state])
+        except (EngineFault, FrameTooLarge) as exc:  # a frame too large is refused before anything is sent
+            self.channel.write(snapshot_frame(self.rt, 0, str(exc)), [b""])
 
     def _guarded(self, replies: list[SettledReply] | None) -> SliceEnd:
         """Run one slice (the first when ``replies`` is None) and act on what it came to; a fault of the
@@ -471,6 +497,12 @@ class Runtimes:
                 self._settle(msg, owner)
             elif msg["t"] == "drop":
                 self._forget(msg["rt"])
+            elif msg["t"] == "dump" and msg["rt"] in self.table:
+                self.table[msg["rt"]].dump()
+            elif msg["t"] == "dump":
+                self.channel.write(snapshot_frame(msg["rt"], 0, "no such waiting cell here"), [b""])
+            elif msg["t"] == "restore":
+                self._restore(msg)
             if self._trim():
                 self.clock_owner = None
             if self.draining and not self.table:
@@ -504,6 +536,15 @@ class Runtimes:
             self._after(run, run.fail(NO_PYTHON, "host", "runtime_unavailable"))
             return
         self._after(run, run.run())
+
+    def _restore(self, msg: RestoreFrame) -> None:
+        """A dumped cell, taken up in a fresh engine of its language (never one prepared for another's config)."""
+        state = self.channel.read_raw_bytes()  # read before anything can fail
+        spare = self.spares.get(msg["language"]) or self.spares["javascript"]
+        run = CellRun(spare.make(), self.channel, msg, jsoncodec.dumps_text(msg["config"]), self.cpu_limit)
+        self.table[run.rt] = run
+        ran = msg["language"] in self.spares  # JavaScript's engine refuses to restore: it cannot dump
+        self._after(run, run.restore(state) if ran else run.fail(NO_PYTHON, "host", "runtime_unavailable"))
 
     def _engine_for(self, spare: _Spare, config: str) -> Engine:
         """The engine built while idle if it suits ``config``, else a new one (a new tool list, say)."""

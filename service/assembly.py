@@ -22,7 +22,7 @@ from bridge.messages import SandboxOptions
 from .api.keyed_tools import KeyedTools
 from .auth import KeyRing
 from .capabilities.api_files import install_api_files
-from .capabilities.cell_tools import cell_tools, prepare_cell
+from .capabilities.cell_tools import CellTools, cell_tools, prepare_cell
 from .capabilities.saved_results import SavedResults
 from .capabilities.session_store import SessionStoreHandlers, store_limits
 from .capabilities.tools import install_tools
@@ -34,8 +34,9 @@ from .errors import ConfigError, WorkerGone
 from .helpers.pool import HelperPool
 from .metrics import Metrics
 from .process_tuning import tune_process
-from .runtime.dispatch import Dispatcher, base_dispatcher
+from .runtime.dispatch import CellContext, Dispatcher, base_dispatcher
 from .runtime.json_texts import JsonTexts
+from .runtime.parked_cells import ParkedCells, ParkedVault
 from .runtime.registry import CellRegistry
 from .runtime.workers.pool import WorkerPool
 from .runtime.workers.process import start_worker
@@ -195,6 +196,7 @@ def build_components(
     )
     replica = replica_for(settings, session_store)
     _attach_to_registry(cells, results, mcp, replica)
+    cells.parked_cells = _parked_cells(settings, session_store, replica)
     return Components(
         settings=settings,
         pool=pool,
@@ -225,6 +227,26 @@ def _attach_to_registry(
         cells.sweepers.append(mcp.close_idle)
     if replica is not None:
         cells.cell_id_prefix = cell_id_prefix(replica.replica_id)
+
+
+def _parked_cells(settings: Settings, store: SessionStore | None, replica: Replica | None) -> ParkedCells | None:
+    """Where parked Python cells are written out (the session store, shared by the replicas or kept in the
+    SQLite file), when Python cells run at all."""
+    if not settings.python_cells or not isinstance(store, ParkedVault):
+        return None
+    return ParkedCells(
+        store,
+        ttl_seconds=settings.cell_ttl_seconds,
+        max_snapshot_bytes=settings.max_snapshot_bytes,
+        claimant="" if replica is None else replica.replica_id,
+        carries=_no_store_writes,
+    )
+
+
+def _no_store_writes(context: CellContext) -> bool:
+    """A cell's buffered session-store writes live in this process only: such a cell is not written out."""
+    tools = context.tools
+    return not (isinstance(tools, CellTools) and tools.writes is not None and tools.writes.has_pending())
 
 
 def _worker_pool(settings: Settings, sandbox: SandboxOptions) -> WorkerPool:

@@ -9,6 +9,10 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── HostNotAllowed               421: without API keys, a Host or Origin that names no allowed host
  ├── CellNotFound                 404: unknown, expired or another tenant's cell
  ├── CellDrained                  404: its replica was shut down (drained) while it held the cell: start it again
+ ├── SnapshotRefused              409: a parked cell's stored state cannot be taken up (start the cell again):
+ │    ├── SnapshotTampered        its seal does not match its bytes
+ │    ├── SnapshotForeign         it was sealed for another cell or tenant
+ │    └── SnapshotVersionMismatch another engine build paused it
  ├── NotFound                     404: unknown session / run / API file
  ├── WaitInProgress               409: a second wait on one cell
  ├── BodyTooLarge                 413
@@ -120,6 +124,32 @@ class CellDrained(ServiceError):
     code = "cell_drained"
     status = 404
     error_type = "recoverable"
+
+
+class SnapshotRefused(ServiceError):
+    """Raised when a parked cell's stored state (service/runtime/parked_seal.py) cannot be taken up."""
+
+    code = "snapshot_refused"
+    status = 409
+    error_type = "recoverable"
+
+
+class SnapshotTampered(SnapshotRefused):
+    """Its seal does not match its bytes: altered, or sealed under a secret this service no longer has."""
+
+    code = "snapshot_tampered"
+
+
+class SnapshotForeign(SnapshotRefused):
+    """Its seal holds, for another cell or tenant: a record copied under this cell's name."""
+
+    code = "snapshot_foreign"
+
+
+class SnapshotVersionMismatch(SnapshotRefused):
+    """A replica of another engine build paused it: only the same build takes a paused program up."""
+
+    code = "snapshot_version_mismatch"
 
 
 class NotFound(ServiceError):

@@ -26,6 +26,7 @@ SIGNALS = {
     "service.runtime.dispatch.GuestError",  # a handler's rejection of a guest promise; carries another tree's code
     "service.runtime.dispatch.NeedsCaller",  # parks the cell for the API caller
     "service.http.request_gate.PeerGone",  # the client left mid-body; nobody to answer
+    "service.cluster.relay.ServeHere",  # a stopped holder's cell is served here: nothing failed
     "service.tools.contracts.ValidationDeferred",  # repeat the check off the event loop
     "service.tools.contracts._TooMuchWork",  # unwinds jsonschema when the step budget runs out
     "service.tools.contracts._SchemaProblem",  # caught in its module, becomes invalid_contract
@@ -62,6 +63,10 @@ CONTRACT = {
     "service.errors.HelperFailed": "helper_failed",
     "service.errors.ResponseNotEncodable": "response_not_encodable",
     "service.errors.RequestStateRefused": "request_state_refused",  # the MCP facade's approval rounds
+    "service.errors.SnapshotRefused": "snapshot_refused",  # a parked Python cell's stored state
+    "service.errors.SnapshotTampered": "snapshot_tampered",
+    "service.errors.SnapshotForeign": "snapshot_foreign",
+    "service.errors.SnapshotVersionMismatch": "snapshot_version_mismatch",
     "service.errors.McpConfigError": "mcp_config",  # start-up: an unusable [mcp.servers.<name>] entry
     # guest-visible err.code of a rejected tool call (ToolCallError.to_guest)
     "service.tools.errors.ToolCallError": "tool_error",

@@ -29,12 +29,13 @@ from typing import cast
 
 import pydantic_monty as monty
 
-from bridge.jsoncodec import loads
+from bridge.jsoncodec import dumps_text, loads
 from bridge.messages import GuestRequest, Phase
 
 from ..engine import MAX_ERROR_FRAMES, Failed, Returned, SettledReply, Slice, Waiting, bridge_failure_code, stalled
 from ..errors import UNCAUGHT_ERROR, EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
 from ..guest_config import read_caps
+from .dump_format import DUMP_MAGIC
 from .host_requests import HostRequests, Shape, exception_head
 from .namespaces import Namespaces, handle, route
 from .output import CellOutput
@@ -163,6 +164,32 @@ class PythonEngine:
     def close(self) -> None:
         self._parked = None
         self._program = None
+
+    # -- a parked cell leaving its process ------------------------------------------------------------
+
+    def dump(self) -> bytes:
+        """The paused cell (Monty's own dump of its ``FutureSnapshot``) and what this engine keeps of it: the
+        requests it awaits and the host failures it may still ask about."""
+        if self._parked is None or self._ended:
+            raise EngineFault("only a cell that waits on host work can be dumped")
+        header = dumps_text(self._requests.export(_SHAPE_NAMES)).encode("utf-8")
+        return DUMP_MAGIC + len(header).to_bytes(4, "big") + header + self._parked
+
+    def restore(self, state: bytes) -> int:
+        if not state.startswith(DUMP_MAGIC) or len(state) < len(DUMP_MAGIC) + 4:
+            raise EngineFault("a dumped Python cell's state is out of shape")
+        start = len(DUMP_MAGIC) + 4
+        size = int.from_bytes(state[len(DUMP_MAGIC) : start], "big")
+        try:
+            header = loads(state[start : start + size])
+            if not isinstance(header, dict):
+                raise ValueError("not an object")
+            self._requests.restore(header, _SHAPES)
+        except ValueError as exc:  # JSONDecodeError included
+            raise EngineFault(f"a dumped Python cell's state is out of shape: {exc}") from None
+        self._parked = state[start + size :]
+        self._heap = len(self._parked)
+        return self._requests.outstanding
 
     # -- one slice --------------------------------------------------------------------------------
 
@@ -338,6 +365,11 @@ def _routed(target: object, name: str, args: tuple[object, ...], kwargs: dict[st
 
 def _as_handles(metas: object) -> object:
     return [handle(m) for m in metas] if isinstance(metas, list) else metas
+
+
+#: The reply shapes a request may have, by the name a dump gives them.
+_SHAPES: dict[str, Shape] = {"handles": _as_handles, "stored": _stored_value}
+_SHAPE_NAMES = {shape: name for name, shape in _SHAPES.items()}
 
 
 def _check_key(key: object) -> None:

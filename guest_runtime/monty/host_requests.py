@@ -88,6 +88,34 @@ class HostRequests:
             self.failures.record(exception, error, len(text))
             self._replies[call_id] = {"exception": exception}
 
+    def export(self, shape_names: dict[Shape, str]) -> dict[str, object]:
+        """What a dumped cell needs of these requests to go on elsewhere (``restore``): the requests it awaits,
+        with the shape of each reply by name, the next id, and the host failures it may still ask about.
+        Only between slices: nothing is queued and no reply waits then."""
+        return {
+            "next": self._next_id,
+            "pending": [
+                [request_id, call_id, None if shape is None else shape_names[shape]]
+                for request_id, (call_id, shape) in self._pending.items()
+            ],
+            "failures": self.failures.export(),
+        }
+
+    def restore(self, state: dict[str, object], shapes: dict[str, Shape]) -> None:
+        """Take up what ``export`` wrote (``ValueError`` for anything out of that shape)."""
+        next_id, pending, failures = state.get("next"), state.get("pending"), state.get("failures")
+        if type(next_id) is not int or not isinstance(pending, list) or not isinstance(failures, list):
+            raise ValueError("the requests' state is out of shape")
+        for entry in pending:
+            if not (isinstance(entry, list) and len(entry) == 3 and all(type(n) is int for n in entry[:2])):
+                raise ValueError("a pending request's state is out of shape")
+            request_id, call_id, shape = entry
+            if shape is not None and shape not in shapes:
+                raise ValueError(f"unknown reply shape {shape!r}")
+            self._pending[request_id] = (call_id, None if shape is None else shapes[shape])
+        self._next_id = next_id
+        self.failures.restore(failures)
+
     def take_replies(self) -> dict[int, dict[str, object]]:
         replies, self._replies = self._replies, {}
         return replies
@@ -201,6 +229,25 @@ class HostFailures:
         while len(self._kept) > MAX_KEPT_FAILURES or (self._chars > MAX_KEPT_FAILURE_CHARS and len(self._kept) > 1):
             _, (_, dropped) = self._kept.popitem(last=False)
             self._chars -= dropped
+
+    def export(self) -> list[list[object]]:
+        """The failures kept, oldest first: ``[head, fields, chars]`` each."""
+        return [[head, info, chars] for head, (info, chars) in self._kept.items()]
+
+    def restore(self, kept: list[object]) -> None:
+        """Take up what ``export`` wrote (``ValueError`` for anything out of that shape)."""
+        for entry in kept:
+            if not (
+                isinstance(entry, list)
+                and len(entry) == 3
+                and isinstance(entry[0], str)
+                and isinstance(entry[1], dict)
+                and type(entry[2]) is int
+            ):
+                raise ValueError("a kept host failure is out of shape")
+            head, info, chars = entry
+            self._kept[head] = (info, chars)
+            self._chars += chars
 
     def info(self, head: str) -> dict[str, object] | None:
         """The fields of the host failure raised as an exception with this head, if it is one (a fresh copy)."""

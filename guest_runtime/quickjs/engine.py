@@ -105,6 +105,8 @@ _lib.JS_SetInterruptHandler.argtypes = [ctypes.c_void_p, _INTERRUPT, ctypes.c_vo
 _lib.JS_SetInterruptHandler.restype = None
 #: Every call into an engine may run at least this long, even when its cell's deadline has passed.
 MIN_CALL_S = 0.001
+#: Why a parked JavaScript cell cannot leave its process (``dump``, ``restore``).
+NOT_DUMPABLE = "a JavaScript cell's heap cannot be dumped: a parked JavaScript cell lives only in its process"
 
 
 class _Armed:
@@ -484,6 +486,13 @@ class GuestEngine:
     def heap_bytes(self) -> int:
         """The bytes the engine has allocated: what its memory limit counts, read in O(1)."""
         return int(self._malloc[1])
+
+    def dump(self) -> bytes:
+        """A QuickJS runtime's heap cannot be written out: a parked JavaScript cell lives in its process."""
+        raise EngineFault(NOT_DUMPABLE)
+
+    def restore(self, state: bytes) -> int:
+        raise EngineFault(NOT_DUMPABLE)
 
     def _call(self, op: str, *args: Any) -> Any:
         """Call the hook.  Cell code can run inside it (getters, proxy traps, species, setters), so

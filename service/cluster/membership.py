@@ -43,6 +43,10 @@ class ReplicaDirectory(Protocol):
 
     async def drained_cell(self, replica_id: str, cell_id: str) -> str | None: ...
 
+    async def adopter_of(self, cell_id: str) -> str | None: ...
+
+    async def has_parked(self, cell_id: str) -> bool: ...
+
 
 class Membership:
     """Keeps this replica listed while it runs; answers where a peer is (None: it stopped)."""

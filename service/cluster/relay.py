@@ -26,6 +26,12 @@ if TYPE_CHECKING:
 CELLS_PATH = "/v1/cells/"
 
 
+# Not a ServiceError: a control-flow signal from the relay to its caller; nothing failed.
+class ServeHere(Exception):  # noqa: N818 - a signal, not an error
+    """The cell's replica stopped and this replica holds it now, or takes it up from its kept record
+    (service/runtime/parked_cells.py): serve the request here."""
+
+
 @dataclass(frozen=True)
 class HolderAnswer:
     """The holder's whole answer to a relayed request."""
@@ -54,37 +60,83 @@ async def open_on_holder(
     body: bytes,
     *,
     relayed_here: bool,
+    may_take_up: bool = False,
 ) -> StreamedAnswer:
     """Send the request for ``cell_id`` to ``holder``; the caller reads and closes the answer.
 
     ``target`` is the holder's path and query; ``relayed_here``: this request was itself relayed by a
     peer (so the holder's address now names this process).  Raises CellNotFound (the holder stopped),
     CellDrained (the holder was drained while it held the cell), StoreUnavailable (nobody can say where
-    it is), ReplicaUnavailable (it does not answer).
+    it is), ReplicaUnavailable (it does not answer).  A stopped holder's cell that another replica took up
+    is reached there; ``ServeHere`` when this replica took it up, or (``may_take_up``: a wait) may take it
+    up from its kept record.
     """
     what = f"cell {cell_id}"
     if relayed_here:
+        if await _adopter(replica, cell_id) == replica.replica_id:
+            raise ServeHere
         raise CellNotFound(
             f"{what} is unknown here: the replica that ran it ({holder}) no longer answers at this address "
             f"(this is replica {replica.replica_id}: the holder stopped and this one took its address, or "
             "its advertise_url names something other than the replica itself); start a new cell"
         )
     url = await _where(replica, holder, what)
-    if url is None:
-        await _gone(replica, holder, cell_id)
+    if url is None:  # the replica that ran it stopped: one that took it up, or its record, may have it
+        holder, url = await _successor(replica, holder, cell_id, may_take_up)
+    for last in (False, True):
+        try:
+            answer: StreamedAnswer = await replica.peers.open(url, method, target, headers, body, what=what)
+        except ReplicaUnavailable:
+            # The address may have been remembered from before the holder left: ask the store once more, so
+            # a holder that drained or stopped is answered for now rather than after the next lookup.
+            replica.membership.forget_peer(holder)
+            if last or await _where(replica, holder, what) is not None:
+                raise
+            holder, url = await _successor(replica, holder, cell_id, may_take_up)
+            continue
+        except ServiceError:
+            replica.membership.forget_peer(holder)
+            raise
+        return answer
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
+async def _successor(replica: Replica, holder: str, cell_id: str, may_take_up: bool) -> tuple[str, str]:
+    """Where the cell of the stopped ``holder`` is now: the replica that took it up (its id and address);
+    ``ServeHere`` when that is this one or this one may take it up now; else what ``_gone`` says."""
+    adopter = await _adopter(replica, cell_id)
+    if adopter == replica.replica_id:
+        raise ServeHere
+    if adopter is not None:
+        url = await _where(replica, adopter, f"cell {cell_id}")
+        if url is not None:
+            return adopter, url
     try:
-        answer: StreamedAnswer = await replica.peers.open(url, method, target, headers, body, what=what)
-    except ReplicaUnavailable:
-        # The address may have been remembered from before the holder left: ask the store once more, so
-        # a holder that drained or stopped is answered for now rather than after the next lookup.
-        replica.membership.forget_peer(holder)
-        if await _where(replica, holder, what) is None:
-            await _gone(replica, holder, cell_id)
-        raise
-    except ServiceError:
-        replica.membership.forget_peer(holder)
-        raise
-    return answer
+        kept = await replica.membership.directory.has_parked(cell_id)
+    except StoreError as exc:
+        raise _store_down(cell_id, exc) from None
+    if kept and may_take_up:
+        raise ServeHere
+    if kept:
+        raise CellNotFound(
+            f"cell {cell_id} is not running anywhere: the replica that ran it ({holder}) stopped, and its parked "
+            "state is kept: a wait on any replica takes it up there"
+        )
+    await _gone(replica, holder, cell_id)
+
+
+async def _adopter(replica: Replica, cell_id: str) -> str | None:
+    try:
+        return await replica.membership.directory.adopter_of(cell_id)
+    except StoreError as exc:
+        raise _store_down(cell_id, exc) from None
+
+
+def _store_down(cell_id: str, exc: StoreError) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"the shared store that says which replica holds cell {cell_id} is unavailable: {exc}; retry shortly",
+        retry_after=1,
+    )
 
 
 async def _where(replica: Replica, holder: str, what: str) -> str | None:
@@ -140,7 +192,9 @@ async def call_holder(
     if api_key:
         headers.append((b"authorization", b"Bearer " + api_key.encode()))
     target = f"{CELLS_PATH}{cell_id}/{action}"
-    answer = await open_on_holder(replica, holder, cell_id, "POST", target, headers, body, relayed_here=False)
+    answer = await open_on_holder(
+        replica, holder, cell_id, "POST", target, headers, body, relayed_here=False, may_take_up=action == "wait"
+    )
     chunks: list[bytes] = []
     size = 0
     try:

@@ -8,6 +8,7 @@ from fastapi import Path, Request
 
 from service.api.exec import cell_spec, wait_answers
 from service.api.keyed_tools import KeyedTools
+from service.api.parked import take_up_parked
 from service.api.schemas import ERROR_RESPONSES, ID_PATTERN, CellEnvelope, ExecRequest, WaitRequest
 from service.runtime.registry import CellRegistry
 from service.tracing import Tracing
@@ -57,6 +58,9 @@ class CellRoutes(RouteGroup):
         key = api_key_of(request)
         body = body or WaitRequest()
         results, approvals = wait_answers(body)
+        ended = await take_up_parked(self.cells, self.tools, key, cell_id)  # its replica stopped: here now
+        if ended is not None:
+            return JSONBytes(ended)
         return JSONBytes(
             await self.cells.wait(
                 cell_id,

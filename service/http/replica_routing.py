@@ -5,7 +5,8 @@ Runs after the request gate (the caller is authenticated and the body is read wi
 before routing.  The cell id names its holder (service/cluster/identity.py); this replica asks the
 store where the holder lives (service/cluster/relay.py) and relays the request and the answer,
 streaming, so wait, cancel, status and event streams behave the same from every replica.  A holder
-whose heartbeat expired has stopped: its cells answer 404 saying so.
+whose heartbeat expired has stopped: its cells answer 404 saying so, unless another replica took the
+cell up (the request goes there) or its parked state is kept (a wait takes it up here).
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.cluster.drained import cell_drained
 from service.cluster.peers import FORWARDED_HEADER
-from service.cluster.relay import CELLS_PATH, held_elsewhere, open_on_holder
+from service.cluster.relay import CELLS_PATH, ServeHere, held_elsewhere, open_on_holder
 from service.cluster.replica import Replica
 from service.drain import Drain
 from service.errors import ServiceError
 from service.outbound_http import StreamedAnswer
 
 from .error_responses import error_response
-from .request_gate import BODY_METHODS, MCP_PATH, header_of
+from .request_gate import BODY_METHODS, MCP_PATH, header_of, replay_body
 
 _ACTION = re.compile(r"^[a-z_]{1,32}$")  # wait, cancel, events: one plain segment after the id
 #: The MCP methods whose Mcp-Name header is a task id (the tasks extension), which names its holder.
@@ -66,6 +67,7 @@ class ReplicaRouting:
         if holder is None:
             await self.app(scope, receive, send)
             return
+        body = await _body(scope, receive)
         try:
             response = await open_on_holder(
                 self.replica,
@@ -74,9 +76,13 @@ class ReplicaRouting:
                 scope["method"],
                 target,
                 scope["headers"],
-                await _body(scope, receive),
+                body,
                 relayed_here=header_of(scope, FORWARDED_HEADER.encode()) is not None,
+                may_take_up=target.endswith("/wait"),
             )
+        except ServeHere:  # its replica stopped: this one holds the cell now, or takes it up
+            await self.app(scope, replay_body(body, receive), send)
+            return
         except ServiceError as exc:
             await error_response(exc)(scope, receive, send)
             return

@@ -86,7 +86,7 @@ class RequestGate:
             scope[JSON_SCOPE] = await self.decoder.decode(
                 body, key, tool_values_raw=path.endswith("/wait"), max_values=self.caps.values_cap_for(path)
             )
-        return _replay(body, receive)
+        return replay_body(body, receive)
 
 
 # Not a ServiceError: a control-flow signal that stops reading a body nobody waits for any more;
@@ -95,7 +95,8 @@ class PeerGone(Exception):
     """The peer disconnected before its body was complete."""
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """``receive`` that gives ``body`` (read already) first, then what the connection says (a disconnect)."""
     sent = False
 
     async def replay() -> Message:

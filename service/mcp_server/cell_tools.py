@@ -27,9 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bridge import jsoncodec
 from service.api.exec import cell_spec, parsed, wait_answers
+from service.api.parked import take_up_parked
 from service.api.schemas import ID_PATTERN, ExecRequest, WaitRequest
 from service.assembly import Components
-from service.cluster.relay import call_holder, held_elsewhere
+from service.cluster.relay import ServeHere, call_holder, held_elsewhere
 from service.errors import InvalidRequest
 from service.runtime.envelopes import plain
 from service.settings import ApiKey
@@ -212,6 +213,9 @@ class CellTools:
         relayed = await self._on_holder(caller, cell_id, "wait", relay)
         if relayed is not None:
             return relayed
+        ended = await take_up_parked(self.svc.cells, self.svc.tools, caller.key, cell_id)  # its replica stopped
+        if ended is not None:
+            return plain(ended)
         envelope = await self.svc.cells.wait(
             cell_id,
             caller.key.tenant,
@@ -239,7 +243,10 @@ class CellTools:
         cap = settings.max_snapshot_bytes + MAX_OUTPUT_BYTES + RELAY_SLACK_BYTES
         headers = self.svc.tracing.headers_for(caller.trace_parent)
         key = caller.key.key
-        answer = await call_holder(replica, holder, cell_id, action, key, jsoncodec.dumps(body), headers, cap)
+        try:
+            answer = await call_holder(replica, holder, cell_id, action, key, jsoncodec.dumps(body), headers, cap)
+        except ServeHere:  # its replica stopped and this one holds the cell now, or takes it up
+            return None
         try:
             found = jsoncodec.loads(answer.body)
         except ValueError:

@@ -23,24 +23,29 @@ from typing import TYPE_CHECKING
 
 from bridge.errors import InvalidSource
 from bridge.inbox import HeldAccount
-from bridge.messages import DoneFrame, GuestCaps, GuestConfig, WorkerFrame, run_frame, settle_frame
+from bridge.messages import (
+    DoneFrame,
+    WorkerFrame,
+    run_frame,
+    settle_frame,
+)
 from bridge.output import OutputState, received_value
-from guest_runtime.guest_config import MAX_QUEUED_REQUESTS
 from service.errors import WorkerGone
 from service.runtime.workers.pool import WorkerPool
 from service.runtime.workers.process import Worker
 
 from . import envelopes
 from .call_log import CallLog
+from .cell_moves import CellMoves, guest_config
 from .clocks import LegClock
 from .dispatch import CellContext, Dispatcher, HostCall
 from .ending import Completed, Failed, FinalEnvelope, Outcome, Retainer, Retention, marked
 from .envelopes import Envelope, LegFields
-from .host_requests import HostRequests
 from .json_texts import INLINE, JsonTexts
 from .life_bounds import UNBOUNDED, LifeBounds
+from .movable_requests import MovableRequests
 from .quotas import TenantQuotas
-from .spec import CellLimits, CellSpec, CellStatus, EndReason
+from .spec import CellSpec, CellStatus, EndReason
 from .state import CellState, Phase
 from .step import LegView, Step, answers_in_place, next_step
 
@@ -48,6 +53,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from service.tracing import TraceParent, Tracing
+
+    from .parked_cells import ParkedCells
 
 
 TIMEOUT_MESSAGE = "cell timeout exceeded"
@@ -60,9 +67,11 @@ NOT_JSON_MESSAGE = (
     "the worker process sent output that is not JSON, so it was stopped; the cell was lost, start it again"
 )
 SNAPSHOT_MESSAGE = "cell snapshot limit exceeded: its heap is over max_snapshot_bytes, so it cannot be parked"
+#: How long a park waits for its process (another cell's leg runs there) to write the cell out.
+WRITE_OUT_WAIT_S = 2.0
 
 
-class Cell:
+class Cell(CellMoves):
     """A running or parked cell and its worker."""
 
     def __init__(
@@ -79,6 +88,7 @@ class Cell:
         clock: Callable[[], float] = time.monotonic,
         json_texts: JsonTexts = INLINE,
         bounds: LifeBounds = UNBOUNDED,
+        parked_cells: ParkedCells | None = None,
     ) -> None:
         # ``context``: made (and prepared) before the cell took its worker.
         self.context = context or CellContext(id_prefix + str(uuid.uuid4()), spec)
@@ -90,7 +100,7 @@ class Cell:
         self.state = CellState()
         self.output = OutputState(spec.limits.max_output_bytes)
         context = self.context  # not ``self``: a cell its requests point back to is freed only by the collector
-        self.requests = HostRequests(
+        self.requests = MovableRequests(
             dispatcher,
             spec.limits.inbox_bytes,
             spec.limits.max_pending_requests,
@@ -120,6 +130,9 @@ class Cell:
         self._retainer = retainer
         self._abort_event = asyncio.Event()
         self._lost_task: asyncio.Task[None] | None = None  # kept referenced until it ran
+        # Where a parked Python cell is written out (parked_cells.py), and whether its record is the current one.
+        self._parked_cells, self.written_out = parked_cells, False
+        self.requests.keep_args = parked_cells is not None
         pool.attach(worker, self.id, self._process_lost)
 
     # ---- public operations ---------------------------------------------------------------------
@@ -159,7 +172,7 @@ class Cell:
                     value_capture_bytes=max(limits.max_output_bytes, limits.inbox_bytes)
                     if self._retainer is not None and _interactive(self.spec)
                     else limits.max_output_bytes,
-                    config=_guest_config(self.context, limits),
+                    config=guest_config(self.context, limits),
                     language=self.spec.language,
                 )
             )
@@ -181,6 +194,10 @@ class Cell:
         over = self._bounds.over(self.telemetry.legs, now - self.born)
         if over is not None:  # its answers are dropped with it
             return await self._end(over, recycle=False)
+        if self.written_out and self._parked_cells is not None:
+            # Before anything of it runs again: a replica taking up the old record would run it twice.
+            await self._parked_cells.forget(self.id)
+            self.written_out = False
         self.state.move(Phase.AWAITING_HOST)
         self.last_active = now
         self.requests.settle_answers(tool_results, approvals or [])
@@ -442,6 +459,8 @@ class Cell:
                 recycle=False,
             )
         state = self.state
+        if self._parked_cells is not None and not state.park_at_once:
+            await self._write_out()
         if self.worker is not None:
             self.pool.park(self.worker, self.id, self.telemetry.heap_bytes, holding=state.holding)
             state.holding = False
@@ -474,6 +493,9 @@ class Cell:
         state = self.state
         state.move(Phase.ENDING)  # a cancel from here on waits for this envelope
         self.end_reason = self.end_reason or EndReason.FINISHED
+        if self.written_out and self._parked_cells is not None:  # ended while parked (cancel, expiry)
+            self.written_out = False
+            await self._parked_cells.forget(self.id, quiet=True)
         self.requests.close()
         if self.worker is not None:
             self.pool.release(
@@ -517,18 +539,6 @@ class Cell:
     def _age_ms(self) -> float:
         """Wall time since the cell's exec, parked time included."""
         return (time.perf_counter() - self._born_at) * 1000
-
-
-def _guest_config(context: CellContext, limits: CellLimits) -> GuestConfig:
-    # The guest refuses requests over these caps before they exist; HostRequests enforces them again.
-    caps: GuestCaps = {
-        "maxRequestBytes": limits.max_request_bytes,
-        "maxQueuedRequests": MAX_QUEUED_REQUESTS,
-        "maxPendingRequests": limits.max_pending_requests,
-        "maxQueuedBytes": max(limits.inbox_bytes, limits.max_request_bytes),
-        "maxRequestValues": limits.max_request_values,
-    }
-    return {**(context.guest_config or {"tools": [], "mcp": []}), **caps}  # tools and servers: the cell-tools handler's
 
 
 def _interactive(spec: CellSpec) -> bool:

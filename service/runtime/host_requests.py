@@ -87,6 +87,10 @@ class Pending:
     decision: asyncio.Future[tuple[bool, str | None]] | None = None  # the approval its handler awaits
     # Its ``codemode.call`` span while tracing is on (an OpenTelemetry span: only service.tracing names that type).
     span: Any = None
+    #: Its encoded arguments, kept (``HostRequests.keep_args``) until its handler asks for approval and is
+    #: answered, so a cell parked on the approval can be taken up elsewhere and the call run there
+    #: (``carried``, ``take_up``); charged while the request waits for the approval.
+    raw: bytes = b""
 
     @property
     def label(self) -> str | None:
@@ -142,6 +146,7 @@ class HostRequests:
         self._closed = False
         self.trace: CellTrace | None = None  # once a leg is traced; None while tracing is off
         self.log: CallLog | None = None  # the cell's call log, when its exec asked for one
+        self.keep_args = False  # the cell may be written out when parked: keep what an approval reruns
 
     # ---- questions the leg loop asks -------------------------------------------------------------
 
@@ -201,7 +206,7 @@ class HostRequests:
     def dispatch(self, request_id: int, method: str, args: bytes | list[JsonValue]) -> None:
         """Start the handler of one guest request, its arguments (JSON bytes) checked and charged to the inbox."""
         raw = args if isinstance(args, bytes) else jsoncodec.dumps(args)
-        pending = Pending(request_id, method, head=raw[:_LEADING_BYTES] if method in _LABELLED else b"")
+        pending = Pending(request_id, method, head=raw[:LEADING_BYTES] if method in LABELLED else b"")
         self._pending[request_id] = pending
         self.count += 1
         if self.log is not None:
@@ -230,13 +235,15 @@ class HostRequests:
             return
         if route.side_effects:
             self._unconfirmed.add(request_id)
+            if self.keep_args:
+                pending.raw = raw
         self.in_flight.add(request_id)
         if method not in UNTIMED_METHODS:
             self.waiting.start(request_id)
         call = self.make_call(request_id, method, raw)
         call.ask_approval = functools.partial(self._ask_approval, request_id)
         call.abandon = functools.partial(self._abandon, request_id)
-        pending.task = _start_task(self._loop, self._run(route.handler, call))
+        pending.task = _start_task(self._loop, self._handle(route.handler, call))
 
     def _charge_args(self, pending: Pending, raw: bytes) -> dict[str, object] | None:
         """Check the request's encoded arguments and charge them at their parsed cost (its handler parses
@@ -259,7 +266,7 @@ class HostRequests:
         pending.held = cost
         return None
 
-    async def _run(self, handler: Handler, call: HostCall) -> None:
+    async def _handle(self, handler: Handler, call: HostCall) -> None:
         try:
             value = await handler(call)
         except NeedsCaller as need:
@@ -291,6 +298,7 @@ class HostRequests:
         p = self._pending.get(request_id)
         if p is None:
             return
+        p.raw = b""  # the caller answers it: nothing of it runs again
         held = None
         if need.kind == "client_tool":
             try:
@@ -330,7 +338,7 @@ class HostRequests:
             raise GuestError(f"the input of {tool} is not JSON: {exc}", "invalid_input", name="TypeError") from None
         encoded_only = isinstance(input, bytes)
         kept = 0 if encoded_only else p.held
-        _recharge(self.inbox, p, kept + len(raw), len(raw))
+        _recharge(self.inbox, p, kept + len(raw) + len(p.raw), len(raw))
         held = jsoncodec.fragment(raw)
         decision: asyncio.Future[tuple[bool, str | None]] = self._loop.create_future()
         p.caller = NeedsCaller("approval", tool=tool, input=held, reason=reason)
@@ -340,7 +348,7 @@ class HostRequests:
         try:
             approved, why = await decision
         finally:
-            p.caller, p.decision = None, None
+            p.caller, p.decision, p.raw = None, None, b""
         if approved and self._pending.get(request_id) is p:
             _recharge(self.inbox, p, parsed_cost(raw) if encoded_only else kept, len(raw))
         return approved, why
@@ -551,15 +559,15 @@ def _budget_refusal(inbox: InboxAllowance, cost: int | None, full: str, size: in
 #: Leading string elements of an argument array (a tool's or an MCP server's name), looked for in its first bytes.
 _FIRST = re.compile(rb'\s*\[\s*("(?:[^"\\]|\\.)*")')
 _NEXT = re.compile(rb'\s*,\s*("(?:[^"\\]|\\.)*")')
-_LEADING_BYTES = 4096
+LEADING_BYTES = 4096
 #: The methods whose first arguments name a callable (``call_label``).
-_LABELLED = frozenset({"tool", "mcp.call"})
+LABELLED = frozenset({"tool", "mcp.call"})
 
 
 def leading_strings(raw: bytes, count: int) -> list[str]:
     """The first ``count`` elements of an encoded argument array, where they are strings (names for
     the caller's pending list and for traces), read from its first bytes without parsing the rest."""
-    head = raw[:_LEADING_BYTES]
+    head = raw[:LEADING_BYTES]
     found: list[str] = []
     pos = 0
     while len(found) < count:

@@ -23,8 +23,10 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 
+from bridge.inbox import HeldAccount
 from service.errors import CellNotFound, Forbidden, WaitInProgress
 from service.runtime.workers.pool import WorkerPool
+from service.runtime.workers.process import Worker
 from service.settings import Settings
 from service.tracing import NO_TRACING, TraceParent, Tracing
 
@@ -37,6 +39,8 @@ from .events import EventLog, EventLogs
 from .finished import FinishedCell, FinishedCells
 from .json_texts import INLINE, JsonTexts
 from .life_bounds import LifeBounds
+from .parked_cells import ParkedCells
+from .parked_seal import OpenedRecord
 from .quotas import QuotaCaps, TenantQuotas
 from .source_checks import OFF_LOOP_CHARS, check_source, source_problem
 from .spec import CellLimits, CellSpec, CellStatus, EndReason, check_range, check_runs, limits_from
@@ -105,6 +109,8 @@ class CellRegistry:
         self.cell_id_prefix = "cell_"  # replicas put their id in it (service/cluster/identity.py)
         self._bounds = LifeBounds(settings.max_legs_per_cell, settings.max_cell_lifetime_seconds)
         self.refuse_new: Callable[[], None] | None = None  # set by the drain (service/drain.py): raises
+        # Where parked Python cells are written out and taken up from (parked_cells.py); None: nowhere.
+        self.parked_cells: ParkedCells | None = None
 
     # ---- life cycle --------------------------------------------------------------------------------
 
@@ -115,6 +121,8 @@ class CellRegistry:
         if self._sweeper is not None:
             self._sweeper.cancel()
         for cell in list(self._cells.values()):
+            # A parked cell written out stays in the store: this service, started again, or a peer takes it up.
+            cell.written_out = False
             with contextlib.suppress(Exception):
                 await cell.cancel("the service is shutting down")
         self.background.close()
@@ -192,20 +200,7 @@ class CellRegistry:
                 await self.prepare(context)  # before the worker: it may wait on stores and MCP servers
                 budget_ms = max(1, budget_ms - int((time.monotonic() - prepared_from) * 1000))
             worker = await self.pool.acquire(spec.tenant, spec.principal)
-            cell = Cell(
-                spec,
-                worker,
-                self.pool,
-                self.dispatcher,
-                self.quotas,
-                self.retainer,
-                self.cell_id_prefix,
-                context=context,
-                account=account,
-                clock=self.clock,
-                json_texts=self.json_texts,
-                bounds=self._bounds,
-            )
+            cell = self._new_cell(spec, worker, context, account)
             self._cells[cell.id] = cell
             self._watch(cell)
             async with cell.wait_lock:
@@ -214,6 +209,51 @@ class CellRegistry:
                     return self.background.start(cell, slot.pop_all())
                 leg = guarded(cell, cell.start(budget_ms), self.tracing, trace_parent, started_ns)
                 return self._published(cell, await leg)
+
+    def _new_cell(self, spec: CellSpec, worker: Worker, context: CellContext, account: HeldAccount) -> Cell:
+        # Only a Python cell a caller drives can be written out when it parks (its engine dumps it).
+        parked_cells = self.parked_cells if spec.language == "python" and not spec.background else None
+        return Cell(
+            spec,
+            worker,
+            self.pool,
+            self.dispatcher,
+            self.quotas,
+            self.retainer,
+            self.cell_id_prefix,
+            context=context,
+            account=account,
+            clock=self.clock,
+            json_texts=self.json_texts,
+            bounds=self._bounds,
+            parked_cells=parked_cells,
+        )
+
+    def holds(self, cell_id: str) -> bool:
+        """Whether this process holds the cell (running or parked here)."""
+        return cell_id in self._cells
+
+    async def take_up(self, cell_id: str, spec: CellSpec, opened: OpenedRecord) -> Envelope | None:
+        """Hold here the parked cell ``opened`` (its record, claimed by the caller) describes: a worker of its
+        principal loads its dump and it waits as it waited where it parked (None), or it ended on the way
+        (its final envelope)."""
+        account = self.quotas.check_new_cell(spec.tenant)
+        with self.quotas.running(spec.tenant):
+            context = CellContext(cell_id, spec)
+            if self.prepare is not None:
+                await self.prepare(context)
+            worker = await self.pool.acquire(spec.tenant, spec.principal)
+            cell = self._new_cell(spec, worker, context, account)
+            cell.carry_on(opened.state)
+            self._cells[cell.id] = cell
+            self._watch(cell)
+            async with cell.wait_lock:
+                try:
+                    return await cell.take_up(opened.dump)
+                except BaseException:
+                    if not cell.done:  # a service fault on the way: the cell ends, its worker is freed
+                        await cell.abandon()
+                    raise
 
     async def wait(
         self,

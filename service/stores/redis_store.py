@@ -9,6 +9,8 @@ service sweeps.  Keys written before this index existed read as live until their
 
 from __future__ import annotations
 
+import base64
+import binascii
 import secrets
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -38,6 +40,8 @@ _REPLICA_PREFIX = "codemode:replica:"
 _DRAINED_PREFIX = "codemode:drained:"
 _SECRET_PREFIX = "codemode:secret:"
 _ONCE_PREFIX = "codemode:once:"
+_PARKED_PREFIX = "codemode:parked:"
+_ADOPTED_PREFIX = "codemode:adopted:"
 _EXPIRE_BATCH = 500
 # Scripts run atomically in Redis: the total is measured and the writes applied with no other
 # client in between. Every check happens before the first write, so a refusal changes nothing.
@@ -233,6 +237,16 @@ return #members
 """
 
 
+# Take a parked cell's record if it is still the version read (its tag), and say who took it.
+# KEYS: the record's hash, the adopter key. ARGV: tag, claimant, ttl_ms.
+_CLAIM_PARKED_LUA = """
+if redis.call('HGET', KEYS[1], 'tag') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[2], ARGV[2], 'PX', tonumber(ARGV[3]))
+return 1
+"""
+
+
 def session_key(tenant: str, session_id: str) -> str:
     """Return the hash name of one session; the length prefix keeps tenants containing ':' apart."""
     return f"{_KEY_PREFIX}{len(tenant)}:{tenant}:{session_id}"
@@ -307,6 +321,7 @@ class RedisSessionStore:
         self._expire_script = self._client.register_script(_EXPIRE_LUA)
         self._run_failure_script = self._client.register_script(_RUN_FAILURE_LUA)
         self._drop_runs_script = self._client.register_script(_DROP_RUNS_LUA)
+        self._claim_parked_script = self._client.register_script(_CLAIM_PARKED_LUA)
 
     async def get_all(self, tenant: str, session_id: str) -> dict[str, str]:
         """Return the committed entries of one session (none once it expired)."""
@@ -491,6 +506,52 @@ class RedisSessionStore:
         pipe.set(_ONCE_PREFIX + name, "1", nx=True, pxat=expires_at_ms)
         [done] = await self._link.execute(pipe, acked=True)
         return bool(done)
+
+    # Parked Python cells (service/runtime/parked_cells.py): a record per cell (base64: the client decodes
+    # answers as text), taken once by the replica that adopts the cell, which then names itself under the
+    # cell's id so peers relay to it.  Acknowledged writes, like the secret's: a failover loses none.
+
+    async def keep_parked(self, cell_id: str, record: bytes, tag: str, expires_at: float) -> None:
+        """Keep (or replace) the record of a parked cell until ``expires_at`` (the store's clock)."""
+        key = _PARKED_PREFIX + cell_id
+        pipe = self._link.pipeline()
+        pipe.hset(key, mapping={"record": base64.b64encode(record).decode("ascii"), "tag": tag})
+        pipe.pexpire(key, max(1, int((expires_at - self._clock()) * 1000)))
+        await self._link.execute(pipe, acked=True)
+
+    async def parked_record(self, cell_id: str) -> bytes | None:
+        """The live record of a parked cell, or None."""
+        text = await self._link.call(self._client.hget(_PARKED_PREFIX + cell_id, "record"))
+        if text is None:
+            return None
+        try:
+            return base64.b64decode(str(text), validate=True)
+        except binascii.Error:
+            raise StoreError(f"the parked cell record {_PARKED_PREFIX + cell_id} is not base64") from None
+
+    async def claim_parked(self, cell_id: str, tag: str, claimant: str, ttl_seconds: float) -> bool:
+        """Take the record with this ``tag`` away and name ``claimant`` its adopter for ``ttl_seconds`` (True),
+        once: a second claim, or one of another version of the record, finds nothing (False)."""
+        keys = [_PARKED_PREFIX + cell_id, _ADOPTED_PREFIX + cell_id]
+        done = await self._link.run_script(
+            self._claim_parked_script, keys, [tag, claimant, max(1, int(ttl_seconds * 1000))]
+        )
+        return int(done) == 1
+
+    async def drop_parked(self, cell_id: str) -> None:
+        """Forget a parked cell's record (it resumed or ended where it is)."""
+        pipe = self._link.pipeline()
+        pipe.delete(_PARKED_PREFIX + cell_id)
+        await self._link.execute(pipe, acked=True)
+
+    async def has_parked(self, cell_id: str) -> bool:
+        """Whether a record of the parked cell is kept (a peer then takes it up instead of answering 404)."""
+        return bool(await self._link.call(self._client.exists(_PARKED_PREFIX + cell_id)))
+
+    async def adopter_of(self, cell_id: str) -> str | None:
+        """The replica that took up ``cell_id`` after its own replica stopped, if one did."""
+        replica = await self._link.call(self._client.get(_ADOPTED_PREFIX + cell_id))
+        return None if replica is None else str(replica)
 
     async def ping(self) -> None:
         """Raise StoreUnavailableError unless the server answers PING."""

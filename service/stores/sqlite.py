@@ -7,6 +7,7 @@ included: a stalled disk or a foreign lock answers ``StoreUnavailableError`` ins
 from __future__ import annotations
 
 import contextlib
+import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -55,6 +56,18 @@ CREATE INDEX IF NOT EXISTS run_failures_by_expiry ON run_failures (expires_at);
 CREATE TABLE IF NOT EXISTS tenant_counters (
     tenant        TEXT    PRIMARY KEY,
     bytes         INTEGER NOT NULL
+) WITHOUT ROWID;
+-- Parked Python cells a restarted service takes up (service/runtime/parked_cells.py), and the secret
+-- that seals them.  Added without a version step: a service that predates them never reads them.
+CREATE TABLE IF NOT EXISTS parked_cells (
+    cell_id       TEXT    PRIMARY KEY,
+    record        BLOB    NOT NULL,
+    tag           TEXT    NOT NULL,
+    expires_at    REAL    NOT NULL
+);
+CREATE TABLE IF NOT EXISTS secrets (
+    name          TEXT    PRIMARY KEY,
+    value         BLOB    NOT NULL
 ) WITHOUT ROWID;
 """
 # Version 1 files have entries but no session rows: give each session a full TTL from now.
@@ -221,6 +234,7 @@ class SqliteSessionStore:
         with _write_transaction(conn):
             now = self._clock()
             count = _drop_expired(conn, "expires_at <= ? LIMIT ?", (now, _EXPIRE_BATCH))
+            conn.execute("DELETE FROM parked_cells WHERE expires_at <= ?", (now,))
             doomed = conn.execute(
                 "SELECT tenant, session_id, run_id, tool, charged_bytes FROM run_failures WHERE expires_at <= ? LIMIT ?",
                 (now, _EXPIRE_BATCH),
@@ -304,6 +318,65 @@ class SqliteSessionStore:
 
         await self._thread.run(run)
 
+    # Parked Python cells (service/runtime/parked_cells.py): one record per cell, taken once.
+
+    async def shared_secret(self, name: str) -> bytes:
+        """The secret ``name``: 32 random bytes made the first time it is asked for, kept in the file."""
+
+        def run(conn: sqlite3.Connection) -> bytes:
+            with _write_transaction(conn):
+                conn.execute(
+                    "INSERT OR IGNORE INTO secrets (name, value) VALUES (?, ?)", (name, secrets.token_bytes(32))
+                )
+                (value,) = conn.execute("SELECT value FROM secrets WHERE name = ?", (name,)).fetchone()
+            if not isinstance(value, bytes) or len(value) < 32:
+                raise StoreError(
+                    f"the secret {name!r} in {self._path} is not 32 bytes; delete its row to make a new one"
+                )
+            return value
+
+        return await self._thread.run(run)
+
+    async def keep_parked(self, cell_id: str, record: bytes, tag: str, expires_at: float) -> None:
+        """Keep (or replace) the record of a parked cell until ``expires_at`` (the store's clock)."""
+        await self._thread.run(
+            lambda conn: _in_transaction(
+                conn,
+                "INSERT INTO parked_cells (cell_id, record, tag, expires_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (cell_id) DO UPDATE SET record = excluded.record, tag = excluded.tag,"
+                " expires_at = excluded.expires_at",
+                (cell_id, record, tag, expires_at),
+            )
+        )
+
+    async def parked_record(self, cell_id: str) -> bytes | None:
+        """The live record of a parked cell, or None."""
+
+        def run(conn: sqlite3.Connection) -> bytes | None:
+            row = conn.execute(
+                "SELECT record FROM parked_cells WHERE cell_id = ? AND expires_at > ?", (cell_id, self._clock())
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return await self._thread.run(run)
+
+    async def claim_parked(self, cell_id: str, tag: str, claimant: str, ttl_seconds: float) -> bool:
+        """Take the record with this ``tag`` away (True), once: a second claim, or one of another version
+        of the record, finds nothing (False).  One machine: ``claimant`` has nobody to tell."""
+
+        def run(conn: sqlite3.Connection) -> bool:
+            with _write_transaction(conn):
+                cursor = conn.execute("DELETE FROM parked_cells WHERE cell_id = ? AND tag = ?", (cell_id, tag))
+            return cursor.rowcount == 1
+
+        return await self._thread.run(run)
+
+    async def drop_parked(self, cell_id: str) -> None:
+        """Forget a parked cell's record (it resumed or ended where it is)."""
+        await self._thread.run(
+            lambda conn: _in_transaction(conn, "DELETE FROM parked_cells WHERE cell_id = ?", (cell_id,))
+        )
+
     async def ping(self) -> None:
         """Open the file if needed and run a trivial query."""
         await self._thread.run(lambda conn: conn.execute("SELECT 1").fetchone())
@@ -374,6 +447,11 @@ def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _in_transaction(conn: sqlite3.Connection, statement: str, params: tuple[object, ...]) -> None:
+    with _write_transaction(conn):
+        conn.execute(statement, params)
 
 
 def _drop_expired(conn: sqlite3.Connection, where: str, params: tuple[object, ...]) -> int:
