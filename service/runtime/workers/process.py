@@ -258,7 +258,10 @@ async def start_worker(
         msg = await asyncio.wait_for(worker.recv(), SPAWN_TIMEOUT_S)
     except (TimeoutError, WorkerGone) as exc:
         worker.kill()
-        raise WorkerGone(f"worker failed to start: {exc}{await worker.last_words()}") from None
+        # A TimeoutError has no words of its own: say which wait ran out (on a machine busy with
+        # processes of higher priority, a worker's start-up at its lowered niceness can starve).
+        reason = exc if isinstance(exc, WorkerGone) else f"it did not report ready within {SPAWN_TIMEOUT_S:g} s"
+        raise WorkerGone(f"worker failed to start: {reason}{await worker.last_words()}") from None
     except asyncio.CancelledError:
         worker.kill()  # the pool is closing: never leave a half-started child behind
         with contextlib.suppress(Exception):
