@@ -88,6 +88,18 @@ class HostRequests:
             self.failures.record(exception, error, len(text))
             self._replies[call_id] = {"exception": exception}
 
+    def awaiting(self) -> dict[int, int]:
+        """The host requests the cell awaits: request id -> the Monty call id its reply settles."""
+        return {request_id: call_id for request_id, (call_id, _) in self._pending.items()}
+
+    def adopt(self, awaiting: dict[int, int], shapes: dict[int, Shape] | None = None) -> None:
+        """Await the requests ``awaiting`` (as ``awaiting`` told them) of a cell taken over from its bytes;
+        ``shapes``: how some of their replies reach the guest, by request id."""
+        shapes = shapes or {}
+        for request_id, call_id in awaiting.items():
+            self._pending[request_id] = (call_id, shapes.get(request_id))
+        self._next_id = max(self._next_id, *(request_id + 1 for request_id in awaiting)) if awaiting else self._next_id
+
     def take_replies(self) -> dict[int, dict[str, object]]:
         replies, self._replies = self._replies, {}
         return replies
