@@ -205,6 +205,18 @@ def _write_cache(path: str, plan: dict[str, object]) -> None:
         pass  # a home that cannot be written (nobody's): every start builds the filter instead
 
 
+def environment_monty() -> str:
+    """The ``monty`` binary of this Python environment (where ``pydantic-monty-runtime`` installs it)."""
+    import sysconfig
+
+    return os.path.realpath(os.path.join(sysconfig.get_path("scripts"), "monty"))
+
+
+def monty_files(real: str) -> list[str]:
+    """``real`` and the files its loader opens: what Landlock must leave a process that runs it."""
+    return [real, *_loader_files(real)]
+
+
 def _loader_files(real: str) -> list[str]:
     """The shared libraries the loader opens for ``real`` (``ldd``), and its cache."""
     import subprocess  # only when the plan is built

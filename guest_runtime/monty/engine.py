@@ -30,6 +30,7 @@ Python error.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 import time
 import uuid
@@ -49,6 +50,11 @@ from .host_requests import HostRequests, Shape, exception_head
 from .namespaces import Handle, Namespaces, handle, route
 from .output import CellOutput
 from .values import NotJson, to_json_text
+
+#: Modules Monty's client imports on its first session (trace contexts, decimals): imported with it, while
+#: the worker can still open files; once confined it cannot.
+for _module in ("decimal", "opentelemetry.context"):
+    importlib.import_module(_module)
 
 EMPTY = Namespaces({})
 SCRIPT = "cell.py"
