@@ -104,7 +104,9 @@ def test_the_real_binary_starts_no_process() -> None:
 
 
 def test_without_a_monty_it_refuses_and_says_what_to_set(tmp_path: Path) -> None:
-    done = launch("subprocess")  # the venv's own script: pydantic-monty 0.0.18 ships no monty beside it
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "codemode-monty").symlink_to(LAUNCHER)  # no monty beside this link
+    done = launch("subprocess", launcher=tmp_path / "alone" / "codemode-monty")
     assert done.returncode == REFUSED
     assert REAL_BIN_VARIABLE in done.stderr
     relative = launch("subprocess", real="monty")
