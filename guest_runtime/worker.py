@@ -410,9 +410,9 @@ def _python_cells_confinement(sandbox: SandboxOptions) -> tuple[SandboxOptions, 
     bpf = sandbox.get("python_seccomp_bpf")
     if bpf:
         options["seccomp_bpf"] = bpf
-    elif "seccomp_bpf" in options:
-        del options["seccomp_bpf"]  # the JavaScript worker's filter refuses the child: no filter, reported missing
-        options["seccomp_missing"] = "the service passed no filter for a worker that runs Python cells"
+    else:  # the JavaScript worker's filter refuses the child: no filter, reported missing
+        options.pop("seccomp_bpf", None)
+        options["seccomp_missing"] = sandbox.get("seccomp_missing") or "no filter for a worker that runs Python cells"
     files = sandbox.get("monty_files")
     if not files and sandbox.get("mode", "auto") != "off":
         files = monty_files(sandbox.get("monty_binary") or environment_monty())
