@@ -75,7 +75,9 @@ HARD_MEMORY_EXIT = 65
 OS_POLICY: monty.OSPolicy = {"sleep": "call_host"}
 
 #: Monty's own time limits; it prints durations in the unit that fits (``500ms``, ``1.5s``).
-_TIMEOUT = re.compile(r"^TimeoutError: (?:turn |feed )?time limit exceeded: [0-9.]+(?:ns|µs|ms|s) > [0-9.]+(?:ns|µs|ms|s)$")
+_TIMEOUT = re.compile(
+    r"^TimeoutError: (?:turn |feed )?time limit exceeded: [0-9.]+(?:ns|µs|ms|s) > [0-9.]+(?:ns|µs|ms|s)$"
+)
 _OUT_OF_MEMORY = re.compile(r"^MemoryError: (?:memory limit exceeded: |the worker exceeded its memory limit)")
 
 #: Where Monty stops a slice.
@@ -234,10 +236,11 @@ class PythonEngine:
             return self._slice()  # nothing the parked cell awaits was answered
         self._parked = None
         # Monty's own result shape, built by HostRequests (which does not import Monty).
-        results = cast("dict[int, monty.ExternalSettledResult]", self._requests.take_replies())
-        for result in results.values():
-            if "return_value" in result:
-                result["return_value"] = self._expose(result["return_value"])
+        settled = self._requests.take_replies()
+        for reply in settled.values():
+            if "return_value" in reply:
+                reply["return_value"] = self._expose(reply["return_value"])
+        results = cast("dict[int, monty.ExternalSettledResult]", settled)
         self._resume_from(data, results)
         return self._slice()
 
@@ -482,7 +485,7 @@ def _object_id(value: object) -> uuid.UUID | None:
     if not isinstance(namespace, str):
         return None
     if isinstance(value, Handle):
-        namespace = f"tool:{value.callableName}"
+        namespace = f"tool:{getattr(value, 'callableName', '')}"
     return uuid.uuid5(_IDS, namespace)
 
 

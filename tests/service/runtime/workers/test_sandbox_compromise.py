@@ -180,9 +180,9 @@ def test_without_the_filter_the_layers_below_still_refuse(service):
     # descriptors let socket() succeed, and Landlock's TCP rights (or the empty namespace) refuse connect.
     python = {"fork": {0}, "connect_redis": {errno.EACCES, errno.ENETUNREACH}}
     expected = {**WITHOUT_FILTER, **python} if service["python"] else WITHOUT_FILTER
-    assert {name: results[name] in allowed for name, allowed in expected.items()} == dict.fromkeys(
-        expected, True
-    ), {name: results[name] for name in expected}
+    assert {name: results[name] in allowed for name, allowed in expected.items()} == dict.fromkeys(expected, True), {
+        name: results[name] for name in expected
+    }
 
 
 def test_a_worker_writes_its_stderr_to_a_capped_pipe_not_the_service_log(service, caplog, capfd):
