@@ -366,7 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     check_engine()
     sandbox = options.get("sandbox", {})
     python = _python_engines(sandbox) if options.get("python", True) else None
-    runtimes = Runtimes(channel, int(options.get("stack_bytes", 1024 * 1024)), cpu_limit, None if python is None else python.make)
+    runtimes = Runtimes(
+        channel, int(options.get("stack_bytes", 1024 * 1024)), cpu_limit, None if python is None else python.make
+    )
     payload = _test_payload()
     # Everything the job loop needs is imported and built: from here on it opens nothing (but for a worker
     # that runs Python cells, its Monty child's binary and libraries).

@@ -96,3 +96,29 @@ def test_one_child_serves_every_python_cell_of_the_worker(worker):
     for n in range(5):
         assert start(worker, f"c{n}", f"{n} * 2")["text"] == str(n * 2)
     assert monty_child(worker) == child
+
+
+def test_a_parked_cell_resumes_in_another_engine_from_its_bytes():
+    """``dump_parked`` and ``awaiting`` of a parked cell are all a fresh engine needs (``load_parked``) to
+    resume it in a new Monty session, with the state the cell had and the reply settled into it."""
+    import time
+
+    from bridge import jsoncodec
+    from guest_runtime.engine import Returned, Waiting
+    from guest_runtime.monty.engine import PythonEngine
+
+    config = jsoncodec.dumps_text({"tools": [], "mcp": [], "maxRequestBytes": MiB})
+    first = PythonEngine()
+    first.configure(config, 32 * MiB)
+    first.compile("mine = [1, 2]\ngot = await yield_control('p')\nmine + [got]", 5.0)
+    waiting = first.start(time.monotonic() + 5.0)
+    assert isinstance(waiting, Waiting)
+    data, awaiting = first.dump_parked(), first.awaiting()
+    first.close()
+    assert data is not None and list(awaiting) == [waiting.requests[0]["id"]]
+    second = PythonEngine()
+    second.configure(config, 32 * MiB)
+    second.load_parked(data, awaiting)
+    done = second.resume([(waiting.requests[0]["id"], True, "3")], time.monotonic() + 5.0)
+    assert isinstance(done, Returned), done
+    assert second.final_value(MiB, time.monotonic() + 5.0) == "[1,2,3]"
