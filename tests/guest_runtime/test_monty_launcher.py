@@ -1,7 +1,7 @@
 """``codemode-monty``: a stock pydantic-monty 1.x pool runs its workers through it, confined.
 
 Real parts: the pool is pydantic-monty 1.4's own (a ``pip install --target`` copy, in a child process:
-it cannot share this venv with the service's 0.0.18), its worker the real ``monty`` binary, the
+the stock release, kept apart from the service's environment), its worker the real ``monty`` binary, the
 launcher the installed console script.  Other programs stand in for ``monty`` where a test needs a
 program that tries what Monty's language cannot (read a file, fork).
 """
