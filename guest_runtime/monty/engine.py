@@ -114,11 +114,6 @@ class MontyPool:
             pool.__enter__()
             self._pool = pool
 
-    def child_pid(self) -> int | None:
-        """The Monty child's pid (diagnostics and tests)."""
-        with self.session({}) as session:
-            return session.worker_pid
-
     @contextmanager
     def session(self, limits: monty.ResourceLimits) -> Iterator[monty.MontySession]:
         """A fresh session on the child, handed back when the block ends."""
