@@ -5,8 +5,8 @@ with a no-op tool behind FastMCP's ``CodeMode`` transform, called through FastMC
 (the whole ``execute`` tool call is timed: FastMCP's own work, the sandbox, each ``call_tool``), with:
 
 * **default**: FastMCP's ``MontySandboxProvider`` (a local ``pydantic_monty.AsyncMonty`` pool per run, its
-  worker an unconfined ``monty`` process).  It needs pydantic-monty 1.x, which cannot share the venv with
-  the service's pinned 0.0.18 (one import name), so it runs in a long-lived child process whose
+  worker an unconfined ``monty`` process).  It runs the stock pydantic-monty 1.4, kept apart from the
+  service's environment, in a long-lived child process whose
   ``PYTHONPATH`` puts a ``pip install --target`` copy first (``--monty-dir``; made on first use when missing);
 * **codemode**: ``CodemodeSandboxProvider`` against the real service (``python -m service.cli serve``, defaults,
   loopback), the code run as a Python cell in a confined worker and each call a client tool (a leg each).

@@ -11,11 +11,18 @@ What Python cells cost a worker that never runs one: ``--starts`` workers are st
 options (confined, as the pool starts them), alternating ``python`` on (Monty loaded, as with the default
 ``python_cells = true``) and off (``python_cells = false``); each is timed from spawn to its ``ready`` frame,
 and its resident and proportional set sizes are read once it is ready.
+
+Beside them, in the same run, the stock Monty 1.4 pool used directly (``pydantic_monty.AsyncMonty`` with
+its own ``monty`` binary, as FastMCP's default sandbox uses it): a fresh session running ``1``, a session
+answering one host call, sessions per second at ``CONCURRENT`` at once (the pool's default size, one
+worker per CPU), and a parked session's dumped bytes; codemode's Python cells at ``CONCURRENT`` at once
+through the service; and each codemode figure over the stock one as a ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import tempfile
 import time
@@ -45,6 +52,68 @@ PARKED = {
 #: Python cell right behind it would wait for (and be charged) if the languages alternated cell by cell.
 BLOCK = 10
 WAITER = {"name": "waiter", "input_schema": {"type": "object"}}
+#: Cells (sessions) run at once for the throughput figures.
+CONCURRENT = 16
+ONE_CALL = {"codemode": "await nop(i=1)\n1", "stock": "await nop(1)\n1"}
+
+
+async def _stock_pool(cells: int) -> dict[str, float]:
+    """The stock pydantic-monty 1.4 pool, used directly: the same cells as codemode's Python figures."""
+    import pydantic_monty as monty  # the bench's own use of the library, beside the service's
+
+    async def nop(i: object) -> object:
+        return {"ok": i}
+
+    async with monty.AsyncMonty() as pool:
+
+        async def one(code: str) -> float:
+            calls: dict[int, tuple[object, ...]] = {}
+            t0 = time.perf_counter()
+            async with pool.checkout(script_name="cell.py") as session:
+                snapshot = await session.feed_start(code)
+                while not isinstance(snapshot, monty.MontyComplete):
+                    if isinstance(snapshot, monty.AsyncFunctionSnapshot):  # a host call: a future, as codemode's
+                        calls[snapshot.call_id] = snapshot.args
+                        snapshot = await snapshot.resume({"future": ...})
+                    elif isinstance(snapshot, monty.AsyncFutureSnapshot):
+                        ids = snapshot.pending_call_ids
+                        snapshot = await snapshot.resume({i: {"return_value": await nop(*calls.pop(i))} for i in ids})
+                    else:
+                        raise AssertionError(snapshot)
+            return (time.perf_counter() - t0) * 1000
+
+        for _ in range(5):
+            await one("1")
+        trivial = [await one("1") for _ in range(cells)]
+        call = [await one(ONE_CALL["stock"]) for _ in range(cells)]
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one("1") for _ in range(cells)))
+        per_s = cells / (time.perf_counter() - t0)
+        async with pool.checkout(script_name="cell.py") as session:
+            snapshot = await session.feed_start(PARKED["python"].replace("await waiter()", "await nop(0)"))
+            assert isinstance(snapshot, monty.AsyncFunctionSnapshot)
+            snapshot = await snapshot.resume({"future": ...})
+            parked = len(snapshot.dump())
+    return {
+        "trivial_cell_ms": statistics.median(trivial),
+        "one_call_cell_ms": statistics.median(call),
+        "cells_per_s": per_s,
+        "parked_bytes": parked,
+    }
+
+
+async def _concurrent(svc: Components, cells: int) -> float:
+    """Python cells per second through the service, CONCURRENT at once."""
+    gate = asyncio.Semaphore(CONCURRENT)
+
+    async def one() -> None:
+        async with gate:
+            env, _ = await _cell(svc, "1", "python")
+            assert env["value"] == 1, env
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(cells)))
+    return cells / (time.perf_counter() - t0)
 
 
 async def _cell(svc: Components, code: str, language: str, **fields: Any) -> tuple[dict[str, Any], float]:
@@ -108,6 +177,9 @@ async def _figures(tmp: str, cells: int, calls: int, starts: int) -> dict[str, A
                 env, wall = await _cell(svc, CALLS[lang].format(n=calls), lang)
                 assert env["value"] == calls, env
                 walls[lang]["calls"].append(wall * 1000 / calls)
+        one_call = [(await _cell(svc, ONE_CALL["codemode"], "python"))[1] for _ in range(max(cells // 4, 10))]
+        concurrent = await _concurrent(svc, cells)
+        stock = await _stock_pool(cells)
         parked = {}
         for lang in PARKED:
             client_tools = tuple(await svc.access.client_tools([WAITER], LOCAL_KEY))
@@ -122,7 +194,19 @@ async def _figures(tmp: str, cells: int, calls: int, starts: int) -> dict[str, A
                 "parked_bytes": parked[lang],
             }
             for lang, w in walls.items()
-        } | {"cells": cells, "calls": calls, "starts": starts, "workers": await _worker_costs(svc, starts)}
+        } | {
+            "cells": cells,
+            "calls": calls,
+            "starts": starts,
+            "workers": await _worker_costs(svc, starts),
+            "codemode_python": {
+                "trivial_cell_ms": statistics.median(walls["python"]["trivial"]),
+                "one_call_cell_ms": statistics.median(one_call),
+                "cells_per_s": concurrent,
+                "parked_bytes": parked["python"],
+            },
+            "stock_pool": stock,
+        }
     finally:
         await svc.close()
 
@@ -147,9 +231,20 @@ def render(r: dict[str, Any]) -> str:
     workers = [("fresh worker (median)", "javascript only", "with python")]
     for figure, key in (("start to ready, ms", "start_ms"), ("RSS, KiB", "rss_kib"), ("PSS, KiB", "pss_kib")):
         workers.append((figure, *(f"{r['workers'][k][key]:.0f}" for k in ("javascript_only", "with_python"))))
+    ours, stock = r["codemode_python"], r["stock_pool"]
+    versus = [("Python cells", "codemode", "stock AsyncMonty", "codemode / stock")]
+    for figure, key, fmt in (
+        ("fresh cell `1`, ms (median)", "trivial_cell_ms", "{:.2f}"),
+        ("cell with one host call, ms (median)", "one_call_cell_ms", "{:.2f}"),
+        (f"cells/s, {CONCURRENT} at once", "cells_per_s", "{:.0f}"),
+        ("parked cell with 1000 ints, bytes", "parked_bytes", "{:.0f}"),
+    ):
+        versus.append((figure, fmt.format(ours[key]), fmt.format(stock[key]), f"{ours[key] / stock[key]:.2f}"))
     return (
         f"{_table(rows)}\n({r['cells']} trivial cells and {r['calls']}-call cells per language, alternating)\n\n"
-        f"{_table(workers)}\n({r['starts']} starts each, alternating: python_cells = false / true)"
+        f"{_table(workers)}\n({r['starts']} starts each, alternating: python_cells = false / true)\n\n"
+        f"{_table(versus)}\n(the same run; codemode through the service, host wall time; the stock pool in this "
+        "process, one worker per CPU)"
     )
 
 

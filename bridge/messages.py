@@ -62,6 +62,11 @@ class SandboxOptions(TypedDict, total=False):
     gid: int
     seccomp_bpf: str  # the system-call filter, base64 BPF built by the service; absent: see seccomp_missing
     seccomp_missing: str  # why the service could not build one
+    # A worker that runs Python cells (``confinement.python_cells_profile``): its filter instead of
+    # seccomp_bpf, the ``monty`` binary it starts as its child, and the files that child's loader opens.
+    python_seccomp_bpf: str
+    monty_binary: str
+    monty_files: list[str]
 
 
 #: The worker's start-up environment may name this; only the tests' ``start_worker(test_payload=...)``

@@ -156,6 +156,73 @@ PYTHON_RULES: tuple[Rule, ...] = (
 )
 
 
+# ---- a worker that runs Python cells ----------------------------------------------------------
+# Its Monty client starts one ``monty subprocess`` child (posix_spawn: a vfork-style clone, dup2, execve)
+# and talks to it over pipes from a tokio runtime (threads, epoll, an eventfd, a pidfd, wait4, kill).  The
+# child inherits this filter and adds nothing, so it also holds what the child's own start needs (the
+# loader's openat/mmap of its libraries executable, Rust's runtime start: ``monty_launcher`` measured
+# them).  Landlock bounds what openat and execve reach: the monty binary and its libraries only.
+
+CLONE_VM = 0x100
+CLONE_VFORK = 0x4000
+CLONE_THREAD = 0x10000
+SIGCHLD = 17
+PR_SET_NAME = 15
+#: What a ``monty subprocess`` process calls as it starts (measured with strace on 1.4): the loader
+#: (Landlock leaves it the binary, its libraries and ld.so.cache), Rust's runtime start.  Its own filter
+#: (``monty_launcher``) and a Python-cells worker's (its child inherits it) both allow them.
+MONTY_START = (
+    "execve",
+    "openat",
+    "newfstatat",
+    "fstat",
+    "access",
+    "pread64",
+    "arch_prctl",
+    "set_tid_address",
+    "set_robust_list",
+    "rseq",
+    "poll",
+    "ppoll",
+    "sched_getaffinity",
+)
+_SPAWN = (
+    *ALLOWED,
+    *NOT_EXECUTABLE,  # without their PROT_EXEC condition: the child's loader maps its libraries executable
+    *MONTY_START,
+    "getrlimit",
+    "lseek",
+    "pipe2",
+    "dup2",
+    "dup3",
+    "fcntl",
+    "ioctl",
+    "socketpair",
+    "eventfd2",
+    "epoll_create1",
+    "epoll_ctl",
+    "epoll_wait",
+    "epoll_pwait",
+    "pidfd_open",
+    "wait4",
+    "waitid",
+    # Signals reach only processes of this Landlock domain (its scope), i.e. the worker's own child.
+    "kill",
+    "pidfd_send_signal",
+)
+PYTHON_CELL_RULES: tuple[Rule, ...] = (
+    *(("allow", name, ()) for name in _SPAWN),
+    ("allow", "prlimit64", READ_OWN_LIMITS),
+    ("allow", "prctl", ((0, "eq", PR_SET_NAME, 0),)),  # naming threads
+    # Threads, and the one process shape posix_spawn makes (it then execs at once); clone3 carries its
+    # flags in memory, which seccomp cannot read: it fails as if missing, and glibc falls back to clone.
+    ("allow", "clone", ((0, "masked_eq", CLONE_THREAD, CLONE_THREAD),)),
+    ("allow", "clone", ((0, "eq", CLONE_VM | CLONE_VFORK | SIGCHLD, 0),)),
+    ("enosys", "clone3", ()),
+    *(("kill", name, ()) for name in KILLED if name != "execve"),
+)
+
+
 def seccomp_program() -> tuple[str, str]:
     """``(bpf, "")``: the workers' filter as base64 BPF for this machine's architecture; or ``("", why not)``.
 
@@ -275,6 +342,12 @@ class Profile(NamedTuple):
 
 
 WORKER_PROFILE = Profile()
+
+
+def python_cells_profile(monty_files: tuple[str, ...]) -> Profile:
+    """The profile of a worker that runs Python cells: it may run the ``monty`` binary (``monty_files``: it
+    and what its loader opens) as its one child, and start threads (its Monty client's, the child's)."""
+    return Profile(run_files=monty_files, spare_fds=32, max_processes=None)
 
 
 def confine(options: SandboxOptions, keep_fds: Collection[int], profile: Profile = WORKER_PROFILE) -> SandboxReport:

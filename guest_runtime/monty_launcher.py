@@ -32,7 +32,19 @@ import pwd
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
-from .confinement import ALLOWED, KILLED, NOT_EXECUTABLE, READ_OWN_LIMITS, Profile, Rule, build_filter, confine
+from .confinement import (
+    ALLOWED,
+    CLONE_THREAD,
+    KILLED,
+    MONTY_START,
+    NOT_EXECUTABLE,
+    PR_SET_NAME,
+    READ_OWN_LIMITS,
+    Profile,
+    Rule,
+    build_filter,
+    confine,
+)
 from .errors import ConfinementError
 
 if TYPE_CHECKING:
@@ -45,8 +57,6 @@ WORKER_UID = WORKER_GID = 65534
 #: reads /proc/self/maps (denied by Landlock, which it tolerates).
 SPARE_FDS = 8
 LOADER_CACHE = "/etc/ld.so.cache"
-PR_SET_NAME = 15
-CLONE_THREAD = 0x10000
 #: Exit status when the launcher refuses to start the worker (the pool sees the worker die at once).
 REFUSED = 2
 
@@ -61,21 +71,7 @@ REFUSED = 2
 _ALLOWED = (
     *ALLOWED,  # codemode's workers' steady state: pipes, memory, futexes, clocks, signals, exit
     *NOT_EXECUTABLE,  # without their PROT_EXEC condition: the loader maps the libraries executable
-    # The loader (Landlock leaves it the binary, its libraries and ld.so.cache; exec only the binary)
-    # and Rust's runtime start.
-    "execve",
-    "openat",
-    "newfstatat",
-    "fstat",
-    "access",
-    "pread64",
-    "arch_prctl",
-    "set_tid_address",
-    "set_robust_list",
-    "rseq",
-    "poll",
-    "ppoll",
-    "sched_getaffinity",
+    *MONTY_START,  # the loader (exec only the binary) and Rust's runtime start
 )
 #: The Python worker's, but for execve: the loader needs it (Landlock leaves only the real monty).
 _KILLED = tuple(name for name in KILLED if name != "execve")
@@ -203,6 +199,18 @@ def _write_cache(path: str, plan: dict[str, object]) -> None:
         os.replace(temporary, path)
     except OSError:
         pass  # a home that cannot be written (nobody's): every start builds the filter instead
+
+
+def environment_monty() -> str:
+    """The ``monty`` binary of this Python environment (where ``pydantic-monty-runtime`` installs it)."""
+    import sysconfig
+
+    return os.path.realpath(os.path.join(sysconfig.get_path("scripts"), "monty"))
+
+
+def monty_files(real: str) -> list[str]:
+    """``real`` and the files its loader opens: what Landlock must leave a process that runs it."""
+    return [real, *_loader_files(real)]
 
 
 def _loader_files(real: str) -> list[str]:

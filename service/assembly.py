@@ -289,7 +289,7 @@ def _tool_access(
 def _sandbox_and_helpers(settings: Settings) -> tuple[SandboxOptions, HelperPool]:
     """The confinement every worker and helper is started with (built once: see ``sandbox_options``),
     and the helper processes (started by ``Components.start``)."""
-    sandbox = sandbox_options(settings.sandbox, settings.worker_user)
+    sandbox = sandbox_options(settings.sandbox, settings.worker_user, python_cells=settings.python_cells)
     helpers = HelperPool(
         {"sandbox": sandbox, "rlimit_as_bytes": settings.rlimit_as_bytes},
         settings.worker_isolation,

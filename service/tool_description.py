@@ -58,7 +58,7 @@ cell_id, plus tool_results for client tool calls and approvals for approval requ
 before comes back."""
 
 
-_PYTHON = """Run Python in a fresh sandbox (Monty, a Python subset: no classes, no third-party packages). Pass "language": "python". The code is a module: top-level `await` works and the value of the last expression statement is the cell's value (JSON). Each call is a new cell; nothing carries over except the session store. Write one cell that does the whole job (calls, loops, filtering) and ends with only what matters.
+_PYTHON = """Run Python in a fresh sandbox (Monty, a Python subset: no generators, no third-party packages). Pass "language": "python". The code is a module: top-level `await` works and the value of the last expression statement is the cell's value (JSON). Each call is a new cell; nothing carries over except the session store. Write one cell that does the whole job (calls, loops, filtering) and ends with only what matters.
 - Tools are async functions taking keyword arguments: `r = await tool_name(field=value)`. The tools you may call are listed below, each input and output in TypeScript notation (`{origin: string}` is `origin="DE"`; read `API.read("tools/<name>.pyi")` for its Python stub); several at once: `import asyncio` then `await asyncio.gather(a(...), b(...))`.
 - A failed call raises an exception you can catch; `error_info(e)` gives its fields (`code`, `tool`, `message`, ...), None for your own exceptions.
 - Output: `text(v)`, `json(v)` and `print(...)` append to the cell's output, in order.

@@ -1,31 +1,42 @@
-"""The one module that talks to Monty (PyPI ``pydantic-monty``): a Python cell's engine.
+"""The one module that talks to Monty (PyPI ``pydantic-monty`` 1.x): a Python cell's engine.
 
 ``PythonEngine`` is the ``Engine`` of Python cells (``guest_runtime/engine.py``), as the QuickJS
 ``GuestEngine`` is of JavaScript cells; the worker's driver cannot tell them apart.
-Monty runs here, in-process, inside the confined worker: the pinned release embeds the interpreter
-in its extension (later releases only drive a separate ``monty`` executable, which a confined worker
-can neither start nor confine).  Monty has no OS access of its own: every file, environment or clock
-call it would make surfaces as an OS-call snapshot, which is answered "not handled", so the guest sees
-an ordinary Python error.
 
-A slice runs the cell until every task awaits host work; Monty then pauses it in a
-``FutureSnapshot``.  The engine dumps that snapshot to bytes and drops the live interpreter: a parked Python cell costs its
-paused state, the bytes (reported as its heap), and loading them again restarts Monty's time limit,
-so a leg's budget never counts the time the cell spent parked.
+Monty 1.x runs code in a ``monty subprocess`` child, driven over framed protobuf by the client in this
+process.  A worker that runs Python cells holds one pool (``MontyPool``) with ONE such child, started
+from the already confined worker, so it inherits every layer of the worker (its network namespace, uid,
+no_new_privs, its seccomp filter, and a Landlock ruleset that leaves only the ``monty`` binary and its
+libraries: ``confinement.PYTHON_CELLS``).  The worker is bound to one principal for its whole life, so the
+child, reused across the worker's cells, never holds two principals' heaps; each cell is a fresh checkout.
+The child's frames are decoded here, inside the confined worker, never in the service.
 
-Guest-visible names are external functions: a call to ``text``, ``json``, ``print``, ``error_info``, a
-tool's callable name, ``yield_control``, ``sleep``, ``store`` or ``load`` pauses Monty at a
+A slice checks the child out, runs the cell until every task awaits host work (Monty pauses it in a
+``FutureSnapshot``), dumps that snapshot to bytes and hands the child back: a parked Python cell costs its
+dumped state in this process (reported as its heap), and the child serves the next slice of any cell.
+The next slice loads the bytes into a fresh session and resumes them (``resume``); ``dump`` and
+``restore`` let a later owner keep such bytes and resume them elsewhere (another worker, another replica).
+
+Guest-visible names are external functions: a call to ``text``, ``json``, ``error_info``, a tool's
+callable name, ``yield_control``, ``sleep``, ``store`` or ``load`` pauses Monty at a
 ``FunctionSnapshot``; host requests are queued (answered by a later ``resume``), output is kept for the
-slice's outcome, ``error_info`` is answered at once.  Any other unknown name is a ``NameError``, as in
-Python.
+slice's outcome, ``error_info`` is answered at once.  The namespaces (``catalog``, ``MCP``, tool
+handles, ...) are host objects (``ClassInstance``) whose method calls pause Monty the same way, naming the
+object by a stable id (``_object_id``), so a call still routes after the snapshot was dumped and loaded.
+Monty's OS calls (files, environment, sleeps) are answered "not handled": the guest sees an ordinary
+Python error.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import re
 import time
-from collections.abc import Callable, Sequence
-from typing import cast
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, cast
 
 import pydantic_monty as monty
 
@@ -37,9 +48,14 @@ from ..errors import UNCAUGHT_ERROR, EngineFault, GuestFault, GuestRuntimeError,
 from ..guest_config import read_caps
 from .dump_format import DUMP_MAGIC
 from .host_requests import HostRequests, Shape, exception_head
-from .namespaces import Namespaces, handle, route
+from .namespaces import Handle, Namespaces, handle, route
 from .output import CellOutput
 from .values import NotJson, to_json_text
+
+#: Modules Monty's client imports on its first session (trace contexts, decimals): imported with it, while
+#: the worker can still open files; once confined it cannot.
+for _module in ("decimal", "opentelemetry.context"):
+    importlib.import_module(_module)
 
 EMPTY = Namespaces({})
 SCRIPT = "cell.py"
@@ -47,24 +63,88 @@ SCRIPT = "cell.py"
 NO_JSON_FORM = "has no JSON form (use dict, list, str, int, float, bool, None)"
 #: Monty's own stack bound; a deeper call chain is a RecursionError the cell may catch.
 MAX_RECURSION_DEPTH = 200
+#: Suspensions (host calls, output calls, name lookups) one slice may make: Monty's backstop, far above what
+#: the bridge caps let a slice queue (1,024 requests, 1,000 output entries).  Loading a dump resets it.
+MAX_SUSPENSIONS = 100_000
+#: The pool's own hard deadline on one turn of the child (it kills the child past it): a backstop behind
+#: Monty's turn limit (set from the cell's budget) and the worker's deadline.
+REQUEST_TIMEOUT_S = 600.0
+#: Exit status of a Monty child whose allocator reached its hard memory limit.
+HARD_MEMORY_EXIT = 65
+#: No sleeps in the child (they would block the worker): ``time.sleep``/``asyncio.sleep`` are OS calls,
+#: answered "not handled"; ``sleep(s)`` is the host's timer.  Clocks read the child's, in UTC.
+OS_POLICY: monty.OSPolicy = {"sleep": "call_host"}
 
-#: Monty's own time limit; it prints durations in the unit that fits (``500ms``, ``1.5s``).
-_TIMEOUT = re.compile(r"^TimeoutError: time limit exceeded: [0-9.]+(?:ns|µs|ms|s) > [0-9.]+(?:ns|µs|ms|s)$")
-_OUT_OF_MEMORY = re.compile(r"^MemoryError: memory limit exceeded: ")
+#: Monty's own time limits; it prints durations in the unit that fits (``500ms``, ``1.5s``).
+_TIMEOUT = re.compile(
+    r"^TimeoutError: (?:turn |feed )?time limit exceeded: [0-9.]+(?:ns|µs|ms|s) > [0-9.]+(?:ns|µs|ms|s)$"
+)
+_OUT_OF_MEMORY = re.compile(r"^MemoryError: (?:memory limit exceeded: |the worker exceeded its memory limit)")
 
 #: Where Monty stops a slice.
 Snapshot = monty.FunctionSnapshot | monty.NameLookupSnapshot | monty.FutureSnapshot | monty.MontyComplete
 #: A host request a guest function stands for: (method, arguments, how its reply reaches the guest).
 Request = tuple[str, list[object], Shape | None]
+#: Ids of host objects are derived from their names, so they survive a dump (``_object_id``).
+_IDS = uuid.UUID("6f1d3c52-5a0e-4f7e-9a51-3b1c0de0c0de")
+
+
+# ---- the worker's one Monty child ---------------------------------------------------------------
+
+
+class MontyPool:
+    """The worker's pool of one ``monty subprocess`` child, started on first use (or by ``start``).
+
+    The pool replaces a child that died (a cell that reached Monty's hard memory limit, a crash) at the next
+    checkout; the other cells of the worker are parked as bytes here, so they lose nothing.
+    """
+
+    def __init__(self, binary: str | None = None) -> None:
+        self.binary = binary  # None: Monty's own resolution (the ``monty`` of this environment)
+        self._pool: monty.Monty | None = None
+
+    def start(self) -> None:
+        """Start the child now (the worker calls it once confined, before it says ready)."""
+        if self._pool is None:
+            pool = monty.Monty(
+                binary_path=self.binary,
+                min_processes=1,
+                max_processes=1,
+                request_timeout=REQUEST_TIMEOUT_S,
+            )
+            pool.__enter__()
+            self._pool = pool
+
+    @contextmanager
+    def session(self, limits: monty.ResourceLimits) -> Iterator[monty.MontySession]:
+        """A fresh session on the child, handed back when the block ends."""
+        self.start()
+        assert self._pool is not None
+        with self._pool.checkout(script_name=SCRIPT, limits=limits, os_policy=OS_POLICY) as session:
+            yield session
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.__exit__(None, None, None)
+
+
+#: This worker's pool; a process that runs Python cells has one.
+POOL = MontyPool()
+
+
+# ---- one cell ------------------------------------------------------------------------------------
 
 
 class PythonEngine:
     """One Python cell on Monty, driven one slice at a time by the worker loop."""
 
-    def __init__(self) -> None:
-        self._program: monty.Monty | None = None
+    def __init__(self, pool: MontyPool | None = None) -> None:
+        self._pool = POOL if pool is None else pool
+        self._deferred: GuestRuntimeError | None = None  # the first slice's fault, raised by ``start``
         self._parked: bytes | None = None  # the dumped FutureSnapshot between slices
         self._ns = EMPTY
+        self._objects: dict[uuid.UUID, Any] = {}  # host objects the guest holds, by the id Monty names them by
         self._requests = HostRequests(read_caps({"maxRequestBytes": 1}))  # replaced by configure
         self._output = CellOutput()
         self._memory_limit = 0
@@ -86,28 +166,57 @@ class PythonEngine:
         self._ns = Namespaces(cfg)
         self._requests = HostRequests(read_caps(cfg))
         self._memory_limit = memory_limit_bytes
+        for value in [*self._ns.globals.values(), *self._ns.handles]:
+            self._register(value)
+
+    def _register(self, value: object) -> None:
+        """Know ``value`` (and the namespaces in its fields) by the id the guest names it by."""
+        object_id = _object_id(value)
+        if object_id is not None:
+            self._objects[object_id] = value
+        for field in dataclasses.fields(cast("Any", value)):
+            inner = getattr(value, field.name)
+            if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
+                self._register(inner)
 
     def compile(self, code: str, budget_s: float) -> None:
-        """Parse the cell; a syntax error (or a construct Monty does not run) is the caller's input error."""
+        """Hand the cell to Monty, which parses it and runs it to its first stop (the first slice, reported by
+        ``start``).  A syntax error, or a construct Monty does not run, is the caller's input error."""
+        limits: monty.ResourceLimits = {
+            # A backstop: the worker's deadline is checked after every slice, Monty's clock stops while the
+            # cell waits on the host, and the dump keeps these limits for the cell's later slices.
+            "max_turn_duration_secs": max(budget_s, 0.001),
+            "max_memory": self._memory_limit,
+            "max_recursion_depth": MAX_RECURSION_DEPTH,
+            "max_suspensions": MAX_SUSPENSIONS,
+        }
         try:
-            self._program = monty.Monty(code, script_name=SCRIPT, dataclass_registry=self._ns.classes)
-        except monty.MontySyntaxError as exc:
-            raise GuestSyntaxError(_syntax_text(exc.display("type-msg"), exc.traceback())) from None
-        except monty.MontyError as exc:  # e.g. NotImplementedError: class definitions
-            raise GuestSyntaxError(_syntax_text(_head(exc), _frames_of(exc))) from None
+            with self._pool.session(limits) as session:
+                try:
+                    first = session.feed_start(code, print_callback=self._output.on_print)
+                except monty.MontySyntaxError as exc:
+                    raise GuestSyntaxError(_syntax_text(exc.display("type-msg"), exc.traceback())) from None
+                except monty.MontyRuntimeError as exc:
+                    frames = _frames_of(exc)
+                    if frames and all(f.function_name is None for f in frames):  # the parser refused it
+                        raise GuestSyntaxError(_syntax_text(_head(exc), frames)) from None
+                    self._advance(_raiser(exc))
+                    return
+                self._advance(lambda: first)
+        except GuestSyntaxError:
+            raise
+        except GuestRuntimeError as exc:
+            self._deferred = exc  # the first slice's fault: ``start`` reports it
+        except Exception as exc:  # noqa: BLE001 - no Monty child to run it (it cannot start, or died at once)
+            self._deferred = EngineFault(f"Monty failed: {_described(exc)}")
 
     # -- slices -------------------------------------------------------------------------------------
 
     def start(self, deadline: float) -> Slice:
-        """Run the compiled cell until every task waits on the host, or it ends or fails."""
-        assert self._program is not None
-        limits: monty.ResourceLimits = {
-            "max_duration_secs": max(deadline - time.monotonic(), 0.001),
-            "max_memory": self._memory_limit,
-            "max_recursion_depth": MAX_RECURSION_DEPTH,
-        }
-        program, self._program = self._program, None
-        self._advance(lambda: program.start(limits=limits, print_callback=self._output.on_print))
+        """Report the first slice (``compile`` ran it) as the cell's first outcome."""
+        deferred, self._deferred = self._deferred, None
+        if deferred is not None:
+            raise deferred
         if time.monotonic() >= deadline:  # as a JavaScript cell's first slice: its jobs run under the deadline
             raise GuestTimeout("cell timeout exceeded")
         return self._slice()
@@ -123,12 +232,25 @@ class PythonEngine:
             return self._slice()  # nothing the parked cell awaits was answered
         self._parked = None
         # Monty's own result shape, built by HostRequests (which does not import Monty).
-        results = cast("dict[int, monty.ExternalResult]", self._requests.take_replies())
-        snapshot = monty.load_snapshot(data, print_callback=self._output.on_print, dataclass_registry=self._ns.classes)
-        if not isinstance(snapshot, monty.FutureSnapshot):
-            raise EngineFault(f"Monty failed: a parked cell reloaded as {type(snapshot).__name__}")
-        self._advance(lambda: snapshot.resume(results))
+        settled = self._requests.take_replies()
+        for reply in settled.values():
+            if "return_value" in reply:
+                reply["return_value"] = self._expose(reply["return_value"])
+        results = cast("dict[int, monty.ExternalSettledResult]", settled)
+        self._resume_from(data, results)
         return self._slice()
+
+    def _resume_from(self, data: bytes, results: dict[int, monty.ExternalSettledResult]) -> None:
+        try:
+            with self._pool.session({}) as session:
+                snapshot = session.load_snapshot(data, print_callback=self._output.on_print)
+                if not isinstance(snapshot, monty.FutureSnapshot):
+                    raise EngineFault(f"Monty failed: a parked cell reloaded as {type(snapshot).__name__}")
+                self._advance(lambda: snapshot.resume(results))
+        except GuestRuntimeError:
+            raise
+        except monty.MontyError as exc:
+            self._advance(_raiser(exc))
 
     def _slice(self) -> Slice:
         """What the slice that just ran came to, with the requests, cancels and output it made."""
@@ -163,7 +285,7 @@ class PythonEngine:
 
     def close(self) -> None:
         self._parked = None
-        self._program = None
+        self._objects.clear()
 
     # -- a parked cell leaving its process ------------------------------------------------------------
 
@@ -206,15 +328,17 @@ class PythonEngine:
                     self._heap = len(self._parked)
                     return
                 if isinstance(snapshot, monty.NameLookupSnapshot):
-                    value = self._ns.globals.get(snapshot.variable_name)
-                    # No value: the guest gets a NameError.
-                    snapshot = snapshot.resume() if value is None else snapshot.resume(value=value)
+                    value = None if snapshot.object_id is not None else self._ns.globals.get(snapshot.variable_name)
+                    # No value: the guest gets a NameError (an AttributeError for an object's attribute).
+                    snapshot = snapshot.resume() if value is None else snapshot.resume(value=self._expose(value))
                 elif snapshot.is_os_function:
-                    snapshot = snapshot.resume_not_handled()  # no files, no environment, no clock
+                    snapshot = snapshot.resume_not_handled()  # no files, no environment, no sleeps
                 else:
                     snapshot = snapshot.resume(self._call(snapshot))
         except monty.MontyRuntimeError as exc:
             self._finish_failed(exc)
+        except monty.MontyCrashedError as exc:
+            self._finish_crashed(exc)
         except GuestRuntimeError:
             raise
         except Exception as exc:  # noqa: BLE001 - Monty itself failed, not the cell: only this cell is lost
@@ -250,11 +374,24 @@ class PythonEngine:
         # A host call's rejection nobody caught is phase bridge, as in JavaScript.
         self._failure = _uncaught(text) if code is None else (text, "bridge", bridge_failure_code(code))
 
+    def _finish_crashed(self, exc: monty.MontyCrashedError) -> None:
+        """The Monty child died under this cell: only this cell is lost (the pool starts a new child)."""
+        if exc.exit_status == HARD_MEMORY_EXIT:
+            raise EngineFault(f"out of memory: Monty's worker reached its hard memory limit ({exc})")
+        if exc.timed_out:
+            raise GuestTimeout("cell timeout exceeded")
+        self._requests.drop_pending()
+        self._ended = True
+        self._failure = (f"Monty's worker process died while it ran this cell: {exc}", "host", "runtime_unavailable")
+
     # -- the guest's external functions -----------------------------------------------------------
 
     def _call(self, snapshot: monty.FunctionSnapshot) -> monty.ExternalResult:
         """Answer one call of a guest-visible function: at once (output), or as a host request's future."""
         name = str(snapshot.function_name)
+        target = None if snapshot.object_id is None else self._objects.get(snapshot.object_id)
+        if snapshot.object_id is not None and target is None:
+            return {"exception": AttributeError(f"{name}() is not a method the host serves")}
         try:
             args, kwargs = snapshot.args, snapshot.kwargs
         except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused them (too deep)
@@ -262,17 +399,17 @@ class PythonEngine:
         except Exception:  # noqa: BLE001 - Monty has no host form of one of them (``type(catalog)``)
             return {"exception": TypeError(f"the call's arguments: one {NO_JSON_FORM}")}
         try:
-            if name in ("text", "json") and not snapshot.is_method_call:
+            if target is None and name in ("text", "json"):
                 emit = self._output.text if name == "text" else self._output.json
                 emit(*args, **kwargs)
                 return {"return_value": None}
-            if name == "error_info" and not snapshot.is_method_call and name not in self._ns.tools:
+            if target is None and name == "error_info" and name not in self._ns.tools:
                 return {"return_value": self._error_info(*args, **kwargs)}
-            request = self._request_for(snapshot.is_method_call, name, args, kwargs)
+            request = self._request_for(target, name, args, kwargs)
             if request is None:
                 return {"exception": NameError(f"name {name!r} is not defined")}
             if isinstance(request, list):
-                return {"return_value": request}  # answered here: catalog.all()
+                return {"return_value": self._expose(request)}  # answered here: catalog.all()
             method, request_args, shape = request
             self._requests.queue(snapshot.call_id, method, request_args, shape)
             return {"future": ...}
@@ -294,14 +431,13 @@ class PythonEngine:
         return self._requests.failures.info(exception_head(error))
 
     def _request_for(
-        self, is_method: bool, name: str, args: tuple[object, ...], kwargs: dict[str, object]
+        self, target: object, name: str, args: tuple[object, ...], kwargs: dict[str, object]
     ) -> Request | list[object] | None:
         """The host request a call stands for, the value of a call answered here, or None (no such name)."""
-        if is_method:
-            target, rest = args[0], args[1:]
+        if target is not None:
             if getattr(target, "namespace", None) == "catalog" and name == "all":
                 return list(self._ns.handles)
-            method, request_args = _routed(target, name, rest, kwargs)
+            method, request_args = _routed(target, name, args, kwargs)
             return method, request_args, _as_handles if method == "search" else None
         tool = self._ns.tools.get(name)
         if tool is not None:
@@ -310,6 +446,59 @@ class PythonEngine:
             return (*_routed(tool, "call", (), kwargs), None)
         builtin = _BUILTINS.get(name)
         return None if builtin is None else builtin(*args, **kwargs)
+
+    # -- host objects -------------------------------------------------------------------------------
+
+    def _expose(self, value: object) -> Any:
+        """``value`` as the guest receives it: the namespaces' objects (in lists and dicts too) as host
+        objects whose method calls come back here, by an id that names the object."""
+        if isinstance(value, list):
+            return [self._expose(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self._expose(item) for key, item in value.items()}
+        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+            return value
+        object_id = _object_id(value)
+        if object_id is not None:
+            self._objects[object_id] = value
+        fields = [f.name for f in dataclasses.fields(value)]
+        methods = [m for m in dir(type(value)) if not m.startswith("_") and m not in fields]
+        return _HostObject(
+            value,
+            eager_attrs=[f for f in fields if f != "mcp"],
+            allowed_methods=methods,
+            id=object_id or uuid.uuid4(),
+            expose=self._expose,
+        )
+
+
+@dataclasses.dataclass
+class _HostObject(monty.ClassInstance):
+    """A namespace object as the guest holds it: its fields cross at once, the nested namespaces in them
+    (``MCP.server.resources``) as host objects too."""
+
+    expose: Callable[[object], Any] = dataclasses.field(default=lambda v: v, repr=False, compare=False)
+
+    def convert_value(self, /, name: str, value: Any) -> Any:
+        return self.expose(value)
+
+
+def _object_id(value: object) -> uuid.UUID | None:
+    """The id the guest names a namespace object by: derived from its name (and a handle's tool), so a
+    method call on it still routes after the cell's snapshot was dumped and loaded again."""
+    namespace = getattr(value, "namespace", None)
+    if not isinstance(namespace, str):
+        return None
+    if isinstance(value, Handle):
+        namespace = f"tool:{getattr(value, 'callableName', '')}"
+    return uuid.uuid5(_IDS, namespace)
+
+
+def _raiser(exc: BaseException) -> Callable[[], Snapshot]:
+    def step() -> Snapshot:
+        raise exc
+
+    return step
 
 
 # ---- the guest's built-in host functions ----------------------------------------------------------
@@ -395,7 +584,8 @@ def _frames_of(exc: monty.MontyError) -> list[monty.Frame]:
 
 def _error_text(head: str, frames: list[monty.Frame]) -> str:
     """``Name: message`` first, then the cell's own frames (innermost last, as Python prints them)."""
-    shown = [f for f in frames if f.filename == SCRIPT][-MAX_ERROR_FRAMES:]
+    # Monty names a fed cell's frames ``<python-input-0>``; a cell has no other file, so each is the cell's.
+    shown = frames[-MAX_ERROR_FRAMES:]
     lines = [head]
     for f in shown:
         where = f'  File "{SCRIPT}", line {f.line}, column {f.column}, in {f.function_name or "<module>"}'

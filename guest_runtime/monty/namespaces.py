@@ -1,9 +1,8 @@
 """The guest's namespaces of host services for Python cells: catalog, tool handles, MCP, API, results.
 
-Monty (the pinned release) runs no class definitions, but it lets the host hand a cell instances of
-the host's own dataclasses: reading a field is local, and calling a method pauses the cell at a
-method-call snapshot whose first argument is the instance.  Each namespace is such an instance with
-a ``namespace`` field that names it; ``route`` turns a method call into the same host request the
+Each namespace is an instance of a frozen dataclass with a ``namespace`` field that names it; the engine
+hands it to Monty as a host object (``ClassInstance``): reading a field is local, and calling a method
+pauses the cell at a function snapshot naming the object (the engine finds the instance by that id); ``route`` turns a method call into the same host request the
 JavaScript prelude sends (``guest_runtime/quickjs/prelude/namespaces.js``), so the host checks and budgets
 both languages' calls alike.  A forged ``namespace`` only names a request the host checks anyway.
 """
@@ -55,9 +54,15 @@ def handle(meta: dict[str, Any]) -> Any:
 
 
 def handle_json(value: Any) -> dict[str, Any] | None:
-    """A handle crosses as JSON as its metadata (as a JavaScript handle's ``toJSON``); other values: None."""
+    """A handle crosses as JSON as its metadata (as a JavaScript handle's ``toJSON``); other values: None.
+
+    A handle the cell hands back is the host's own object, or, once the cell's snapshot was dumped and loaded,
+    Monty's read-only stand-in for it (its fields in ``attributes``)."""
     if isinstance(value, Handle):
         return {k: getattr(value, k) for k in HANDLE_FIELDS if getattr(value, k) is not None}
+    attributes = getattr(value, "attributes", None)
+    if isinstance(attributes, dict) and attributes.get("namespace") == "tool":
+        return {k: attributes[k] for k in HANDLE_FIELDS if attributes.get(k) is not None}
     return None
 
 

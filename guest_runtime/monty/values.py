@@ -16,6 +16,8 @@ from bridge.jsoncodec import MAX_NESTING, dumps_text
 
 from .namespaces import handle_json
 
+#: What Monty puts where a value nests deeper than it converts (its recursion limit, MAX_NESTING here).
+DEEP_MARKER = "<deeply nested>"
 #: Integers past 64 bits cross as JSON numbers the way JavaScript writes them: as doubles.
 _INT64 = 2**63
 
@@ -40,6 +42,9 @@ def to_json_value(value: Any, *, max_values: int | None = None) -> tuple[Any, in
         count += 1
         if max_values is not None and count > max_values:
             raise OverflowError("too many values")
+        if isinstance(v, str) and depth >= MAX_NESTING and v == DEEP_MARKER:
+            # Monty cut a deeper value here: it would cross silently shortened.
+            raise NotJson(f"values may nest at most {MAX_NESTING} levels of lists/dicts")
         if v is None or isinstance(v, (bool, str)):
             return v
         if isinstance(v, int):

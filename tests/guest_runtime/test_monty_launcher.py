@@ -1,7 +1,7 @@
 """``codemode-monty``: a stock pydantic-monty 1.x pool runs its workers through it, confined.
 
 Real parts: the pool is pydantic-monty 1.4's own (a ``pip install --target`` copy, in a child process:
-it cannot share this venv with the service's 0.0.18), its worker the real ``monty`` binary, the
+the stock release, kept apart from the service's environment), its worker the real ``monty`` binary, the
 launcher the installed console script.  Other programs stand in for ``monty`` where a test needs a
 program that tries what Monty's language cannot (read a file, fork).
 """
@@ -104,7 +104,9 @@ def test_the_real_binary_starts_no_process() -> None:
 
 
 def test_without_a_monty_it_refuses_and_says_what_to_set(tmp_path: Path) -> None:
-    done = launch("subprocess")  # the venv's own script: pydantic-monty 0.0.18 ships no monty beside it
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "codemode-monty").symlink_to(LAUNCHER)  # no monty beside this link
+    done = launch("subprocess", launcher=tmp_path / "alone" / "codemode-monty")
     assert done.returncode == REFUSED
     assert REAL_BIN_VARIABLE in done.stderr
     relative = launch("subprocess", real="monty")

@@ -15,7 +15,9 @@ import pwd
 from typing import TypedDict
 
 from bridge.messages import SandboxMode, SandboxOptions, SandboxReport
-from guest_runtime.confinement import LAYERS, seccomp_program
+from guest_runtime.confinement import LAYERS, PYTHON_CELL_RULES, build_filter, seccomp_program
+from guest_runtime.errors import ConfinementError
+from guest_runtime.monty_launcher import environment_monty, monty_files
 from service.errors import ConfigError
 
 log = logging.getLogger("codemode.workers")
@@ -54,9 +56,12 @@ def worker_user(name: str) -> tuple[int, int]:
     return uid, gid
 
 
-def sandbox_options(mode: SandboxMode, user: str) -> SandboxOptions:
-    """The confinement every worker and the body decoder are asked for."""
+def sandbox_options(mode: SandboxMode, user: str, *, python_cells: bool = True) -> SandboxOptions:
+    """The confinement every worker and the body decoder are asked for; with ``python_cells``, also what a
+    worker that runs Python cells confines itself with (its filter, and the ``monty`` it may start)."""
     options: SandboxOptions = {"mode": mode}
+    if python_cells:
+        options["monty_binary"] = environment_monty()
     if mode == "off":
         return options
     if os.geteuid() == 0:
@@ -66,6 +71,16 @@ def sandbox_options(mode: SandboxMode, user: str) -> SandboxOptions:
         options["seccomp_bpf"] = bpf
     else:
         options["seccomp_missing"] = why
+    if python_cells:
+        try:
+            options["monty_files"] = monty_files(options["monty_binary"])
+        except ConfinementError as exc:
+            raise ConfigError(
+                f"python_cells = true, but Monty's runtime cannot be run: {exc}", need_param="python_cells"
+            ) from None
+        python_bpf, _ = build_filter(PYTHON_CELL_RULES)
+        if python_bpf:
+            options["python_seccomp_bpf"] = python_bpf
     return options
 
 

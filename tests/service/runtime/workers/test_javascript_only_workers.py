@@ -22,15 +22,16 @@ from tests.conftest import make_client, run
 MONTY = "pydantic_monty/_monty"
 
 
-def _loads_monty(python: bool) -> bool:
-    """Whether a worker started with ``python`` has Monty's extension mapped."""
+def _loads_monty(python: bool) -> tuple[bool, int]:
+    """Whether a worker started with ``python`` has Monty's extension mapped, and how many child processes
+    (Monty children) it started."""
 
-    async def scenario() -> bool:
+    async def scenario() -> tuple[bool, int]:
         # Confinement off: a confined worker is not dumpable, and its map is root's to read.
         options: WorkerOptions = {"frame_cap": 1 << 20, "sandbox": {"mode": "off"}, "python": python}
         worker = await start_worker(options, options["frame_cap"])
         try:
-            return MONTY in Path(f"/proc/{worker.pid}/maps").read_text()
+            return MONTY in Path(f"/proc/{worker.pid}/maps").read_text(), len(_children(worker.pid))
         finally:
             worker.kill()
             await worker.proc.wait()
@@ -38,10 +39,15 @@ def _loads_monty(python: bool) -> bool:
     return asyncio.run(scenario())
 
 
+def _children(pid: int) -> list[str]:
+    return [c for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+
+
 def test_a_worker_without_python_never_loads_monty():
-    """A worker started for JavaScript only has no Monty mapped; one started for both has (the control)."""
-    assert _loads_monty(python=True)
-    assert not _loads_monty(python=False)
+    """A worker started for JavaScript only has no Monty mapped and starts no Monty child; one started for
+    both has both (the control)."""
+    assert _loads_monty(python=True) == (True, 1)
+    assert _loads_monty(python=False) == (False, 0)
 
 
 def test_python_cells_are_on_by_default():
@@ -73,3 +79,4 @@ def test_the_pool_starts_its_workers_as_the_setting_says(tmp_path: Path, python_
         assert workers
         for worker in workers:
             assert (MONTY in Path(f"/proc/{worker.pid}/maps").read_text()) is python_cells
+            assert len(_children(worker.pid)) == (1 if python_cells else 0)

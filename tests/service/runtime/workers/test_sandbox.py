@@ -45,11 +45,16 @@ def status(pid: int) -> dict[str, str]:
     return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
 
 
-def assert_confined(pid: int, service_uid: int) -> None:
-    """Seccomp filter, no_new_privs, no capability in any set, one thread, own network namespace,
+#: Threads of a worker that runs Python cells (its Monty client's two) and of its Monty child (its one).
+PYTHON_WORKER_THREADS = "3"
+MONTY_CHILD_THREADS = "2"
+
+
+def assert_confined(pid: int, service_uid: int, threads: str = "1") -> None:
+    """Seccomp filter, no_new_privs, no capability in any set, ``threads`` threads, own network namespace,
     and not the service's uid (a service that is not root cannot give its workers another one)."""
     fields = status(pid)
-    assert (fields["Seccomp"], fields["NoNewPrivs"], fields["Threads"]) == ("2", "1", "1"), fields
+    assert (fields["Seccomp"], fields["NoNewPrivs"], fields["Threads"]) == ("2", "1", threads), fields
     assert {name: int(fields[name], 16) for name in CAPABILITY_SETS} == dict.fromkeys(CAPABILITY_SETS, 0)
     uids = {int(uid) for uid in fields["Uid"].split()}
     assert uids == ({NOBODY} if service_uid == 0 else {service_uid}), fields["Uid"]
@@ -92,20 +97,33 @@ def assert_body_decoder_confined(base: str, service: int, service_uid: int) -> N
         assert os.readlink(f"/proc/{helper}/cwd") == "/"
 
 
+def assert_monty_child_confined(worker: int, service_uid: int) -> None:
+    """A worker that runs Python cells has one child, the real ``monty subprocess``, started after the
+    worker confined itself: it shows the same layers in /proc (the worker's filter, no_new_privs, no
+    capability, the worker user) and the worker's own network namespace, not the service's."""
+    (child,) = children(worker)
+    assert command_line(child).endswith("/monty subprocess "), command_line(child)
+    assert_confined(child, service_uid, threads=MONTY_CHILD_THREADS)
+    assert status(child)["Seccomp_filters"] == status(worker)["Seccomp_filters"] == "1"
+    assert os.readlink(f"/proc/{child}/ns/net") == os.readlink(f"/proc/{worker}/ns/net")
+
+
 def test_pool_workers_run_confined_and_say_so(tmp_path):
-    """Every pool worker shows the layers in /proc, holds only its pipes, and runs cells as before (Python
-    cells too: Monty runs inside the same confined worker, opening nothing); /readyz and the gauge report
-    each layer."""
+    """Every pool worker shows the layers in /proc, holds only pipes, sockets and event descriptors (no
+    file), and runs cells as before; its Monty child runs confined too (``assert_monty_child_confined``);
+    /readyz and the gauge report each layer."""
     with make_client(tmp_path) as client:
         pool = client.app.state.services.pool  # type: ignore[attr-defined]
         workers = poll_until(lambda: pool.workers() if len(pool.workers()) >= 2 else None, "two warm workers")
         for _ in workers:  # both workers (if the pool spreads them) ran a Python cell before they are inspected
             assert run_ok(client, "[x * 2 for x in [1, 2]]", language="python")["value"] == [2, 4]
         for worker in workers:
-            assert_confined(worker.pid, os.geteuid())
-            # stdin (frames in), fd 1 and 2 (the stderr pipe the service reads), the frame channel out.
+            assert_confined(worker.pid, os.geteuid(), threads=PYTHON_WORKER_THREADS)
+            # stdin (frames in), fd 1 and 2 (the stderr pipe the service reads), the frame channel out; then
+            # the Monty client's pipes to its child, its epoll, eventfd, pidfd and wake-up socket pair.
             files = open_files(worker.pid)
-            assert len(files) == 4 and all(f.startswith("pipe:") for f in files), files
+            assert all(f.startswith(("pipe:", "socket:", "anon_inode:")) for f in files), files
+            assert_monty_child_confined(worker.pid, os.geteuid())
         assert run_ok(client, "return [1, 2].map(x => x * 2)")["value"] == [2, 4]
         sandbox = client.get("/readyz").json()["sandbox"]
         expected = {layer: AS_ROOT or layer != "uid" for layer in LAYERS}
@@ -144,7 +162,7 @@ def test_a_strict_worker_refuses_to_start_without_a_layer():
     """In strict mode a worker that cannot have a layer (here: no filter to load) does not start,
     and the failure names the layer."""
     options = sandbox_options("strict", "nobody")
-    del options["seccomp_bpf"]
+    del options["seccomp_bpf"], options["python_seccomp_bpf"]
     options["seccomp_missing"] = "libseccomp was not found"
 
     async def scenario() -> str:
@@ -220,7 +238,8 @@ def test_a_service_run_as_another_user_confines_its_workers(tmp_path):
             workers = [pid for pid in children(service) if "guest_runtime.worker" in command_line(pid)]
             assert workers
             for pid in workers:
-                assert_confined(pid, NOBODY)
+                assert_confined(pid, NOBODY, threads=PYTHON_WORKER_THREADS)
+                assert_monty_child_confined(pid, NOBODY)
             sandbox = httpx.get(base + "/readyz").json()["sandbox"]
             assert sandbox["layers"] == {layer: layer != "uid" for layer in LAYERS}
             assert "only root can start workers under another uid" in sandbox["missing"]["uid"]

@@ -5,6 +5,12 @@ same command line, environment and ``confine`` call), and the test-only payload
 ``tests/support/compromised_worker.py`` stands for code that a QuickJS memory bug let in: it calls
 libc directly.  Its targets are real: the service's own SQLite store file, a real redis-server on
 loopback, this process (the service) and its ``/proc`` entries.
+
+Each test runs against both worker profiles: a JavaScript-only service's (``python_cells = false``: the
+strictest), and a service with Python cells, whose workers may start their one Monty child (the real
+``monty`` binary, the one file Landlock leaves them): there a path is refused by Landlock (EACCES) rather
+than by the filter, executable memory can be mapped (the child's loader needs it, and the child inherits
+the worker's filter), and ``execve`` fails instead of killing.
 """
 
 from __future__ import annotations
@@ -50,19 +56,37 @@ KILLING = ("execve_shell", "ptrace_service")
 ROOT = os.geteuid() == 0
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A running service (its SQLite store file exists) and a real redis-server on loopback."""
+#: What each probe gets in a worker that runs Python cells, where it differs from REFUSED's EPERM.
+PYTHON_WORKER = {
+    "read_etc_passwd": errno.EACCES,  # openat is allowed (the child's loader needs it): Landlock refuses
+    "read_store_file": errno.EACCES,
+    "create_file": errno.EACCES,
+    "read_service_environ": errno.EACCES,
+    "mmap_executable": 0,  # the Monty child's loader maps its libraries executable under this filter
+}
+
+
+@pytest.fixture(scope="module", params=["javascript", "python"])
+def service(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """A running service (its SQLite store file exists) with workers of one profile (JavaScript only, or
+    Python cells too) and a real redis-server on loopback."""
     tmp = tmp_path_factory.mktemp("compromise")
     port, redis = start_redis_server(tmp / "redis")
+    python = request.param == "python"
     try:
-        with make_client(tmp / "data") as client:
+        with make_client(tmp / "data", python_cells=python) as client:
             svc = client.app.state.services  # type: ignore[attr-defined]
             store = Path(svc.settings.resolved_store_url.removeprefix("sqlite:///"))
             assert store.stat().st_size > 0
-            yield {"pool": svc.pool, "store": store, "redis_port": port, "tmp": tmp}
+            yield {"pool": svc.pool, "store": store, "redis_port": port, "tmp": tmp, "python": python}
     finally:
         stop_redis_server(redis)
+
+
+def refused(service: dict[str, Any]) -> dict[str, int]:
+    """What each REFUSED probe gets in this service's workers."""
+    expected = dict.fromkeys(REFUSED, errno.EPERM)
+    return {**expected, **PYTHON_WORKER} if service["python"] else expected
 
 
 def attack(service: dict[str, Any], probes: tuple[str, ...], sandbox: SandboxOptions | None = None) -> Any:
@@ -100,15 +124,19 @@ def test_every_escape_of_a_compromised_worker_is_refused(service):
     each fails with EPERM, while an allowed call (getpid) still works; nothing was written."""
     results, report = attack(service, ("own_pid", *REFUSED))
     assert report["missing"] == ({} if ROOT else {"uid": report["missing"]["uid"]})
-    assert results == {"own_pid": 0, **{name: errno.EPERM for name in REFUSED}}
+    assert results == {"own_pid": 0, **refused(service)}
     assert not (service["tmp"] / f"planted-{1 + len(REFUSED)}").exists()
 
 
 @pytest.mark.parametrize("probe", KILLING)
 def test_exec_and_ptrace_kill_the_compromised_worker(service, probe):
     """execve("/bin/sh") and ptrace of the service are calls only an exploit makes: the worker dies by
-    SIGSYS at the first one, and the service is not traced."""
+    SIGSYS at the first one, and the service is not traced.  A worker that runs Python cells may execve
+    (its Monty child): there Landlock refuses /bin/sh (EACCES), the one file it may run being monty."""
     results, status = attack(service, (probe,))
+    if service["python"] and probe == "execve_shell":
+        assert results == {probe: errno.EACCES}
+        return
     assert results is None and status == -signal.SIGSYS
     tracer = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("TracerPid"))
     assert tracer.split()[1] == "0"
@@ -117,6 +145,8 @@ def test_exec_and_ptrace_kill_the_compromised_worker(service, probe):
 @pytest.mark.skipif(not ROOT, reason="the control needs root: as another user, reading root's files would fail anyway")
 def test_the_same_probes_succeed_in_an_unconfined_worker(service):
     """The control: with sandbox off, every probe above succeeds (so the refusals are the sandbox's work)."""
+    if service["python"]:
+        pytest.skip("the control is the same for both profiles: it runs once, with the JavaScript-only service")
     results, report = attack(service, ("own_pid", *REFUSED), {"mode": "off"})
     assert report["layers"] == []
     assert results == {"own_pid": 0, **{name: 0 for name in REFUSED}}
@@ -141,12 +171,18 @@ WITHOUT_FILTER = {
 @pytest.mark.skipif(not ROOT, reason="as another user the workers keep its uid, so kill and fork answer differently")
 def test_without_the_filter_the_layers_below_still_refuse(service):
     """With the seccomp filter left out, every escape is still refused, by the other layers alone."""
-    sandbox = {k: v for k, v in service["pool"].supply.options["sandbox"].items() if k != "seccomp_bpf"}
+    left_out = ("seccomp_bpf", "python_seccomp_bpf")
+    sandbox = {k: v for k, v in service["pool"].supply.options["sandbox"].items() if k not in left_out}
     results, report = attack(service, tuple(WITHOUT_FILTER), {**sandbox, "seccomp_missing": "left out by this test"})
     assert report["missing"] == {"seccomp": "left out by this test"}
-    assert {name: results[name] in allowed for name, allowed in WITHOUT_FILTER.items()} == dict.fromkeys(
-        WITHOUT_FILTER, True
-    ), results
+    # A worker that runs Python cells has no RLIMIT_NPROC (its threads count against it): without the
+    # filter its fork succeeds, and the child holds every other layer the worker holds; its spare
+    # descriptors let socket() succeed, and Landlock's TCP rights (or the empty namespace) refuse connect.
+    python = {"fork": {0}, "connect_redis": {errno.EACCES, errno.ENETUNREACH}}
+    expected = {**WITHOUT_FILTER, **python} if service["python"] else WITHOUT_FILTER
+    assert {name: results[name] in allowed for name, allowed in expected.items()} == dict.fromkeys(expected, True), {
+        name: results[name] for name in expected
+    }
 
 
 def test_a_worker_writes_its_stderr_to_a_capped_pipe_not_the_service_log(service, caplog, capfd):
