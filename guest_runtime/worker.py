@@ -37,7 +37,6 @@ from bridge.messages import (
     Phase,
     RestoreFrame,
     RunFrame,
-    SandboxOptions,
     SettleFrame,
     WorkerFrame,
     WorkerOptions,
@@ -50,7 +49,7 @@ from bridge.messages import (
 )
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value, shipped_value
 
-from .confinement import Profile, confine, python_cells_profile
+from .confinement import confine
 from .engine import Engine, Returned, SettledReply, Waiting
 from .errors import (
     MEMORY_LIMIT_EXCEEDED,
@@ -62,7 +61,7 @@ from .errors import (
     GuestTimeout,
 )
 from .heap_trim import give_back_memory
-from .monty_launcher import environment_monty, monty_files
+from .python_cells import PythonCells
 from .quickjs.engine import GuestEngine, check_engine
 
 #: A fresh engine of one language, ready for ``prepare`` or ``configure``.
@@ -391,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     time.tzset()
     check_engine()
     sandbox = options.get("sandbox", {})
-    python = _python_engines(sandbox) if options.get("python", True) else None
+    python = PythonCells(sandbox.get("monty_binary")) if options.get("python", True) else None
     runtimes = Runtimes(
         channel, int(options.get("stack_bytes", 1024 * 1024)), cpu_limit, None if python is None else python.make
     )
@@ -399,12 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     # Everything the job loop needs is imported and built: from here on it opens nothing (but for a worker
     # that runs Python cells, its Monty child's binary and libraries).
     try:
-        if python is None:
-            report = confine(sandbox, keep_fds=(0, 1, 2, fd_out))
-        else:
-            confined, profile = _python_cells_confinement(sandbox)
-            report = confine(confined, (0, 1, 2, fd_out), profile)
-            python.start()  # the Monty child: started confined, reused by every Python cell of this worker
+        keep = (0, 1, 2, fd_out)
+        report = confine(sandbox, keep_fds=keep) if python is None else python.confine(sandbox, keep)
     except ConfinementError as exc:
         print(f"codemode worker refuses to start: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -412,39 +407,6 @@ def main(argv: list[str] | None = None) -> int:
     if payload is not None:
         return payload(fd_out)
     return runtimes.serve()
-
-
-class PythonCells:
-    """What makes a Python cell's engine, and the worker's one Monty child they all run in."""
-
-    def __init__(self, binary: str | None) -> None:
-        from .monty.engine import POOL, PythonEngine
-
-        POOL.binary = binary
-        self.make: EngineMaker = PythonEngine
-        self.start = POOL.start
-
-
-def _python_engines(sandbox: SandboxOptions) -> PythonCells:
-    """Monty's client, loaded now: once the worker is confined it can open no file (but the ``monty``
-    binary), so a worker that runs Python cells loads it before, and a JavaScript-only one never does."""
-    return PythonCells(sandbox.get("monty_binary"))
-
-
-def _python_cells_confinement(sandbox: SandboxOptions) -> tuple[SandboxOptions, Profile]:
-    """How a worker that runs Python cells confines itself: its own filter (it starts the Monty child,
-    which inherits it), Landlock leaving the ``monty`` binary and its libraries."""
-    options: SandboxOptions = dict(sandbox)  # type: ignore[assignment]
-    bpf = sandbox.get("python_seccomp_bpf")
-    if bpf:
-        options["seccomp_bpf"] = bpf
-    else:  # the JavaScript worker's filter refuses the child: no filter, reported missing
-        options.pop("seccomp_bpf", None)
-        options["seccomp_missing"] = sandbox.get("seccomp_missing") or "no filter for a worker that runs Python cells"
-    files = sandbox.get("monty_files")
-    if not files and sandbox.get("mode", "auto") != "off":
-        files = monty_files(sandbox.get("monty_binary") or environment_monty())
-    return options, python_cells_profile(tuple(files or ()))
 
 
 def _test_payload() -> Callable[[int], int] | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 
+from bridge.jsoncodec import loads
+
 #: What a Python cell's dump starts with (then its header's length, the header, Monty's own bytes).
 DUMP_MAGIC = b"codemode-python-cell/1\n"
 
@@ -19,3 +21,20 @@ def engine_build() -> str:
     except importlib.metadata.PackageNotFoundError:
         version = "none"
     return f"pydantic-monty {version}; {DUMP_MAGIC.decode().strip()}"
+
+
+def pack_dump(header: bytes, parked: bytes) -> bytes:
+    """A dumped cell: the magic, the length of the engine's JSON ``header``, the header, Monty's bytes."""
+    return DUMP_MAGIC + len(header).to_bytes(4, "big") + header + parked
+
+
+def unpack_dump(state: bytes) -> tuple[dict[str, object], bytes]:
+    """The header (a JSON object) and Monty's bytes of a ``pack_dump`` (``ValueError`` if out of shape)."""
+    start = len(DUMP_MAGIC) + 4
+    if not state.startswith(DUMP_MAGIC) or len(state) < start:
+        raise ValueError("no dumped Python cell")
+    size = int.from_bytes(state[len(DUMP_MAGIC) : start], "big")
+    header = loads(state[start : start + size])
+    if not isinstance(header, dict):
+        raise ValueError("its header is not an object")
+    return header, state[start + size :]

@@ -46,7 +46,7 @@ from bridge.messages import GuestRequest, Phase
 from ..engine import MAX_ERROR_FRAMES, Failed, Returned, SettledReply, Slice, Waiting, bridge_failure_code, stalled
 from ..errors import UNCAUGHT_ERROR, EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
 from ..guest_config import read_caps
-from .dump_format import DUMP_MAGIC
+from .dump_format import pack_dump, unpack_dump
 from .host_requests import HostRequests, Shape, exception_head
 from .namespaces import Handle, Namespaces, handle, route
 from .output import CellOutput
@@ -294,22 +294,14 @@ class PythonEngine:
         requests it awaits and the host failures it may still ask about."""
         if self._parked is None or self._ended:
             raise EngineFault("only a cell that waits on host work can be dumped")
-        header = dumps_text(self._requests.export(_SHAPE_NAMES)).encode("utf-8")
-        return DUMP_MAGIC + len(header).to_bytes(4, "big") + header + self._parked
+        return pack_dump(dumps_text(self._requests.export(_SHAPE_NAMES)).encode("utf-8"), self._parked)
 
     def restore(self, state: bytes) -> int:
-        if not state.startswith(DUMP_MAGIC) or len(state) < len(DUMP_MAGIC) + 4:
-            raise EngineFault("a dumped Python cell's state is out of shape")
-        start = len(DUMP_MAGIC) + 4
-        size = int.from_bytes(state[len(DUMP_MAGIC) : start], "big")
         try:
-            header = loads(state[start : start + size])
-            if not isinstance(header, dict):
-                raise ValueError("not an object")
+            header, self._parked = unpack_dump(state)
             self._requests.restore(header, _SHAPES)
         except ValueError as exc:  # JSONDecodeError included
             raise EngineFault(f"a dumped Python cell's state is out of shape: {exc}") from None
-        self._parked = state[start + size :]
         self._heap = len(self._parked)
         return self._requests.outstanding
 

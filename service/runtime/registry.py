@@ -199,7 +199,7 @@ class CellRegistry:
                 prepared_from = time.monotonic()
                 await self.prepare(context)  # before the worker: it may wait on stores and MCP servers
                 budget_ms = max(1, budget_ms - int((time.monotonic() - prepared_from) * 1000))
-            worker = await self.pool.acquire(spec.tenant, spec.principal)
+            worker = await self.pool.acquire(spec.tenant, spec.principal, python=spec.language == "python")
             cell = self._new_cell(spec, worker, context, account)
             self._cells[cell.id] = cell
             self._watch(cell)
@@ -242,7 +242,7 @@ class CellRegistry:
             context = CellContext(cell_id, spec)
             if self.prepare is not None:
                 await self.prepare(context)
-            worker = await self.pool.acquire(spec.tenant, spec.principal)
+            worker = await self.pool.acquire(spec.tenant, spec.principal, python=spec.language == "python")
             cell = self._new_cell(spec, worker, context, account)
             cell.carry_on(opened.state)
             self._cells[cell.id] = cell

@@ -78,6 +78,9 @@ class WorkerPool:
         replacements_per_minute: int = 1_000_000,
     ) -> None:
         self.size = size
+        # Warm processes kept of each kind (``supply.py``): ``size`` for JavaScript cells, one for Python
+        # cells when the service runs them (they are fewer; the next is started as one is taken).
+        self.spares = {False: size, True: min(1, size) if options.get("python", False) else 0}
         self.burst = burst
         self.cap = max(cap, size)
         self.acquire_timeout_s = acquire_timeout_s
@@ -103,8 +106,10 @@ class WorkerPool:
     # -- life cycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.supply.starting += self.size
-        await asyncio.gather(*(self._spawn_into_fresh() for _ in range(self.size)))
+        kinds = [python for python, count in self.spares.items() for _ in range(count)]
+        for python in kinds:
+            self.supply.starting[python] += 1
+        await asyncio.gather(*(self._spawn_into_fresh(python) for python in kinds))
 
     async def close(self) -> None:
         self._closed = True
@@ -124,7 +129,7 @@ class WorkerPool:
         return {
             "fresh": len(self.supply.fresh),
             **self.assigned.stats(),
-            "spawning": self.supply.starting,
+            "spawning": sum(self.supply.starting.values()),
             "spawned": self.supply.started,
             "recycled": self.recycled,
             "retired_by_cells": self.retired_by_cells,
@@ -143,29 +148,32 @@ class WorkerPool:
 
     # -- hand-out ---------------------------------------------------------------------------------
 
-    async def acquire(self, tenant: str, principal: str | None) -> Worker:
+    async def acquire(self, tenant: str, principal: str | None, *, python: bool = False) -> Worker:
         """A running slot (fair across tenants), then a process for a new cell of ``principal`` (one
-        that served only that principal, else a fresh one), held with the slot."""
+        that served only that principal, else a fresh one), held with the slot; ``python``: a process
+        of the kind that runs Python cells (a principal's two kinds are two bindings)."""
+        if python and principal is not None:
+            principal = f"{principal}\x00python"
         if self.assigned.pick(principal) is None:
             self.replacements.check(tenant)  # refused before it queues for a slot it could not use
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.acquire_timeout_s
         await self.admission.admit(tenant, deadline - loop.time())
         try:
-            worker = await self._worker_for(tenant, principal, deadline)
+            worker = await self._worker_for(tenant, principal, deadline, python)
         except BaseException:
             self.admission.give_back(tenant)
             raise
         self.lowering.apply(worker)
         return worker
 
-    async def _worker_for(self, tenant: str, principal: str | None, deadline: float) -> Worker:
+    async def _worker_for(self, tenant: str, principal: str | None, deadline: float, python: bool) -> Worker:
         def ready(starved: bool) -> Worker | None:
             """The principal's process a new cell packs into, else a fresh one for it, held (None: none is ready)."""
             worker = self.assigned.pick(principal)
             if worker is None:
                 self.replacements.check(tenant)
-                worker = self.supply.take()
+                worker = self.supply.take(python)
                 if worker is not None:
                     self.assigned.assign(worker, tenant, principal)
             if worker is not None:
@@ -188,10 +196,10 @@ class WorkerPool:
                 # unless the processes already starting are enough for this caller and the others waiting
                 # (else each wake-up while one starts would retire one more of others' warm processes).
                 at_cap = self.assigned.count() + self.supply.count() >= self.cap
-                short = self.supply.count() <= self._vacancies.hungry
+                short = self.supply.count(python) <= self._vacancies.hungry
                 if at_cap and short and (idle := self.assigned.idle_of_another(principal)) is not None:
                     self._retire(idle)
-                self._top_up()
+                self._top_up(python)
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     holding = self.assigned.stats()["holding"]
@@ -346,24 +354,27 @@ class WorkerPool:
         self._top_up()
         self._vacancies.notify()
 
-    def _top_up(self) -> None:
-        """Keep ``size`` fresh workers ready (started in the background, never on a request's path)."""
+    def _top_up(self, wanted: bool | None = None) -> None:
+        """Keep ``spares`` fresh workers of each kind ready (started in the background, never on a
+        request's path); ``wanted``: a kind a caller waits for, started even past its spares."""
         if self._closed:
             return
-        while self.supply.count() < self.size and self.assigned.count() + self.supply.count() < self.cap:
-            self.supply.starting += 1
-            self.supply.background(self._spawn_into_fresh())
+        for python, spares in self.spares.items():
+            spares = max(spares, 1) if python == wanted else spares
+            while self.supply.count(python) < spares and self.assigned.count() + self.supply.count() < self.cap:
+                self.supply.starting[python] += 1
+                self.supply.background(self._spawn_into_fresh(python))
 
-    async def _spawn_into_fresh(self) -> None:
-        """Start one process (counted in ``supply.starting`` by the caller) and keep it fresh."""
+    async def _spawn_into_fresh(self, python: bool) -> None:
+        """Start one process of the kind (counted in ``supply.starting`` by the caller) and keep it fresh."""
         try:
-            worker = await self.supply.spawn()
+            worker = await self.supply.spawn(python)
         except Exception as exc:  # noqa: BLE001 - a failed spawn is logged and retried on demand
             log.error("could not start a worker process: %s", exc)
             await asyncio.sleep(0.5)
             return
         finally:
-            self.supply.starting -= 1
+            self.supply.starting[python] -= 1
         if self._closed:
             worker.kill()
             return

@@ -1,7 +1,11 @@
 """Fresh worker processes: started ahead of need, in the background, never on a request's path.
 
 The supply starts processes (``start_worker``) and keeps the ones nobody has taken yet; the pool
-(``pool.py``) decides how many it wants and hands them out.  Each process draws its own cell
+(``pool.py``) decides how many it wants and hands them out.  Processes are of two kinds: those that run
+JavaScript and TypeScript cells only, confined by the strict profile, and those that run Python cells
+(``python``: they start a Monty child, so their profile lets them start that one binary and map it
+executable).  A kind is fixed at start: a JavaScript cell never runs in a process whose filter was
+loosened for Monty.  Each process draws its own cell
 budget, 80-100% of ``worker_max_cells``: processes started together are then not all replaced at
 once (a burst of process starts in the middle of serving).
 """
@@ -22,39 +26,45 @@ class WorkerSupply:
     """Processes being started, fresh ones waiting to be taken, and every one not yet seen to end."""
 
     def __init__(self, options: WorkerOptions, frame_cap: int, *, nice: int, max_cells: int) -> None:
-        self.options: WorkerOptions = {**options, "frame_cap": frame_cap}
+        self.options: WorkerOptions = {**options, "frame_cap": frame_cap, "python": False}
+        self.python_options: WorkerOptions = {**options, "frame_cap": frame_cap, "python": True}
         self.frame_cap = frame_cap
         self.nice = nice
         self.max_cells = max_cells
         self.fresh: deque[Worker] = deque()
-        self.starting = 0
+        self.starting = {False: 0, True: 0}  # by kind (``python``)
         self.started = 0
         self.alive: set[Worker] = set()  # every process started and not yet seen to end
         # The confinement layers the first worker reported (kept: that worker may be retired at once).
         self.sandbox: SandboxReport | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def spawn(self) -> Worker:
-        """Start one worker process and wait for its ``ready`` frame."""
-        worker = await start_worker(self.options, self.frame_cap, nice=self.nice)
+    async def spawn(self, python: bool) -> Worker:
+        """Start one worker process of the kind ``python`` names and wait for its ``ready`` frame."""
+        worker = await start_worker(self.python_options if python else self.options, self.frame_cap, nice=self.nice)
+        worker.python = python
         self.alive.add(worker)
         worker.max_cells = random.randint(max(1, self.max_cells * 4 // 5), self.max_cells)
         self.started += 1
-        if self.sandbox is None:
+        if self.sandbox is None and not python:  # the strict profile's layers are the ones reported
             self.sandbox = worker.sandbox
         return worker
 
-    def take(self) -> Worker | None:
-        """The oldest fresh process still alive, if any."""
-        while self.fresh:
-            worker = self.fresh.popleft()
-            if not worker.dead:
+    def take(self, python: bool) -> Worker | None:
+        """The oldest fresh process of the kind still alive, if any."""
+        for worker in list(self.fresh):
+            if worker.dead:
+                self.fresh.remove(worker)
+            elif worker.python == python:
+                self.fresh.remove(worker)
                 return worker
         return None
 
-    def count(self) -> int:
-        """Fresh processes and those being started."""
-        return len(self.fresh) + self.starting
+    def count(self, python: bool | None = None) -> int:
+        """Fresh processes and those being started (of one kind, or of both)."""
+        if python is None:
+            return len(self.fresh) + sum(self.starting.values())
+        return sum(w.python == python for w in self.fresh) + self.starting[python]
 
     def background(self, coro: Coroutine[object, None, None]) -> None:
         """Run ``coro`` as a task the supply keeps referenced and cancels at ``close``."""

@@ -1,7 +1,8 @@
 """A JavaScript-only service (``python_cells = false``) starts no Monty machinery and refuses Python cells.
 
 A worker loads Monty before it confines itself (afterwards it can open no file), so whether it can run
-Python cells is fixed when it starts: ``python_cells`` decides it for every worker of the service.  What a
+Python cells is fixed when it starts: the pool keeps two kinds of process (``supply.py``), and a
+JavaScript cell never runs in one made for Python cells.  What a
 worker loaded is read from its memory map (``/proc/<pid>/maps``), for a worker started as the pool starts
 them, with Python and without.
 """
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-
-import pytest
 
 from bridge.messages import WorkerOptions
 from service.runtime.workers.process import start_worker
@@ -69,14 +68,35 @@ def test_a_javascript_only_service_refuses_python_cells_by_name(tmp_path: Path):
         assert client.get("/v1/tool-description").status_code == 200
 
 
-@pytest.mark.parametrize("python_cells", [True, False])
-def test_the_pool_starts_its_workers_as_the_setting_says(tmp_path: Path, python_cells: bool):
-    """Every worker the service starts has Monty mapped exactly when python_cells is on."""
-    with make_client(tmp_path, python_cells=python_cells, sandbox="off") as client:
-        assert run(client, "return 1")["value"] == 1
+def _kinds(client) -> dict[int, bool]:
+    """Every live worker of the service's pool: whether it has Monty mapped, by pid."""
+    return {w.pid: MONTY in Path(f"/proc/{w.pid}/maps").read_text() for w in client.app.state.services.pool.workers()}
+
+
+def test_javascript_cells_never_run_in_a_process_made_for_python_cells(tmp_path: Path):
+    """With Python cells on, a principal's JavaScript and Python cells run in two processes of two kinds:
+    the JavaScript one has no Monty mapped and no child (so it keeps the strict profile, which refuses
+    starting programs and executable memory); the Python one has Monty and its one child."""
+    with make_client(tmp_path, sandbox="off", worker_isolation="tenant") as client:
+        js = run(client, "return globalThis.process === undefined")
+        py = run(client, "1 + 1", language="python")
+        assert js["value"] is True and py["value"] == 2, (js, py)
         pool = client.app.state.services.pool
-        workers = pool.workers()
-        assert workers
-        for worker in workers:
-            assert (MONTY in Path(f"/proc/{worker.pid}/maps").read_text()) is python_cells
-            assert len(_children(worker.pid)) == (1 if python_cells else 0)
+        kinds = _kinds(client)
+        python_pids = {w.pid for w in pool.workers() if w.python}
+        assert python_pids and set(kinds) - python_pids, kinds  # both kinds exist
+        for pid, monty in kinds.items():
+            assert monty is (pid in python_pids), (pid, kinds)
+            assert len(_children(pid)) == (1 if pid in python_pids else 0)
+        # Each cell ran in a process of its kind, bound to the same tenant: two bindings, never one.
+        assigned = {w.pid: w.python for w in pool.assigned.all()}
+        assert sorted(assigned.values()) == [False, True], assigned
+
+
+def test_a_javascript_only_service_starts_no_process_for_python(tmp_path: Path):
+    """With python_cells off no worker of the service has Monty mapped or a child."""
+    with make_client(tmp_path, python_cells=False, sandbox="off") as client:
+        assert run(client, "return 1")["value"] == 1
+        kinds = _kinds(client)
+        assert kinds and not any(kinds.values()), kinds
+        assert all(not _children(pid) for pid in kinds)

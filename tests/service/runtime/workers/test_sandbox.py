@@ -110,14 +110,19 @@ def assert_monty_child_confined(worker: int, service_uid: int) -> None:
 
 def test_pool_workers_run_confined_and_say_so(tmp_path):
     """Every pool worker shows the layers in /proc, holds only pipes, sockets and event descriptors (no
-    file), and runs cells as before; its Monty child runs confined too (``assert_monty_child_confined``);
-    /readyz and the gauge report each layer."""
+    file), and runs cells as before: a JavaScript worker has one thread and no child; a worker made for
+    Python cells has its Monty child, confined too (``assert_monty_child_confined``); /readyz and the
+    gauge report each layer."""
     with make_client(tmp_path) as client:
         pool = client.app.state.services.pool  # type: ignore[attr-defined]
-        workers = poll_until(lambda: pool.workers() if len(pool.workers()) >= 2 else None, "two warm workers")
-        for _ in workers:  # both workers (if the pool spreads them) ran a Python cell before they are inspected
-            assert run_ok(client, "[x * 2 for x in [1, 2]]", language="python")["value"] == [2, 4]
+        assert run_ok(client, "[x * 2 for x in [1, 2]]", language="python")["value"] == [2, 4]
+        kinds = lambda: {w.python for w in pool.workers()} == {False, True}  # noqa: E731
+        workers = poll_until(lambda: pool.workers() if kinds() else None, "a worker of each kind")
         for worker in workers:
+            if not worker.python:
+                assert_confined(worker.pid, os.geteuid())
+                assert children(worker.pid) == [] and all(f.startswith("pipe:") for f in open_files(worker.pid))
+                continue
             assert_confined(worker.pid, os.geteuid(), threads=PYTHON_WORKER_THREADS)
             # stdin (frames in), fd 1 and 2 (the stderr pipe the service reads), the frame channel out; then
             # the Monty client's pipes to its child, its epoll, eventfd, pidfd and wake-up socket pair.
@@ -235,11 +240,23 @@ def test_a_service_run_as_another_user_confines_its_workers(tmp_path):
         with live_process(argv, base + "/readyz", tmp_path, env=env, ready=is_200) as server:
             service = next(pid for pid in [server.pid, *children(server.pid)] if "service.cli" in command_line(pid))
             assert status(service)["Uid"].split()[0] == str(NOBODY)
-            workers = [pid for pid in children(service) if "guest_runtime.worker" in command_line(pid)]
-            assert workers
+
+            # One warm worker of each kind (--workers 1), once both have started (/readyz waits for one): the
+            # Python one has its Monty child, the other none.
+            def started() -> list[int] | None:
+                pids = [pid for pid in children(service) if "guest_runtime.worker" in command_line(pid)]
+                confined = len(pids) == 2 and all(status(pid)["Seccomp"] != "0" for pid in pids)
+                return pids if confined and sum(bool(children(pid)) for pid in pids) == 1 else None
+
+            workers = poll_until(started, "both warm workers started")
+            python = [pid for pid in workers if children(pid)]
+            assert len(python) == 1, workers
             for pid in workers:
-                assert_confined(pid, NOBODY, threads=PYTHON_WORKER_THREADS)
-                assert_monty_child_confined(pid, NOBODY)
+                if pid in python:
+                    assert_confined(pid, NOBODY, threads=PYTHON_WORKER_THREADS)
+                    assert_monty_child_confined(pid, NOBODY)
+                else:
+                    assert_confined(pid, NOBODY)
             sandbox = httpx.get(base + "/readyz").json()["sandbox"]
             assert sandbox["layers"] == {layer: layer != "uid" for layer in LAYERS}
             assert "only root can start workers under another uid" in sandbox["missing"]["uid"]

@@ -95,7 +95,8 @@ def attack(service: dict[str, Any], probes: tuple[str, ...], sandbox: SandboxOpt
     Returns ``(results, None)`` from the payload's frame, or ``(None, exit status)`` if the worker died.
     """
     pool = service["pool"]
-    options = {**pool.supply.options, "sandbox": sandbox if sandbox is not None else pool.supply.options["sandbox"]}
+    kind = pool.supply.python_options if service["python"] else pool.supply.options  # the pool's two kinds
+    options = {**kind, "sandbox": sandbox if sandbox is not None else kind["sandbox"]}
     plan = {
         "probes": list(probes),
         "service_pid": os.getpid(),
