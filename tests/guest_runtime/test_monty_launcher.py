@@ -104,7 +104,8 @@ def test_the_real_binary_starts_no_process() -> None:
 
 
 def test_without_a_monty_it_refuses_and_says_what_to_set(tmp_path: Path) -> None:
-    done = launch("subprocess")  # the venv's own script: pydantic-monty 0.0.18 ships no monty beside it
+    (tmp_path / "codemode-monty").symlink_to(LAUNCHER)  # a link with no monty beside it
+    done = launch("subprocess", launcher=tmp_path / "codemode-monty")
     assert done.returncode == REFUSED
     assert REAL_BIN_VARIABLE in done.stderr
     relative = launch("subprocess", real="monty")
