@@ -25,6 +25,8 @@ ServiceError                      base: ``code``, ``error_type``, ``status``
  ├── ResponseNotEncodable         500: an answer could not be written as JSON (retrying cannot help)
  ├── WorkerGone                   a worker's pipe closed or its frames cannot be read; the cell layer
  │                                always turns it into a ``runtime_unavailable`` envelope (never an HTTP answer)
+ ├── MalformedFrame               /v1/monty: a frame over its size, undecodable or out of protocol; that connection
+ │                                is closed (WebSocket close 1007/1009, never an HTTP answer), its worker killed
  ├── IllegalTransition            500: a cell was asked to move to a state its state machine forbids (a bug)
  ├── ServerUnreachable            ``codemode exec --url``: no server answers at the URL (never an HTTP answer)
  ├── ServerRefused                ``codemode exec --url``: the server answered its error body (never an HTTP answer)
@@ -249,6 +251,18 @@ class WorkerGone(ServiceError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+class MalformedFrame(ServiceError):
+    """A frame of Monty's wire protocol (either way through /v1/monty) is too large, undecodable or out of
+    protocol; ``too_large`` tells the WebSocket close code (1009 rather than 1007)."""
+
+    code = "malformed_frame"
+    status = 400
+
+    def __init__(self, message: str, *, too_large: bool = False) -> None:
+        super().__init__(message)
+        self.too_large = too_large
 
 
 class IllegalTransition(ServiceError):

@@ -192,6 +192,23 @@ class Settings(BaseSettings):
         "limits", MAX_PENDING_REQUESTS, 1, 4096, "host requests one cell may have in flight"
     )
     # Cells that never finish (service/runtime/life_bounds.py): checked when a leg would start.
+    # /v1/monty (service/monty_relay/): Monty's wire protocol relayed to a confined `monty subprocess` per connection.
+    monty_max_frame_bytes: Int = setting(
+        "limits",
+        8 * MiB,
+        64 * 1024,
+        256 * MiB,
+        "/v1/monty: largest frame either way (a larger one closes the connection)",
+    )
+    monty_max_values: Int = setting(
+        "limits", 100_000, 16, 10_000_000, "/v1/monty: values (arena nodes) and list entries one frame may carry"
+    )
+    monty_max_recursion_depth: Int = setting(
+        "limits", 1000, 10, 100_000, "/v1/monty: largest max_recursion_depth a client may ask"
+    )
+    monty_idle_seconds: Int = setting(
+        "limits", 600, 1, 86_400, "/v1/monty: close a connection whose client sends no frame for this long"
+    )
     max_legs_per_cell: Int = setting(
         "limits", 10_000, 1, 10_000_000, "legs (the exec, then each wait) one cell may run; then it ends failed"
     )

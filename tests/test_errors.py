@@ -104,6 +104,7 @@ CONTRACT = {
     "guest_runtime.errors.EngineFault": "runtime_unavailable",
     # envelope failure code of a worker that died (service/runtime/cell.py)
     "service.errors.WorkerGone": "runtime_unavailable",
+    "service.errors.MalformedFrame": "malformed_frame",
 }
 
 

@@ -41,6 +41,8 @@ SOLE_IMPORTER: dict[str, str | tuple[str, ...]] = {
     "pyseccomp": "guest_runtime/confinement.py",
     "fastapi_offline": "service/http/docs_pages.py",
     "pydantic_monty": "guest_runtime/monty/engine.py",
+    # Monty's wire frames (/v1/monty): the generated module and the one module that decodes with it.
+    "google.protobuf": ("service/monty_relay/monty_pb2.py", "service/monty_relay/frames.py"),
     "tree_sitter": "guest_runtime/quickjs/typescript.py",
     "tree_sitter_typescript": "guest_runtime/quickjs/typescript.py",
 }

@@ -25,6 +25,7 @@ from .cell_routes import CellRoutes
 from .docs_pages import app_with_offline_docs
 from .error_responses import install_error_handlers
 from .events_route import EventRoutes
+from .monty_route import MontyRoute
 from .ops_routes import OpsRoutes
 from .replica_routing import ReplicaRouting
 from .request_gate import MCP_PATH, RequestGate
@@ -97,6 +98,7 @@ def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) ->
     ours = {id(route) for route in routes}
     app.router.routes[:] = [*routes, *(route for route in app.router.routes if id(route) not in ours)]
     app.include_router(playground_router)
+    app.router.routes.append(MontyRoute(settings, svc.keys, svc.tools, svc.cells.quotas).route())
     install_error_handlers(app, [*routes, *playground_router.routes])
     if mcp is not None:
         # Starlette serves an object that is not a function as a raw ASGI app; its annotation names only

@@ -328,6 +328,8 @@ def serve(app: ASGIApp, settings: Settings, drain: Callable[[], Awaitable[None]]
         http=guarded_protocol(settings),
         timeout_keep_alive=settings.keep_alive_timeout_seconds,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        # /v1/monty's frames: a larger WebSocket message is refused (close 1009) before it is assembled.
+        ws_max_size=settings.monty_max_frame_bytes,
     )
     server = DrainingServer(config, drain)
     server.run()
