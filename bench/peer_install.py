@@ -19,7 +19,7 @@ from .fastmcp_provider import install_monty
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CACHE = ROOT / ".data" / "bench-peers"
-#: npm packages per Node peer (the versions issue 48 measured: `run` 2.1, isolated-vm 5).
+#: npm packages per Node peer (the versions the project's peer figures name: `run` 2.1, isolated-vm 5).
 NPM_PEERS: dict[str, tuple[str, ...]] = {
     "vercel-run": ("run@~2.1",),
     "ai-sdk-code-mode": ("@ai-sdk/code-mode@^1.0", "ai@^7", "run@~2.1"),

@@ -3,7 +3,8 @@
 One JSON request a line on stdin, one JSON answer a line on stdout (``runs``: the wall ms of each of
 ``n`` sequential runs; ``concurrent``: how many runs ``concurrency`` lanes finished in ``seconds``).
 Each run's value must summarise to ``expect`` (a number, or a list's length) or the request fails.
-Run as a script with the peer's ``pip install --target`` directory first on ``PYTHONPATH``.
+Its drivers run as ``python -m bench.peer_drivers.NAME`` with the peer's ``pip install --target``
+directory first on ``PYTHONPATH``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ from importlib.metadata import version
 from typing import Any
 
 import pydantic_monty
-from harness import serve
+
+from .harness import serve
 
 LIMITS: pydantic_monty.ResourceLimits = {"max_suspensions": 100_000}
 

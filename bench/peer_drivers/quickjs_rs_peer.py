@@ -15,8 +15,9 @@ import json
 from importlib.metadata import version
 from typing import Any
 
-from harness import serve
 from quickjs_rs import Runtime
+
+from .harness import serve
 
 
 async def nop(_args: Any) -> int:
