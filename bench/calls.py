@@ -3,7 +3,8 @@
 In each placement of the two processes (``bench/placement.py``): the pipe floor, ``setTimeout(0)`` and
 no-op tool round trips (sequential and in ``Promise.all``, µs per call) and the service's CPU per
 sequential tool call; then a ``return 1`` cell's service CPU and wall time, unpinned; all from one
-in-process service (``bench/inproc.py``'s parts).  Run it alternately on two trees
+in-process service (``bench/inproc.py``'s parts); last what this machine charges for the parts a call is
+made of (``bench/machine_costs.py``), so two machines' figures can be told apart from two trees'.  Run it alternately on two trees
 to compare a change: the whole table takes minutes, this about ten seconds.
 """
 
@@ -19,6 +20,7 @@ from service.settings import Settings
 
 from . import loops
 from .inproc import CellRunner, nested_call_figures
+from .machine_costs import machine_costs
 from .tools import BenchTools
 
 ROUND_TRIPS = 1000
@@ -52,6 +54,7 @@ async def _figures(tmp: str) -> dict[str, object]:
         "placements": nested,
         "return1_service_cpu_us": cell_cpu_us,
         "return1_wall_us": cell_wall_us,
+        "machine_costs": machine_costs(),
     }
 
 
