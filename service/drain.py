@@ -61,7 +61,7 @@ class Drain:
         if self.state != "serving":
             return
         self.state = "draining"
-        self.cells.refuse_new = _refuse
+        self.cells.refuse_new = refuse_new_cell
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.seconds
         running = sum(held_cells(self.cells).values())
@@ -88,7 +88,8 @@ class Drain:
         return {cell_id: Fate(DROPPED, now) for cell_id in cell_ids}
 
 
-def _refuse() -> None:
+def refuse_new_cell() -> None:
+    """What a draining replica answers a new cell (or a new /v1/monty connection)."""
     raise ReplicaDraining(
         "this replica is shutting down (draining) and starts no new cells; retry: another replica takes it "
         "(behind a load balancer, the next try goes elsewhere)",

@@ -98,7 +98,7 @@ def http_app(settings: Settings, svc: Components, mcp: Mounted | None = None) ->
     ours = {id(route) for route in routes}
     app.router.routes[:] = [*routes, *(route for route in app.router.routes if id(route) not in ours)]
     app.include_router(playground_router)
-    app.router.routes.append(MontyRoute(settings, svc.keys, svc.tools, svc.cells.quotas).route())
+    app.router.routes.append(MontyRoute(settings, svc.keys, svc.tools, svc.cells).route())
     install_error_handlers(app, [*routes, *playground_router.routes])
     if mcp is not None:
         # Starlette serves an object that is not a function as a raw ASGI app; its annotation names only

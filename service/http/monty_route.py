@@ -26,7 +26,7 @@ from service.monty_relay.child import MontyBinaries, MontyChild
 from service.monty_relay.frames import FrameCaps
 from service.monty_relay.policy import FunctionPolicy
 from service.monty_relay.relay import Receive, RelayBounds, relay
-from service.runtime.quotas import TenantQuotas
+from service.runtime.registry import CellRegistry
 from service.settings import ApiKey, Settings
 
 from .error_responses import error_response
@@ -54,10 +54,11 @@ def frame_caps(settings: Settings) -> FrameCaps:
 class MontyRoute:
     """The endpoint, built with the parts it uses."""
 
-    def __init__(self, settings: Settings, keys: KeyRing, tools: KeyedTools, quotas: TenantQuotas) -> None:
+    def __init__(self, settings: Settings, keys: KeyRing, tools: KeyedTools, cells: CellRegistry) -> None:
         self.keys = keys
         self.tools = tools
-        self.quotas = quotas
+        self.cells = cells  # a draining replica refuses new connections as it refuses new cells
+        self.quotas = cells.quotas
         self.binaries = MontyBinaries.installed()
         self.bounds = RelayBounds(frame_caps(settings), settings.monty_idle_seconds, settings.kill_grace_ms / 1000)
 
@@ -77,6 +78,8 @@ class MontyRoute:
             await self._connected(websocket, key, policy, child)
 
     def _admit(self, websocket: WebSocket) -> ApiKey:
+        if self.cells.refuse_new is not None:
+            self.cells.refuse_new()  # this replica is draining: the client dials again, another replica answers
         scope = websocket.scope
         self.keys.check_peer(scope.get("client"))
         self.keys.check_addressed(scope.get("headers", ()), scope.get("client"))
