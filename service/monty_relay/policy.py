@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.tools.policy import ToolPolicy, is_mcp_entry
-
-CLIENT_PREFIX = "client:"
+from service.tools.policy import CLIENT_PREFIX, ToolPolicy, is_mcp_entry
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,15 @@ def is_mcp_entry(entry: str) -> bool:
     return entry.startswith(MCP_PREFIX)
 
 
+#: An entry naming a function a client answers (a /v1/monty client's, pydantic-ai's tools): the server
+#: cannot know such names ahead, so they are kept as written and matched by name (service/monty_relay/).
+CLIENT_PREFIX = "client:"
+
+
+def is_client_entry(entry: str) -> bool:
+    return entry.startswith(CLIENT_PREFIX)
+
+
 def mcp_entry_server(entry: str) -> str:
     """The server part of an `mcp:` entry (`*` for `mcp:*`)."""
     return entry[len(MCP_PREFIX) :].split("/", 1)[0]
@@ -225,6 +234,8 @@ def parse_entries(raw: object, where: str) -> tuple[str, ...]:
             raise ToolConfigError(f"{at}: unknown group {entry!r}; known groups: {', '.join(GROUPS)}")
         if is_mcp_entry(entry):
             _check_mcp_entry(entry, at)
+        if is_client_entry(entry) and not entry[len(CLIENT_PREFIX) :]:
+            raise ToolConfigError(f"{at}: {entry!r} names no function; use client:<name>")
         out.append(entry)
     return tuple(out)
 
@@ -244,7 +255,7 @@ def unknown_entry(
     server_names = {"*", *servers}
     for index, entry in enumerate(entries):
         at = f"{where}[{index}]"
-        if entry in GROUPS:
+        if entry in GROUPS or is_client_entry(entry):  # a client's names are its own: never known here
             continue
         if is_mcp_entry(entry):
             if mcp_entry_server(entry) not in server_names:

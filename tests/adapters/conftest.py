@@ -27,7 +27,7 @@ tenant = "adapters"
 [[api_keys]]
 key = "{NARROW_KEY}"
 tenant = "adapters-narrow"
-tools = {{deny = ["quote_shipping"]}}
+tools = {{deny = ["quote_shipping", "client:refund_order"]}}
 """
 CALLS: list[tuple[str, dict[str, Any]]] = []
 

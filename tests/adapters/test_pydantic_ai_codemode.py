@@ -96,6 +96,25 @@ def test_a_tool_the_key_denies_stays_denied(base_url):
     assert CALLS == []
 
 
+def refund_order(order_id: str) -> str:
+    """Refund an order: a function only the agent has (no service tool is named so)."""
+    CALLS.append(("refund_order", {"order_id": order_id}))
+    return "refunded"
+
+
+def test_a_function_of_the_agent_alone_is_denied_by_its_client_entry(base_url):
+    """`client:refund_order` in the narrowed key's deny names a function the server never saw (the service
+    starts with it all the same): under that key the call is refused in the sandbox and never reaches
+    pydantic-ai; the full key's call runs."""
+    code = 'try:\n    r = await refund_order(order_id="A-17")\nexcept Exception as e:\n    r = str(e)\nr'
+    assert "refunded" in run(base_url, API_KEY, code, [refund_order])
+    assert CALLS == [("refund_order", {"order_id": "A-17"})]
+    CALLS.clear()
+    answer = run(base_url, NARROW_KEY, code, [refund_order])
+    assert "tool policy does not allow 'refund_order'" in answer, answer
+    assert CALLS == []
+
+
 async def feed(base_url: str, code: str, limits: dict[str, Any] | None = None, key: str = API_KEY) -> Any:
     async with sandbox(base_url, key)() as pool:
         async with pool.checkout(limits=limits) as session:

@@ -122,3 +122,13 @@ def test_the_first_entry_naming_nothing_is_reported_with_its_index(tools) -> Non
     assert unknown_entry(["group:core", "quote", "shipping"], "tools.allow", subjects, []) is None
     problem = unknown_entry(["quote", "nosuch", "dangerous_operation"], "tools.allow", subjects, [])
     assert problem == "tools.allow[1]: 'nosuch' names no tool, tool id or plugin id here"
+
+
+def test_client_entries_name_a_clients_functions_and_are_never_unknown(tools) -> None:
+    """`client:<name>` names a function a /v1/monty client answers (its names are its own, unknown to the
+    server): it is kept as written, while a bare `client:` is refused at parse."""
+    subjects = ToolCatalog.build(tools).subjects
+    assert unknown_entry(["client:send_email", "quote"], "api_keys[0].tools.deny", subjects, []) is None
+    assert ToolPolicy.from_config({"deny": ["client:send_email"]}).deny == ("client:send_email",)
+    with pytest.raises(ToolConfigError, match=r"tools.deny\[0\]: 'client:' names no function"):
+        ToolPolicy.from_config({"deny": ["client:"]})
