@@ -52,6 +52,12 @@ class Directory:
             raise StoreUnavailableError("down")
         return self.drained.get(replica_id, {}).get(cell_id)
 
+    async def adopter_of(self, cell_id: str) -> str | None:
+        return None  # no parked cell of a stopped replica was taken up here
+
+    async def has_parked(self, cell_id: str) -> bool:
+        return False
+
 
 async def test_heartbeats_continue_through_an_outage_and_stop_at_close():
     """Listed at start, renewed several times per TTL (also after the store was down), removed at close."""
