@@ -25,10 +25,12 @@ written is ignored.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import pwd
+import stat
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
@@ -206,6 +208,44 @@ def environment_monty() -> str:
     import sysconfig
 
     return os.path.realpath(os.path.join(sysconfig.get_path("scripts"), "monty"))
+
+
+@functools.cache
+def runnable_monty(real: str) -> str:
+    """``real``, or a copy of it the worker user can run.
+
+    A service started as root runs its Monty children as the worker user, who must be able to reach the
+    binary; a checkout and its virtualenv may sit in a directory only root enters (a home directory, a
+    ``mktemp -d``).  Then the binary is copied, once per process, into a fresh directory that anyone may
+    enter and only root may write (removed at exit); its libraries are the system's, found as before.
+    """
+    if os.geteuid() != 0 or _others_can_run(real):
+        return real
+    import atexit  # only in a service that needs the copy (the launcher itself never does)
+    import shutil
+    import tempfile
+
+    for base in (tempfile.gettempdir(), "/tmp", "/dev/shm", "/var/tmp"):
+        if os.path.isdir(base) and _others_can_run(base):
+            folder = tempfile.mkdtemp(prefix="codemode-monty-", dir=base)
+            break
+    else:
+        raise ConfinementError(f"{real} is out of the worker user's reach and no temporary directory is in it")
+    os.chmod(folder, 0o755)  # mkdtemp made it 0700, root's own: nobody could have put anything in it
+    copy = os.path.join(folder, "monty")
+    shutil.copyfile(real, copy)
+    os.chmod(copy, 0o755)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return copy
+
+
+def _others_can_run(path: str) -> bool:
+    """Whether a user who is neither owner nor group may reach ``path`` (search every directory above it)
+    and run it (a directory: search it)."""
+    chain = [os.path.abspath(path)]
+    while chain[-1] != "/":
+        chain.append(os.path.dirname(chain[-1]))
+    return all(os.stat(p).st_mode & stat.S_IXOTH for p in chain)
 
 
 def monty_files(real: str) -> list[str]:

@@ -15,7 +15,8 @@ import os
 import sysconfig
 from dataclasses import dataclass
 
-from guest_runtime.monty_launcher import REAL_BIN_VARIABLE
+from guest_runtime.errors import ConfinementError
+from guest_runtime.monty_launcher import REAL_BIN_VARIABLE, runnable_monty
 from service.errors import WorkerGone
 from service.process_launch import WORKING_DIRECTORY, confined_environment
 
@@ -35,7 +36,10 @@ class MontyBinaries:
     @classmethod
     def installed(cls) -> MontyBinaries:
         scripts = sysconfig.get_path("scripts")
-        return cls(os.path.join(scripts, LAUNCHER_NAME), os.path.join(scripts, "monty"))
+        monty = os.path.join(scripts, "monty")
+        with contextlib.suppress(ConfinementError, OSError):  # else problem() or the worker's start says why
+            monty = runnable_monty(monty)  # the launcher execs it as the worker user
+        return cls(os.path.join(scripts, LAUNCHER_NAME), monty)
 
     def problem(self) -> str | None:
         """Why no worker can start, or None."""

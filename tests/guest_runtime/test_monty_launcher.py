@@ -133,3 +133,33 @@ def test_a_cached_filter_anyone_else_could_have_written_is_rebuilt(monty: Path) 
     assert plan["bpf"] != allow_everything
     assert "/" not in plan["files"]
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+def _run_as_nobody(binary: str) -> int:
+    """The exit status of ``binary --help`` run as uid/gid 65534 (126: the kernel refused to run it)."""
+    # Through sh: setpriv itself runs its program as it was before switching (it reaches what root reaches).
+    argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", 'exec "$0" --help', binary]
+    return subprocess.run(argv, capture_output=True, timeout=30, check=False).returncode
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a service run as root gives its workers another uid")
+def test_a_monty_only_root_can_reach_is_copied_where_the_worker_user_can_run_it(
+    tmp_path: Path, reachable: Path
+) -> None:
+    """A checkout in a directory only root enters (a home directory, ``mktemp -d``): the worker user cannot
+    run its ``monty`` (the control), so the service runs a copy in a directory anyone may enter and only
+    root may write; a binary already in reach is used as it is."""
+    from guest_runtime.monty_launcher import environment_monty, runnable_monty
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    hidden = private / "monty"
+    shutil.copyfile(environment_monty(), hidden)
+    hidden.chmod(0o755)
+    assert _run_as_nobody(str(hidden)) == 126
+    copy = Path(runnable_monty(str(hidden)))
+    assert copy != hidden and copy.read_bytes() == hidden.read_bytes()
+    folder = copy.parent.stat()
+    assert (folder.st_uid, folder.st_mode & 0o777, copy.stat().st_mode & 0o777) == (0, 0o755, 0o755)
+    assert _run_as_nobody(str(copy)) != 126
+    assert runnable_monty(str(reachable / "monty")) == str(reachable / "monty")

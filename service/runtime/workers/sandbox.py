@@ -17,7 +17,7 @@ from typing import TypedDict
 from bridge.messages import SandboxMode, SandboxOptions, SandboxReport
 from guest_runtime.confinement import LAYERS, PYTHON_CELL_RULES, build_filter, seccomp_program
 from guest_runtime.errors import ConfinementError
-from guest_runtime.monty_launcher import environment_monty, monty_files
+from guest_runtime.monty_launcher import environment_monty, monty_files, runnable_monty
 from service.errors import ConfigError
 
 log = logging.getLogger("codemode.workers")
@@ -64,6 +64,13 @@ def sandbox_options(mode: SandboxMode, user: str, *, python_cells: bool = True) 
         options["monty_binary"] = environment_monty()
     if mode == "off":
         return options
+    if python_cells:  # workers drop to the worker user before they start their Monty child
+        try:
+            options["monty_binary"] = runnable_monty(options["monty_binary"])
+        except (ConfinementError, OSError) as exc:
+            raise ConfigError(
+                f"python_cells = true, but Monty's runtime cannot be run: {exc}", need_param="python_cells"
+            ) from None
     if os.geteuid() == 0:
         options["uid"], options["gid"] = worker_user(user)
     bpf, why = seccomp_program()
