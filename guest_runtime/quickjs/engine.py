@@ -7,10 +7,10 @@ output and the cell's outcome, one JSON text: the binding hands over strings, no
 the driver what happened as a ``Slice``.  Engine exceptions are translated into
 ``guest_runtime.errors`` here and nowhere else.
 
-Unhandled promise rejections need the engine's rejection tracker, which the binding does not
-expose.  We install it through ctypes on the runtime pointer of the binding's Context object;
-``quickjs-ng`` is pinned, and ``check_engine()`` proves the wiring at worker start, so a binding
-change fails loudly instead of silently losing unhandled rejections.
+What the binding does not expose (the rejection tracker, the interrupt handler, precompiled
+bytecode, the C plain-data check of ``plain_check.py``) is wired through ctypes on the runtime and
+context pointers of its Context object; ``quickjs-ng`` is pinned, and ``check_engine()`` proves the
+wiring at worker start, so a binding change fails loudly instead of silently.
 
 The extension is used directly, not through the package's ``quickjs`` wrapper: importing that
 starts a thread pool thread (for its ``Function`` helper, which we never use), and a worker must
@@ -36,7 +36,7 @@ from bridge.jsoncodec import loads, well_formed, well_formed_str
 from ..engine import Failed, SettledReply, Slice
 from ..errors import EngineFault, GuestFault, GuestSyntaxError, GuestTimeout
 from ..heap_trim import give_back_memory
-from . import prelude_source
+from . import plain_check, prelude_source
 from .cell_stacks import first_line, syntax_error
 from .outcome import BridgeRejection, Taken, slice_of
 from .prelude_source import PreludeSource
@@ -99,13 +99,11 @@ _tracker = _TRACKER(_on_rejection)  # module-level: the C side keeps a raw point
 # own time limit read the process CPU clock, a system call, on every call into JS (half a
 # microsecond each, four to eight calls per tool call or cell); this handler reads the monotonic
 # clock only when asked, against the deadline the driver armed for the call in progress.
-
 _INTERRUPT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 _lib.JS_SetInterruptHandler.argtypes = [ctypes.c_void_p, _INTERRUPT, ctypes.c_void_p]
 _lib.JS_SetInterruptHandler.restype = None
 #: Every call into an engine may run at least this long, even when its cell's deadline has passed.
 MIN_CALL_S = 0.001
-#: Why a parked JavaScript cell cannot leave its process (``dump``, ``restore``).
 NOT_DUMPABLE = "a JavaScript cell's heap cannot be dumped: a parked JavaScript cell lives only in its process"
 
 
@@ -207,6 +205,7 @@ _lib.JS_SetGCThreshold.restype = None
 _lib.JS_GetGCThreshold.argtypes = [ctypes.c_void_p]
 _lib.JS_GetGCThreshold.restype = ctypes.c_size_t
 _NO_COLLECTION = ctypes.c_size_t(-1).value
+plain_check.bind(lambda name: ctypes.cast(getattr(_lib, name), ctypes.c_void_p).value or 0)
 #: Reply texts from this many characters up, and from 1/HEAP_PER_REPLY_BYTE of the engine's heap up, are
 #: parsed after one collection and with the collector paused (``_collected_first``): a parse makes
 #: several heap bytes per byte of text, so that collection costs no more than the parse.
@@ -226,7 +225,9 @@ def compile_prelude(source: PreludeSource) -> bytes:
     """
     ctx = _quickjs.Context()
     cptr = _context_pointer(ctx)
-    text = f'globalThis.{_HOOK_SLOT} = ({source.text})("{_HOOK_SLOT}");'.encode()
+    # The plain-data check, where install() put one, is handed to the prelude and its global deleted.
+    plain = f"globalThis.{plain_check.SLOT}"
+    text = f'globalThis.{_HOOK_SLOT} = ({source.text})("{_HOOK_SLOT}", {plain}); delete {plain};'.encode()
     fn = _lib.JS_Eval(cptr, text, len(text), b"<prelude>", _EVAL_COMPILE_ONLY)
     if fn.tag == _JS_TAG_EXCEPTION:
         raise EngineFault(f"the guest prelude does not compile: {_compile_error(cptr, source)}")
@@ -266,7 +267,9 @@ TRIM_AFTER_SOURCE_CHARS = 256 * 1024
 class GuestEngine:
     """One fresh QuickJS runtime + context with the prelude loaded and limits set."""
 
-    def __init__(self, *, stack_bytes: int = 1024 * 1024, prelude: bytes = _PRELUDE_BYTECODE) -> None:
+    def __init__(
+        self, *, stack_bytes: int = 1024 * 1024, prelude: bytes = _PRELUDE_BYTECODE, native_plain_check: bool = True
+    ) -> None:
         self._ctx = _quickjs.Context()
         runtime = _runtime_pointer(self._ctx)
         if not runtime:
@@ -279,6 +282,7 @@ class GuestEngine:
         self._failed_unhandled: dict[int, int] = {}
         self._ctx.set_max_stack_size(stack_bytes)
         self._malloc = _malloc_state(self._ctx)
+        self.native_plain_check = native_plain_check and plain_check.install(self._cptr)
         self._hook = self._load_prelude(prelude)
         self._fn: Any = None
         self._prepared: str | None = None  # the configuration text ``prepare`` built the globals from
@@ -488,8 +492,7 @@ class GuestEngine:
         return int(self._malloc[1])
 
     def dump(self) -> bytes:
-        """A QuickJS runtime's heap cannot be written out: a parked JavaScript cell lives in its process."""
-        raise EngineFault(NOT_DUMPABLE)
+        raise EngineFault(NOT_DUMPABLE)  # a QuickJS runtime's heap cannot be written out
 
     def restore(self, state: bytes) -> int:
         raise EngineFault(NOT_DUMPABLE)
@@ -575,6 +578,10 @@ def check_engine() -> None:
         raise EngineFault("the QuickJS rejection tracker is not wired; is quickjs-ng the pinned version?")
     engine.close()
     _check_interrupt()
+    probe = _quickjs.Context()  # the C plain-data check, where it was built, answers its proof table
+    wrong = plain_check.prove(_context_pointer(probe), probe.eval)
+    if wrong is not None:
+        raise EngineFault(f"{wrong}; is quickjs-ng the pinned version?")
 
 
 def _check_interrupt() -> None:

@@ -35,7 +35,7 @@ FILES = (
     "hook.js",  # globals, the cell's outcome, the host hook
 )
 
-_HEAD = '(function (/** @type {string | null} */ hookSlot) {\n"use strict";\n'
+_HEAD = '(function (/** @type {string | null} */ hookSlot, /** @type {NativePlainCheck | undefined} */ nativePlain) {\n"use strict";\n'
 _SEPARATOR = ";\n"  # on a line of its own, after each file
 _TAIL = "return codemodeHostHook;\n})"
 

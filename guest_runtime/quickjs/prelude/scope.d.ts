@@ -7,6 +7,20 @@
 /** The wrapper's parameter: the global the driver reads the hook from; the hook's first call deletes it. */
 declare let hookSlot: string | null;
 
+/**
+ * The plain-data check in C (quickjs/plain_data.c): how many values `value` holds, counted as isPlain
+ * counts them, when it is plain data; -1 when the prelude's own walk must decide.
+ */
+type NativePlainCheck = (
+  value: unknown,
+  depth: number,
+  objectProto: object,
+  arrayProto: object,
+  maxNesting: number,
+) => number;
+/** The wrapper's second parameter: the check, or undefined where its extension was not built. */
+declare let nativePlain: NativePlainCheck | undefined;
+
 /** A stack frame as QuickJS-ng hands it to Error.prepareStackTrace (V8's call site API). */
 interface CallSite {
   getFileName(): string | undefined;

@@ -5,8 +5,9 @@
 // never runs user toJSON: it renders leftovers as placeholders.  "strict" (tool arguments,
 // results.save, store) refuses anything that is not plain JSON, so the call rejects and
 // nothing already saved changes.
-// Most values are plain JSON data: a scan that allocates nothing proves it, and the engine's
-// own JSON.stringify then does the work (a 5 MB array would not fit the heap otherwise).
+// Most values are plain JSON data: a scan that allocates nothing proves it (in C where the engine
+// module installed nativePlain, else isPlain below), and the engine's own JSON.stringify then
+// does the work (a 5 MB array would not fit the heap otherwise).
 // Accessors, toJSON, Promises, Errors, handles, BigInt and cycles take the slow path.
 // Both paths count the values they visit in `valueCount` (an array's holes too, which become
 // nulls): request() refuses arguments over `maxRequestValues` before they leave the guest.
@@ -69,7 +70,10 @@ function enclosing(depth) {
 function serialise(value, strict, depth) {
   valueCount = 0;
   try {
-    if (isPlain(value, enclosing(depth))) {
+    // The check in C, where it was built, answers at once for plain data; anything else it leaves to isPlain.
+    const visited = nativePlain === undefined ? -1 : nativePlain(value, depth, ObjectProto, ArrayProto, MAX_NESTING);
+    if (visited >= 0) valueCount = visited;
+    if (visited >= 0 || isPlain(value, enclosing(depth))) {
       const s = JSONStringify(value);
       return s === undefined ? "null" : s;
     }

@@ -1,0 +1,168 @@
+"""The plain-data check in C (``guest_runtime/quickjs/plain_data.c``) against the prelude's own walk.
+
+Every case runs the same cell in two real engines, one with the C check installed and one without (the
+prelude's ``isPlain`` alone, as on a machine where the extension was not built), and asserts that the
+two hand the host the same text: as the cell's value, and as a host request's arguments (the strict
+mode, which refuses what is not JSON).  Values that are plain data are also counted: both engines
+refuse a request at one value over its cap and send it at the cap, so the C walk counts as ``isPlain``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bridge import jsoncodec
+from guest_runtime.quickjs import plain_check
+from guest_runtime.quickjs.engine import GuestEngine
+
+MiB = 1024 * 1024
+STRICT = "try {{ await results.save({value}); return 'saved' }} catch (e) {{ return e.name + ': ' + e.message }}"
+
+#: Values the C walk must leave to the prelude, or take only where the prelude would.
+ODD = [
+    "({get a() { return 1 }})",
+    "Object.defineProperty({b: 2}, 'a', {get() { throw new Error('ran') }, enumerable: false})",
+    "({toJSON() { return 'own' }})",
+    "Object.defineProperty({a: 1}, 'toJSON', {value: () => 'hidden', enumerable: false})",
+    "({toJSON: 5, a: 1})",
+    "(() => { Object.prototype.toJSON = function () { return 'patched' }; return {a: [1]} })()",
+    "(() => { Object.defineProperty(Array.prototype, 'toJSON', {get() { return () => 'g' }, configurable: true});"
+    " return [1] })()",
+    "(() => { Object.setPrototypeOf(Array.prototype, null); return [1, {a: 2}] })()",
+    "new Proxy({a: 1}, {})",
+    "[new Proxy([1], {ownKeys() { throw new Error('trap') }})]",
+    "new (class Point { constructor() { this.x = 1 } })()",
+    "Object.create({inherited: 1})",
+    "new (class Stamp { toJSON() { return 'stamped' } })()",
+    "[Object.create({toJSON() { return 'inherited' }})]",
+    "Object.assign(Object.create(null), {a: 1, b: [null]})",
+    "Object.setPrototypeOf([1, 2], null)",
+    "Object.setPrototypeOf({a: 1}, Array.prototype)",
+    "(function () { return arguments })(1, 2)",
+    "[new Date(0), new Map([[1, 2]]), new Set([1]), new Uint8Array(3), /re/g]",
+    "[() => 1, {f() {}}, Math.max]",
+    "[1n]",
+    "({a: 2n})",
+    "[Symbol('s'), {s: Symbol('t')}]",
+    "[Promise.resolve(1)]",
+    "({e: new TypeError('t'), f: new Error('boom')})",
+    "(() => { const a = {n: 1}; a.self = a; return a })()",
+    "(() => { const a = [1]; a.push([a]); return a })()",
+    "(() => { const x = {a: 1}; return [x, x, [x]] })()",
+    "(() => { const a = [1]; a[5] = 2; return a })()",
+    "(() => { const a = [1, 2]; a.extra = {b: 3}; return a })()",
+    "Object.freeze({a: [1, {b: 'c'}]})",
+    "['\\ud800', {'\\udfff': 'x\\udc00'}]",
+    "[undefined, {u: undefined}, NaN, Infinity, -0]",
+    "(() => { let v = 1; for (let i = 0; i < 199; i++) v = [v]; return v })()",
+    "(() => { let v = 1; for (let i = 0; i < 200; i++) v = [v]; return v })()",
+    "(() => { let v = 1; for (let i = 0; i < 201; i++) v = {v}; return v })()",
+    "(() => { globalThis.visible = [1]; return globalThis })()",
+]
+
+
+def _engine(native: bool, **config: Any) -> GuestEngine:
+    engine = GuestEngine(native_plain_check=native)
+    caps = {"tools": [], "mcp": [], "maxRequestBytes": 4 * MiB, **config}
+    engine.configure(jsoncodec.dumps_text(caps), 64 * MiB)
+    assert engine.native_plain_check is native
+    return engine
+
+
+def _texts(code: str, native: bool, **config: Any) -> tuple[str, list[str]]:
+    """The cell's value text and the argument texts of the requests it made (each answered ``{}``)."""
+    engine = _engine(native, **config)
+    engine.compile(code, 5.0)
+    deadline = time.monotonic() + 5.0
+    engine.call_cell(deadline)
+    args: list[str] = []
+    while True:
+        engine.pump(deadline)
+        snap = engine.take()
+        args += [engine.request_args(i) for i in range(len(snap["requests"]))]
+        if snap["done"] is not None:
+            break
+        for request in snap["requests"]:
+            engine.settle(request["id"], True, "{}")
+    assert snap["done"] == {"ok": True}, snap["done"]
+    value = engine.final_value(16 * MiB, deadline)
+    engine.close()
+    return value, args
+
+
+def _same_both_ways(expression: str, **config: Any) -> tuple[str, list[str]]:
+    for code in (f"return {expression}", STRICT.format(value=expression)):
+        with_c = _texts(code, True, **config)
+        assert with_c == _texts(code, False, **config), code
+    return with_c
+
+
+def test_the_c_check_is_built_where_the_suite_runs():
+    """scripts/test installs a C compiler before the service, so the suite runs the check it ships."""
+    assert plain_check.built(), "guest_runtime/quickjs/_plain_data was not built: is gcc installed? (scripts/test)"
+
+
+@pytest.mark.parametrize("expression", ODD)
+def test_an_odd_value_is_written_as_the_prelude_writes_it(expression: str):
+    _same_both_ways(expression)
+
+
+def test_the_check_is_gone_before_cell_code_runs():
+    """The global the C check is parked under is read by the prelude's script and deleted with it."""
+    value, _ = _texts("return Object.getOwnPropertyNames(globalThis).filter(n => n.startsWith('__codemode_'))", True)
+    assert jsoncodec.loads(value) == []
+
+
+def _count(value: Any) -> int:
+    """JSON values in ``value``, itself included: what the request cap counts."""
+    if isinstance(value, list):
+        return 1 + sum(_count(v) for v in value)
+    if isinstance(value, dict):
+        return 1 + sum(_count(v) for v in value.values())
+    return 1
+
+
+def _refused_over(expression: str, count: int) -> None:
+    """A request carrying ``expression`` (``count`` values; the request's array is one more) is sent
+    at the cap and refused one under it, by both walks."""
+    _, args = _same_both_ways(expression, maxRequestValues=count + 1)
+    assert len(args) == 1, "sent at its value count"
+    for native in (True, False):
+        refused, args = _texts(STRICT.format(value=expression), native, maxRequestValues=count)
+        assert jsoncodec.loads(refused).startswith("RangeError: request arguments hold more than"), refused
+        assert args == []
+
+
+@pytest.mark.parametrize(
+    ("expression", "count"),
+    [
+        ("[1, , 3]", 4),  # a hole is a value: JSON.stringify writes null
+        ("(() => { const a = [{b: 1}]; a.length = 1000; return a })()", 1002),
+        # extra keys are walked, and taken off the holes (length - keys), as isPlain does
+        ("(() => { const a = [1, 2]; a.extra = [3]; return a })()", 4),
+        ("(() => { const x = [1, 2]; return [x, x] })()", 7),  # a shared value counts where it appears
+    ],
+)
+def test_holes_and_shared_values_are_counted_as_the_prelude_counts_them(expression: str, count: int):
+    _refused_over(expression, count)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=6) | st.dictionaries(st.text(max_size=6), children, max_size=6),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(JSON_VALUES)
+def test_plain_data_is_written_and_counted_as_the_prelude_does(value: Any):
+    """Both walks write a JSON value alike and count it alike: a request at its value count is sent, one
+    value over the cap is refused."""
+    _refused_over(json.dumps(value), _count(value))  # JSON text is a JavaScript expression
