@@ -11,11 +11,11 @@ libraries: ``confinement.PYTHON_CELLS``).  The worker is bound to one principal 
 child, reused across the worker's cells, never holds two principals' heaps; each cell is a fresh checkout.
 The child's frames are decoded here, inside the confined worker, never in the service.
 
-A slice checks the child out, runs the cell until every task awaits host work (Monty pauses it in a
-``FutureSnapshot``), dumps that snapshot to bytes and hands the child back: a parked Python cell costs its
-dumped state in this process (reported as its heap), and the child serves the next slice of any cell.
-The next slice loads the bytes into a fresh session and resumes them (``resume``); ``dump`` and
-``restore`` let a later owner keep such bytes and resume them elsewhere (another worker, another replica).
+A slice runs the cell until every task awaits host work (Monty pauses it in a ``FutureSnapshot``) and
+dumps that snapshot to bytes: a parked cell costs them in this process (its heap).  Its session stays
+checked out until another cell needs the child (``MontyPool.keep``); the next slice resumes the live
+snapshot, or loads the bytes into a fresh session.  ``dump`` and ``restore`` let a later owner keep such
+bytes and resume them elsewhere (another worker, another replica).
 
 Guest-visible names are external functions: a call to ``text``, ``json``, ``error_info``, a tool's
 callable name, ``yield_control``, ``sleep``, ``store`` or ``load`` pauses Monty at a
@@ -47,8 +47,9 @@ from ..engine import MAX_ERROR_FRAMES, Failed, Returned, SettledReply, Slice, Wa
 from ..errors import UNCAUGHT_ERROR, EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
 from ..guest_config import read_caps
 from .dump_format import pack_dump, unpack_dump
-from .host_requests import HostRequests, Shape, exception_head
-from .namespaces import Handle, Namespaces, handle, route
+from .host_functions import BUILTINS, SHAPE_NAMES, SHAPES, Request, as_handles, routed
+from .host_requests import HostRequests, exception_head
+from .namespaces import Handle, Namespaces
 from .output import CellOutput
 from .values import NotJson, to_json_text
 
@@ -83,8 +84,6 @@ _OUT_OF_MEMORY = re.compile(r"^MemoryError: (?:memory limit exceeded: |the worke
 
 #: Where Monty stops a slice.
 Snapshot = monty.FunctionSnapshot | monty.NameLookupSnapshot | monty.FutureSnapshot | monty.MontyComplete
-#: A host request a guest function stands for: (method, arguments, how its reply reaches the guest).
-Request = tuple[str, list[object], Shape | None]
 #: Ids of host objects are derived from their names, so they survive a dump (``_object_id``).
 _IDS = uuid.UUID("6f1d3c52-5a0e-4f7e-9a51-3b1c0de0c0de")
 
@@ -97,11 +96,16 @@ class MontyPool:
 
     The pool replaces a child that died (a cell that reached Monty's hard memory limit, a crash) at the next
     checkout; the other cells of the worker are parked as bytes here, so they lose nothing.
+
+    A parked cell keeps its session (``keep``) until another cell needs the child; its bytes are dumped all
+    the same, so ``open`` may close the kept session for the next cell without losing it (docs: choices.md).
     """
 
     def __init__(self, binary: str | None = None) -> None:
         self.binary = binary  # None: Monty's own resolution (the ``monty`` of this environment)
         self._pool: monty.Monty | None = None
+        #: The engine whose parked cell's session is still checked out, that session, and its live snapshot.
+        self._kept: tuple[object, monty.MontySession, monty.FutureSnapshot] | None = None
 
     def start(self) -> None:
         """Start the child now (the worker calls it once confined, before it says ready)."""
@@ -115,18 +119,46 @@ class MontyPool:
             pool.__enter__()
             self._pool = pool
 
-    @contextmanager
-    def session(self, limits: monty.ResourceLimits) -> Iterator[monty.MontySession]:
-        """A fresh session on the child, handed back when the block ends."""
+    def open(self, limits: monty.ResourceLimits) -> monty.MontySession:
+        """A fresh session checked out of the child (closing a kept one first), to ``close`` or ``keep``."""
+        self.drop()
         self.start()
         assert self._pool is not None
-        with self._pool.checkout(script_name=SCRIPT, limits=limits, os_policy=OS_POLICY) as session:
-            yield session
+        return self._pool.checkout(script_name=SCRIPT, limits=limits, os_policy=OS_POLICY).__enter__()
+
+    def keep(self, owner: object, session: monty.MontySession, snapshot: monty.FutureSnapshot) -> None:
+        """Leave ``session`` checked out with ``owner``'s parked ``snapshot`` live in it, until ``take`` or ``drop``."""
+        self._kept = (owner, session, snapshot)
+
+    def take(self, owner: object) -> tuple[monty.MontySession, monty.FutureSnapshot] | None:
+        """The session and live snapshot ``owner`` kept, if nobody closed them since; the pool forgets them."""
+        kept = self._kept
+        if kept is None or kept[0] is not owner:
+            return None
+        self._kept = None
+        return kept[1], kept[2]
+
+    def holds(self, owner: object) -> bool:
+        """Whether ``owner``'s parked cell still has its session checked out."""
+        return self._kept is not None and self._kept[0] is owner
+
+    def drop(self, owner: object | None = None) -> None:
+        """Close the kept session (only if ``owner`` kept it, when given): its cell lives on as its bytes."""
+        kept = self._kept
+        if kept is not None and (owner is None or kept[0] is owner):
+            self._kept = None
+            close(kept[1])
 
     def close(self) -> None:
+        self.drop()
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.__exit__(None, None, None)
+
+
+def close(session: monty.MontySession) -> None:
+    """Hand a session back to the pool (a crashed child is replaced at the next checkout)."""
+    session.__exit__(None, None, None)
 
 
 #: This worker's pool; a process that runs Python cells has one.
@@ -143,6 +175,7 @@ class PythonEngine:
         self._pool = POOL if pool is None else pool
         self._deferred: GuestRuntimeError | None = None  # the first slice's fault, raised by ``start``
         self._parked: bytes | None = None  # the dumped FutureSnapshot between slices
+        self._live: monty.FutureSnapshot | None = None  # the snapshot a slice parked in (``_slice_on``)
         self._ns = EMPTY
         self._objects: dict[uuid.UUID, Any] = {}  # host objects the guest holds, by the id Monty names them by
         self._requests = HostRequests(read_caps({"maxRequestBytes": 1}))  # replaced by configure
@@ -191,7 +224,8 @@ class PythonEngine:
             "max_suspensions": MAX_SUSPENSIONS,
         }
         try:
-            with self._pool.session(limits) as session:
+            session = self._pool.open(limits)
+            with self._slice_on(session):
                 try:
                     first = session.feed_start(code, print_callback=self._output.on_print)
                 except monty.MontySyntaxError as exc:
@@ -241,8 +275,16 @@ class PythonEngine:
         return self._slice()
 
     def _resume_from(self, data: bytes, results: dict[int, monty.ExternalSettledResult]) -> None:
+        """Resume the session this cell kept if the child still holds it, else load ``data`` into a fresh one."""
+        kept = self._pool.take(self)
         try:
-            with self._pool.session({}) as session:
+            if kept is not None:
+                session, live = kept
+                with self._slice_on(session):
+                    self._advance(lambda: live.resume(results))
+                return
+            session = self._pool.open({})
+            with self._slice_on(session):
                 snapshot = session.load_snapshot(data, print_callback=self._output.on_print)
                 if not isinstance(snapshot, monty.FutureSnapshot):
                     raise EngineFault(f"Monty failed: a parked cell reloaded as {type(snapshot).__name__}")
@@ -251,6 +293,21 @@ class PythonEngine:
             raise
         except monty.MontyError as exc:
             self._advance(_raiser(exc))
+
+    @contextmanager
+    def _slice_on(self, session: monty.MontySession) -> Iterator[None]:
+        """Run a slice on ``session``: kept checked out if the cell parked in it, else handed back."""
+        self._live = None
+        try:
+            yield
+        except BaseException:
+            close(session)
+            raise
+        live, self._live = self._live, None
+        if live is not None:
+            self._pool.keep(self, session, live)
+        else:
+            close(session)
 
     def _slice(self) -> Slice:
         """What the slice that just ran came to, with the requests, cancels and output it made."""
@@ -284,6 +341,7 @@ class PythonEngine:
         return self._heap
 
     def close(self) -> None:
+        self._pool.drop(self)
         self._parked = None
         self._objects.clear()
 
@@ -294,12 +352,12 @@ class PythonEngine:
         requests it awaits and the host failures it may still ask about."""
         if self._parked is None or self._ended:
             raise EngineFault("only a cell that waits on host work can be dumped")
-        return pack_dump(dumps_text(self._requests.export(_SHAPE_NAMES)).encode("utf-8"), self._parked)
+        return pack_dump(dumps_text(self._requests.export(SHAPE_NAMES)).encode("utf-8"), self._parked)
 
     def restore(self, state: bytes) -> int:
         try:
             header, self._parked = unpack_dump(state)
-            self._requests.restore(header, _SHAPES)
+            self._requests.restore(header, SHAPES)
         except ValueError as exc:  # JSONDecodeError included
             raise EngineFault(f"a dumped Python cell's state is out of shape: {exc}") from None
         self._heap = len(self._parked)
@@ -316,8 +374,11 @@ class PythonEngine:
                     self._finish_ok(snapshot)
                     return
                 if isinstance(snapshot, monty.FutureSnapshot):
+                    # Dumped now, though the session is kept: the cell's size is known (its heap, the
+                    # snapshot cap) and the child can be handed to another cell without a word to this one.
                     self._parked = snapshot.dump()
                     self._heap = len(self._parked)
+                    self._live = snapshot
                     return
                 if isinstance(snapshot, monty.NameLookupSnapshot):
                     value = None if snapshot.object_id is not None else self._ns.globals.get(snapshot.variable_name)
@@ -429,14 +490,14 @@ class PythonEngine:
         if target is not None:
             if getattr(target, "namespace", None) == "catalog" and name == "all":
                 return list(self._ns.handles)
-            method, request_args = _routed(target, name, args, kwargs)
-            return method, request_args, _as_handles if method == "search" else None
+            method, request_args = routed(target, name, args, kwargs)
+            return method, request_args, as_handles if method == "search" else None
         tool = self._ns.tools.get(name)
         if tool is not None:
             if args:
                 raise TypeError(f"{name}() takes the tool's input as keyword arguments: {name}(field=value, ...)")
-            return (*_routed(tool, "call", (), kwargs), None)
-        builtin = _BUILTINS.get(name)
+            return (*routed(tool, "call", (), kwargs), None)
+        builtin = BUILTINS.get(name)
         return None if builtin is None else builtin(*args, **kwargs)
 
     # -- host objects -------------------------------------------------------------------------------
@@ -493,69 +554,11 @@ def _raiser(exc: BaseException) -> Callable[[], Snapshot]:
     return step
 
 
-# ---- the guest's built-in host functions ----------------------------------------------------------
-
-
-def _yield_control(reason: object = None) -> Request:
-    return "yield", [None if reason is None else str(reason)], None
-
-
-def _sleep(seconds: object) -> Request:
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise TypeError("sleep(seconds) needs a number of seconds")
-    return "sleep", [max(int(seconds * 1000), 0)], None
-
-
-def _store(key: object, value: object = None) -> Request:
-    _check_key(key)
-    if value is None:
-        return "store.delete", [key], None
-    return "store.set", [key, value], None
-
-
-def _load(key: object) -> Request:
-    _check_key(key)
-    return "store.get", [key], _stored_value
-
-
-def _stored_value(reply: object) -> object:
-    return reply.get("value") if isinstance(reply, dict) else None
-
-
-_BUILTINS: dict[str, Callable[..., Request]] = {
-    "yield_control": _yield_control,
-    "sleep": _sleep,
-    "store": _store,
-    "load": _load,
-}
-
-
 # ---- errors ---------------------------------------------------------------------------------------
 
 
 def _uncaught(text: str) -> tuple[str, Phase, str]:
     return text, "guest", UNCAUGHT_ERROR
-
-
-def _routed(target: object, name: str, args: tuple[object, ...], kwargs: dict[str, object]) -> tuple[str, list[object]]:
-    found = route(target, name, args, kwargs)
-    if found is None:
-        raise TypeError(f"{name}() is not a method the host serves")
-    return found
-
-
-def _as_handles(metas: object) -> object:
-    return [handle(m) for m in metas] if isinstance(metas, list) else metas
-
-
-#: The reply shapes a request may have, by the name a dump gives them.
-_SHAPES: dict[str, Shape] = {"handles": _as_handles, "stored": _stored_value}
-_SHAPE_NAMES = {shape: name for name, shape in _SHAPES.items()}
-
-
-def _check_key(key: object) -> None:
-    if not isinstance(key, str) or not 1 <= len(key) <= 256:
-        raise TypeError("store key must be a string of 1-256 characters")
 
 
 def _described(exc: BaseException) -> str:

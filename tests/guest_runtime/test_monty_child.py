@@ -121,3 +121,81 @@ def test_a_parked_cell_resumes_in_another_engine_from_its_bytes():
     done = second.resume([(waiting.requests[0]["id"], True, "3")], time.monotonic() + 5.0)
     assert isinstance(done, Returned), done
     assert second.final_value(MiB, time.monotonic() + 5.0) == "[1,2,3]"
+
+
+def _sequential(engine: Any, calls: int) -> Any:
+    """Answer each of a cell's ``yield_control`` calls in turn (the reply: its number), until it ends."""
+    import time
+
+    from guest_runtime.engine import Waiting
+
+    outcome = engine.start(time.monotonic() + 5.0)
+    for n in range(calls):
+        assert isinstance(outcome, Waiting), outcome
+        outcome = engine.resume([(outcome.requests[0]["id"], True, str(n))], time.monotonic() + 5.0)
+    return outcome
+
+
+def test_a_parked_cell_keeps_its_session_until_another_cell_needs_the_child(monkeypatch: pytest.MonkeyPatch):
+    """A cell waiting on the host keeps its session checked out: twenty sequential calls check the child out
+    once.  Another cell's slice takes the child (the kept session is closed); the first resumes from its
+    bytes with its state, and keeps its new session in turn."""
+    import time
+
+    from bridge import jsoncodec
+    from guest_runtime.engine import Returned, Waiting
+    from guest_runtime.monty.engine import MontyPool, PythonEngine
+
+    pool = MontyPool()
+    opened = []
+    real_open = pool.open
+    monkeypatch.setattr(pool, "open", lambda limits: opened.append(1) or real_open(limits))
+    config = jsoncodec.dumps_text({"tools": [], "mcp": [], "maxRequestBytes": MiB})
+    try:
+        first = PythonEngine(pool)
+        first.configure(config, 32 * MiB)
+        first.compile("t = 0\nfor i in range(21):\n    t += await yield_control('p')\nt", 5.0)
+        waiting = _sequential(first, 20)
+        assert isinstance(waiting, Waiting) and pool.holds(first)
+        assert len(opened) == 1, "one checkout for the cell and its twenty host calls"
+
+        other = PythonEngine(pool)
+        other.configure(config, 32 * MiB)
+        other.compile("40 + 2", 5.0)
+        assert isinstance(other.start(time.monotonic() + 5.0), Returned)
+        assert not pool.holds(first) and len(opened) == 2
+
+        done = first.resume([(waiting.requests[0]["id"], True, "20")], time.monotonic() + 5.0)
+        assert isinstance(done, Returned), done
+        assert first.final_value(MiB, time.monotonic() + 5.0) == str(sum(range(21)))
+        assert len(opened) == 3  # the resume from bytes
+        first.close()
+        assert not pool.holds(first)
+    finally:
+        pool.close()
+
+
+def test_closing_a_parked_cell_hands_its_kept_session_back():
+    """A parked cell the host ends (cancel, expiry) hands the child back: the next cell checks it out."""
+    import time
+
+    from bridge import jsoncodec
+    from guest_runtime.engine import Returned, Waiting
+    from guest_runtime.monty.engine import MontyPool, PythonEngine
+
+    pool = MontyPool()
+    config = jsoncodec.dumps_text({"tools": [], "mcp": [], "maxRequestBytes": MiB})
+    try:
+        parked = PythonEngine(pool)
+        parked.configure(config, 32 * MiB)
+        parked.compile("await yield_control('p')", 5.0)
+        assert isinstance(parked.start(time.monotonic() + 5.0), Waiting) and pool.holds(parked)
+        parked.close()
+        assert not pool.holds(parked)
+        following = PythonEngine(pool)
+        following.configure(config, 32 * MiB)
+        following.compile("'next'", 5.0)
+        assert isinstance(following.start(time.monotonic() + 5.0), Returned)
+        assert following.final_value(MiB, time.monotonic() + 5.0) == '"next"'
+    finally:
+        pool.close()
