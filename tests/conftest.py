@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,15 @@ from service.app import create_app
 from service.assembly import build_components
 from service.settings import Settings
 from tests.support.tools import TEST_TOOLS
+
+#: The suite's services run their workers at the service's own priority (``worker_nice`` 0; the default puts
+#: them 15 niceness steps lower).  On a busy machine a worker 15 steps below the machine's other processes
+#: gets about 3% of a CPU, and every cell's deadline then measures the machine's load rather than the code
+#: under test.  Services started as processes get the same (``tests/support/live_server.py``, the CLI tests'
+#: environments).  The tests about priorities set ``worker_nice`` themselves or read the pool's own
+#: ``priorities.normal`` (test_hostile_cells.py, test_capacity_sharing.py, workers/test_worker_pool.py).
+SUITE_WORKER_NICE = "0"
+os.environ.setdefault("CODEMODE_WORKER_NICE", SUITE_WORKER_NICE)
 
 
 @pytest.fixture

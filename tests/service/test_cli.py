@@ -22,6 +22,7 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if key.startswith("CODEMODE_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("CODEMODE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("CODEMODE_WORKER_NICE", "0")  # workers at the service's priority (tests/conftest.py)
     return tmp_path
 
 

@@ -302,6 +302,7 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if key.startswith(("CODEMODE_", "OTEL_")):
             monkeypatch.delenv(key)
     monkeypatch.setenv("CODEMODE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("CODEMODE_WORKER_NICE", "0")  # workers at the service's priority (tests/conftest.py)
     (tmp_path / "cell.js").write_text("await new Promise(r => setTimeout(r, 1)); return 2", encoding="utf-8")
     return tmp_path
 

@@ -126,7 +126,7 @@ def stop_process(proc: subprocess.Popen[Any], grace_s: float = 10.0) -> None:
 
 def codemode_environ(workdir: Path, env: dict[str, str] | None = None, config: str | None = None) -> dict[str, str]:
     """This process's environment without CODEMODE_ settings, data under ``workdir``, a worker wait long
-    enough for a loaded machine (``acquire_timeout_ms`` 60 s), the TOML ``config`` written there, then ``env``
+    enough for a loaded machine (``acquire_timeout_ms`` 60 s), workers at the service's priority, the TOML ``config`` written there, then ``env``
     on top."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("CODEMODE_")}
     environ["CODEMODE_DATA_DIR"] = str(workdir / "data")
@@ -134,6 +134,7 @@ def codemode_environ(workdir: Path, env: dict[str, str] | None = None, config: s
     # A worker start (run at a low priority) can take seconds on a loaded machine: wait for one far longer
     # than the service's default 5 s, as make_client does; a test about the wait sets its own.
     environ["CODEMODE_ACQUIRE_TIMEOUT_MS"] = "60000"
+    environ["CODEMODE_WORKER_NICE"] = "0"  # workers at the service's priority, as in-process (tests/conftest.py)
     if config is not None:
         path = workdir / "codemode.toml"
         path.write_text(config, encoding="utf-8")

@@ -168,12 +168,13 @@ def test_worker_near_its_cpu_limit_is_replaced_between_cells(tmp_path):
 
 
 @pytest.mark.slow
-def test_guest_code_runs_at_a_lower_priority_than_the_service(tmp_path):
+def test_guest_code_runs_at_a_lower_priority_than_the_service(tmp_path, monkeypatch):
     """Workers run ``worker_nice`` (default 15) niceness steps below the service: a busy guest never preempts the loop."""
     import os
 
     from tests.conftest import make_client
 
+    monkeypatch.delenv("CODEMODE_WORKER_NICE", raising=False)  # the service's default, not the suite's
     own = os.getpriority(os.PRIO_PROCESS, 0)
     for setting, expected in ((None, min(19, own + 15)), (3, min(19, own + 3)), (0, own)):
         extra = {} if setting is None else {"worker_nice": setting}
