@@ -130,7 +130,23 @@ def dumps_text(value: Any) -> str:
 # JavaScript writes numbers from 2**63 up to 1e21 with all their digits (174680538877714140000); the host
 # parses them as floats and writes them in exponent form, up to two bytes longer (1.7468053887771414e+20).
 # Only such a run of digits makes the host's text longer than the guest's.
-_LONG_DIGIT_RUN = re.compile(r"[0-9]{19}")
+LONG_DIGIT_RUN = 19
+#: Every byte to b" " but digits, which become b"0": a run of digits is then a run of zeros, which a byte
+#: search finds (a 1 MiB text: ~1 ms, against ~12 ms for the regular expression ``[0-9]{19}``).
+_DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+#: The text is looked at in pieces of this many characters (each overlapping the next by a run less one), so
+#: the scan's copies stay small whatever the text's size.
+_SCAN_CHARS = 256 * 1024
+
+
+def has_long_digit_run(text: str) -> bool:
+    """Whether ``text`` holds LONG_DIGIT_RUN ASCII digits in a row."""
+    run = b"0" * LONG_DIGIT_RUN
+    for start in range(0, max(len(text) - LONG_DIGIT_RUN + 1, 1), _SCAN_CHARS):
+        piece = text[start : start + _SCAN_CHARS + LONG_DIGIT_RUN - 1]
+        if run in piece.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZEROS):
+            return True
+    return False
 
 
 def as_host_writes(json_text: str) -> str:
@@ -139,7 +155,7 @@ def as_host_writes(json_text: str) -> str:
     Re-encodes only text holding a run of 19 digits (a linear scan otherwise); anything else the host
     writes no longer than the guest did.
     """
-    if _LONG_DIGIT_RUN.search(json_text) is None:
+    if not has_long_digit_run(json_text):
         return json_text
     try:
         return dumps_text(loads(json_text))

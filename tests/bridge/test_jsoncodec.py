@@ -108,3 +108,27 @@ def test_copied_is_an_equal_value_that_shares_nothing():
     plain = {"k": [{"n": 1}]}
     copy = jsoncodec.copied(plain)  # the codec round trip (no fallback needed)
     assert copy == plain and copy["k"][0] is not plain["k"][0]
+
+
+@pytest.mark.parametrize("where", [0, 1, jsoncodec._SCAN_CHARS - 10, jsoncodec._SCAN_CHARS - 1, jsoncodec._SCAN_CHARS])
+def test_a_run_of_19_digits_is_found_wherever_it_is(where: int):
+    """The digit-run scan looks at the text in overlapping pieces: a run across a piece's end is found, and
+    18 digits, or 19 split by any other character (a non-ASCII one included), are not a run."""
+    pad = "é" * where
+    assert jsoncodec.has_long_digit_run(pad + "1" * 19 + "]")
+    assert not jsoncodec.has_long_digit_run(pad + "1" * 18 + "]")
+    assert not jsoncodec.has_long_digit_run(pad + "1" * 9 + "é" + "1" * 10)
+    assert not jsoncodec.has_long_digit_run(pad + "1" * 9 + "\ud800" + "1" * 10)  # a lone surrogate is no digit
+
+
+@given(st.text(alphabet="0123456789 ,[]é", max_size=80))
+def test_the_digit_run_scan_agrees_with_the_regular_expression(text: str):
+    import re
+
+    assert jsoncodec.has_long_digit_run(text) == (re.search("[0-9]{19}", text) is not None)
+
+
+def test_host_writes_a_long_digit_run_as_a_float():
+    """A 21-digit integer JavaScript writes whole is measured as the host will write it (exponent form)."""
+    assert jsoncodec.as_host_writes("[174680538877714140000]") == "[1.7468053887771414e+20]"
+    assert jsoncodec.as_host_writes('["x", 1234]') == '["x", 1234]'
