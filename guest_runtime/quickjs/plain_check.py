@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 try:
     from . import _plain_data
-except ModuleNotFoundError:  # the optional extension was not built (pyproject.toml: ext-modules)
+except ImportError:  # the optional extension was not built (pyproject.toml: ext-modules)
     _plain_data = None  # type: ignore[assignment]
 
 #: The global the check is parked under until the prelude's script has read it.

@@ -166,3 +166,28 @@ def test_plain_data_is_written_and_counted_as_the_prelude_does(value: Any):
     """Both walks write a JSON value alike and count it alike: a request at its value count is sent, one
     value over the cap is refused."""
     _refused_over(json.dumps(value), _count(value))  # JSON text is a JavaScript expression
+
+
+def test_without_the_extension_the_engine_starts_and_the_prelude_walks_alone():
+    """Where the extension was not built (no C compiler at install), importing the engine, its start-up check
+    and a cell with a large value all work, the prelude's walk deciding alone."""
+    import subprocess
+    import sys
+
+    # The package's folder is searched by a finder that knows no extension modules: the built file is there,
+    # but the import fails as it does where it was never built.
+    script = (
+        "import sys, importlib.machinery as m\n"
+        "import guest_runtime.quickjs as package\n"
+        "(folder,) = package.__path__\n"
+        "sys.path_importer_cache[folder] = m.FileFinder(folder, (m.SourceFileLoader, m.SOURCE_SUFFIXES),\n"
+        "    (m.SourcelessFileLoader, m.BYTECODE_SUFFIXES))\n"
+        "from guest_runtime.quickjs import engine, plain_check\n"
+        "assert not plain_check.built()\n"
+        "engine.check_engine()\n"
+        "e = engine.GuestEngine()\n"
+        "assert e.native_plain_check is False\n"
+        "print('started')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "started", done.stderr
