@@ -74,12 +74,16 @@ def _repair(value: Any) -> Any:
     return value
 
 
-def dumps(value: Any, *, default: Callable[[Any], Any] | None = None, sort_keys: bool = False) -> bytes:
+def dumps(
+    value: Any, *, default: Callable[[Any], Any] | None = None, sort_keys: bool = False, exact_ints: bool = False
+) -> bytes:
     """Compact JSON of ``value`` as UTF-8 bytes; non-finite floats become null, as in JS.
 
     ``sort_keys``: object keys in sorted order, so equal values give equal bytes (digests).
+    ``exact_ints``: an integer a double cannot hold exactly (past 2**53) is refused (JSONEncodeError)
+    rather than written with all its digits.
     """
-    option = orjson.OPT_SORT_KEYS if sort_keys else None
+    option = (orjson.OPT_SORT_KEYS if sort_keys else 0) | (orjson.OPT_STRICT_INTEGER if exact_ints else 0)
     try:
         return orjson.dumps(value, default=default, option=option)
     except orjson.JSONEncodeError as exc:
@@ -122,9 +126,9 @@ def fragment(data: bytes) -> Any:
     return orjson.Fragment(data)
 
 
-def dumps_text(value: Any) -> str:
-    """Compact JSON of ``value`` as text."""
-    return dumps(value).decode("utf-8")
+def dumps_text(value: Any, *, exact_ints: bool = False) -> str:
+    """Compact JSON of ``value`` as text (``exact_ints``: as ``dumps``)."""
+    return dumps(value, exact_ints=exact_ints).decode("utf-8")
 
 
 # JavaScript writes numbers from 2**63 up to 1e21 with all their digits (174680538877714140000); the host
