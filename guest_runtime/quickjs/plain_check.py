@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from bridge.jsoncodec import MAX_NESTING
+
 try:
     from . import _plain_data
 except ImportError:  # the optional extension was not built (pyproject.toml: ext-modules)
@@ -77,7 +79,7 @@ def prove(context: int, evaluate: Callable[[str], object]) -> str | None:
     if not install(context):
         return None
     for expression, visits in PROOF:
-        answer = evaluate(f"globalThis.{SLOT}({expression}, 0, Object.prototype, Array.prototype, 200)")
+        answer = evaluate(f"globalThis.{SLOT}({expression}, 0, Object.prototype, Array.prototype, {MAX_NESTING})")
         if answer != visits:
             return f"the C plain-data check answered {answer} for {expression}, not {visits}"
     return None

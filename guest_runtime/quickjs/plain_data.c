@@ -11,7 +11,8 @@
  * prelude's isPlain counts them) or "ask the prelude": anything it does not recognise at once -- a
  * function, a class instance, a Date, a Proxy, an own toJSON, a getter, a cycle, a value larger
  * than its visit budget -- goes back to the prelude's own walk, which decides as before.  It calls
- * no JavaScript, allocates nothing of the guest's, and stops after VISIT_BUDGET values, so its
+ * no JavaScript, allocates nothing of the guest's, and stops after VISIT_BUDGET values or
+ * COMPARE_BUDGET cycle-check comparisons (many objects under a deep chain), so its
  * time is bounded even though the engine's interrupt handler is not consulted while it runs.
  *
  * The engine is the pinned quickjs-ng's, inside the `_quickjs` extension of PyPI quickjs-ng.  This
@@ -93,6 +94,9 @@ static bool bound = false;
 /* Values one check visits at most (a few hundred milliseconds of C); past it the prelude's own walk,
    which the engine's deadline interrupts, takes over. */
 #define VISIT_BUDGET (1 << 22)
+/* Cycle-check comparisons one check makes at most (each object is compared with the objects above it):
+   without it a million shared objects under a 200-deep chain would cost 200M comparisons. */
+#define COMPARE_BUDGET (1 << 26)
 /* The deepest nesting this walk follows; the prelude's cap (MAX_NESTING) is lower. */
 #define MAX_STACK 1024
 
@@ -101,7 +105,7 @@ typedef struct {
     void *object_proto, *array_proto;
     JSClassID object_class, array_class;
     JSAtom to_json;
-    int64_t count;
+    int64_t count, compared;
     int max_depth, depth;
     void *stack[MAX_STACK];
 } Walk;
@@ -139,6 +143,8 @@ static int walk(Walk *w, JSValue v) {
     bool is_array = cls == w->array_class;
     if (!is_array && cls != w->object_class) return 0;
     if (w->depth >= w->max_depth) return 0;
+    w->compared += w->depth;
+    if (w->compared > COMPARE_BUDGET) return 0;
     for (int i = 0; i < w->depth; i++)
         if (w->stack[i] == v.u.ptr) return 0;
     if (!plain_prototype(w, v, is_array)) return 0;
@@ -209,6 +215,7 @@ static JSValue is_plain_data(JSContext *ctx, JSValue this_val, int argc, JSValue
         .object_class = api.get_class_id(argv[2]),
         .array_class = api.get_class_id(argv[3]),
         .count = 0,
+        .compared = 0,
         .max_depth = max_depth,
         .depth = depth,
     };

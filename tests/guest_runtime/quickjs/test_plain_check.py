@@ -191,3 +191,21 @@ def test_without_the_extension_the_engine_starts_and_the_prelude_walks_alone():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "started", done.stderr
+
+
+def test_many_objects_under_a_deep_chain_are_left_to_the_prelude():
+    """Each object is compared with the objects above it (the cycle check): a million such comparisons under a
+    deep chain would run long in C, where no deadline interrupts, so past its comparison budget the check
+    asks the prelude (whose walk the deadline does interrupt); the same objects under a shallow chain it takes."""
+    engine = GuestEngine()
+    assert plain_check.install(engine._cptr)  # again, into a context whose prelude already took its copy
+
+    def visits(depth: int) -> Any:
+        # 400,000 references to one object, under `depth` arrays: 400,000 x depth comparisons.
+        build = f"(() => {{ const o = {{}}; let v = new Array(400000).fill(o); for (let i = 0; i < {depth}; i++) v = [v]; return v }})()"
+        return engine._ctx.eval(
+            f"globalThis.{plain_check.SLOT}({build}, 0, Object.prototype, Array.prototype, {jsoncodec.MAX_NESTING})"
+        )
+
+    assert visits(5) == 5 + 1 + 400_000  # taken: the chain, the big array and each reference to the object
+    assert visits(190) == -1
