@@ -297,8 +297,14 @@ class HelperPool:
             self._stop(helper)
         for task in self._starts:
             task.cancel()
-        while self._starts or self._exits:  # a start ending now stops its helper: one more exit to await
-            await asyncio.gather(*self._starts, *self._exits, return_exceptions=True)
+        # A start ending now stops its helper: one more exit to await.  The awaited tasks are dropped here,
+        # not left to their done callbacks: a gather of finished tasks returns without yielding to the loop,
+        # so a callback still queued would never run and this would spin.
+        while self._starts or self._exits:
+            tasks = [*self._starts, *self._exits]
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._starts.difference_update(tasks)
+            self._exits.difference_update(tasks)
 
 
 def _keep(tasks: set[asyncio.Task[None]], coro: Coroutine[object, None, None]) -> None:

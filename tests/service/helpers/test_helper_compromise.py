@@ -145,6 +145,19 @@ async def test_a_count_of_the_wrong_type_is_refused(pool: HelperPool) -> None:
     )
 
 
+@pytest.mark.timeout(30)
+async def test_closing_the_pool_just_after_a_helper_was_reaped_returns(pool: HelperPool) -> None:
+    """A stopped helper's exit, reaped in the loop turn before ``close``, ends the close: it once spun for
+    ever there, because a gather of finished tasks completes without yielding to the loop, so the task's
+    own clean-up (its done callback) never ran."""
+    pool.test_payload = json.dumps({"answer": "exit"})
+    with pytest.raises(HelperFailed):
+        await BodyDecoder(pool).decode(EXEC_BODY, ALPHA, max_values=EXEC_VALUES)
+    await asyncio.sleep(0)  # this turn runs the reaping task to its end; its done callback waits for the next
+    await pool.close()
+    assert pool.live == 0
+
+
 async def test_a_silent_helper_is_stopped_at_the_job_deadline(
     pool: HelperPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
