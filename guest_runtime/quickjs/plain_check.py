@@ -38,6 +38,11 @@ API = (
     "JS_NewCFunction2",
     "JS_GetGlobalObject",
     "JS_SetPropertyStr",
+    "JS_ToCStringLen2",
+    "JS_FreeCString",
+    "JS_AtomToCStringLen",
+    "JS_NewStringLen",
+    "JS_NewAtomUInt32",
 )
 
 #: Expressions and what the check answers for each (the values it visits, or -1: ask the prelude),
@@ -51,6 +56,15 @@ PROOF = (
     ("[1n]", -1),
     ("new Proxy({}, {})", -1),
     ("(() => { const a = []; a.push(a); return a; })()", -1),
+)
+#: The same, asked to write the value: its JSON text, or -1.
+PROOF_TEXT = (
+    (
+        "[1, [2.5, {a: 'x\\n\\ud800', b: null, c: undefined}], -0, 2 ** 53]",
+        '[1,[2.5,{"a":"x\\n\\ud800","b":null}],0,9007199254740992]',
+    ),
+    ("[1, , 3]", -1),
+    ("({get a() { return 1; }})", -1),
 )
 
 
@@ -78,8 +92,10 @@ def prove(context: int, evaluate: Callable[[str], object]) -> str | None:
     (that context's eval): the first wrong answer, said, or None (also when the check was not built)."""
     if not install(context):
         return None
-    for expression, visits in PROOF:
-        answer = evaluate(f"globalThis.{SLOT}({expression}, 0, Object.prototype, Array.prototype, {MAX_NESTING})")
-        if answer != visits:
-            return f"the C plain-data check answered {answer} for {expression}, not {visits}"
+    for table, write in ((PROOF, "false"), (PROOF_TEXT, "true")):
+        for expression, expected in table:
+            call = f"({expression}, 0, Object.prototype, Array.prototype, {MAX_NESTING}, {write})"
+            answer = evaluate(f"globalThis.{SLOT}{call}")
+            if answer != expected:
+                return f"the C plain-data check answered {answer!r} for {expression} (write: {write}), not {expected!r}"
     return None

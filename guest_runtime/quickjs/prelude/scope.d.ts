@@ -9,15 +9,14 @@ declare let hookSlot: string | null;
 
 /**
  * The plain-data check in C (quickjs/plain_data.c): how many values `value` holds, counted as isPlain
- * counts them, when it is plain data; -1 when the prelude's own walk must decide.
+ * counts them, when it is plain data; -1 when the prelude's own walk must decide.  Asked to write
+ * (`write` true): the value's JSON text as JSON.stringify writes it ("null" for undefined), or -1.
  */
-type NativePlainCheck = (
-  value: unknown,
-  depth: number,
-  objectProto: object,
-  arrayProto: object,
-  maxNesting: number,
-) => number;
+interface NativePlainCheck {
+  (value: unknown, depth: number, objectProto: object, arrayProto: object, maxNesting: number): number;
+  (value: unknown, depth: number, objectProto: object, arrayProto: object, maxNesting: number, write: true):
+    string | number;
+}
 /** The wrapper's second parameter: the check, or undefined where its extension was not built. */
 declare let nativePlain: NativePlainCheck | undefined;
 

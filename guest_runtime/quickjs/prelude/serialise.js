@@ -7,7 +7,8 @@
 // nothing already saved changes.
 // Most values are plain JSON data: a scan that allocates nothing proves it (in C where the engine
 // module installed nativePlain, else isPlain below), and the engine's own JSON.stringify then
-// does the work (a 5 MB array would not fit the heap otherwise).
+// does the work (a 5 MB array would not fit the heap otherwise); outside strict mode the C scan
+// writes the text itself, as JSON.stringify would, in a tenth of its time.
 // Accessors, toJSON, Promises, Errors, handles, BigInt and cycles take the slow path.
 // Both paths count the values they visit in `valueCount` (an array's holes too, which become
 // nulls): request() refuses arguments over `maxRequestValues` before they leave the guest.
@@ -71,6 +72,11 @@ function serialise(value, strict, depth) {
   valueCount = 0;
   try {
     // The check in C, where it was built, answers at once for plain data; anything else it leaves to isPlain.
+    // Where nothing counts the values (every mode but strict), it writes plain data's text itself too.
+    if (!strict && nativePlain !== undefined) {
+      const text = nativePlain(value, depth, ObjectProto, ArrayProto, MAX_NESTING, true);
+      if (typeof text === "string") return text;
+    }
     const visited = nativePlain === undefined ? -1 : nativePlain(value, depth, ObjectProto, ArrayProto, MAX_NESTING);
     if (visited >= 0) valueCount = visited;
     if (visited >= 0 || isPlain(value, enclosing(depth))) {

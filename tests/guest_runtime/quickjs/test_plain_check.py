@@ -64,6 +64,12 @@ ODD = [
     "(() => { let v = 1; for (let i = 0; i < 200; i++) v = [v]; return v })()",
     "(() => { let v = 1; for (let i = 0; i < 201; i++) v = {v}; return v })()",
     "(() => { globalThis.visible = [1]; return globalThis })()",
+    "Object.defineProperty([1, 2], 0, {value: 'hidden', enumerable: false})",
+    "(() => { const a = [1]; Object.defineProperty(a, 'g', {get() { throw new Error('ran') }, enumerable: true});"
+    " return a })()",
+    "({b: 1, 2: 2, a: 3, 1: 4, '-1': 5, 4294967295: 6, 4294967294: 7, '01': 8})",
+    "['\\u2028\\u2029\\x7f\\x00\\x1f', '\\ud83d\\ude00', '\\ude00\\ud83d', {'\\n\\\\\\\"': '\\t'}]",
+    "[0.1, -1e-7, 1e21, 2 ** 53, -(2 ** 53) + 1, 2 ** 31, -(2 ** 31) - 1, 5e-324, 1.7976931348623157e308]",
 ]
 
 
@@ -191,6 +197,72 @@ def test_without_the_extension_the_engine_starts_and_the_prelude_walks_alone():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "started", done.stderr
+
+
+def _writer(engine: GuestEngine) -> Any:
+    """The C check in ``engine``'s context, asked to write: ``expression``'s text, or -1."""
+    assert plain_check.install(engine._cptr)  # again, into a context whose prelude already took its copy
+
+    def write(expression: str) -> Any:
+        return engine._ctx.eval(
+            f"globalThis.{plain_check.SLOT}({expression}, 0, Object.prototype, Array.prototype, "
+            f"{jsoncodec.MAX_NESTING}, true)"
+        )
+
+    return write
+
+
+#: Strings with every kind of code point: lone surrogates of both halves, pairs, controls, quotes.
+ODD_TEXT = st.text(st.characters(codec=None, categories=None), max_size=12) | st.sampled_from(
+    ["\ud800", "\udfff", "\ud83d\ude00", "\x00\x1f\x7f", "\u2028", '"\\/']
+)
+WRITTEN_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**60), 2**60)
+    | st.floats(allow_nan=False)
+    | st.sampled_from([-0.0, 2.0**53, 2.0**53 - 1, -(2.0**53), 1e21, 1e-7, 5e-324])
+    | ODD_TEXT,
+    lambda children: st.lists(children, max_size=6) | st.dictionaries(ODD_TEXT, children, max_size=6),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WRITTEN_VALUES)
+def test_the_c_writer_writes_what_json_stringify_writes(value: Any):
+    """Compared inside the engine, before any repair of lone surrogates: the same text to the byte (JSON text
+    written with ASCII escapes is a JavaScript expression, lone surrogates and Infinity included)."""
+    engine = GuestEngine()
+    expression = json.dumps(value)
+    same = engine._ctx.eval(
+        f"(() => {{ const v = {expression}; return globalThis.{plain_check.SLOT}(v, 0, Object.prototype, "
+        f"Array.prototype, {jsoncodec.MAX_NESTING}, true) === JSON.stringify(v) }})"
+        if plain_check.install(engine._cptr)
+        else "false"
+    )()
+    assert same is True, expression
+
+
+def test_the_c_writer_leaves_to_the_prelude_what_it_does_not_write():
+    """Holes, elements that are not enumerable, accessors, toJSON, cycles, depth, and text over its budget (64
+    MiB, outside the engine's heap) go back to the prelude; undefined at the top is written as null."""
+    write = _writer(GuestEngine())
+    for expression in (
+        "[1, , 3]",
+        "[1, 2, , ]",
+        "Object.defineProperty([1], 0, {enumerable: false})",
+        "({get a() { return 1 }})",
+        "[{toJSON() { return 1 }}]",
+        "(() => { const a = []; a.push(a); return a })()",
+        "[1n]",
+        "(() => { let v = 1; for (let i = 0; i < 201; i++) v = [v]; return v })()",
+    ):
+        assert write(expression) == -1, expression
+    assert write("undefined") == "null" and write("Symbol()") == "null" and write("[undefined, () => 1]") == -1
+    budget = 64 * MiB
+    assert len(write(f"'x'.repeat({budget - 2})")) == budget  # the quotes make it exactly the budget
+    assert write(f"'x'.repeat({budget - 1})") == -1
 
 
 def test_many_objects_under_a_deep_chain_are_left_to_the_prelude():
