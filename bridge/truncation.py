@@ -168,9 +168,15 @@ def parse_json(text: str) -> Any:
     except jsoncodec.JSONDecodeError:
         # the codec refuses integers beyond 64 bits; JSON.stringify can emit them (e.g. 1e20 as digits).
         try:
-            return json.loads(text, parse_int=_js_int)
+            return json.loads(text, parse_int=_js_int, parse_constant=_not_json)
         except RecursionError:  # the codec stops at 1024 levels, the fallback at the stack's end
             raise ValueError("JSON text is nested too deeply to parse") from None
+
+
+def _not_json(name: str) -> Any:
+    # The fallback parser reads NaN and Infinity, which JSON has not: a text a worker sent with one must
+    # not pass as JSON (an envelope embeds such texts as they are).
+    raise ValueError(f"{name} is not JSON")
 
 
 def _js_int(digits: str) -> int | float:

@@ -65,10 +65,15 @@ async def _exec(
     return await svc.cells.exec(spec), spec
 
 
-@pytest.mark.parametrize("value", [INJECTED, LARGE_NOT_JSON], ids=["small", "large"])
+@pytest.mark.parametrize(
+    "value",
+    [INJECTED, LARGE_NOT_JSON, "NaN", ["[", "1,", INLINE_BYTES, "-Infinity]"]],
+    ids=["small", "large", "nan", "large-infinity"],
+)
 def test_a_value_that_is_not_json_fails_its_cell_and_is_never_embedded(settings, value):
-    """A worker's value that is not one JSON value (here: one that would add fields to the envelope)
-    fails the cell; the envelope the caller gets is JSON and holds no forged field."""
+    """A worker's value that is not one JSON value (one that would add fields to the envelope, or a NaN or
+    Infinity, which Python's own parser reads) fails the cell; the envelope the caller gets is JSON and holds
+    no forged field."""
 
     async def body(svc: Components) -> dict[str, Any]:
         envelope, spec = await _exec(svc)
