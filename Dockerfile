@@ -1,7 +1,8 @@
 # codemode in a container. Binding 0.0.0.0 requires API keys, so mount a config file with
 # [[api_keys]] at /etc/codemode/config.toml (see docs/reference/settings.md).
 # 3.12: a guest request's handler starts eagerly there (docs/architecture.md); 3.11 is the least supported.
-# The wheel is built in a stage with a C compiler (the guest prelude's plain-data check is a C extension);
+# The wheel is built in a stage with a C compiler (the prelude's plain-data check and the JSON syntax scan are C
+# extensions);
 # the image that runs it has none.
 FROM python:3.12-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bridge.errors import InvalidSource, OutputLimitExceeded, OutputStateClosed
+from bridge.json_syntax import surely_json
 from bridge.jsoncodec import as_host_writes, fragment
 from bridge.messages import OutputShipment
 from bridge.refs import shrink_descriptor
@@ -292,7 +293,14 @@ def _spliced(text: str) -> Any:
 
 def check_json(text: str) -> None:
     """Raise ``InvalidSource`` unless ``text`` is one JSON value (as the guest could write it)."""
-    _parse(text)
+    if not surely_json(text.encode("utf-8", "surrogatepass")):
+        _parse(text)
+
+
+def check_json_bytes(data: bytes) -> None:
+    """``check_json`` of UTF-8 bytes (``UnicodeDecodeError`` if they are not UTF-8), scanned without a copy."""
+    if not surely_json(data):
+        _parse(data.decode("utf-8"))
 
 
 class OutputState:

@@ -15,7 +15,7 @@ from typing import cast
 
 from bridge.errors import BridgeError
 from bridge.json_values import count_values
-from bridge.output import check_json
+from bridge.output import check_json_bytes
 from service.tools.output_checks import output_problems
 from service.tools.schema_checks import schema_problem_of
 from service.tools.schema_guard import SchemaLimits
@@ -56,7 +56,7 @@ def json_texts(args: dict[str, object], payload: list[bytes]) -> tuple[dict[str,
     """Whether each guest text (a value or an output entry a worker wrote) is one JSON value."""
     for index, text in enumerate(payload):
         try:
-            check_json(text.decode("utf-8"))
+            check_json_bytes(text)
         except (BridgeError, UnicodeDecodeError) as exc:
             return {"outcome": "not_json", "index": index, "detail": str(exc)[:DETAIL_CHARS]}, []
     return {"outcome": "json"}, []

@@ -1,0 +1,3 @@
+# The C extension built from json_syntax.c (optional: see json_syntax.py).
+
+def is_json(data: bytes, /) -> bool: ...

@@ -1,0 +1,24 @@
+"""Whether bytes are one JSON value, known without building it: the scan in C (``json_syntax.c``).
+
+A worker's texts are checked to be JSON before an envelope embeds them (``bridge.output.check_json``).
+Parsing to check builds every object of a large value only to drop it; where the optional extension was
+built, this scan answers first, and only a text it does not vouch for is parsed (to be refused, or accepted
+in a form the scan leaves to the parser: an escaped lone surrogate, nesting past 512 levels).
+"""
+
+from __future__ import annotations
+
+try:
+    from . import _json_syntax
+except ImportError:  # the optional extension was not built (pyproject.toml: ext-modules)
+    _json_syntax = None  # type: ignore[assignment]
+
+
+def built() -> bool:
+    """Whether the extension is there (it is optional: building it needs a C compiler)."""
+    return _json_syntax is not None
+
+
+def surely_json(data: bytes) -> bool:
+    """True only if ``data`` is exactly one JSON value (RFC 8259); False: it is not, or parse it to know."""
+    return _json_syntax is not None and _json_syntax.is_json(data)
