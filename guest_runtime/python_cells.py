@@ -29,6 +29,8 @@ class PythonCells:
 
         POOL.binary = binary
         self.make: Callable[[], Engine] = PythonEngine
+        #: Run by the worker whenever it has answered and waits: a finished cell's session goes back then.
+        self.idle: Callable[[], None] = POOL.tidy
         self._start_child = POOL.start
 
     def confine(self, sandbox: SandboxOptions, keep_fds: tuple[int, ...]) -> SandboxReport:

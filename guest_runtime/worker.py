@@ -16,14 +16,12 @@ exits when told the cell broke a limit (the service then replaces it) or when it
 from __future__ import annotations
 
 import enum
-import importlib.util
 import os
 import resource
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from bridge import jsoncodec
@@ -50,6 +48,7 @@ from bridge.messages import (
 from bridge.output import CAPTURE_SLACK_BYTES, OutputCapture, capture_value, shipped_value
 
 from .confinement import confine
+from .development_payload import development_payload
 from .engine import Engine, Returned, SettledReply, Waiting
 from .errors import (
     MEMORY_LIMIT_EXCEEDED,
@@ -391,8 +390,11 @@ def main(argv: list[str] | None = None) -> int:
     check_engine()
     sandbox = options.get("sandbox", {})
     python = PythonCells(sandbox.get("monty_binary")) if options.get("python", True) else None
-    runtimes = Runtimes(
-        channel, int(options.get("stack_bytes", 1024 * 1024)), cpu_limit, None if python is None else python.make
+    stack = int(options.get("stack_bytes", 1024 * 1024))
+    runtimes = (
+        Runtimes(channel, stack, cpu_limit)
+        if python is None
+        else Runtimes(channel, stack, cpu_limit, python.make, python.idle)
     )
     payload = _test_payload()
     # Everything the job loop needs is imported and built: from here on it opens nothing (but for a worker
@@ -410,20 +412,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _test_payload() -> Callable[[int], int] | None:
-    """The tests' stand-in for an attacker with native code in a confined worker, if asked for.
-
-    Only a development checkout has it (``tests/`` does not ship), and only the tests'
-    ``start_worker(test_payload=...)`` puts the variable in a worker's environment.
-    """
-    plan = os.environ.get(TEST_PAYLOAD_VARIABLE)
-    if plan is None:
+    """The tests' stand-in for an attacker with native code in a confined worker, if asked for: a development
+    checkout's ``tests/support/compromised_worker.py`` (``development_payload``)."""
+    loaded = development_payload(TEST_PAYLOAD_VARIABLE, "compromised_worker")
+    if loaded is None:
         return None
-    path = Path(__file__).resolve().parents[1] / "tests" / "support" / "compromised_worker.py"
-    spec = importlib.util.spec_from_file_location("compromised_worker", path)
-    if not path.is_file() or spec is None or spec.loader is None:
-        raise SystemExit(f"{TEST_PAYLOAD_VARIABLE} is set but this is not a development checkout: refused")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module, plan = loaded
     return lambda fd_out: int(module.run(fd_out, plan))
 
 
@@ -465,9 +459,12 @@ class Runtimes:
         stack_bytes: int,
         cpu_limit: float,
         python: EngineMaker | None = None,
+        idle: Callable[[], None] = lambda: None,
     ) -> None:
-        """``python`` makes a Python cell's engine; None: this worker runs no Python cells."""
+        """``python`` makes a Python cell's engine; None: this worker runs no Python cells.  ``idle`` runs
+        whenever the worker has answered and waits (``PythonCells.idle``)."""
         self.channel = channel
+        self.idle = idle
         self.cpu_limit = cpu_limit
         self.table: dict[str, CellRun] = {}
         self.draining = False
@@ -509,6 +506,7 @@ class Runtimes:
                 spare, self.spent = self.spent, None
                 self.clock_owner = None
                 spare.engine = self._next_engine(spare)  # built while idle
+            self.idle()
 
     def _new_engine(self, spare: _Spare) -> Engine:
         """A fresh engine.  Its heap is mostly the pages a freed runtime left, so they no longer count as

@@ -22,7 +22,7 @@ callable name, ``yield_control``, ``sleep``, ``store`` or ``load`` pauses Monty 
 ``FunctionSnapshot``; host requests are queued (answered by a later ``resume``), output is kept for the
 slice's outcome, ``error_info`` is answered at once.  The namespaces (``catalog``, ``MCP``, tool
 handles, ...) are host objects (``ClassInstance``) whose method calls pause Monty the same way, naming the
-object by a stable id (``_object_id``), so a call still routes after the snapshot was dumped and loaded.
+object by a stable id (``namespaces.object_id``), so a call still routes after the snapshot was dumped and loaded.
 Monty's OS calls (files, environment, sleeps) are answered "not handled": the guest sees an ordinary
 Python error.
 """
@@ -49,7 +49,7 @@ from ..guest_config import read_caps
 from .dump_format import pack_dump, unpack_dump
 from .host_functions import BUILTINS, SHAPE_NAMES, SHAPES, Request, as_handles, routed
 from .host_requests import HostRequests, exception_head
-from .namespaces import Handle, Namespaces
+from .namespaces import Namespaces, object_id
 from .output import CellOutput
 from .values import NotJson, to_json_text
 
@@ -84,8 +84,6 @@ _OUT_OF_MEMORY = re.compile(r"^MemoryError: (?:memory limit exceeded: |the worke
 
 #: Where Monty stops a slice.
 Snapshot = monty.FunctionSnapshot | monty.NameLookupSnapshot | monty.FutureSnapshot | monty.MontyComplete
-#: Ids of host objects are derived from their names, so they survive a dump (``_object_id``).
-_IDS = uuid.UUID("6f1d3c52-5a0e-4f7e-9a51-3b1c0de0c0de")
 
 
 # ---- the worker's one Monty child ---------------------------------------------------------------
@@ -106,6 +104,7 @@ class MontyPool:
         self._pool: monty.Monty | None = None
         #: The engine whose parked cell's session is still checked out, that session, and its live snapshot.
         self._kept: tuple[object, monty.MontySession, monty.FutureSnapshot] | None = None
+        self._done: monty.MontySession | None = None  # a finished cell's, until ``tidy``
 
     def start(self) -> None:
         """Start the child now (the worker calls it once confined, before it says ready)."""
@@ -120,7 +119,8 @@ class MontyPool:
             self._pool = pool
 
     def open(self, limits: monty.ResourceLimits) -> monty.MontySession:
-        """A fresh session checked out of the child (closing a kept one first), to ``close`` or ``keep``."""
+        """A fresh session checked out of the child (closing a kept one first), to ``release`` or ``keep``."""
+        self.tidy()
         self.drop()
         self.start()
         assert self._pool is not None
@@ -149,7 +149,19 @@ class MontyPool:
             self._kept = None
             close(kept[1])
 
+    def release(self, session: monty.MontySession) -> None:
+        """A finished cell's ``session``, handed back by ``tidy`` (or ``open``) after the cell's answer."""
+        self.tidy()
+        self._done = session
+
+    def tidy(self) -> None:
+        """Hand back the session a finished cell left (the worker calls it when it has nothing to answer)."""
+        done, self._done = self._done, None
+        if done is not None:
+            close(done)
+
     def close(self) -> None:
+        self.tidy()
         self.drop()
         pool, self._pool = self._pool, None
         if pool is not None:
@@ -204,9 +216,9 @@ class PythonEngine:
 
     def _register(self, value: object) -> None:
         """Know ``value`` (and the namespaces in its fields) by the id the guest names it by."""
-        object_id = _object_id(value)
-        if object_id is not None:
-            self._objects[object_id] = value
+        named = object_id(value)
+        if named is not None:
+            self._objects[named] = value
         for field in dataclasses.fields(cast("Any", value)):
             inner = getattr(value, field.name)
             if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
@@ -307,7 +319,7 @@ class PythonEngine:
         if live is not None:
             self._pool.keep(self, session, live)
         else:
-            close(session)
+            self._pool.release(session)
 
     def _slice(self) -> Slice:
         """What the slice that just ran came to, with the requests, cancels and output it made."""
@@ -511,16 +523,16 @@ class PythonEngine:
             return {key: self._expose(item) for key, item in value.items()}
         if not dataclasses.is_dataclass(value) or isinstance(value, type):
             return value
-        object_id = _object_id(value)
-        if object_id is not None:
-            self._objects[object_id] = value
+        named = object_id(value)
+        if named is not None:
+            self._objects[named] = value
         fields = [f.name for f in dataclasses.fields(value)]
         methods = [m for m in dir(type(value)) if not m.startswith("_") and m not in fields]
         return _HostObject(
             value,
             eager_attrs=[f for f in fields if f != "mcp"],
             allowed_methods=methods,
-            id=object_id or uuid.uuid4(),
+            id=named or uuid.uuid4(),
             expose=self._expose,
         )
 
@@ -534,17 +546,6 @@ class _HostObject(monty.ClassInstance):
 
     def convert_value(self, /, name: str, value: Any) -> Any:
         return self.expose(value)
-
-
-def _object_id(value: object) -> uuid.UUID | None:
-    """The id the guest names a namespace object by: derived from its name (and a handle's tool), so a
-    method call on it still routes after the cell's snapshot was dumped and loaded again."""
-    namespace = getattr(value, "namespace", None)
-    if not isinstance(namespace, str):
-        return None
-    if isinstance(value, Handle):
-        namespace = f"tool:{getattr(value, 'callableName', '')}"
-    return uuid.uuid5(_IDS, namespace)
 
 
 def _raiser(exc: BaseException) -> Callable[[], Snapshot]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import keyword
+import uuid
 from typing import Any
 
 #: A handle's metadata fields a cell can read (the JavaScript handle's enumerable properties).
@@ -150,3 +151,18 @@ def _two(args: tuple[Any, ...], kwargs: dict[str, Any], first: str, second: str)
         raise TypeError(f"this call takes ({', '.join(names)}), not {sorted(unknown) or len(args)}")
     values = list(args) + [None] * (2 - len(args))
     return kwargs.get(first, values[0]), kwargs.get(second, values[1]) if second else None
+
+
+#: Ids of host objects are derived from their names, so they survive a dump (``object_id``).
+_IDS = uuid.UUID("6f1d3c52-5a0e-4f7e-9a51-3b1c0de0c0de")
+
+
+def object_id(value: object) -> uuid.UUID | None:
+    """The id the guest names a namespace object by: derived from its name (and a handle's tool), so a
+    method call on it still routes after the cell's snapshot was dumped and loaded again."""
+    namespace = getattr(value, "namespace", None)
+    if not isinstance(namespace, str):
+        return None
+    if isinstance(value, Handle):
+        namespace = f"tool:{getattr(value, 'callableName', '')}"
+    return uuid.uuid5(_IDS, namespace)
