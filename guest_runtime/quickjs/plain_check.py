@@ -87,15 +87,21 @@ def install(context: int) -> bool:
     return True
 
 
+def call(expression: str, *, write: bool = False) -> str:
+    """JavaScript that asks the installed check about ``expression`` (for its text, with ``write``), in the
+    calling convention of ``plain_data.c``: no enclosing arrays, the realm's prototypes, the nesting cap."""
+    last = ", true" if write else ""
+    return f"globalThis.{SLOT}({expression}, 0, Object.prototype, Array.prototype, {MAX_NESTING}{last})"
+
+
 def prove(context: int, evaluate: Callable[[str], object]) -> str | None:
     """Install the check into the fresh context at ``context`` and ask it ``PROOF`` through ``evaluate``
     (that context's eval): the first wrong answer, said, or None (also when the check was not built)."""
     if not install(context):
         return None
-    for table, write in ((PROOF, "false"), (PROOF_TEXT, "true")):
+    for table, write in ((PROOF, False), (PROOF_TEXT, True)):
         for expression, expected in table:
-            call = f"({expression}, 0, Object.prototype, Array.prototype, {MAX_NESTING}, {write})"
-            answer = evaluate(f"globalThis.{SLOT}{call}")
+            answer = evaluate(call(expression, write=write))
             if answer != expected:
                 return f"the C plain-data check answered {answer!r} for {expression} (write: {write}), not {expected!r}"
     return None

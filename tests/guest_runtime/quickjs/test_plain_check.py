@@ -203,13 +203,7 @@ def _writer(engine: GuestEngine) -> Any:
     """The C check in ``engine``'s context, asked to write: ``expression``'s text, or -1."""
     assert plain_check.install(engine._cptr)  # again, into a context whose prelude already took its copy
 
-    def write(expression: str) -> Any:
-        return engine._ctx.eval(
-            f"globalThis.{plain_check.SLOT}({expression}, 0, Object.prototype, Array.prototype, "
-            f"{jsoncodec.MAX_NESTING}, true)"
-        )
-
-    return write
+    return lambda expression: engine._ctx.eval(plain_check.call(expression, write=True))
 
 
 #: Strings with every kind of code point: lone surrogates of both halves, pairs, controls, quotes.
@@ -238,10 +232,7 @@ def test_the_c_writer_writes_what_json_stringify_writes(value: Any):
     engine = GuestEngine()
     assert plain_check.install(engine._cptr)  # again, into a context whose prelude already took its copy
     literal = json.dumps(json.dumps(value))  # the JSON text as a JavaScript string literal
-    compare = (
-        f"(() => {{ const v = JSON.parse({literal}); return globalThis.{plain_check.SLOT}(v, 0, Object.prototype, "
-        f"Array.prototype, {jsoncodec.MAX_NESTING}, true) === JSON.stringify(v) }})"
-    )
+    compare = f"(() => {{ const v = JSON.parse({literal}); return {plain_check.call('v', write=True)} === JSON.stringify(v) }})"
     assert engine._ctx.eval(compare)() is True, literal
 
 
@@ -276,9 +267,7 @@ def test_many_objects_under_a_deep_chain_are_left_to_the_prelude():
     def visits(depth: int) -> Any:
         # 400,000 references to one object, under `depth` arrays: 400,000 x depth comparisons.
         build = f"(() => {{ const o = {{}}; let v = new Array(400000).fill(o); for (let i = 0; i < {depth}; i++) v = [v]; return v }})()"
-        return engine._ctx.eval(
-            f"globalThis.{plain_check.SLOT}({build}, 0, Object.prototype, Array.prototype, {jsoncodec.MAX_NESTING})"
-        )
+        return engine._ctx.eval(plain_check.call(build))
 
     assert visits(5) == 5 + 1 + 400_000  # taken: the chain, the big array and each reference to the object
     assert visits(190) == -1
