@@ -83,6 +83,7 @@ class WorkerOptions(TypedDict, total=False):
     stack_bytes: int  # the guest engine's stack
     sandbox: SandboxOptions  # absent: auto, keeping the uid
     python: bool  # runs Python cells: loads Monty before it confines itself (absent: True)
+    monty_cpu: int  # the CPU its Monty child and client threads run on (absent: wherever the kernel puts them)
 
 
 class GuestCaps(TypedDict):

@@ -214,6 +214,8 @@ PYTHON_CELL_RULES: tuple[Rule, ...] = (
     *(("allow", name, ()) for name in _SPAWN),
     ("allow", "prlimit64", READ_OWN_LIMITS),
     ("allow", "prctl", ((0, "eq", PR_SET_NAME, 0),)),  # naming threads
+    # Pinning the calling thread only (pid 0): the worker places its Monty client on its child's CPU.
+    ("allow", "sched_setaffinity", ((0, "eq", 0, 0),)),
     # Threads, and the one process shape posix_spawn makes (it then execs at once); clone3 carries its
     # flags in memory, which seccomp cannot read: it fails as if missing, and glibc falls back to clone.
     ("allow", "clone", ((0, "masked_eq", CLONE_THREAD, CLONE_THREAD),)),

@@ -24,10 +24,11 @@ class PythonCells:
     ``monty`` binary), so a worker that runs Python cells loads it before, and a JavaScript one never does.
     """
 
-    def __init__(self, binary: str | None) -> None:
+    def __init__(self, binary: str | None, cpu: int | None = None) -> None:
         from .monty.engine import POOL, PythonEngine  # only in workers that run Python cells
 
         POOL.binary = binary
+        POOL.placement.cpu = cpu  # where its child and the client's threads run (``monty/placement.py``)
         self.make: Callable[[], Engine] = PythonEngine
         #: Run by the worker whenever it has answered and waits: a finished cell's session goes back then.
         self.idle: Callable[[], None] = POOL.tidy

@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     time.tzset()
     check_engine()
     sandbox = options.get("sandbox", {})
-    python = PythonCells(sandbox.get("monty_binary")) if options.get("python", True) else None
+    python = PythonCells(sandbox.get("monty_binary"), options.get("monty_cpu")) if options.get("python", True) else None
     stack = int(options.get("stack_bytes", 1024 * 1024))
     runtimes = (
         Runtimes(channel, stack, cpu_limit)

@@ -43,14 +43,16 @@ import pydantic_monty as monty
 from bridge.jsoncodec import dumps_text, loads
 from bridge.messages import GuestRequest, Phase
 
-from ..engine import MAX_ERROR_FRAMES, Failed, Returned, SettledReply, Slice, Waiting, bridge_failure_code, stalled
-from ..errors import UNCAUGHT_ERROR, EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
+from ..engine import Failed, Returned, SettledReply, Slice, Waiting, bridge_failure_code, stalled
+from ..errors import EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
 from ..guest_config import read_caps
 from .dump_format import pack_dump, unpack_dump
+from .error_text import SCRIPT, described, error_head, error_text, frames_of, syntax_text, uncaught
 from .host_functions import BUILTINS, SHAPE_NAMES, SHAPES, Request, as_handles, routed
 from .host_requests import HostRequests, exception_head
 from .namespaces import Namespaces, object_id
 from .output import CellOutput
+from .placement import Placement
 from .values import NotJson, to_json_text
 
 #: Modules Monty's client imports on its first session (trace contexts, decimals): imported with it, while
@@ -59,7 +61,6 @@ for _module in ("decimal", "opentelemetry.context"):
     importlib.import_module(_module)
 
 EMPTY = Namespaces({})
-SCRIPT = "cell.py"
 #: What a value Monty cannot hand over as plain data (a type, a module object) is told.
 NO_JSON_FORM = "has no JSON form (use dict, list, str, int, float, bool, None)"
 #: Monty's own stack bound; a deeper call chain is a RecursionError the cell may catch.
@@ -101,6 +102,8 @@ class MontyPool:
 
     def __init__(self, binary: str | None = None) -> None:
         self.binary = binary  # None: Monty's own resolution (the ``monty`` of this environment)
+        self.placement = Placement()  # the child's CPU, and the main thread's visits there (``placed``)
+        self.placed = self.placement.placed
         self._pool: monty.Monty | None = None
         #: The engine whose parked cell's session is still checked out, that session, and its live snapshot.
         self._kept: tuple[object, monty.MontySession, monty.FutureSnapshot] | None = None
@@ -109,14 +112,19 @@ class MontyPool:
     def start(self) -> None:
         """Start the child now (the worker calls it once confined, before it says ready)."""
         if self._pool is None:
-            pool = monty.Monty(
-                binary_path=self.binary,
-                min_processes=1,
-                max_processes=1,
-                request_timeout=REQUEST_TIMEOUT_S,
-            )
-            pool.__enter__()
-            self._pool = pool
+            self.placement.check()
+            with self.placed():  # the client's threads and the child inherit the CPU
+                self._pool = self._started()
+
+    def _started(self) -> monty.Monty:
+        pool = monty.Monty(
+            binary_path=self.binary,
+            min_processes=1,
+            max_processes=1,
+            request_timeout=REQUEST_TIMEOUT_S,
+        )
+        pool.__enter__()
+        return pool
 
     def open(self, limits: monty.ResourceLimits) -> monty.MontySession:
         """A fresh session checked out of the child (closing a kept one first), to ``release`` or ``keep``."""
@@ -147,7 +155,8 @@ class MontyPool:
         kept = self._kept
         if kept is not None and (owner is None or kept[0] is owner):
             self._kept = None
-            close(kept[1])
+            with self.placed():
+                close(kept[1])
 
     def release(self, session: monty.MontySession) -> None:
         """A finished cell's ``session``, handed back by ``tidy`` (or ``open``) after the cell's answer."""
@@ -158,14 +167,16 @@ class MontyPool:
         """Hand back the session a finished cell left (the worker calls it when it has nothing to answer)."""
         done, self._done = self._done, None
         if done is not None:
-            close(done)
+            with self.placed():
+                close(done)
 
     def close(self) -> None:
         self.tidy()
         self.drop()
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.__exit__(None, None, None)
+            with self.placed():
+                pool.__exit__(None, None, None)
 
 
 def close(session: monty.MontySession) -> None:
@@ -236,25 +247,29 @@ class PythonEngine:
             "max_suspensions": MAX_SUSPENSIONS,
         }
         try:
-            session = self._pool.open(limits)
-            with self._slice_on(session):
-                try:
-                    first = session.feed_start(code, print_callback=self._output.on_print)
-                except monty.MontySyntaxError as exc:
-                    raise GuestSyntaxError(_syntax_text(exc.display("type-msg"), exc.traceback())) from None
-                except monty.MontyRuntimeError as exc:
-                    frames = _frames_of(exc)
-                    if frames and all(f.function_name is None for f in frames):  # the parser refused it
-                        raise GuestSyntaxError(_syntax_text(_head(exc), frames)) from None
-                    self._advance(_raiser(exc))
-                    return
-                self._advance(lambda: first)
+            with self._pool.placed():
+                self._first_slice(code, limits)
         except GuestSyntaxError:
             raise
         except GuestRuntimeError as exc:
             self._deferred = exc  # the first slice's fault: ``start`` reports it
         except Exception as exc:  # noqa: BLE001 - no Monty child to run it (it cannot start, or died at once)
-            self._deferred = EngineFault(f"Monty failed: {_described(exc)}")
+            self._deferred = EngineFault(f"Monty failed: {described(exc)}")
+
+    def _first_slice(self, code: str, limits: monty.ResourceLimits) -> None:
+        session = self._pool.open(limits)
+        with self._slice_on(session):
+            try:
+                first = session.feed_start(code, print_callback=self._output.on_print)
+            except monty.MontySyntaxError as exc:
+                raise GuestSyntaxError(syntax_text(exc.display("type-msg"), exc.traceback())) from None
+            except monty.MontyRuntimeError as exc:
+                frames = frames_of(exc)
+                if frames and all(f.function_name is None for f in frames):  # the parser refused it
+                    raise GuestSyntaxError(syntax_text(error_head(exc), frames)) from None
+                self._advance(_raiser(exc))
+                return
+            self._advance(lambda: first)
 
     # -- slices -------------------------------------------------------------------------------------
 
@@ -283,7 +298,8 @@ class PythonEngine:
             if "return_value" in reply:
                 reply["return_value"] = self._expose(reply["return_value"])
         results = cast("dict[int, monty.ExternalSettledResult]", settled)
-        self._resume_from(data, results)
+        with self._pool.placed():
+            self._resume_from(data, results)
         return self._slice()
 
     def _resume_from(self, data: bytes, results: dict[int, monty.ExternalSettledResult]) -> None:
@@ -407,7 +423,7 @@ class PythonEngine:
         except GuestRuntimeError:
             raise
         except Exception as exc:  # noqa: BLE001 - Monty itself failed, not the cell: only this cell is lost
-            raise EngineFault(f"Monty failed: {_described(exc)}") from None
+            raise EngineFault(f"Monty failed: {described(exc)}") from None
 
     def _finish_ok(self, complete: monty.MontyComplete) -> None:
         self._output.flush_print()
@@ -415,10 +431,10 @@ class PythonEngine:
         try:
             value = complete.output
         except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused it (too deep)
-            self._failure = _uncaught(f"TypeError: the cell's value nests too deep to cross as JSON ({exc})")
+            self._failure = uncaught(f"TypeError: the cell's value nests too deep to cross as JSON ({exc})")
             return
         except Exception:  # noqa: BLE001 - Monty has no host form of it (``type(catalog)``)
-            self._failure = _uncaught(f"TypeError: the cell's value {NO_JSON_FORM}")
+            self._failure = uncaught(f"TypeError: the cell's value {NO_JSON_FORM}")
             return
         # Calls the cell started but never awaited are dropped with it: nobody can see their outcome (a
         # JavaScript cell reports a rejection nobody handled; Python has no such notion).
@@ -427,17 +443,17 @@ class PythonEngine:
 
     def _finish_failed(self, exc: monty.MontyRuntimeError) -> None:
         self._output.flush_print()
-        head = _head(exc)
+        head = error_head(exc)
         if _TIMEOUT.match(head):
             raise GuestTimeout("cell timeout exceeded")
         if _OUT_OF_MEMORY.match(head):
             raise EngineFault(f"out of memory: {head}")  # the worker reports memory_limit_exceeded
         self._requests.drop_pending()
         self._ended = True
-        text = _error_text(head, _frames_of(exc))
+        text = error_text(head, frames_of(exc))
         code = self._requests.failures.code(head)
         # A host call's rejection nobody caught is phase bridge, as in JavaScript.
-        self._failure = _uncaught(text) if code is None else (text, "bridge", bridge_failure_code(code))
+        self._failure = uncaught(text) if code is None else (text, "bridge", bridge_failure_code(code))
 
     def _finish_crashed(self, exc: monty.MontyCrashedError) -> None:
         """The Monty child died under this cell: only this cell is lost (the pool starts a new child)."""
@@ -483,7 +499,7 @@ class PythonEngine:
             kind = ValueError if isinstance(exc, ValueError) else TypeError
             return {"exception": kind(str(exc))}
         except Exception as exc:  # noqa: BLE001 - an odd value in the call: the guest's error, not the worker's
-            return {"exception": TypeError(f"{name}(): {_described(exc)}")}
+            return {"exception": TypeError(f"{name}(): {described(exc)}")}
 
     def _error_info(self, error: object) -> dict[str, object] | None:
         """``error_info(e)``: the fields of the host failure ``e`` is (its ``code``, ``tool``, ...), or None.
@@ -553,48 +569,3 @@ def _raiser(exc: BaseException) -> Callable[[], Snapshot]:
         raise exc
 
     return step
-
-
-# ---- errors ---------------------------------------------------------------------------------------
-
-
-def _uncaught(text: str) -> tuple[str, Phase, str]:
-    return text, "guest", UNCAUGHT_ERROR
-
-
-def _described(exc: BaseException) -> str:
-    """``Kind: message`` of a host exception, short enough for an error text."""
-    return f"{type(exc).__name__}: {exc}"[:300]
-
-
-def _head(exc: monty.MontyError) -> str:
-    display = getattr(exc, "display", None)
-    text = display("type-msg") if display is not None else str(exc)
-    return str(text).strip().split("\n")[-1] or "Exception"
-
-
-def _frames_of(exc: monty.MontyError) -> list[monty.Frame]:
-    traceback = getattr(exc, "traceback", None)
-    return list(traceback()) if traceback is not None else []
-
-
-def _error_text(head: str, frames: list[monty.Frame]) -> str:
-    """``Name: message`` first, then the cell's own frames (innermost last, as Python prints them)."""
-    # Monty names a fed cell's frames ``<python-input-0>``; a cell has no other file, so each is the cell's.
-    shown = frames[-MAX_ERROR_FRAMES:]
-    lines = [head]
-    for f in shown:
-        where = f'  File "{SCRIPT}", line {f.line}, column {f.column}, in {f.function_name or "<module>"}'
-        lines.append(where)
-        if f.source_line:
-            lines.append("    " + f.source_line.strip()[:200])
-    return "\n".join(lines)
-
-
-def _syntax_text(head: str, frames: list[monty.Frame]) -> str:
-    name, _, message = head.strip().split("\n")[-1].partition(": ")
-    line, col = (frames[-1].line, frames[-1].column) if frames else (1, 1)
-    return (
-        f"{name or 'SyntaxError'} at {SCRIPT}:{line}:{col}: {message or head}. "
-        "No tools were dispatched; correct the Python source and submit it again."
-    )

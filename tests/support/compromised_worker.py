@@ -116,6 +116,15 @@ def _fork() -> int:
     return 0
 
 
+def _pin(pid: int) -> int:
+    """sched_setaffinity of ``pid`` (0: this thread) to the CPUs it has: the permission is the probe, so an
+    unconfined run changes nothing (CPU 0 if even reading them is refused)."""
+    mask = (ctypes.c_ubyte * 128)()
+    if libc.sched_getaffinity(pid, ctypes.sizeof(mask), ctypes.byref(mask)) == -1:
+        mask[0] = 1
+    return _errno(libc.sched_setaffinity(pid, ctypes.sizeof(mask), ctypes.byref(mask)))
+
+
 def _mmap_executable() -> int:
     address = libc.mmap(None, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
     return ctypes.get_errno() if address in (None, ctypes.c_void_p(-1).value) else 0
@@ -157,6 +166,9 @@ def probes(plan: dict[str, Any]) -> dict[str, Callable[[], object]]:
         "read_service_environ": lambda: _read(f"/proc/{service}/environ"),
         "mmap_executable": _mmap_executable,
         "setuid_root": lambda: _errno(libc.setuid(0)),
+        "pin_service": lambda: _pin(service),  # another process's CPUs: the service's
+        "pin_neighbour": lambda: _pin(plan["neighbour_pid"]),  # another worker's, of the same uid
+        "pin_self": lambda: _pin(0),
         "raise_cpu_limit": _raise_cpu_limit,
         "flood_stderr": _flood_stderr,
         # The calls that kill the process: one per worker, the test reads its exit signal.

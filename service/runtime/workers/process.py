@@ -68,6 +68,7 @@ class Worker:
         self.dead = False
         self.busy = False  # a cell's leg runs here
         self.python = False  # it runs Python cells (its own confinement profile, a Monty child): supply.py
+        self.monty_cpu: int | None = None  # the CPU its Monty child runs on (supply.py)
         self.waiters: deque[asyncio.Future[None]] = deque()  # resumes waiting for the process
         self.cells: dict[str, Callable[[str], None]] = {}  # cell id -> told when the process is lost
         self.parked_heaps: dict[str, int] = {}  # cell id -> its heap at its last park

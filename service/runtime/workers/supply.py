@@ -8,13 +8,19 @@ executable).  A kind is fixed at start: a JavaScript cell never runs in a proces
 loosened for Monty.  Each process draws its own cell
 budget, 80-100% of ``worker_max_cells``: processes started together are then not all replaced at
 once (a burst of process starts in the middle of serving).
+
+A Python process is told the CPU its Monty child runs on (``monty_cpu``: the one of this service's CPUs the
+fewest live Python processes use).  The process and its child call each other in strict turns, several
+times per cell and per host call; on one CPU each turn is a switch on that CPU, across two it wakes the
+other one (measured on a 2-core VM: ~14 us against ~120 us per turn, and a fifth of the CPU).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Coroutine
 
 from bridge.messages import SandboxReport, WorkerOptions
@@ -38,10 +44,21 @@ class WorkerSupply:
         # The confinement layers the first worker reported (kept: that worker may be retired at once).
         self.sandbox: SandboxReport | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._placing: Counter[int] = Counter()  # the CPUs of the Python processes being started
 
     async def spawn(self, python: bool) -> Worker:
         """Start one worker process of the kind ``python`` names and wait for its ``ready`` frame."""
-        worker = await start_worker(self.python_options if python else self.options, self.frame_cap, nice=self.nice)
+        cpu = self._monty_cpu() if python else None
+        options = self.python_options if python else self.options
+        if cpu is not None:
+            options = {**options, "monty_cpu": cpu}
+            self._placing[cpu] += 1
+        try:
+            worker = await start_worker(options, self.frame_cap, nice=self.nice)
+        finally:
+            if cpu is not None:
+                self._placing[cpu] -= 1
+        worker.monty_cpu = cpu
         worker.python = python
         self.alive.add(worker)
         worker.max_cells = random.randint(max(1, self.max_cells * 4 // 5), self.max_cells)
@@ -49,6 +66,15 @@ class WorkerSupply:
         if self.sandbox is None and not python:  # the strict profile's layers are the ones reported
             self.sandbox = worker.sandbox
         return worker
+
+    def _monty_cpu(self) -> int | None:
+        """The CPU for a new Python process's Monty child: of this service's, the one the fewest live ones
+        use; None on one CPU (nothing to choose)."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            return None
+        used = Counter(w.monty_cpu for w in self.alive if w.python and not w.dead) + self._placing
+        return min(cpus, key=lambda cpu: used[cpu])
 
     def take(self, python: bool) -> Worker | None:
         """The oldest fresh process of the kind still alive, if any."""

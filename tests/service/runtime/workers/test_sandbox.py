@@ -45,8 +45,9 @@ def status(pid: int) -> dict[str, str]:
     return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
 
 
-#: Threads of a worker that runs Python cells (its Monty client's two) and of its Monty child (its one).
-PYTHON_WORKER_THREADS = "3"
+#: Threads of a worker that runs Python cells (its Monty client's runtime sizes itself to the CPUs its thread
+#: may use when it starts, and the worker starts it placed on one: one thread) and of its Monty child (its one).
+PYTHON_WORKER_THREADS = "2"
 MONTY_CHILD_THREADS = "2"
 
 

@@ -50,6 +50,9 @@ REFUSED = (
     "mmap_executable",
     "setuid_root",
     "raise_cpu_limit",
+    "pin_service",
+    "pin_neighbour",
+    "pin_self",
 )
 #: Probes that kill the worker (SIGSYS): calls only an exploit makes.
 KILLING = ("execve_shell", "ptrace_service")
@@ -63,6 +66,7 @@ PYTHON_WORKER = {
     "create_file": errno.EACCES,
     "read_service_environ": errno.EACCES,
     "mmap_executable": 0,  # the Monty child's loader maps its libraries executable under this filter
+    "pin_self": 0,  # its own thread's CPUs only: it places its Monty client on its child's CPU
 }
 
 
@@ -101,6 +105,7 @@ def attack(service: dict[str, Any], probes: tuple[str, ...], sandbox: SandboxOpt
         "probes": list(probes),
         "service_pid": os.getpid(),
         "redis_port": service["redis_port"],
+        "neighbour_pid": next(w.pid for w in pool.supply.alive if not w.dead),  # another tenant's, same uid
         "paths": {"store": str(service["store"]), "new_file": str(service["tmp"] / f"planted-{len(probes)}")},
     }
 
@@ -121,8 +126,9 @@ def attack(service: dict[str, Any], probes: tuple[str, ...], sandbox: SandboxOpt
 
 def test_every_escape_of_a_compromised_worker_is_refused(service):
     """Open /etc/passwd and the store's SQLite file, write a file, socket+connect to a loopback Redis, fork,
-    kill the service, read its /proc/<pid>/environ, map executable memory, setuid(0), raise an rlimit:
-    each fails with EPERM, while an allowed call (getpid) still works; nothing was written."""
+    kill the service, read its /proc/<pid>/environ, map executable memory, setuid(0), raise an rlimit, set
+    the CPUs of the service or of another worker (a Python worker may set its own thread's only): each
+    fails with EPERM, while an allowed call (getpid) still works; nothing was written."""
     results, report = attack(service, ("own_pid", *REFUSED))
     assert report["missing"] == ({} if ROOT else {"uid": report["missing"]["uid"]})
     assert results == {"own_pid": 0, **refused(service)}
@@ -163,6 +169,8 @@ WITHOUT_FILTER = {
     "connect_redis": {errno.EMFILE, errno.ENETUNREACH},  # no descriptor left; the namespace has no route
     "fork": {errno.EAGAIN},  # RLIMIT_NPROC 0 for the worker user
     "kill_service": {errno.EPERM},  # another uid, and Landlock's signal scope
+    "pin_service": {errno.EPERM},  # another uid
+    "pin_neighbour": {0},  # the same uid: the filter alone keeps a worker off other workers' CPUs
     "setuid_root": {errno.EPERM},  # no capability left
     "execve_shell": {errno.EACCES},  # Landlock: nothing may be executed
     "ptrace_service": {errno.EPERM},  # another uid, not dumpable, and outside the Landlock domain

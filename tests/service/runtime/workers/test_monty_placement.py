@@ -1,0 +1,61 @@
+"""A Python worker's Monty child and its client's threads run on one CPU, the service's choice per worker.
+
+The worker and its child call each other in strict turns; on one CPU each turn is a switch there instead of
+a wake-up of another CPU (``guest_runtime/monty/placement.py``).  Real parts: the service (its pool and
+supply), worker processes under the kernel sandbox, their real ``monty`` children, the kernel's CPU masks
+read from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import make_client
+
+CPUS = sorted(os.sched_getaffinity(0))
+pytestmark = pytest.mark.skipif(len(CPUS) < 2, reason="placement needs two CPUs to choose from")
+
+
+def _cpus(task: Path) -> set[int]:
+    """The CPUs a thread may run on (``Cpus_allowed_list``: ``0-1,3``)."""
+    line = next(line for line in (task / "status").read_text().splitlines() if line.startswith("Cpus_allowed_list"))
+    cpus: set[int] = set()
+    for part in line.split(":", 1)[1].strip().split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def _threads(pid: int) -> dict[int, set[int]]:
+    return {int(task.name): _cpus(task) for task in Path(f"/proc/{pid}/task").iterdir()}
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+
+
+def test_each_python_workers_child_and_client_threads_share_its_cpu_and_workers_are_spread(tmp_path: Path):
+    with make_client(tmp_path, workers=2) as client:
+        for i in range(4):  # Python cells with a host call each, so each worker has used its child
+            answer = client.post("/v1/exec", json={"code": f"await sleep(0)\n{i} * 2", "language": "python"}).json()
+            assert (answer["status"], answer["value"]) == ("completed", i * 2)
+        supply = client.app.state.services.pool.supply  # type: ignore[attr-defined]
+        assert client.portal is not None
+        client.portal.call(supply.spawn, True)  # one more, as the pool starts them: it goes where fewer are
+        workers = [w for w in supply.alive if w.python and not w.dead]
+        assert len(workers) >= 2
+        for worker in workers:
+            assert worker.monty_cpu in CPUS
+            threads = _threads(worker.pid)
+            # The main thread went back home after its last use of the child; the client's threads did not move.
+            assert threads.pop(worker.pid) == set(CPUS)
+            assert threads and set(map(frozenset, threads.values())) == {frozenset({worker.monty_cpu})}
+            (child,) = _children(worker.pid)
+            assert set(map(frozenset, _threads(child).values())) == {frozenset({worker.monty_cpu})}
+        # Each new worker took the CPU the fewest live ones used.
+        used = Counter(w.monty_cpu for w in workers)
+        assert max(used[cpu] for cpu in CPUS) - min(used[cpu] for cpu in CPUS) <= 1, (len(workers), used)
