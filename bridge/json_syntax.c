@@ -9,8 +9,9 @@
  * It answers 1 only for text that RFC 8259 calls one JSON value: whitespace around one value; strings of
  * valid UTF-8 (no overlong form, no surrogate, nothing past U+10FFFF), no raw control character, only the
  * escapes JSON has, and a \u escape of a surrogate only as a high-low pair; numbers in JSON's grammar; the
- * three literals; nesting at most MAX_DEPTH deep.  Anything else answers 0, which means "parse it to
- * decide" (bridge/output.py), so this scan may refuse what the parser accepts, never the other way round.
+ * three literals; nesting at most MAX_DEPTH deep (or a caller's lower limit).  Anything else answers 0,
+ * which means "parse it to decide" (bridge/output.py), so this scan may refuse what the parser accepts,
+ * never the other way round.
  */
 #define PY_SSIZE_T_CLEAN
 #define Py_LIMITED_API 0x030B0000
@@ -143,8 +144,9 @@ static Cursor literal_end(Cursor p, Cursor end, const char *word, size_t n) {
     return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 ? p + n : NULL;
 }
 
-/* 1: [p, end) is exactly one JSON value; 0: it is not, or this scan does not know. */
-static int one_value(Cursor p, Cursor end) {
+/* 1: [p, end) is exactly one JSON value nested at most limit (<= MAX_DEPTH) deep; 0: it is not, or this
+ * scan does not know. */
+static int one_value(Cursor p, Cursor end, int limit) {
     char open[MAX_DEPTH]; /* '[' or '{' for each container the scan is inside of */
     int depth = 0;
     p = skip_space(p, end);
@@ -154,7 +156,7 @@ static int one_value(Cursor p, Cursor end) {
         switch (*p) {
         case '[':
         case '{':
-            if (depth == MAX_DEPTH) return 0;
+            if (depth == limit) return 0;
             open[depth++] = (char)*p;
             p = skip_space(p + 1, end);
             if (p < end && *p == (open[depth - 1] == '[' ? ']' : '}')) {
@@ -200,20 +202,26 @@ static int one_value(Cursor p, Cursor end) {
     }
 }
 
-static PyObject *is_json(PyObject *self, PyObject *arg) {
+static PyObject *is_json(PyObject *self, PyObject *args) {
     (void)self;
+    PyObject *bytes;
+    int limit = MAX_DEPTH;
+    if (!PyArg_ParseTuple(args, "O|i:is_json", &bytes, &limit)) return NULL;
+    if (limit < 0 || limit > MAX_DEPTH) limit = MAX_DEPTH;
     char *data;
     Py_ssize_t size;
-    if (PyBytes_AsStringAndSize(arg, &data, &size) < 0) return NULL;
+    if (PyBytes_AsStringAndSize(bytes, &data, &size) < 0) return NULL;
     int answer;
     Py_BEGIN_ALLOW_THREADS;
-    answer = one_value((Cursor)data, (Cursor)data + size);
+    answer = one_value((Cursor)data, (Cursor)data + size, limit);
     Py_END_ALLOW_THREADS;
     return PyBool_FromLong(answer);
 }
 
 static PyMethodDef methods[] = {
-    {"is_json", is_json, METH_O, "is_json(data): True only if the bytes are exactly one JSON value (json_syntax.c)."},
+    {"is_json", is_json, METH_VARARGS,
+     "is_json(data, max_depth=512): True only if the bytes are exactly one JSON value nested at most max_depth "
+     "deep (json_syntax.c)."},
     {NULL, NULL, 0, NULL},
 };
 

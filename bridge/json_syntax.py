@@ -19,6 +19,7 @@ def built() -> bool:
     return _json_syntax is not None
 
 
-def surely_json(data: bytes) -> bool:
-    """True only if ``data`` is exactly one JSON value (RFC 8259); False: it is not, or parse it to know."""
-    return _json_syntax is not None and _json_syntax.is_json(data)
+def surely_json(data: bytes, max_depth: int = 512) -> bool:
+    """True only if ``data`` is exactly one JSON value (RFC 8259) nested at most ``max_depth`` (at most 512)
+    arrays and objects deep; False: it is not, or parse it to know."""
+    return _json_syntax is not None and _json_syntax.is_json(data, max_depth)

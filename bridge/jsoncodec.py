@@ -74,16 +74,28 @@ def _repair(value: Any) -> Any:
     return value
 
 
+#: What ``plain_types`` refuses that orjson would otherwise write its own way.
+_NOT_PLAIN = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
 def dumps(
-    value: Any, *, default: Callable[[Any], Any] | None = None, sort_keys: bool = False, exact_ints: bool = False
+    value: Any,
+    *,
+    default: Callable[[Any], Any] | None = None,
+    sort_keys: bool = False,
+    exact_ints: bool = False,
+    plain_types: bool = False,
 ) -> bytes:
     """Compact JSON of ``value`` as UTF-8 bytes; non-finite floats become null, as in JS.
 
     ``sort_keys``: object keys in sorted order, so equal values give equal bytes (digests).
     ``exact_ints``: an integer a double cannot hold exactly (past 2**53) is refused (JSONEncodeError)
     rather than written with all its digits.
+    ``plain_types``: with no ``default``, a subclass of a JSON type, a dataclass, a date or a time is
+    refused (JSONEncodeError) rather than written as orjson writes it (UUIDs and enums it still writes).
     """
     option = (orjson.OPT_SORT_KEYS if sort_keys else 0) | (orjson.OPT_STRICT_INTEGER if exact_ints else 0)
+    option |= _NOT_PLAIN if plain_types else 0
     try:
         return orjson.dumps(value, default=default, option=option)
     except orjson.JSONEncodeError as exc:

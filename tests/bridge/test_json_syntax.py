@@ -144,3 +144,17 @@ def test_a_text_the_scan_leaves_is_still_decided_by_the_parser():
         check_json_bytes(b"[NaN]")
     with pytest.raises(UnicodeDecodeError):
         check_json_bytes(b'"\xff"')
+
+
+@pytest.mark.parametrize("opener", ["[", '{"k":'])
+def test_a_callers_depth_bound_counts_arrays_and_objects(opener: str):
+    """``max_depth`` n vouches for n nested containers, never n + 1; past 512 the scan's own bound holds."""
+    closer = "]" if opener == "[" else "}"
+
+    def nested(levels: int) -> bytes:
+        return (opener * levels + "1" + closer * levels).encode()
+
+    assert json_syntax.surely_json(nested(200), 200)
+    assert not json_syntax.surely_json(nested(201), 200)
+    assert json_syntax.surely_json(b"1", 0) and not json_syntax.surely_json(b"[]", 0)
+    assert json_syntax.surely_json(nested(512), 10_000) and not json_syntax.surely_json(nested(513), 10_000)

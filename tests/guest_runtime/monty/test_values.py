@@ -1,19 +1,30 @@
 """A Python cell's value as JSON text: plain data written as it is gives the text the converting copy gives.
 
-``to_json_text`` skips ``to_json_value``'s copy for plain data (``_plain``); every case here is written both
-ways and must give the same text, or the same refusal.
+``to_json_text`` skips ``to_json_value``'s copy for plain data: the codec refuses every type but JSON's own
+and the C scan bounds the nesting, or, in an install without the extension, the Python walk (``_plain``)
+decides.  Every case here is written each of those ways and by the copy, and must give the same text, or the
+same refusal.  The values Monty itself hands the worker are among them (``MONTY_VALUES``, made by a real
+Monty child).
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import datetime
+import decimal
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bridge import json_syntax
 from bridge.jsoncodec import MAX_NESTING, dumps_text
+from guest_runtime.monty.engine import MontyPool
 from guest_runtime.monty.values import DEEP_MARKER, NotJson, _plain, to_json_text, to_json_value
 
 
@@ -22,15 +33,33 @@ def _converted(value: Any) -> str:
     return dumps_text(data)
 
 
-def _same(value: Any) -> None:
+@contextmanager
+def _without_the_scan() -> Iterator[None]:
+    """As in an install where the optional extension was not built."""
+    built, json_syntax._json_syntax = json_syntax._json_syntax, None
     try:
-        expected = _converted(value)
-    except NotJson as exc:
-        with pytest.raises(NotJson) as refused:
-            to_json_text(value)
-        assert str(refused.value) == str(exc)
-        return
-    assert to_json_text(value) == expected
+        yield
+    finally:
+        json_syntax._json_syntax = built
+
+
+def _same(value: Any) -> None:
+    assert json_syntax.built(), "the extension is built here (pyproject.toml), so both ways are tested"
+    for _ in _each_way():
+        try:
+            expected = _converted(value)
+        except NotJson as exc:
+            with pytest.raises(NotJson) as refused:
+                to_json_text(value)
+            assert str(refused.value) == str(exc)
+            continue
+        assert to_json_text(value) == expected
+
+
+def _each_way() -> Iterator[None]:
+    yield  # with the C scan
+    with _without_the_scan():
+        yield
 
 
 def _nested(levels: int, leaf: Any) -> Any:
@@ -64,14 +93,86 @@ def test_a_value_is_written_as_the_converting_copy_writes_it(value: Any):
     _same(value)
 
 
+class Text(str):
+    """A str subclass: not plain, converted."""
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+
+class Counts(dict[str, int]):
+    pass
+
+
+def _monty_values() -> list[Any]:
+    """What a real Monty child hands the worker for values that are not JSON's own types."""
+    pool = MontyPool()
+    try:
+        session = pool.open({})
+        sources = [
+            "import datetime\ndatetime.date(2020, 1, 2)",
+            "b'x'",
+            "1 + 2j",
+            "import decimal\ndecimal.Decimal('1.5')",
+            "frozenset([1])",
+            "{1, 2}",
+            "import collections\ncollections.namedtuple('N', 'a')(1)",
+            "class P:\n    x = 1\nP()",
+            "type(1)",
+        ]
+        values = [session.feed_start(source).output for source in sources]  # type: ignore[union-attr]
+        pool.release(session)
+        return values
+    finally:
+        pool.close()
+
+
+MONTY_VALUES = _monty_values()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        *MONTY_VALUES,
+        datetime.datetime(2020, 1, 2, 3, 4, 5),
+        decimal.Decimal("2.5"),
+        Point(1),
+        Counts(a=1),
+        [Text("x")],
+        collections.namedtuple("Pair", "a b")(1, 2),
+    ],
+    ids=lambda v: type(v).__name__,
+)
+def test_a_value_of_another_type_goes_as_the_converting_copy_says(value: Any):
+    """Refused with the conversion's own message, or (a tuple's subclass) written as its list."""
+    _same(value)
+    _same([value])
+    _same({"k": value})
+
+
+def test_monty_cannot_make_the_two_other_types_the_codec_writes():
+    """The codec writes UUIDs and enums its own way; the written path relies on Monty never handing one over.
+    If a Monty release can make them, this fails: the written path must then refuse them too."""
+    pool = MontyPool()
+    try:
+        session = pool.open({})
+        uuid_call = session.feed_start("import uuid\nuuid.uuid4()")
+        assert type(uuid_call).__name__ == "FunctionSnapshot", "uuid is not Monty's: it asks the host for it"
+        pool.release(session)
+        session = pool.open({})
+        with pytest.raises(Exception, match="class inheritance"):
+            session.feed_start("from enum import Enum\nclass C(Enum):\n    A = 1\nC.A")
+        pool.release(session)
+    finally:
+        pool.close()
+
+
 def test_plain_data_is_recognised_and_the_rest_is_not():
     assert _plain([{"a": (1, 2.0, "s", None, True)}])
     assert not _plain([{1: 2}]) and not _plain([object()]) and not _plain(_nested(MAX_NESTING, 1))
     assert _plain(_nested(MAX_NESTING - 1, 1))  # its deepest list is at depth 198
-
-
-class Text(str):
-    """A str subclass: not plain, converted."""
 
 
 JSONISH = st.recursive(
