@@ -10,6 +10,10 @@ workers at a high niceness: the kernel weighs an idle-policy task at 3 whatever 
 gets beside it (niceness 19 alone: two fifths).  A kernel or filter that refuses the policy leaves the
 niceness alone doing the lowering.
 
+Niceness and scheduling policy are attributes of each thread on Linux, so the lowering reaches every thread
+of the worker and of its child processes (``worker_threads``): a worker that runs Python cells runs them in
+its Monty child, and talks to it from its client's own thread.
+
 Linux lets a process's owner raise a niceness but not lower it back without ``CAP_SYS_NICE``
 (``setpriority(2)``, EACCES), and the same holds for leaving ``SCHED_IDLE``.  A service that could
 lower a worker but never restore it would leave a tenant's processes slow for good, so the pool tries
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -30,6 +35,9 @@ log = logging.getLogger("codemode.workers")
 
 #: The niceness of a worker whose tenant is over its share (the lowest priority there is).
 LOWERED = 19
+#: Threads lowered per worker at most: a Python worker has four (its own two, its Monty child's two); one that
+#: made more (only an owned one could) has its first ones lowered, and its others keep the workers' niceness.
+MAX_THREADS = 64
 _PRIORITY_0 = os.sched_param(0)  # the only static priority SCHED_IDLE and SCHED_OTHER take
 
 
@@ -98,25 +106,54 @@ class Priorities:
         return os.sched_getscheduler(pid) == os.SCHED_OTHER
 
     def apply(self, pid: int, lowered: bool) -> None:
-        """Give ``pid`` the lowered or the normal priority (a process that has gone is ignored)."""
+        """Give every thread of worker ``pid`` and of its children the lowered or the normal priority (a
+        thread that has gone is ignored)."""
         if not self.enabled:
             return
         try:
-            if lowered:
-                os.setpriority(os.PRIO_PROCESS, pid, LOWERED)
-                if self.idle_policy:
-                    os.sched_setscheduler(pid, os.SCHED_IDLE, _PRIORITY_0)
-            else:
-                if self.idle_policy:
-                    os.sched_setscheduler(pid, os.SCHED_OTHER, _PRIORITY_0)
-                os.setpriority(os.PRIO_PROCESS, pid, self.normal)
-        except ProcessLookupError:
-            pass
+            for tid in worker_threads(pid):
+                try:
+                    self._set(tid, lowered)
+                except ProcessLookupError:
+                    continue
         except OSError as exc:  # a restore refused after a good probe: stop lowering from now on
             self.enabled = False
             log.warning(
                 "could not set a worker's CPU priority (%s); tenants over their share are no longer lowered", exc
             )
+
+    def _set(self, tid: int, lowered: bool) -> None:
+        if lowered:
+            os.setpriority(os.PRIO_PROCESS, tid, LOWERED)
+            if self.idle_policy:
+                os.sched_setscheduler(tid, os.SCHED_IDLE, _PRIORITY_0)
+        else:
+            if self.idle_policy:
+                os.sched_setscheduler(tid, os.SCHED_OTHER, _PRIORITY_0)
+            os.setpriority(os.PRIO_PROCESS, tid, self.normal)
+
+
+def worker_threads(pid: int) -> list[int]:
+    """The threads of process ``pid`` and of its child processes, ``pid`` first, at most MAX_THREADS (read
+    from ``/proc``: without it, ``pid`` alone)."""
+    threads: list[int] = []
+    processes = [pid]
+    while processes and len(threads) < MAX_THREADS:
+        process = processes.pop(0)
+        try:
+            tasks = sorted(int(name) for name in os.listdir(f"/proc/{process}/task"))
+        except (OSError, ValueError):
+            tasks = [process] if process == pid else []
+        tasks.sort(key=lambda tid: tid != process)  # the process's main thread first
+        for tid in tasks[: MAX_THREADS - len(threads)]:
+            threads.append(tid)
+            try:
+                processes.extend(
+                    int(child) for child in Path(f"/proc/{process}/task/{tid}/children").read_text().split()
+                )
+            except (OSError, ValueError):
+                pass  # gone, or a kernel without the children file: its children keep their priority
+    return threads
 
 
 class Lowering:
