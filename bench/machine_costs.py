@@ -23,6 +23,9 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+from service.cpus import HALT_POLL
 
 from .servers import cpu_ns
 
@@ -70,8 +73,9 @@ def pipe_round_trip_cpu_us(n: int = 5_000, two_cpus: bool = False) -> float:
     return spent * 1e6 / n
 
 
-def machine_costs(repeats: int = 5) -> dict[str, float]:
+def machine_costs(repeats: int = 5) -> dict[str, float | str]:
     return {
+        "cpuidle": cpuidle(),
         "python_loop_ns": statistics.median(python_loop_ns() for _ in range(repeats)),
         "syscall_ns": statistics.median(syscall_ns() for _ in range(repeats)),
         "pipe_round_trip_cpu_us": statistics.median(pipe_round_trip_cpu_us() for _ in range(repeats)),
@@ -79,6 +83,20 @@ def machine_costs(repeats: int = 5) -> dict[str, float]:
             pipe_round_trip_cpu_us(two_cpus=True) for _ in range(repeats)
         ),
     }
+
+
+def cpuidle() -> str:
+    """The guest's idle driver and, for ``haltpoll``, its halt-polling window: what a cross-CPU wake-up costs
+    depends on it (docs/operations/benchmarks.md, what a figure needs)."""
+    sysfs = Path("/sys")
+    try:
+        driver = (sysfs / "devices/system/cpu/cpuidle/current_driver").read_text().strip()
+    except OSError:
+        return "not exposed"
+    try:
+        return f"{driver}, halt-poll {int((sysfs / HALT_POLL).read_text()):,} ns"
+    except (OSError, ValueError):
+        return driver
 
 
 if __name__ == "__main__":

@@ -145,7 +145,8 @@ def machine_lines(meta: dict[str, Any]) -> list[str]:
     m = meta["machine"]
     lines = [
         f"command: `{meta['command']}` ({meta['rounds']} alternating rounds, {meta['started']})",
-        f"machine: {m['cpus']} CPUs, {m['model']}; governor {m['governor']}; kernel {m['kernel']}; "
+        f"machine: {m['cpus']} CPUs, {m['model']}; governor {m['governor']}; "
+        f"cpuidle {m.get('cpuidle', 'not recorded')}; kernel {m['kernel']}; "
         f"Python {m['python']}; Node {m['node']}",
         f"load average before {meta['load_before']}, after {meta['load_after']}",
     ]

@@ -35,6 +35,7 @@ from typing import IO, Any
 import httpx
 
 from .fastmcp_provider import DEFAULT_MONTY_DIR
+from .machine_costs import cpuidle
 from .peer_install import (
     DEFAULT_CACHE,
     NPM_PEERS,
@@ -224,6 +225,7 @@ def machine() -> dict[str, Any]:
         "usable_cpus": len(os.sched_getaffinity(0)),
         "model": model,
         "governor": governor.read_text().strip() if governor.exists() else "not exposed",
+        "cpuidle": cpuidle(),
         "kernel": platform.release(),
         "python": platform.python_version(),
         "node": subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip() if node else "none",

@@ -28,6 +28,7 @@ from .capabilities.session_store import SessionStoreHandlers, store_limits
 from .capabilities.tools import install_tools
 from .cluster.identity import cell_id_prefix
 from .cluster.replica import Replica, replica_for
+from .cpus import idle_halt
 from .demo import demo_settings
 from .drain import Drain
 from .errors import ConfigError, WorkerGone
@@ -103,6 +104,9 @@ class Components:
         if self.replica is not None:
             await self.replica.start()  # peers find it only once it can serve its cells
         tune_process()
+        note = idle_halt()
+        if note is not None:
+            log.info("%s", note)
         if self.store is not None:
             self._store_sweeper = asyncio.ensure_future(self._sweep_store())
 

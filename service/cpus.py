@@ -6,6 +6,9 @@ two CPUs' worth of time every period.  Guests are CPU-bound while they hold a ru
 default number of running slots follows what the service can actually run at once: the CPUs in its
 affinity mask, capped by ``ceil(quota / period)`` of the cgroup it runs in (v2 ``cpu.max``, or v1
 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``) when one is set.  Read once per process.
+
+And what a wake-up costs here (``idle_halt``): in a VM guest whose idle CPUs halt at once, every frame that
+wakes a worker or the service on another CPU costs a hypervisor exit, which the processes pay as CPU time.
 """
 
 from __future__ import annotations
@@ -17,6 +20,14 @@ from pathlib import Path
 
 #: Where a container's own cgroup is mounted (cgroup namespaces put the container's group there).
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+SYSFS = Path("/sys")
+#: The guest's halt-polling window, where its cpuidle driver is ``haltpoll`` (a KVM or Firecracker guest).
+HALT_POLL = "module/haltpoll/parameters/guest_halt_poll_ns"
+IDLE_HALT_NOTE = (
+    "this VM's idle CPUs halt at once (cpuidle driver haltpoll, {path} = 0): every frame that wakes a worker "
+    "or the service on another CPU costs a hypervisor exit, paid as CPU time (a host call: about twice the CPU "
+    "and three times the wait of the same machine with 200000 there); see docs/operations/deploy.md"
+)
 
 
 @functools.cache
@@ -49,3 +60,14 @@ def _ceil_ratio(quota: str, period: str) -> int | None:
     except ValueError:
         return None
     return math.ceil(q / p) if q > 0 and p > 0 else None  # v1 writes -1 for "no quota"
+
+
+def idle_halt(root: Path = SYSFS) -> str | None:
+    """Why wake-ups are dear on this machine (``IDLE_HALT_NOTE``), or None: a guest whose cpuidle driver is
+    ``haltpoll`` with halt-polling off.  Anything else (bare metal, polling on, no such files) is None."""
+    try:
+        driver = (root / "devices/system/cpu/cpuidle/current_driver").read_text().strip()
+        poll_ns = int((root / HALT_POLL).read_text())
+    except (OSError, ValueError):
+        return None
+    return IDLE_HALT_NOTE.format(path=f"/sys/{HALT_POLL}") if driver == "haltpoll" and poll_ns == 0 else None

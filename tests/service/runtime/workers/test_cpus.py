@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from service.cpus import CGROUP_ROOT, cgroup_cpu_quota, usable_cpus
+from service.cpus import CGROUP_ROOT, cgroup_cpu_quota, idle_halt, usable_cpus
 from service.settings import Settings
+from tests.conftest import make_client
 
 
 def _v2(root, text):
@@ -70,3 +71,39 @@ def test_the_pool_keeps_its_warm_workers_and_one_running_slot_per_cpu(tmp_path):
     assert (svc.pool.size, svc.pool.admission.size, svc.pool.admission.burst) == (4, max(2, usable_cpus()), 4)
     svc = build_components(Settings(data_dir=str(tmp_path), running_slots=5).check())
     assert svc.pool.admission.size == 5
+
+
+def _sysfs(root, driver: str | None, poll_ns: str | None):
+    if driver is not None:
+        (root / "devices/system/cpu/cpuidle").mkdir(parents=True)
+        (root / "devices/system/cpu/cpuidle/current_driver").write_text(f"{driver}\n")
+    if poll_ns is not None:
+        (root / "module/haltpoll/parameters").mkdir(parents=True)
+        (root / "module/haltpoll/parameters/guest_halt_poll_ns").write_text(f"{poll_ns}\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    "driver,poll_ns,noted",
+    [
+        ("haltpoll", "0", True),  # a guest whose idle CPUs halt at once
+        ("haltpoll", "200000", False),  # it polls 200 us first
+        ("intel_idle", None, False),  # bare metal
+        (None, None, False),  # no cpuidle at all
+        ("haltpoll", "garbage", False),
+    ],
+)
+def test_a_guest_whose_idle_cpus_halt_at_once_is_named(tmp_path, driver, poll_ns, noted):
+    note = idle_halt(_sysfs(tmp_path, driver, poll_ns))
+    assert (note is not None) == noted
+    if noted:
+        assert "guest_halt_poll_ns = 0" in note and "docs/operations/deploy.md" in note
+
+
+def test_the_service_says_so_at_start_on_such_a_machine(tmp_path, caplog):
+    """Where this machine's guest halts at once, the service's start logs why its wake-ups are dear."""
+    note = idle_halt()
+    with caplog.at_level("INFO", logger="codemode"), make_client(tmp_path):
+        pass
+    logged = [r.getMessage() for r in caplog.records if "halt" in r.getMessage()]
+    assert logged == ([note] if note is not None else [])
