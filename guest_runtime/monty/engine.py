@@ -9,6 +9,8 @@ from the already confined worker, so it inherits every layer of the worker (its 
 no_new_privs, its seccomp filter, and a Landlock ruleset that leaves only the ``monty`` binary and its
 libraries: ``confinement.PYTHON_CELLS``).  The worker is bound to one principal for its whole life, so the
 child, reused across the worker's cells, never holds two principals' heaps; each cell is a fresh checkout.
+The child and the client's threads run on one CPU, which the worker's thread visits while it uses the child
+(``placement.py``): every call between them is then a switch on that CPU, not a wake-up of another.
 The child's frames are decoded here, inside the confined worker, never in the service.
 
 A slice runs the cell until every task awaits host work (Monty pauses it in a ``FutureSnapshot``) and
