@@ -308,10 +308,7 @@ class PythonEngine:
         """Resume the session this cell kept if the child still holds it, else load ``data`` into a fresh one."""
         kept = self._pool.take(self)
         try:
-            if kept is not None:
-                session, live = kept
-                with self._slice_on(session):
-                    self._advance(lambda: live.resume(results))
+            if kept is not None and self._resumed_kept(*kept, results):
                 return
             session = self._pool.open({})
             with self._slice_on(session):
@@ -323,6 +320,24 @@ class PythonEngine:
             raise
         except monty.MontyError as exc:
             self._advance(_raiser(exc))
+
+    def _resumed_kept(
+        self, session: monty.MontySession, live: monty.FutureSnapshot, results: dict[int, monty.ExternalSettledResult]
+    ) -> bool:
+        """Resume the live snapshot the cell kept; False if its child had died while the cell waited (killed
+        from outside: then the cell's bytes are resumed in a fresh child, as after another cell's checkout).
+
+        A child that dies under this resume dies again under the bytes' (the retry runs from the same park,
+        and only output could repeat): that second crash is the cell's failure, as it would have been."""
+        with self._slice_on(session):
+            try:
+                first = live.resume(results)
+            except monty.MontyCrashedError as exc:
+                if exc.exit_status == HARD_MEMORY_EXIT or exc.timed_out:
+                    raise
+                return False  # the session goes back (``_slice_on``); the next checkout replaces the child
+            self._advance(lambda: first)
+        return True
 
     @contextmanager
     def _slice_on(self, session: monty.MontySession) -> Iterator[None]:
