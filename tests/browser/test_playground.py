@@ -231,6 +231,20 @@ def test_python_cells_see_the_python_declarations(tab):
     expect()(tab.page.get_by_test_id("api-file-link").filter(has_text=".pyi")).to_have_count(0, timeout=LONG_MS)
 
 
+def test_switching_languages_quickly_lists_each_declaration_once(tab):
+    """Loads of the declarations list overlap when the language changes before an answer arrives: only the
+    last one's answer is shown, each file once (an earlier load's answer used to be appended to it)."""
+    select = tab.page.get_by_test_id("language")
+    for language in ("python", "javascript", "python", "javascript", "python"):
+        select.select_option(value=language)
+    links = tab.page.get_by_test_id("api-file-link")
+    expect()(links.filter(has_text="tools/quote_shipping.pyi")).to_have_count(1, timeout=LONG_MS)
+    tab.page.wait_for_load_state("networkidle")
+    paths = links.all_inner_texts()
+    assert len(paths) == len(set(paths)) and "tools/quote_shipping.pyi" in paths, paths
+    select.select_option(value="javascript")
+
+
 @pytest.mark.parametrize("language", ["javascript", "python"])
 def test_copy_as_python_runs_the_same_cell(tab, base, language):
     """The "Copy as Python" snippet, run as a script with the key in CODEMODE_API_KEY, completes the same cell

@@ -411,18 +411,27 @@ async function listFiles() {
   return cellValue("await API.list()", "playground files", "python");
 }
 
+// Each load is numbered: when a later one starts (the language changed again) before an earlier one's
+// answer arrives, that answer is dropped, so the list shows one language's files, once each.
+let filesLoad = 0;
+
 async function loadFiles() {
   const list = $("api-files");
+  const load = ++filesLoad;
   list.replaceChildren();
   $("api-file").textContent = "";
   try {
     const answer = await listFiles();
+    if (load !== filesLoad) return;
+    list.replaceChildren();
     for (const file of answer.files) {
       list.append(el("li", {}, el("button", { class: "link", testid: "api-file-link", onclick: () => readFile(file.path) }, file.path),
         file.description ? el("span", { class: "detail" }, " " + file.description) : ""));
     }
     if (editor) editor.setNames(await completionNames(answer.files));
-  } catch (err) { list.append(el("li", {}, err.message)); }
+  } catch (err) {
+    if (load === filesLoad) list.append(el("li", {}, err.message));
+  }
 }
 
 // What the editor completes besides the guest API: a name per tool declaration file, and each MCP
