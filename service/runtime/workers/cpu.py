@@ -35,8 +35,8 @@ log = logging.getLogger("codemode.workers")
 
 #: The niceness of a worker whose tenant is over its share (the lowest priority there is).
 LOWERED = 19
-#: Threads lowered per worker at most: a Python worker has four (its own two, its Monty child's two); one that
-#: made more (only an owned one could) has its first ones lowered, and its others keep the workers' niceness.
+#: Threads lowered per worker at most: a Python worker has a handful (its own, its Monty client's, its child's);
+#: one that made more (only an owned one could) has its first ones lowered, its others keep their niceness.
 MAX_THREADS = 64
 _PRIORITY_0 = os.sched_param(0)  # the only static priority SCHED_IDLE and SCHED_OTHER take
 
@@ -141,10 +141,11 @@ def worker_threads(pid: int) -> list[int]:
     while processes and len(threads) < MAX_THREADS:
         process = processes.pop(0)
         try:
-            tasks = sorted(int(name) for name in os.listdir(f"/proc/{process}/task"))
+            names = os.listdir(f"/proc/{process}/task")
+            # The process's main thread first.
+            tasks = sorted((int(name) for name in names), key=lambda tid: (tid != process, tid))
         except (OSError, ValueError):
             tasks = [process] if process == pid else []
-        tasks.sort(key=lambda tid: tid != process)  # the process's main thread first
         for tid in tasks[: MAX_THREADS - len(threads)]:
             threads.append(tid)
             try:

@@ -53,7 +53,8 @@ def test_each_python_workers_child_and_client_threads_share_its_cpu_and_workers_
             assert worker.monty_cpu in CPUS
             # The main thread goes back home after each use of the child (the last: handing back a finished
             # cell's session, after its answer); the client's threads never move.
-            poll_until(lambda: _threads(worker.pid)[worker.pid] == set(CPUS), "the worker's main thread is home")  # noqa: B023
+            pid = worker.pid
+            poll_until(lambda: _threads(pid)[pid] == set(CPUS), "the worker's main thread is home")  # noqa: B023 - called at once
             threads = _threads(worker.pid)
             del threads[worker.pid]
             assert threads and set(map(frozenset, threads.values())) == {frozenset({worker.monty_cpu})}
