@@ -104,6 +104,9 @@ def assert_monty_child_confined(worker: int, service_uid: int) -> None:
     capability, the worker user) and the worker's own network namespace, not the service's."""
     (child,) = children(worker)
     assert command_line(child).endswith("/monty subprocess "), command_line(child)
+    # The child starts its interpreter's thread as it starts up, which on a busy machine (and on its one
+    # CPU) may come after the worker said it was ready.
+    poll_until(lambda: status(child)["Threads"] == MONTY_CHILD_THREADS, f"Monty child {child} starts its thread")
     assert_confined(child, service_uid, threads=MONTY_CHILD_THREADS)
     assert status(child)["Seccomp_filters"] == status(worker)["Seccomp_filters"] == "1"
     assert os.readlink(f"/proc/{child}/ns/net") == os.readlink(f"/proc/{worker}/ns/net")
