@@ -1,4 +1,5 @@
-"""A Python worker's Monty child and its client's threads run on one CPU, the service's choice per worker.
+"""A Python worker's Monty child and its client's threads run on one CPU, the service's choice per worker
+(the one the fewest live Python workers use).
 
 The worker and its child call each other in strict turns; on one CPU each turn is a switch there instead of
 a wake-up of another CPU (``guest_runtime/monty/placement.py``).  Real parts: the service (its pool and
@@ -9,11 +10,12 @@ read from ``/proc``.
 from __future__ import annotations
 
 import os
-from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from service.runtime.workers.supply import WorkerSupply
 from tests.conftest import make_client
 from tests.support.polling import poll_until
 
@@ -39,14 +41,14 @@ def _children(pid: int) -> list[int]:
     return [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
 
 
-def test_each_python_workers_child_and_client_threads_share_its_cpu_and_workers_are_spread(tmp_path: Path):
+def test_each_python_workers_child_and_client_threads_share_its_cpu(tmp_path: Path):
     with make_client(tmp_path, workers=2) as client:
         for i in range(4):  # Python cells with a host call each, so each worker has used its child
             answer = client.post("/v1/exec", json={"code": f"await sleep(0)\n{i} * 2", "language": "python"}).json()
             assert (answer["status"], answer["value"]) == ("completed", i * 2)
         supply = client.app.state.services.pool.supply  # type: ignore[attr-defined]
         assert client.portal is not None
-        client.portal.call(supply.spawn, True)  # one more, as the pool starts them: it goes where fewer are
+        client.portal.call(supply.spawn, True)  # one more, as the pool starts them
         workers = [w for w in supply.alive if w.python and not w.dead]
         assert len(workers) >= 2
         for worker in workers:
@@ -60,6 +62,22 @@ def test_each_python_workers_child_and_client_threads_share_its_cpu_and_workers_
             assert threads and set(map(frozenset, threads.values())) == {frozenset({worker.monty_cpu})}
             (child,) = _children(worker.pid)
             assert set(map(frozenset, _threads(child).values())) == {frozenset({worker.monty_cpu})}
-        # Each new worker took the CPU the fewest live ones used.
-        used = Counter(w.monty_cpu for w in workers)
-        assert max(used[cpu] for cpu in CPUS) - min(used[cpu] for cpu in CPUS) <= 1, (len(workers), used)
+
+
+@dataclass(eq=False)
+class _Started:
+    """What the supply reads of a live worker when it places a new one (``Worker``'s three fields)."""
+
+    monty_cpu: int | None
+    python: bool = True
+    dead: bool = False
+
+
+def test_a_new_python_worker_goes_to_the_cpu_the_fewest_live_ones_use():
+    supply = WorkerSupply({}, 1 << 20, nice=0, max_cells=10)
+    assert supply._monty_cpu() == CPUS[0], "no live worker: the first CPU"
+    supply.alive = {_Started(CPUS[0]), _Started(CPUS[0], dead=True), _Started(None, python=False)}  # type: ignore[arg-type]
+    assert supply._monty_cpu() == CPUS[1], "a dead worker and a JavaScript one count for nothing"
+    supply.alive.add(_Started(CPUS[1]))  # type: ignore[arg-type]
+    supply._placing[CPUS[0]] += 1  # one being started there
+    assert supply._monty_cpu() == CPUS[1]
