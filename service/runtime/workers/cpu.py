@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -135,26 +134,53 @@ class Priorities:
 
 def worker_threads(pid: int) -> list[int]:
     """The threads of process ``pid`` and of its child processes, ``pid`` first, at most MAX_THREADS (read
-    from ``/proc``: without it, ``pid`` alone)."""
+    from ``/proc``: without it, ``pid`` alone).
+
+    The worker may be owned by an attacker and start thousands of threads or children: the walk reads at
+    most MAX_THREADS names of each directory and file, so the event loop's work is bounded whatever it made.
+    """
     threads: list[int] = []
     processes = [pid]
     while processes and len(threads) < MAX_THREADS:
         process = processes.pop(0)
-        try:
-            names = os.listdir(f"/proc/{process}/task")
-            # The process's main thread first.
-            tasks = sorted((int(name) for name in names), key=lambda tid: (tid != process, tid))
-        except (OSError, ValueError):
-            tasks = [process] if process == pid else []
-        for tid in tasks[: MAX_THREADS - len(threads)]:
+        for tid in _tasks(process, MAX_THREADS - len(threads)):
             threads.append(tid)
-            try:
-                processes.extend(
-                    int(child) for child in Path(f"/proc/{process}/task/{tid}/children").read_text().split()
-                )
-            except (OSError, ValueError):
-                pass  # gone, or a kernel without the children file: its children keep their priority
+            processes.extend(_children(process, tid, MAX_THREADS - len(threads) - len(processes)))
     return threads
+
+
+def _tasks(process: int, most: int) -> list[int]:
+    """``process``'s main thread, then up to ``most - 1`` of its other threads (a gone process: itself)."""
+    tids = [process]
+    try:
+        with os.scandir(f"/proc/{process}/task") as entries:
+            for entry in entries:
+                if len(tids) >= most:
+                    break
+                if entry.name.isdigit() and int(entry.name) != process:
+                    tids.append(int(entry.name))
+    except OSError:
+        pass  # gone (setting its priority then finds nothing), or no /proc
+    return tids
+
+
+#: Bytes of a thread's ``children`` file read: a pid and its separator take at most 8.
+_CHILDREN_BYTES = 8 * MAX_THREADS
+
+
+def _children(process: int, tid: int, most: int) -> list[int]:
+    """Up to ``most`` child processes thread ``tid`` of ``process`` started."""
+    if most <= 0:
+        return []
+    try:
+        with open(f"/proc/{process}/task/{tid}/children", "rb") as file:
+            data = file.read(_CHILDREN_BYTES)
+    except OSError:
+        return []  # gone, or a kernel without the file: its children keep their priority
+    words = data.split()
+    if len(data) == _CHILDREN_BYTES and not data.endswith(b" "):
+        words = words[:-1]  # cut inside a pid: not a pid
+    return [int(word) for word in words[:most] if word.isdigit()]
 
 
 class Lowering:

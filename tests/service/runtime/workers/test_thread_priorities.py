@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,26 @@ def test_the_threads_of_this_process_and_its_children_are_found_and_capped():
         assert threads[0] == os.getpid()
         assert own <= set(threads) and child in threads
         assert worker_threads(2**22 + 12345) == [2**22 + 12345]  # no such process: the pid alone
-        assert len(worker_threads(1)) <= MAX_THREADS
     finally:
         os.kill(child, 9)
         os.waitpid(child, 0)
+
+
+def test_a_process_with_more_threads_and_children_than_the_cap_is_read_only_up_to_it():
+    """As an owned worker could make them: MAX_THREADS threads of this process's beside its main one, and as
+    many children: the walk stops at MAX_THREADS, this process's main thread first."""
+    stop = threading.Event()
+    extra = [threading.Thread(target=stop.wait) for _ in range(MAX_THREADS)]
+    children = [os.posix_spawn("/bin/sleep", ["sleep", "30"], os.environ) for _ in range(MAX_THREADS)]
+    for thread in extra:
+        thread.start()
+    try:
+        threads = worker_threads(os.getpid())
+        assert len(threads) == len(set(threads)) == MAX_THREADS and threads[0] == os.getpid()
+    finally:
+        stop.set()
+        for thread in extra:
+            thread.join()
+        for child in children:
+            os.kill(child, 9)
+            os.waitpid(child, 0)
