@@ -23,9 +23,8 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from service.cpus import HALT_POLL
+from service.cpus import idle_state
 
 from .servers import cpu_ns
 
@@ -88,15 +87,11 @@ def machine_costs(repeats: int = 5) -> dict[str, float | str]:
 def cpuidle() -> str:
     """The guest's idle driver and, for ``haltpoll``, its halt-polling window: what a cross-CPU wake-up costs
     depends on it (docs/operations/benchmarks.md, what a figure needs)."""
-    sysfs = Path("/sys")
-    try:
-        driver = (sysfs / "devices/system/cpu/cpuidle/current_driver").read_text().strip()
-    except OSError:
+    state = idle_state()
+    if state is None:
         return "not exposed"
-    try:
-        return f"{driver}, halt-poll {int((sysfs / HALT_POLL).read_text()):,} ns"
-    except (OSError, ValueError):
-        return driver
+    driver, poll_ns = state
+    return driver if poll_ns is None else f"{driver}, halt-poll {poll_ns:,} ns"
 
 
 if __name__ == "__main__":

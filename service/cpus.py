@@ -62,12 +62,20 @@ def _ceil_ratio(quota: str, period: str) -> int | None:
     return math.ceil(q / p) if q > 0 and p > 0 else None  # v1 writes -1 for "no quota"
 
 
+def idle_state(root: Path = SYSFS) -> tuple[str, int | None] | None:
+    """The cpuidle driver and, where it has one, its halt-polling window in ns; None: not exposed."""
+    try:
+        driver = (root / "devices/system/cpu/cpuidle/current_driver").read_text().strip()
+    except OSError:
+        return None
+    try:
+        return driver, int((root / HALT_POLL).read_text())
+    except (OSError, ValueError):
+        return driver, None
+
+
 def idle_halt(root: Path = SYSFS) -> str | None:
     """Why wake-ups are dear on this machine (``IDLE_HALT_NOTE``), or None: a guest whose cpuidle driver is
     ``haltpoll`` with halt-polling off.  Anything else (bare metal, polling on, no such files) is None."""
-    try:
-        driver = (root / "devices/system/cpu/cpuidle/current_driver").read_text().strip()
-        poll_ns = int((root / HALT_POLL).read_text())
-    except (OSError, ValueError):
-        return None
-    return IDLE_HALT_NOTE.format(path=f"/sys/{HALT_POLL}") if driver == "haltpoll" and poll_ns == 0 else None
+    halts = idle_state(root) == ("haltpoll", 0)
+    return IDLE_HALT_NOTE.format(path=f"/sys/{HALT_POLL}") if halts else None
