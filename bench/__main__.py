@@ -20,6 +20,7 @@
 ``python -m bench monty_ws``: pydantic-ai CodeMode on harness's local pool versus codemode's /v1/monty (``bench/monty_ws.py``).
 ``python -m bench peers [--rounds N] [--write-docs]``: codemode beside its peers, each through its own API (``bench/peer_table.py``).
 ``python -m bench large_values``: a 1 MiB value leaving a JavaScript cell, the C plain-data check on and off (``bench/large_values.py``).
+``python -m bench python_values``: a 1 MiB value leaving a Python cell, written by the Monty child or converted (``bench/python_values.py``).
 ``python -m bench starts``: how long ``codemode mcp`` takes to answer initialize, and ``scripts/serve`` /healthz (``bench/starts.py``).
 """
 
@@ -106,6 +107,7 @@ SUBCOMMANDS: dict[str, tuple[str, bool]] = {
     "monty_launcher": ("monty_launcher", True),
     "monty_ws": ("monty_ws", True),
     "large_values": ("large_values", True),
+    "python_values": ("python_values", True),
 }
 
 

@@ -12,6 +12,11 @@
  * three literals; nesting at most MAX_DEPTH deep (or a caller's lower limit).  Anything else answers 0,
  * which means "parse it to decide" (bridge/output.py), so this scan may refuse what the parser accepts,
  * never the other way round.
+ *
+ * With `strict` it also answers 0 for what a Python json.dumps writes of values the host would refuse or
+ * write otherwise (guest_runtime/monty/values.py): an object key spelled like a number, a bool, null, NaN or
+ * an infinity (json.dumps makes such keys of non-str keys), and an integer of 19 digits or more (the host
+ * writes one past 64 bits as a double).  A str key that merely looks so answers 0 too.
  */
 #define PY_SSIZE_T_CLEAN
 #define Py_LIMITED_API 0x030B0000
@@ -23,6 +28,8 @@
 
 /* Deeper text is left to the parser, which refuses past 1,024 levels. */
 #define MAX_DEPTH 512
+/* Integers of this many digits may be past 64 bits. */
+#define LONG_INTEGER 19
 
 typedef const unsigned char *Cursor;
 
@@ -115,14 +122,16 @@ static Cursor string_end(Cursor p, Cursor end) {
     return NULL;
 }
 
-/* The end of the number that starts at p, or NULL. */
-static Cursor number_end(Cursor p, Cursor end) {
+/* The end of the number that starts at p, or NULL (also for an integer of LONG_INTEGER digits when strict). */
+static Cursor number_end(Cursor p, Cursor end, bool strict) {
     if (p < end && *p == '-') p++;
     if (p >= end) return NULL;
     if (*p == '0') {
         p++;
     } else if (is_digit(*p)) {
+        Cursor first = p;
         while (p < end && is_digit(*p)) p++;
+        if (strict && p - first >= LONG_INTEGER) return NULL;
     } else {
         return NULL;
     }
@@ -140,13 +149,32 @@ static Cursor number_end(Cursor p, Cursor end) {
     return p;
 }
 
+static bool spelled(Cursor p, Cursor end, const char *word) {
+    size_t n = strlen(word);
+    return (size_t)(end - p) == n && memcmp(p, word, n) == 0;
+}
+
+/* Whether the key whose text (between its quotes) is [p, end) may have been made of a number, a bool or None. */
+static bool coerced_key(Cursor p, Cursor end) {
+    if (p < end && *p == '-') p++;
+    if (p < end && is_digit(*p)) return true; /* a number */
+    return spelled(p, end, "Infinity") || spelled(p, end, "true") || spelled(p, end, "false") ||
+           spelled(p, end, "null") || spelled(p, end, "NaN");
+}
+
+/* The end of the key string that starts at p, or NULL (also for a coerced-looking key when strict). */
+static Cursor key_end(Cursor p, Cursor end, bool strict) {
+    Cursor q = string_end(p, end);
+    return q != NULL && strict && coerced_key(p + 1, q - 1) ? NULL : q;
+}
+
 static Cursor literal_end(Cursor p, Cursor end, const char *word, size_t n) {
     return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 ? p + n : NULL;
 }
 
 /* 1: [p, end) is exactly one JSON value nested at most limit (<= MAX_DEPTH) deep; 0: it is not, or this
  * scan does not know. */
-static int one_value(Cursor p, Cursor end, int limit) {
+static int one_value(Cursor p, Cursor end, int limit, bool strict) {
     char open[MAX_DEPTH]; /* '[' or '{' for each container the scan is inside of */
     int depth = 0;
     p = skip_space(p, end);
@@ -165,7 +193,7 @@ static int one_value(Cursor p, Cursor end, int limit) {
                 break;
             }
             if (open[depth - 1] == '{') {
-                if (p >= end || *p != '"' || (p = string_end(p, end)) == NULL) return 0;
+                if (p >= end || *p != '"' || (p = key_end(p, end, strict)) == NULL) return 0;
                 p = skip_space(p, end);
                 if (p >= end || *p != ':') return 0;
                 p = skip_space(p + 1, end);
@@ -175,7 +203,7 @@ static int one_value(Cursor p, Cursor end, int limit) {
         case 't': p = literal_end(p, end, "true", 4); break;
         case 'f': p = literal_end(p, end, "false", 5); break;
         case 'n': p = literal_end(p, end, "null", 4); break;
-        default: p = number_end(p, end); break;
+        default: p = number_end(p, end, strict); break;
         }
         if (p == NULL) return 0;
         /* A value ended at p: close containers, or go on to the next element or member. */
@@ -192,7 +220,7 @@ static int one_value(Cursor p, Cursor end, int limit) {
             if (*p != ',') return 0;
             p = skip_space(p + 1, end);
             if (open[depth - 1] == '{') {
-                if (p >= end || *p != '"' || (p = string_end(p, end)) == NULL) return 0;
+                if (p >= end || *p != '"' || (p = key_end(p, end, strict)) == NULL) return 0;
                 p = skip_space(p, end);
                 if (p >= end || *p != ':') return 0;
                 p = skip_space(p + 1, end);
@@ -206,22 +234,24 @@ static PyObject *is_json(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *bytes;
     int limit = MAX_DEPTH;
-    if (!PyArg_ParseTuple(args, "O|i:is_json", &bytes, &limit)) return NULL;
+    int strict = 0;
+    if (!PyArg_ParseTuple(args, "O|ip:is_json", &bytes, &limit, &strict)) return NULL;
     if (limit < 0 || limit > MAX_DEPTH) limit = MAX_DEPTH;
     char *data;
     Py_ssize_t size;
     if (PyBytes_AsStringAndSize(bytes, &data, &size) < 0) return NULL;
     int answer;
     Py_BEGIN_ALLOW_THREADS;
-    answer = one_value((Cursor)data, (Cursor)data + size, limit);
+    answer = one_value((Cursor)data, (Cursor)data + size, limit, strict);
     Py_END_ALLOW_THREADS;
     return PyBool_FromLong(answer);
 }
 
 static PyMethodDef methods[] = {
     {"is_json", is_json, METH_VARARGS,
-     "is_json(data, max_depth=512): True only if the bytes are exactly one JSON value nested at most max_depth "
-     "deep (json_syntax.c)."},
+     "is_json(data, max_depth=512, strict=False): True only if the bytes are exactly one JSON value nested at "
+     "most max_depth deep (strict: with no key spelled like a number, bool or null, no integer of 19 digits or "
+     "more) (json_syntax.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,7 +19,11 @@ def built() -> bool:
     return _json_syntax is not None
 
 
-def surely_json(data: bytes, max_depth: int = 512) -> bool:
+def surely_json(data: bytes, max_depth: int = 512, *, strict: bool = False) -> bool:
     """True only if ``data`` is exactly one JSON value (RFC 8259) nested at most ``max_depth`` (at most 512)
-    arrays and objects deep; False: it is not, or parse it to know."""
-    return _json_syntax is not None and _json_syntax.is_json(data, max_depth)
+    arrays and objects deep; False: it is not, or parse it to know.
+
+    ``strict``: also False for an object key spelled like a number, a bool, null, NaN or an infinity, and for
+    an integer of 19 digits or more: what a Python ``json.dumps`` writes of values the host refuses (keys
+    that are not str) or writes otherwise (integers past 64 bits, as doubles)."""
+    return _json_syntax is not None and _json_syntax.is_json(data, max_depth, strict)

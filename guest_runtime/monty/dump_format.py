@@ -9,7 +9,7 @@ import importlib.metadata
 from bridge.jsoncodec import loads
 
 #: What a Python cell's dump starts with (then its header's length, the header, Monty's own bytes).
-DUMP_MAGIC = b"codemode-python-cell/1\n"
+DUMP_MAGIC = b"codemode-python-cell/2\n"
 
 
 @functools.cache

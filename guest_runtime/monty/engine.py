@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -48,14 +47,15 @@ from bridge.messages import GuestRequest, Phase
 from ..engine import Failed, Returned, SettledReply, Slice, Waiting, bridge_failure_code, stalled
 from ..errors import EngineFault, GuestFault, GuestRuntimeError, GuestSyntaxError, GuestTimeout
 from ..guest_config import read_caps
+from .cell_source import Rewrite, rewritten
 from .dump_format import pack_dump, unpack_dump
-from .error_text import SCRIPT, described, error_head, error_text, frames_of, syntax_text, uncaught
-from .host_functions import BUILTINS, SHAPE_NAMES, SHAPES, Request, as_handles, routed
-from .host_requests import HostRequests, exception_head
+from .error_text import SCRIPT, described, error_head, error_text, frames_of, limit_error, syntax_text, uncaught
+from .host_functions import SHAPE_NAMES, SHAPES, request_for
+from .host_requests import HostRequests
 from .namespaces import Namespaces, object_id
 from .output import CellOutput
 from .placement import Placement
-from .values import NotJson, to_json_text
+from .values import NotJson, child_text, to_json_text
 
 #: Modules Monty's client imports on its first session (trace contexts, decimals): imported with it, while
 #: the worker can still open files; once confined it cannot.
@@ -79,11 +79,6 @@ HARD_MEMORY_EXIT = 65
 #: answered "not handled"; ``sleep(s)`` is the host's timer.  Clocks read the child's, in UTC.
 OS_POLICY: monty.OSPolicy = {"sleep": "call_host"}
 
-#: Monty's own time limits; it prints durations in the unit that fits (``500ms``, ``1.5s``).
-_TIMEOUT = re.compile(
-    r"^TimeoutError: (?:turn |feed )?time limit exceeded: [0-9.]+(?:ns|µs|ms|s) > [0-9.]+(?:ns|µs|ms|s)$"
-)
-_OUT_OF_MEMORY = re.compile(r"^MemoryError: (?:memory limit exceeded: |the worker exceeded its memory limit)")
 
 #: Where Monty stops a slice.
 Snapshot = monty.FunctionSnapshot | monty.NameLookupSnapshot | monty.FutureSnapshot | monty.MontyComplete
@@ -196,8 +191,9 @@ POOL = MontyPool()
 class PythonEngine:
     """One Python cell on Monty, driven one slice at a time by the worker loop."""
 
-    def __init__(self, pool: MontyPool | None = None) -> None:
+    def __init__(self, pool: MontyPool | None = None, *, value_in_child: bool = True) -> None:
         self._pool = POOL if pool is None else pool
+        self._value_in_child = value_in_child  # False: every value crosses as objects (benches, tests)
         self._deferred: GuestRuntimeError | None = None  # the first slice's fault, raised by ``start``
         self._parked: bytes | None = None  # the dumped FutureSnapshot between slices
         self._live: monty.FutureSnapshot | None = None  # the snapshot a slice parked in (``_slice_on``)
@@ -209,6 +205,9 @@ class PythonEngine:
         self._ended = False
         self._failure: tuple[str, Phase, str] | None = None  # how the cell failed, once it ended
         self._value: object = None
+        self._text: str | None = None  # the value as JSON, written by the child (``cell_source``)
+        self._rewrite: Rewrite | None = None  # how the source the child runs differs from the cell's
+        self._session: monty.MontySession | None = None  # the session a slice runs on
         self._heap = 0
 
     # -- set-up -------------------------------------------------------------------------------------
@@ -259,6 +258,17 @@ class PythonEngine:
             self._deferred = EngineFault(f"Monty failed: {described(exc)}")
 
     def _first_slice(self, code: str, limits: monty.ResourceLimits) -> None:
+        source = rewritten(code) if self._value_in_child else None
+        if source is not None:
+            self._rewrite = source[1]
+            try:
+                self._run_first(source[0], limits)
+                return
+            except GuestSyntaxError:
+                self._rewrite = None  # Monty refused what CPython parses: it names why in the cell as written
+        self._run_first(code, limits)
+
+    def _run_first(self, code: str, limits: monty.ResourceLimits) -> None:
         session = self._pool.open(limits)
         with self._slice_on(session):
             try:
@@ -342,12 +352,14 @@ class PythonEngine:
     @contextmanager
     def _slice_on(self, session: monty.MontySession) -> Iterator[None]:
         """Run a slice on ``session``: kept checked out if the cell parked in it, else handed back."""
-        self._live = None
+        self._live, self._session = None, session
         try:
             yield
         except BaseException:
             close(session)
             raise
+        finally:
+            self._session = None
         live, self._live = self._live, None
         if live is not None:
             self._pool.keep(self, session, live)
@@ -373,6 +385,9 @@ class PythonEngine:
         return self._requests.request_args(index)
 
     def final_value(self, headroom_bytes: int, deadline: float) -> str:
+        text, self._text = self._text, None
+        if text is not None:
+            return text
         value, self._value = self._value, None
         try:
             return to_json_text(value)
@@ -397,12 +412,15 @@ class PythonEngine:
         requests it awaits and the host failures it may still ask about."""
         if self._parked is None or self._ended:
             raise EngineFault("only a cell that waits on host work can be dumped")
-        return pack_dump(dumps_text(self._requests.export(SHAPE_NAMES)).encode("utf-8"), self._parked)
+        header = self._requests.export(SHAPE_NAMES)
+        header["source"] = None if self._rewrite is None else self._rewrite.export()
+        return pack_dump(dumps_text(header).encode("utf-8"), self._parked)
 
     def restore(self, state: bytes) -> int:
         try:
             header, self._parked = unpack_dump(state)
             self._requests.restore(header, SHAPES)
+            self._rewrite = Rewrite.restored(header.get("source"))
         except ValueError as exc:  # JSONDecodeError included
             raise EngineFault(f"a dumped Python cell's state is out of shape: {exc}") from None
         self._heap = len(self._parked)
@@ -447,6 +465,8 @@ class PythonEngine:
         self._ended = True
         try:
             value = complete.output
+            if self._rewrite is not None:
+                value = self._from_text(value)
         except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused it (too deep)
             self._failure = uncaught(f"TypeError: the cell's value nests too deep to cross as JSON ({exc})")
             return
@@ -458,16 +478,29 @@ class PythonEngine:
         self._requests.drop_pending()
         self._value = value
 
+    def _from_text(self, text: Any) -> object:
+        """The value of a rewritten cell, whose child wrote it as JSON ``text`` (None: ``json.dumps`` refused
+        it): None if the text is the host's JSON of it (kept for ``final_value``), else the value itself."""
+        self._text = None if text is None else child_text(text)
+        if self._text is not None:
+            return None
+        if self._session is None:
+            raise EngineFault("Monty failed: the cell's session was gone before its value was read")
+        fetched = self._session.feed_start(Rewrite.FETCH)
+        if not isinstance(fetched, monty.MontyComplete):
+            raise EngineFault(f"Monty failed: reading the cell's value stopped at {type(fetched).__name__}")
+        return fetched.output
+
     def _finish_failed(self, exc: monty.MontyRuntimeError) -> None:
         self._output.flush_print()
         head = error_head(exc)
-        if _TIMEOUT.match(head):
-            raise GuestTimeout("cell timeout exceeded")
-        if _OUT_OF_MEMORY.match(head):
-            raise EngineFault(f"out of memory: {head}")  # the worker reports memory_limit_exceeded
+        limit = limit_error(head)
+        if limit is not None:
+            raise limit
         self._requests.drop_pending()
         self._ended = True
-        text = error_text(head, frames_of(exc))
+        frames = frames_of(exc)
+        text = error_text(head, frames if self._rewrite is None else self._rewrite.frames(frames))
         code = self._requests.failures.code(head)
         # A host call's rejection nobody caught is phase bridge, as in JavaScript.
         self._failure = uncaught(text) if code is None else (text, "bridge", bridge_failure_code(code))
@@ -502,8 +535,8 @@ class PythonEngine:
                 emit(*args, **kwargs)
                 return {"return_value": None}
             if target is None and name == "error_info" and name not in self._ns.tools:
-                return {"return_value": self._error_info(*args, **kwargs)}
-            request = self._request_for(target, name, args, kwargs)
+                return {"return_value": self._requests.failures.error_info(*args, **kwargs)}
+            request = request_for(self._ns, target, name, args, kwargs)
             if request is None:
                 return {"exception": NameError(f"name {name!r} is not defined")}
             if isinstance(request, list):
@@ -517,33 +550,6 @@ class PythonEngine:
             return {"exception": kind(str(exc))}
         except Exception as exc:  # noqa: BLE001 - an odd value in the call: the guest's error, not the worker's
             return {"exception": TypeError(f"{name}(): {described(exc)}")}
-
-    def _error_info(self, error: object) -> dict[str, object] | None:
-        """``error_info(e)``: the fields of the host failure ``e`` is (its ``code``, ``tool``, ...), or None.
-
-        What a JavaScript cell reads as the properties of the caught error (``e.code``); Monty's exceptions
-        carry no attributes, so a Python cell asks for them.
-        """
-        if not isinstance(error, BaseException):
-            raise TypeError(f"error_info(e) takes a caught exception, not {type(error).__name__}")
-        return self._requests.failures.info(exception_head(error))
-
-    def _request_for(
-        self, target: object, name: str, args: tuple[object, ...], kwargs: dict[str, object]
-    ) -> Request | list[object] | None:
-        """The host request a call stands for, the value of a call answered here, or None (no such name)."""
-        if target is not None:
-            if getattr(target, "namespace", None) == "catalog" and name == "all":
-                return list(self._ns.handles)
-            method, request_args = routed(target, name, args, kwargs)
-            return method, request_args, as_handles if method == "search" else None
-        tool = self._ns.tools.get(name)
-        if tool is not None:
-            if args:
-                raise TypeError(f"{name}() takes the tool's input as keyword arguments: {name}(field=value, ...)")
-            return (*routed(tool, "call", (), kwargs), None)
-        builtin = BUILTINS.get(name)
-        return None if builtin is None else builtin(*args, **kwargs)
 
     # -- host objects -------------------------------------------------------------------------------
 

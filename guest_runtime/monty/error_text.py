@@ -5,15 +5,21 @@ Duck-typed (``Frame`` below is what the text reads of Monty's ``Frame``), so it 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Protocol
 
 from bridge.messages import Phase
 
 from ..engine import MAX_ERROR_FRAMES
-from ..errors import UNCAUGHT_ERROR
+from ..errors import UNCAUGHT_ERROR, EngineFault, GuestRuntimeError, GuestTimeout
 
 SCRIPT = "cell.py"
+#: Monty's own time limits; it prints durations in the unit that fits (``500ms``, ``1.5s``).
+_TIMEOUT = re.compile(
+    r"^TimeoutError: (?:turn |feed )?time limit exceeded: [0-9.]+(?:ns|µs|ms|s) > [0-9.]+(?:ns|µs|ms|s)$"
+)
+_OUT_OF_MEMORY = re.compile(r"^MemoryError: (?:memory limit exceeded: |the worker exceeded its memory limit)")
 
 
 class Frame(Protocol):
@@ -31,6 +37,16 @@ class Frame(Protocol):
 
 def uncaught(text: str) -> tuple[str, Phase, str]:
     return text, "guest", UNCAUGHT_ERROR
+
+
+def limit_error(head: str) -> GuestRuntimeError | None:
+    """What ends the cell when an exception head is one of Monty's limits: its time (a timeout) or its memory
+    (an EngineFault the worker reports as memory_limit_exceeded); None for any other exception."""
+    if _TIMEOUT.match(head):
+        return GuestTimeout("cell timeout exceeded")
+    if _OUT_OF_MEMORY.match(head):
+        return EngineFault(f"out of memory: {head}")
+    return None
 
 
 def described(exc: BaseException) -> str:

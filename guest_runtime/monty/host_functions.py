@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .host_requests import Shape
-from .namespaces import handle, route
+from .namespaces import Namespaces, handle, route
 
 #: A host request a guest function stands for: (method, arguments, how its reply reaches the guest).
 Request = tuple[str, list[object], Shape | None]
@@ -72,3 +72,22 @@ def as_handles(metas: object) -> object:
 #: The reply shapes a request may have, by the name a dump gives them.
 SHAPES: dict[str, Shape] = {"handles": as_handles, "stored": _stored_value}
 SHAPE_NAMES = {shape: name for name, shape in SHAPES.items()}
+
+
+def request_for(
+    ns: Namespaces, target: object, name: str, args: tuple[object, ...], kwargs: dict[str, object]
+) -> Request | list[object] | None:
+    """The host request a call of ``name`` (a method of ``target``, or a function of the cell's namespaces
+    ``ns`` when ``target`` is None) stands for, the value of a call answered here, or None (no such name)."""
+    if target is not None:
+        if getattr(target, "namespace", None) == "catalog" and name == "all":
+            return list(ns.handles)
+        method, request_args = routed(target, name, args, kwargs)
+        return method, request_args, as_handles if method == "search" else None
+    tool = ns.tools.get(name)
+    if tool is not None:
+        if args:
+            raise TypeError(f"{name}() takes the tool's input as keyword arguments: {name}(field=value, ...)")
+        return (*routed(tool, "call", (), kwargs), None)
+    builtin = BUILTINS.get(name)
+    return None if builtin is None else builtin(*args, **kwargs)

@@ -254,6 +254,16 @@ class HostFailures:
         kept = self._kept.get(head)
         return None if kept is None else dict(kept[0])
 
+    def error_info(self, error: object) -> dict[str, object] | None:
+        """``error_info(e)``: the fields of the host failure ``e`` is (its ``code``, ``tool``, ...), or None.
+
+        What a JavaScript cell reads as the properties of the caught error (``e.code``); Monty's exceptions
+        carry no attributes, so a Python cell asks for them.
+        """
+        if not isinstance(error, BaseException):
+            raise TypeError(f"error_info(e) takes a caught exception, not {type(error).__name__}")
+        return self.info(exception_head(error))
+
     def code(self, head: str) -> str | None:
         """The code of the host failure raised as an exception with this head ("" for none), None if not one."""
         kept = self._kept.get(head)

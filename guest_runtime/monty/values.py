@@ -134,3 +134,20 @@ def _written(value: Any) -> str | None:
     if not json_syntax.surely_json(data, MAX_NESTING) or _DEEP_JSON in data:
         return None  # too deep (the conversion names the bound), or a string that may be Monty's cut
     return data.decode("utf-8")
+
+
+def child_text(text: str) -> str | None:
+    """``text``, the JSON a Monty child's ``json.dumps`` wrote of a cell's value (``cell_source``), if it is
+    what ``to_json_text`` writes of that value (but for how a float may be spelled), nested less than
+    MAX_NESTING deep; None: convert the value itself.  The strict C scan (~1 ms per MiB)
+    refuses the keys ``json.dumps`` makes of ints, floats, bools and None (the host refuses such keys) and
+    integers that may be past 64 bits; without the extension every value is converted."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    # Monty's conversion cuts a value at MAX_NESTING levels (DEEP_MARKER), so the converted path takes one
+    # level less; and its ``json.dumps`` writes DEEP_MARKER where it stops, as its conversion does.
+    if not json_syntax.surely_json(data, MAX_NESTING - 1, strict=True) or _DEEP_JSON in data:
+        return None
+    return text

@@ -9,6 +9,8 @@ way it need only be useful: JSON that ``json.dumps`` writes, in any spacing, is 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -158,3 +160,67 @@ def test_a_callers_depth_bound_counts_arrays_and_objects(opener: str):
     assert not json_syntax.surely_json(nested(201), 200)
     assert json_syntax.surely_json(b"1", 0) and not json_syntax.surely_json(b"[]", 0)
     assert json_syntax.surely_json(nested(512), 10_000) and not json_syntax.surely_json(nested(513), 10_000)
+
+
+#: What Python's ``json.dumps`` writes for a key that was not a str (``"1"``, ``"1.5"``, ``"true"``, ...).
+KEYS_OF_OTHER_TYPES = st.integers() | st.floats() | st.booleans() | st.none()
+
+
+def _coerced_spelling(key: str) -> bool:
+    """A key spelled as ``json.dumps`` spells an int, float, bool or None key."""
+    bare = key[1:] if key.startswith("-") else key
+    return bare[:1].isdigit() and bare[:1].isascii() or bare in ("Infinity", "NaN", "true", "false", "null")
+
+
+def _keys_and_ints(value: Any) -> Iterator[tuple[str, object]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield "key", key
+            yield from _keys_and_ints(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _keys_and_ints(item)
+    elif type(value) is int:
+        yield "int", value
+
+
+STRICT_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**22), 10**22) | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda kids: (
+        st.lists(kids, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=4) | KEYS_OF_OTHER_TYPES.map(lambda k: next(iter(json.loads(json.dumps({k: 0}))))),
+            kids,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@given(STRICT_JSON, st.sampled_from([(",", ":"), (", ", ": ")]))
+@example({"1": 0}, (",", ":"))
+@example({"Item": [1234567890123456789]}, (",", ":"))
+@example({"-Infinity": 0, "x": 123456789012345678}, (",", ":"))
+def test_the_strict_scan_refuses_exactly_coerced_keys_and_long_integers(value: Any, separators: tuple[str, str]):
+    """``strict`` vouches for what ``json.dumps`` wrote unless a key is spelled as it spells a key of another
+    type, or an integer has 19 digits or more (it may be past 64 bits): the text a Monty child writes of a
+    Python cell's value is taken only when the host would write the same (guest_runtime/monty/values.py)."""
+    data = json.dumps(value, separators=separators, ensure_ascii=False, allow_nan=True).encode()
+    suspect = any(
+        _coerced_spelling(item) if kind == "key" else len(str(abs(item))) >= 19  # type: ignore[call-overload]
+        for kind, item in _keys_and_ints(value)
+    )
+    assert json_syntax.surely_json(data, strict=True) is (json_syntax.surely_json(data) and not suspect)
+
+
+@pytest.mark.parametrize("key", [0, -1, 1.5, -2.5e-7, math.inf, -math.inf, math.nan, True, False, None])
+def test_the_strict_scan_refuses_each_key_json_dumps_makes_of_another_type(key: object):
+    data = json.dumps({"a": [{key: 0}]}, separators=(",", ":")).encode()
+    assert not json_syntax.surely_json(data, strict=True) and json_syntax.surely_json(data)
+
+
+def test_the_strict_scan_still_vouches_for_floats_and_strings_that_only_look_so():
+    text = b'{"a":[1.2345678901234568e+17,0.30000000000000004,-9007199254740993,"123456789012345678901"],"Name":"1"}'
+    assert json_syntax.surely_json(text, strict=True)
+    assert not json_syntax.surely_json(b'{"a":{"null":1}}', strict=True)

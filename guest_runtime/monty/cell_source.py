@@ -1,0 +1,121 @@
+"""A Python cell's source as its Monty child runs it: the cell's value written as JSON in the child.
+
+Monty hands a finished cell's value to the worker by copying every object across the pipe and building
+Python objects of them: ~70 ms for a 1 MiB list of dicts, where the child's own ``json.dumps`` of it
+takes ~10 ms and the text crosses in ~2.  So the cell's last statement, when it is an expression, is
+assigned to a name, and a few lines appended write that value as JSON in the child.  The cell's value is
+then that text, or None when ``json.dumps`` refused the value (a handle, a set, NaN, a circular list): the
+worker takes the text only if the host would write the same JSON (``values.child_text``), and otherwise
+reads the value itself (``Rewrite.FETCH``, one more turn of the child) and converts it as before.
+
+Only the last statement's first line changes (the name and `` = `` in front of it), so every other line
+and column the guest sees in a traceback is its own; ``Rewrite.frames`` undoes that one shift.  The text
+counts against the cell's memory limit, as a JavaScript cell's ``JSON.stringify`` does.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .error_text import Frame
+
+VALUE_NAME = "__codemode_value__"
+_TEXT_NAME = "__codemode_text__"
+PREFIX = f"{VALUE_NAME} = "
+#: A bare ``except``: a cell may have rebound ``Exception``; Monty's limits (memory, time) are not
+#: catchable, so they still end the cell.
+SUFFIX = f"""
+try:
+    import json as __codemode_json__
+    {_TEXT_NAME} = __codemode_json__.dumps({VALUE_NAME}, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+except:
+    {_TEXT_NAME} = None
+{_TEXT_NAME}
+"""
+#: Longer sources run as written: parsing them here would cost the worker milliseconds per cell.
+MAX_SOURCE_CHARS = 64 * 1024
+#: Where lines end for Python's tokenizer and for Monty's alike (not at the other characters ``splitlines``
+#: knows); a lone carriage return ends a line for the one, not the other, so such a cell runs as written.
+_LINE_END = re.compile(r"\r?\n")
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """Where the prefix went: the 1-based line and column (in characters) the cell's last statement starts."""
+
+    line: int
+    column: int
+
+    #: What the worker feeds to read the value when it needs the object after all.
+    FETCH = VALUE_NAME
+
+    def frames(self, frames: Sequence[Frame]) -> list[Frame]:
+        """``frames`` with the positions and source line the guest wrote (the prefix taken out)."""
+        return [self._unshifted(f) if f.line == self.line else f for f in frames]
+
+    def _unshifted(self, frame: Frame) -> Frame:
+        column = frame.column - len(PREFIX) if frame.column >= self.column + len(PREFIX) else frame.column
+        source = frame.source_line
+        start = self.column - 1
+        if source is not None and source[start : start + len(PREFIX)] == PREFIX:
+            source = source[:start] + source[start + len(PREFIX) :]
+        return _Frame(frame.line, column, frame.function_name, source)
+
+    def export(self) -> list[int]:
+        return [self.line, self.column]
+
+    @classmethod
+    def restored(cls, state: object) -> Rewrite | None:
+        """Take up what ``export`` wrote (None: the cell ran as written); ``ValueError`` if out of shape."""
+        if state is None:
+            return None
+        if not (isinstance(state, list) and len(state) == 2 and all(type(n) is int and n > 0 for n in state)):
+            raise ValueError("the cell's source position is out of shape")
+        return cls(state[0], state[1])
+
+
+@dataclass(frozen=True)
+class _Frame:
+    line: int
+    column: int
+    function_name: str | None
+    source_line: str | None
+
+
+def rewritten(code: str) -> tuple[str, Rewrite] | None:
+    """The source to run so that the child writes the cell's value as JSON, or None: run ``code`` as it is
+    (its last statement is no expression, it is too long, it ends a line with a lone carriage return, or
+    CPython does not parse it: Monty then names the fault itself)."""
+    if len(code) > MAX_SOURCE_CHARS or _LONE_CR.search(code):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an invalid escape is Monty's to judge, not a line on stderr
+            tree = ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    last = tree.body[-1] if tree.body else None
+    if not isinstance(last, ast.Expr):
+        return None
+    start = _line_start(code, last.lineno)
+    end = _LINE_END.search(code, start)
+    line = code[start : len(code) if end is None else end.start()]
+    # A statement's column is counted in UTF-8 bytes, the traceback's in characters.
+    column = len(line.encode("utf-8", "surrogatepass")[: last.col_offset].decode("utf-8", "replace"))
+    at = start + column
+    return code[:at] + PREFIX + code[at:] + SUFFIX, Rewrite(last.lineno, column + 1)
+
+
+def _line_start(code: str, lineno: int) -> int:
+    """The index in ``code`` where its line ``lineno`` (1-based) starts."""
+    start = 0
+    for number, end in enumerate(_LINE_END.finditer(code), start=2):
+        if number > lineno:
+            break
+        start = end.end()
+    return start
