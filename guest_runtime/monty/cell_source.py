@@ -11,6 +11,11 @@ reads the value itself (``Rewrite.FETCH``, one more turn of the child) and conve
 Only the last statement's first line changes (the name and `` = `` in front of it), so every other line
 and column the guest sees in a traceback is its own; ``Rewrite.frames`` undoes that one shift.  The text
 counts against the cell's memory limit, as a JavaScript cell's ``JSON.stringify`` does.
+
+The statement is found by the C scan (``source_scan.c``: the line the last top-level logical line starts
+on, ~1 ms per MiB) and CPython's parser, which reads only from that line on: parsing the whole cell would
+cost ~0.4 ms per KiB of code, more than Monty takes to run a small cell.  Without the extension (no C
+compiler at install), and wherever the scan is not sure, the cell runs as written.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .error_text import Frame
+
+try:
+    from . import _source_scan
+except ImportError:  # the optional extension was not built (pyproject.toml: ext-modules)
+    _source_scan = None  # type: ignore[assignment]
 
 VALUE_NAME = "__codemode_value__"
 _TEXT_NAME = "__codemode_text__"
@@ -36,12 +46,13 @@ except:
     {_TEXT_NAME} = None
 {_TEXT_NAME}
 """
-#: Longer sources run as written: parsing them here would cost the worker milliseconds per cell.
-MAX_SOURCE_CHARS = 64 * 1024
-#: Where lines end for Python's tokenizer and for Monty's alike (not at the other characters ``splitlines``
-#: knows); a lone carriage return ends a line for the one, not the other, so such a cell runs as written.
+#: A last statement longer than this runs as written: parsing it costs the worker ~0.4 ms per KiB.
+MAX_STATEMENT_CHARS = 16 * 1024
+#: Where lines end for Python's tokenizer and Monty's alike (the scan refuses a lone carriage return, a line
+#: end for the one and not the other; ``splitlines`` knows still other characters).
 _LINE_END = re.compile(r"\r?\n")
-_LONE_CR = re.compile(r"\r(?!\n)")
+#: A compound statement: what follows it on its line is its body, never a top-level expression.
+_COMPOUND = re.compile(r"(?:if|for|while|with|try|def|class|async)\b|@")
 
 
 @dataclass(frozen=True)
@@ -89,33 +100,50 @@ class _Frame:
 
 def rewritten(code: str) -> tuple[str, Rewrite] | None:
     """The source to run so that the child writes the cell's value as JSON, or None: run ``code`` as it is
-    (its last statement is no expression, it is too long, it ends a line with a lone carriage return, or
-    CPython does not parse it: Monty then names the fault itself)."""
-    if len(code) > MAX_SOURCE_CHARS or _LONE_CR.search(code):
+    (its last statement is no expression, or too long, the scan is not sure of it, or CPython does not parse
+    it: Monty then names the fault itself)."""
+    first = _last_line(code)
+    if first is None:
+        return None
+    begin = _line_start(code, first)
+    tail = code[begin:]
+    if len(tail) > MAX_STATEMENT_CHARS or _COMPOUND.match(tail):
         return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # an invalid escape is Monty's to judge, not a line on stderr
-            tree = ast.parse(code)
+            tree = ast.parse(tail)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     last = tree.body[-1] if tree.body else None
     if not isinstance(last, ast.Expr):
         return None
-    start = _line_start(code, last.lineno)
-    end = _LINE_END.search(code, start)
-    line = code[start : len(code) if end is None else end.start()]
+    start = _line_start(tail, last.lineno)
+    end = _LINE_END.search(tail, start)
+    line = tail[start : len(tail) if end is None else end.start()]
     # A statement's column is counted in UTF-8 bytes, the traceback's in characters.
     column = len(line.encode("utf-8", "surrogatepass")[: last.col_offset].decode("utf-8", "replace"))
-    at = start + column
-    return code[:at] + PREFIX + code[at:] + SUFFIX, Rewrite(last.lineno, column + 1)
+    at = begin + start + column
+    return code[:at] + PREFIX + code[at:] + SUFFIX, Rewrite(first + last.lineno - 1, column + 1)
+
+
+def _last_line(code: str) -> int | None:
+    """The line the cell's last top-level logical line starts on, or None (no extension, not sure, none)."""
+    if _source_scan is None:
+        return None
+    try:
+        line = _source_scan.last_top_level_line(code)
+    except UnicodeEncodeError:  # a lone surrogate: not Python source Monty would take either
+        return None
+    return line if line > 0 else None
 
 
 def _line_start(code: str, lineno: int) -> int:
-    """The index in ``code`` where its line ``lineno`` (1-based) starts."""
-    start = 0
-    for number, end in enumerate(_LINE_END.finditer(code), start=2):
-        if number > lineno:
-            break
-        start = end.end()
-    return start
+    """The index in ``code`` where its line ``lineno`` (1-based) starts, found from the end: the lines looked
+    for are a cell's last, and the scan refused a lone carriage return, so every line ends in "\n"."""
+    if lineno <= 1:
+        return 0
+    at = len(code)
+    for _ in range(code.count("\n") + 2 - lineno):
+        at = code.rfind("\n", 0, at)
+    return at + 1

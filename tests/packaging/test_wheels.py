@@ -74,9 +74,11 @@ def test_service_wheel_ships_the_runtime_and_nothing_of_the_client_or_examples(w
     """The service's wheel holds the prelude's .js files, py.typed and the demo, and no examples or client."""
     names = _names(wheels["codemode"])
     assert any(n.startswith("guest_runtime/quickjs/prelude/") and n.endswith(".js") for n in names)
-    # The two C extensions, built from the sdist's plain_data.c and json_syntax.c (scripts/test installs gcc first).
+    # The three C extensions, built from the sdist's plain_data.c, json_syntax.c and source_scan.c (scripts/test
+    # installs gcc first).
     assert any(n.startswith("guest_runtime/quickjs/_plain_data.") and n.endswith(".so") for n in names)
     assert any(n.startswith("bridge/_json_syntax.") and n.endswith(".so") for n in names)
+    assert any(n.startswith("guest_runtime/monty/_source_scan.") and n.endswith(".so") for n in names)
     assert {"service/py.typed", "service/demo/shipping.py", "service/demo/travel.py"} <= names
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"bridge", "guest_runtime", "service"}

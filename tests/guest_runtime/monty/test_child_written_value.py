@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from bridge.jsoncodec import MAX_NESTING, dumps_text, loads
 from guest_runtime.engine import Failed, Returned, Waiting
 from guest_runtime.errors import GuestRuntimeError
+from guest_runtime.monty import cell_source, values
 from guest_runtime.monty import engine as monty_engine
-from guest_runtime.monty import values
-from guest_runtime.monty.cell_source import MAX_SOURCE_CHARS, PREFIX, VALUE_NAME, Rewrite, rewritten
+from guest_runtime.monty.cell_source import MAX_STATEMENT_CHARS, PREFIX, VALUE_NAME, Rewrite, rewritten
 from guest_runtime.monty.engine import MontyPool, PythonEngine
 
 CONFIG = dumps_text({"tools": [], "mcp": [], "maxRequestBytes": 1 << 20})
@@ -202,10 +202,14 @@ def test_a_cell_whose_end_is_no_expression_or_does_not_parse_runs_as_written(cod
     assert rewritten(code) is None
 
 
-def test_a_long_cell_runs_as_written_and_still_answers(pool, monkeypatch):
-    code = "# " + "x" * MAX_SOURCE_CHARS + "\n[1, 2]"
+def test_a_long_last_statement_runs_as_written_and_a_long_cell_does_not(pool, monkeypatch):
+    """Only the last statement is parsed here, and at most MAX_STATEMENT_CHARS of it."""
+    code = "[1,\n" + " 2," * MAX_STATEMENT_CHARS + "]"
     assert rewritten(code) is None
-    assert _both_ways(pool, code, monkeypatch) == (("value", "[1,2]"), False)
+    assert _both_ways(pool, code, monkeypatch)[1] is False
+    code = "x = 1\n" * 20_000 + "[x, 2]"
+    assert rewritten(code) is not None
+    assert _both_ways(pool, code, monkeypatch) == (("value", "[1,2]"), True)
 
 
 def test_frames_on_other_lines_and_left_of_the_prefix_stay_as_they_are():
@@ -260,3 +264,10 @@ def test_a_dump_with_its_source_position_out_of_shape_is_refused():
         with pytest.raises(ValueError, match="out of shape"):
             Rewrite.restored(state)
     assert Rewrite.restored(None) is None and Rewrite.restored([2, 3]) == Rewrite(2, 3)
+
+
+def test_without_the_source_scan_a_cell_runs_as_written_with_the_same_answer(pool, monkeypatch):
+    """An install without a C compiler has no scan: every cell runs as written, its value copied as objects."""
+    monkeypatch.setattr(cell_source, "_source_scan", None)
+    assert rewritten("[1, 2]") is None
+    assert _both_ways(pool, "[1, 2]", monkeypatch) == (("value", "[1,2]"), False)

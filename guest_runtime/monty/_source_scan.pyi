@@ -1,0 +1,3 @@
+# The C extension built from source_scan.c (optional: see cell_source.py).
+
+def last_top_level_line(source: str, /) -> int: ...
