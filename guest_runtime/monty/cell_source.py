@@ -116,7 +116,7 @@ def rewritten(code: str) -> tuple[str, Rewrite] | None:
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     last = tree.body[-1] if tree.body else None
-    if not isinstance(last, ast.Expr):
+    if not isinstance(last, ast.Expr) or _scalar(last.value):
         return None
     start = _line_start(tail, last.lineno)
     end = _LINE_END.search(tail, start)
@@ -125,6 +125,15 @@ def rewritten(code: str) -> tuple[str, Rewrite] | None:
     column = len(line.encode("utf-8", "surrogatepass")[: last.col_offset].decode("utf-8", "replace"))
     at = begin + start + column
     return code[:at] + PREFIX + code[at:] + SUFFIX, Rewrite(first + last.lineno - 1, column + 1)
+
+
+def _scalar(value: ast.expr) -> bool:
+    """Whether the expression makes a str, a number, a bool or None by its syntax (a literal, an f-string, a
+    comparison, a ``not``): Monty hands such a value over as cheaply as its text, and the appended lines would
+    cost the child ~0.1 ms of CPU for nothing (a rich comparison may make something else: then only slower)."""
+    return isinstance(value, (ast.Constant, ast.JoinedStr, ast.Compare)) or (
+        isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not)
+    )
 
 
 def _last_line(code: str) -> int | None:

@@ -89,7 +89,6 @@ TAKEN = [
     "{'Name': 1, 'Infinity and beyond': 2, 'nullable': 3}",
     "[{'id': i, 'name': f'item-{i}', 'ok': i % 2 == 0} for i in range(2000)]",
     "x = 3\nprint(x)",
-    "'''a docstring alone'''",
     _nested(MAX_NESTING - 1),
 ]
 CONVERTED = [
@@ -107,6 +106,18 @@ CONVERTED = [
     _nested(MAX_NESTING),
     _nested(MAX_NESTING + 5, "{}", "{'a': ", "}"),
 ]
+
+
+#: A literal, an f-string, a comparison, a ``not``: a str, number, bool or None, which Monty hands over as
+#: cheaply as its text; the cell runs as written (no appended lines to compile).
+SCALARS = ["1", "'a string alone'", "f'{1 + 1}!'", "x = [1]\nlen(x) > 0", "not []", "None"]
+
+
+@pytest.mark.parametrize("code", SCALARS)
+def test_a_cell_that_ends_in_a_scalar_by_its_syntax_runs_as_written(pool, code, monkeypatch):
+    assert rewritten(code) is None
+    outcome, taken = _both_ways(pool, code, monkeypatch)
+    assert outcome[0] == "value" and not taken
 
 
 @pytest.mark.parametrize("code", TAKEN, ids=lambda c: c[:40])
