@@ -13,7 +13,7 @@ and column the guest sees in a traceback is its own; ``Rewrite.frames`` undoes t
 counts against the cell's memory limit, as a JavaScript cell's ``JSON.stringify`` does.
 
 The statement is found by the C scan (``source_scan.c``: the line the last top-level logical line starts
-on, ~1 ms per MiB) and CPython's parser, which reads only from that line on: parsing the whole cell would
+on, ~3 ms per MiB) and CPython's parser, which reads only from that line on: parsing the whole cell would
 cost ~0.4 ms per KiB of code, more than Monty takes to run a small cell.  Without the extension (no C
 compiler at install), and wherever the scan is not sure, the cell runs as written.
 """

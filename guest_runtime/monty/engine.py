@@ -467,6 +467,8 @@ class PythonEngine:
             value = complete.output
             if self._rewrite is not None:
                 value = self._from_text(value)
+        except monty.MontyError:
+            raise  # the child failed while the value was read: the slice's handlers decide (``_advance``)
         except (RuntimeError, ValueError) as exc:  # Monty's own conversion refused it (too deep)
             self._failure = uncaught(f"TypeError: the cell's value nests too deep to cross as JSON ({exc})")
             return
