@@ -102,10 +102,10 @@ def rewritten(code: str) -> tuple[str, Rewrite] | None:
     """The source to run so that the child writes the cell's value as JSON, or None: run ``code`` as it is
     (its last statement is no expression, or too long, the scan is not sure of it, or CPython does not parse
     it: Monty then names the fault itself)."""
-    first = _last_line(code)
-    if first is None:
+    found = _last_line(code)
+    if found is None:
         return None
-    begin = _line_start(code, first)
+    first, begin = found
     tail = code[begin:]
     if len(tail) > MAX_STATEMENT_CHARS or _COMPOUND.match(tail):
         return None
@@ -136,23 +136,22 @@ def _scalar(value: ast.expr) -> bool:
     )
 
 
-def _last_line(code: str) -> int | None:
-    """The line the cell's last top-level logical line starts on, or None (no extension, not sure, none)."""
+def _last_line(code: str) -> tuple[int, int] | None:
+    """(line, index) where the cell's last top-level logical line starts, or None (no extension, not sure,
+    none)."""
     if _source_scan is None:
         return None
     try:
-        line = _source_scan.last_top_level_line(code)
+        line, index = _source_scan.last_top_level_line(code)
     except UnicodeEncodeError:  # a lone surrogate: not Python source Monty would take either
         return None
-    return line if line > 0 else None
+    return (line, index) if line > 0 else None
 
 
 def _line_start(code: str, lineno: int) -> int:
-    """The index in ``code`` where its line ``lineno`` (1-based) starts, found from the end: the lines looked
-    for are a cell's last, and the scan refused a lone carriage return, so every line ends in "\n"."""
-    if lineno <= 1:
-        return 0
-    at = len(code)
-    for _ in range(code.count("\n") + 2 - lineno):
-        at = code.rfind("\n", 0, at)
-    return at + 1
+    """The index in ``code`` (a last statement, at most MAX_STATEMENT_CHARS) where its line ``lineno``
+    (1-based) starts; the scan refused a lone carriage return, so every line ends in "\n"."""
+    at = 0
+    for _ in range(lineno - 1):
+        at = code.index("\n", at) + 1
+    return at

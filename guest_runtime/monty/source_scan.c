@@ -30,7 +30,8 @@
 typedef struct {
     const unsigned char *p;
     const unsigned char *end;
-    Py_ssize_t line; /* 1-based number of the line p is on */
+    Py_ssize_t line;          /* 1-based number of the line p is on */
+    const unsigned char *at;  /* where the last top-level logical line found so far starts */
 } Scan;
 
 static bool is_name_char(unsigned char c) {
@@ -192,8 +193,10 @@ static Py_ssize_t last_line(Scan *s) {
     while (s->p < s->end) {
         unsigned char c = *s->p;
         if (line_start) {
-            if (depth == 0 && !continued && c != ' ' && c != '\t' && c != '\f' && c != '#' && c != '\n' && c != '\r')
+            if (depth == 0 && !continued && c != ' ' && c != '\t' && c != '\f' && c != '#' && c != '\n' && c != '\r') {
                 found = s->line;
+                s->at = s->p;
+            }
             line_start = continued = false;
         }
         if (c == '\n' || c == '\r') {
@@ -229,18 +232,21 @@ static PyObject *last_top_level_line(PyObject *self, PyObject *arg) {
     Py_ssize_t size;
     const char *data = PyUnicode_AsUTF8AndSize(arg, &size);
     if (data == NULL) return NULL; /* not a str, or a lone surrogate: the caller runs the cell as written */
-    Scan s = {(const unsigned char *)data, (const unsigned char *)data + size, 1};
-    Py_ssize_t line;
+    const unsigned char *start = (const unsigned char *)data;
+    Scan s = {start, start + size, 1, start};
+    Py_ssize_t line, index = 0;
     Py_BEGIN_ALLOW_THREADS;
     line = last_line(&s);
+    /* The line's start as an index into the str: the characters before it (UTF-8 lead bytes). */
+    for (const unsigned char *c = start; line > 0 && c < s.at; c++) index += (*c & 0xC0) != 0x80;
     Py_END_ALLOW_THREADS;
-    return PyLong_FromSsize_t(line);
+    return Py_BuildValue("(nn)", line, line > 0 ? index : 0);
 }
 
 static PyMethodDef methods[] = {
     {"last_top_level_line", last_top_level_line, METH_O,
-     "last_top_level_line(source): the 1-based line where the last top-level logical line of Python source "
-     "starts; 0 if none; -1 if the scan is not sure (source_scan.c)."},
+     "last_top_level_line(source): (the 1-based line where the last top-level logical line of Python source "
+     "starts, the index of its first character); line 0 if none, -1 if the scan is not sure (source_scan.c)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -47,9 +47,10 @@ def _check(name: str, source: str) -> bool:
     except SyntaxError:
         return False  # a cut inside a statement
     expected = max(s.lineno for s in body) if body else 0
-    line = scan.last_top_level_line(source)
+    line, index = scan.last_top_level_line(source)
     if line == -1:
         return True
+    _starts(source, line, index)
     if line != expected:
         assert line > expected and CLAUSE.match(source.splitlines()[line - 1]), (name, line, expected)
     rewrite = cell_source.rewritten(source)
@@ -78,6 +79,15 @@ def _stdlib_sources() -> list[tuple[str, str]]:
             continue
         found.append((path.name, text))
     return found
+
+
+def _starts(source: str, line: int, index: int) -> None:
+    """``index`` is where ``line`` starts in ``source`` (a character index: non-ASCII text before it counts
+    once per character); line 0 (none) has index 0."""
+    if line <= 1:
+        assert index == 0
+    else:
+        assert source[index - 1] == "\n" and source.count("\n", 0, index) == line - 1
 
 
 def test_the_scan_is_built_where_the_suite_runs():
@@ -112,11 +122,14 @@ def test_on_the_standard_library_the_scan_names_the_last_statement_or_declines()
         ("'\\\n'\nz", 3),
         ("@dec\ndef f():\n    pass", 2),
         ("x = 1; y", 1),
+        ("s = 'é€😀'\n'ü'", 2),  # the index counts characters, not UTF-8 bytes
         ("# only a comment\n\n", 0),
     ],
 )
 def test_the_scan_names_the_line_the_last_statement_starts_on(source: str, line: int):
-    assert scan.last_top_level_line(source) == line
+    found, index = scan.last_top_level_line(source)
+    assert found == line
+    _starts(source, line, index)
     if line and not CLAUSE.match(source.splitlines()[line - 1]):
         assert _last_statement_line(source) == line
 
@@ -137,7 +150,7 @@ def test_the_scan_names_the_line_the_last_statement_starts_on(source: str, line:
     ],
 )
 def test_what_the_scan_is_not_sure_of_is_declined(source: str):
-    assert scan.last_top_level_line(source) == -1
+    assert scan.last_top_level_line(source) == (-1, 0)
 
 
 def test_a_lone_surrogate_is_declined_by_the_caller():
