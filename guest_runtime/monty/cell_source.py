@@ -48,9 +48,6 @@ except:
 """
 #: A last statement longer than this runs as written: parsing it costs the worker ~0.4 ms per KiB.
 MAX_STATEMENT_CHARS = 16 * 1024
-#: Where lines end for Python's tokenizer and Monty's alike (the scan refuses a lone carriage return, a line
-#: end for the one and not the other; ``splitlines`` knows still other characters).
-_LINE_END = re.compile(r"\r?\n")
 #: A compound statement: what follows it on its line is its body, never a top-level expression.
 _COMPOUND = re.compile(r"(?:if|for|while|with|try|def|class|async)\b|@")
 
@@ -119,10 +116,9 @@ def rewritten(code: str) -> tuple[str, Rewrite] | None:
     if not isinstance(last, ast.Expr) or _scalar(last.value):
         return None
     start = _line_start(tail, last.lineno)
-    end = _LINE_END.search(tail, start)
-    line = tail[start : len(tail) if end is None else end.start()]
-    # A statement's column is counted in UTF-8 bytes, the traceback's in characters.
-    column = len(line.encode("utf-8", "surrogatepass")[: last.col_offset].decode("utf-8", "replace"))
+    # A statement's column is counted in UTF-8 bytes, the traceback's in characters (never more of them).
+    before = tail[start : start + last.col_offset].encode("utf-8", "surrogatepass")[: last.col_offset]
+    column = len(before.decode("utf-8", "replace"))
     at = begin + start + column
     return code[:at] + PREFIX + code[at:] + SUFFIX, Rewrite(first + last.lineno - 1, column + 1)
 
